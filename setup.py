@@ -1,0 +1,68 @@
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+PACKAGE = "vision_factory"
+ROOT = Path(__file__).parent
+
+
+def share_files(folder: str) -> list[tuple[str, list[str]]]:
+    """Every file under ``folder``, installed to share/vision_factory/<same relative path>."""
+    groups: dict[str, list[str]] = {}
+    for path in sorted((ROOT / folder).rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            relative = path.relative_to(ROOT)
+            groups.setdefault(f"share/{PACKAGE}/{relative.parent}", []).append(str(relative))
+    return list(groups.items())
+
+
+ROS_WHEELS = [
+    "ros-rclpy",
+    "ros-std-msgs",
+    "ros-sensor-msgs",
+    "ros-geometry-msgs",
+    "ros-visualization-msgs",
+    "ros-rmw-fastrtps-cpp",
+]
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        *share_files("launch"),
+        *share_files("config"),
+        *share_files("templates"),
+    ],
+    python_requires=">=3.10",
+    install_requires=[
+        "numpy",
+        "opencv-python-headless",
+        "onnx",
+        "click",
+        "jinja2",
+        "pyyaml",
+        "rosbags",
+    ],
+    extras_require={
+        # ROS 2 from PyPI wheels, for machines without a ROS distribution.
+        "ros": ROS_WHEELS,
+        # Exactly one ONNX Runtime: both install the same 'onnxruntime' module.
+        "cpu": ["onnxruntime"],
+        "gpu": ["onnxruntime-gpu"],
+        "test": ["pytest", "pytest-timeout"],
+    },
+    zip_safe=True,
+    maintainer="vision_factory maintainers",
+    maintainer_email="maintainers@vision-factory.dev",
+    description="ONNX models as production ROS 2 perception nodes",
+    license="Apache-2.0",
+    entry_points={
+        "console_scripts": [
+            "vision-factory = vision_factory.cli:main",
+            "tracknet_node = vision_factory.ros.tracknet_node:main",
+        ],
+    },
+)

@@ -1,0 +1,1 @@
+"""Model families: pre-processing, decoding and streaming state. No ROS imports."""

@@ -1,0 +1,103 @@
+"""One camera stream through TrackNet (and optionally InpaintNet): frame tags in, one
+prediction per accepted frame out, with the tag (e.g. the image header) it belongs to."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from .tracknet import InpaintRefiner, Prediction, StreamStats, TrackNetTracker
+
+Tagged = tuple[Any, Prediction]
+
+
+class FrameSizeChanged(ValueError):
+    """A frame whose size differs from the stream's; it was skipped."""
+
+
+class BallStream:
+    """Streams frames through a tracker, keeping each frame's tag until its prediction is out.
+
+    - Frames used for the background-median warm-up get an immediate miss, so every
+      accepted frame yields exactly one prediction.
+    - A frame of another size than the stream's is skipped (FrameSizeChanged); after
+      ``restart_after`` consecutive frames of one new size, the stream is flushed and
+      restarted at that size.
+    """
+
+    def __init__(
+        self,
+        tracker: TrackNetTracker,
+        make_refiner: Callable[[tuple[float, float]], InpaintRefiner] | None = None,
+        restart_after: int | None = None,
+    ):
+        self.tracker = tracker
+        self._make_refiner = make_refiner
+        self.refiner: InpaintRefiner | None = None
+        self.restart_after = restart_after or tracker.seq_len
+        self.restarts = 0
+        self.past_stats = StreamStats()  # TrackNet stats of streams before the current one
+        self.reset()
+
+    @property
+    def stats(self) -> StreamStats:
+        """TrackNet stats over every stream since construction."""
+        total = StreamStats()
+        total.add(self.past_stats)
+        total.add(self.tracker.stats)
+        return total
+
+    def reset(self) -> None:
+        self.past_stats.add(self.tracker.stats)
+        self.tracker.reset()
+        if self.refiner is not None:
+            self.refiner.reset()
+        self.size: tuple[int, int] | None = None
+        self._tags: dict[int, Any] = {}
+        self._next_id = 0
+        self._new_size: tuple[int, int] | None = None
+        self._new_size_count = 0
+
+    def push(self, frame_bgr: np.ndarray, tag: Any) -> list[Tagged]:
+        size = (frame_bgr.shape[1], frame_bgr.shape[0])
+        outputs: list[Tagged] = []
+        if self.size is not None and size != self.size:
+            self._new_size_count = self._new_size_count + 1 if size == self._new_size else 1
+            self._new_size = size
+            if self._new_size_count < self.restart_after:
+                raise FrameSizeChanged(
+                    f"frame size changed from {self.size[0]}x{self.size[1]} to {size[0]}x{size[1]}; "
+                    f"skipping such frames, the tracker restarts after {self.restart_after} in a row"
+                )
+            outputs = self.flush()
+            self.reset()
+            self.restarts += 1
+        self._new_size_count = 0
+        self.size = size
+        frame_id = self._next_id
+        self._next_id += 1
+        self._tags[frame_id] = tag
+        if self.tracker.waiting_for_median:
+            self.tracker.push(frame_bgr, frame_id)
+            return outputs + self._finish([{"Frame": frame_id, "X": 0, "Y": 0, "Visibility": 0}])
+        prediction = self.tracker.push(frame_bgr, frame_id)
+        return outputs + self._refine([prediction] if prediction else [])
+
+    def flush(self) -> list[Tagged]:
+        """Everything still pending, in frame order (end of stream)."""
+        outputs = self._refine(self.tracker.flush())
+        if self.refiner is not None:
+            outputs += self._finish(self.refiner.flush())
+        return outputs
+
+    def _refine(self, predictions: list[Prediction]) -> list[Tagged]:
+        if self._make_refiner is None:
+            return self._finish(predictions)
+        if self.refiner is None:
+            self.refiner = self._make_refiner(self.tracker.img_scaler)
+        self.refiner.img_scaler = self.tracker.img_scaler  # the stream may have restarted at a new size
+        refined = [self.refiner.push(prediction) for prediction in predictions]
+        return self._finish([prediction for prediction in refined if prediction])
+
+    def _finish(self, predictions: list[Prediction]) -> list[Tagged]:
+        return [(self._tags.pop(prediction["Frame"]), prediction) for prediction in predictions]

@@ -1,0 +1,422 @@
+"""TrackNetV3 ball tracking and InpaintNet trajectory repair on any Runner.
+
+``TrackNetTracker`` and ``InpaintRefiner`` hold the streaming logic on top of a
+``Runner``; ``TrackNetModuleONNX`` and ``InpaintModuleONNX`` are their ONNX Runtime
+twins of TrackNetV3's streaming ``TrackNetModule`` and ``InpaintModule``.
+
+Differences from the reference, on purpose:
+- ``reset()`` clears everything for a new stream (window, sums, warm-up, counters);
+  a median given to the constructor is configuration and is kept.
+- ``flush()`` emits every pending frame exactly once. When a stream ends before the
+  first full window, the frames it has are still inferred once, with the window
+  left-padded by repeating its oldest frame, instead of being reported as misses.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import cv2
+import numpy as np
+
+from ..runtime.providers import ProviderConfig, device_to_providers
+from ..runtime.runner import OnnxRunner, Runner
+
+HEIGHT = 288
+WIDTH = 512
+BG_MODES = ("", "subtract", "subtract_concat", "concat")
+EVAL_MODES = ("average", "weight")
+FEATURE_CHANNELS = {"": 3, "subtract": 1, "subtract_concat": 4, "concat": 3}
+
+log = logging.getLogger(__name__)
+Prediction = dict[str, int]
+
+
+@dataclass
+class StreamStats:
+    """Counters and per-stage wall time (seconds) of a streaming module."""
+
+    push_calls: int = 0
+    outputs: int = 0
+    inference_calls: int = 0
+    preprocess_s: float = 0.0
+    inference_s: float = 0.0
+    postprocess_s: float = 0.0
+    median_s: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def add(self, other: "StreamStats") -> None:
+        for name, value in asdict(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+
+def ensemble_weights(seq_len: int, eval_mode: str) -> np.ndarray:
+    """Temporal-ensemble weights: uniform, or 1..ceil(L/2) mirrored, summing to 1 (float32)."""
+    if eval_mode == "average":
+        return np.full(seq_len, 1.0 / seq_len, dtype=np.float32)
+    if eval_mode == "weight":
+        ramp = np.array([min(i + 1, seq_len - i) for i in range(seq_len)], dtype=np.float32)
+        return ramp / ramp.sum()
+    raise ValueError(f"eval_mode must be one of {', '.join(EVAL_MODES)}, got '{eval_mode}'")
+
+
+def heatmap_to_prediction(
+    heatmap: np.ndarray, frame_id: int, width: int, height: int, threshold: float = 0.0
+) -> Prediction:
+    """First row-major peak of a 288x512 heatmap, scaled to the source frame's pixels.
+
+    A map whose maximum is <= ``threshold`` is a miss.
+    """
+    if heatmap.max() <= threshold:
+        return {"Frame": frame_id, "X": 0, "Y": 0, "Visibility": 0}
+    row, col = divmod(int(np.argmax(heatmap)), heatmap.shape[1])
+    x = int(col * (width / WIDTH))
+    y = int(row * (height / HEIGHT))
+    return {"Frame": frame_id, "X": x, "Y": y, "Visibility": 0 if x == 0 and y == 0 else 1}
+
+
+def _resize(image: np.ndarray) -> np.ndarray:
+    return cv2.resize(image, (WIDTH, HEIGHT), interpolation=cv2.INTER_AREA)
+
+
+def _to_chw(image_hwc: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(image_hwc.transpose(2, 0, 1), dtype=np.float32) / np.float32(255)
+
+
+def background_difference(frame_bgr: np.ndarray, median_bgr: np.ndarray) -> np.ndarray:
+    """Per-pixel sum over channels of |frame - median|, saturated to uint8 (full resolution)."""
+    absdiff = cv2.absdiff(frame_bgr, median_bgr)
+    # cv2.transform saturates to 0..255, exactly clip(sum, 0, 255) for integer sums.
+    return cv2.transform(absdiff, np.ones((1, 3), dtype=np.float32))
+
+
+def _check_metadata(metadata: dict[str, str], expected: dict[str, object], model: str) -> None:
+    for key, value in expected.items():
+        found = metadata.get(key)
+        if found is not None and str(found) != str(value):
+            raise ValueError(
+                f"model {model} was exported with {key}={found!r} but {key}={value!r} was "
+                f"requested; pass {key}={found!r} or use the matching model"
+            )
+
+
+def _static_dim(dim: object) -> int | None:
+    return dim if isinstance(dim, int) and dim > 0 else None
+
+
+class TrackNetTracker:
+    """Streaming TrackNet on a Runner: push BGR frames, get one ball prediction per frame."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        seq_len: int,
+        bg_mode: str,
+        eval_mode: str = "weight",
+        median: np.ndarray | None = None,
+        median_warmup: int = 0,
+        model_name: str = "TrackNet model",
+        heatmap_threshold: float = 0.0,
+    ):
+        if seq_len < 1:
+            raise ValueError(f"seq_len must be >= 1, got {seq_len}")
+        if bg_mode not in BG_MODES:
+            raise ValueError(f"bg_mode must be one of {BG_MODES}, got {bg_mode!r}")
+        if median_warmup < 0:
+            raise ValueError(f"median_warmup must be >= 0, got {median_warmup}")
+        self.runner = runner
+        self.seq_len = seq_len
+        self.bg_mode = bg_mode
+        self.eval_mode = eval_mode
+        self.weights = ensemble_weights(seq_len, eval_mode)
+        self.median_warmup = median_warmup
+        self.heatmap_threshold = heatmap_threshold
+        self._check_model(model_name)
+        self._given_median = None if median is None else self._validate_median(median)
+        self._input_name = runner.inputs[0].name
+        self.reset()
+
+    def _check_model(self, model_name: str) -> None:
+        _check_metadata(
+            self.runner.metadata, {"seq_len": self.seq_len, "bg_mode": self.bg_mode}, model_name
+        )
+        channels = FEATURE_CHANNELS[self.bg_mode] * self.seq_len + (3 if self.bg_mode == "concat" else 0)
+        shape = self.runner.inputs[0].shape
+        if len(shape) != 4:
+            raise ValueError(f"{model_name} has a {len(shape)}-D input; TrackNet takes [1, C, 288, 512]")
+        found = _static_dim(shape[1])
+        if found is not None and found != channels:
+            raise ValueError(
+                f"{model_name} takes {found} input channels but seq_len={self.seq_len}, "
+                f"bg_mode={self.bg_mode!r} needs {channels}; check seq_len and bg_mode"
+            )
+        size = (_static_dim(shape[2]), _static_dim(shape[3]))
+        if size not in ((HEIGHT, WIDTH), (None, None)):
+            raise ValueError(f"{model_name} input is {size[0]}x{size[1]}; TrackNet takes {HEIGHT}x{WIDTH}")
+
+    def _validate_median(self, median: np.ndarray) -> np.ndarray:
+        median = np.asarray(median)
+        if self.bg_mode == "concat":
+            if median.shape != (3, HEIGHT, WIDTH):
+                raise ValueError(f"a concat median must be 3x{HEIGHT}x{WIDTH} CHW RGB, got {median.shape}")
+            return median.astype(np.float32) / 255 if median.dtype == np.uint8 else median.astype(np.float32)
+        if median.ndim != 3 or median.shape[2] != 3 or median.dtype != np.uint8:
+            raise ValueError(f"a median must be HxWx3 RGB uint8 at frame resolution, got {median.shape} {median.dtype}")
+        return np.ascontiguousarray(median[..., ::-1])  # stored as BGR, like the frames
+
+    @property
+    def needs_median(self) -> bool:
+        return self.bg_mode in ("subtract", "subtract_concat", "concat")
+
+    @property
+    def waiting_for_median(self) -> bool:
+        """True while pushed frames go to the median warm-up and yield no prediction."""
+        return self.needs_median and self._median is None
+
+    def reset(self) -> None:
+        """Forget the stream: window, running sums, warm-up frames, counters and stats."""
+        self.stats = StreamStats()
+        self.img_scaler: tuple[float, float] | None = None
+        self._median = self._given_median
+        self._warmup: list[np.ndarray] = []
+        self._counter = 0
+        channels = FEATURE_CHANNELS[self.bg_mode]
+        # Each feature is written twice so that the last L features are always one
+        # contiguous slice: the model input is a view, never a concatenation.
+        self._ring = np.zeros((2 * self.seq_len, channels, HEIGHT, WIDTH), dtype=np.float32)
+        self._filled = 0
+        self._head = 0
+        self._window_ids: deque[int] = deque(maxlen=self.seq_len)
+        self._pending: dict[int, list] = {}  # frame id -> [sum, weight total, width, height]
+        self._inferred_once = False
+
+    def push(self, frame_bgr: np.ndarray, frame_id: int | None = None) -> Prediction | None:
+        """Add a BGR uint8 frame; return the prediction of the frame that just left the window."""
+        if frame_bgr.dtype != np.uint8 or frame_bgr.ndim != 3 or frame_bgr.shape[2] != 3:
+            raise ValueError(f"frames must be HxWx3 BGR uint8, got {frame_bgr.shape} {frame_bgr.dtype}")
+        self.stats.push_calls += 1
+        fid = self._counter if frame_id is None else int(frame_id)
+        self._counter += 1
+        height, width = frame_bgr.shape[:2]
+        if self.img_scaler is None:
+            self.img_scaler = (width / WIDTH, height / HEIGHT)
+        if self.waiting_for_median:
+            if self.median_warmup <= 0:
+                raise ValueError(
+                    f"bg_mode={self.bg_mode!r} needs a background median: pass median= "
+                    f"or median_warmup > 0"
+                )
+            self._collect_warmup(frame_bgr)
+            return None
+        start = time.perf_counter()
+        self._add_feature(self._feature(frame_bgr))
+        self._window_ids.append(fid)
+        self._pending[fid] = [np.zeros((HEIGHT, WIDTH), np.float32), np.float32(0), width, height]
+        self.stats.preprocess_s += time.perf_counter() - start
+        if self._filled < self.seq_len:
+            return None
+        self._infer(self._window())
+        return self._emit(self._window_ids[0])
+
+    def flush(self) -> list[Prediction]:
+        """Emit every frame still waiting for later windows, in frame-id order, then clear the window."""
+        if self._pending and not self._inferred_once:
+            self._infer(self._padded_window())
+        outputs = [self._emit(fid) for fid in sorted(self._pending)]
+        self._filled = 0
+        self._window_ids.clear()
+        self._inferred_once = False
+        return outputs
+
+    def _collect_warmup(self, frame_bgr: np.ndarray) -> None:
+        start = time.perf_counter()
+        if self._warmup and self._warmup[0].shape != frame_bgr.shape:
+            raise ValueError(
+                f"frame size changed during median warm-up ({self._warmup[0].shape[1]}x"
+                f"{self._warmup[0].shape[0]} -> {frame_bgr.shape[1]}x{frame_bgr.shape[0]})"
+            )
+        self._warmup.append(frame_bgr.copy())
+        if len(self._warmup) == self.median_warmup:
+            median_bgr = np.median(np.stack(self._warmup), axis=0).astype(np.uint8)
+            self._warmup = []
+            if self.bg_mode == "concat":
+                self._median = _to_chw(_resize(median_bgr)[..., ::-1])
+            else:
+                self._median = np.ascontiguousarray(median_bgr)
+        self.stats.median_s += time.perf_counter() - start
+
+    def _feature(self, frame_bgr: np.ndarray) -> np.ndarray:
+        if self.bg_mode in ("", "concat"):
+            return _to_chw(_resize(frame_bgr)[..., ::-1])
+        if self._median.shape != frame_bgr.shape:
+            raise ValueError(
+                f"frame is {frame_bgr.shape[1]}x{frame_bgr.shape[0]} but the background median is "
+                f"{self._median.shape[1]}x{self._median.shape[0]}; reset() for a new stream"
+            )
+        difference = _resize(background_difference(frame_bgr, self._median))
+        if self.bg_mode == "subtract":
+            return difference[None].astype(np.float32) / np.float32(255)
+        rgbd = np.dstack([_resize(frame_bgr)[..., ::-1], difference])
+        return _to_chw(rgbd)
+
+    def _add_feature(self, feature: np.ndarray) -> None:
+        slot = self._head
+        self._ring[slot] = feature
+        self._ring[slot + self.seq_len] = feature
+        self._head = (slot + 1) % self.seq_len
+        self._filled = min(self._filled + 1, self.seq_len)
+
+    def _window(self) -> np.ndarray:
+        window = self._ring[self._head : self._head + self.seq_len]
+        return window.reshape(1, -1, HEIGHT, WIDTH)
+
+    def _padded_window(self) -> np.ndarray:
+        count = self._filled
+        newest = self._ring[self._head + self.seq_len - count : self._head + self.seq_len]
+        padding = np.repeat(newest[:1], self.seq_len - count, axis=0)
+        return np.concatenate([padding, newest]).reshape(1, -1, HEIGHT, WIDTH)
+
+    def _infer(self, window: np.ndarray) -> None:
+        if self.bg_mode == "concat":
+            window = np.concatenate([self._median[None], window], axis=1)
+        start = time.perf_counter()
+        heatmaps = self.runner.run({self._input_name: window})[0][0]
+        self.stats.inference_s += time.perf_counter() - start
+        self.stats.inference_calls += 1
+        self._inferred_once = True
+        start = time.perf_counter()
+        offset = self.seq_len - len(self._window_ids)  # > 0 only for a padded window
+        for position, fid in enumerate(self._window_ids):
+            j = position + offset
+            weight = self.weights[self.seq_len - 1 - j]
+            entry = self._pending[fid]
+            entry[0] += weight * heatmaps[j]
+            entry[1] += weight
+        self.stats.postprocess_s += time.perf_counter() - start
+
+    def _emit(self, fid: int) -> Prediction:
+        start = time.perf_counter()
+        total, weight, width, height = self._pending.pop(fid)
+        heatmap = total / max(np.float32(1e-6), weight)
+        prediction = heatmap_to_prediction(heatmap, fid, width, height, self.heatmap_threshold)
+        self.stats.outputs += 1
+        self.stats.postprocess_s += time.perf_counter() - start
+        return prediction
+
+
+class InpaintRefiner:
+    """Streaming InpaintNet on a Runner: fills frames where TrackNet saw no ball."""
+
+    def __init__(
+        self, runner: Runner, seq_len: int, img_scaler: Sequence[float], model_name: str = "InpaintNet model"
+    ):
+        if seq_len < 1:
+            raise ValueError(f"seq_len must be >= 1, got {seq_len}")
+        _check_metadata(runner.metadata, {"seq_len": seq_len}, model_name)
+        names = [tensor.name for tensor in runner.inputs]
+        if len(names) != 2:
+            raise ValueError(f"{model_name} has {len(names)} inputs; InpaintNet takes coords and mask")
+        self._coords_name, self._mask_name = ("coords", "mask") if set(names) == {"coords", "mask"} else names
+        self.runner = runner
+        self.seq_len = seq_len
+        self.img_scaler = (float(img_scaler[0]), float(img_scaler[1]))
+        self.reset()
+
+    def reset(self) -> None:
+        self.stats = StreamStats()
+        self._buffer: deque[tuple[Prediction, np.ndarray, float]] = deque(maxlen=self.seq_len)
+        self._emitted_oldest = False
+
+    def _normalise(self, prediction: Prediction) -> tuple[np.ndarray, float]:
+        if prediction["Visibility"] == 1 and prediction["X"] > 0 and prediction["Y"] > 0:
+            sx, sy = self.img_scaler
+            coords = np.clip([prediction["X"] / (WIDTH * sx), prediction["Y"] / (HEIGHT * sy)], 0, 1)
+            return coords.astype(np.float32), 0.0
+        return np.zeros(2, np.float32), 1.0
+
+    def push(self, prediction: Prediction) -> Prediction | None:
+        """Add one TrackNet prediction; once L are buffered, return the oldest, repaired."""
+        self.stats.push_calls += 1
+        start = time.perf_counter()
+        coords, mask = self._normalise(prediction)
+        self._buffer.append((prediction, coords, mask))
+        self.stats.preprocess_s += time.perf_counter() - start
+        if len(self._buffer) < self.seq_len:
+            return None
+        coords_in = np.stack([entry[1] for entry in self._buffer])[None]
+        mask_in = np.array([[entry[2]] for entry in self._buffer], dtype=np.float32)[None]
+        start = time.perf_counter()
+        output = self.runner.run({self._coords_name: coords_in, self._mask_name: mask_in})[0]
+        self.stats.inference_s += time.perf_counter() - start
+        self.stats.inference_calls += 1
+        start = time.perf_counter()
+        repaired = np.where(mask_in == 0, coords_in, output.astype(np.float32))[0, 0]
+        sx, sy = self.img_scaler
+        x = int(repaired[0] * WIDTH * sx)
+        y = int(repaired[1] * HEIGHT * sy)
+        oldest = self._buffer.popleft()[0]
+        self.stats.outputs += 1
+        self.stats.postprocess_s += time.perf_counter() - start
+        return {"Frame": oldest["Frame"], "X": x, "Y": y, "Visibility": 0 if x == 0 and y == 0 else 1}
+
+    def flush(self) -> list[Prediction]:
+        """Emit the frames not yet emitted, as they came in (masked ones as misses)."""
+        outputs = []
+        for prediction, _, mask in self._buffer:
+            if mask == 0:
+                outputs.append(dict(prediction))
+            else:
+                outputs.append({"Frame": prediction["Frame"], "X": 0, "Y": 0, "Visibility": 0})
+        self.stats.outputs += len(outputs)
+        self._buffer.clear()
+        return outputs
+
+
+def _onnx_runner(model_path: str | os.PathLike, device: str | None, provider_config: ProviderConfig | None) -> OnnxRunner:
+    config = provider_config or ProviderConfig(providers=tuple(device_to_providers(device)))
+    return OnnxRunner(model_path, config, log)
+
+
+class TrackNetModuleONNX(TrackNetTracker):
+    """TrackNetV3's streaming TrackNetModule on ONNX Runtime."""
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike,
+        seq_len: int,
+        bg_mode: str,
+        device: str | None = None,
+        eval_mode: str = "weight",
+        median: np.ndarray | None = None,
+        median_warmup: int = 0,
+        *,
+        provider_config: ProviderConfig | None = None,
+        heatmap_threshold: float = 0.0,
+    ):
+        ensemble_weights(seq_len, eval_mode)  # reject a bad eval_mode before loading anything
+        super().__init__(
+            _onnx_runner(model_path, device, provider_config),
+            seq_len, bg_mode, eval_mode, median, median_warmup,
+            model_name=str(model_path), heatmap_threshold=heatmap_threshold,
+        )
+
+
+class InpaintModuleONNX(InpaintRefiner):
+    """TrackNetV3's streaming InpaintModule on ONNX Runtime."""
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike,
+        seq_len: int,
+        device: str | None,
+        img_scaler: Sequence[float],
+        *,
+        provider_config: ProviderConfig | None = None,
+    ):
+        super().__init__(_onnx_runner(model_path, device, provider_config), seq_len, img_scaler, model_name=str(model_path))

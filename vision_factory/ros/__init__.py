@@ -1,0 +1,1 @@
+"""ROS 2 layer: thin nodes, message builders, QoS and parameter helpers. The only rclpy importer."""

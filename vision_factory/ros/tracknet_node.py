@@ -1,0 +1,211 @@
+"""tracknet_node: ball positions from an image stream with TrackNet (+ InpaintNet) on ONNX Runtime.
+
+Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage)
+Publishes   ball (geometry_msgs/PointStamped, pixels, z = visibility), one per accepted frame,
+            stamped with that frame's header; ball_markers and debug_image only when subscribed.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections import deque
+
+import cv2
+import numpy as np
+import rclpy
+from geometry_msgs.msg import PointStamped
+from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
+from sensor_msgs.msg import CompressedImage, Image
+from visualization_msgs.msg import MarkerArray
+
+from ..images import ImageFormatError
+from ..models.ball_stream import BallStream, FrameSizeChanged
+from ..models.tracknet import BG_MODES, EVAL_MODES, InpaintModuleONNX, TrackNetModuleONNX
+from .messages import ball_message, bgr_to_message, message_to_bgr, trajectory_markers
+from .parameters import declare, image_qos, provider_config
+
+
+def load_median(path: str) -> np.ndarray | None:
+    """A background median from .npy (used as is) or an image file (read as RGB)."""
+    if not path:
+        return None
+    if path.endswith(".npy"):
+        return np.load(path)
+    image = cv2.imread(path, cv2.IMREAD_COLOR)
+    if image is None:
+        raise ValueError(f"median_path {path} is not a readable .npy or image file")
+    return np.ascontiguousarray(image[..., ::-1])
+
+
+class TrackNetNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("tracknet", **kwargs)
+        model_path = declare(self, "model_path", "", "TrackNet ONNX model (required)")
+        seq_len = declare(self, "seq_len", 8, "frames per TrackNet window")
+        bg_mode = declare(self, "bg_mode", "", f"background mode: {', '.join(repr(m) for m in BG_MODES)}")
+        eval_mode = declare(self, "eval_mode", "weight", f"temporal ensemble: {', '.join(EVAL_MODES)}")
+        median_warmup = declare(self, "median_warmup", 0, "frames collected for the background median")
+        median_path = declare(self, "median_path", "", "background median (.npy or image), instead of warm-up")
+        threshold = declare(self, "heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'")
+        inpaint_path = declare(self, "inpaint_model_path", "", "InpaintNet ONNX model; empty disables it")
+        inpaint_seq_len = declare(self, "inpaint_seq_len", 16, "frames per InpaintNet window")
+        transport = declare(self, "input_transport", "raw", "raw (image) or compressed (image/compressed)")
+        self.queue_size = declare(self, "queue_size", 4, "frames waiting for inference; oldest dropped beyond")
+        self.flush_timeout = declare(self, "flush_timeout", 1.0, "seconds without frames that end a stream, 0 = never")
+        self.trajectory_length = declare(self, "trajectory_length", 30, "positions in ball_markers")
+        if not model_path:
+            raise ValueError("parameter model_path is empty: set it to a TrackNet .onnx file")
+        if transport not in ("raw", "compressed"):
+            raise ValueError(f"input_transport must be 'raw' or 'compressed', got '{transport}'")
+        if self.queue_size < 1:
+            raise ValueError(f"queue_size must be >= 1, got {self.queue_size}")
+        providers = provider_config(self)
+        qos = image_qos(self)
+
+        logger = self.get_logger()
+        tracker = TrackNetModuleONNX(
+            model_path, seq_len, bg_mode, eval_mode=eval_mode, median=load_median(median_path),
+            median_warmup=median_warmup, provider_config=providers, heatmap_threshold=threshold,
+        )
+        logger.info(f"TrackNet {model_path}: {tracker.runner.describe()}")
+        make_refiner = None
+        if inpaint_path:
+            make_refiner = lambda scaler: InpaintModuleONNX(  # noqa: E731
+                inpaint_path, inpaint_seq_len, None, scaler, provider_config=providers
+            )
+            make_refiner((1.0, 1.0))  # load once now so a bad model fails at start-up
+        self.stream = BallStream(tracker, make_refiner)
+        self.ball_pub = self.create_publisher(PointStamped, "ball", 10)
+        self.marker_pub = self.create_publisher(MarkerArray, "ball_markers", 1)
+        self.debug_pub = self.create_publisher(Image, "debug_image", 1)
+        self.trajectory: deque[tuple[int, int]] = deque(maxlen=self.trajectory_length)
+
+        self.frames_in = self.frames_dropped = self.frames_skipped = self.outputs = 0
+        self._reported: set[str] = set()
+        self._queue: deque = deque()
+        self._wake = threading.Condition()
+        self._running = True
+        self._worker = threading.Thread(target=self._work, name="tracknet_inference", daemon=True)
+        self._worker.start()
+        if transport == "compressed":
+            self.create_subscription(CompressedImage, "image/compressed", self._enqueue, qos)
+        else:
+            self.create_subscription(Image, "image", self._enqueue, qos)
+        logger.info(
+            f"listening on {self.resolve_topic_name('image' if transport == 'raw' else 'image/compressed')}, "
+            f"publishing {self.resolve_topic_name('ball')}"
+        )
+
+    def _enqueue(self, msg) -> None:
+        """Subscription callback: hand the message to the inference thread, drop the oldest if full."""
+        with self._wake:
+            self.frames_in += 1
+            if len(self._queue) >= self.queue_size:
+                self._queue.popleft()
+                self.frames_dropped += 1
+            self._queue.append(msg)
+            self._wake.notify()
+
+    def _work(self) -> None:
+        last_frame = time.monotonic()
+        while self._running:
+            with self._wake:
+                if not self._queue:
+                    self._wake.wait(timeout=0.05)
+                msg = self._queue.popleft() if self._queue else None
+            if msg is not None:
+                last_frame = time.monotonic()
+                self._process(msg)
+            elif self.flush_timeout > 0 and time.monotonic() - last_frame > self.flush_timeout:
+                self._end_stream()
+                last_frame = float("inf")
+
+    def _process(self, msg) -> None:
+        try:
+            frame = message_to_bgr(msg)
+            # The tag travels with the frame until its prediction is out, L-1 frames later.
+            debug_frame = frame.copy() if self.debug_pub.get_subscription_count() > 0 else None
+            outputs = self.stream.push(frame, (msg.header, debug_frame))
+        except (ImageFormatError, FrameSizeChanged, ValueError) as exc:
+            self.frames_skipped += 1
+            self._report_once(str(exc))
+            return
+        self._publish(outputs)
+
+    def _end_stream(self) -> None:
+        outputs = self.stream.flush()
+        if outputs:
+            self.get_logger().info(f"no frame for {self.flush_timeout:.1f}s: flushed {len(outputs)} pending")
+        self._publish(outputs)
+        self.stream.reset()
+
+    def _publish(self, outputs) -> None:
+        for (header, debug_frame), prediction in outputs:
+            visible = prediction["Visibility"] == 1
+            self.ball_pub.publish(ball_message(header, prediction["X"], prediction["Y"], visible))
+            self.outputs += 1
+            if visible:
+                self.trajectory.append((prediction["X"], prediction["Y"]))
+            if self.marker_pub.get_subscription_count() > 0:
+                self.marker_pub.publish(trajectory_markers(header, self.trajectory))
+            if debug_frame is not None:
+                self.debug_pub.publish(bgr_to_message(self._annotate(debug_frame), header))
+
+    def _annotate(self, image: np.ndarray) -> np.ndarray:
+        points = np.array(self.trajectory, dtype=np.int32).reshape(-1, 1, 2)
+        cv2.polylines(image, [points], False, (0, 200, 255), 2)
+        if len(points):
+            cv2.circle(image, tuple(int(v) for v in points[-1, 0]), 8, (0, 0, 255), 2)
+        return image
+
+    def _report_once(self, reason: str) -> None:
+        if reason not in self._reported:
+            self._reported.add(reason)
+            self.get_logger().warning(f"skipping frame: {reason} (logged once)")
+
+    def close(self) -> None:
+        """Stop the worker, publish what is pending and log the stream statistics."""
+        self._running = False
+        self._worker.join(timeout=5)
+        self._publish(self.stream.flush())
+        stats = self.stream.stats
+        per_frame = lambda seconds: 1000 * seconds / max(1, stats.push_calls)  # noqa: E731
+        self.get_logger().info(
+            f"frames in {self.frames_in}, dropped {self.frames_dropped}, skipped {self.frames_skipped}, "
+            f"outputs {self.outputs}; per frame: pre-processing {per_frame(stats.preprocess_s):.2f} ms, "
+            f"inference {per_frame(stats.inference_s):.2f} ms, post-processing {per_frame(stats.postprocess_s):.2f} ms"
+        )
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def main(args: list[str] | None = None) -> int:
+    # Our own signal handling, so that pending predictions are still published on SIGINT/SIGTERM.
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        node = TrackNetNode()
+    except (ValueError, RuntimeError) as exc:
+        rclpy.logging.get_logger("tracknet").fatal(f"cannot start: {exc}")
+        rclpy.try_shutdown()
+        return 2
+    try:
+        while rclpy.ok():
+            rclpy.spin_once(node, timeout_sec=0.2)  # returns often, so signal handlers run
+    except KeyboardInterrupt:
+        pass
+    finally:
+        node.close()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""ONNX Runtime execution providers: one place that turns parameters into a session.
+
+ONNX Runtime silently falls back to CPU when a provider cannot be created (and
+``onnxruntime-gpu`` lists CUDA even on machines without a GPU), so the providers
+that really run are read back from the session and checked against the request.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+PROVIDER_ALIASES: dict[str, str] = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+    "trt": "TensorrtExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+    "rocm": "ROCMExecutionProvider",
+    "migraphx": "MIGraphXExecutionProvider",
+    "dml": "DmlExecutionProvider",
+    "directml": "DmlExecutionProvider",
+    "coreml": "CoreMLExecutionProvider",
+}
+FALLBACK_POLICIES = ("error", "cpu")
+GRAPH_OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
+
+log = logging.getLogger(__name__)
+
+
+def _ort():
+    try:
+        import onnxruntime
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise RuntimeError(
+            "ONNX Runtime is not installed: pip install 'vision_factory[cpu]' "
+            "(or '[gpu]' for onnxruntime-gpu; never both)"
+        ) from exc
+    return onnxruntime
+
+
+def resolve_provider_names(spec: str | Sequence[str]) -> list[str]:
+    """Turn ``"cuda,cpu"``, ``["tensorrt", "cuda"]`` or full names into ORT provider names.
+
+    Raises ValueError for a name that is neither an alias nor a provider ONNX Runtime knows.
+    """
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    names = [item.strip() for item in items if item and item.strip()]
+    if not names:
+        raise ValueError("execution_provider is empty: give e.g. 'cpu', 'cuda' or 'cuda,cpu'")
+    known = set(_ort().get_all_providers())
+    resolved: list[str] = []
+    for name in names:
+        full = PROVIDER_ALIASES.get(name.lower(), name)
+        if full not in known:
+            aliases = ", ".join(sorted(PROVIDER_ALIASES))
+            raise ValueError(
+                f"unknown execution provider '{name}': use one of {aliases} "
+                f"or a full ONNX Runtime provider name"
+            )
+        if full not in resolved:
+            resolved.append(full)
+    return resolved
+
+
+def device_to_providers(device: str | None) -> list[str]:
+    """Map the TrackNetV3-style ``device`` argument to providers: 'cuda' prefers CUDA."""
+    if device is None or str(device).lower().startswith("cpu"):
+        return ["CPUExecutionProvider"]
+    if str(device).lower().startswith("cuda"):
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return resolve_provider_names(str(device))
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """Everything that decides which providers run a model, and how."""
+
+    providers: tuple[str, ...] = ("CPUExecutionProvider",)
+    fallback: str = "error"  # "error": fail at start-up; "cpu": log and run on CPU
+    device_id: int = 0
+    cuda_mem_limit_mb: int = 0  # 0: no limit
+    trt_cache_dir: str = ""  # "" -> $ROS_HOME/vision_factory/trt_cache
+    trt_fp16: bool = False
+    intra_op_threads: int = 0  # 0: ONNX Runtime decides
+    inter_op_threads: int = 0
+    graph_optimization: str = "all"
+
+    @classmethod
+    def create(cls, execution_provider: str | Sequence[str] = "cpu", **options) -> "ProviderConfig":
+        config = cls(providers=tuple(resolve_provider_names(execution_provider)), **options)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        if self.fallback not in FALLBACK_POLICIES:
+            raise ValueError(
+                f"provider_fallback '{self.fallback}' is not one of {', '.join(FALLBACK_POLICIES)}"
+            )
+        if self.graph_optimization not in GRAPH_OPTIMIZATION_LEVELS:
+            raise ValueError(
+                f"graph_optimization '{self.graph_optimization}' is not one of "
+                f"{', '.join(GRAPH_OPTIMIZATION_LEVELS)}"
+            )
+        for field in ("device_id", "cuda_mem_limit_mb", "intra_op_threads", "inter_op_threads"):
+            if getattr(self, field) < 0:
+                raise ValueError(f"{field} must be >= 0, got {getattr(self, field)}")
+
+    def provider_options(self, name: str) -> dict[str, str]:
+        if name == "CUDAExecutionProvider":
+            options = {"device_id": str(self.device_id)}
+            if self.cuda_mem_limit_mb:
+                options["gpu_mem_limit"] = str(self.cuda_mem_limit_mb * 1024 * 1024)
+            return options
+        if name == "TensorrtExecutionProvider":
+            cache = Path(self.trt_cache_dir or default_cache_dir("trt_cache"))
+            return {
+                "device_id": str(self.device_id),
+                "trt_fp16_enable": str(self.trt_fp16),
+                "trt_engine_cache_enable": "True",
+                "trt_engine_cache_path": str(cache),
+                "trt_timing_cache_enable": "True",
+                "trt_timing_cache_path": str(cache),
+            }
+        if name in ("ROCMExecutionProvider", "MIGraphXExecutionProvider", "DmlExecutionProvider"):
+            return {"device_id": str(self.device_id)}
+        return {}
+
+
+def default_cache_dir(kind: str) -> Path:
+    """Caches live under ROS_HOME (default ~/.ros), never /tmp."""
+    ros_home = os.environ.get("ROS_HOME") or os.path.join(os.path.expanduser("~"), ".ros")
+    return Path(ros_home) / "vision_factory" / kind
+
+
+def _session_options(config: ProviderConfig):
+    ort = _ort()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = config.intra_op_threads
+    options.inter_op_num_threads = config.inter_op_threads
+    options.graph_optimization_level = {
+        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }[config.graph_optimization]
+    options.log_severity_level = 3  # ORT's own fallback warnings are replaced by our check
+    return options
+
+
+def create_session(model_path: str | os.PathLike, config: ProviderConfig, logger=log):
+    """Create an InferenceSession and check that the requested providers really run.
+
+    Raises ValueError for a missing or unloadable model, RuntimeError when the first
+    requested provider cannot run and ``config.fallback`` is "error".
+    """
+    ort = _ort()
+    path = Path(model_path)
+    if not path.is_file():
+        raise ValueError(f"ONNX model file not found: {path}")
+    wanted = list(config.providers)
+    if config.fallback == "cpu" and "CPUExecutionProvider" not in wanted:
+        wanted.append("CPUExecutionProvider")
+    if "TensorrtExecutionProvider" in wanted:
+        Path(config.provider_options("TensorrtExecutionProvider")["trt_engine_cache_path"]).mkdir(
+            parents=True, exist_ok=True
+        )
+    available = set(ort.get_available_providers())
+    missing = [name for name in wanted if name not in available]
+    if missing and config.fallback == "error":
+        raise RuntimeError(
+            f"execution provider(s) {', '.join(missing)} not available in this ONNX Runtime "
+            f"(available: {', '.join(sorted(available))}); install the matching onnxruntime "
+            f"package or set provider_fallback to 'cpu' to run on CPU instead"
+        )
+    usable = [name for name in wanted if name in available]
+    if not usable:
+        raise RuntimeError(f"no usable execution provider among {', '.join(wanted)}")
+    try:
+        session = ort.InferenceSession(
+            str(path),
+            sess_options=_session_options(config),
+            providers=[(name, config.provider_options(name)) for name in usable],
+        )
+    except Exception as exc:  # ORT raises several types for bad files
+        if _is_provider_failure(exc):
+            raise RuntimeError(f"could not create an ONNX Runtime session for {path}: {exc}") from exc
+        raise ValueError(f"ONNX Runtime cannot load model {path}: {exc}") from exc
+    running = session.get_providers()
+    if running[0] != wanted[0]:
+        message = (
+            f"requested execution provider {wanted[0]} did not start "
+            f"(running: {', '.join(running)})"
+        )
+        if config.fallback == "error":
+            raise RuntimeError(message + "; check the driver/CUDA install or set provider_fallback to 'cpu'")
+        logger.warning(message + "; falling back as provider_fallback='cpu' allows")
+    logger.info(f"ONNX Runtime {ort.__version__} running {path.name} on {', '.join(running)}")
+    return session
+
+
+def _is_provider_failure(exc: Exception) -> bool:
+    text = str(exc)
+    return any(word in text for word in ("ExecutionProvider", "CUDA", "cudnn", "TensorRT"))
+

@@ -1,0 +1,144 @@
+"""rosbag2 files (sqlite3 or mcap) read and written with ``rosbags``, no ROS needed."""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from ..images import bgr_to_image_fields
+
+IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
+STORAGES = ("mcap", "sqlite3")
+
+
+class BagError(ValueError):
+    """A bag that cannot be used: missing, malformed, or without the expected topic."""
+
+
+def _typestore():
+    from rosbags.typesys import Stores, get_typestore
+
+    return get_typestore(Stores.ROS2_KILTED)
+
+
+@dataclass(frozen=True)
+class RawMessage:
+    topic: str
+    msgtype: str
+    timestamp_ns: int
+    data: bytes  # CDR, as ROS 2 serialises it
+
+
+def write_image_bag(
+    path: str | Path,
+    frames: Iterable[np.ndarray],
+    topic: str = "/camera/image",
+    fps: float = 30.0,
+    frame_id: str = "camera",
+    encoding: str = "bgr8",
+    storage: str = "mcap",
+    start_ns: int = 1_700_000_000_000_000_000,
+) -> Path:
+    """Write BGR frames as sensor_msgs/Image, stamped (header and bag time) at ``fps``."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    store = _typestore()
+    Image = store.types["sensor_msgs/msg/Image"]
+    Header = store.types["std_msgs/msg/Header"]
+    Time = store.types["builtin_interfaces/msg/Time"]
+    plugin = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}[storage]
+    path = Path(path)
+    with Writer(path, version=9, storage_plugin=plugin) as writer:
+        connection = writer.add_connection(topic, "sensor_msgs/msg/Image", typestore=store)
+        for index, frame in enumerate(frames):
+            stamp_ns = start_ns + round(index * 1e9 / fps)
+            width, height, enc, step, data = bgr_to_image_fields(frame, encoding)
+            header = Header(stamp=Time(sec=stamp_ns // 10**9, nanosec=stamp_ns % 10**9), frame_id=frame_id)
+            message = Image(
+                header=header, height=height, width=width, encoding=enc, is_bigendian=0, step=step,
+                data=np.frombuffer(data, np.uint8),
+            )
+            writer.write(connection, stamp_ns, store.serialize_cdr(message, "sensor_msgs/msg/Image"))
+    return path
+
+
+def image_topics(path: str | Path) -> dict[str, str]:
+    """topic -> message type of every image topic in the bag."""
+    with _open(path) as reader:
+        return {c.topic: c.msgtype for c in reader.connections if c.msgtype in IMAGE_TYPES}
+
+
+def read_messages(path: str | Path, topic: str) -> Iterator[RawMessage]:
+    """The raw messages of one topic in bag time order."""
+    with _open(path) as reader:
+        connections = [c for c in reader.connections if c.topic == topic]
+        if not connections:
+            topics = ", ".join(sorted({c.topic for c in reader.connections})) or "none"
+            raise BagError(f"bag {path} has no topic {topic} (topics: {topics})")
+        try:
+            for connection, timestamp, data in reader.messages(connections=connections):
+                yield RawMessage(connection.topic, connection.msgtype, timestamp, bytes(data))
+        except Exception as exc:  # rosbags raises several types for damaged storage
+            raise BagError(f"bag {path} is damaged while reading {topic}: {exc}") from exc
+
+
+class _open:
+    """AnyReader with errors turned into BagError naming the bag and the fix."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def __enter__(self):
+        from rosbags.highlevel import AnyReader
+
+        if not self.path.exists():
+            raise BagError(f"bag not found: {self.path}")
+        try:
+            self.reader = AnyReader([self.path], default_typestore=_typestore())
+            self.reader.open()
+        except Exception as exc:
+            raise BagError(
+                f"cannot read bag {self.path}: {exc}; give a rosbag2 folder (metadata.yaml with "
+                f".mcap or .db3 files) or a single .mcap file"
+            ) from exc
+        return self.reader
+
+    def __exit__(self, *exc_info) -> None:
+        self.reader.close()
+
+
+def write_messages(path: str | Path, messages: Iterable[RawMessage], storage: str = "mcap") -> Path:
+    """Write raw CDR messages (already serialised) into a new bag."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    store = _typestore()
+    plugin = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}[storage]
+    path = Path(path)
+    with Writer(path, version=9, storage_plugin=plugin) as writer:
+        connections = {}
+        for message in messages:
+            if message.topic not in connections:
+                connections[message.topic] = writer.add_connection(message.topic, message.msgtype, typestore=store)
+            writer.write(connections[message.topic], message.timestamp_ns, message.data)
+    return path
+
+
+def write_ball_csv(path: str | Path, rows: Iterable[tuple[int, int, int, int]]) -> Path:
+    """TrackNet's ball CSV: Frame, Visibility, X, Y."""
+    path = Path(path)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["Frame", "Visibility", "X", "Y"])
+        writer.writerows(rows)
+    return path
+
+
+def read_ball_csv(path: str | Path) -> list[tuple[int, int, float, float]]:
+    with Path(path).open(newline="") as handle:
+        return [
+            (int(row["Frame"]), int(row["Visibility"]), float(row["X"]), float(row["Y"]))
+            for row in csv.DictReader(handle)
+        ]

@@ -1,0 +1,94 @@
+"""The built-in end-to-end demo: synthetic TrackNet + InpaintNet models and a clip with a
+known ball trajectory, replayed through the real tracknet node over ROS 2."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from .bags import read_ball_csv, write_ball_csv, write_image_bag
+from .replay import ReplayResult, replay
+from .synthetic import BallClip, BallTruth, build_inpaint_model, build_tracknet_model
+
+
+@dataclass
+class FrameResult:
+    frame: int
+    truth: BallTruth
+    predicted: tuple[int, int, int] | None  # (visibility, x, y); None when the node sent nothing
+    warmup: bool  # used for the background median, so never tracked
+
+    @property
+    def seen(self) -> bool:
+        return bool(self.predicted and self.predicted[0])
+
+    @property
+    def status(self) -> str:
+        if self.predicted is None:
+            return "no output"
+        if self.warmup:
+            return "warm-up"
+        if self.truth.visibility:
+            return "tracked" if self.seen else "missed"
+        return "inpainted" if self.seen else "hidden"
+
+    @property
+    def error_px(self) -> float | None:
+        """Distance to the true centre, also where the ball was hidden and InpaintNet filled it."""
+        if self.seen:
+            return float(np.hypot(self.predicted[1] - self.truth.x, self.predicted[2] - self.truth.y))
+        return None
+
+
+@dataclass
+class DemoReport:
+    frames: list[FrameResult]
+    replay: ReplayResult
+    picture: Path
+
+    def count(self, status: str) -> int:
+        return sum(1 for f in self.frames if f.status == status)
+
+    def errors(self, status: str) -> list[float]:
+        return [f.error_px for f in self.frames if f.status == status and f.error_px is not None]
+
+
+def run_demo(
+    out_dir: str | Path, num_frames: int = 90, width: int = 1280, height: int = 720,
+    seq_len: int = 8, inpaint: bool = True, median_warmup: int = 10,
+) -> DemoReport:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    clip = BallClip(num_frames, width, height)
+    model = build_tracknet_model(out_dir / "tracknet_synthetic.onnx", seq_len, "subtract")
+    bag = write_image_bag(out_dir / "clip", clip.frames())
+    write_ball_csv(out_dir / "truth.csv", [(t.frame, t.visibility, round(t.x), round(t.y)) for t in clip.truth])
+    params = {"model_path": str(model), "seq_len": str(seq_len), "bg_mode": "subtract", "median_warmup": str(median_warmup)}
+    if inpaint:
+        params["inpaint_model_path"] = str(build_inpaint_model(out_dir / "inpaintnet_synthetic.onnx", 16))
+        params["inpaint_seq_len"] = "16"
+    result = replay(bag, out_dir / "replay", params=params)
+    predicted = {row[0]: (row[1], int(row[2]), int(row[3])) for row in read_ball_csv(result.ball_csv)}
+    frames = [FrameResult(t.frame, t, predicted.get(t.frame), t.frame < median_warmup) for t in clip.truth]
+    picture = draw_trajectories(clip, frames, out_dir / "trajectory.png")
+    return DemoReport(frames, result, picture)
+
+
+def draw_trajectories(clip: BallClip, frames: list[FrameResult], path: Path) -> Path:
+    """The true trajectory (green) and the tracked one (red) over the clip's middle frame."""
+    image = clip.background.copy()
+    truth = [(round(f.truth.x), round(f.truth.y)) for f in frames if f.truth.visibility]
+    tracked = [(f.predicted[1], f.predicted[2]) for f in frames if f.seen]
+    scale = max(1, clip.width // 640)
+    cv2.polylines(image, [np.array(truth, np.int32).reshape(-1, 1, 2)], False, (60, 220, 60), scale)
+    for x, y in truth:
+        cv2.circle(image, (x, y), 3 * scale, (60, 220, 60), -1)
+    for x, y in tracked:
+        cv2.drawMarker(image, (x, y), (40, 40, 255), cv2.MARKER_CROSS, 10 * scale, 2 * scale)
+    for row, (text, colour) in enumerate([("truth", (60, 220, 60)), ("tracked by tracknet_node", (40, 40, 255))]):
+        cv2.putText(image, text, (12 * scale, (28 + 26 * row) * scale), cv2.FONT_HERSHEY_SIMPLEX,
+                    0.7 * scale, colour, 2 * scale, cv2.LINE_AA)
+    cv2.imwrite(str(path), image)
+    return path

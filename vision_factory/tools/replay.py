@@ -1,0 +1,262 @@
+"""Replay a rosbag2 through a real node over ROS 2 and record what it publishes."""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..share import share_path
+from .bags import BagError, RawMessage, image_topics, read_messages, write_ball_csv, write_messages
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    module: str  # run as `python -m module`
+    outputs: dict[str, str]  # relative output topic -> message type
+    main_output: str  # one message per input frame on this topic
+
+
+NODES = {
+    "tracknet": NodeSpec("vision_factory.ros.tracknet_node", {"ball": "geometry_msgs/msg/PointStamped"}, "ball"),
+}
+
+
+@dataclass
+class ReplayResult:
+    frames_sent: int
+    outputs: int
+    missing_frames: list[int]
+    wall_s: float
+    fps: float
+    latency_ms_p50: float
+    latency_ms_p99: float
+    output_bag: str
+    ball_csv: str | None
+    node_log: str
+    latencies_ms: list[float] = field(default_factory=list, repr=False)
+
+    def summary(self) -> dict:
+        data = asdict(self)
+        data.pop("latencies_ms")
+        return data
+
+
+def _stamp(data: bytes) -> tuple[int, int]:
+    """header.stamp of a CDR-serialised message that starts with a std_msgs/Header."""
+    little = data[1] == 1
+    return struct.unpack_from("<iI" if little else ">iI", data, 4)
+
+
+def use_shared_memory_profile() -> None:
+    """Large images need Fast DDS' shared-memory transport; keep a profile the user set."""
+    os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(share_path("config", "fastdds_shm.xml")))
+
+
+def message_class(msgtype: str):
+    """'sensor_msgs/msg/Image' -> the rclpy message class."""
+    package, _, name = msgtype.split("/")
+    return getattr(importlib.import_module(f"{package}.msg"), name)
+
+
+def replay(
+    bag: str | Path,
+    out_dir: str | Path,
+    node: str = "tracknet",
+    params: dict[str, str] | None = None,
+    params_file: str | Path | None = None,
+    topic: str | None = None,
+    rate: float | None = None,
+    max_in_flight: int = 32,
+    storage: str = "mcap",
+    startup_timeout: float = 60.0,
+    progress: Callable[[int, int], None] | None = None,
+) -> ReplayResult:
+    """Play ``bag``'s image topic into a fresh ``node`` process and record its outputs.
+
+    ``rate``: 1.0 plays at recorded timing, 2.0 twice as fast; None plays as fast as the
+    node keeps up (at most ``max_in_flight`` frames without an answer, nothing dropped).
+    """
+    import rclpy
+    from rclpy.node import Node
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    if node not in NODES:
+        raise ValueError(f"unknown node '{node}': choose one of {', '.join(NODES)}")
+    spec = NODES[node]
+    topics = image_topics(bag)
+    if topic is None:
+        if len(topics) != 1:
+            raise BagError(f"bag {bag} has {len(topics)} image topics ({', '.join(topics) or 'none'}); pick one with --topic")
+        topic = next(iter(topics))
+    elif topic not in topics:
+        raise BagError(f"bag {bag} has no image topic {topic} (image topics: {', '.join(topics) or 'none'})")
+    msgtype = topics[topic]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamps = [_stamp(message.data) for message in read_messages(bag, topic)]
+    if len(set(stamps)) != len(stamps):
+        raise BagError(f"image headers in {bag}:{topic} repeat their stamps; replay needs one stamp per frame")
+    frame_of = {stamp: index for index, stamp in enumerate(stamps)}
+
+    namespace = f"/vf_replay_{os.getpid()}"
+    input_topic = "image" if msgtype.endswith("/Image") else "image/compressed"
+    overrides = {
+        "qos_reliability": "reliable",
+        "qos_depth": str(max_in_flight),
+        "flush_timeout": "0.5",
+        **({"queue_size": str(max_in_flight + 1)} if rate is None else {}),
+        **(params or {}),
+        **({"input_transport": "compressed"} if input_topic.endswith("compressed") else {}),
+    }
+    command = [sys.executable, "-m", spec.module, "--ros-args", "-r", f"__ns:={namespace}"]
+    if params_file:
+        command += ["--params-file", str(params_file)]
+    for key, value in overrides.items():
+        command += ["-p", f"{key}:={value}"]
+    use_shared_memory_profile()
+    log_path = out_dir / f"{node}_node.log"
+    log_file = log_path.open("w")
+    process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    player = Node("vf_replay_player", context=context)
+    received: dict[str, list[tuple[int, bytes]]] = {name: [] for name in spec.outputs}
+    done_frames: dict[int, int] = {}  # frame index -> receive time (ns)
+    answered = threading.Condition()
+    reliable = QoSProfile(depth=max(100, max_in_flight * 4), reliability=ReliabilityPolicy.RELIABLE)
+
+    def on_output(name: str):
+        def callback(data: bytes) -> None:
+            now = time.time_ns()
+            with answered:
+                received[name].append((now, data))
+                if name == spec.main_output:
+                    done_frames.setdefault(frame_of.get(_stamp(data), -1), now)
+                answered.notify_all()
+        return callback
+
+    for name, output_type in spec.outputs.items():
+        player.create_subscription(message_class(output_type), f"{namespace}/{name}", on_output(name), reliable, raw=True)
+    publisher = player.create_publisher(message_class(msgtype), f"{namespace}/{input_topic}", reliable)
+    executor = rclpy.executors.SingleThreadedExecutor(context=context)
+    executor.add_node(player)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+
+    sent_at: list[int] = []
+    try:
+        _wait_for_node(process, publisher, player, f"{namespace}/{spec.main_output}", startup_timeout, log_path)
+        start = time.perf_counter()
+        first_bag_ns = None
+        for index, message in enumerate(read_messages(bag, topic)):
+            first_bag_ns = message.timestamp_ns if first_bag_ns is None else first_bag_ns
+            if rate is None:
+                _wait_in_flight(answered, done_frames, index, max_in_flight, process, log_path)
+            else:
+                delay = (message.timestamp_ns - first_bag_ns) / 1e9 / rate - (time.perf_counter() - start)
+                if delay > 0:
+                    time.sleep(delay)
+            sent_at.append(time.time_ns())
+            publisher.publish(message.data)
+            if progress:
+                progress(index + 1, len(stamps))
+        _wait_for_end(answered, done_frames, len(stamps), idle_s=3.0)
+        wall_s = time.perf_counter() - start
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log_file.close()
+        executor.shutdown()
+        player.destroy_node()
+        rclpy.try_shutdown(context=context)
+
+    messages = [
+        RawMessage(f"/{name}", spec.outputs[name], stamp_ns, data)
+        for name, items in received.items() for stamp_ns, data in items
+    ]
+    messages.sort(key=lambda message: message.timestamp_ns)
+    output_bag = out_dir / f"{node}_outputs"
+    if output_bag.exists():
+        raise FileExistsError(f"{output_bag} exists; choose another --out")
+    write_messages(output_bag, messages, storage)
+    ball_csv = _write_ball_csv(out_dir / "ball.csv", received.get("ball", []), frame_of) if "ball" in spec.outputs else None
+    latencies = [(done_frames[i] - sent_at[i]) / 1e6 for i in range(len(sent_at)) if i in done_frames]
+    result = ReplayResult(
+        frames_sent=len(sent_at),
+        outputs=len(received[spec.main_output]),
+        missing_frames=[i for i in range(len(sent_at)) if i not in done_frames],
+        wall_s=wall_s,
+        fps=len(done_frames) / wall_s if wall_s > 0 else 0.0,
+        latency_ms_p50=float(np.percentile(latencies, 50)) if latencies else float("nan"),
+        latency_ms_p99=float(np.percentile(latencies, 99)) if latencies else float("nan"),
+        output_bag=str(output_bag),
+        ball_csv=str(ball_csv) if ball_csv else None,
+        node_log=str(log_path),
+        latencies_ms=latencies,
+    )
+    (out_dir / "replay.json").write_text(json.dumps(result.summary(), indent=2))
+    return result
+
+
+def _wait_for_node(process, publisher, player, output_topic: str, timeout: float, log_path: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"node exited with code {process.returncode} before replay:\n{_tail(log_path)}")
+        if publisher.get_subscription_count() > 0 and player.count_publishers(output_topic) > 0:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"node did not subscribe within {timeout:.0f}s:\n{_tail(log_path)}")
+
+
+def _wait_in_flight(answered, done_frames, index, max_in_flight, process, log_path, stall_s: float = 30.0) -> None:
+    deadline = time.monotonic() + stall_s
+    with answered:
+        while index - len(done_frames) >= max_in_flight:
+            if process.poll() is not None:
+                raise RuntimeError(f"node exited with code {process.returncode} during replay:\n{_tail(log_path)}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node answered no frame for {stall_s:.0f}s:\n{_tail(log_path)}")
+            answered.wait(timeout=0.1)
+
+
+def _wait_for_end(answered, done_frames, total: int, idle_s: float) -> None:
+    """Until every frame is answered, or no answer came for ``idle_s`` seconds."""
+    with answered:
+        last_count, last_change = len(done_frames), time.monotonic()
+        while len(done_frames) < total and time.monotonic() - last_change < idle_s:
+            answered.wait(timeout=0.1)
+            if len(done_frames) != last_count:
+                last_count, last_change = len(done_frames), time.monotonic()
+
+
+def _write_ball_csv(path: Path, items: list[tuple[int, bytes]], frame_of: dict) -> Path:
+    from geometry_msgs.msg import PointStamped
+    from rclpy.serialization import deserialize_message
+
+    rows = {}
+    for _, data in items:
+        msg = deserialize_message(data, PointStamped)
+        frame = frame_of.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
+        if frame is not None:
+            visible = msg.point.z > 0.5
+            rows[frame] = (frame, int(visible), int(round(msg.point.x)), int(round(msg.point.y)))
+    return write_ball_csv(path, [rows[frame] for frame in sorted(rows)])
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

@@ -85,15 +85,41 @@ def _resize(image: np.ndarray) -> np.ndarray:
     return cv2.resize(image, (WIDTH, HEIGHT), interpolation=cv2.INTER_AREA)
 
 
+_SCALE = np.float32(255)
+
+
+def _unit(plane: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """uint8 plane / 255 as float32 into ``out``: the same IEEE division as astype(float32) / 255."""
+    return np.divide(plane, _SCALE, out=out)
+
+
 def _to_chw(image_hwc: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(image_hwc.transpose(2, 0, 1), dtype=np.float32) / np.float32(255)
+    """HxWxC uint8 -> CxHxW float32 / 255, in one pass per channel and no intermediate copy."""
+    height, width, channels = image_hwc.shape
+    chw = np.empty((channels, height, width), np.float32)
+    for channel in range(channels):
+        _unit(image_hwc[:, :, channel], chw[channel])
+    return chw
+
+
+def _bgr_to_chw_rgb(image_bgr: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``_to_chw(image_bgr[..., ::-1])`` written into ``out``[:3]: split to planes, RGB order."""
+    for channel, plane in enumerate(cv2.split(image_bgr)):
+        _unit(plane, out[2 - channel])
+    return out
 
 
 def background_difference(frame_bgr: np.ndarray, median_bgr: np.ndarray) -> np.ndarray:
     """Per-pixel sum over channels of |frame - median|, saturated to uint8 (full resolution)."""
     absdiff = cv2.absdiff(frame_bgr, median_bgr)
-    # cv2.transform saturates to 0..255, exactly clip(sum, 0, 255) for integer sums.
-    return cv2.transform(absdiff, np.ones((1, 3), dtype=np.float32))
+    if absdiff.ndim != 3 or absdiff.shape[2] != 3:
+        # cv2.transform saturates to 0..255, exactly clip(sum, 0, 255) for integer sums.
+        return cv2.transform(absdiff, np.ones((1, 3), dtype=np.float32))
+    # Saturating uint8 adds of non-negative terms: min(min(b + g, 255) + r, 255) is
+    # min(b + g + r, 255), the same bytes as the cv2.transform above at a quarter of the cost.
+    blue, green, red = cv2.split(absdiff)
+    cv2.add(blue, green, dst=blue)
+    return cv2.add(blue, red, dst=blue)
 
 
 def _check_metadata(metadata: dict[str, str], expected: dict[str, object], model: str) -> None:
@@ -252,18 +278,21 @@ class TrackNetTracker:
         self.stats.median_s += time.perf_counter() - start
 
     def _feature(self, frame_bgr: np.ndarray) -> np.ndarray:
+        # Resize first (BGR, full resolution -> 512x288), then reverse channels and scale
+        # on the small image, each plane written once into the float32 feature.
+        feature = np.empty((FEATURE_CHANNELS[self.bg_mode], HEIGHT, WIDTH), np.float32)
         if self.bg_mode in ("", "concat"):
-            return _to_chw(_resize(frame_bgr)[..., ::-1])
+            return _bgr_to_chw_rgb(_resize(frame_bgr), feature)
         if self._median.shape != frame_bgr.shape:
             raise ValueError(
                 f"frame is {frame_bgr.shape[1]}x{frame_bgr.shape[0]} but the background median is "
                 f"{self._median.shape[1]}x{self._median.shape[0]}; reset() for a new stream"
             )
         difference = _resize(background_difference(frame_bgr, self._median))
-        if self.bg_mode == "subtract":
-            return difference[None].astype(np.float32) / np.float32(255)
-        rgbd = np.dstack([_resize(frame_bgr)[..., ::-1], difference])
-        return _to_chw(rgbd)
+        if self.bg_mode == "subtract_concat":
+            _bgr_to_chw_rgb(_resize(frame_bgr), feature)  # channels 0..2: RGB, 3: difference
+        _unit(difference, feature[-1])
+        return feature
 
     def _add_feature(self, feature: np.ndarray) -> None:
         slot = self._head

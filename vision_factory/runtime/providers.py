@@ -44,7 +44,8 @@ def _ort():
 def resolve_provider_names(spec: str | Sequence[str]) -> list[str]:
     """Turn ``"cuda,cpu"``, ``["tensorrt", "cuda"]`` or full names into ORT provider names.
 
-    Raises ValueError for a name that is neither an alias nor a provider ONNX Runtime knows.
+    Raises ValueError for a name that is neither an alias nor a provider ONNX Runtime knows
+    (whether it is available in this install is checked when the session is created).
     """
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     names = [item.strip() for item in items if item and item.strip()]
@@ -54,7 +55,7 @@ def resolve_provider_names(spec: str | Sequence[str]) -> list[str]:
     resolved: list[str] = []
     for name in names:
         full = PROVIDER_ALIASES.get(name.lower(), name)
-        if full not in known:
+        if full not in known and name.lower() not in PROVIDER_ALIASES:
             aliases = ", ".join(sorted(PROVIDER_ALIASES))
             raise ValueError(
                 f"unknown execution provider '{name}': use one of {aliases} "

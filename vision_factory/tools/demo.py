@@ -2,6 +2,7 @@
 known ball trajectory, replayed through the real tracknet node over ROS 2."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +60,7 @@ def run_demo(
     out_dir: str | Path, num_frames: int = 90, width: int = 1280, height: int = 720,
     seq_len: int = 8, inpaint: bool = True, median_warmup: int = 10,
 ) -> DemoReport:
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # a demo stays on this machine
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     clip = BallClip(num_frames, width, height)

@@ -122,7 +122,7 @@ def replay(
     if params_file:
         command += ["--params-file", str(params_file)]
     for key, value in overrides.items():
-        command += ["-p", f"{key}:={value}"]
+        command += ["-p", f"{key}:={value or repr('')}"]  # values are YAML; '' is the empty string
     use_shared_memory_profile()
     log_path = out_dir / f"{node}_node.log"
     log_file = log_path.open("w")

@@ -1,0 +1,56 @@
+"""Test-wide settings: DDS stays on this machine, in a private domain, logs under a temp dir."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_ros_home = tempfile.mkdtemp(prefix="vf_test_ros_")
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+os.environ["ROS_DOMAIN_ID"] = str(1 + os.getpid() % 200)
+os.environ["ROS_HOME"] = _ros_home
+os.environ["ROS_LOG_DIR"] = os.path.join(_ros_home, "log")
+os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds_shm.xml"))
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def synthetic_models(model_dir):
+    """Synthetic TrackNet models (seq_len 8) for every bg_mode, plus an InpaintNet (seq_len 16)."""
+    from vision_factory.tools.synthetic import build_inpaint_model, build_tracknet_model
+
+    models = {mode: build_tracknet_model(model_dir / f"tracknet_{mode or 'rgb'}.onnx", 8, mode)
+              for mode in ("", "subtract", "subtract_concat", "concat")}
+    models["inpaint"] = build_inpaint_model(model_dir / "inpaint.onnx", 16)
+    return models
+
+
+def dense_tracknet_model(path: Path, seq_len: int, bg_mode: str, seed: int = 0) -> Path:
+    """A TrackNet-shaped model with random 1x1 weights: dense, frame-dependent heatmaps in (0, 1)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from vision_factory.models.tracknet import FEATURE_CHANNELS
+
+    channels = FEATURE_CHANNELS[bg_mode] * seq_len + (3 if bg_mode == "concat" else 0)
+    weights = np.random.default_rng(seed).normal(0, 1, (seq_len, channels, 1, 1)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["input", "w"], ["z"]), helper.make_node("Sigmoid", ["z"], ["heatmap"])],
+        "dense",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, channels, 288, 512])],
+        [helper.make_tensor_value_info("heatmap", TensorProto.FLOAT, [1, seq_len, 288, 512])],
+        [numpy_helper.from_array(weights, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    helper.set_model_props(model, {"seq_len": str(seq_len), "bg_mode": bg_mode})
+    onnx.save(model, path)
+    return path

@@ -1,0 +1,48 @@
+"""The vision-factory command line, run as a user would (a real subprocess)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import cv2
+
+from vision_factory.tools.bags import write_image_bag
+from vision_factory.tools.synthetic import BallClip
+
+
+def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vision_factory.cli", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_demo_tracks_the_ball_and_draws_it(tmp_path):
+    done = run_cli("demo", "--out", str(tmp_path / "demo"), "--frames", "48", "--size", "640x360")
+    assert done.returncode == 0, done.stderr
+    lines = {line.split(":")[0].strip(): line for line in done.stdout.splitlines() if ": " in line}
+    tracked = lines["tracked"]
+    assert "error mean" in tracked and int(tracked.split(":")[1].split()[0]) >= 30
+    assert float(tracked.split("max ")[1].split()[0]) <= 4.5
+    assert lines["missed"].strip().startswith("missed: 0 ")
+    picture = cv2.imread(str(tmp_path / "demo" / "trajectory.png"))
+    assert picture is not None and picture.shape == (360, 640, 3)
+    assert (tmp_path / "demo" / "replay" / "ball.csv").exists()
+
+
+def test_replay_errors_name_the_problem(tmp_path):
+    garbage = tmp_path / "garbage.mcap"
+    garbage.write_bytes(b"\x00" * 64)
+    done = run_cli("replay", str(garbage), "--out", str(tmp_path / "o"), "-p", "model_path:=x.onnx")
+    assert done.returncode != 0 and "cannot read bag" in done.stderr and "Traceback" not in done.stderr
+    two_topics = write_image_bag(tmp_path / "bag", [BallClip(2, 64, 64).frame(0)], topic="/a")
+    done = run_cli("replay", str(two_topics), "--out", str(tmp_path / "o"), "--topic", "/b")
+    assert done.returncode != 0 and "no image topic /b" in done.stderr
+    done = run_cli("replay", str(two_topics), "--out", str(tmp_path / "o"), "-p", "model_path")
+    assert done.returncode != 0 and "NAME:=VALUE" in done.stderr
+    done = run_cli("replay", str(two_topics), "--out", str(tmp_path / "o"), "-p", "model_path:=/missing.onnx")
+    assert done.returncode != 0 and "ONNX model file not found: /missing.onnx" in done.stderr
+
+
+def test_help_has_examples():
+    for command in ("demo", "replay"):
+        done = run_cli(command, "--help")
+        assert done.returncode == 0 and "Example" in done.stdout

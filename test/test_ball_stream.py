@@ -46,3 +46,13 @@ def test_size_change_skips_then_restarts(synthetic_models):
     outputs += [o for i in range(3, 20) for o in stream.push(small.frame(i), ("small", i))] + stream.flush()
     assert sorted(t for t, _ in outputs if t[0] == "small") == [("small", i) for i in range(2, 20)]
     assert stream.stats.push_calls == 20 + 18
+
+
+def test_flush_before_any_frame_is_empty(synthetic_models):
+    stream = BallStream(
+        TrackNetModuleONNX(synthetic_models["subtract"], 8, "subtract", median_warmup=5),
+        lambda scaler: InpaintModuleONNX(synthetic_models["inpaint"], 16, None, scaler),
+    )
+    assert stream.pending == 0 and stream.flush() == [] and stream.refiner is None
+    stream.push(BallClip(1, 320, 180).frame(0), "warm-up frame")  # answered at once
+    assert stream.pending == 0

@@ -68,9 +68,11 @@ def _publish(probe: Probe, publisher, messages, outputs: list, expected: int, ti
 
 def test_bad_frames_are_logged_once_and_skipped(tmp_path, clip, synthetic_models):
     node = NodeProcess(tmp_path, {"model_path": str(synthetic_models[""]), "qos_reliability": "reliable", "qos_depth": "50",
-                                  "queue_size": "50", "flush_timeout": "0.3"})
+                                  "queue_size": "50", "flush_timeout": "0.3",
+                                  "inpaint_model_path": str(synthetic_models["inpaint"])})
     probe = Probe()
     try:
+        probe.spin_until(lambda: False, 1.0)  # idle past flush_timeout before the first frame
         outputs = probe.subscribe(PointStamped, "/t/ball")
         publisher = probe.publisher(Image, "/t/image")
         bad = Image(header=Header(frame_id="bad"), width=4, height=4, encoding="32FC1", step=16, data=bytes(64))

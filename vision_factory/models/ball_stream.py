@@ -83,6 +83,11 @@ class BallStream:
         prediction = self.tracker.push(frame_bgr, frame_id)
         return outputs + self._refine([prediction] if prediction else [])
 
+    @property
+    def pending(self) -> int:
+        """Frames pushed whose prediction is not out yet."""
+        return len(self._tags)
+
     def flush(self) -> list[Tagged]:
         """Everything still pending, in frame order (end of stream)."""
         outputs = self._refine(self.tracker.flush())
@@ -91,7 +96,7 @@ class BallStream:
         return outputs
 
     def _refine(self, predictions: list[Prediction]) -> list[Tagged]:
-        if self._make_refiner is None:
+        if self._make_refiner is None or not predictions:
             return self._finish(predictions)
         if self.refiner is None:
             self.refiner = self._make_refiner(self.tracker.img_scaler)

@@ -116,12 +116,17 @@ class TrackNetNode(Node):
                 if not self._queue:
                     self._wake.wait(timeout=0.05)
                 msg = self._queue.popleft() if self._queue else None
-            if msg is not None:
-                last_frame = time.monotonic()
-                self._process(msg)
-            elif self.flush_timeout > 0 and time.monotonic() - last_frame > self.flush_timeout:
-                self._end_stream()
-                last_frame = float("inf")
+            try:
+                if msg is not None:
+                    last_frame = time.monotonic()
+                    self._process(msg)
+                elif self.flush_timeout > 0 and time.monotonic() - last_frame > self.flush_timeout:
+                    last_frame = float("inf")
+                    if self.stream.pending:
+                        self._end_stream()
+            except Exception as exc:  # the inference thread must survive anything a frame causes
+                self.frames_skipped += 1
+                self._report_once(f"{type(exc).__name__}: {exc}")
 
     def _process(self, msg) -> None:
         try:

@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 _ros_home = tempfile.mkdtemp(prefix="vf_test_ros_")
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-os.environ["ROS_DOMAIN_ID"] = str(1 + os.getpid() % 200)
+os.environ["ROS_DOMAIN_ID"] = str(1 + os.getpid() % 100)  # 1..100: clear of ephemeral ports
 os.environ["ROS_HOME"] = _ros_home
 os.environ["ROS_LOG_DIR"] = os.path.join(_ros_home, "log")
 os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds_shm.xml"))

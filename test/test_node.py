@@ -127,6 +127,7 @@ def test_compressed_input(tmp_path, clip, synthetic_models):
     ({"qos_reliability": "sometimes"}, "qos_reliability must be"),
     ({"execution_provider": "cuda"}, "CUDAExecutionProvider not available"),
     ({"seq_len": "4"}, "seq_len='8' but seq_len=4"),
+    ({"seq_len": "8.0"}, "seq_len"),
 ])
 def test_start_up_errors_are_clear(tmp_path, synthetic_models, params, message):
     params = {"model_path": str(synthetic_models[""]), **params} if "model_path" not in params and params else params

@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 import rclpy
 from geometry_msgs.msg import PointStamped
+from rclpy.exceptions import ParameterException
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
@@ -175,6 +176,8 @@ class TrackNetNode(Node):
         """Stop the worker, publish what is pending and log the stream statistics."""
         self._running = False
         self._worker.join(timeout=5)
+        while self._queue:  # frames already accepted still get their answer
+            self._process(self._queue.popleft())
         self._publish(self.stream.flush())
         stats = self.stream.stats
         per_frame = lambda seconds: 1000 * seconds / max(1, stats.push_calls)  # noqa: E731
@@ -196,7 +199,7 @@ def main(args: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         node = TrackNetNode()
-    except (ValueError, RuntimeError) as exc:
+    except (ValueError, RuntimeError, ParameterException) as exc:
         rclpy.logging.get_logger("tracknet").fatal(f"cannot start: {exc}")
         rclpy.try_shutdown()
         return 2

@@ -1,0 +1,301 @@
+"""launch/tracknet_onnx.launch.py, checked with the real launch / launch_ros.
+
+The package is installed into a temporary ament prefix laid out as colcon would (index marker,
+share/vision_factory/{package.xml,launch,config}, lib/vision_factory/tracknet_node), then
+`ros2 launch vision_factory tracknet_onnx.launch.py ...` runs on a private ROS domain while a
+separate rclpy process publishes camera frames and records the balls that come back.
+Skipped where launch_ros is not importable (it has no PyPI wheel).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SKIP_REASON = "launch_ros is not importable (no PyPI wheel); runs where ROS 2 launch is installed"
+try:
+    import launch
+    import launch_ros.actions
+except ImportError:
+    pytest.skip(SKIP_REASON, allow_module_level=True)
+
+import yaml
+from launch.utilities import normalize_to_list_of_substitutions, perform_substitutions
+from launch_ros.utilities import evaluate_parameters, normalize_parameters, normalize_remap_rules
+
+import vision_factory
+from vision_factory.tools.synthetic import BallClip, build_tracknet_model
+
+PACKAGE = "vision_factory"
+REPO = Path(__file__).resolve().parents[1]
+LAUNCH_FILE = REPO / "launch" / "tracknet_onnx.launch.py"
+SOURCE_ROOT = Path(vision_factory.__file__).resolve().parents[1]  # where the node imports vision_factory from
+SEQ_LEN = 8
+FRAMES = 20
+WARMUP = 5
+
+# Runs in its own process: Fast DDS reads its XML profile once per process, and the frames must
+# go over the same shared-memory profile as the node's (default UDP loses large best-effort frames).
+PROBE = r'''
+import json, sys, time
+import rclpy
+from geometry_msgs.msg import PointStamped
+from sensor_msgs.msg import Image
+from vision_factory.tools.synthetic import BallClip
+
+image_topic, ball_topic, frames, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+rclpy.init()
+node = rclpy.create_node("tracknet_launch_probe")
+received = []
+subscription = node.create_subscription(PointStamped, ball_topic, received.append, 100)
+publisher = node.create_publisher(Image, image_topic, 10)
+
+
+def spin_until(condition, seconds):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.02)
+    return condition()
+
+
+publishers = getattr(subscription, "get_publisher_count", lambda: node.count_publishers(ball_topic))  # < Jazzy
+matched = spin_until(lambda: publisher.get_subscription_count() > 0 and publishers() > 0, 30)
+sent = []
+if matched:
+    clip = BallClip(num_frames=frames)
+    for index in range(frames):
+        image = clip.frame(index)
+        msg = Image(height=image.shape[0], width=image.shape[1], encoding="bgr8",
+                    step=image.shape[1] * 3, data=image.tobytes())
+        msg.header.frame_id = "probe_camera"
+        msg.header.stamp.sec, msg.header.stamp.nanosec = 1000 + index, 123
+        publisher.publish(msg)
+        sent.append([1000 + index, 123])
+        spin_until(lambda: False, 0.1)  # 10 frames/s
+    spin_until(lambda: len(received) >= frames, 15)  # the last ones come after flush_timeout (1 s)
+balls = [{"stamp": [m.header.stamp.sec, m.header.stamp.nanosec], "frame_id": m.header.frame_id,
+          "x": m.point.x, "y": m.point.y, "z": m.point.z} for m in received]
+with open(out, "w") as f:
+    json.dump({"matched": matched, "sent": sent, "received": balls}, f)
+node.destroy_node()
+rclpy.shutdown()
+'''
+
+
+@pytest.fixture(scope="module")
+def prefix(tmp_path_factory) -> Path:
+    """The package installed as colcon lays it out, with a node executable for this Python."""
+    root = tmp_path_factory.mktemp("install")
+    index = root / "share" / "ament_index" / "resource_index" / "packages"
+    index.mkdir(parents=True)
+    (index / PACKAGE).write_text("")
+    share = root / "share" / PACKAGE
+    share.mkdir()
+    shutil.copy2(REPO / "package.xml", share)
+    for folder in ("launch", "config"):
+        shutil.copytree(REPO / folder, share / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    executable = root / "lib" / PACKAGE / "tracknet_node"
+    executable.parent.mkdir(parents=True)
+    executable.write_text(
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        f"sys.path.insert(0, {str(SOURCE_ROOT)!r})\n"
+        "from vision_factory.ros.tracknet_node import main\n"
+        "sys.exit(main())\n"
+    )
+    executable.chmod(0o755)
+    return root
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    return build_tracknet_model(tmp_path_factory.mktemp("model") / "tracknet.onnx", seq_len=SEQ_LEN, bg_mode="subtract")
+
+
+@pytest.fixture
+def ros_env(tmp_path, prefix) -> dict[str, str]:
+    """Environment for every ROS process of one test: private domain, localhost only, logs in tmp_path."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ROS_LOCALHOST_ONLY", "ROS_STATIC_PEERS", "FASTDDS_DEFAULT_PROFILES_FILE")}
+    env.update(
+        AMENT_PREFIX_PATH=os.pathsep.join(filter(None, [str(prefix), os.environ.get("AMENT_PREFIX_PATH")])),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")])),
+        ROS_DOMAIN_ID=str(1 + os.getpid() % 101),
+        ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+        ROS_HOME=str(tmp_path / "ros_home"),
+        ROS_LOG_DIR=str(tmp_path / "ros_home" / "log"),
+        RCUTILS_COLORIZED_OUTPUT="0",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+@pytest.fixture
+def run_launch(tmp_path, ros_env):
+    """Start `ros2 launch vision_factory tracknet_onnx.launch.py ARGS`; killed at teardown if still running."""
+    ros2 = shutil.which("ros2", path=os.pathsep.join([str(Path(sys.executable).parent), ros_env.get("PATH", "")]))
+    if ros2 is None:
+        pytest.skip("the ros2 command (ros2cli + ros2launch) is not on PATH")
+    started: list[subprocess.Popen] = []
+
+    def start(*arguments: str) -> tuple[subprocess.Popen, Path]:
+        log_path = tmp_path / f"launch{len(started)}.log"
+        # An ignored SIGINT (pytest started in the background by a shell) would be inherited and make
+        # ros2 launch ignore SIGINT; a handled one is reset to the default in the child.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            with open(log_path, "wb") as log:
+                process = subprocess.Popen(
+                    [ros2, "launch", PACKAGE, "tracknet_onnx.launch.py", *arguments], env=ros_env,
+                    cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                )
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        started.append(process)
+        return process, log_path
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+
+
+def wait_for_log(log_path: Path, pattern: str, process: subprocess.Popen, timeout: float = 60) -> re.Match:
+    """The first match of `pattern` in the launch output, failing on timeout or early exit."""
+    deadline = time.monotonic() + timeout
+    while True:
+        match = re.search(pattern, log_path.read_text(errors="replace"))
+        if match:
+            return match
+        if process.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"no {pattern!r} in the launch output (exit code {process.poll()}):\n{log_path.read_text()}")
+        time.sleep(0.1)
+
+
+def process_environment(pid: int) -> dict[str, str] | None:
+    environ = Path(f"/proc/{pid}/environ")
+    if not environ.exists():
+        return None  # not Linux
+    items = environ.read_bytes().decode(errors="replace").split("\0")
+    return dict(item.split("=", 1) for item in items if "=" in item)
+
+
+def test_launch_tracks_frames(run_launch, ros_env, prefix, model, tmp_path):
+    process, log_path = run_launch(f"model_path:={model}", "bg_mode:=subtract", f"median_warmup:={WARMUP}")
+    wait_for_log(log_path, r"listening on /camera/image_raw, publishing /ball", process)
+    pid = int(wait_for_log(log_path, r"process started with pid \[(\d+)\]", process).group(1))
+
+    # FASTDDS_DEFAULT_PROFILES_FILE was unset, so the launch file pointed it at the package profile.
+    shm_profile = str(prefix / "share" / PACKAGE / "config" / "fastdds_shm.xml")
+    environment = process_environment(pid)
+    if environment is not None:
+        assert environment.get("FASTDDS_DEFAULT_PROFILES_FILE") == shm_profile
+
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE)
+    result_path = tmp_path / "probe.json"
+    subprocess.run(
+        [sys.executable, str(probe), "/camera/image_raw", "/ball", str(FRAMES), str(result_path)],
+        env={**ros_env, "FASTDDS_DEFAULT_PROFILES_FILE": shm_profile}, cwd=tmp_path, check=True, timeout=120,
+    )
+    result = json.loads(result_path.read_text())
+
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 0
+    log = log_path.read_text()
+    assert result["matched"], f"the probe never matched the node's topics:\n{log}"
+
+    # One PointStamped per frame, in order, carrying that frame's header.
+    balls = result["received"]
+    assert [ball["stamp"] for ball in balls] == result["sent"], log
+    assert {ball["frame_id"] for ball in balls} == {"probe_camera"}
+    # bg_mode and median_warmup reached the node: the warm-up frames come back as misses, then the
+    # background-subtracting model follows the ball.
+    truth = BallClip(num_frames=FRAMES).truth
+    for index, (ball, expected) in enumerate(zip(balls, truth)):
+        if index < WARMUP:
+            assert ball["z"] == 0.0, f"frame {index} is a warm-up frame"
+            continue
+        assert ball["z"] == float(expected.visibility), f"frame {index}"
+        if expected.visibility:
+            assert abs(ball["x"] - expected.x) <= 3 and abs(ball["y"] - expected.y) <= 3, f"frame {index}: {ball}"
+    # SIGINT reached the node, which published what was pending and logged its statistics.
+    assert f"frames in {FRAMES}, dropped 0, skipped 0, outputs {FRAMES}" in log
+
+
+def test_launch_seq_len_reaches_node(run_launch, model):
+    process, log_path = run_launch(f"model_path:={model}", "bg_mode:=subtract", "median_warmup:=5", "seq_len:=4")
+    try:
+        process.wait(timeout=60)  # the node exits at start-up, then launch has nothing left to run
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"launch did not end after the node failed:\n{log_path.read_text()}")
+    log = log_path.read_text()
+    assert "cannot start" in log and "seq_len=4 was requested" in log, log
+    assert "exit code 2" in log, log
+
+
+def test_launch_description(prefix, monkeypatch):
+    """The launch file as data: arguments, typed parameter overrides, remappings, DDS profile."""
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
+    spec = importlib.util.spec_from_file_location("tracknet_onnx_launch", LAUNCH_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    description = module.generate_launch_description()
+    share = prefix / "share" / PACKAGE
+
+    context = launch.LaunchContext()
+    arguments = {argument.name: argument for argument in description.get_launch_arguments()}
+    defaults = {
+        name: None if argument.default_value is None else perform_substitutions(context, argument.default_value)
+        for name, argument in arguments.items()
+    }
+    assert defaults == {
+        "model_path": None, "inpaint_model_path": "", "image_topic": "/camera/image_raw",
+        "input_transport": "raw", "execution_provider": "cpu", "seq_len": "8", "bg_mode": "",
+        "median_warmup": "0", "params_file": str(share / "config" / "tracknet_onnx.yaml"), "namespace": "",
+    }
+
+    # Values that YAML would turn into other types stay strings; the ints are ints.
+    context.launch_configurations.update(
+        {name: value for name, value in defaults.items() if value is not None},
+        model_path="123", seq_len="12", median_warmup="30", execution_provider="tensorrt,cuda,cpu",
+        image_topic="/cam1/image_raw",
+    )
+    params_file, overrides = evaluate_parameters(context, normalize_parameters(module.node_parameters()))
+    assert Path(params_file) == share / "config" / "tracknet_onnx.yaml"
+    expected = {
+        "model_path": "123", "inpaint_model_path": "", "input_transport": "raw",
+        "execution_provider": "tensorrt,cuda,cpu", "bg_mode": "", "seq_len": 12, "median_warmup": 30,
+    }
+    assert overrides == expected
+    assert {name: type(value) for name, value in overrides.items()} == {k: type(v) for k, v in expected.items()}
+    # Every override is a parameter the config file (and so the node) knows.
+    config = yaml.safe_load((share / "config" / "tracknet_onnx.yaml").read_text())
+    assert set(overrides) <= set(config["/**"]["ros__parameters"])
+
+    remappings = [
+        tuple(perform_substitutions(context, normalize_to_list_of_substitutions(part)) for part in rule)
+        for rule in normalize_remap_rules(module.node_remappings())
+    ]
+    assert remappings == [("image", "/cam1/image_raw"), ("image/compressed", "/cam1/image_raw/compressed")]
+
+    (set_profile,) = [e for e in description.entities if isinstance(e, launch.actions.SetEnvironmentVariable)]
+    monkeypatch.delenv("FASTDDS_DEFAULT_PROFILES_FILE", raising=False)
+    set_profile.visit(context)
+    assert context.environment["FASTDDS_DEFAULT_PROFILES_FILE"] == str(share / "config" / "fastdds_shm.xml")
+    monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", "/etc/my_profile.xml")
+    set_profile.visit(context)
+    assert context.environment["FASTDDS_DEFAULT_PROFILES_FILE"] == "/etc/my_profile.xml"
+
+    (node,) = [e for e in description.entities if isinstance(e, launch_ros.actions.Node)]
+    assert (node.node_package, node.node_executable) == (PACKAGE, "tracknet_node")

@@ -1,0 +1,403 @@
+#!/usr/bin/env python3
+"""TrackNet throughput benchmark: raw ONNX Runtime session, streaming module, real ROS node.
+
+    python benchmarks/bench_tracknet.py [--frames N] [--size 1280x720] [--json out.json]
+
+In one run it measures, on the synthetic TrackNet model (vision_factory.tools.synthetic,
+seq_len 8 by default):
+
+1. raw ``session.run`` per call on a fixed input, after warm-up (p50/p90/p99 ms) and the
+   implied maximum frames/s: streaming TrackNet runs the session once per frame;
+2. ``TrackNetModuleONNX.push`` per frame at ``--size`` (BallClip frames), with the stage
+   split from the module's ``stats`` (pre-processing, inference, post-processing, median),
+   plus the parts of pre-processing timed on their own;
+3. the tracknet node end to end: a synthetic bag replayed through a fresh node process with
+   ``vision_factory.tools.replay.replay`` as fast as the node keeps up (``rate=None``):
+   frames/s and latency (image publish -> ball receive);
+4. the ratios node / raw session, module / raw session and pre-processing ms per frame.
+
+It is a benchmark, not a test: nothing is asserted. Timings depend on what else runs on
+the machine; run it on an otherwise idle machine and compare runs made on the same one.
+ROS: set ROS_DOMAIN_ID (and ROS_HOME / ROS_LOG_DIR if you like) before running; the
+discovery range defaults to LOCALHOST here.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+BG_ALIASES = {"none": "", "rgb": "", "": ""}
+
+
+def _bg_modes(text: str) -> list[str]:
+    from vision_factory.models.tracknet import BG_MODES
+
+    modes = []
+    for item in text.split(","):
+        mode = BG_ALIASES.get(item.strip(), item.strip())
+        if mode not in BG_MODES:
+            raise argparse.ArgumentTypeError(f"unknown bg_mode {item!r}: use none (= ''), subtract, subtract_concat, concat")
+        modes.append(mode)
+    return modes
+
+
+def _size(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d+)x(\d+)", text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"size must look like 1280x720, got {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def _label(mode: str) -> str:
+    return mode or "none"
+
+
+def _percentiles(samples_s: list[float]) -> dict[str, float]:
+    ms = np.asarray(samples_s, dtype=np.float64) * 1e3
+    return {
+        "mean_ms": float(ms.mean()),
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p90_ms": float(np.percentile(ms, 90)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "n": int(ms.size),
+    }
+
+
+def _provider_config(threads: int):
+    from vision_factory.runtime.providers import ProviderConfig
+
+    return ProviderConfig(intra_op_threads=threads)
+
+
+def bench_session(model: Path, runs: int, warmup: int, threads: int) -> dict:
+    """Raw session.run on a fixed input, as the node's OnnxRunner creates it."""
+    from vision_factory.runtime.runner import OnnxRunner
+
+    runner = OnnxRunner(model, _provider_config(threads))
+    session = runner.session
+    info = session.get_inputs()[0]
+    feeds = {info.name: np.random.default_rng(0).random((1, *info.shape[1:]), dtype=np.float32)}
+    names = [output.name for output in session.get_outputs()]
+    for _ in range(warmup):
+        session.run(names, feeds)
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        session.run(names, feeds)
+        samples.append(time.perf_counter() - start)
+    result = _percentiles(samples)
+    result["max_fps"] = 1000.0 / result["p50_ms"]  # one run per frame when streaming
+    return result
+
+
+def _median_rgb(clip) -> np.ndarray:
+    return np.ascontiguousarray(clip.background[..., ::-1])
+
+
+def _time_call(function, repeats: int) -> float:
+    """Median ms of ``function()`` over ``repeats`` calls (after 3 warm-up calls)."""
+    for _ in range(3):
+        function()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        samples.append(time.perf_counter() - start)
+    return float(np.median(samples) * 1e3)
+
+
+def bench_module(model: Path, mode: str, frames: list[np.ndarray], clip, pushes: int, seq_len: int, threads: int) -> dict:
+    """TrackNetModuleONNX.push per frame, and its stats per frame."""
+    from vision_factory.models import tracknet as tn
+
+    median = _median_rgb(clip) if mode in ("subtract", "subtract_concat", "concat") else None
+    if mode == "concat":
+        median = tn._to_chw(tn._resize(clip.background)[..., ::-1])  # CHW RGB at 288x512
+    module = tn.TrackNetModuleONNX(model, seq_len, mode, median=median, provider_config=_provider_config(threads))
+    for index in range(2 * seq_len):  # fill the window and warm the session up
+        module.push(frames[index % len(frames)])
+    before = dataclasses.replace(module.stats)
+    samples = []
+    for index in range(pushes):
+        frame = frames[index % len(frames)]
+        start = time.perf_counter()
+        module.push(frame)
+        samples.append(time.perf_counter() - start)
+    stats = module.stats
+    delta = {name: getattr(stats, name) - getattr(before, name) for name in before.as_dict()}
+    result = _percentiles(samples)
+    result["fps"] = len(samples) / sum(samples)
+    per_push = lambda seconds: 1e3 * seconds / max(1, delta["push_calls"])  # noqa: E731
+    result["stages_ms_per_frame"] = {
+        "preprocess": per_push(delta["preprocess_s"]),
+        "inference": per_push(delta["inference_s"]),
+        "postprocess": per_push(delta["postprocess_s"]),
+        "median": per_push(delta["median_s"]),
+    }
+    result["inference_calls"] = int(delta["inference_calls"])
+    # The parts of pre-processing on their own (median ms of one call on one frame).
+    frame = frames[len(frames) // 2]
+    parts = {
+        "resize_bgr": _time_call(lambda: tn._resize(frame), 100),
+        "feature": _time_call(lambda: module._feature(frame), 100),
+    }
+    if mode in ("subtract", "subtract_concat"):
+        parts["background_difference"] = _time_call(lambda: tn.background_difference(frame, module._median), 100)
+        difference = tn.background_difference(frame, module._median)
+        parts["resize_difference"] = _time_call(lambda: tn._resize(difference), 100)
+    result["preprocess_parts_ms"] = parts
+    return result
+
+
+def bench_replay(model: Path, mode: str, clip, frames: int, seq_len: int, threads: int, max_in_flight: int, work: Path) -> dict:
+    """The real node, fed a synthetic bag as fast as it keeps up."""
+    from vision_factory.tools.bags import read_messages, write_image_bag
+    from vision_factory.tools.replay import replay
+
+    bag = work / f"clip_{_label(mode)}_{clip.width}x{clip.height}_{frames}"
+    if not bag.exists():
+        write_image_bag(bag, (clip.frame(i % clip.num_frames) for i in range(frames)), fps=30.0)
+    params = {"model_path": str(model), "seq_len": str(seq_len), "bg_mode": mode}
+    if mode:
+        median = work / "median_rgb.npy"
+        np.save(median, _median_rgb(clip) if mode != "concat" else _concat_median(clip))
+        params["median_path"] = str(median)
+    if threads:
+        params["intra_op_threads"] = str(threads)
+    out = Path(tempfile.mkdtemp(prefix=f"replay_{_label(mode)}_", dir=work))
+    cpu_before = _cpu_seconds()
+    result = replay(bag, out, "tracknet", params=params, rate=None, max_in_flight=max_in_flight)
+    cpu_after = _cpu_seconds()
+    # Steady state: from the first output to the last one not held back for the end-of-stream
+    # flush (the last seq_len-1 frames only come out after flush_timeout without input).
+    receive_ns = sorted(message.timestamp_ns for message in read_messages(result.output_bag, "/ball"))
+    steady = receive_ns[: max(2, len(receive_ns) - (seq_len - 1))]
+    steady_fps = (len(steady) - 1) / ((steady[-1] - steady[0]) / 1e9) if len(steady) > 1 and steady[-1] > steady[0] else float("nan")
+    latencies = result.latencies_ms[: max(1, len(result.latencies_ms) - (seq_len - 1))]
+    node_split = _node_split(Path(result.node_log))
+    return {
+        "frames_sent": result.frames_sent,
+        "outputs": result.outputs,
+        "missing": len(result.missing_frames),
+        "wall_s": result.wall_s,
+        "replay_fps": result.fps,
+        "steady_fps": steady_fps,
+        "latency_ms_p50": result.latency_ms_p50,
+        "latency_ms_p99": result.latency_ms_p99,
+        "steady_latency_ms_p50": float(np.percentile(latencies, 50)),
+        "steady_latency_ms_p99": float(np.percentile(latencies, 99)),
+        "max_in_flight": max_in_flight,
+        "node_ms_per_frame": node_split,
+        # CPU time (user + system, all threads) per frame: the node process, and this one
+        # (the player: bag reading, publishing, receiving). Compare with 1000 / fps x cores.
+        "node_cpu_ms_per_frame": 1e3 * (cpu_after[1] - cpu_before[1]) / max(1, result.frames_sent),
+        "player_cpu_ms_per_frame": 1e3 * (cpu_after[0] - cpu_before[0]) / max(1, result.frames_sent),
+        "node_log": result.node_log,
+    }
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    """(this process, its finished children) user + system CPU seconds."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def _concat_median(clip) -> np.ndarray:
+    from vision_factory.models import tracknet as tn
+
+    return (tn._to_chw(tn._resize(clip.background)[..., ::-1]) * 255).round().astype(np.uint8)
+
+
+def _node_split(log: Path) -> dict[str, float] | None:
+    """The per-frame stage split the node logs when it stops."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    match = re.search(
+        r"pre-processing ([\d.]+) ms, inference ([\d.]+) ms, post-processing ([\d.]+) ms", text
+    )
+    if not match:
+        return None
+    return dict(zip(("preprocess", "inference", "postprocess"), map(float, match.groups())))
+
+
+def _environment(threads: int) -> dict:
+    import cv2
+    import onnxruntime
+
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "load_avg_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "onnxruntime": onnxruntime.__version__,
+        "onnxruntime_device": onnxruntime.get_device(),
+        "opencv": cv2.__version__,
+        "opencv_threads": cv2.getNumThreads(),
+        "numpy": np.__version__,
+        "intra_op_threads": threads,
+    }
+
+
+def _fmt(value, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and np.isnan(value):
+        return "nan"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def _table(title: str, header: list[str], rows: list[list]) -> str:
+    cells = [header] + [[_fmt(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = [title, "  ".join(h.ljust(w) for h, w in zip(header, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells[1:]]
+    return "\n".join(lines)
+
+
+def report(results: dict) -> str:
+    env = results["environment"]
+    width, height = results["size"]
+    parts = [
+        f"TrackNet benchmark: {width}x{height}, seq_len {results['seq_len']}, "
+        f"{env['cpu_count']} CPU cores, onnxruntime {env['onnxruntime']} ({env['onnxruntime_device']}), "
+        f"opencv {env['opencv']} ({env['opencv_threads']} threads), load avg {_fmt(env['load_avg_1min'])}",
+        "",
+        _table(
+            "raw session.run per call (fixed input, after warm-up)",
+            ["bg_mode", "p50 ms", "p90 ms", "p99 ms", "max frames/s"],
+            [[_label(m), r["p50_ms"], r["p90_ms"], r["p99_ms"], r["max_fps"]] for m, r in results["session"].items()],
+        ),
+        "",
+        _table(
+            f"TrackNetModuleONNX.push per {width}x{height} frame (stage ms per frame from stats)",
+            ["bg_mode", "p50 ms", "p99 ms", "frames/s", "pre", "inference", "post", "median"],
+            [
+                [_label(m), r["p50_ms"], r["p99_ms"], r["fps"], *r["stages_ms_per_frame"].values()]
+                for m, r in results["module"].items()
+            ],
+        ),
+        "",
+        _table(
+            "pre-processing parts (median ms per call)",
+            ["bg_mode", "resize BGR", "bg difference", "resize diff", "whole feature"],
+            [
+                [
+                    _label(m), r["preprocess_parts_ms"]["resize_bgr"],
+                    r["preprocess_parts_ms"].get("background_difference"),
+                    r["preprocess_parts_ms"].get("resize_difference"), r["preprocess_parts_ms"]["feature"],
+                ]
+                for m, r in results["module"].items()
+            ],
+        ),
+    ]
+    if results["replay"]:
+        parts += [
+            "",
+            _table(
+                f"tracknet node end to end (replay, rate=None, max_in_flight {results['max_in_flight']}; latency and stage split "
+                "in ms per frame; steady = without the window fill and the end-of-stream flush)",
+                ["bg_mode", "frames", "replay fps", "steady fps", "lat p50", "lat p99", "steady p50", "steady p99",
+                 "node pre", "node inf", "node post", "node CPU", "player CPU"],
+                [
+                    [
+                        _label(m), f"{r['outputs']}/{r['frames_sent']}", r["replay_fps"], r["steady_fps"],
+                        r["latency_ms_p50"], r["latency_ms_p99"], r["steady_latency_ms_p50"], r["steady_latency_ms_p99"],
+                        *((r["node_ms_per_frame"] or {}).get(k) for k in ("preprocess", "inference", "postprocess")),
+                        r["node_cpu_ms_per_frame"], r["player_cpu_ms_per_frame"],
+                    ]
+                    for m, r in results["replay"].items()
+                ],
+            ),
+        ]
+    parts += [
+        "",
+        _table(
+            "ratios (goals: node/session >= 0.95, pre-processing < 5 ms per frame)",
+            ["bg_mode", "node/session", "module/session", "pre ms/frame"],
+            [[_label(m), r.get("node_vs_session"), r["module_vs_session"], r["preprocess_ms"]] for m, r in results["ratios"].items()],
+        ),
+    ]
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frames", type=int, default=300, help="timed session runs and module pushes per bg_mode (default 300)")
+    parser.add_argument("--size", type=_size, default=(1280, 720), help="frame size WxH (default 1280x720)")
+    parser.add_argument("--seq-len", type=int, default=8)
+    parser.add_argument("--bg-modes", type=_bg_modes, default=["subtract", ""],
+                        help="comma-separated: none (= ''), subtract, subtract_concat, concat (default subtract,none)")
+    parser.add_argument("--replay-modes", type=_bg_modes, default=None,
+                        help="bg_modes replayed through the node (default: the first of --bg-modes)")
+    parser.add_argument("--replay-frames", type=int, default=150, help="frames in the replayed bag (default 150)")
+    parser.add_argument("--max-in-flight", type=int, default=32, help="replay's window of unanswered frames (default 32)")
+    parser.add_argument("--no-replay", action="store_true", help="skip the ROS node (no rclpy needed)")
+    parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra_op_threads, 0 = its default")
+    parser.add_argument("--warmup", type=int, default=20, help="untimed session runs first (default 20)")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--work-dir", type=Path, help="keep models, bags and replay outputs here (default: a temp dir)")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    from vision_factory.tools.synthetic import BallClip, build_tracknet_model
+
+    width, height = args.size
+    replay_modes = [] if args.no_replay else (args.replay_modes if args.replay_modes is not None else args.bg_modes[:1])
+    temp = None if args.work_dir else tempfile.TemporaryDirectory(prefix="bench_tracknet_")
+    work = args.work_dir or Path(temp.name)
+    work.mkdir(parents=True, exist_ok=True)
+    clip = BallClip(num_frames=60, width=width, height=height)
+    frames = list(clip.frames())
+
+    results: dict = {
+        "size": [width, height], "seq_len": args.seq_len, "frames": args.frames, "max_in_flight": args.max_in_flight,
+        "environment": _environment(args.threads), "session": {}, "module": {}, "replay": {}, "ratios": {},
+    }
+    models = {}
+    for mode in dict.fromkeys(args.bg_modes + replay_modes):
+        models[mode] = build_tracknet_model(work / f"tracknet_{_label(mode)}_{args.seq_len}.onnx", args.seq_len, mode)
+    for mode in args.bg_modes:
+        print(f"session  {_label(mode)} ...", file=sys.stderr, flush=True)
+        results["session"][_label(mode)] = bench_session(models[mode], args.frames, args.warmup, args.threads)
+        print(f"module   {_label(mode)} ...", file=sys.stderr, flush=True)
+        results["module"][_label(mode)] = bench_module(models[mode], mode, frames, clip, args.frames, args.seq_len, args.threads)
+    for mode in replay_modes:
+        print(f"replay   {_label(mode)} ({args.replay_frames} frames) ...", file=sys.stderr, flush=True)
+        results["replay"][_label(mode)] = bench_replay(
+            models[mode], mode, clip, args.replay_frames, args.seq_len, args.threads, args.max_in_flight, work
+        )
+    for mode in map(_label, args.bg_modes):
+        session_fps = results["session"][mode]["max_fps"]
+        module = results["module"][mode]
+        ratios = {
+            "module_vs_session": module["fps"] / session_fps,
+            "preprocess_ms": module["stages_ms_per_frame"]["preprocess"],
+        }
+        if mode in results["replay"]:
+            ratios["node_vs_session"] = results["replay"][mode]["steady_fps"] / session_fps
+            ratios["node_replay_fps_vs_session"] = results["replay"][mode]["replay_fps"] / session_fps
+        results["ratios"][mode] = ratios
+    results["environment"]["load_avg_1min_end"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    print(report(results))  # results are keyed by bg_mode, "" written as "none"
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+        print(f"\nwrote {args.json}")
+    if temp is not None:
+        temp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -147,6 +147,8 @@ def _session_options(config: ProviderConfig):
         "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
     }[config.graph_optimization]
+    # Spinning idle threads burn a whole core between frames of a live stream.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3  # ORT's own fallback warnings are replaced by our check
     return options
 

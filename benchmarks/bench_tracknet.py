@@ -122,7 +122,7 @@ def bench_module(model: Path, mode: str, frames: list[np.ndarray], clip, pushes:
 
     median = _median_rgb(clip) if mode in ("subtract", "subtract_concat", "concat") else None
     if mode == "concat":
-        median = tn._to_chw(tn._resize(clip.background)[..., ::-1])  # CHW RGB at 288x512
+        median = tn._bgr_to_chw_rgb(tn._resize(clip.background))  # CHW RGB at 288x512
     module = tn.TrackNetModuleONNX(model, seq_len, mode, median=median, provider_config=_provider_config(threads))
     for index in range(2 * seq_len):  # fill the window and warm the session up
         module.push(frames[index % len(frames)])
@@ -221,7 +221,7 @@ def _cpu_seconds() -> tuple[float, float]:
 def _concat_median(clip) -> np.ndarray:
     from vision_factory.models import tracknet as tn
 
-    return (tn._to_chw(tn._resize(clip.background)[..., ::-1]) * 255).round().astype(np.uint8)
+    return np.ascontiguousarray(tn._resize(clip.background)[..., ::-1].transpose(2, 0, 1))
 
 
 def _node_split(log: Path) -> dict[str, float] | None:

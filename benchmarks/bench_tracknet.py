@@ -21,6 +21,7 @@ the machine; run it on an otherwise idle machine and compare runs made on the sa
 ROS: set ROS_DOMAIN_ID (and ROS_HOME / ROS_LOG_DIR if you like) before running; the
 discovery range defaults to LOCALHOST here.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,7 +47,9 @@ def _bg_modes(text: str) -> list[str]:
     for item in text.split(","):
         mode = BG_ALIASES.get(item.strip(), item.strip())
         if mode not in BG_MODES:
-            raise argparse.ArgumentTypeError(f"unknown bg_mode {item!r}: use none (= ''), subtract, subtract_concat, concat")
+            raise argparse.ArgumentTypeError(
+                f"unknown bg_mode {item!r}: use none (= ''), subtract, subtract_concat, concat"
+            )
         modes.append(mode)
     return modes
 
@@ -116,7 +119,9 @@ def _time_call(function, repeats: int) -> float:
     return float(np.median(samples) * 1e3)
 
 
-def bench_module(model: Path, mode: str, frames: list[np.ndarray], clip, pushes: int, seq_len: int, threads: int) -> dict:
+def bench_module(
+    model: Path, mode: str, frames: list[np.ndarray], clip, pushes: int, seq_len: int, threads: int
+) -> dict:
     """TrackNetModuleONNX.push per frame, and its stats per frame."""
     from vision_factory.models import tracknet as tn
 
@@ -160,7 +165,14 @@ def bench_module(model: Path, mode: str, frames: list[np.ndarray], clip, pushes:
 
 
 def bench_replay(
-    model: Path, mode: str, clip, frames: int, seq_len: int, threads: int, max_in_flight: int, work: Path,
+    model: Path,
+    mode: str,
+    clip,
+    frames: int,
+    seq_len: int,
+    threads: int,
+    max_in_flight: int,
+    work: Path,
     rate: float | None = None,
 ) -> dict:
     """The real node, fed a synthetic bag as fast as it keeps up (or at ``rate`` x 30 fps)."""
@@ -185,7 +197,11 @@ def bench_replay(
     # flush (the last seq_len-1 frames only come out after flush_timeout without input).
     receive_ns = sorted(message.timestamp_ns for message in read_messages(result.output_bag, "/ball"))
     steady = receive_ns[: max(2, len(receive_ns) - (seq_len - 1))]
-    steady_fps = (len(steady) - 1) / ((steady[-1] - steady[0]) / 1e9) if len(steady) > 1 and steady[-1] > steady[0] else float("nan")
+    steady_fps = (
+        (len(steady) - 1) / ((steady[-1] - steady[0]) / 1e9)
+        if len(steady) > 1 and steady[-1] > steady[0]
+        else float("nan")
+    )
     latencies = result.latencies_ms[: max(1, len(result.latencies_ms) - (seq_len - 1))]
     node_split = _node_split(Path(result.node_log))
     return {
@@ -227,9 +243,7 @@ def _concat_median(clip) -> np.ndarray:
 def _node_split(log: Path) -> dict[str, float] | None:
     """The per-frame stage split the node logs when it stops."""
     text = log.read_text(errors="replace") if log.exists() else ""
-    match = re.search(
-        r"pre-processing ([\d.]+) ms, inference ([\d.]+) ms, post-processing ([\d.]+) ms", text
-    )
+    match = re.search(r"pre-processing ([\d.]+) ms, inference ([\d.]+) ms, post-processing ([\d.]+) ms", text)
     if not match:
         return None
     return dict(zip(("preprocess", "inference", "postprocess"), map(float, match.groups())))
@@ -278,7 +292,9 @@ def _table(title: str, header: list[str], rows: list[list]) -> str:
     cells = [header] + [[_fmt(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     lines = [title, "  ".join(h.ljust(w) for h, w in zip(header, widths)), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells[1:]]
+    lines += [
+        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells[1:]
+    ]
     return "\n".join(lines)
 
 
@@ -311,9 +327,11 @@ def report(results: dict) -> str:
             ["bg_mode", "resize BGR", "bg difference", "resize diff", "whole feature"],
             [
                 [
-                    _label(m), r["preprocess_parts_ms"]["resize_bgr"],
+                    _label(m),
+                    r["preprocess_parts_ms"]["resize_bgr"],
                     r["preprocess_parts_ms"].get("background_difference"),
-                    r["preprocess_parts_ms"].get("resize_difference"), r["preprocess_parts_ms"]["feature"],
+                    r["preprocess_parts_ms"].get("resize_difference"),
+                    r["preprocess_parts_ms"]["feature"],
                 ]
                 for m, r in results["module"].items()
             ],
@@ -323,17 +341,38 @@ def report(results: dict) -> str:
         parts += [
             "",
             _table(
-                f"tracknet node end to end (replay, rate={results['replay_rate']}, max_in_flight {results['max_in_flight']}; "
+                f"tracknet node end to end (replay, rate={results['replay_rate']}, "
+                f"max_in_flight {results['max_in_flight']}; "
                 "latency and stage split "
                 "in ms per frame; steady = without the window fill and the end-of-stream flush)",
-                ["bg_mode", "frames", "replay fps", "steady fps", "lat p50", "lat p99", "steady p50", "steady p99",
-                 "node pre", "node inf", "node post", "node CPU", "player CPU"],
+                [
+                    "bg_mode",
+                    "frames",
+                    "replay fps",
+                    "steady fps",
+                    "lat p50",
+                    "lat p99",
+                    "steady p50",
+                    "steady p99",
+                    "node pre",
+                    "node inf",
+                    "node post",
+                    "node CPU",
+                    "player CPU",
+                ],
                 [
                     [
-                        _label(m), f"{r['outputs']}/{r['frames_sent']}", r["replay_fps"], r["steady_fps"],
-                        r["latency_ms_p50"], r["latency_ms_p99"], r["steady_latency_ms_p50"], r["steady_latency_ms_p99"],
+                        _label(m),
+                        f"{r['outputs']}/{r['frames_sent']}",
+                        r["replay_fps"],
+                        r["steady_fps"],
+                        r["latency_ms_p50"],
+                        r["latency_ms_p99"],
+                        r["steady_latency_ms_p50"],
+                        r["steady_latency_ms_p99"],
                         *((r["node_ms_per_frame"] or {}).get(k) for k in ("preprocess", "inference", "postprocess")),
-                        r["node_cpu_ms_per_frame"], r["player_cpu_ms_per_frame"],
+                        r["node_cpu_ms_per_frame"],
+                        r["player_cpu_ms_per_frame"],
                     ]
                     for m, r in results["replay"].items()
                 ],
@@ -345,7 +384,13 @@ def report(results: dict) -> str:
             "ratios (goals: node/session >= 0.95, pre-processing < 5 ms per frame)",
             ["bg_mode", "node/session (steady)", "node/session (replay fps)", "module/session", "pre ms/frame"],
             [
-                [_label(m), r.get("node_vs_session"), r.get("node_replay_fps_vs_session"), r["module_vs_session"], r["preprocess_ms"]]
+                [
+                    _label(m),
+                    r.get("node_vs_session"),
+                    r.get("node_replay_fps_vs_session"),
+                    r["module_vs_session"],
+                    r["preprocess_ms"],
+                ]
                 for m, r in results["ratios"].items()
             ],
         ),
@@ -355,20 +400,38 @@ def report(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--frames", type=int, default=300, help="timed session runs and module pushes per bg_mode (default 300)")
+    parser.add_argument(
+        "--frames", type=int, default=300, help="timed session runs and module pushes per bg_mode (default 300)"
+    )
     parser.add_argument("--size", type=_size, default=(1280, 720), help="frame size WxH (default 1280x720)")
     parser.add_argument("--seq-len", type=int, default=8)
-    parser.add_argument("--bg-modes", type=_bg_modes, default=["subtract", ""],
-                        help="comma-separated: none (= ''), subtract, subtract_concat, concat (default subtract,none)")
-    parser.add_argument("--replay-modes", type=_bg_modes, default=None,
-                        help="bg_modes replayed through the node (default: the first of --bg-modes)")
+    parser.add_argument(
+        "--bg-modes",
+        type=_bg_modes,
+        default=["subtract", ""],
+        help="comma-separated: none (= ''), subtract, subtract_concat, concat (default subtract,none)",
+    )
+    parser.add_argument(
+        "--replay-modes",
+        type=_bg_modes,
+        default=None,
+        help="bg_modes replayed through the node (default: the first of --bg-modes)",
+    )
     parser.add_argument("--replay-frames", type=int, default=150, help="frames in the replayed bag (default 150)")
-    parser.add_argument("--max-in-flight", type=int, default=None,
-                        help="replay's window of unanswered frames (default seq_len + 4: enough to keep the node "
-                             "busy; more only adds queueing latency)")
-    parser.add_argument("--replay-rate", type=float, default=None,
-                        help="play the bag at this multiple of its 30 fps instead of as fast as the node keeps up "
-                             "(e.g. 1.0 for real-time latency)")
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=None,
+        help="replay's window of unanswered frames (default seq_len + 4: enough to keep the node "
+        "busy; more only adds queueing latency)",
+    )
+    parser.add_argument(
+        "--replay-rate",
+        type=float,
+        default=None,
+        help="play the bag at this multiple of its 30 fps instead of as fast as the node keeps up "
+        "(e.g. 1.0 for real-time latency)",
+    )
     parser.add_argument("--no-replay", action="store_true", help="skip the ROS node (no rclpy needed)")
     parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra_op_threads, 0 = its default")
     parser.add_argument("--warmup", type=int, default=20, help="untimed session runs first (default 20)")
@@ -390,9 +453,16 @@ def main(argv: list[str] | None = None) -> int:
     frames = list(clip.frames())
 
     results: dict = {
-        "size": [width, height], "seq_len": args.seq_len, "frames": args.frames, "max_in_flight": args.max_in_flight,
+        "size": [width, height],
+        "seq_len": args.seq_len,
+        "frames": args.frames,
+        "max_in_flight": args.max_in_flight,
         "replay_rate": args.replay_rate,
-        "environment": _environment(args.threads), "session": {}, "module": {}, "replay": {}, "ratios": {},
+        "environment": _environment(args.threads),
+        "session": {},
+        "module": {},
+        "replay": {},
+        "ratios": {},
     }
     models = {}
     for mode in dict.fromkeys(args.bg_modes + replay_modes):
@@ -401,11 +471,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"session  {_label(mode)} ...", file=sys.stderr, flush=True)
         results["session"][_label(mode)] = bench_session(models[mode], args.frames, args.warmup, args.threads)
         print(f"module   {_label(mode)} ...", file=sys.stderr, flush=True)
-        results["module"][_label(mode)] = bench_module(models[mode], mode, frames, clip, args.frames, args.seq_len, args.threads)
+        results["module"][_label(mode)] = bench_module(
+            models[mode], mode, frames, clip, args.frames, args.seq_len, args.threads
+        )
     for mode in replay_modes:
         print(f"replay   {_label(mode)} ({args.replay_frames} frames) ...", file=sys.stderr, flush=True)
         results["replay"][_label(mode)] = bench_replay(
-            models[mode], mode, clip, args.replay_frames, args.seq_len, args.threads, args.max_in_flight, work,
+            models[mode],
+            mode,
+            clip,
+            args.replay_frames,
+            args.seq_len,
+            args.threads,
+            args.max_in_flight,
+            work,
             args.replay_rate,
         )
     for mode in map(_label, args.bg_modes):

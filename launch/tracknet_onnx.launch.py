@@ -12,16 +12,18 @@ FASTDDS_DEFAULT_PROFILES_FILE is set to config/fastdds_shm.xml (shared memory, l
 unless already set; export the same file for the camera driver, or large frames may travel
 over best-effort UDP and be lost.
 """
+
 from __future__ import annotations
 
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
 from launch.substitutions import EnvironmentVariable, LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
+
+from launch import LaunchDescription
 
 PACKAGE = "vision_factory"
 
@@ -60,25 +62,27 @@ def node_remappings() -> list:
 def generate_launch_description() -> LaunchDescription:
     share = get_package_share_directory(PACKAGE)
     defaults = {"params_file": os.path.join(share, "config", "tracknet_onnx.yaml")}
-    return LaunchDescription([
-        *(
-            DeclareLaunchArgument(name, default_value=defaults.get(name, default), description=description)
-            for name, default, description in ARGUMENTS
-        ),
-        # Shared-memory Fast DDS profile for camera-sized messages, unless the user chose a profile.
-        SetEnvironmentVariable(
-            "FASTDDS_DEFAULT_PROFILES_FILE",
-            EnvironmentVariable(
-                "FASTDDS_DEFAULT_PROFILES_FILE", default_value=os.path.join(share, "config", "fastdds_shm.xml")
+    return LaunchDescription(
+        [
+            *(
+                DeclareLaunchArgument(name, default_value=defaults.get(name, default), description=description)
+                for name, default, description in ARGUMENTS
             ),
-        ),
-        Node(
-            package=PACKAGE,
-            executable="tracknet_node",
-            name="tracknet",
-            namespace=LaunchConfiguration("namespace"),
-            parameters=node_parameters(),
-            remappings=node_remappings(),
-            output="screen",
-        ),
-    ])
+            # Shared-memory Fast DDS profile for camera-sized messages, unless the user chose a profile.
+            SetEnvironmentVariable(
+                "FASTDDS_DEFAULT_PROFILES_FILE",
+                EnvironmentVariable(
+                    "FASTDDS_DEFAULT_PROFILES_FILE", default_value=os.path.join(share, "config", "fastdds_shm.xml")
+                ),
+            ),
+            Node(
+                package=PACKAGE,
+                executable="tracknet_node",
+                name="tracknet",
+                namespace=LaunchConfiguration("namespace"),
+                parameters=node_parameters(),
+                remappings=node_remappings(),
+                output="screen",
+            ),
+        ]
+    )

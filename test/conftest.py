@@ -1,4 +1,5 @@
 """Test-wide settings: DDS stays on this machine, in a private domain, logs under a temp dir."""
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,10 @@ def synthetic_models(model_dir):
     """Synthetic TrackNet models (seq_len 8) for every bg_mode, plus an InpaintNet (seq_len 16)."""
     from vision_factory.tools.synthetic import build_inpaint_model, build_tracknet_model
 
-    models = {mode: build_tracknet_model(model_dir / f"tracknet_{mode or 'rgb'}.onnx", 8, mode)
-              for mode in ("", "subtract", "subtract_concat", "concat")}
+    models = {
+        mode: build_tracknet_model(model_dir / f"tracknet_{mode or 'rgb'}.onnx", 8, mode)
+        for mode in ("", "subtract", "subtract_concat", "concat")
+    }
     models["inpaint"] = build_inpaint_model(model_dir / "inpaint.onnx", 16)
     return models
 

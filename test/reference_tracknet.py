@@ -1,6 +1,7 @@
 """A deliberately plain implementation of TrackNetV3's streaming modules, written from the
 specification alone (whole-window concatenation, dicts, no ring buffers), to check the
 optimised modules against."""
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,8 @@ class ReferenceTrackNet:
                 median = np.median(np.stack(self.warm), axis=0).astype(np.uint8)
                 self.median = resize(median).transpose(2, 0, 1) if self.bg_mode == "concat" else median
             return None
-        self.features = (self.features + [self.feature(bgr)])[-self.L:]
-        self.ids = (self.ids + [fid])[-self.L:]
+        self.features = (self.features + [self.feature(bgr)])[-self.L :]
+        self.ids = (self.ids + [fid])[-self.L :]
         self.sums[fid] = [np.zeros((288, 512), np.float32), np.float32(0)]
         self.sizes[fid] = (bgr.shape[1], bgr.shape[0])
         if len(self.features) < self.L:

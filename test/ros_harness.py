@@ -1,4 +1,5 @@
 """Start the real node as its own process and talk to it over real DDS from the test."""
+
 from __future__ import annotations
 
 import subprocess

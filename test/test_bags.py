@@ -1,4 +1,5 @@
 """rosbag2 reading and writing with rosbags (sqlite3 and mcap), and clear errors for bad bags."""
+
 from __future__ import annotations
 
 import numpy as np

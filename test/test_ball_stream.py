@@ -1,4 +1,5 @@
 """BallStream: tags follow their frames, warm-up frames answer at once, size changes are handled."""
+
 from __future__ import annotations
 
 import pytest

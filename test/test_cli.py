@@ -1,4 +1,5 @@
 """The vision-factory command line, run as a user would (a real subprocess)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -11,8 +12,9 @@ from vision_factory.tools.synthetic import BallClip
 
 
 def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vision_factory.cli", *args],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "vision_factory.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_demo_tracks_the_ball_and_draws_it(tmp_path):

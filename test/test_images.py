@@ -1,4 +1,5 @@
 """Image encodings -> BGR, honouring step, zero-copy where possible."""
+
 from __future__ import annotations
 
 import array
@@ -44,12 +45,15 @@ def test_mono16_keeps_the_high_byte(bigendian):
     np.testing.assert_array_equal(out[:, :, 0], (values >> 8).astype(np.uint8))
 
 
-@pytest.mark.parametrize("pattern,offsets", [
-    ("bayer_rggb8", {"r": (0, 0), "g1": (0, 1), "g2": (1, 0), "b": (1, 1)}),
-    ("bayer_bggr8", {"b": (0, 0), "g1": (0, 1), "g2": (1, 0), "r": (1, 1)}),
-    ("bayer_gbrg8", {"g1": (0, 0), "b": (0, 1), "r": (1, 0), "g2": (1, 1)}),
-    ("bayer_grbg8", {"g1": (0, 0), "r": (0, 1), "b": (1, 0), "g2": (1, 1)}),
-])
+@pytest.mark.parametrize(
+    "pattern,offsets",
+    [
+        ("bayer_rggb8", {"r": (0, 0), "g1": (0, 1), "g2": (1, 0), "b": (1, 1)}),
+        ("bayer_bggr8", {"b": (0, 0), "g1": (0, 1), "g2": (1, 0), "r": (1, 1)}),
+        ("bayer_gbrg8", {"g1": (0, 0), "b": (0, 1), "r": (1, 0), "g2": (1, 1)}),
+        ("bayer_grbg8", {"g1": (0, 0), "r": (0, 1), "b": (1, 0), "g2": (1, 1)}),
+    ],
+)
 def test_bayer_patterns_demosaic_to_the_right_colours(bgr, pattern, offsets):
     mosaic = np.zeros(bgr.shape[:2], np.uint8)
     channel = {"b": 0, "g1": 1, "g2": 1, "r": 2}
@@ -60,7 +64,9 @@ def test_bayer_patterns_demosaic_to_the_right_colours(bgr, pattern, offsets):
     assert np.abs(out[inner].astype(int) - bgr[inner].astype(int)).max() <= 6
 
 
-@pytest.mark.parametrize("encoding,order", [("uyvy", "UYVY"), ("yuv422", "UYVY"), ("yuyv", "YUYV"), ("yuv422_yuy2", "YUYV")])
+@pytest.mark.parametrize(
+    "encoding,order", [("uyvy", "UYVY"), ("yuv422", "UYVY"), ("yuyv", "YUYV"), ("yuv422_yuy2", "YUYV")]
+)
 def test_yuv422_packings(bgr, encoding, order):
     # BT.601 video range, as 4:2:2 cameras send it
     b, g, r = (bgr[:, :, i].astype(np.float32) for i in range(3))

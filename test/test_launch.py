@@ -6,6 +6,7 @@ share/vision_factory/{package.xml,launch,config}, lib/vision_factory/tracknet_no
 separate rclpy process publishes camera frames and records the balls that come back.
 Skipped where launch_ros is not importable (it has no PyPI wheel).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -23,8 +24,9 @@ import pytest
 
 SKIP_REASON = "launch_ros is not importable (no PyPI wheel); runs where ROS 2 launch is installed"
 try:
-    import launch
     import launch_ros.actions
+
+    import launch
 except ImportError:
     pytest.skip(SKIP_REASON, allow_module_level=True)
 
@@ -45,7 +47,7 @@ WARMUP = 5
 
 # Runs in its own process: Fast DDS reads its XML profile once per process, and the frames must
 # go over the same shared-memory profile as the node's (default UDP loses large best-effort frames).
-PROBE = r'''
+PROBE = r"""
 import json, sys, time
 import rclpy
 from geometry_msgs.msg import PointStamped
@@ -88,7 +90,7 @@ with open(out, "w") as f:
     json.dump({"matched": matched, "sent": sent, "received": balls}, f)
 node.destroy_node()
 rclpy.shutdown()
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +126,11 @@ def model(tmp_path_factory) -> Path:
 @pytest.fixture
 def ros_env(tmp_path, prefix) -> dict[str, str]:
     """Environment for every ROS process of one test: private domain, localhost only, logs in tmp_path."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("ROS_LOCALHOST_ONLY", "ROS_STATIC_PEERS", "FASTDDS_DEFAULT_PROFILES_FILE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ROS_LOCALHOST_ONLY", "ROS_STATIC_PEERS", "FASTDDS_DEFAULT_PROFILES_FILE")
+    }
     env.update(
         AMENT_PREFIX_PATH=os.pathsep.join(filter(None, [str(prefix), os.environ.get("AMENT_PREFIX_PATH")])),
         PYTHONPATH=os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")])),
@@ -155,8 +160,12 @@ def run_launch(tmp_path, ros_env):
         try:
             with open(log_path, "wb") as log:
                 process = subprocess.Popen(
-                    [ros2, "launch", PACKAGE, "tracknet_onnx.launch.py", *arguments], env=ros_env,
-                    cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                    [ros2, "launch", PACKAGE, "tracknet_onnx.launch.py", *arguments],
+                    env=ros_env,
+                    cwd=tmp_path,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
                 )
         finally:
             signal.signal(signal.SIGINT, previous)
@@ -206,7 +215,10 @@ def test_launch_tracks_frames(run_launch, ros_env, prefix, model, tmp_path):
     result_path = tmp_path / "probe.json"
     subprocess.run(
         [sys.executable, str(probe), "/camera/image_raw", "/ball", str(FRAMES), str(result_path)],
-        env={**ros_env, "FASTDDS_DEFAULT_PROFILES_FILE": shm_profile}, cwd=tmp_path, check=True, timeout=120,
+        env={**ros_env, "FASTDDS_DEFAULT_PROFILES_FILE": shm_profile},
+        cwd=tmp_path,
+        check=True,
+        timeout=120,
     )
     result = json.loads(result_path.read_text())
 
@@ -260,22 +272,37 @@ def test_launch_description(prefix, monkeypatch):
         for name, argument in arguments.items()
     }
     assert defaults == {
-        "model_path": None, "inpaint_model_path": "", "image_topic": "/camera/image_raw",
-        "input_transport": "raw", "execution_provider": "cpu", "seq_len": "8", "bg_mode": "",
-        "median_warmup": "0", "params_file": str(share / "config" / "tracknet_onnx.yaml"), "namespace": "",
+        "model_path": None,
+        "inpaint_model_path": "",
+        "image_topic": "/camera/image_raw",
+        "input_transport": "raw",
+        "execution_provider": "cpu",
+        "seq_len": "8",
+        "bg_mode": "",
+        "median_warmup": "0",
+        "params_file": str(share / "config" / "tracknet_onnx.yaml"),
+        "namespace": "",
     }
 
     # Values that YAML would turn into other types stay strings; the ints are ints.
     context.launch_configurations.update(
         {name: value for name, value in defaults.items() if value is not None},
-        model_path="123", seq_len="12", median_warmup="30", execution_provider="tensorrt,cuda,cpu",
+        model_path="123",
+        seq_len="12",
+        median_warmup="30",
+        execution_provider="tensorrt,cuda,cpu",
         image_topic="/cam1/image_raw",
     )
     params_file, overrides = evaluate_parameters(context, normalize_parameters(module.node_parameters()))
     assert Path(params_file) == share / "config" / "tracknet_onnx.yaml"
     expected = {
-        "model_path": "123", "inpaint_model_path": "", "input_transport": "raw",
-        "execution_provider": "tensorrt,cuda,cpu", "bg_mode": "", "seq_len": 12, "median_warmup": 30,
+        "model_path": "123",
+        "inpaint_model_path": "",
+        "input_transport": "raw",
+        "execution_provider": "tensorrt,cuda,cpu",
+        "bg_mode": "",
+        "seq_len": 12,
+        "median_warmup": 30,
     }
     assert overrides == expected
     assert {name: type(value) for name, value in overrides.items()} == {k: type(v) for k, v in expected.items()}

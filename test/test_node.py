@@ -1,8 +1,8 @@
 """The tracknet node over real DDS: rosbag replay against ground truth, parity with the core
 module, bad frames, compressed input and start-up errors."""
+
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from conftest import ROOT
 from geometry_msgs.msg import PointStamped
@@ -44,7 +44,9 @@ def test_replay_through_node_matches_truth(tmp_path, clip, synthetic_models, sto
     store = get_typestore(Stores.ROS2_KILTED)
     stamps_in = [store.deserialize_cdr(m.data, m.msgtype).header for m in read_messages(bag, "/camera/image_raw")]
     stamps_out = [store.deserialize_cdr(m.data, m.msgtype).header for m in read_messages(result.output_bag, "/ball")]
-    assert sorted((h.stamp.sec, h.stamp.nanosec) for h in stamps_out) == [(h.stamp.sec, h.stamp.nanosec) for h in stamps_in]
+    assert sorted((h.stamp.sec, h.stamp.nanosec) for h in stamps_out) == [
+        (h.stamp.sec, h.stamp.nanosec) for h in stamps_in
+    ]
     assert {h.frame_id for h in stamps_out} == {"camera"}
 
 
@@ -67,16 +69,26 @@ def _publish(probe: Probe, publisher, messages, outputs: list, expected: int, ti
 
 
 def test_bad_frames_are_logged_once_and_skipped(tmp_path, clip, synthetic_models):
-    node = NodeProcess(tmp_path, {"model_path": str(synthetic_models[""]), "qos_reliability": "reliable", "qos_depth": "50",
-                                  "queue_size": "50", "flush_timeout": "0.3",
-                                  "inpaint_model_path": str(synthetic_models["inpaint"])})
+    node = NodeProcess(
+        tmp_path,
+        {
+            "model_path": str(synthetic_models[""]),
+            "qos_reliability": "reliable",
+            "qos_depth": "50",
+            "queue_size": "50",
+            "flush_timeout": "0.3",
+            "inpaint_model_path": str(synthetic_models["inpaint"]),
+        },
+    )
     probe = Probe()
     try:
         probe.spin_until(lambda: False, 1.0)  # idle past flush_timeout before the first frame
         outputs = probe.subscribe(PointStamped, "/t/ball")
         publisher = probe.publisher(Image, "/t/image")
         bad = Image(header=Header(frame_id="bad"), width=4, height=4, encoding="32FC1", step=16, data=bytes(64))
-        short = Image(header=Header(frame_id="short"), width=640, height=360, encoding="bgr8", step=1920, data=bytes(10))
+        short = Image(
+            header=Header(frame_id="short"), width=640, height=360, encoding="bgr8", step=1920, data=bytes(10)
+        )
         good = []
         for i in range(12):
             header = Header(frame_id="camera")
@@ -97,8 +109,17 @@ def test_bad_frames_are_logged_once_and_skipped(tmp_path, clip, synthetic_models
 def test_compressed_input(tmp_path, clip, synthetic_models):
     import cv2
 
-    node = NodeProcess(tmp_path, {"model_path": str(synthetic_models[""]), "input_transport": "compressed",
-                                  "qos_reliability": "reliable", "qos_depth": "50", "queue_size": "50", "flush_timeout": "0.3"})
+    node = NodeProcess(
+        tmp_path,
+        {
+            "model_path": str(synthetic_models[""]),
+            "input_transport": "compressed",
+            "qos_reliability": "reliable",
+            "qos_depth": "50",
+            "queue_size": "50",
+            "flush_timeout": "0.3",
+        },
+    )
     probe = Probe()
     try:
         outputs = probe.subscribe(PointStamped, "/t/ball")
@@ -107,8 +128,9 @@ def test_compressed_input(tmp_path, clip, synthetic_models):
         for i in range(10):
             header = Header(frame_id="camera")
             header.stamp.sec = i + 1
-            messages.append(CompressedImage(header=header, format="png",
-                                            data=cv2.imencode(".png", clip.frame(i))[1].tobytes()))
+            messages.append(
+                CompressedImage(header=header, format="png", data=cv2.imencode(".png", clip.frame(i))[1].tobytes())
+            )
         _publish(probe, publisher, messages, outputs, expected=10)
     finally:
         probe.close()
@@ -121,14 +143,17 @@ def test_compressed_input(tmp_path, clip, synthetic_models):
             assert abs(point.x - truth.x) <= 4 and abs(point.y - truth.y) <= 4
 
 
-@pytest.mark.parametrize("params,message", [
-    ({}, "model_path is empty"),
-    ({"model_path": "/nonexistent/tracknet.onnx"}, "ONNX model file not found: /nonexistent/tracknet.onnx"),
-    ({"qos_reliability": "sometimes"}, "qos_reliability must be"),
-    ({"execution_provider": "cuda"}, "CUDAExecutionProvider not available"),
-    ({"seq_len": "4"}, "seq_len='8' but seq_len=4"),
-    ({"seq_len": "8.0"}, "seq_len"),
-])
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        ({}, "model_path is empty"),
+        ({"model_path": "/nonexistent/tracknet.onnx"}, "ONNX model file not found: /nonexistent/tracknet.onnx"),
+        ({"qos_reliability": "sometimes"}, "qos_reliability must be"),
+        ({"execution_provider": "cuda"}, "CUDAExecutionProvider not available"),
+        ({"seq_len": "4"}, "seq_len='8' but seq_len=4"),
+        ({"seq_len": "8.0"}, "seq_len"),
+    ],
+)
 def test_start_up_errors_are_clear(tmp_path, synthetic_models, params, message):
     params = {"model_path": str(synthetic_models[""]), **params} if "model_path" not in params and params else params
     node = NodeProcess(tmp_path, params)

@@ -1,4 +1,5 @@
 """Execution provider parameters -> ONNX Runtime sessions (real sessions, CPU here)."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,9 +11,14 @@ from vision_factory.runtime.runner import OnnxRunner
 def test_aliases_lists_and_full_names():
     assert resolve_provider_names("cpu") == ["CPUExecutionProvider"]
     assert resolve_provider_names("tensorrt, cuda,cpu") == [
-        "TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
+        "TensorrtExecutionProvider",
+        "CUDAExecutionProvider",
+        "CPUExecutionProvider",
+    ]
     assert resolve_provider_names(["OpenVINOExecutionProvider", "cpu", "cpu"]) == [
-        "OpenVINOExecutionProvider", "CPUExecutionProvider"]
+        "OpenVINOExecutionProvider",
+        "CPUExecutionProvider",
+    ]
     for alias in ("rocm", "dml", "coreml"):
         assert resolve_provider_names(alias)[0].endswith("ExecutionProvider")
 

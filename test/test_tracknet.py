@@ -1,4 +1,5 @@
 """TrackNetModuleONNX / InpaintModuleONNX against a plain reference and against known truth."""
+
 from __future__ import annotations
 
 import logging
@@ -99,8 +100,7 @@ def test_given_median_is_used_as_is(synthetic_models, small_clip):
     assert first is None and with_median.stats.push_calls == 1  # no warm-up: straight into the window
     outputs = [with_median.push(f) for f in list(small_clip.frames())[1:]] + with_median.flush()
     assert len([p for p in outputs if p]) == small_clip.num_frames
-    concat = TrackNetModuleONNX(synthetic_models["concat"], 8, "concat",
-                                median=np.zeros((3, 288, 512), np.uint8))
+    concat = TrackNetModuleONNX(synthetic_models["concat"], 8, "concat", median=np.zeros((3, 288, 512), np.uint8))
     assert concat.push(small_clip.frame(0)) is None
     with pytest.raises(ValueError, match="3x288x512"):
         TrackNetModuleONNX(synthetic_models["concat"], 8, "concat", median=median_rgb)

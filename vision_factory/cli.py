@@ -1,4 +1,5 @@
 """vision-factory: the command line. Each command is a few lines calling tools/ or generator/."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,14 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("vision_factory_demo"), show_default=True, help="folder for models, bag, CSVs, picture")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("vision_factory_demo"),
+    show_default=True,
+    help="folder for models, bag, CSVs, picture",
+)
 @click.option("--frames", default=90, show_default=True, help="frames in the synthetic clip")
 @click.option("--size", default="1280x720", show_default=True, help="frame size WIDTHxHEIGHT")
 @click.option("--inpaint/--no-inpaint", default=True, show_default=True, help="refine with InpaintNet")
@@ -51,23 +58,42 @@ def demo(out_dir: Path, frames: int, size: str, inpaint: bool) -> None:
         detail = f", error mean {sum(errors) / len(errors):.2f} px, max {max(errors):.2f} px" if errors else ""
         click.echo(f"{status:>10}: {report.count(status)} frames{detail}")
     replayed = report.replay
-    click.echo(f"node: {replayed.fps:.1f} frames/s, latency p50 {replayed.latency_ms_p50:.0f} ms, p99 {replayed.latency_ms_p99:.0f} ms")
+    click.echo(
+        f"node: {replayed.fps:.1f} frames/s, "
+        f"latency p50 {replayed.latency_ms_p50:.0f} ms, p99 {replayed.latency_ms_p99:.0f} ms"
+    )
     click.echo(f"picture: {report.picture}\noutputs: {replayed.output_bag}, {replayed.ball_csv}")
 
 
 @main.command()
 @click.argument("bag", type=click.Path(exists=True, path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="folder for the output bag, ball.csv and replay.json")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="folder for the output bag, ball.csv and replay.json",
+)
 @click.option("--node", default="tracknet", show_default=True, help="node to start for the replay")
-@click.option("--params-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="ROS 2 parameters YAML for the node (e.g. config/tracknet_onnx.yaml)")
+@click.option(
+    "--params-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="ROS 2 parameters YAML for the node (e.g. config/tracknet_onnx.yaml)",
+)
 @click.option("-p", "--param", "params", multiple=True, metavar="NAME:=VALUE", help="node parameter, repeatable")
 @click.option("--topic", help="image topic in the bag (needed when it has several)")
 @click.option("--rate", type=float, help="play at recorded timing times RATE; default: as fast as the node keeps up")
 @click.option("--storage", type=click.Choice(["mcap", "sqlite3"]), default="mcap", show_default=True)
-def replay(bag: Path, out_dir: Path, node: str, params_file: Path | None, params: tuple[str, ...],
-           topic: str | None, rate: float | None, storage: str) -> None:
+def replay(
+    bag: Path,
+    out_dir: Path,
+    node: str,
+    params_file: Path | None,
+    params: tuple[str, ...],
+    topic: str | None,
+    rate: float | None,
+    storage: str,
+) -> None:
     """Play a rosbag2 (mcap or sqlite3) through a node and record its outputs.
 
     Writes the node's messages to OUT/<node>_outputs (a bag), the ball as OUT/ball.csv in
@@ -90,8 +116,9 @@ def replay(bag: Path, out_dir: Path, node: str, params_file: Path | None, params
     if rate is not None and rate <= 0:
         raise click.BadParameter("must be > 0", param_hint="--rate")
     try:
-        result = run_replay(bag, out_dir, node, overrides, params_file, topic, rate, storage=storage,
-                            progress=_progress)
+        result = run_replay(
+            bag, out_dir, node, overrides, params_file, topic, rate, storage=storage, progress=_progress
+        )
     except (BagError, ValueError, RuntimeError, FileExistsError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo("", err=True)

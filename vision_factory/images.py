@@ -4,6 +4,7 @@ Raw images are described by the fields of ``sensor_msgs/Image`` (width, height,
 encoding, step, data). Packed BGR data with no row padding is returned as a view of
 the message buffer, without a copy; everything else is converted once.
 """
+
 from __future__ import annotations
 
 import cv2
@@ -42,17 +43,13 @@ _DIRECT = {
 SUPPORTED_ENCODINGS = tuple(_DIRECT)
 
 
-def image_to_bgr(
-    width: int, height: int, encoding: str, step: int, data, is_bigendian: bool = False
-) -> np.ndarray:
+def image_to_bgr(width: int, height: int, encoding: str, step: int, data, is_bigendian: bool = False) -> np.ndarray:
     """Return an HxWx3 uint8 BGR array for an image message's fields.
 
     ``data`` is anything exposing the buffer protocol (bytes, array.array, memoryview).
     """
     if encoding not in _DIRECT:
-        raise ImageFormatError(
-            f"unsupported image encoding '{encoding}'; supported: {', '.join(SUPPORTED_ENCODINGS)}"
-        )
+        raise ImageFormatError(f"unsupported image encoding '{encoding}'; supported: {', '.join(SUPPORTED_ENCODINGS)}")
     channels, dtype, conversion = _DIRECT[encoding]
     if width <= 0 or height <= 0:
         raise ImageFormatError(f"image has no pixels ({width}x{height})")
@@ -62,9 +59,7 @@ def image_to_bgr(
         raise ImageFormatError(f"step {step} is smaller than width x pixel size ({row_bytes}) for {encoding}")
     buffer = np.frombuffer(data, dtype=np.uint8)
     if buffer.size < step * height:
-        raise ImageFormatError(
-            f"image data has {buffer.size} bytes, expected step x height = {step * height}"
-        )
+        raise ImageFormatError(f"image data has {buffer.size} bytes, expected step x height = {step * height}")
     rows = buffer[: step * height].reshape(height, step)[:, :row_bytes]
     pixels = rows.view(np.dtype(dtype).newbyteorder(">" if is_bigendian else "<")) if itemsize > 1 else rows
     pixels = pixels.reshape(height, width, channels)

@@ -1,4 +1,5 @@
 """Locate the package's shared files (config/, launch/, templates/) however it was installed."""
+
 from __future__ import annotations
 
 import sys

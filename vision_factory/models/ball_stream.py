@@ -1,8 +1,10 @@
 """One camera stream through TrackNet (and optionally InpaintNet): frame tags in, one
 prediction per accepted frame out, with the tag (e.g. the image header) it belongs to."""
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

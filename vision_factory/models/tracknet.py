@@ -11,14 +11,15 @@ Differences from the reference, on purpose:
   first full window, the frames it has are still inferred once, with the window
   left-padded by repeating its oldest frame, instead of being reported as misses.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 import cv2
 import numpy as np
@@ -51,7 +52,7 @@ class StreamStats:
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
 
-    def add(self, other: "StreamStats") -> None:
+    def add(self, other: StreamStats) -> None:
         for name, value in asdict(other).items():
             setattr(self, name, getattr(self, name) + value)
 
@@ -159,9 +160,7 @@ class TrackNetTracker:
         self.reset()
 
     def _check_model(self, model_name: str) -> None:
-        _check_metadata(
-            self.runner.metadata, {"seq_len": self.seq_len, "bg_mode": self.bg_mode}, model_name
-        )
+        _check_metadata(self.runner.metadata, {"seq_len": self.seq_len, "bg_mode": self.bg_mode}, model_name)
         channels = FEATURE_CHANNELS[self.bg_mode] * self.seq_len + (3 if self.bg_mode == "concat" else 0)
         shape = self.runner.inputs[0].shape
         if len(shape) != 4:
@@ -225,8 +224,7 @@ class TrackNetTracker:
         if self.waiting_for_median:
             if self.median_warmup <= 0:
                 raise ValueError(
-                    f"bg_mode={self.bg_mode!r} needs a background median: pass median= "
-                    f"or median_warmup > 0"
+                    f"bg_mode={self.bg_mode!r} needs a background median: pass median= or median_warmup > 0"
                 )
             self._collect_warmup(frame_bgr)
             return None
@@ -332,9 +330,7 @@ class TrackNetTracker:
 class InpaintRefiner:
     """Streaming InpaintNet on a Runner: fills frames where TrackNet saw no ball."""
 
-    def __init__(
-        self, runner: Runner, seq_len: int, img_scaler: Sequence[float], model_name: str = "InpaintNet model"
-    ):
+    def __init__(self, runner: Runner, seq_len: int, img_scaler: Sequence[float], model_name: str = "InpaintNet model"):
         if seq_len < 1:
             raise ValueError(f"seq_len must be >= 1, got {seq_len}")
         _check_metadata(runner.metadata, {"seq_len": seq_len}, model_name)
@@ -397,7 +393,9 @@ class InpaintRefiner:
         return outputs
 
 
-def _onnx_runner(model_path: str | os.PathLike, device: str | None, provider_config: ProviderConfig | None) -> OnnxRunner:
+def _onnx_runner(
+    model_path: str | os.PathLike, device: str | None, provider_config: ProviderConfig | None
+) -> OnnxRunner:
     config = provider_config or ProviderConfig(providers=tuple(device_to_providers(device)))
     return OnnxRunner(model_path, config, log)
 
@@ -421,8 +419,13 @@ class TrackNetModuleONNX(TrackNetTracker):
         ensemble_weights(seq_len, eval_mode)  # reject a bad eval_mode before loading anything
         super().__init__(
             _onnx_runner(model_path, device, provider_config),
-            seq_len, bg_mode, eval_mode, median, median_warmup,
-            model_name=str(model_path), heatmap_threshold=heatmap_threshold,
+            seq_len,
+            bg_mode,
+            eval_mode,
+            median,
+            median_warmup,
+            model_name=str(model_path),
+            heatmap_threshold=heatmap_threshold,
         )
 
 
@@ -438,4 +441,6 @@ class InpaintModuleONNX(InpaintRefiner):
         *,
         provider_config: ProviderConfig | None = None,
     ):
-        super().__init__(_onnx_runner(model_path, device, provider_config), seq_len, img_scaler, model_name=str(model_path))
+        super().__init__(
+            _onnx_runner(model_path, device, provider_config), seq_len, img_scaler, model_name=str(model_path)
+        )

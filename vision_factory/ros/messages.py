@@ -1,7 +1,8 @@
 """Conversions between ROS messages and the core's numpy images and predictions."""
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 from geometry_msgs.msg import Point, PointStamped

@@ -1,4 +1,5 @@
 """Parameter and QoS helpers shared by every node."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -32,20 +33,30 @@ def image_qos(node: Node) -> QoSProfile:
 def provider_config(node: Node) -> ProviderConfig:
     """ONNX Runtime execution provider settings, the same for every ONNX node."""
     providers = declare(
-        node, "execution_provider", "cpu",
+        node,
+        "execution_provider",
+        "cpu",
         "provider name or alias (cpu, cuda, tensorrt, openvino, rocm, dml, coreml), "
-        "or an ordered list / comma-separated string", dynamic=True,
+        "or an ordered list / comma-separated string",
+        dynamic=True,
     )
     return ProviderConfig.create(
         providers,
-        fallback=declare(node, "provider_fallback", "error",
-                         f"when a requested provider cannot run: {' or '.join(FALLBACK_POLICIES)}"),
+        fallback=declare(
+            node,
+            "provider_fallback",
+            "error",
+            f"when a requested provider cannot run: {' or '.join(FALLBACK_POLICIES)}",
+        ),
         device_id=declare(node, "device_id", 0, "GPU index for CUDA / TensorRT / ROCm / DirectML"),
         cuda_mem_limit_mb=declare(node, "cuda_mem_limit_mb", 0, "CUDA arena limit in MiB, 0 = none"),
-        trt_cache_dir=declare(node, "trt_cache_dir", "", "TensorRT engine cache, default $ROS_HOME/vision_factory/trt_cache"),
+        trt_cache_dir=declare(
+            node, "trt_cache_dir", "", "TensorRT engine cache, default $ROS_HOME/vision_factory/trt_cache"
+        ),
         trt_fp16=declare(node, "trt_fp16", False, "let TensorRT build fp16 engines"),
         intra_op_threads=declare(node, "intra_op_threads", 0, "threads inside an operator, 0 = ONNX Runtime decides"),
         inter_op_threads=declare(node, "inter_op_threads", 0, "threads across operators, 0 = ONNX Runtime decides"),
-        graph_optimization=declare(node, "graph_optimization", "all",
-                                   f"graph optimisation level: {', '.join(GRAPH_OPTIMIZATION_LEVELS)}"),
+        graph_optimization=declare(
+            node, "graph_optimization", "all", f"graph optimisation level: {', '.join(GRAPH_OPTIMIZATION_LEVELS)}"
+        ),
     )

@@ -4,6 +4,7 @@ Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/Compresse
 Publishes   ball (geometry_msgs/PointStamped, pixels, z = visibility), one per accepted frame,
             stamped with that frame's header; ball_markers and debug_image only when subscribed.
 """
+
 from __future__ import annotations
 
 import signal
@@ -68,8 +69,14 @@ class TrackNetNode(Node):
 
         logger = self.get_logger()
         tracker = TrackNetModuleONNX(
-            model_path, seq_len, bg_mode, eval_mode=eval_mode, median=load_median(median_path),
-            median_warmup=median_warmup, provider_config=providers, heatmap_threshold=threshold,
+            model_path,
+            seq_len,
+            bg_mode,
+            eval_mode=eval_mode,
+            median=load_median(median_path),
+            median_warmup=median_warmup,
+            provider_config=providers,
+            heatmap_threshold=threshold,
         )
         logger.info(f"TrackNet {model_path}: {tracker.runner.describe()}")
         make_refiner = None

@@ -4,13 +4,14 @@ ONNX Runtime silently falls back to CPU when a provider cannot be created (and
 ``onnxruntime-gpu`` lists CUDA even on machines without a GPU), so the providers
 that really run are read back from the session and checked against the request.
 """
+
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 PROVIDER_ALIASES: dict[str, str] = {
     "cpu": "CPUExecutionProvider",
@@ -58,8 +59,7 @@ def resolve_provider_names(spec: str | Sequence[str]) -> list[str]:
         if full not in known and name.lower() not in PROVIDER_ALIASES:
             aliases = ", ".join(sorted(PROVIDER_ALIASES))
             raise ValueError(
-                f"unknown execution provider '{name}': use one of {aliases} "
-                f"or a full ONNX Runtime provider name"
+                f"unknown execution provider '{name}': use one of {aliases} or a full ONNX Runtime provider name"
             )
         if full not in resolved:
             resolved.append(full)
@@ -90,20 +90,17 @@ class ProviderConfig:
     graph_optimization: str = "all"
 
     @classmethod
-    def create(cls, execution_provider: str | Sequence[str] = "cpu", **options) -> "ProviderConfig":
+    def create(cls, execution_provider: str | Sequence[str] = "cpu", **options) -> ProviderConfig:
         config = cls(providers=tuple(resolve_provider_names(execution_provider)), **options)
         config.validate()
         return config
 
     def validate(self) -> None:
         if self.fallback not in FALLBACK_POLICIES:
-            raise ValueError(
-                f"provider_fallback '{self.fallback}' is not one of {', '.join(FALLBACK_POLICIES)}"
-            )
+            raise ValueError(f"provider_fallback '{self.fallback}' is not one of {', '.join(FALLBACK_POLICIES)}")
         if self.graph_optimization not in GRAPH_OPTIMIZATION_LEVELS:
             raise ValueError(
-                f"graph_optimization '{self.graph_optimization}' is not one of "
-                f"{', '.join(GRAPH_OPTIMIZATION_LEVELS)}"
+                f"graph_optimization '{self.graph_optimization}' is not one of {', '.join(GRAPH_OPTIMIZATION_LEVELS)}"
             )
         for field in ("device_id", "cuda_mem_limit_mb", "intra_op_threads", "inter_op_threads"):
             if getattr(self, field) < 0:
@@ -193,10 +190,7 @@ def create_session(model_path: str | os.PathLike, config: ProviderConfig, logger
         raise ValueError(f"ONNX Runtime cannot load model {path}: {exc}") from exc
     running = session.get_providers()
     if running[0] != wanted[0]:
-        message = (
-            f"requested execution provider {wanted[0]} did not start "
-            f"(running: {', '.join(running)})"
-        )
+        message = f"requested execution provider {wanted[0]} did not start (running: {', '.join(running)})"
         if config.fallback == "error":
             raise RuntimeError(message + "; check the driver/CUDA install or set provider_fallback to 'cpu'")
         logger.warning(message + "; falling back as provider_fallback='cpu' allows")
@@ -207,4 +201,3 @@ def create_session(model_path: str | os.PathLike, config: ProviderConfig, logger
 def _is_provider_failure(exc: Exception) -> bool:
     text = str(exc)
     return any(word in text for word in ("ExecutionProvider", "CUDA", "cudnn", "TensorRT"))
-

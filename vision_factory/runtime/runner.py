@@ -1,4 +1,5 @@
 """The one interface every backend implements, and its ONNX Runtime implementation."""
+
 from __future__ import annotations
 
 import logging

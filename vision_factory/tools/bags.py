@@ -1,10 +1,11 @@
 """rosbag2 files (sqlite3 or mcap) read and written with ``rosbags``, no ROS needed."""
+
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -58,7 +59,12 @@ def write_image_bag(
             width, height, enc, step, data = bgr_to_image_fields(frame, encoding)
             header = Header(stamp=Time(sec=stamp_ns // 10**9, nanosec=stamp_ns % 10**9), frame_id=frame_id)
             message = Image(
-                header=header, height=height, width=width, encoding=enc, is_bigendian=0, step=step,
+                header=header,
+                height=height,
+                width=width,
+                encoding=enc,
+                is_bigendian=0,
+                step=step,
                 data=np.frombuffer(data, np.uint8),
             )
             writer.write(connection, stamp_ns, store.serialize_cdr(message, "sensor_msgs/msg/Image"))

@@ -1,5 +1,6 @@
 """The built-in end-to-end demo: synthetic TrackNet + InpaintNet models and a clip with a
 known ball trajectory, replayed through the real tracknet node over ROS 2."""
+
 from __future__ import annotations
 
 import os
@@ -57,8 +58,13 @@ class DemoReport:
 
 
 def run_demo(
-    out_dir: str | Path, num_frames: int = 90, width: int = 1280, height: int = 720,
-    seq_len: int = 8, inpaint: bool = True, median_warmup: int = 10,
+    out_dir: str | Path,
+    num_frames: int = 90,
+    width: int = 1280,
+    height: int = 720,
+    seq_len: int = 8,
+    inpaint: bool = True,
+    median_warmup: int = 10,
 ) -> DemoReport:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # a demo stays on this machine
     out_dir = Path(out_dir)
@@ -67,7 +73,12 @@ def run_demo(
     model = build_tracknet_model(out_dir / "tracknet_synthetic.onnx", seq_len, "subtract")
     bag = write_image_bag(out_dir / "clip", clip.frames())
     write_ball_csv(out_dir / "truth.csv", [(t.frame, t.visibility, round(t.x), round(t.y)) for t in clip.truth])
-    params = {"model_path": str(model), "seq_len": str(seq_len), "bg_mode": "subtract", "median_warmup": str(median_warmup)}
+    params = {
+        "model_path": str(model),
+        "seq_len": str(seq_len),
+        "bg_mode": "subtract",
+        "median_warmup": str(median_warmup),
+    }
     if inpaint:
         params["inpaint_model_path"] = str(build_inpaint_model(out_dir / "inpaintnet_synthetic.onnx", 16))
         params["inpaint_seq_len"] = "16"
@@ -90,7 +101,15 @@ def draw_trajectories(clip: BallClip, frames: list[FrameResult], path: Path) -> 
     for x, y in tracked:
         cv2.drawMarker(image, (x, y), (40, 40, 255), cv2.MARKER_CROSS, 10 * scale, 2 * scale)
     for row, (text, colour) in enumerate([("truth", (60, 220, 60)), ("tracked by tracknet_node", (40, 40, 255))]):
-        cv2.putText(image, text, (12 * scale, (28 + 26 * row) * scale), cv2.FONT_HERSHEY_SIMPLEX,
-                    0.7 * scale, colour, 2 * scale, cv2.LINE_AA)
+        cv2.putText(
+            image,
+            text,
+            (12 * scale, (28 + 26 * row) * scale),
+            cv2.FONT_HERSHEY_SIMPLEX,
+            0.7 * scale,
+            colour,
+            2 * scale,
+            cv2.LINE_AA,
+        )
     cv2.imwrite(str(path), image)
     return path

@@ -1,4 +1,5 @@
 """Replay a rosbag2 through a real node over ROS 2 and record what it publishes."""
+
 from __future__ import annotations
 
 import importlib
@@ -9,9 +10,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -96,7 +97,9 @@ def replay(
     topics = image_topics(bag)
     if topic is None:
         if len(topics) != 1:
-            raise BagError(f"bag {bag} has {len(topics)} image topics ({', '.join(topics) or 'none'}); pick one with --topic")
+            raise BagError(
+                f"bag {bag} has {len(topics)} image topics ({', '.join(topics) or 'none'}); pick one with --topic"
+            )
         topic = next(iter(topics))
     elif topic not in topics:
         raise BagError(f"bag {bag} has no image topic {topic} (image topics: {', '.join(topics) or 'none'})")
@@ -144,10 +147,13 @@ def replay(
                 if name == spec.main_output:
                     done_frames.setdefault(frame_of.get(_stamp(data), -1), now)
                 answered.notify_all()
+
         return callback
 
     for name, output_type in spec.outputs.items():
-        player.create_subscription(message_class(output_type), f"{namespace}/{name}", on_output(name), reliable, raw=True)
+        player.create_subscription(
+            message_class(output_type), f"{namespace}/{name}", on_output(name), reliable, raw=True
+        )
     publisher = player.create_publisher(message_class(msgtype), f"{namespace}/{input_topic}", reliable)
     executor = rclpy.executors.SingleThreadedExecutor(context=context)
     executor.add_node(player)
@@ -186,14 +192,17 @@ def replay(
 
     messages = [
         RawMessage(f"/{name}", spec.outputs[name], stamp_ns, data)
-        for name, items in received.items() for stamp_ns, data in items
+        for name, items in received.items()
+        for stamp_ns, data in items
     ]
     messages.sort(key=lambda message: message.timestamp_ns)
     output_bag = out_dir / f"{node}_outputs"
     if output_bag.exists():
         raise FileExistsError(f"{output_bag} exists; choose another --out")
     write_messages(output_bag, messages, storage)
-    ball_csv = _write_ball_csv(out_dir / "ball.csv", received.get("ball", []), frame_of) if "ball" in spec.outputs else None
+    ball_csv = (
+        _write_ball_csv(out_dir / "ball.csv", received.get("ball", []), frame_of) if "ball" in spec.outputs else None
+    )
     latencies = [(done_frames[i] - sent_at[i]) / 1e6 for i in range(len(sent_at)) if i in done_frames]
     result = ReplayResult(
         frames_sent=len(sent_at),

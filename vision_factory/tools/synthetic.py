@@ -1,6 +1,7 @@
 """Built-in models and data that need no download: a TrackNet-compatible ONNX model that
 really finds a bright moving ball, an InpaintNet-compatible gap filler, and a clip of a
 bouncing ball with exact ground truth."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,7 +11,6 @@ import cv2
 import numpy as np
 
 from ..models.tracknet import BG_MODES, FEATURE_CHANNELS, HEIGHT, WIDTH
-
 
 BLUR_SIZE = 15  # wider than a ball at 512x288, so a flat ball becomes a single peak
 
@@ -121,8 +121,12 @@ def build_inpaint_model(path: str | Path, seq_len: int = 16, sigma: float = 3.0)
     offset = steps[None, :] - steps[:, None]  # [t, s] = s - t
     kernel = np.exp(-(offset**2) / (2 * sigma**2))
     constants = {
-        "k0": kernel, "k1": kernel * offset, "k2": kernel * offset**2,
-        "one": np.array(1.0), "ridge": np.array(1e-3), "epsilon": np.array(1e-9),
+        "k0": kernel,
+        "k1": kernel * offset,
+        "k2": kernel * offset**2,
+        "one": np.array(1.0),
+        "ridge": np.array(1e-3),
+        "epsilon": np.array(1e-9),
     }
     nodes = [
         helper.make_node("Sub", ["one", "mask"], ["visible"]),
@@ -173,8 +177,15 @@ class BallTruth:
 class BallClip:
     """A static court with a bright ball bouncing across it; some frames hide the ball."""
 
-    def __init__(self, num_frames: int = 60, width: int = 640, height: int = 360, seed: int = 0,
-                 hidden_every: int = 15, hidden_frames: int = 2):
+    def __init__(
+        self,
+        num_frames: int = 60,
+        width: int = 640,
+        height: int = 360,
+        seed: int = 0,
+        hidden_every: int = 15,
+        hidden_frames: int = 2,
+    ):
         self.num_frames, self.width, self.height = num_frames, width, height
         rng = np.random.default_rng(seed)
         self._rng = rng

@@ -52,9 +52,9 @@ setup(
         # Exactly one ONNX Runtime: both install the same 'onnxruntime' module.
         "cpu": ["onnxruntime"],
         "gpu": ["onnxruntime-gpu"],
-        "test": ["pytest", "pytest-timeout"],
+        "test": ["pytest", "pytest-timeout", "openvino", "ruff"],
     },
-    zip_safe=True,
+    zip_safe=False,
     maintainer="vision_factory maintainers",
     maintainer_email="maintainers@vision-factory.dev",
     description="ONNX models as production ROS 2 perception nodes",
@@ -62,7 +62,7 @@ setup(
     entry_points={
         "console_scripts": [
             "vision-factory = vision_factory.cli:main",
-            "tracknet_node = vision_factory.ros.tracknet_node:main",
+            "tracknet_node = vision_factory.tracknet_onnx_node:main",
         ],
     },
 )

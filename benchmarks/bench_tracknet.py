@@ -41,7 +41,7 @@ BG_ALIASES = {"none": "", "rgb": "", "": ""}
 
 
 def _bg_modes(text: str) -> list[str]:
-    from vision_factory.models.tracknet import BG_MODES
+    from vision_factory.models.tracknet_stream import BG_MODES
 
     modes = []
     for item in text.split(","):
@@ -84,7 +84,7 @@ def _provider_config(threads: int):
 
 def bench_session(model: Path, runs: int, warmup: int, threads: int) -> dict:
     """Raw session.run on a fixed input, as the node's OnnxRunner creates it."""
-    from vision_factory.runtime.runner import OnnxRunner
+    from vision_factory.runtime.onnx_runner import OnnxRunner
 
     runner = OnnxRunner(model, _provider_config(threads))
     session = runner.session
@@ -123,12 +123,13 @@ def bench_module(
     model: Path, mode: str, frames: list[np.ndarray], clip, pushes: int, seq_len: int, threads: int
 ) -> dict:
     """TrackNetModuleONNX.push per frame, and its stats per frame."""
-    from vision_factory.models import tracknet as tn
+    from vision_factory.models import tracknet_stream as tn
+    from vision_factory.models.tracknet import TrackNetModuleONNX
 
     median = _median_rgb(clip) if mode in ("subtract", "subtract_concat", "concat") else None
     if mode == "concat":
         median = tn._bgr_to_chw_rgb(tn._resize(clip.background))  # CHW RGB at 288x512
-    module = tn.TrackNetModuleONNX(model, seq_len, mode, median=median, provider_config=_provider_config(threads))
+    module = TrackNetModuleONNX(model, seq_len, mode, median=median, provider_config=_provider_config(threads))
     for index in range(2 * seq_len):  # fill the window and warm the session up
         module.push(frames[index % len(frames)])
     before = dataclasses.replace(module.stats)
@@ -235,7 +236,7 @@ def _cpu_seconds() -> tuple[float, float]:
 
 
 def _concat_median(clip) -> np.ndarray:
-    from vision_factory.models import tracknet as tn
+    from vision_factory.models import tracknet_stream as tn
 
     return np.ascontiguousarray(tn._resize(clip.background)[..., ::-1].transpose(2, 0, 1))
 

@@ -41,7 +41,7 @@ def dense_tracknet_model(path: Path, seq_len: int, bg_mode: str, seed: int = 0) 
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    from vision_factory.models.tracknet import FEATURE_CHANNELS
+    from vision_factory.models.tracknet_stream import FEATURE_CHANNELS
 
     channels = FEATURE_CHANNELS[bg_mode] * seq_len + (3 if bg_mode == "concat" else 0)
     weights = np.random.default_rng(seed).normal(0, 1, (seq_len, channels, 1, 1)).astype(np.float32)

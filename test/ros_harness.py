@@ -20,7 +20,7 @@ class NodeProcess:
     def __init__(self, log_dir: Path, params: dict[str, str], params_file: Path | None = None, namespace: str = "/t"):
         self.namespace = namespace
         self.log_path = log_dir / "node.log"
-        command = [sys.executable, "-m", "vision_factory.ros.tracknet_node", "--ros-args", "-r", f"__ns:={namespace}"]
+        command = [sys.executable, "-m", "vision_factory.tracknet_onnx_node", "--ros-args", "-r", f"__ns:={namespace}"]
         if params_file:
             command += ["--params-file", str(params_file)]
         for key, value in params.items():

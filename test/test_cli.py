@@ -41,7 +41,7 @@ def test_replay_errors_name_the_problem(tmp_path):
     done = run_cli("replay", str(two_topics), "--out", str(tmp_path / "o"), "-p", "model_path")
     assert done.returncode != 0 and "NAME:=VALUE" in done.stderr
     done = run_cli("replay", str(two_topics), "--out", str(tmp_path / "o"), "-p", "model_path:=/missing.onnx")
-    assert done.returncode != 0 and "ONNX model file not found: /missing.onnx" in done.stderr
+    assert done.returncode != 0 and "model file not found: /missing.onnx" in done.stderr
 
 
 def test_help_has_examples():

@@ -24,9 +24,8 @@ import pytest
 
 SKIP_REASON = "launch_ros is not importable (no PyPI wheel); runs where ROS 2 launch is installed"
 try:
-    import launch_ros.actions
-
     import launch
+    import launch_ros.actions
 except ImportError:
     pytest.skip(SKIP_REASON, allow_module_level=True)
 
@@ -111,7 +110,7 @@ def prefix(tmp_path_factory) -> Path:
         f"#!{sys.executable}\n"
         "import sys\n"
         f"sys.path.insert(0, {str(SOURCE_ROOT)!r})\n"
-        "from vision_factory.ros.tracknet_node import main\n"
+        "from vision_factory.tracknet_onnx_node import main\n"
         "sys.exit(main())\n"
     )
     executable.chmod(0o755)
@@ -271,6 +270,11 @@ def test_launch_description(prefix, monkeypatch):
         name: None if argument.default_value is None else perform_substitutions(context, argument.default_value)
         for name, argument in arguments.items()
     }
+    monkeypatch.delenv("FASTDDS_DEFAULT_PROFILES_FILE", raising=False)
+    assert perform_substitutions(context, arguments["fastdds_profile"].default_value) == str(
+        share / "config" / "fastdds_shm.xml"
+    )
+    defaults.pop("fastdds_profile")
     assert defaults == {
         "model_path": None,
         "inpaint_model_path": "",
@@ -316,13 +320,18 @@ def test_launch_description(prefix, monkeypatch):
     ]
     assert remappings == [("image", "/cam1/image_raw"), ("image/compressed", "/cam1/image_raw/compressed")]
 
+    # fastdds_profile (default: the variable's value, else the shared-memory profile) is exported;
+    # '' leaves the environment alone, for nodes that must be reachable from other machines.
     (set_profile,) = [e for e in description.entities if isinstance(e, launch.actions.SetEnvironmentVariable)]
-    monkeypatch.delenv("FASTDDS_DEFAULT_PROFILES_FILE", raising=False)
-    set_profile.visit(context)
-    assert context.environment["FASTDDS_DEFAULT_PROFILES_FILE"] == str(share / "config" / "fastdds_shm.xml")
     monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", "/etc/my_profile.xml")
-    set_profile.visit(context)
+    context.launch_configurations["fastdds_profile"] = perform_substitutions(
+        context, arguments["fastdds_profile"].default_value
+    )
+    assert set_profile.condition.evaluate(context)
+    set_profile.execute(context)
     assert context.environment["FASTDDS_DEFAULT_PROFILES_FILE"] == "/etc/my_profile.xml"
+    context.launch_configurations["fastdds_profile"] = ""
+    assert not set_profile.condition.evaluate(context)
 
     (node,) = [e for e in description.entities if isinstance(e, launch_ros.actions.Node)]
     assert (node.node_package, node.node_executable) == (PACKAGE, "tracknet_node")

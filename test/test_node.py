@@ -147,7 +147,7 @@ def test_compressed_input(tmp_path, clip, synthetic_models):
     "params,message",
     [
         ({}, "model_path is empty"),
-        ({"model_path": "/nonexistent/tracknet.onnx"}, "ONNX model file not found: /nonexistent/tracknet.onnx"),
+        ({"model_path": "/nonexistent/tracknet.onnx"}, "model file not found: /nonexistent/tracknet.onnx"),
         ({"qos_reliability": "sometimes"}, "qos_reliability must be"),
         ({"execution_provider": "cuda"}, "CUDAExecutionProvider not available"),
         ({"seq_len": "4"}, "seq_len='8' but seq_len=4"),

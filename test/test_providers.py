@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from vision_factory.runtime.providers import ProviderConfig, create_session, default_cache_dir, resolve_provider_names
-from vision_factory.runtime.runner import OnnxRunner
+from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.runtime.providers import ProviderConfig, create_session, resolve_provider_names
+from vision_factory.runtime.runner import default_cache_dir
 
 
 def test_aliases_lists_and_full_names():
@@ -51,7 +54,7 @@ def test_provider_options(tmp_path, monkeypatch):
 
 def test_session_reports_what_really_runs(synthetic_models):
     config = ProviderConfig.create("cpu", intra_op_threads=1, graph_optimization="basic")
-    runner = OnnxRunner(synthetic_models[""], config)
+    runner = OnnxRunner(synthetic_models[""], config, logging.getLogger("test"))
     assert runner.providers == ["CPUExecutionProvider"]
     assert runner.describe() == "onnxruntime on CPUExecutionProvider"
     assert runner.metadata["seq_len"] == "8"

@@ -10,12 +10,8 @@ import pytest
 from conftest import dense_tracknet_model
 from reference_tracknet import ReferenceInpaint, ReferenceTrackNet
 
-from vision_factory.models.tracknet import (
-    InpaintModuleONNX,
-    TrackNetModuleONNX,
-    ensemble_weights,
-    heatmap_to_prediction,
-)
+from vision_factory.models.tracknet import InpaintModuleONNX, TrackNetModuleONNX
+from vision_factory.models.tracknet_stream import ensemble_weights, heatmap_to_prediction
 from vision_factory.runtime.providers import ProviderConfig
 from vision_factory.tools.synthetic import BallClip
 
@@ -146,7 +142,7 @@ def test_stats_count_calls_outputs_and_stages(synthetic_models, small_clip):
 
 
 def test_missing_corrupt_and_mismatched_models(tmp_path, synthetic_models):
-    with pytest.raises(ValueError, match="ONNX model file not found: .*nope.onnx"):
+    with pytest.raises(ValueError, match="model file not found: .*nope.onnx"):
         TrackNetModuleONNX(tmp_path / "nope.onnx", 8, "")
     corrupt = tmp_path / "corrupt.onnx"
     corrupt.write_bytes(b"\x08\x07not really a protobuf" * 10)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from . import __version__
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="vision-factory")
 def main() -> None:
-    """ONNX models as ROS 2 perception nodes: run, replay, and (soon) generate packages."""
+    """ONNX models as ROS 2 perception nodes: run, replay, inspect models and generate packages."""
 
 
 @main.command()
@@ -84,6 +85,10 @@ def demo(out_dir: Path, frames: int, size: str, inpaint: bool) -> None:
 @click.option("--topic", help="image topic in the bag (needed when it has several)")
 @click.option("--rate", type=float, help="play at recorded timing times RATE; default: as fast as the node keeps up")
 @click.option("--storage", type=click.Choice(["mcap", "sqlite3"]), default="mcap", show_default=True)
+@click.option(
+    "--executable",
+    help="command that starts the node instead of this package's, e.g. 'ros2 run my_tracker tracknet_node'",
+)
 def replay(
     bag: Path,
     out_dir: Path,
@@ -93,6 +98,7 @@ def replay(
     topic: str | None,
     rate: float | None,
     storage: str,
+    executable: str | None,
 ) -> None:
     """Play a rosbag2 (mcap or sqlite3) through a node and record its outputs.
 
@@ -103,6 +109,8 @@ def replay(
     Example:
       vision-factory replay rally_bag --out /tmp/rally -p model_path:=tracknet.onnx \\
           -p bg_mode:=subtract -p median_warmup:=10
+      vision-factory replay rally_bag --out /tmp/rally --executable 'ros2 run my_tracker tracknet_node' \\
+          -p model_path:=tracknet.onnx
     """
     from .tools.bags import BagError
     from .tools.replay import replay as run_replay
@@ -117,7 +125,16 @@ def replay(
         raise click.BadParameter("must be > 0", param_hint="--rate")
     try:
         result = run_replay(
-            bag, out_dir, node, overrides, params_file, topic, rate, storage=storage, progress=_progress
+            bag,
+            out_dir,
+            node,
+            overrides,
+            params_file,
+            topic,
+            rate,
+            storage=storage,
+            progress=_progress,
+            executable=shlex.split(executable) if executable else None,
         )
     except (BagError, ValueError, RuntimeError, FileExistsError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -125,6 +142,158 @@ def replay(
     click.echo(json.dumps(result.summary(), indent=2))
     if result.missing_frames:
         click.echo(f"warning: {len(result.missing_frames)} frames got no output (see {result.node_log})", err=True)
+
+
+@main.command()
+def models() -> None:
+    """The model families `generate` knows, with their outputs and backends.
+
+    \b
+    Example:
+      vision-factory models
+    """
+    from .generator.registry import FAMILIES
+
+    for spec in FAMILIES.values():
+        click.echo(f"{spec.name}: {spec.summary}")
+        click.echo(f"  node:     {spec.executable} (node name {spec.node_name})")
+        for topic in spec.inputs:
+            click.echo(f"  in:       {topic}")
+        for topic in spec.outputs:
+            click.echo(f"  out:      {topic}")
+        click.echo(f"  backends: {', '.join(spec.backends)}")
+
+
+@main.command()
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def backends(output_format: str) -> None:
+    """Each backend with what can really run here: versions, providers, devices.
+
+    ONNX Runtime providers are tried on a one-node model, so a provider that is listed but
+    cannot start (onnxruntime-gpu without a GPU) shows as such. Missing backends show the
+    install command.
+
+    \b
+    Example:
+      vision-factory backends --format json
+    """
+    from dataclasses import asdict
+
+    from .generator.registry import BACKENDS
+    from .runtime.availability import all_statuses
+
+    statuses = all_statuses()
+    if output_format == "json":
+        click.echo(json.dumps([asdict(status) for status in statuses], indent=2))
+        return
+    for status in statuses:
+        title = BACKENDS[status.name].title
+        state = f"{title} {status.version}" if status.installed else f"{title}: not installed"
+        click.echo(f"{status.name}: {state}")
+        for target in status.targets:
+            click.echo(f"  runs on: {target}")
+        for note in status.notes:
+            click.echo(f"  {'note' if status.installed else 'install'}: {note}")
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def inspect(model: Path, output_format: str) -> None:
+    """Inputs, outputs, opset, metadata of an ONNX model, and the family it looks like.
+
+    \b
+    Example:
+      vision-factory inspect tracknet.onnx
+    """
+    from .generator.inspect_model import as_dict, describe, recognise, summarize
+
+    try:
+        summary = summarize(model)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    recognition = recognise(summary)
+    if output_format == "json":
+        click.echo(json.dumps(as_dict(summary, recognition), indent=2))
+    else:
+        click.echo(describe(summary, recognition))
+
+
+@main.command()
+@click.option("--model", "family_name", required=True, help="model family (see `vision-factory models`)")
+@click.option("--backend", "backend_name", required=True, help="onnx, openvino or tensorrt")
+@click.option("--package-name", required=True, help="ROS package name: lowercase letters, digits, underscores")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="folder the package is written into (as OUT/PACKAGE_NAME)",
+)
+@click.option("--force", is_flag=True, help="replace OUT/PACKAGE_NAME if it exists")
+@click.option("--zip", "make_zip", is_flag=True, help="also write OUT/PACKAGE_NAME.zip")
+@click.option(
+    "--model-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="check that this ONNX model is of the --model family before generating",
+)
+@click.option("--maintainer", default="Package maintainer", show_default=True, help="package.xml maintainer")
+@click.option("--maintainer-email", default="maintainer@example.com", show_default=True)
+@click.option("--license", "license_name", default="Apache-2.0", show_default=True)
+def generate(
+    family_name: str,
+    backend_name: str,
+    package_name: str,
+    out: Path,
+    force: bool,
+    make_zip: bool,
+    model_file: Path | None,
+    maintainer: str,
+    maintainer_email: str,
+    license_name: str,
+) -> None:
+    """Render a standalone ROS 2 package for one model family on one backend.
+
+    The package imports nothing from vision_factory: its pre/post-processing is copied
+    from this package's own modules, its runner rendered from templates/runners/. Build
+    it with colcon, or pip install it.
+
+    \b
+    Examples:
+      vision-factory generate --model tracknet --backend openvino --package-name court_tracker --out ~/ws/src
+      vision-factory generate --model tracknet --backend tensorrt --package-name court_tracker_trt \\
+          --out ~/ws/src --model-file tracknet.onnx --zip
+    """
+    from .generator.package import GeneratorError, write_package
+
+    try:
+        if model_file is not None:
+            _check_model_family(model_file, family_name)
+        target = write_package(
+            family_name,
+            backend_name,
+            package_name,
+            out,
+            force=force,
+            make_zip=make_zip,
+            maintainer=maintainer,
+            maintainer_email=maintainer_email,
+            license=license_name,
+        )
+    except (GeneratorError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"wrote {target}" + (f" and {target}.zip" if make_zip else ""))
+    click.echo(f"next: colcon build --packages-select {package_name} (from the workspace root), then see its README.md")
+
+
+def _check_model_family(model_file: Path, family_name: str) -> None:
+    from .generator.inspect_model import recognise, summarize
+
+    recognition = recognise(summarize(model_file))
+    if recognition.family != family_name:
+        raise ValueError(
+            f"{model_file} looks like a {recognition.family} model, not {family_name}: {recognition.reason}; "
+            f"use --model {recognition.family} if that family exists (`vision-factory models`), or another file"
+        )
 
 
 def _progress(done: int, total: int) -> None:

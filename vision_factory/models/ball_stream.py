@@ -3,14 +3,49 @@ prediction per accepted frame out, with the tag (e.g. the image header) it belon
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import cv2
 import numpy as np
 
-from .tracknet import InpaintRefiner, Prediction, StreamStats, TrackNetTracker
+from ..parameters import Parameter
+from ..runtime.runner import Runner
+from .tracknet_stream import BG_MODES, EVAL_MODES, InpaintRefiner, Prediction, StreamStats, TrackNetTracker
 
 Tagged = tuple[Any, Prediction]
+
+# The parameters of a ball-tracking node, besides image input and backend.
+PARAMETERS = (
+    Parameter("model_path", "", "TrackNet model file (.onnx)", launch_argument=True, required=True),
+    Parameter("seq_len", 8, "frames per TrackNet window; must match the model", launch_argument=True),
+    Parameter(
+        "bg_mode",
+        "",
+        f"background mode: {', '.join(repr(mode) for mode in BG_MODES)}; must match the model",
+        launch_argument=True,
+    ),
+    Parameter("eval_mode", "weight", f"temporal ensemble: {' or '.join(EVAL_MODES)}"),
+    Parameter("median_warmup", 0, "frames collected for the background median (bg modes)", launch_argument=True),
+    Parameter("median_path", "", "background median (.npy or image), instead of the warm-up"),
+    Parameter("heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'"),
+    Parameter("inpaint_model_path", "", "InpaintNet model file; empty disables refinement", launch_argument=True),
+    Parameter("inpaint_seq_len", 16, "frames per InpaintNet window"),
+    Parameter("flush_timeout", 1.0, "seconds without frames that end a stream, 0 = never"),
+    Parameter("trajectory_length", 30, "positions in ball_markers"),
+)
+
+
+def load_median(path: str) -> np.ndarray | None:
+    """A background median from .npy (used as is) or an image file (read as RGB)."""
+    if not path:
+        return None
+    if path.endswith(".npy"):
+        return np.load(path)
+    image = cv2.imread(path, cv2.IMREAD_COLOR)
+    if image is None:
+        raise ValueError(f"median_path {path} is not a readable .npy or image file")
+    return np.ascontiguousarray(image[..., ::-1])
 
 
 class FrameSizeChanged(ValueError):
@@ -108,3 +143,25 @@ class BallStream:
 
     def _finish(self, predictions: list[Prediction]) -> list[Tagged]:
         return [(self._tags.pop(prediction["Frame"]), prediction) for prediction in predictions]
+
+
+def ball_stream_from_parameters(values: Mapping[str, Any], load_runner: Callable[[str], Runner]) -> BallStream:
+    """A BallStream configured by ``PARAMETERS`` values; both models load now, so bad ones fail at start-up."""
+    tracker = TrackNetTracker(
+        load_runner(values["model_path"]),
+        values["seq_len"],
+        values["bg_mode"],
+        values["eval_mode"],
+        load_median(values["median_path"]),
+        values["median_warmup"],
+        model_name=values["model_path"],
+        heatmap_threshold=values["heatmap_threshold"],
+    )
+    make_refiner = None
+    inpaint_path = values["inpaint_model_path"]
+    if inpaint_path:
+        inpaint_runner = load_runner(inpaint_path)
+        seq_len = values["inpaint_seq_len"]
+        make_refiner = lambda scaler: InpaintRefiner(inpaint_runner, seq_len, scaler, model_name=inpaint_path)
+        make_refiner((1.0, 1.0))  # checks the model against inpaint_seq_len now
+    return BallStream(tracker, make_refiner)

@@ -1,8 +1,8 @@
-"""TrackNetV3 ball tracking and InpaintNet trajectory repair on any Runner.
+"""TrackNetV3 ball tracking and InpaintNet trajectory repair, streaming, on any Runner.
 
-``TrackNetTracker`` and ``InpaintRefiner`` hold the streaming logic on top of a
-``Runner``; ``TrackNetModuleONNX`` and ``InpaintModuleONNX`` are their ONNX Runtime
-twins of TrackNetV3's streaming ``TrackNetModule`` and ``InpaintModule``.
+``TrackNetTracker`` and ``InpaintRefiner`` hold the pre-processing, the temporal
+ensemble and the decoding on top of a ``Runner`` of any backend; ``models.tracknet``
+binds them to ONNX Runtime as TrackNetV3's ``TrackNetModule`` and ``InpaintModule``.
 
 Differences from the reference, on purpose:
 - ``reset()`` clears everything for a new stream (window, sums, warm-up, counters);
@@ -14,8 +14,6 @@ Differences from the reference, on purpose:
 
 from __future__ import annotations
 
-import logging
-import os
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -24,8 +22,7 @@ from dataclasses import asdict, dataclass
 import cv2
 import numpy as np
 
-from ..runtime.providers import ProviderConfig, device_to_providers
-from ..runtime.runner import OnnxRunner, Runner
+from ..runtime.runner import Runner
 
 HEIGHT = 288
 WIDTH = 512
@@ -33,7 +30,6 @@ BG_MODES = ("", "subtract", "subtract_concat", "concat")
 EVAL_MODES = ("average", "weight")
 FEATURE_CHANNELS = {"": 3, "subtract": 1, "subtract_concat": 4, "concat": 3}
 
-log = logging.getLogger(__name__)
 Prediction = dict[str, int]
 
 
@@ -391,56 +387,3 @@ class InpaintRefiner:
         self.stats.outputs += len(outputs)
         self._buffer.clear()
         return outputs
-
-
-def _onnx_runner(
-    model_path: str | os.PathLike, device: str | None, provider_config: ProviderConfig | None
-) -> OnnxRunner:
-    config = provider_config or ProviderConfig(providers=tuple(device_to_providers(device)))
-    return OnnxRunner(model_path, config, log)
-
-
-class TrackNetModuleONNX(TrackNetTracker):
-    """TrackNetV3's streaming TrackNetModule on ONNX Runtime."""
-
-    def __init__(
-        self,
-        model_path: str | os.PathLike,
-        seq_len: int,
-        bg_mode: str,
-        device: str | None = None,
-        eval_mode: str = "weight",
-        median: np.ndarray | None = None,
-        median_warmup: int = 0,
-        *,
-        provider_config: ProviderConfig | None = None,
-        heatmap_threshold: float = 0.0,
-    ):
-        ensemble_weights(seq_len, eval_mode)  # reject a bad eval_mode before loading anything
-        super().__init__(
-            _onnx_runner(model_path, device, provider_config),
-            seq_len,
-            bg_mode,
-            eval_mode,
-            median,
-            median_warmup,
-            model_name=str(model_path),
-            heatmap_threshold=heatmap_threshold,
-        )
-
-
-class InpaintModuleONNX(InpaintRefiner):
-    """TrackNetV3's streaming InpaintModule on ONNX Runtime."""
-
-    def __init__(
-        self,
-        model_path: str | os.PathLike,
-        seq_len: int,
-        device: str | None,
-        img_scaler: Sequence[float],
-        *,
-        provider_config: ProviderConfig | None = None,
-    ):
-        super().__init__(
-            _onnx_runner(model_path, device, provider_config), seq_len, img_scaler, model_name=str(model_path)
-        )

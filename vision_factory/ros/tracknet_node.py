@@ -1,14 +1,15 @@
-"""tracknet_node: ball positions from an image stream with TrackNet (+ InpaintNet) on ONNX Runtime.
+"""tracknet_node: ball positions from an image stream with TrackNet (+ InpaintNet), on any backend.
 
 Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage)
 Publishes   ball (geometry_msgs/PointStamped, pixels, z = visibility), one per accepted frame,
             stamped with that frame's header; ball_markers and debug_image only when subscribed.
+
+``run(RunnerClass)`` starts it on that backend's runner; each package binds its own.
 """
 
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 import time
 from collections import deque
@@ -24,72 +25,28 @@ from sensor_msgs.msg import CompressedImage, Image
 from visualization_msgs.msg import MarkerArray
 
 from ..images import ImageFormatError
-from ..models.ball_stream import BallStream, FrameSizeChanged
-from ..models.tracknet import BG_MODES, EVAL_MODES, InpaintModuleONNX, TrackNetModuleONNX
+from ..models.ball_stream import PARAMETERS, FrameSizeChanged, ball_stream_from_parameters
+from ..parameters import IMAGE_INPUT_PARAMETERS
+from ..runtime.runner import Runner
 from .messages import ball_message, bgr_to_message, message_to_bgr, trajectory_markers
-from .parameters import declare, image_qos, provider_config
-
-
-def load_median(path: str) -> np.ndarray | None:
-    """A background median from .npy (used as is) or an image file (read as RGB)."""
-    if not path:
-        return None
-    if path.endswith(".npy"):
-        return np.load(path)
-    image = cv2.imread(path, cv2.IMREAD_COLOR)
-    if image is None:
-        raise ValueError(f"median_path {path} is not a readable .npy or image file")
-    return np.ascontiguousarray(image[..., ::-1])
+from .parameters import declare_parameters, image_input
 
 
 class TrackNetNode(Node):
-    def __init__(self, **kwargs):
+    def __init__(self, runner_class: type[Runner], **kwargs):
         super().__init__("tracknet", **kwargs)
-        model_path = declare(self, "model_path", "", "TrackNet ONNX model (required)")
-        seq_len = declare(self, "seq_len", 8, "frames per TrackNet window")
-        bg_mode = declare(self, "bg_mode", "", f"background mode: {', '.join(repr(m) for m in BG_MODES)}")
-        eval_mode = declare(self, "eval_mode", "weight", f"temporal ensemble: {', '.join(EVAL_MODES)}")
-        median_warmup = declare(self, "median_warmup", 0, "frames collected for the background median")
-        median_path = declare(self, "median_path", "", "background median (.npy or image), instead of warm-up")
-        threshold = declare(self, "heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'")
-        inpaint_path = declare(self, "inpaint_model_path", "", "InpaintNet ONNX model; empty disables it")
-        inpaint_seq_len = declare(self, "inpaint_seq_len", 16, "frames per InpaintNet window")
-        transport = declare(self, "input_transport", "raw", "raw (image) or compressed (image/compressed)")
-        self.queue_size = declare(self, "queue_size", 4, "frames waiting for inference; oldest dropped beyond")
-        self.flush_timeout = declare(self, "flush_timeout", 1.0, "seconds without frames that end a stream, 0 = never")
-        self.trajectory_length = declare(self, "trajectory_length", 30, "positions in ball_markers")
-        if not model_path:
-            raise ValueError("parameter model_path is empty: set it to a TrackNet .onnx file")
-        if transport not in ("raw", "compressed"):
-            raise ValueError(f"input_transport must be 'raw' or 'compressed', got '{transport}'")
-        if self.queue_size < 1:
-            raise ValueError(f"queue_size must be >= 1, got {self.queue_size}")
-        providers = provider_config(self)
-        qos = image_qos(self)
-
+        values = declare_parameters(self, (*PARAMETERS, *IMAGE_INPUT_PARAMETERS, *runner_class.PARAMETERS))
+        transport, qos = image_input(values)
+        self.queue_size = values["queue_size"]
+        self.flush_timeout = values["flush_timeout"]
+        settings = {parameter.name: values[parameter.name] for parameter in runner_class.PARAMETERS}
         logger = self.get_logger()
-        tracker = TrackNetModuleONNX(
-            model_path,
-            seq_len,
-            bg_mode,
-            eval_mode=eval_mode,
-            median=load_median(median_path),
-            median_warmup=median_warmup,
-            provider_config=providers,
-            heatmap_threshold=threshold,
-        )
-        logger.info(f"TrackNet {model_path}: {tracker.runner.describe()}")
-        make_refiner = None
-        if inpaint_path:
-            make_refiner = lambda scaler: InpaintModuleONNX(  # noqa: E731
-                inpaint_path, inpaint_seq_len, None, scaler, provider_config=providers
-            )
-            make_refiner((1.0, 1.0))  # load once now so a bad model fails at start-up
-        self.stream = BallStream(tracker, make_refiner)
+        self.stream = ball_stream_from_parameters(values, lambda path: runner_class.load(path, settings, logger))
+        logger.info(f"TrackNet {values['model_path']}: {self.stream.tracker.runner.describe()}")
         self.ball_pub = self.create_publisher(PointStamped, "ball", 10)
         self.marker_pub = self.create_publisher(MarkerArray, "ball_markers", 1)
         self.debug_pub = self.create_publisher(Image, "debug_image", 1)
-        self.trajectory: deque[tuple[int, int]] = deque(maxlen=self.trajectory_length)
+        self.trajectory: deque[tuple[int, int]] = deque(maxlen=values["trajectory_length"])
 
         self.frames_in = self.frames_dropped = self.frames_skipped = self.outputs = 0
         self._reported: set[str] = set()
@@ -98,14 +55,9 @@ class TrackNetNode(Node):
         self._running = True
         self._worker = threading.Thread(target=self._work, name="tracknet_inference", daemon=True)
         self._worker.start()
-        if transport == "compressed":
-            self.create_subscription(CompressedImage, "image/compressed", self._enqueue, qos)
-        else:
-            self.create_subscription(Image, "image", self._enqueue, qos)
-        logger.info(
-            f"listening on {self.resolve_topic_name('image' if transport == 'raw' else 'image/compressed')}, "
-            f"publishing {self.resolve_topic_name('ball')}"
-        )
+        topic = "image" if transport == "raw" else "image/compressed"
+        self.create_subscription(Image if transport == "raw" else CompressedImage, topic, self._enqueue, qos)
+        logger.info(f"listening on {self.resolve_topic_name(topic)}, publishing {self.resolve_topic_name('ball')}")
 
     def _enqueue(self, msg) -> None:
         """Subscription callback: hand the message to the inference thread, drop the oldest if full."""
@@ -199,13 +151,14 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def main(args: list[str] | None = None) -> int:
+def run(runner_class: type[Runner], args: list[str] | None = None) -> int:
+    """Run the node until SIGINT/SIGTERM; 2 when it cannot start (the reason is logged)."""
     # Our own signal handling, so that pending predictions are still published on SIGINT/SIGTERM.
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        node = TrackNetNode()
+        node = TrackNetNode(runner_class)
     except (ValueError, RuntimeError, ParameterException) as exc:
         rclpy.logging.get_logger("tracknet").fatal(f"cannot start: {exc}")
         rclpy.try_shutdown()
@@ -220,7 +173,3 @@ def main(args: list[str] | None = None) -> int:
         node.destroy_node()
         rclpy.try_shutdown()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from ..parameters import Parameter, with_defaults
+from .runner import default_cache_dir, model_file
 
 PROVIDER_ALIASES: dict[str, str] = {
     "cpu": "CPUExecutionProvider",
@@ -36,8 +40,7 @@ def _ort():
         import onnxruntime
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise RuntimeError(
-            "ONNX Runtime is not installed: pip install 'vision_factory[cpu]' "
-            "(or '[gpu]' for onnxruntime-gpu; never both)"
+            "ONNX Runtime is not installed: pip install onnxruntime (or onnxruntime-gpu for CUDA/TensorRT; never both)"
         ) from exc
     return onnxruntime
 
@@ -75,6 +78,25 @@ def device_to_providers(device: str | None) -> list[str]:
     return resolve_provider_names(str(device))
 
 
+PARAMETERS = (
+    Parameter(
+        "execution_provider",
+        "cpu",
+        "ONNX Runtime provider(s): cpu, cuda, tensorrt, openvino, rocm, dml, coreml; a list: tensorrt,cuda,cpu",
+        launch_argument=True,
+        dynamic_typing=True,
+    ),
+    Parameter("provider_fallback", "error", f"when a requested provider cannot run: {' or '.join(FALLBACK_POLICIES)}"),
+    Parameter("device_id", 0, "GPU index for CUDA / TensorRT / ROCm / DirectML"),
+    Parameter("cuda_mem_limit_mb", 0, "CUDA arena limit in MiB, 0 = none"),
+    Parameter("trt_cache_dir", "", "TensorRT provider engine cache, default $ROS_HOME/<package>/trt_cache"),
+    Parameter("trt_fp16", False, "let the TensorRT provider build fp16 engines"),
+    Parameter("intra_op_threads", 0, "threads inside an operator, 0 = ONNX Runtime decides"),
+    Parameter("inter_op_threads", 0, "threads across operators, 0 = ONNX Runtime decides"),
+    Parameter("graph_optimization", "all", f"graph optimisation level: {', '.join(GRAPH_OPTIMIZATION_LEVELS)}"),
+)
+
+
 @dataclass(frozen=True)
 class ProviderConfig:
     """Everything that decides which providers run a model, and how."""
@@ -94,6 +116,22 @@ class ProviderConfig:
         config = cls(providers=tuple(resolve_provider_names(execution_provider)), **options)
         config.validate()
         return config
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> ProviderConfig:
+        """From values of ``PARAMETERS`` (the node's parameters), defaults for the missing ones."""
+        values = with_defaults(PARAMETERS, settings, "ONNX Runtime")
+        return cls.create(
+            values["execution_provider"],
+            fallback=values["provider_fallback"],
+            device_id=values["device_id"],
+            cuda_mem_limit_mb=values["cuda_mem_limit_mb"],
+            trt_cache_dir=values["trt_cache_dir"],
+            trt_fp16=values["trt_fp16"],
+            intra_op_threads=values["intra_op_threads"],
+            inter_op_threads=values["inter_op_threads"],
+            graph_optimization=values["graph_optimization"],
+        )
 
     def validate(self) -> None:
         if self.fallback not in FALLBACK_POLICIES:
@@ -127,12 +165,6 @@ class ProviderConfig:
         return {}
 
 
-def default_cache_dir(kind: str) -> Path:
-    """Caches live under ROS_HOME (default ~/.ros), never /tmp."""
-    ros_home = os.environ.get("ROS_HOME") or os.path.join(os.path.expanduser("~"), ".ros")
-    return Path(ros_home) / "vision_factory" / kind
-
-
 def _session_options(config: ProviderConfig):
     ort = _ort()
     options = ort.SessionOptions()
@@ -157,9 +189,7 @@ def create_session(model_path: str | os.PathLike, config: ProviderConfig, logger
     requested provider cannot run and ``config.fallback`` is "error".
     """
     ort = _ort()
-    path = Path(model_path)
-    if not path.is_file():
-        raise ValueError(f"ONNX model file not found: {path}")
+    path = model_file(model_path)
     wanted = list(config.providers)
     if config.fallback == "cpu" and "CPUExecutionProvider" not in wanted:
         wanted.append("CPUExecutionProvider")

@@ -1,57 +1,60 @@
-"""The one interface every backend implements, and its ONNX Runtime implementation."""
+"""The one interface every backend implements, and what all backends share."""
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from .providers import ProviderConfig, create_session
+from ..parameters import Parameter
 
-log = logging.getLogger(__name__)
+Logger = logging.Logger | Any  # a logging.Logger or an rclpy logger: both have info/warning
 
 
 @dataclass(frozen=True)
 class TensorInfo:
     name: str
     shape: tuple[int | str | None, ...]  # str/None for dynamic dimensions
-    dtype: str
+    dtype: str  # numpy name: float32, float16, int64, ...
 
 
 class Runner(Protocol):
     """Load a model, run it, say what it runs on."""
 
+    backend: ClassVar[str]
+    PARAMETERS: ClassVar[tuple[Parameter, ...]]  # the backend's node parameters
     inputs: list[TensorInfo]
     outputs: list[TensorInfo]
     metadata: dict[str, str]
 
-    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]: ...
-
-    def describe(self) -> str: ...
-
-
-class OnnxRunner:
-    """ONNX Runtime session behind the Runner interface."""
-
-    backend = "onnx"
-
-    def __init__(self, model_path: str | os.PathLike, config: ProviderConfig, logger=log):
-        self.session = create_session(model_path, config, logger)
-        self.inputs = [TensorInfo(i.name, tuple(i.shape), i.type) for i in self.session.get_inputs()]
-        self.outputs = [TensorInfo(o.name, tuple(o.shape), o.type) for o in self.session.get_outputs()]
-        self.metadata = dict(self.session.get_modelmeta().custom_metadata_map)
-        self._output_names = [o.name for o in self.outputs]
-
-    @property
-    def providers(self) -> list[str]:
-        """The execution providers that really run, highest priority first."""
-        return list(self.session.get_providers())
+    @classmethod
+    def load(cls, model_path: str | os.PathLike, settings: Mapping[str, Any], logger: Logger) -> Runner:
+        """A ready runner; ``settings`` holds values for (some of) ``PARAMETERS``."""
+        ...
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        return self.session.run(self._output_names, feeds)
+        """Outputs in the model's output order."""
+        ...
 
     def describe(self) -> str:
-        return f"onnxruntime on {', '.join(self.providers)}"
+        """What really runs the model (runtime, version, device)."""
+        ...
+
+
+def model_file(model_path: str | os.PathLike) -> Path:
+    """The model path, checked to be a file."""
+    path = Path(model_path)
+    if not path.is_file():
+        raise ValueError(f"model file not found: {path}")
+    return path
+
+
+def default_cache_dir(kind: str) -> Path:
+    """Caches live under $ROS_HOME/<package>/<kind> (ROS_HOME defaults to ~/.ros), never /tmp."""
+    ros_home = os.environ.get("ROS_HOME") or os.path.join(os.path.expanduser("~"), ".ros")
+    return Path(ros_home) / __package__.split(".")[0] / kind

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -28,7 +28,7 @@ class NodeSpec:
 
 
 NODES = {
-    "tracknet": NodeSpec("vision_factory.ros.tracknet_node", {"ball": "geometry_msgs/msg/PointStamped"}, "ball"),
+    "tracknet": NodeSpec("vision_factory.tracknet_onnx_node", {"ball": "geometry_msgs/msg/PointStamped"}, "ball"),
 }
 
 
@@ -81,8 +81,12 @@ def replay(
     storage: str = "mcap",
     startup_timeout: float = 60.0,
     progress: Callable[[int, int], None] | None = None,
+    executable: Sequence[str] | None = None,
 ) -> ReplayResult:
     """Play ``bag``'s image topic into a fresh ``node`` process and record its outputs.
+
+    ``executable``: the command that starts the node, e.g. ``["ros2", "run", "my_tracker",
+    "tracknet_node"]`` for a generated package; default: this package's own node.
 
     ``rate``: 1.0 plays at recorded timing, 2.0 twice as fast; None plays as fast as the
     node keeps up (at most ``max_in_flight`` frames without an answer, nothing dropped).
@@ -121,7 +125,7 @@ def replay(
         **(params or {}),
         **({"input_transport": "compressed"} if input_topic.endswith("compressed") else {}),
     }
-    command = [sys.executable, "-m", spec.module, "--ros-args", "-r", f"__ns:={namespace}"]
+    command = [*(executable or [sys.executable, "-m", spec.module]), "--ros-args", "-r", f"__ns:={namespace}"]
     if params_file:
         command += ["--params-file", str(params_file)]
     for key, value in overrides.items():

@@ -1,0 +1,234 @@
+"""vision-factory generate: renders, lints, installs and runs for real.
+
+Generated packages are installed as colcon lays them out (lib/<pkg>/<exe>, share/<pkg>, the
+ament index marker), their nodes run as their own processes over real DDS, and their outputs
+are compared with this package's own node on the same bag.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import ROOT
+
+from vision_factory.cli import main
+from vision_factory.generator.package import SOURCE_ROOT, copied_modules, own_files, write_package
+from vision_factory.generator.registry import BACKENDS, FAMILIES
+from vision_factory.tools.bags import read_ball_csv, write_image_bag
+from vision_factory.tools.replay import replay
+from vision_factory.tools.synthetic import BallClip
+
+COMBINATIONS = [(family, backend) for family, spec in FAMILIES.items() for backend in spec.backends]
+RUNTIME_MODULES = {"onnx": "onnxruntime", "openvino": "openvino", "tensorrt": "tensorrt"}
+# The OpenVINO node may differ from ONNX Runtime's by float rounding in the heatmaps: the same
+# visibility on every frame and positions within this many pixels.
+OPENVINO_TOLERANCE_PX = 2
+
+
+def _imported_modules(folder: Path) -> set[str]:
+    """Top-level names of every absolute import in the Python files under ``folder``."""
+    names = set()
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def test_own_files_are_renders_of_the_templates():
+    for path, template, content in own_files():
+        assert (ROOT / path).read_text() == content, (
+            f"{path} differs from templates/{template}: run `python -m vision_factory.generator`"
+        )
+
+
+@pytest.mark.parametrize("family,backend", COMBINATIONS)
+def test_every_combination_renders_compiles_and_lints_clean(tmp_path, family, backend):
+    package = f"my_{family}_{backend}"
+    target = write_package(family, backend, package, tmp_path)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(target)], check=True)
+    settings = ["--config", str(ROOT / "ruff.toml"), "--config", f"lint.isort.known-first-party=['{package}']"]
+    for command in (["check"], ["format", "--check"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, *settings, str(target)],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    # Only its own runtime: no other backend's module is imported, nothing from vision_factory.
+    imported = _imported_modules(target)
+    assert "vision_factory" not in imported
+    assert RUNTIME_MODULES[backend] in imported
+    assert not imported & {module for name, module in RUNTIME_MODULES.items() if name != backend}
+    depends = {element.text for element in ElementTree.parse(target / "package.xml").getroot().iter("exec_depend")}
+    for name, spec in BACKENDS.items():
+        assert set(spec.rosdep) <= depends if name == backend else not set(spec.rosdep) & depends
+    setup = (target / "setup.py").read_text()
+    assert all(f'"{requirement}"' in setup for requirement in BACKENDS[backend].pip)
+    assert (target / "resource" / package).is_file()
+    assert (target / "launch" / f"{family}_{backend}.launch.py").is_file()
+
+
+@pytest.mark.parametrize("family,backend", COMBINATIONS)
+def test_copied_modules_are_this_packages_own_bytes(tmp_path, family, backend):
+    target = write_package(family, backend, "copy_check", tmp_path)
+    modules = copied_modules(FAMILIES[family], BACKENDS[backend])
+    assert f"ros/{FAMILIES[family].node_module}.py" in modules
+    for relative in modules:
+        assert (target / "copy_check" / relative).read_bytes() == (SOURCE_ROOT / relative).read_bytes(), relative
+
+
+def _install_like_colcon(package_dir: Path, prefix: Path) -> Path:
+    """What colcon's ament_python build does; returns the installed executable."""
+    subprocess.run(
+        [
+            sys.executable,
+            "setup.py",
+            "-q",
+            "build",
+            "--build-base",
+            str(prefix / "build" / package_dir.name),
+            "install",
+            "--prefix",
+            str(prefix),
+            "--record",
+            str(prefix / f"{package_dir.name}.record"),
+            "--single-version-externally-managed",
+        ],
+        cwd=package_dir,
+        check=True,
+        capture_output=True,
+    )
+    site = prefix / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    assert (site / package_dir.name / "__init__.py").is_file()
+    assert (prefix / "share" / "ament_index" / "resource_index" / "packages" / package_dir.name).is_file()
+    assert (prefix / "share" / package_dir.name / "package.xml").is_file()
+    return prefix / "lib" / package_dir.name / "tracknet_node"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """Generated onnx and openvino TrackNet packages, installed into one prefix."""
+    root = tmp_path_factory.mktemp("generated")
+    prefix = root / "install"
+    executables = {}
+    for backend in ("onnx", "openvino"):
+        package_dir = write_package("tracknet", backend, f"gen_tracknet_{backend}", root / "src")
+        executables[backend] = _install_like_colcon(package_dir, prefix)
+    site = next((prefix / "lib").glob("python*/site-packages"))
+    return executables, site, root
+
+
+def test_generated_packages_run_standalone_and_pass_their_smoke_tests(installed, synthetic_models):
+    executables, site, root = installed
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    for backend in ("onnx", "openvino"):
+        package = f"gen_tracknet_{backend}"
+        check = (
+            f"import sys, {package}.tracknet_{backend}_node as node; "
+            "assert callable(node.main); "
+            "assert not [m for m in sys.modules if m.startswith('vision_factory')], 'imports vision_factory'"
+        )
+        subprocess.run([sys.executable, "-c", check], env=env, check=True, cwd=root)
+        smoke = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(root / "src" / package / "test")],
+            env={**env, f"{package.upper()}_TEST_MODEL": str(synthetic_models["subtract"])},
+            capture_output=True,
+            text=True,
+            cwd=root,
+        )
+        assert smoke.returncode == 0 and "3 passed" in smoke.stdout, smoke.stdout + smoke.stderr
+
+
+def test_generated_nodes_match_this_packages_node(installed, synthetic_models, tmp_path, monkeypatch):
+    executables, site, _ = installed
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    clip = BallClip(num_frames=40, width=640, height=360, seed=5)
+    bag = write_image_bag(tmp_path / "clip", clip.frames())
+    params = {
+        "model_path": str(synthetic_models["subtract"]),
+        "bg_mode": "subtract",
+        "median_warmup": "8",
+        "inpaint_model_path": str(synthetic_models["inpaint"]),
+    }
+    results = {"vision_factory": replay(bag, tmp_path / "own", params=params)}
+    for backend, executable in executables.items():
+        results[backend] = replay(bag, tmp_path / backend, params=params, executable=[str(executable)])
+    rows = {name: read_ball_csv(result.ball_csv) for name, result in results.items()}
+    assert len(rows["vision_factory"]) == clip.num_frames
+    assert sum(row[1] for row in rows["vision_factory"]) > clip.num_frames // 2, "the ball must be tracked"
+    assert rows["onnx"] == rows["vision_factory"]  # same runtime, same code: identical
+    assert "openvino" in Path(results["openvino"].node_log).read_text()
+    for ours, theirs in zip(rows["onnx"], rows["openvino"], strict=True):
+        assert ours[:2] == theirs[:2], (ours, theirs)
+        assert abs(ours[2] - theirs[2]) <= OPENVINO_TOLERANCE_PX and abs(ours[3] - theirs[3]) <= OPENVINO_TOLERANCE_PX
+
+
+def _generate(*arguments: str):
+    return CliRunner().invoke(main, ["generate", *arguments])
+
+
+@pytest.mark.parametrize(
+    "arguments,message",
+    [
+        (["--model", "yolo9000"], "unknown model family 'yolo9000'"),
+        (["--backend", "coreml"], "unknown backend 'coreml'"),
+        (["--package-name", "Court_Tracker"], "not a valid ROS package name"),
+        (["--package-name", "1tracker"], "starting with a letter"),
+        (["--package-name", "court__tracker"], "no double underscore"),
+        (["--package-name", "../escape"], "not a valid ROS package name"),
+        (["--package-name", "json"], "shadow a Python keyword or module"),
+    ],
+)
+def test_bad_arguments_are_refused_with_the_fix(tmp_path, arguments, message):
+    defaults = {"--model": "tracknet", "--backend": "onnx", "--package-name": "court_tracker"}
+    defaults.update(dict(zip(arguments[::2], arguments[1::2])))
+    result = _generate(*[item for pair in defaults.items() for item in pair], "--out", str(tmp_path / "out"))
+    assert result.exit_code != 0 and message in result.output, result.output
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_existing_target_needs_force_and_out_must_be_writable(tmp_path):
+    arguments = ["--model", "tracknet", "--backend", "onnx", "--package-name", "court_tracker"]
+    assert _generate(*arguments, "--out", str(tmp_path)).exit_code == 0
+    marker = tmp_path / "court_tracker" / "my_notes.txt"
+    marker.write_text("mine")
+    refused = _generate(*arguments, "--out", str(tmp_path))
+    assert refused.exit_code != 0 and "already exists; pass --force" in refused.output
+    assert marker.read_text() == "mine"
+    replaced = _generate(*arguments, "--out", str(tmp_path), "--force", "--zip")
+    assert replaced.exit_code == 0 and not marker.exists() and (tmp_path / "court_tracker.zip").is_file()
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    assert "is a file" in _generate(*arguments, "--out", str(a_file)).output
+    unwritable = _generate(*arguments, "--out", "/proc/vision_factory_out")
+    assert unwritable.exit_code != 0 and "cannot write" in unwritable.output, unwritable.output
+
+
+def test_a_model_of_another_family_is_refused(tmp_path, synthetic_models):
+    arguments = ["--model", "tracknet", "--backend", "onnx", "--package-name", "court_tracker", "--out", str(tmp_path)]
+    wrong = _generate(*arguments, "--model-file", str(synthetic_models["inpaint"]))
+    assert wrong.exit_code != 0 and "looks like a inpaintnet model, not tracknet" in wrong.output, wrong.output
+    assert not (tmp_path / "court_tracker").exists()
+    right = _generate(*arguments, "--model-file", str(synthetic_models["subtract"]))
+    assert right.exit_code == 0, right.output
+
+
+def test_models_backends_and_inspect_commands():
+    runner = CliRunner()
+    models = runner.invoke(main, ["models"])
+    assert models.exit_code == 0 and "tracknet:" in models.output and "onnx, openvino, tensorrt" in models.output
+    backends = runner.invoke(main, ["backends"])
+    assert backends.exit_code == 0
+    assert "runs on: CPUExecutionProvider" in backends.output and "runs on: CPU" in backends.output
+    assert "tensorrt:" in backends.output

@@ -1,0 +1,46 @@
+"""Node parameters as data, with no ROS import.
+
+One list per node part (image input, model family, backend) declares the parameters in the
+node, writes the config file and the launch arguments, and drives the generator, so the
+three can never disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Value = bool | int | float | str
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    default: Value
+    description: str
+    launch_argument: bool = False  # also a launch argument of the generated launch file
+    required: bool = False  # the empty default is refused at start-up; no launch default
+    dynamic_typing: bool = False  # a string or a list (execution_provider)
+
+
+IMAGE_INPUT_PARAMETERS = (
+    Parameter(
+        "input_transport",
+        "raw",
+        "raw (sensor_msgs/Image on image) or compressed (CompressedImage on image/compressed)",
+        launch_argument=True,
+    ),
+    Parameter("qos_reliability", "best_effort", "best_effort (cameras) or reliable"),
+    Parameter("qos_depth", 5, "subscription history depth"),
+    Parameter("queue_size", 4, "frames waiting for inference; the oldest is dropped beyond"),
+)
+
+
+def with_defaults(parameters: Iterable[Parameter], values: Mapping[str, Any], owner: str) -> dict[str, Any]:
+    """Defaults overlaid with ``values``; a name not in ``parameters`` is an error naming the known ones."""
+    known = {parameter.name: parameter.default for parameter in parameters}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ValueError(f"unknown {owner} setting(s) {', '.join(unknown)}: known are {', '.join(known)}")
+    return {**known, **values}

@@ -1,0 +1,90 @@
+"""What each backend can really run on here: versions, providers and devices, or why not."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+
+@dataclass
+class BackendStatus:
+    name: str
+    installed: bool
+    version: str = ""
+    targets: list[str] = field(default_factory=list)  # providers / devices that really run
+    notes: list[str] = field(default_factory=list)  # what is listed but cannot run, and why
+
+
+def _identity_model() -> bytes:
+    """A one-node ONNX model, to find out which providers can really create a session."""
+    from onnx import TensorProto, helper
+
+    tensor = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1]) for name in ("x", "y")]
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe", [tensor[0]], [tensor[1]])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def onnxruntime_status() -> BackendStatus:
+    try:
+        ort = importlib.import_module("onnxruntime")
+    except ImportError:
+        return BackendStatus("onnx", False, notes=["pip install onnxruntime (or onnxruntime-gpu; never both)"])
+    status = BackendStatus("onnx", True, ort.__version__)
+    model = _identity_model()
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    for provider in ort.get_available_providers():
+        try:
+            session = ort.InferenceSession(model, options, providers=[provider])
+            running = session.get_providers()[0]
+        except Exception as exc:  # a provider listed by the build whose libraries or device are missing
+            running, reason = None, str(exc).splitlines()[0][:160]
+        else:
+            reason = f"falls back to {running}"
+        if running == provider:
+            status.targets.append(provider)
+        else:
+            status.notes.append(f"{provider} is listed but cannot run: {reason}")
+    return status
+
+
+def openvino_status() -> BackendStatus:
+    try:
+        ov = importlib.import_module("openvino")
+    except ImportError:
+        return BackendStatus("openvino", False, notes=["pip install openvino"])
+    core = ov.Core()
+    targets = [f"{device} ({core.get_property(device, 'FULL_DEVICE_NAME')})" for device in core.available_devices]
+    return BackendStatus("openvino", True, ov.__version__, targets + ["AUTO"])
+
+
+def tensorrt_status() -> BackendStatus:
+    try:
+        trt = importlib.import_module("tensorrt")
+    except ImportError:
+        hint = "pip install tensorrt cuda-python onnx; needs an NVIDIA GPU and driver"
+        return BackendStatus("tensorrt", False, notes=[hint])
+    status = BackendStatus("tensorrt", True, trt.__version__)
+    try:
+        from cuda.bindings import runtime as cudart
+    except ImportError:
+        try:
+            from cuda import cudart
+        except ImportError:
+            status.notes.append("cuda-python is missing: pip install cuda-python")
+            return status
+    error, count = cudart.cudaGetDeviceCount()
+    if int(error) != 0 or count == 0:
+        status.notes.append(f"no CUDA device ({error})")
+        return status
+    for index in range(count):
+        error, properties = cudart.cudaGetDeviceProperties(index)
+        name = properties.name.decode() if isinstance(properties.name, bytes) else str(properties.name)
+        status.targets.append(f"GPU {index}: {name.rstrip(chr(0))} (sm {properties.major}.{properties.minor})")
+    return status
+
+
+def all_statuses() -> list[BackendStatus]:
+    return [onnxruntime_status(), openvino_status(), tensorrt_status()]

@@ -1,0 +1,112 @@
+"""OpenVINO behind the Runner interface: openvino.Core reads the ONNX model and compiles it for a device.
+
+Rendered from vision_factory's templates/runners/openvino.py.j2: regenerate rather than edit.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..parameters import Parameter, with_defaults
+from .runner import Logger, TensorInfo, default_cache_dir, model_file
+
+PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
+VIRTUAL_DEVICES = ("AUTO", "MULTI", "HETERO", "BATCH")  # they pick among the real devices themselves
+
+
+def _openvino():
+    try:
+        import openvino
+    except ImportError as exc:
+        raise RuntimeError("OpenVINO is not installed: pip install openvino") from exc
+    return openvino
+
+
+def _dimension(dimension) -> int | None:
+    return dimension.get_length() if dimension.is_static else None
+
+
+def _tensor(port) -> TensorInfo:
+    shape = tuple(_dimension(d) for d in port.get_partial_shape())
+    return TensorInfo(port.get_any_name(), shape, np.dtype(port.get_element_type().to_dtype()).name)
+
+
+class OpenVinoRunner:
+    """A model compiled by OpenVINO for ``device``, with a compiled-model cache."""
+
+    backend = "openvino"
+    PARAMETERS = (
+        Parameter("device", "CPU", "OpenVINO device: CPU, GPU, GPU.1, NPU or AUTO", launch_argument=True),
+        Parameter("performance_hint", "LATENCY", f"OpenVINO performance hint: {', '.join(PERFORMANCE_HINTS)}"),
+        Parameter("cache_dir", "", "compiled-model cache, default $ROS_HOME/<package>/openvino_cache"),
+        Parameter("inference_threads", 0, "CPU inference threads, 0 = OpenVINO decides"),
+    )
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike,
+        logger: Logger,
+        device: str = "CPU",
+        performance_hint: str = "LATENCY",
+        cache_dir: str = "",
+        inference_threads: int = 0,
+    ):
+        ov = _openvino()
+        path = model_file(model_path)
+        if performance_hint not in PERFORMANCE_HINTS:
+            raise ValueError(f"performance_hint '{performance_hint}' is not one of {', '.join(PERFORMANCE_HINTS)}")
+        if inference_threads < 0:
+            raise ValueError(f"inference_threads must be >= 0, got {inference_threads}")
+        core = ov.Core()
+        _check_device(device, core.available_devices)
+        cache = cache_dir or str(default_cache_dir("openvino_cache"))
+        os.makedirs(cache, exist_ok=True)
+        core.set_property({"CACHE_DIR": cache})
+        try:
+            model = core.read_model(str(path))
+        except Exception as exc:  # OpenVINO raises RuntimeError subclasses with the parser's message
+            raise ValueError(f"OpenVINO cannot read model {path}: {exc}") from exc
+        config: dict[str, Any] = {"PERFORMANCE_HINT": performance_hint}
+        if inference_threads:
+            config["INFERENCE_NUM_THREADS"] = inference_threads
+        try:
+            self.compiled = core.compile_model(model, device, config)
+        except Exception as exc:
+            raise RuntimeError(f"OpenVINO cannot compile {path.name} for {device}: {exc}") from exc
+        self.request = self.compiled.create_infer_request()
+        self.device = device
+        self.version = ov.__version__
+        self.inputs = [_tensor(port) for port in model.inputs]
+        self.outputs = [_tensor(port) for port in model.outputs]
+        # ONNX metadata_props arrive in the model's runtime info, under "framework".
+        framework = model.get_rt_info()["framework"] if model.has_rt_info(["framework"]) else {}
+        self.metadata = {key: value.astype(str) for key, value in framework.items()}
+        logger.info(f"OpenVINO {self.version} running {path.name} on {self.describe()}")
+
+    @classmethod
+    def load(cls, model_path: str | os.PathLike, settings: Mapping[str, Any], logger: Logger) -> OpenVinoRunner:
+        return cls(model_path, logger, **with_defaults(cls.PARAMETERS, settings, "OpenVINO"))
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        results = self.request.infer(feeds)  # copies the outputs, so the next run cannot overwrite them
+        return [results[port] for port in self.compiled.outputs]
+
+    def describe(self) -> str:
+        executing = ", ".join(self.compiled.get_property("EXECUTION_DEVICES"))
+        return f"openvino {self.version} on {self.device} (executing on {executing})"
+
+
+def _check_device(device: str, available: list[str]) -> None:
+    """A real device must be present ('GPU' matches GPU.0, GPU.1); virtual ones check their own list."""
+    name = device.split(":")[0]
+    if name in VIRTUAL_DEVICES:
+        return
+    if not any(found == name or found.split(".")[0] == name for found in available):
+        raise RuntimeError(
+            f"OpenVINO device '{device}' is not available here (available: {', '.join(available) or 'none'}); "
+            f"set device to one of them, or AUTO"
+        )

@@ -52,6 +52,9 @@ setup(
         # Exactly one ONNX Runtime: both install the same 'onnxruntime' module.
         "cpu": ["onnxruntime"],
         "gpu": ["onnxruntime-gpu"],
+        # Other backends, for `vision-factory backends` and tools; generated packages declare their own.
+        "openvino": ["openvino"],
+        "tensorrt": ["tensorrt", "cuda-python"],
         "test": ["pytest", "pytest-timeout", "openvino", "ruff"],
     },
     zip_safe=False,

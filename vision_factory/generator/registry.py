@@ -79,9 +79,9 @@ BACKENDS: dict[str, BackendSpec] = {
             runner_module="tensorrt_runner",
             runner_class="TensorRtRunner",
             template="tensorrt.py.j2",
-            pip=("tensorrt", "cuda-python", "onnx"),
-            rosdep=("python3-tensorrt-pip", "python3-cuda-python-pip", "python3-onnx"),
-            install_hint="pip install tensorrt cuda-python onnx (needs an NVIDIA GPU and driver)",
+            pip=("tensorrt", "cuda-python"),
+            rosdep=("python3-tensorrt-pip", "python3-cuda-python-pip"),
+            install_hint="pip install tensorrt cuda-python (needs an NVIDIA GPU and driver)",
             tools=(("build_engine", "build_engine_main"),),
         ),
     )

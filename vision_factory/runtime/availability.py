@@ -64,7 +64,7 @@ def tensorrt_status() -> BackendStatus:
     try:
         trt = importlib.import_module("tensorrt")
     except ImportError:
-        hint = "pip install tensorrt cuda-python onnx; needs an NVIDIA GPU and driver"
+        hint = "pip install tensorrt cuda-python; needs an NVIDIA GPU and driver"
         return BackendStatus("tensorrt", False, notes=[hint])
     status = BackendStatus("tensorrt", True, trt.__version__)
     try:

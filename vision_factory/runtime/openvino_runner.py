@@ -49,7 +49,6 @@ class OpenVinoRunner:
     def __init__(
         self,
         model_path: str | os.PathLike,
-        logger: Logger,
         device: str = "CPU",
         performance_hint: str = "LATENCY",
         cache_dir: str = "",
@@ -85,11 +84,10 @@ class OpenVinoRunner:
         # ONNX metadata_props arrive in the model's runtime info, under "framework".
         framework = model.get_rt_info()["framework"] if model.has_rt_info(["framework"]) else {}
         self.metadata = {key: value.astype(str) for key, value in framework.items()}
-        logger.info(f"OpenVINO {self.version} running {path.name} on {self.describe()}")
 
     @classmethod
     def load(cls, model_path: str | os.PathLike, settings: Mapping[str, Any], logger: Logger) -> OpenVinoRunner:
-        return cls(model_path, logger, **with_defaults(cls.PARAMETERS, settings, "OpenVINO"))
+        return cls(model_path, **with_defaults(cls.PARAMETERS, settings, "OpenVINO"))  # logs nothing itself
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         results = self.request.infer(feeds)  # copies the outputs, so the next run cannot overwrite them

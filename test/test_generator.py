@@ -8,6 +8,7 @@ are compared with this package's own node on the same bag.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -215,6 +216,18 @@ def test_existing_target_needs_force_and_out_must_be_writable(tmp_path):
     assert unwritable.exit_code != 0 and "cannot write" in unwritable.output, unwritable.output
 
 
+def test_a_link_out_of_out_is_never_written_through(tmp_path):
+    outside, out = tmp_path / "outside", tmp_path / "out"
+    outside.mkdir()
+    out.mkdir()
+    (out / "court_tracker").symlink_to(outside)
+    arguments = ["--model", "tracknet", "--backend", "onnx", "--package-name", "court_tracker", "--out", str(out)]
+    for extra in ([], ["--force"]):
+        result = _generate(*arguments, *extra)
+        assert result.exit_code != 0 and "link leading outside --out" in result.output, result.output
+    assert list(outside.iterdir()) == []
+
+
 def test_a_model_of_another_family_is_refused(tmp_path, synthetic_models):
     arguments = ["--model", "tracknet", "--backend", "onnx", "--package-name", "court_tracker", "--out", str(tmp_path)]
     wrong = _generate(*arguments, "--model-file", str(synthetic_models["inpaint"]))
@@ -224,7 +237,20 @@ def test_a_model_of_another_family_is_refused(tmp_path, synthetic_models):
     assert right.exit_code == 0, right.output
 
 
-def test_models_backends_and_inspect_commands():
+def test_inspect_command(tmp_path, synthetic_models):
+    runner = CliRunner()
+    text = runner.invoke(main, ["inspect", str(synthetic_models["subtract"])])
+    assert text.exit_code == 0 and "[1, 8, 288, 512]" in text.output
+    assert "looks like: tracknet" in text.output and "'subtract'" in text.output
+    record = json.loads(runner.invoke(main, ["inspect", "--format", "json", str(synthetic_models["inpaint"])]).output)
+    assert record["recognition"]["family"] == "inpaintnet"
+    corrupt = tmp_path / "corrupt.onnx"
+    corrupt.write_bytes(b"\x08\x07not a model")
+    failed = runner.invoke(main, ["inspect", str(corrupt)])
+    assert failed.exit_code == 1 and "is not a readable ONNX model" in failed.output
+
+
+def test_models_and_backends_commands():
     runner = CliRunner()
     models = runner.invoke(main, ["models"])
     assert models.exit_code == 0 and "tracknet:" in models.output and "onnx, openvino, tensorrt" in models.output

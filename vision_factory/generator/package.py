@@ -237,9 +237,10 @@ def write_package(
             path.write_bytes(content.encode() if isinstance(content, str) else content)
         if make_zip:
             _zip(staging, package, out / f"{package}.zip.partial")
-        if target.exists():
-            shutil.rmtree(target)
+        if target.exists():  # the old package goes only once the new one is complete
+            target.rename(staging / ".replaced")
         staging.rename(target)
+        shutil.rmtree(target / ".replaced", ignore_errors=True)
         if make_zip:
             (out / f"{package}.zip.partial").replace(out / f"{package}.zip")
     finally:

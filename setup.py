@@ -43,6 +43,7 @@ setup(
         "onnx",
         "click",
         "jinja2",
+        "matplotlib",
         "pyyaml",
         "rosbags",
     ],

@@ -296,6 +296,53 @@ def _check_model_family(model_file: Path, family_name: str) -> None:
         )
 
 
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--backends",
+    "targets",
+    default="onnx:cpu,onnx:cuda,openvino:CPU,openvino:GPU,tensorrt:fp32",
+    show_default=True,
+    help="backend[:provider|device|precision], comma-separated",
+)
+@click.option("--runs", default=100, show_default=True, help="timed runs per backend, after the warm-up")
+@click.option("--warmup", default=10, show_default=True, help="untimed runs first")
+@click.option("--model-type", type=click.Choice(["tracknet"]), help="also time the family's whole per-frame pipeline")
+@click.option("--node", is_flag=True, help="also run the ROS node on each onnx target (needs --model-type)")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("vision_factory_bench"),
+    show_default=True,
+    help="folder for bench.json and bench.png",
+)
+def bench(model: Path, targets: str, runs: int, warmup: int, model_type: str | None, node: bool, out_dir: Path) -> None:
+    """Load time, first inference, latency p50/p90/p99, throughput and peak memory per backend.
+
+    Each backend runs in its own process; one that cannot run here is listed with the reason.
+    Writes a table to the terminal, OUT/bench.json and a latency plot OUT/bench.png.
+
+    \b
+    Examples:
+      vision-factory bench model.onnx --backends onnx:cpu,openvino:CPU
+      vision-factory bench tracknet.onnx --model-type tracknet --node --runs 200
+    """
+    from .tools.bench import plot, run_bench, table
+
+    if runs < 1 or warmup < 0:
+        raise click.BadParameter("--runs must be >= 1 and --warmup >= 0")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        results = run_bench(model, targets, runs, warmup, model_type, node, lambda text: click.echo(text, err=True))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(table(results))
+    report = {"model": str(model), "runs": runs, "warmup": warmup, "results": [r.summary() for r in results]}
+    (out_dir / "bench.json").write_text(json.dumps(report, indent=2) + "\n")
+    click.echo(f"json: {out_dir / 'bench.json'}\nplot: {plot(results, out_dir / 'bench.png', model)}")
+
+
 def _progress(done: int, total: int) -> None:
     if done == total or done % 10 == 0:
         click.echo(f"\rreplayed {done}/{total} frames", nl=False, err=True)

@@ -1,0 +1,307 @@
+"""vision-factory bench: one model on several backends, each measured in its own process.
+
+A target is ``backend[:option]``: ``onnx:cpu``, ``onnx:cuda`` (the execution provider),
+``openvino:CPU``, ``openvino:GPU`` (the device), ``tensorrt:fp16`` (the precision). Each
+runs in a fresh worker process, so load time and peak memory are its own; a target that
+cannot run here is reported with the reason instead of being skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .bags import write_image_bag
+from .synthetic import BallClip
+
+# backend -> (runner module, runner class, the setting the ':option' sets)
+BACKENDS = {
+    "onnx": ("onnx_runner", "OnnxRunner", "execution_provider"),
+    "openvino": ("openvino_runner", "OpenVinoRunner", "device"),
+    "tensorrt": ("tensorrt_runner", "TensorRtRunner", "precision"),
+}
+DEFAULT_TARGETS = "onnx:cpu,onnx:cuda,openvino:CPU,openvino:GPU,tensorrt:fp32"
+MODEL_TYPES = ("tracknet",)
+
+
+@dataclass
+class BenchResult:
+    target: str
+    available: bool
+    reason: str = ""  # why it could not run
+    runs_on: str = ""  # the runner's own description
+    load_ms: float = 0.0
+    first_inference_ms: float = 0.0
+    p50_ms: float = 0.0
+    p90_ms: float = 0.0
+    p99_ms: float = 0.0
+    mean_ms: float = 0.0
+    throughput_fps: float = 0.0  # sequential runs per second
+    peak_rss_mb: float = 0.0  # the worker process's peak resident memory
+    pipeline: dict[str, float] = field(default_factory=dict)  # --model-type: per-frame stages
+    node: dict[str, float] = field(default_factory=dict)  # --node: the ROS node end to end
+    latencies_ms: list[float] = field(default_factory=list, repr=False)
+
+    def summary(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("latencies_ms")
+        return data
+
+
+def parse_targets(text: str) -> list[tuple[str, str, dict[str, str]]]:
+    """'onnx:cpu,openvino:CPU' -> [(label, backend, settings)]; an unknown backend is an error naming the known."""
+    targets = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        backend, _, option = item.partition(":")
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend '{backend}' in '{item}': use {', '.join(BACKENDS)} (e.g. onnx:cpu)")
+        settings = {BACKENDS[backend][2]: option} if option else {}
+        targets.append((item, backend, settings))
+    if not targets:
+        raise ValueError("no backend given: e.g. --backends onnx:cpu,openvino:CPU")
+    return targets
+
+
+def _percentile_summary(latencies_ms: list[float]) -> dict[str, float]:
+    values = np.asarray(latencies_ms)
+    return {
+        "p50_ms": float(np.percentile(values, 50)),
+        "p90_ms": float(np.percentile(values, 90)),
+        "p99_ms": float(np.percentile(values, 99)),
+        "mean_ms": float(values.mean()),
+        "throughput_fps": float(1000.0 / values.mean()),
+    }
+
+
+def _random_feeds(runner) -> dict[str, np.ndarray]:
+    """Random inputs of each input's shape; a dynamic batch is 1, other dynamic dimensions are an error."""
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for tensor in runner.inputs:
+        shape = [d if isinstance(d, int) and d > 0 else None for d in tensor.shape]
+        shape[:1] = [shape[0] or 1] if shape else []
+        if None in shape:
+            raise ValueError(
+                f"input {tensor.name} {list(tensor.shape)} has dynamic dimensions: bench needs fixed sizes"
+            )
+        feeds[tensor.name] = rng.random(shape).astype(tensor.dtype)
+    return feeds
+
+
+def _pipeline(runner, model: Path, frames: int) -> tuple[list[float], dict[str, float]]:
+    """Per-frame latency of the whole TrackNet pipeline on synthetic 1280x720 frames, and its stage split."""
+    from ..generator.inspect_model import recognise, summarize
+    from ..models.tracknet_stream import TrackNetTracker
+
+    details = recognise(summarize(model)).details
+    bg_mode = details.get("bg_mode") or ""
+    tracker = TrackNetTracker(runner, details["seq_len"], bg_mode, median_warmup=8 if bg_mode else 0)
+    clip = BallClip(num_frames=frames + 8, width=1280, height=720)
+    latencies = []
+    for index, frame in enumerate(clip.frames()):
+        start = time.perf_counter()
+        tracker.push(frame)
+        if index >= 8 + details["seq_len"]:  # after the median warm-up and the first full window
+            latencies.append(1000 * (time.perf_counter() - start))
+    stats = tracker.stats
+    per_frame = lambda seconds: 1000 * seconds / max(1, stats.push_calls)
+    split = {
+        "frame_size": f"{clip.width}x{clip.height}",
+        "preprocess_ms": per_frame(stats.preprocess_s),
+        "inference_ms": per_frame(stats.inference_s),
+        "postprocess_ms": per_frame(stats.postprocess_s),
+        "fps": 1000.0 / float(np.mean(latencies)),
+    }
+    return latencies, split
+
+
+def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | None) -> BenchResult:
+    """Load, first run, then ``runs`` timed runs after ``warmup``; in this process (a bench worker)."""
+    import importlib
+    import logging
+
+    _, backend, settings = parse_targets(target)[0]
+    module_name, class_name, _ = BACKENDS[backend]
+    runner_class = getattr(importlib.import_module(f"vision_factory.runtime.{module_name}"), class_name)
+    logger = logging.getLogger("bench")
+    start = time.perf_counter()
+    try:
+        runner = runner_class.load(model, settings, logger)
+        load_ms = 1000 * (time.perf_counter() - start)
+        feeds = _random_feeds(runner)
+    except (RuntimeError, ValueError) as exc:
+        return BenchResult(target, False, reason=str(exc))
+    result = BenchResult(target, True, runs_on=runner.describe(), load_ms=load_ms)
+    start = time.perf_counter()
+    runner.run(feeds)
+    result.first_inference_ms = 1000 * (time.perf_counter() - start)
+    for _ in range(warmup):
+        runner.run(feeds)
+    for _ in range(runs):
+        start = time.perf_counter()
+        runner.run(feeds)
+        result.latencies_ms.append(1000 * (time.perf_counter() - start))
+    for name, value in _percentile_summary(result.latencies_ms).items():
+        setattr(result, name, value)
+    if model_type == "tracknet":
+        _, result.pipeline = _pipeline(runner, model, runs)
+    result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return result
+
+
+def _measure_in_worker(model: Path, target: str, runs: int, warmup: int, model_type: str | None) -> BenchResult:
+    arguments = json.dumps([str(model), target, runs, warmup, model_type])
+    done = subprocess.run(
+        [sys.executable, "-m", "vision_factory.tools.bench", arguments], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return BenchResult(target, False, reason=f"the bench worker failed: {last}")
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    return BenchResult(**data)
+
+
+def _node(model: Path, result: BenchResult, bag: Path, work_dir: Path) -> dict[str, float]:
+    """The tracknet node on this target, fed over DDS by a replay, against the raw runtime.
+
+    ONNX Runtime targets run this package's node; other backends run a package generated for
+    them into ``work_dir``, so what is measured is what ``generate`` ships.
+    """
+    from ..generator.inspect_model import recognise, summarize
+    from ..generator.package import node_module_name, write_package
+    from ..generator.registry import backend, family
+    from .replay import replay
+
+    _, backend_name, settings = parse_targets(result.target)[0]
+    executable = None
+    if backend_name != "onnx":
+        package = f"vf_bench_{backend_name}"
+        write_package("tracknet", backend_name, package, work_dir / "generated", force=True)
+        module = node_module_name(family("tracknet"), backend(backend_name))
+        executable = [
+            sys.executable,
+            "-c",
+            f"import sys; sys.path.insert(0, {str(work_dir / 'generated' / package)!r}); "
+            f"from {package}.{module} import main; sys.exit(main())",
+        ]
+
+    details = recognise(summarize(model)).details
+    params = {
+        "model_path": str(model),
+        "seq_len": str(details["seq_len"]),
+        "bg_mode": details.get("bg_mode") or "",
+        "median_warmup": "8" if details.get("bg_mode") else "0",
+        **settings,
+    }
+    replayed = replay(bag, work_dir / f"node_{result.target.replace(':', '_')}", params=params, executable=executable)
+    return {
+        "frames": replayed.frames_sent,
+        "fps": replayed.fps,
+        "latency_p50_ms": replayed.latency_ms_p50,
+        "latency_p99_ms": replayed.latency_ms_p99,
+        "node_over_session": replayed.fps / result.throughput_fps,
+    }
+
+
+def run_bench(
+    model: Path,
+    targets: str,
+    runs: int = 100,
+    warmup: int = 10,
+    model_type: str | None = None,
+    node: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> list[BenchResult]:
+    """Every target measured in its own worker; with ``node``, also the ROS node for each onnx target."""
+    if not Path(model).is_file():
+        raise ValueError(f"model file not found: {model}")
+    if model_type is not None and model_type not in MODEL_TYPES:
+        raise ValueError(f"--model-type {model_type} is not one of {', '.join(MODEL_TYPES)}")
+    if node and model_type != "tracknet":
+        raise ValueError("--node needs --model-type tracknet (the node of that family)")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="vf_bench_") as scratch:
+        work_dir = Path(scratch)
+        bag = None
+        if node:  # one clip for every target
+            clip = BallClip(num_frames=max(60, runs), width=1280, height=720)
+            bag = write_image_bag(work_dir / "clip", clip.frames())
+        for label, _, _ in parse_targets(targets):
+            if progress:
+                progress(f"measuring {label} ...")
+            result = _measure_in_worker(Path(model), label, runs, warmup, model_type)
+            if bag is not None and result.available:
+                if progress:
+                    progress(f"replaying {clip.num_frames} frames through the node on {label} ...")
+                result.node = _node(Path(model), result, bag, work_dir)
+            results.append(result)
+    return results
+
+
+def table(results: list[BenchResult]) -> str:
+    header = ["target", "load ms", "first ms", "p50 ms", "p90 ms", "p99 ms", "runs/s", "peak MB", "runs on"]
+    rows = []
+    for r in results:
+        if r.available:
+            numbers = [r.load_ms, r.first_inference_ms, r.p50_ms, r.p90_ms, r.p99_ms, r.throughput_fps, r.peak_rss_mb]
+            rows.append([r.target, *(f"{value:.1f}" for value in numbers), r.runs_on])
+        else:
+            rows.append([r.target, *["-"] * 7, f"unavailable: {r.reason}"])
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip([*row[:-1]], widths)) + "  " + row[-1]
+        for row in [header, *rows]
+    ]
+    for r in results:
+        if r.pipeline:
+            p = r.pipeline
+            lines.append(
+                f"{r.target} pipeline per {p['frame_size']} frame: pre {p['preprocess_ms']:.2f} ms, "
+                f"inference {p['inference_ms']:.2f} ms, post {p['postprocess_ms']:.2f} ms -> {p['fps']:.1f} frames/s"
+            )
+        if "fps" in r.node:
+            lines.append(
+                f"{r.target} node over DDS: {r.node['fps']:.1f} frames/s, "
+                f"latency p50 {r.node['latency_p50_ms']:.0f} ms; "
+                f"node / raw runtime throughput {r.node['node_over_session']:.2f}"
+            )
+    return "\n".join(lines)
+
+
+def plot(results: list[BenchResult], path: Path, model: Path) -> Path:
+    """Latency distribution per available target, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measured = [r for r in results if r.available]
+    figure, axes = plt.subplots(figsize=(2 + 1.6 * max(1, len(measured)), 4.5))
+    if measured:
+        axes.boxplot([r.latencies_ms for r in measured], showfliers=True)
+        axes.set_xticks(range(1, len(measured) + 1), [r.target for r in measured])
+    axes.set_ylabel("latency per run (ms)")
+    axes.set_title(f"{model.name}: {len(measured[0].latencies_ms) if measured else 0} runs per backend")
+    axes.grid(axis="y", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+if __name__ == "__main__":  # a bench worker: one target, result as JSON on the last line
+    model_path, target_label, run_count, warmup_count, family = json.loads(sys.argv[1])
+    outcome = measure(Path(model_path), target_label, run_count, warmup_count, family)
+    print(json.dumps(asdict(outcome)))

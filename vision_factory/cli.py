@@ -343,6 +343,164 @@ def bench(model: Path, targets: str, runs: int, warmup: int, model_type: str | N
     click.echo(f"json: {out_dir / 'bench.json'}\nplot: {plot(results, out_dir / 'bench.png', model)}")
 
 
+@main.command(name="eval")
+@click.option("--model-type", type=click.Choice(["tracknet"]), required=True, help="model family")
+@click.option(
+    "--data", type=click.Path(dir_okay=False, path_type=Path), required=True, help="truth CSV (Frame,Visibility,X,Y)"
+)
+@click.option("--predictions", type=click.Path(dir_okay=False, path_type=Path), help="predicted ball CSV to score")
+@click.option("--frame-size", help="WIDTHxHEIGHT of the frames, needed with --predictions")
+@click.option("--model", type=click.Path(dir_okay=False, path_type=Path), help="model to run over --source")
+@click.option("--source", type=click.Path(path_type=Path), help="rosbag2 or video the model runs over")
+@click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
+@click.option("--median-warmup", default=10, show_default=True, help="frames for the background median (bg modes)")
+@click.option("--heatmap-threshold", default=0.5, show_default=True)
+@click.option("--tolerance", default=4.0, show_default=True, help="TP distance in 512x288 pixels")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("vision_factory_eval"))
+def evaluate_command(
+    model_type: str,
+    data: Path,
+    predictions: Path | None,
+    frame_size: str | None,
+    model: Path | None,
+    source: Path | None,
+    target: str,
+    median_warmup: int,
+    heatmap_threshold: float,
+    tolerance: float,
+    out_dir: Path,
+) -> None:
+    """Score ball tracking with TrackNet's metrics: accuracy, precision, recall, F1 (TP/FP1/FP2/FN/TN).
+
+    Either a predictions CSV (with --frame-size), or --model run over --source (a bag or a
+    video), which also sweeps the heatmap threshold for a precision-recall curve. Writes
+    OUT/eval.json, OUT/eval.md, OUT/trajectory.png (and OUT/pr_curve.png).
+
+    \b
+    Examples:
+      vision-factory eval --model-type tracknet --data truth.csv --predictions ball.csv --frame-size 1280x720
+      vision-factory eval --model-type tracknet --data truth.csv --model TrackNet.onnx --source rally.mp4
+    """
+    from .tools.bags import BagError, read_ball_csv
+    from .tools.ball_eval import evaluate, precision_recall_curve, write_report
+
+    try:
+        truth = read_ball_csv(data)
+        if predictions is not None:
+            if frame_size is None:
+                raise click.BadParameter("give --frame-size WIDTHxHEIGHT with --predictions", param_hint="--frame-size")
+            rows, size, curve = read_ball_csv(predictions), _parse_size(frame_size), None
+            about = {"predictions": str(predictions)}
+        elif model is not None and source is not None:
+            run = _track(model, source, target, median_warmup, heatmap_threshold)
+            rows, size = run.predictions, run.frame_size
+            curve = precision_recall_curve(truth, run, tolerance)
+            about = {"model": str(model), "source": str(source), "runs_on": run.runs_on}
+        else:
+            raise click.UsageError("give --predictions CSV, or --model and --source to run the tracker")
+        metrics, _ = evaluate(truth, rows, size, tolerance)
+        files = write_report(
+            out_dir, metrics, truth, rows, size, {**about, "truth": str(data), "tolerance_px": tolerance}, curve
+        )
+    except (BagError, ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(files["markdown"].read_text())
+    click.echo("\n".join(f"{name}: {path}" for name, path in files.items()))
+
+
+def _track(model: Path, source: Path, target: str, median_warmup: int, heatmap_threshold: float):
+    from .generator.inspect_model import recognise, summarize
+    from .tools.ball_eval import run_tracker
+    from .tools.bench import load_target
+
+    recognition = recognise(summarize(model))
+    if recognition.family != "tracknet":
+        raise ValueError(f"{model} looks like a {recognition.family} model, not tracknet: {recognition.reason}")
+    bg_mode = recognition.details.get("bg_mode") or ""
+    warmup = median_warmup if bg_mode else 0
+    runner = load_target(target, model)
+    return run_tracker(source, runner, recognition.details["seq_len"], bg_mode, warmup, heatmap_threshold)
+
+
+@main.command()
+@click.option("--model-type", type=click.Choice(["tracknet"]), required=True, help="model family")
+@click.option(
+    "--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="model of configuration A"
+)
+@click.option("--model-b", type=click.Path(dir_okay=False, path_type=Path), help="model of B (default: --model)")
+@click.option("--a", "target_a", default="onnx:cpu", show_default=True, help="backend of A, as in bench")
+@click.option("--b", "target_b", default="openvino:CPU", show_default=True, help="backend of B")
+@click.option("--source", type=click.Path(path_type=Path), required=True, help="rosbag2 or video both run over")
+@click.option("--data", type=click.Path(dir_okay=False, path_type=Path), help="truth CSV, for metric differences")
+@click.option("--median-warmup", default=10, show_default=True)
+@click.option("--heatmap-threshold", default=0.5, show_default=True)
+@click.option(
+    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("vision_factory_compare")
+)
+def compare(
+    model_type: str,
+    model: Path,
+    model_b: Path | None,
+    target_a: str,
+    target_b: str,
+    source: Path,
+    data: Path | None,
+    median_warmup: int,
+    heatmap_threshold: float,
+    out_dir: Path,
+) -> None:
+    """Run one source through two configurations and report how their results differ.
+
+    Metric differences (with --data) get a verdict: below 0.001 excellent, below 0.01 good,
+    otherwise a warning naming the metric. Output differences: visibility disagreements and
+    ball position differences in pixels. Saved as OUT/compare_<source>_<A>_vs_<B>.json.
+
+    \b
+    Examples:
+      vision-factory compare --model-type tracknet --model TrackNet.onnx --source rally_bag --data truth.csv
+      vision-factory compare --model-type tracknet --model fp32.onnx --model-b fp16.onnx --b onnx:cpu --source rally.mp4
+    """
+    from .tools.bags import BagError, read_ball_csv
+    from .tools.ball_eval import compare_runs, evaluate
+
+    model_b = model_b or model
+    try:
+        runs = [
+            _track(m, source, t, median_warmup, heatmap_threshold) for m, t in ((model, target_a), (model_b, target_b))
+        ]
+        metrics = [None, None]
+        if data is not None:
+            truth = read_ball_csv(data)
+            metrics = [evaluate(truth, run.predictions, run.frame_size)[0] for run in runs]
+        report = compare_runs(runs[0].predictions, runs[1].predictions, *metrics)
+    except (BagError, ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    names = [f"{m.stem}-{t.replace(':', '-')}" for m, t in ((model, target_a), (model_b, target_b))]
+    report = {
+        "source": str(source),
+        "a": {"model": str(model), "backend": target_a, "runs_on": runs[0].runs_on},
+        "b": {"model": str(model_b), "backend": target_b, "runs_on": runs[1].runs_on},
+        **report,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"compare_{source.stem}_{names[0]}_vs_{names[1]}.json"
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    outputs = report["outputs"]
+    click.echo(
+        f"A {target_a} ({model.name}) vs B {target_b} ({model_b.name}) on {source.name}: "
+        f"{outputs['frames_compared']} frames, {outputs['visibility_disagreements']} visibility disagreements, "
+        f"position difference max {outputs['position_diff_max_px']:.2f} px, "
+        f"mean {outputs['position_diff_mean_px']:.2f} px"
+    )
+    for name, row in report.get("metrics", {}).items():
+        click.echo(
+            f"  {name}: A {row['a']:.4f}, B {row['b']:.4f}, difference {row['difference']:+.4f} ({row['verdict']})"
+        )
+    if "verdict" in report:
+        click.echo(f"verdict: {report['verdict']}")
+    click.echo(f"saved: {path}")
+
+
 def _progress(done: int, total: int) -> None:
     if done == total or done % 10 == 0:
         click.echo(f"\rreplayed {done}/{total} frames", nl=False, err=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import cv2
@@ -150,6 +150,8 @@ class TrackNetTracker:
         self.weights = ensemble_weights(seq_len, eval_mode)
         self.median_warmup = median_warmup
         self.heatmap_threshold = heatmap_threshold
+        # Called per emitted frame with its heatmap peak and its position at any threshold (threshold sweeps).
+        self.on_peak: Callable[[int, float, Prediction], None] | None = None
         self._check_model(model_name)
         self._given_median = None if median is None else self._validate_median(median)
         self._input_name = runner.inputs[0].name
@@ -318,6 +320,8 @@ class TrackNetTracker:
         total, weight, width, height = self._pending.pop(fid)
         heatmap = total / max(np.float32(1e-6), weight)
         prediction = heatmap_to_prediction(heatmap, fid, width, height, self.heatmap_threshold)
+        if self.on_peak is not None:
+            self.on_peak(fid, float(heatmap.max()), heatmap_to_prediction(heatmap, fid, width, height, -1.0))
         self.stats.outputs += 1
         self.stats.postprocess_s += time.perf_counter() - start
         return prediction

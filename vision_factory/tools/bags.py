@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..images import bgr_to_image_fields
+from ..images import bgr_to_image_fields, compressed_to_bgr, image_to_bgr
 
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 STORAGES = ("mcap", "sqlite3")
@@ -91,6 +91,22 @@ def read_messages(path: str | Path, topic: str) -> Iterator[RawMessage]:
             raise BagError(f"bag {path} is damaged while reading {topic}: {exc}") from exc
 
 
+def read_frames(path: str | Path, topic: str | None = None) -> Iterator[np.ndarray]:
+    """BGR frames of the bag's image topic (the only one, or ``topic``), in bag time order."""
+    topics = image_topics(path)
+    if topic is None:
+        if len(topics) != 1:
+            raise BagError(f"bag {path} has {len(topics)} image topics ({', '.join(topics) or 'none'}); pick one")
+        topic = next(iter(topics))
+    store = _typestore()
+    for raw in read_messages(path, topic):
+        msg = store.deserialize_cdr(raw.data, raw.msgtype)
+        if raw.msgtype.endswith("CompressedImage"):
+            yield compressed_to_bgr(msg.data)
+        else:
+            yield image_to_bgr(msg.width, msg.height, msg.encoding, msg.step, msg.data, bool(msg.is_bigendian))
+
+
 class _open:
     """AnyReader with errors turned into BagError naming the bag and the fix."""
 
@@ -143,8 +159,18 @@ def write_ball_csv(path: str | Path, rows: Iterable[tuple[int, int, int, int]]) 
 
 
 def read_ball_csv(path: str | Path) -> list[tuple[int, int, float, float]]:
-    with Path(path).open(newline="") as handle:
-        return [
-            (int(row["Frame"]), int(row["Visibility"]), float(row["X"]), float(row["Y"]))
-            for row in csv.DictReader(handle)
-        ]
+    """Rows (Frame, Visibility, X, Y) of a TrackNet ball CSV; a malformed file is a ValueError naming the row."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"ball CSV not found: {path}")
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = {"Frame", "Visibility", "X", "Y"} - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(
+                f"{path} lacks column(s) {', '.join(sorted(missing))}: TrackNet's CSV is Frame,Visibility,X,Y"
+            )
+        try:
+            return [(int(row["Frame"]), int(row["Visibility"]), float(row["X"]), float(row["Y"])) for row in reader]
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path} line {reader.line_num}: {exc}") from exc

@@ -8,7 +8,9 @@ cannot run here is reported with the reason instead of being skipped.
 
 from __future__ import annotations
 
+import importlib
 import json
+import logging
 import resource
 import subprocess
 import sys
@@ -127,18 +129,19 @@ def _pipeline(runner, model: Path, frames: int) -> tuple[list[float], dict[str, 
     return latencies, split
 
 
-def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | None) -> BenchResult:
-    """Load, first run, then ``runs`` timed runs after ``warmup``; in this process (a bench worker)."""
-    import importlib
-    import logging
-
+def load_target(target: str, model: Path):
+    """A runner for one target such as ``onnx:cpu`` or ``openvino:CPU``."""
     _, backend, settings = parse_targets(target)[0]
     module_name, class_name, _ = BACKENDS[backend]
     runner_class = getattr(importlib.import_module(f"vision_factory.runtime.{module_name}"), class_name)
-    logger = logging.getLogger("bench")
+    return runner_class.load(model, settings, logging.getLogger("vision_factory"))
+
+
+def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | None) -> BenchResult:
+    """Load, first run, then ``runs`` timed runs after ``warmup``; in this process (a bench worker)."""
     start = time.perf_counter()
     try:
-        runner = runner_class.load(model, settings, logger)
+        runner = load_target(target, model)
         load_ms = 1000 * (time.perf_counter() - start)
         feeds = _random_feeds(runner)
     except (RuntimeError, ValueError) as exc:

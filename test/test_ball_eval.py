@@ -1,0 +1,152 @@
+"""vision-factory eval and compare for ball tracking: TrackNet's definitions on hand-built CSVs,
+and real runs of the tracker on ONNX Runtime and OpenVINO over a bag."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import pytest
+from click.testing import CliRunner
+
+from vision_factory.cli import main
+from vision_factory.tools.bags import write_ball_csv, write_image_bag
+from vision_factory.tools.ball_eval import verdict
+from vision_factory.tools.synthetic import BallClip
+
+# Frames of 512x288: image pixels are input pixels, so distances are exact.
+TRUTH = [(0, 1, 100, 100), (1, 1, 200, 100), (2, 1, 300, 100), (3, 0, 0, 0), (4, 1, 50, 50), (5, 0, 0, 0), (6, 1, 9, 9)]
+PREDICTIONS = [
+    (0, 1, 104, 100),  # 4 px: TP (the tolerance is inclusive)
+    (1, 1, 203, 102),  # 3.6 px: TP
+    (2, 1, 305, 100),  # 5 px: FP1
+    (3, 1, 10, 10),  # a ball where there is none: FP2
+    (4, 0, 0, 0),  # a ball missed: FN
+    (5, 0, 0, 0),  # TN
+]  # frame 6 has no row: FN, and reported as missing
+
+
+def _eval(tmp_path, *arguments):
+    result = CliRunner().invoke(main, ["eval", "--model-type", "tracknet", "--out", str(tmp_path / "eval"), *arguments])
+    return result, tmp_path / "eval"
+
+
+def test_every_case_on_hand_built_csvs(tmp_path):
+    write_ball_csv(tmp_path / "truth.csv", TRUTH)
+    write_ball_csv(tmp_path / "pred.csv", PREDICTIONS)
+    result, out = _eval(
+        tmp_path,
+        "--data",
+        str(tmp_path / "truth.csv"),
+        "--predictions",
+        str(tmp_path / "pred.csv"),
+        "--frame-size",
+        "512x288",
+    )
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "eval.json").read_text())["metrics"]
+    assert metrics["counts"] == {"TP": 2, "FP1": 1, "FP2": 1, "FN": 2, "TN": 1}
+    assert metrics["accuracy"] == pytest.approx(3 / 7)
+    assert metrics["precision"] == pytest.approx(2 / 4)
+    assert metrics["recall"] == pytest.approx(2 / 4)
+    assert metrics["f1"] == pytest.approx(0.5)
+    assert metrics["missing_predictions"] == 1
+    assert metrics["mean_error_px"] == pytest.approx((4 + (3**2 + 2**2) ** 0.5) / 2)
+    assert "| 0.4286 | 0.5000 | 0.5000 | 0.5000 | 2 | 1 | 1 | 2 | 1 |" in (out / "eval.md").read_text()
+    assert cv2.imread(str(out / "trajectory.png")) is not None
+
+
+def test_distances_are_measured_in_512x288(tmp_path):
+    # 1280x720 frames: 10 image px across are 4 input px (TP), 12.5 are 5 (FP1).
+    write_ball_csv(tmp_path / "truth.csv", [(0, 1, 100, 100), (1, 1, 100, 100)])
+    write_ball_csv(tmp_path / "pred.csv", [(0, 1, 110, 100), (1, 1, 112.5, 100)])
+    result, out = _eval(
+        tmp_path,
+        "--data",
+        str(tmp_path / "truth.csv"),
+        "--predictions",
+        str(tmp_path / "pred.csv"),
+        "--frame-size",
+        "1280x720",
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "eval.json").read_text())["metrics"]["counts"] == {
+        "TP": 1,
+        "FP1": 1,
+        "FP2": 0,
+        "FN": 0,
+        "TN": 0,
+    }
+
+
+@pytest.fixture(scope="module")
+def rally(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("rally")
+    clip = BallClip(num_frames=40, width=1280, height=720, seed=4)
+    bag = write_image_bag(folder / "bag", clip.frames())
+    truth = write_ball_csv(folder / "truth.csv", [(i, t.visibility, t.x, t.y) for i, t in enumerate(clip.truth)])
+    return bag, truth, clip
+
+
+def test_eval_runs_the_tracker_over_a_bag(tmp_path, rally, synthetic_models):
+    bag, truth, clip = rally
+    result, out = _eval(
+        tmp_path, "--data", str(truth), "--model", str(synthetic_models["subtract"]), "--source", str(bag)
+    )
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "eval.json").read_text())
+    counts = record["metrics"]["counts"]
+    warmup_balls = sum(t.visibility for t in clip.truth[:10])  # the median warm-up sees no ball
+    assert counts["FP1"] == counts["FP2"] == 0 and counts["FN"] == warmup_balls
+    assert counts["TP"] == sum(t.visibility for t in clip.truth[10:])
+    assert len(record["pr_curve"]) == 19 and cv2.imread(str(out / "pr_curve.png")) is not None
+    assert "CPUExecutionProvider" in record["runs_on"]
+
+
+def test_compare_onnx_runtime_and_openvino(tmp_path, rally, synthetic_models):
+    bag, truth, _ = rally
+    result = CliRunner().invoke(
+        main,
+        ["compare", "--model-type", "tracknet", "--model", str(synthetic_models["subtract"]), "--source", str(bag),
+         "--data", str(truth), "--a", "onnx:cpu", "--b", "openvino:CPU", "--out", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (saved,) = tmp_path.glob("compare_bag_tracknet_subtract-onnx-cpu_vs_tracknet_subtract-openvino-CPU.json")
+    report = json.loads(saved.read_text())
+    assert report["verdict"] in ("excellent", "good")
+    assert report["outputs"]["visibility_disagreements"] == 0
+    assert report["outputs"]["frames_compared"] == 40 and report["outputs"]["position_diff_max_px"] <= 2
+    assert "openvino" in report["b"]["runs_on"] and "onnxruntime" in report["a"]["runs_on"]
+
+
+def test_verdict_thresholds():
+    assert [verdict(d) for d in (0.0, 0.0009, -0.0009, 0.001, 0.0099, 0.01, -0.2)] == [
+        "excellent", "excellent", "excellent", "good", "good", "warning", "warning",
+    ]  # fmt: skip
+
+
+def test_bad_inputs_are_clear_errors(tmp_path):
+    (tmp_path / "bad.csv").write_text("frame,x\n1,2\n")
+    write_ball_csv(tmp_path / "truth.csv", TRUTH)
+    result, _ = _eval(tmp_path, "--data", str(tmp_path / "bad.csv"), "--predictions", str(tmp_path / "truth.csv"))
+    assert result.exit_code != 0 and "lacks column(s) Frame, Visibility, X, Y" in result.output
+    result, _ = _eval(tmp_path, "--data", str(tmp_path / "truth.csv"), "--predictions", str(tmp_path / "truth.csv"))
+    assert result.exit_code != 0 and "--frame-size" in result.output
+    result, _ = _eval(tmp_path, "--data", str(tmp_path / "truth.csv"))
+    assert result.exit_code != 0 and "give --predictions CSV, or --model and --source" in result.output
+
+
+def test_eval_reads_a_video(tmp_path, rally, synthetic_models):
+    _, truth, clip = rally
+    video = tmp_path / "rally.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 30, (clip.width, clip.height))
+    for frame in clip.frames():
+        writer.write(frame)
+    writer.release()
+    result, out = _eval(
+        tmp_path, "--data", str(truth), "--model", str(synthetic_models["subtract"]), "--source", str(video)
+    )
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "eval.json").read_text())
+    assert record["frame_size"] == [1280, 720] and record["metrics"]["frames"] == 40
+    assert record["metrics"]["counts"]["TP"] >= sum(t.visibility for t in clip.truth[10:]) - 2

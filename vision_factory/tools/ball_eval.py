@@ -1,0 +1,276 @@
+"""Ball-tracking metrics with TrackNet's definitions, on CSVs or on a bag/video run through the tracker.
+
+Positions are compared in the model's 512x288 input space: TP when prediction and truth both
+see the ball within ``tolerance`` px, FP1 when both see it farther apart, FP2 a prediction
+without a ball, FN a ball without a prediction, TN neither.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..models.tracknet_stream import HEIGHT, WIDTH, TrackNetTracker
+from .bags import read_frames
+
+Row = tuple[int, int, float, float]  # Frame, Visibility, X, Y
+CASES = ("TP", "FP1", "FP2", "FN", "TN")
+TOLERANCE_PX = 4.0
+VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm")
+
+
+@dataclass
+class BallMetrics:
+    counts: dict[str, int]
+    accuracy: float
+    precision: float
+    recall: float
+    f1: float
+    frames: int
+    missing_predictions: int  # truth frames without a prediction row (counted as "no ball")
+    mean_error_px: float  # over TP frames, in 512x288 space
+
+    @classmethod
+    def from_cases(cls, cases: Sequence[str], errors: Sequence[float], missing: int) -> BallMetrics:
+        counts = {case: sum(1 for c in cases if c == case) for case in CASES}
+        tp, fp = counts["TP"], counts["FP1"] + counts["FP2"]
+        precision = tp / (tp + fp) if tp + fp else 0.0
+        recall = tp / (tp + counts["FN"]) if tp + counts["FN"] else 0.0
+        return cls(
+            counts=counts,
+            accuracy=(tp + counts["TN"]) / len(cases) if cases else 0.0,
+            precision=precision,
+            recall=recall,
+            f1=2 * precision * recall / (precision + recall) if precision + recall else 0.0,
+            frames=len(cases),
+            missing_predictions=missing,
+            mean_error_px=float(np.mean(errors)) if errors else 0.0,
+        )
+
+
+def classify(truth: Row, prediction: Row | None, scale: tuple[float, float], tolerance: float) -> tuple[str, float]:
+    """The TrackNet case of one frame, and the distance in input space when both see a ball."""
+    seen = prediction is not None and prediction[1] == 1
+    if truth[1] != 1:
+        return ("FP2" if seen else "TN"), math.nan
+    if not seen:
+        return "FN", math.nan
+    distance = math.hypot((prediction[2] - truth[2]) * scale[0], (prediction[3] - truth[3]) * scale[1])
+    return ("TP" if distance <= tolerance else "FP1"), distance
+
+
+def evaluate(
+    truth: Sequence[Row], predictions: Sequence[Row], frame_size: tuple[int, int], tolerance: float = TOLERANCE_PX
+) -> tuple[BallMetrics, list[str]]:
+    """Metrics over the truth's frames, and each frame's case."""
+    if not truth:
+        raise ValueError("the ground truth has no rows")
+    scale = (WIDTH / frame_size[0], HEIGHT / frame_size[1])
+    by_frame = {row[0]: row for row in predictions}
+    cases, errors = [], []
+    for row in truth:
+        case, distance = classify(row, by_frame.get(row[0]), scale, tolerance)
+        cases.append(case)
+        if case == "TP":
+            errors.append(distance)
+    missing = sum(1 for row in truth if row[0] not in by_frame)
+    return BallMetrics.from_cases(cases, errors, missing), cases
+
+
+@dataclass
+class TrackerRun:
+    """Predictions of a tracker over a bag or video, with every frame's heatmap peak for threshold sweeps."""
+
+    predictions: list[Row]
+    frame_size: tuple[int, int]
+    peaks: dict[int, tuple[float, Row]] = field(default_factory=dict)  # frame -> (peak, position at any threshold)
+    runs_on: str = ""
+
+
+def source_frames(source: Path) -> Iterator[np.ndarray]:
+    """BGR frames of a video file or a rosbag2."""
+    if source.suffix.lower() in VIDEO_SUFFIXES:
+        import cv2
+
+        capture = cv2.VideoCapture(str(source))
+        if not capture.isOpened():
+            raise ValueError(f"cannot open video {source}")
+        while True:
+            ok, frame = capture.read()
+            if not ok:
+                break
+            yield frame
+        capture.release()
+    else:
+        yield from read_frames(source)
+
+
+def run_tracker(
+    source: Path, runner, seq_len: int, bg_mode: str, median_warmup: int, heatmap_threshold: float
+) -> TrackerRun:
+    """Every frame of ``source`` through a TrackNetTracker on ``runner``; warm-up frames are 'no ball'."""
+    tracker = TrackNetTracker(
+        runner, seq_len, bg_mode, median_warmup=median_warmup, heatmap_threshold=heatmap_threshold
+    )
+    run = TrackerRun([], (0, 0), runs_on=runner.describe())
+    tracker.on_peak = lambda fid, peak, anywhere: run.peaks.__setitem__(fid, (peak, _row(anywhere)))
+    outputs = []
+    for index, frame in enumerate(source_frames(source)):
+        run.frame_size = (frame.shape[1], frame.shape[0])
+        prediction = tracker.push(frame, index)
+        outputs += [prediction] if prediction else []
+    if run.frame_size == (0, 0):
+        raise ValueError(f"{source} holds no frames")
+    outputs += tracker.flush()
+    answered = {prediction["Frame"]: _row(prediction) for prediction in outputs}
+    run.predictions = [answered.get(frame, (frame, 0, 0.0, 0.0)) for frame in range(index + 1)]
+    return run
+
+
+def _row(prediction: dict[str, int]) -> Row:
+    return (prediction["Frame"], prediction["Visibility"], float(prediction["X"]), float(prediction["Y"]))
+
+
+def precision_recall_curve(
+    truth: Sequence[Row], run: TrackerRun, tolerance: float = TOLERANCE_PX
+) -> list[dict[str, float]]:
+    """Precision and recall as the heatmap threshold sweeps 0.05..0.95 (from the peaks of one run)."""
+    curve = []
+    for threshold in np.round(np.arange(0.05, 0.96, 0.05), 2):
+        predictions = [
+            (frame, 1 if peak > threshold and row[1] else 0, row[2], row[3]) for frame, (peak, row) in run.peaks.items()
+        ]
+        metrics, _ = evaluate(truth, predictions, run.frame_size, tolerance)
+        curve.append({"threshold": float(threshold), "precision": metrics.precision, "recall": metrics.recall})
+    return curve
+
+
+def write_report(
+    out_dir: Path,
+    metrics: BallMetrics,
+    truth: Sequence[Row],
+    predictions: Sequence[Row],
+    frame_size: tuple[int, int],
+    about: dict[str, Any],
+    curve: list[dict[str, float]] | None = None,
+) -> dict[str, Path]:
+    """eval.json, eval.md, trajectory.png and (with a curve) pr_curve.png in ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = {**about, "frame_size": list(frame_size), "metrics": asdict(metrics), "pr_curve": curve}
+    files = {"json": out_dir / "eval.json", "markdown": out_dir / "eval.md"}
+    files["json"].write_text(json.dumps(record, indent=2) + "\n")
+    counts = metrics.counts
+    lines = [
+        f"# Ball tracking: {about.get('predictions') or about.get('source')}",
+        "",
+        f"Truth `{about['truth']}`, {metrics.frames} frames of {frame_size[0]}x{frame_size[1]}, "
+        f"compared in {WIDTH}x{HEIGHT} with a {about['tolerance_px']} px tolerance.",
+        "",
+        "| accuracy | precision | recall | F1 | TP | FP1 | FP2 | FN | TN | mean TP error (px, 512x288) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| {metrics.accuracy:.4f} | {metrics.precision:.4f} | {metrics.recall:.4f} | {metrics.f1:.4f} | "
+        f"{counts['TP']} | {counts['FP1']} | {counts['FP2']} | {counts['FN']} | {counts['TN']} | "
+        f"{metrics.mean_error_px:.2f} |",
+    ]
+    if metrics.missing_predictions:
+        lines += ["", f"{metrics.missing_predictions} truth frames had no prediction row (counted as no ball)."]
+    files["markdown"].write_text("\n".join(lines) + "\n")
+    files["trajectory"] = _plot_trajectory(out_dir / "trajectory.png", truth, predictions, frame_size)
+    if curve:
+        files["pr_curve"] = _plot_curve(out_dir / "pr_curve.png", curve)
+    return files
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _plot_trajectory(path: Path, truth: Sequence[Row], predictions: Sequence[Row], size: tuple[int, int]) -> Path:
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(8, 8 * size[1] / size[0] + 0.6))
+    for rows, style, label in ((truth, "g.-", "truth"), (predictions, "r+", "predicted")):
+        seen = np.array([(row[2], row[3]) for row in rows if row[1] == 1]).reshape(-1, 2)
+        axes.plot(seen[:, 0], seen[:, 1], style, label=label, markersize=5, linewidth=0.8)
+    axes.set_xlim(0, size[0])
+    axes.set_ylim(size[1], 0)
+    axes.set_aspect("equal")
+    axes.legend()
+    axes.set_title("ball trajectory (image pixels)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def _plot_curve(path: Path, curve: list[dict[str, float]]) -> Path:
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(5, 5))
+    axes.plot([p["recall"] for p in curve], [p["precision"] for p in curve], "o-")
+    for point in curve[::3]:
+        axes.annotate(f"{point['threshold']:.2f}", (point["recall"], point["precision"]), fontsize=7)
+    axes.set_xlabel("recall")
+    axes.set_ylabel("precision")
+    axes.set_xlim(0, 1.02)
+    axes.set_ylim(0, 1.02)
+    axes.set_title("precision-recall over the heatmap threshold")
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+VERDICTS = ((0.001, "excellent"), (0.01, "good"))
+
+
+def verdict(difference: float) -> str:
+    """below 0.001 excellent, below 0.01 good, else warning."""
+    return next((name for limit, name in VERDICTS if abs(difference) < limit), "warning")
+
+
+def compare_runs(
+    a: Sequence[Row], b: Sequence[Row], metrics_a: BallMetrics | None, metrics_b: BallMetrics | None
+) -> dict[str, Any]:
+    """Metric differences with verdicts (when there is a truth) and output-level position differences."""
+    rows_b = {row[0]: row for row in b}
+    both = [(row, rows_b[row[0]]) for row in a if row[0] in rows_b]
+    visible = [(p, q) for p, q in both if p[1] == 1 and q[1] == 1]
+    distances = [math.hypot(p[2] - q[2], p[3] - q[3]) for p, q in visible]
+    outputs = {
+        "frames_compared": len(both),
+        "frames_only_in_one": len(a) + len(b) - 2 * len(both),
+        "visibility_disagreements": sum(1 for p, q in both if p[1] != q[1]),
+        "both_visible": len(visible),
+        "position_diff_max_px": max(distances, default=0.0),
+        "position_diff_mean_px": float(np.mean(distances)) if distances else 0.0,
+    }
+    report: dict[str, Any] = {"outputs": outputs}
+    if metrics_a is not None and metrics_b is not None:
+        rows = {}
+        for name in ("accuracy", "precision", "recall", "f1"):
+            value_a, value_b = getattr(metrics_a, name), getattr(metrics_b, name)
+            rows[name] = {
+                "a": value_a,
+                "b": value_b,
+                "difference": value_b - value_a,
+                "verdict": verdict(value_b - value_a),
+            }
+        report["metrics"] = rows
+        warnings = [name for name, row in rows.items() if row["verdict"] == "warning"]
+        report["verdict"] = (
+            f"warning: {', '.join(warnings)} differ by 0.01 or more"
+            if warnings
+            else ("good" if any(row["verdict"] == "good" for row in rows.values()) else "excellent")
+        )
+    return report

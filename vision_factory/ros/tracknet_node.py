@@ -19,6 +19,7 @@ import numpy as np
 import rclpy
 from geometry_msgs.msg import PointStamped
 from rclpy.exceptions import ParameterException
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
@@ -163,9 +164,11 @@ def run(runner_class: type[Runner], args: list[str] | None = None) -> int:
         rclpy.logging.get_logger("tracknet").fatal(f"cannot start: {exc}")
         rclpy.try_shutdown()
         return 2
+    executor = SingleThreadedExecutor()  # one executor: rclpy.spin_once would re-add the node every call
+    executor.add_node(node)
     try:
         while rclpy.ok():
-            rclpy.spin_once(node, timeout_sec=0.2)  # returns often, so signal handlers run
+            executor.spin_once(timeout_sec=0.2)  # returns often, so signal handlers run
     except KeyboardInterrupt:
         pass
     finally:

@@ -26,7 +26,7 @@ from pathlib import Path
 from .. import __version__
 from ..parameters import Parameter
 from ..share import share_path
-from .registry import BackendSpec, FamilySpec, backend, family
+from .registry import BACKENDS, BackendSpec, FamilySpec, backend, family
 from .render import render
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent  # vision_factory/
@@ -105,11 +105,10 @@ def own_files() -> Iterator[tuple[str, str, str]]:
 
     Runners come first: the other renders read the runners' parameter lists.
     """
-    tracknet = family("tracknet")
-    for spec in map(backend, tracknet.backends):
+    for spec in BACKENDS.values():
         template = f"runners/{spec.template}"
         yield f"vision_factory/runtime/{spec.runner_module}.py", template, render(template)
-    context = template_context(tracknet, backend("onnx"), "vision_factory")
+    context = template_context(family("tracknet"), backend("onnx"), "vision_factory")
     for path, template in (
         (f"vision_factory/{context['node_module']}.py", "package/node.py.j2"),
         (f"launch/{context['launch_file']}", "package/launch.py.j2"),

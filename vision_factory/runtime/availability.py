@@ -61,20 +61,18 @@ def openvino_status() -> BackendStatus:
 
 
 def tensorrt_status() -> BackendStatus:
+    from .tensorrt_runner import _cudart, _tensorrt
+
     try:
-        trt = importlib.import_module("tensorrt")
-    except ImportError:
-        hint = "pip install tensorrt cuda-python; needs an NVIDIA GPU and driver"
-        return BackendStatus("tensorrt", False, notes=[hint])
+        trt = _tensorrt()
+    except RuntimeError as exc:
+        return BackendStatus("tensorrt", False, notes=[str(exc)])
     status = BackendStatus("tensorrt", True, trt.__version__)
     try:
-        from cuda.bindings import runtime as cudart
-    except ImportError:
-        try:
-            from cuda import cudart
-        except ImportError:
-            status.notes.append("cuda-python is missing: pip install cuda-python")
-            return status
+        cudart = _cudart()
+    except RuntimeError as exc:
+        status.notes.append(str(exc))
+        return status
     error, count = cudart.cudaGetDeviceCount()
     if int(error) != 0 or count == 0:
         status.notes.append(f"no CUDA device ({error})")

@@ -44,6 +44,7 @@ setup(
         "click",
         "jinja2",
         "matplotlib",
+        "pycocotools",
         "pyyaml",
         "rosbags",
     ],

@@ -344,11 +344,23 @@ def bench(model: Path, targets: str, runs: int, warmup: int, model_type: str | N
 
 
 @main.command(name="eval")
-@click.option("--model-type", type=click.Choice(["tracknet"]), required=True, help="model family")
 @click.option(
-    "--data", type=click.Path(dir_okay=False, path_type=Path), required=True, help="truth CSV (Frame,Visibility,X,Y)"
+    "--model-type",
+    type=click.Choice(["tracknet", "yolo", "yolo_pose", "fasterrcnn", "rtmpose"]),
+    required=True,
+    help="model family",
 )
-@click.option("--predictions", type=click.Path(dir_okay=False, path_type=Path), help="predicted ball CSV to score")
+@click.option(
+    "--data",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="truth: a CSV (Frame,Visibility,X,Y) for tracknet, a COCO annotation JSON for the others",
+)
+@click.option(
+    "--predictions",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="predictions to score: a ball CSV, or a COCO results JSON",
+)
 @click.option("--frame-size", help="WIDTHxHEIGHT of the frames, needed with --predictions")
 @click.option("--model", type=click.Path(dir_okay=False, path_type=Path), help="model to run over --source")
 @click.option("--source", type=click.Path(path_type=Path), help="rosbag2 or video the model runs over")
@@ -376,11 +388,17 @@ def evaluate_command(
     video), which also sweeps the heatmap threshold for a precision-recall curve. Writes
     OUT/eval.json, OUT/eval.md, OUT/trajectory.png (and OUT/pr_curve.png).
 
+    Detection and pose: a COCO results file (--predictions) scored against COCO annotations
+    (--data) with pycocotools: AP (0.50:0.95), AP50, AP75, AR100 (keypoints: OKS AP, AR20).
+
     \b
     Examples:
       vision-factory eval --model-type tracknet --data truth.csv --predictions ball.csv --frame-size 1280x720
       vision-factory eval --model-type tracknet --data truth.csv --model TrackNet.onnx --source rally.mp4
+      vision-factory eval --model-type yolo --data instances_val.json --predictions results.json
     """
+    if model_type != "tracknet":
+        return _evaluate_coco(model_type, data, predictions, out_dir)
     from .tools.bags import BagError, read_ball_csv
     from .tools.ball_eval import evaluate, precision_recall_curve, write_report
 
@@ -406,6 +424,28 @@ def evaluate_command(
         raise click.ClickException(str(exc)) from exc
     click.echo(files["markdown"].read_text())
     click.echo("\n".join(f"{name}: {path}" for name, path in files.items()))
+
+
+def _evaluate_coco(model_type: str, data: Path, predictions: Path | None, out_dir: Path) -> None:
+    from .tools.coco_eval import IOU_TYPES, evaluate_coco
+
+    if predictions is None:
+        raise click.UsageError(
+            f"this version scores {model_type} results files only: give --predictions (COCO results JSON); "
+            f"running {model_type} models comes with that family's node"
+        )
+    try:
+        metrics = evaluate_coco(data, predictions, IOU_TYPES[model_type])
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = {"model_type": model_type, "data": str(data), "predictions": str(predictions), "metrics": metrics}
+    (out_dir / "eval.json").write_text(json.dumps(record, indent=2) + "\n")
+    header = " | ".join(metrics)
+    values = " | ".join(f"{value:.4f}" for value in metrics.values())
+    table = f"| {header} |\n|{'---|' * len(metrics)}\n| {values} |\n"
+    (out_dir / "eval.md").write_text(f"# {model_type}: {predictions}\n\nAgainst `{data}` (pycocotools).\n\n{table}")
+    click.echo(table + f"json: {out_dir / 'eval.json'}\nmarkdown: {out_dir / 'eval.md'}")
 
 
 def _track(model: Path, source: Path, target: str, median_warmup: int, heatmap_threshold: float):

@@ -1,0 +1,125 @@
+"""vision-factory eval on COCO data whose answers the test knows: AP 1.0 for the truth itself,
+and the drop that known box shifts and keypoint offsets must cause."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from vision_factory.cli import main
+
+THRESHOLDS = np.linspace(0.5, 0.95, 10)
+# COCO's per-keypoint sigmas (nose, eyes, ears, shoulders, elbows, wrists, hips, knees, ankles).
+SIGMAS = np.array([26, 25, 25, 35, 35, 79, 79, 72, 72, 62, 62, 107, 107, 87, 87, 89, 89]) / 1000.0
+
+
+def _boxes():
+    """Three images, five 100x100 boxes of two classes."""
+    placements = [(1, 1, 10, 10), (1, 2, 200, 50), (2, 1, 30, 300), (3, 2, 150, 150), (3, 1, 400, 20)]
+    return [(image, category, x, y, 100.0, 100.0) for image, category, x, y in placements]
+
+
+def _truth(keypoints: bool = False) -> dict:
+    annotations = []
+    for index, (image, category, x, y, w, h) in enumerate(_boxes(), start=1):
+        annotation = {"id": index, "image_id": image, "category_id": category, "bbox": [x, y, w, h]}
+        annotation |= {"area": w * h, "iscrowd": 0}
+        if keypoints:
+            points = [[x + 5 + 5 * k, y + 10 + 4 * k, 2] for k in range(17)]
+            annotation |= {"keypoints": [v for point in points for v in point], "num_keypoints": 17}
+        annotations.append(annotation)
+    categories = [{"id": 1, "name": "person", "keypoints": [f"k{i}" for i in range(17)]}, {"id": 2, "name": "ball"}]
+    images = [{"id": i, "width": 640, "height": 480, "file_name": f"{i}.jpg"} for i in (1, 2, 3)]
+    return {"images": images, "annotations": annotations, "categories": categories}
+
+
+def _eval(tmp_path, model_type, truth, results):
+    (tmp_path / "truth.json").write_text(json.dumps(truth))
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    result = CliRunner().invoke(
+        main,
+        ["eval", "--model-type", model_type, "--data", str(tmp_path / "truth.json"),
+         "--predictions", str(tmp_path / "results.json"), "--out", str(tmp_path / "out")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return json.loads((tmp_path / "out" / "eval.json").read_text())["metrics"]
+
+
+def test_boxes_equal_to_the_truth_score_one(tmp_path):
+    truth = _truth()
+    results = [
+        {"image_id": a["image_id"], "category_id": a["category_id"], "bbox": a["bbox"], "score": 0.9}
+        for a in truth["annotations"]
+    ]
+    assert _eval(tmp_path, "yolo", truth, results) == {"AP": 1.0, "AP50": 1.0, "AP75": 1.0, "AR100": 1.0}
+
+
+@pytest.mark.parametrize("iou", [0.62, 0.78, 0.93])
+def test_shifted_boxes_lose_exactly_the_thresholds_above_their_iou(tmp_path, iou):
+    # A w-wide box moved by dx along x overlaps its truth with IoU (w - dx) / (w + dx).
+    truth = _truth()
+    shift = 100.0 * (1 - iou) / (1 + iou)
+    results = [
+        {"image_id": a["image_id"], "category_id": a["category_id"], "score": 0.9,
+         "bbox": [a["bbox"][0] + shift, *a["bbox"][1:]]}
+        for a in truth["annotations"]
+    ]  # fmt: skip
+    metrics = _eval(tmp_path, "fasterrcnn", truth, results)
+    assert metrics["AP"] == pytest.approx(np.mean(THRESHOLDS <= iou + 1e-9))
+    assert metrics["AP50"] == 1.0 and metrics["AP75"] == (1.0 if iou >= 0.75 else 0.0)
+
+
+def test_a_missed_box_lowers_recall_per_class(tmp_path):
+    truth = _truth()
+    kept = truth["annotations"][1:]  # the first box (class 1) is missed
+    results = [
+        {"image_id": a["image_id"], "category_id": a["category_id"], "bbox": a["bbox"], "score": 0.9} for a in kept
+    ]
+    metrics = _eval(tmp_path, "yolo", truth, results)
+    # AR averages per class: class 1 has 3 boxes (one missed: 2/3), class 2 has 2 (2/2).
+    assert metrics["AR100"] == pytest.approx((2 / 3 + 1) / 2)
+
+
+def _oks(offset: float, area: float) -> float:
+    """COCO's object keypoint similarity when every keypoint is off by ``offset`` pixels."""
+    variances = (2 * SIGMAS) ** 2
+    return float(np.mean(np.exp(-(offset**2) / variances / (area + np.spacing(1)) / 2)))
+
+
+@pytest.mark.parametrize("offset", [0.0, 2.0, 4.0, 8.0])
+def test_keypoint_oks_ap(tmp_path, offset):
+    truth = _truth(keypoints=True)
+    results = []
+    for a in truth["annotations"]:
+        points = np.array(a["keypoints"], dtype=float).reshape(17, 3)
+        points[:, 0] += offset
+        results.append(
+            {"image_id": a["image_id"], "category_id": 1, "keypoints": points.ravel().tolist(), "score": 0.9}
+        )
+    for a in truth["annotations"]:
+        a["category_id"] = 1
+    metrics = _eval(tmp_path, "yolo_pose", truth, results)
+    oks = _oks(offset, 100.0 * 100.0)
+    assert metrics["AP"] == pytest.approx(np.mean(THRESHOLDS <= oks + 1e-9)), oks
+    assert math.isclose(metrics["AP50"], 1.0 if oks >= 0.5 else 0.0)
+
+
+def test_bad_coco_files_are_clear_errors(tmp_path):
+    runner = CliRunner()
+    (tmp_path / "truth.json").write_text(json.dumps({"images": []}))
+    (tmp_path / "results.json").write_text("[]")
+    arguments = ["eval", "--model-type", "yolo", "--data", str(tmp_path / "truth.json"), "--out", str(tmp_path)]
+    failed = runner.invoke(main, [*arguments, "--predictions", str(tmp_path / "results.json")])
+    assert failed.exit_code == 1 and "is not a COCO annotation file" in failed.output
+    (tmp_path / "truth.json").write_text(json.dumps(_truth()))
+    (tmp_path / "results.json").write_text(
+        json.dumps([{"image_id": 99, "category_id": 1, "bbox": [0, 0, 1, 1], "score": 1}])
+    )
+    failed = runner.invoke(main, [*arguments, "--predictions", str(tmp_path / "results.json")])
+    assert failed.exit_code == 1 and "image ids [99]" in failed.output
+    no_predictions = runner.invoke(main, arguments)
+    assert no_predictions.exit_code != 0 and "give --predictions" in no_predictions.output

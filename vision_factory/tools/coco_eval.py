@@ -1,0 +1,54 @@
+"""COCO detection and keypoint metrics with pycocotools: AP (0.50:0.95), AP50, AP75, AR100 (AR20 for keypoints)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+# model family -> COCO iouType
+IOU_TYPES = {"yolo": "bbox", "fasterrcnn": "bbox", "yolo_pose": "keypoints", "rtmpose": "keypoints"}
+
+
+def _load_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{what} not found: {path}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{what} {path} is not valid JSON: {exc}") from exc
+
+
+def evaluate_coco(truth_path: Path, results_path: Path, iou_type: str) -> dict[str, float]:
+    """Metrics of a COCO results file (a list of detections) against a COCO annotation file."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    truth = _load_json(truth_path, "COCO annotations")
+    if not isinstance(truth, dict) or not {"images", "annotations", "categories"} <= set(truth):
+        raise ValueError(f"{truth_path} is not a COCO annotation file: it needs images, annotations and categories")
+    results = _load_json(results_path, "COCO results")
+    if not isinstance(results, list):
+        raise ValueError(f"{results_path} is not a COCO results file: it must be a list of detections")
+    names = ("AP", "AP50", "AP75", "AR100") if iou_type == "bbox" else ("AP", "AP50", "AP75", "AR20")
+    if not results:
+        return dict.fromkeys(names, 0.0)
+    known = {image["id"] for image in truth["images"]}
+    unknown = {result.get("image_id") for result in results} - known
+    if unknown:
+        raise ValueError(f"{results_path} has detections for image ids {sorted(unknown)[:5]} not in {truth_path}")
+    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
+        ground_truth = COCO()
+        ground_truth.dataset = truth
+        ground_truth.createIndex()
+        evaluation = COCOeval(ground_truth, ground_truth.loadRes(results), iou_type)
+        evaluation.evaluate()
+        evaluation.accumulate()
+        evaluation.summarize()
+    stats = evaluation.stats
+    # summarize() order: bbox AP, AP50, AP75, APs, APm, APl, AR1, AR10, AR100, ...; keypoints AP, AP50, AP75,
+    # APm, APl, AR20, ...
+    indices = (0, 1, 2, 8) if iou_type == "bbox" else (0, 1, 2, 5)
+    return {name: max(0.0, float(stats[index])) for name, index in zip(names, indices)}

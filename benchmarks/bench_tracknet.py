@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import platform
 import re
@@ -86,7 +87,7 @@ def bench_session(model: Path, runs: int, warmup: int, threads: int) -> dict:
     """Raw session.run on a fixed input, as the node's OnnxRunner creates it."""
     from vision_factory.runtime.onnx_runner import OnnxRunner
 
-    runner = OnnxRunner(model, _provider_config(threads))
+    runner = OnnxRunner(model, _provider_config(threads), logging.getLogger("bench"))
     session = runner.session
     info = session.get_inputs()[0]
     feeds = {info.name: np.random.default_rng(0).random((1, *info.shape[1:]), dtype=np.float32)}

@@ -541,6 +541,99 @@ def compare(
     click.echo(f"saved: {path}")
 
 
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--model-type", type=click.Choice(["yolo", "yolo_pose"]), required=True, help="model family")
+@click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="ONNX model")
+@click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
+@click.option("--conf", "confidence", default=0.25, show_default=True, help="confidence threshold")
+@click.option("--iou", default=0.7, show_default=True, help="NMS IoU threshold")
+@click.option("--max-det", default=300, show_default=True, help="detections per image at most")
+@click.option("--classes", help="keep only these class ids, e.g. 0,2")
+@click.option("--imgsz", default=640, show_default=True, help="input size for models with dynamic input")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--save", type=click.Path(file_okay=False, path_type=Path), help="folder for annotated images")
+def predict(
+    inputs: tuple[Path, ...],
+    model_type: str,
+    model: Path,
+    target: str,
+    confidence: float,
+    iou: float,
+    max_det: int,
+    classes: str | None,
+    imgsz: int,
+    output_format: str,
+    save: Path | None,
+) -> None:
+    """Detections (and keypoints) of a YOLO model on images or videos, pre-processed as Ultralytics does.
+
+    JSON: one record per image (or video frame, as PATH:FRAME) with width, height and
+    detections [{xyxy, score, class_id, class_name, keypoints}] in image pixels.
+
+    \b
+    Examples:
+      vision-factory predict --model-type yolo --model yolov8n.onnx bus.jpg --format json
+      vision-factory predict --model-type yolo_pose --model yolo11n-pose.onnx clip.mp4 --save annotated/
+    """
+    from .models.yolo import YoloDetector
+    from .tools.ball_eval import VIDEO_SUFFIXES, source_frames
+    from .tools.bench import load_target
+
+    try:
+        class_ids = [int(item) for item in classes.split(",")] if classes else None
+    except ValueError:
+        raise click.BadParameter(f"'{classes}' is not a list of class ids like 0,2", param_hint="--classes") from None
+    try:
+        detector = YoloDetector(
+            load_target(target, model), model_type == "yolo_pose", confidence, iou, max_det, class_ids, imgsz
+        )
+        for path in inputs:
+            is_video = path.suffix.lower() in VIDEO_SUFFIXES
+            frames = source_frames(path) if is_video else [_read_image(path)]
+            for index, frame in enumerate(frames):
+                name = f"{path}:{index}" if is_video else str(path)
+                detections = detector.detect(frame)
+                record = {"image": name, "width": frame.shape[1], "height": frame.shape[0]}
+                record["detections"] = [detection.as_dict() for detection in detections]
+                if output_format == "json":
+                    click.echo(json.dumps(record))
+                else:
+                    click.echo(f"{name}: " + (", ".join(f"{d.class_name} {d.score:.2f}" for d in detections) or "-"))
+                if save is not None:
+                    _save_annotated(save, path, index if is_video else None, frame, detections)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _read_image(path: Path):
+    import cv2
+
+    from .tools.ball_eval import VIDEO_SUFFIXES
+
+    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if image is None:
+        raise ValueError(f"{path} is neither a readable image nor a video ({', '.join(VIDEO_SUFFIXES)})")
+    return image
+
+
+def _save_annotated(folder: Path, path: Path, index: int | None, frame, detections) -> None:
+    import cv2
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for detection in detections:
+        x1, y1, x2, y2 = (int(round(v)) for v in detection.xyxy)
+        cv2.rectangle(frame, (x1, y1), (x2, y2), (0, 200, 255), 2)
+        cv2.putText(
+            frame, f"{detection.class_name} {detection.score:.2f}", (x1, max(12, y1 - 4)), 0, 0.5, (0, 200, 255)
+        )
+        for x, y, score in detection.keypoints or []:
+            if score > 0.5:
+                cv2.circle(frame, (int(x), int(y)), 3, (0, 0, 255), -1)
+    suffix = f"_{index:06d}.jpg" if index is not None else path.suffix
+    cv2.imwrite(str(folder / f"{path.stem}{suffix}"), frame)
+
+
 def _progress(done: int, total: int) -> None:
     if done == total or done % 10 == 0:
         click.echo(f"\rreplayed {done}/{total} frames", nl=False, err=True)

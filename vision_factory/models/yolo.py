@@ -1,0 +1,173 @@
+"""Ultralytics-style YOLO detection and pose on any Runner: letterbox, decoding, class-aware NMS.
+
+Pre-processing follows Ultralytics' own ``predict``: r = min(S/h, S/w); resize to
+(round(w*r), round(h*r)) with INTER_LINEAR; the leftover split as round(d/2 - 0.1) before and
+round(d/2 + 0.1) after, padded with 114; BGR->RGB, /255, NCHW float32. A fixed-size model gets
+the full S x S letterbox; a model with dynamic spatial input pads only up to a multiple of 32.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from ..runtime.runner import Runner
+
+STRIDE = 32
+PAD_VALUE = 114
+
+
+@dataclass(frozen=True)
+class Letterbox:
+    """How a frame was fitted into the model input; maps input coordinates back to the frame."""
+
+    scale_x: float  # resized width / frame width
+    scale_y: float
+    left: int
+    top: int
+    width: int  # of the frame
+    height: int
+
+    def to_frame(self, xy: np.ndarray) -> np.ndarray:
+        """[..., 2] input-space points -> frame pixels, clipped to the frame."""
+        x = ((xy[..., 0] - self.left) / self.scale_x).clip(0, self.width)
+        y = ((xy[..., 1] - self.top) / self.scale_y).clip(0, self.height)
+        return np.stack([x, y], axis=-1)
+
+
+def letterbox(image_bgr: np.ndarray, size: tuple[int, int], dynamic: bool) -> tuple[np.ndarray, Letterbox]:
+    """The NCHW float32 input for ``size`` (height, width), and the mapping back to the frame."""
+    height, width = image_bgr.shape[:2]
+    ratio = min(size[0] / height, size[1] / width)
+    new_w, new_h = round(width * ratio), round(height * ratio)
+    pad_w, pad_h = size[1] - new_w, size[0] - new_h
+    if dynamic:
+        pad_w, pad_h = pad_w % STRIDE, pad_h % STRIDE
+    if (new_w, new_h) != (width, height):
+        image_bgr = cv2.resize(image_bgr, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
+    top, bottom = round(pad_h / 2 - 0.1), round(pad_h / 2 + 0.1)
+    left, right = round(pad_w / 2 - 0.1), round(pad_w / 2 + 0.1)
+    padded = cv2.copyMakeBorder(image_bgr, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(PAD_VALUE,) * 3)
+    tensor = padded[..., ::-1].transpose(2, 0, 1)[None].astype(np.float32) / 255
+    return np.ascontiguousarray(tensor), Letterbox(new_w / width, new_h / height, left, top, width, height)
+
+
+def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """IoU of one xyxy box with each of ``boxes``."""
+    top_left = np.maximum(box[:2], boxes[:, :2])
+    bottom_right = np.minimum(box[2:], boxes[:, 2:])
+    intersection = np.prod((bottom_right - top_left).clip(0), axis=1)
+    areas = np.prod(boxes[:, 2:] - boxes[:, :2], axis=1)
+    return intersection / (np.prod(box[2:] - box[:2]) + areas - intersection + 1e-9)
+
+
+def nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float) -> np.ndarray:
+    """Indices kept by class-aware greedy NMS, highest score first."""
+    # Boxes of different classes never overlap once each class is moved to its own region.
+    shifted = boxes + (class_ids.astype(np.float64) * (boxes.max() + 1))[:, None]
+    order = np.argsort(-scores, kind="stable")
+    keep = []
+    while order.size:
+        best, order = order[0], order[1:]
+        keep.append(best)
+        order = order[box_iou(shifted[best], shifted[order]) <= iou_threshold]
+    return np.array(keep, dtype=np.int64)
+
+
+@dataclass
+class Detection:
+    xyxy: tuple[float, float, float, float]  # frame pixels
+    score: float
+    class_id: int
+    class_name: str
+    keypoints: list[tuple[float, float, float]] | None = None  # (x, y, confidence) per keypoint
+
+    def as_dict(self) -> dict:
+        record = {"xyxy": list(self.xyxy), "score": self.score, "class_id": self.class_id}
+        record["class_name"] = self.class_name
+        if self.keypoints is not None:
+            record["keypoints"] = [list(point) for point in self.keypoints]
+        return record
+
+
+def class_names(metadata: dict[str, str], count: int) -> list[str]:
+    """Names from Ultralytics' ``names`` metadata ("{0: 'person', ...}"), else class_<i>."""
+    try:
+        names = ast.literal_eval(metadata.get("names", "{}"))
+    except (ValueError, SyntaxError):
+        names = {}
+    return [str(names.get(i, f"class_{i}")) if isinstance(names, dict) else f"class_{i}" for i in range(count)]
+
+
+class YoloDetector:
+    """YOLO detection (output [1, 4+nc, N] or [1, N, 4+nc]) or pose (4 + 1 + K*3 channels) on a Runner."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        pose: bool = False,
+        confidence: float = 0.25,
+        iou: float = 0.7,
+        max_detections: int = 300,
+        classes: Sequence[int] | None = None,
+        image_size: int = 640,
+    ):
+        self.runner = runner
+        shape = runner.inputs[0].shape
+        fixed = [d if isinstance(d, int) and d > 0 else None for d in shape[2:4]]
+        self.dynamic = None in fixed
+        self.size = (image_size, image_size) if self.dynamic else (fixed[0], fixed[1])
+        self.pose, self.confidence, self.iou = pose, confidence, iou
+        self.max_detections, self.classes = max_detections, classes
+        kpt_shape = ast.literal_eval(runner.metadata.get("kpt_shape", "[17, 3]")) if pose else [0, 0]
+        self.keypoint_count, self.keypoint_dims = int(kpt_shape[0]), int(kpt_shape[1])
+        channels = runner.outputs[0].shape[1:]
+        extra = self.keypoint_count * self.keypoint_dims
+        known = [c for c in channels if isinstance(c, int)]
+        if not known:
+            raise ValueError("the model's output shape is unknown: expected [1, 4+classes, N]")
+        self.channels = min(known)  # 4 + nc (+ keypoints) is smaller than the anchor count
+        self.class_count = self.channels - 4 - extra
+        if self.class_count < 1:
+            raise ValueError(f"output has {self.channels} channels: too few for 4 box values plus classes")
+        self.names = class_names(runner.metadata, self.class_count)
+        self._input = runner.inputs[0].name
+
+    def detect(self, image_bgr: np.ndarray) -> list[Detection]:
+        tensor, box = letterbox(image_bgr, self.size, self.dynamic)
+        output = self.runner.run({self._input: tensor})[0][0]
+        if output.shape[0] != self.channels:  # [N, C] exports
+            output = output.T
+        return self.decode(output, box)
+
+    def decode(self, output: np.ndarray, box: Letterbox) -> list[Detection]:
+        """[C, N] raw output -> detections in frame pixels."""
+        scores_all = output[4 : 4 + self.class_count]
+        class_ids = scores_all.argmax(axis=0)
+        scores = scores_all[class_ids, np.arange(output.shape[1])]
+        mask = scores > self.confidence
+        if self.classes is not None:
+            mask &= np.isin(class_ids, self.classes)
+        candidates = np.flatnonzero(mask)
+        centre, half = output[0:2, candidates].T, output[2:4, candidates].T / 2
+        boxes = np.concatenate([centre - half, centre + half], axis=1)
+        order = nms(boxes, scores[candidates], class_ids[candidates], self.iou)[: self.max_detections]
+        kept = candidates[order]
+        corners = box.to_frame(boxes[order].reshape(-1, 2, 2)).reshape(-1, 4)
+        if self.pose:
+            points = output[4 + self.class_count :, kept].T.reshape(len(kept), self.keypoint_count, self.keypoint_dims)
+            xy = box.to_frame(points[..., :2])
+            confidence = points[..., 2] if self.keypoint_dims == 3 else np.ones(points.shape[:2])
+        detections = []
+        for row, index in enumerate(kept):
+            class_id = int(class_ids[index])
+            keypoints = None
+            if self.pose:
+                keypoints = [(float(x), float(y), float(c)) for (x, y), c in zip(xy[row], confidence[row])]
+            xyxy = tuple(float(v) for v in corners[row])
+            detections.append(Detection(xyxy, float(scores[index]), class_id, self.names[class_id], keypoints))
+        return detections

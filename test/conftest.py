@@ -10,6 +10,9 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Real models and data shared beside the repository (never committed); tests using them skip without.
+_shared = [os.environ.get("VISION_FACTORY_SHARED", ""), ROOT.parent / "shared", "/work/shared"]
+SHARED = next((Path(p) for p in _shared if p and Path(p).is_dir()), ROOT.parent / "shared")
 _ros_home = tempfile.mkdtemp(prefix="vf_test_ros_")
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ["ROS_DOMAIN_ID"] = str(1 + os.getpid() % 100)  # 1..100: clear of ephemeral ports

@@ -8,12 +8,13 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from conftest import SHARED
 from onnx import TensorProto, helper
 
 from vision_factory.generator.inspect_model import as_dict, describe, recognise, summarize
 from vision_factory.tools.synthetic import build_inpaint_model, build_tracknet_model
 
-SHARED_MODELS = Path("/work/shared/models")
+SHARED_MODELS = SHARED / "models"
 
 
 def build_model(

@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
+from conftest import SHARED
 from onnx import TensorProto, helper, numpy_helper
 
 from vision_factory.cli import main
@@ -20,7 +21,6 @@ from vision_factory.models.yolo import PAD_VALUE, YoloDetector, letterbox, nms
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.coco_eval import evaluate_coco
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 SHAPES_MODEL = SHARED / "models" / "shapes-yolov8n.onnx"
 SHAPES_DATA = SHARED / "data" / "shapes-val"
 POSE_MODEL = SHARED / "models" / "yolo11n-pose.onnx"
@@ -163,3 +163,14 @@ def test_pose_model_on_a_real_photo_through_predict(tmp_path):
     assert x1 <= nose[0] <= x2 and y1 <= nose[1] <= y2 and min(nose[2], left_eye[2], right_eye[2]) > 0.5
     assert left_eye[1] < nose[1] and right_eye[1] < nose[1] and right_eye[0] < nose[0] < left_eye[0]
     assert cv2.imread(str(tmp_path / PHOTO.name)) is not None
+
+
+@_needs(SHAPES_MODEL)
+@_needs(SHAPES_DATA)
+def test_eval_runs_the_model_over_a_coco_folder(tmp_path):
+    arguments = ["eval", "--model-type", "yolo", "--model", str(SHAPES_MODEL), "--data", str(SHAPES_DATA)]
+    result = CliRunner().invoke(main, [*arguments, "--out", str(tmp_path), "--backend", "openvino:CPU"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((tmp_path / "eval.json").read_text())["metrics"]
+    assert metrics["AP50"] == pytest.approx(0.64, abs=0.03) and metrics["AP"] == pytest.approx(0.45, abs=0.03)
+    assert len(json.loads((tmp_path / "predictions.json").read_text())) > 0

@@ -352,9 +352,9 @@ def bench(model: Path, targets: str, runs: int, warmup: int, model_type: str | N
 )
 @click.option(
     "--data",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     required=True,
-    help="truth: a CSV (Frame,Visibility,X,Y) for tracknet, a COCO annotation JSON for the others",
+    help="truth: a CSV (Frame,Visibility,X,Y) for tracknet; a COCO JSON or a folder with annotations.json and images/",
 )
 @click.option(
     "--predictions",
@@ -388,8 +388,9 @@ def evaluate_command(
     video), which also sweeps the heatmap threshold for a precision-recall curve. Writes
     OUT/eval.json, OUT/eval.md, OUT/trajectory.png (and OUT/pr_curve.png).
 
-    Detection and pose: a COCO results file (--predictions) scored against COCO annotations
-    (--data) with pycocotools: AP (0.50:0.95), AP50, AP75, AR100 (keypoints: OKS AP, AR20).
+    Detection and pose: a COCO results file (--predictions), or a yolo / yolo_pose --model run
+    over the data set, scored against COCO annotations (--data: the JSON or a folder with
+    annotations.json and images/) with pycocotools: AP, AP50, AP75, AR100 (keypoints: OKS AP, AR20).
 
     \b
     Examples:
@@ -398,7 +399,7 @@ def evaluate_command(
       vision-factory eval --model-type yolo --data instances_val.json --predictions results.json
     """
     if model_type != "tracknet":
-        return _evaluate_coco(model_type, data, predictions, out_dir)
+        return _evaluate_coco(model_type, data, predictions, model, target, out_dir)
     from .tools.bags import BagError, read_ball_csv
     from .tools.ball_eval import evaluate, precision_recall_curve, write_report
 
@@ -426,19 +427,27 @@ def evaluate_command(
     click.echo("\n".join(f"{name}: {path}" for name, path in files.items()))
 
 
-def _evaluate_coco(model_type: str, data: Path, predictions: Path | None, out_dir: Path) -> None:
-    from .tools.coco_eval import IOU_TYPES, evaluate_coco
+def _evaluate_coco(
+    model_type: str, data: Path, predictions: Path | None, model: Path | None, target: str, out_dir: Path
+) -> None:
+    from .models.yolo import YoloDetector
+    from .tools.bench import load_target
+    from .tools.coco_eval import IOU_TYPES, annotation_file, evaluate_coco, predict_coco
 
-    if predictions is None:
-        raise click.UsageError(
-            f"this version scores {model_type} results files only: give --predictions (COCO results JSON); "
-            f"running {model_type} models comes with that family's node"
-        )
-    try:
-        metrics = evaluate_coco(data, predictions, IOU_TYPES[model_type])
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
+    iou_type = IOU_TYPES[model_type]
     out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        if predictions is None:
+            if model is None or model_type not in ("yolo", "yolo_pose"):
+                raise click.UsageError(
+                    "give --predictions (a COCO results JSON), or --model for yolo / yolo_pose to run it over --data"
+                )
+            detector = YoloDetector(load_target(target, model), model_type == "yolo_pose", confidence=0.001)
+            predictions = out_dir / "predictions.json"
+            predictions.write_text(json.dumps(predict_coco(detector, data, iou_type)))
+        metrics = evaluate_coco(annotation_file(data), predictions, iou_type)
+    except (ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
     record = {"model_type": model_type, "data": str(data), "predictions": str(predictions), "metrics": metrics}
     (out_dir / "eval.json").write_text(json.dumps(record, indent=2) + "\n")
     header = " | ".join(metrics)

@@ -52,3 +52,41 @@ def evaluate_coco(truth_path: Path, results_path: Path, iou_type: str) -> dict[s
     # APm, APl, AR20, ...
     indices = (0, 1, 2, 8) if iou_type == "bbox" else (0, 1, 2, 5)
     return {name: max(0.0, float(stats[index])) for name, index in zip(names, indices)}
+
+
+def annotation_file(data: Path) -> Path:
+    """The COCO annotation JSON of ``data``: the file itself, or DIR/annotations.json."""
+    path = Path(data) / "annotations.json" if Path(data).is_dir() else Path(data)
+    if not path.is_file():
+        raise ValueError(f"no COCO annotations at {path}: give the JSON file or a folder with annotations.json")
+    return path
+
+
+def predict_coco(detector, data: Path, iou_type: str) -> list[dict[str, Any]]:
+    """COCO results of ``detector`` (a YoloDetector) over every image of the data set.
+
+    Images are looked up beside the annotation file, directly or under images/. Classes map to
+    categories by name, else by position.
+    """
+    import cv2
+
+    annotations = annotation_file(data)
+    truth = _load_json(annotations, "COCO annotations")
+    categories = truth["categories"]
+    by_name = {category["name"]: category["id"] for category in categories}
+    results = []
+    for image in truth["images"]:
+        candidates = [annotations.parent / "images" / image["file_name"], annotations.parent / image["file_name"]]
+        path = next((p for p in candidates if p.is_file()), None)
+        frame = cv2.imread(str(path)) if path else None
+        if frame is None:
+            raise ValueError(f"image {image['file_name']} of {annotations} not found or unreadable beside it")
+        for detection in detector.detect(frame):
+            x1, y1, x2, y2 = detection.xyxy
+            category = by_name.get(detection.class_name, categories[min(detection.class_id, len(categories) - 1)]["id"])
+            result = {"image_id": image["id"], "category_id": category, "score": detection.score}
+            result["bbox"] = [x1, y1, x2 - x1, y2 - y1]
+            if iou_type == "keypoints":
+                result["keypoints"] = [value for point in detection.keypoints for value in point]
+            results.append(result)
+    return results

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from vision_factory.cli import main
 from vision_factory.tools.bags import write_ball_csv, write_image_bag
-from vision_factory.tools.ball_eval import verdict
+from vision_factory.tools.compare import verdict
 from vision_factory.tools.synthetic import BallClip
 
 # Frames of 512x288: image pixels are input pixels, so distances are exact.

@@ -28,9 +28,9 @@ from vision_factory.tools.synthetic import BallClip
 
 COMBINATIONS = [(family, backend) for family, spec in FAMILIES.items() for backend in spec.backends]
 RUNTIME_MODULES = {"onnx": "onnxruntime", "openvino": "openvino", "tensorrt": "tensorrt"}
-# The OpenVINO node may differ from ONNX Runtime's by float rounding in the heatmaps: the same
+# The OpenVINO node (f32) may differ from ONNX Runtime's by float rounding in the heatmaps: the same
 # visibility on every frame and positions within this many pixels.
-OPENVINO_TOLERANCE_PX = 2
+OPENVINO_TOLERANCE_PX = 1
 
 
 def _imported_modules(folder: Path) -> set[str]:

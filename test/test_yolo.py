@@ -174,3 +174,27 @@ def test_eval_runs_the_model_over_a_coco_folder(tmp_path):
     metrics = json.loads((tmp_path / "eval.json").read_text())["metrics"]
     assert metrics["AP50"] == pytest.approx(0.64, abs=0.03) and metrics["AP"] == pytest.approx(0.45, abs=0.03)
     assert len(json.loads((tmp_path / "predictions.json").read_text())) > 0
+
+
+@_needs(SHAPES_MODEL)
+@_needs(SHAPES_DATA)
+def test_compare_onnx_runtime_and_openvino_on_a_real_detector(tmp_path):
+    arguments = ["compare", "--model-type", "yolo", "--model", str(SHAPES_MODEL), "--data", str(SHAPES_DATA)]
+    result = CliRunner().invoke(main, [*arguments, "--a", "onnx:cpu", "--b", "openvino:CPU", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    (saved,) = tmp_path.glob("compare_shapes-val_shapes-yolov8n-onnx-cpu_vs_shapes-yolov8n-openvino-CPU.json")
+    report = json.loads(saved.read_text())
+    assert report["verdict"] in ("excellent", "good"), report  # OpenVINO in f32, as the runner defaults
+    outputs = report["outputs"]
+    assert outputs["matched"] > 50 and outputs["only_in_a"] == outputs["only_in_b"] == 0
+    assert outputs["box_delta_max_px"] < 0.5 and outputs["score_delta_max"] < 0.01
+    assert "f32" in report["b"]["runs_on"]
+
+
+def test_openvino_precision_is_a_checked_parameter(tmp_path):
+    from vision_factory.runtime.openvino_runner import OpenVinoRunner
+
+    model = _constant_model(tmp_path / "m.onnx", np.zeros((1, 6, 10), np.float32))
+    assert "f32" in OpenVinoRunner.load(model, {"inference_precision": "f32"}, None).describe()
+    with pytest.raises(ValueError, match="inference_precision 'fp8' is not one of"):
+        OpenVinoRunner.load(model, {"inference_precision": "fp8"}, None)

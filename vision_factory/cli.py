@@ -472,15 +472,19 @@ def _track(model: Path, source: Path, target: str, median_warmup: int, heatmap_t
 
 
 @main.command()
-@click.option("--model-type", type=click.Choice(["tracknet"]), required=True, help="model family")
+@click.option("--model-type", type=click.Choice(["tracknet", "yolo", "yolo_pose"]), required=True, help="model family")
 @click.option(
     "--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="model of configuration A"
 )
 @click.option("--model-b", type=click.Path(dir_okay=False, path_type=Path), help="model of B (default: --model)")
 @click.option("--a", "target_a", default="onnx:cpu", show_default=True, help="backend of A, as in bench")
 @click.option("--b", "target_b", default="openvino:CPU", show_default=True, help="backend of B")
-@click.option("--source", type=click.Path(path_type=Path), required=True, help="rosbag2 or video both run over")
-@click.option("--data", type=click.Path(dir_okay=False, path_type=Path), help="truth CSV, for metric differences")
+@click.option("--source", type=click.Path(path_type=Path), help="tracknet: the rosbag2 or video both run over")
+@click.option(
+    "--data",
+    type=click.Path(path_type=Path),
+    help="tracknet: truth CSV, for metric differences; yolo: the COCO data set both run over (JSON or folder)",
+)
 @click.option("--median-warmup", default=10, show_default=True)
 @click.option("--heatmap-threshold", default=0.5, show_default=True)
 @click.option(
@@ -513,6 +517,10 @@ def compare(
     from .tools.ball_eval import compare_runs, evaluate
 
     model_b = model_b or model
+    if model_type != "tracknet":
+        return _compare_detections(model_type, model, model_b, target_a, target_b, data, out_dir)
+    if source is None:
+        raise click.UsageError("tracknet needs --source, the bag or video both configurations run over")
     try:
         runs = [
             _track(m, source, t, median_warmup, heatmap_threshold) for m, t in ((model, target_a), (model_b, target_b))
@@ -531,16 +539,49 @@ def compare(
         "b": {"model": str(model_b), "backend": target_b, "runs_on": runs[1].runs_on},
         **report,
     }
+    _save_comparison(report, out_dir / f"compare_{source.stem}_{names[0]}_vs_{names[1]}.json")
+
+
+def _compare_detections(
+    model_type: str, model: Path, model_b: Path, target_a: str, target_b: str, data: Path | None, out_dir: Path
+) -> None:
+    from .models.yolo import YoloDetector
+    from .tools.bench import load_target
+    from .tools.coco_eval import IOU_TYPES, annotation_file, evaluate_coco, predict_coco
+    from .tools.compare import detection_differences, metric_differences
+
+    if data is None:
+        raise click.UsageError(f"{model_type} needs --data, the COCO data set both configurations run over")
+    iou_type, configurations = IOU_TYPES[model_type], ((model, target_a), (model_b, target_b))
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"compare_{source.stem}_{names[0]}_vs_{names[1]}.json"
+    names = [f"{m.stem}-{t.replace(':', '-')}" for m, t in configurations]
+    try:
+        results, metrics, runs_on = [], [], []
+        for (path, target), name in zip(configurations, names):
+            runner = load_target(target, path)
+            runs_on.append(runner.describe())
+            results.append(predict_coco(YoloDetector(runner, model_type == "yolo_pose", 0.001), data, iou_type))
+            predictions = out_dir / f"predictions_{name}.json"
+            predictions.write_text(json.dumps(results[-1]))
+            metrics.append(evaluate_coco(annotation_file(data), predictions, iou_type))
+    except (ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    report = {
+        "data": str(data),
+        "a": {"model": str(model), "backend": target_a, "runs_on": runs_on[0]},
+        "b": {"model": str(model_b), "backend": target_b, "runs_on": runs_on[1]},
+        "outputs": detection_differences(*results),
+        **metric_differences(*metrics),
+    }
+    _save_comparison(report, out_dir / f"compare_{Path(data).stem}_{names[0]}_vs_{names[1]}.json")
+
+
+def _save_comparison(report: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2) + "\n")
-    outputs = report["outputs"]
-    click.echo(
-        f"A {target_a} ({model.name}) vs B {target_b} ({model_b.name}) on {source.name}: "
-        f"{outputs['frames_compared']} frames, {outputs['visibility_disagreements']} visibility disagreements, "
-        f"position difference max {outputs['position_diff_max_px']:.2f} px, "
-        f"mean {outputs['position_diff_mean_px']:.2f} px"
-    )
+    a, b = report["a"], report["b"]
+    click.echo(f"A {a['backend']} ({Path(a['model']).name}) vs B {b['backend']} ({Path(b['model']).name})")
+    click.echo("  outputs: " + ", ".join(f"{name} {value:.4g}" for name, value in report["outputs"].items()))
     for name, row in report.get("metrics", {}).items():
         click.echo(
             f"  {name}: A {row['a']:.4f}, B {row['b']:.4f}, difference {row['difference']:+.4f} ({row['verdict']})"

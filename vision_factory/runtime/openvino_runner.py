@@ -15,6 +15,7 @@ from ..parameters import Parameter, with_defaults
 from .runner import Logger, TensorInfo, default_cache_dir, model_file
 
 PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
+PRECISIONS = ("f32", "bf16", "f16", "")
 VIRTUAL_DEVICES = ("AUTO", "MULTI", "HETERO", "BATCH")  # they pick among the real devices themselves
 
 
@@ -43,6 +44,8 @@ class OpenVinoRunner:
         Parameter("device", "CPU", "OpenVINO device: CPU, GPU, GPU.1, NPU or AUTO", launch_argument=True),
         Parameter("performance_hint", "LATENCY", f"OpenVINO performance hint: {', '.join(PERFORMANCE_HINTS)}"),
         Parameter("cache_dir", "", "compiled-model cache, default $ROS_HOME/<package>/openvino_cache"),
+        # OpenVINO runs bf16 by default on CPUs that have it; f32 keeps the model's own accuracy.
+        Parameter("inference_precision", "f32", "f32, bf16, f16, or '' for the device's default"),
         Parameter("inference_threads", 0, "CPU inference threads, 0 = OpenVINO decides"),
     )
 
@@ -52,12 +55,15 @@ class OpenVinoRunner:
         device: str = "CPU",
         performance_hint: str = "LATENCY",
         cache_dir: str = "",
+        inference_precision: str = "f32",
         inference_threads: int = 0,
     ):
         ov = _openvino()
         path = model_file(model_path)
         if performance_hint not in PERFORMANCE_HINTS:
             raise ValueError(f"performance_hint '{performance_hint}' is not one of {', '.join(PERFORMANCE_HINTS)}")
+        if inference_precision not in PRECISIONS:
+            raise ValueError(f"inference_precision '{inference_precision}' is not one of f32, bf16, f16 or ''")
         if inference_threads < 0:
             raise ValueError(f"inference_threads must be >= 0, got {inference_threads}")
         core = ov.Core()
@@ -72,12 +78,15 @@ class OpenVinoRunner:
         config: dict[str, Any] = {"PERFORMANCE_HINT": performance_hint}
         if inference_threads:
             config["INFERENCE_NUM_THREADS"] = inference_threads
+        if inference_precision:
+            config["INFERENCE_PRECISION_HINT"] = inference_precision
         try:
             self.compiled = core.compile_model(model, device, config)
         except Exception as exc:
             raise RuntimeError(f"OpenVINO cannot compile {path.name} for {device}: {exc}") from exc
         self.request = self.compiled.create_infer_request()
         self.device = device
+        self.precision = self.compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
         self.version = ov.__version__
         self.inputs = [_tensor(port) for port in model.inputs]
         self.outputs = [_tensor(port) for port in model.outputs]
@@ -95,7 +104,7 @@ class OpenVinoRunner:
 
     def describe(self) -> str:
         executing = ", ".join(self.compiled.get_property("EXECUTION_DEVICES"))
-        return f"openvino {self.version} on {self.device} (executing on {executing})"
+        return f"openvino {self.version} on {self.device} (executing on {executing}, {self.precision})"
 
 
 def _check_device(device: str, available: list[str]) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..models.tracknet_stream import HEIGHT, WIDTH, TrackNetTracker
 from .bags import read_frames
+from .compare import metric_differences
 
 Row = tuple[int, int, float, float]  # Frame, Visibility, X, Y
 CASES = ("TP", "FP1", "FP2", "FN", "TN")
@@ -231,14 +232,6 @@ def _plot_curve(path: Path, curve: list[dict[str, float]]) -> Path:
     return path
 
 
-VERDICTS = ((0.001, "excellent"), (0.01, "good"))
-
-
-def verdict(difference: float) -> str:
-    """below 0.001 excellent, below 0.01 good, else warning."""
-    return next((name for limit, name in VERDICTS if abs(difference) < limit), "warning")
-
-
 def compare_runs(
     a: Sequence[Row], b: Sequence[Row], metrics_a: BallMetrics | None, metrics_b: BallMetrics | None
 ) -> dict[str, Any]:
@@ -257,20 +250,8 @@ def compare_runs(
     }
     report: dict[str, Any] = {"outputs": outputs}
     if metrics_a is not None and metrics_b is not None:
-        rows = {}
-        for name in ("accuracy", "precision", "recall", "f1"):
-            value_a, value_b = getattr(metrics_a, name), getattr(metrics_b, name)
-            rows[name] = {
-                "a": value_a,
-                "b": value_b,
-                "difference": value_b - value_a,
-                "verdict": verdict(value_b - value_a),
-            }
-        report["metrics"] = rows
-        warnings = [name for name, row in rows.items() if row["verdict"] == "warning"]
-        report["verdict"] = (
-            f"warning: {', '.join(warnings)} differ by 0.01 or more"
-            if warnings
-            else ("good" if any(row["verdict"] == "good" for row in rows.values()) else "excellent")
+        names = ("accuracy", "precision", "recall", "f1")
+        report |= metric_differences(
+            {name: getattr(metrics_a, name) for name in names}, {name: getattr(metrics_b, name) for name in names}
         )
     return report

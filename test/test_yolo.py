@@ -198,3 +198,14 @@ def test_openvino_precision_is_a_checked_parameter(tmp_path):
     assert "f32" in OpenVinoRunner.load(model, {"inference_precision": "f32"}, None).describe()
     with pytest.raises(ValueError, match="inference_precision 'fp8' is not one of"):
         OpenVinoRunner.load(model, {"inference_precision": "fp8"}, None)
+
+
+@_needs(SHAPES_MODEL)
+def test_bench_times_the_yolo_pipeline(tmp_path):
+    arguments = ["bench", str(SHAPES_MODEL), "--backends", "onnx:cpu", "--runs", "10", "--model-type", "yolo"]
+    result = CliRunner().invoke(main, [*arguments, "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    (record,) = json.loads((tmp_path / "bench.json").read_text())["results"]
+    pipeline = record["pipeline"]
+    assert pipeline["frame_size"] == "1280x720"
+    assert all(pipeline[stage] > 0 for stage in ("preprocess_ms", "inference_ms", "postprocess_ms", "fps"))

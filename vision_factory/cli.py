@@ -307,7 +307,11 @@ def _check_model_family(model_file: Path, family_name: str) -> None:
 )
 @click.option("--runs", default=100, show_default=True, help="timed runs per backend, after the warm-up")
 @click.option("--warmup", default=10, show_default=True, help="untimed runs first")
-@click.option("--model-type", type=click.Choice(["tracknet"]), help="also time the family's whole per-frame pipeline")
+@click.option(
+    "--model-type",
+    type=click.Choice(["tracknet", "yolo", "yolo_pose"]),
+    help="also time the family's whole per-frame pipeline",
+)
 @click.option("--node", is_flag=True, help="also run the ROS node on each onnx target (needs --model-type)")
 @click.option(
     "--out",

@@ -33,7 +33,7 @@ BACKENDS = {
     "tensorrt": ("tensorrt_runner", "TensorRtRunner", "precision"),
 }
 DEFAULT_TARGETS = "onnx:cpu,onnx:cuda,openvino:CPU,openvino:GPU,tensorrt:fp32"
-MODEL_TYPES = ("tracknet",)
+MODEL_TYPES = ("tracknet", "yolo", "yolo_pose")
 
 
 @dataclass
@@ -102,6 +102,30 @@ def _random_feeds(runner) -> dict[str, np.ndarray]:
     return feeds
 
 
+def _yolo_pipeline(runner, pose: bool, frames: int) -> dict[str, float]:
+    """Letterbox, inference and decoding per 1280x720 frame (a real photo, resized), YOLO detect or pose."""
+    import cv2
+    import matplotlib.cbook
+
+    from ..models.yolo import YoloDetector, letterbox
+
+    photo = cv2.imread(str(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)))
+    frame = cv2.resize(photo, (1280, 720))
+    detector = YoloDetector(runner, pose=pose)
+    stages = {"preprocess_ms": [], "inference_ms": [], "postprocess_ms": []}
+    for _ in range(frames):
+        start = time.perf_counter()
+        tensor, box = letterbox(frame, detector.size, detector.dynamic)
+        stages["preprocess_ms"].append(time.perf_counter() - start)
+        output = runner.run({runner.inputs[0].name: tensor})[0][0]
+        stages["inference_ms"].append(time.perf_counter() - start - stages["preprocess_ms"][-1])
+        begin = time.perf_counter()
+        detector.decode(output if output.shape[0] == detector.channels else output.T, box)
+        stages["postprocess_ms"].append(time.perf_counter() - begin)
+    split = {name: 1000 * float(np.median(values)) for name, values in stages.items()}
+    return {"frame_size": "1280x720", **split, "fps": 1000.0 / sum(split.values())}
+
+
 def _pipeline(runner, model: Path, frames: int) -> tuple[list[float], dict[str, float]]:
     """Per-frame latency of the whole TrackNet pipeline on synthetic 1280x720 frames, and its stage split."""
     from ..generator.inspect_model import recognise, summarize
@@ -160,6 +184,8 @@ def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | 
         setattr(result, name, value)
     if model_type == "tracknet":
         _, result.pipeline = _pipeline(runner, model, runs)
+    elif model_type in ("yolo", "yolo_pose"):
+        result.pipeline = _yolo_pipeline(runner, model_type == "yolo_pose", runs)
     result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
 

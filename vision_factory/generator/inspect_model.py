@@ -5,7 +5,6 @@ Uses the ``onnx`` package only, never a runtime: inspecting a model must work wh
 
 from __future__ import annotations
 
-import ast
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import onnx
 from onnx import helper
 
 from ..models.tracknet_stream import BG_MODES, FEATURE_CHANNELS, HEIGHT, WIDTH
+from ..models.yolo import class_names, metadata_literal
 
 Dim = int | str | None  # fixed size, named dynamic size (dim_param), unknown
 
@@ -150,16 +150,6 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def _literal(text: str | None) -> object:
-    """A Python literal written into metadata by Ultralytics, parsed without running code."""
-    if text is None:
-        return None
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
-
-
 def _batch_ok(dim: Dim) -> bool:
     return dim == 1 or not isinstance(dim, int)
 
@@ -284,16 +274,6 @@ def _yolo_output(summary: ModelSummary) -> tuple[int, bool] | None:
     return None
 
 
-def _class_names(metadata: dict[str, str]) -> list[str]:
-    """Ultralytics' ``names``, "{0: 'person', 1: 'bicycle'}", as a list in class order; [] when absent."""
-    names = _literal(metadata.get("names"))
-    if isinstance(names, dict) and all(isinstance(key, int) for key in names):
-        return [str(names[key]) for key in sorted(names)]
-    if isinstance(names, list | tuple):
-        return [str(name) for name in names]
-    return []
-
-
 def _end2end(metadata: dict[str, str]) -> bool:
     return metadata.get("end2end", "").lower() == "true"
 
@@ -310,8 +290,8 @@ def _yolo_pose(summary: ModelSummary) -> Recognition | None:
     if _end2end(metadata):
         return None
     image, output = _image_input(summary), _yolo_output(summary)
-    names = _class_names(metadata)
-    kpt_shape = _literal(metadata.get("kpt_shape"))
+    names = class_names(metadata)
+    kpt_shape = metadata_literal(metadata, "kpt_shape")
     if not (isinstance(kpt_shape, list | tuple) and len(kpt_shape) == 2 and all(isinstance(n, int) for n in kpt_shape)):
         kpt_shape = None
     by_metadata = metadata.get("task") == "pose" or kpt_shape is not None
@@ -367,7 +347,7 @@ def _yolo(summary: ModelSummary) -> Recognition | None:
         return None
     channels, transposed = output
     classes = channels - 4
-    names = _class_names(metadata)
+    names = class_names(metadata)
     out = summary.outputs[0]
     layout = "[1, N, 4 + classes]" if transposed else "[1, 4 + classes, N]"
     reason = (

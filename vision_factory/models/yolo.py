@@ -94,13 +94,25 @@ class Detection:
         return record
 
 
-def class_names(metadata: dict[str, str], count: int) -> list[str]:
-    """Names from Ultralytics' ``names`` metadata ("{0: 'person', ...}"), else class_<i>."""
+def metadata_literal(metadata: dict[str, str], key: str) -> object:
+    """A Python literal Ultralytics wrote into the model's metadata, parsed without running code; None if absent."""
+    text = metadata.get(key)
+    if text is None:
+        return None
     try:
-        names = ast.literal_eval(metadata.get("names", "{}"))
-    except (ValueError, SyntaxError):
-        names = {}
-    return [str(names.get(i, f"class_{i}")) if isinstance(names, dict) else f"class_{i}" for i in range(count)]
+        return ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def class_names(metadata: dict[str, str]) -> list[str]:
+    """Ultralytics' ``names``, "{0: 'person', 1: 'bicycle'}", as a list in class order; [] when absent."""
+    names = metadata_literal(metadata, "names")
+    if isinstance(names, dict) and all(isinstance(key, int) for key in names):
+        return [str(names[key]) for key in sorted(names)]
+    if isinstance(names, list | tuple):
+        return [str(name) for name in names]
+    return []
 
 
 class YoloDetector:
@@ -123,7 +135,7 @@ class YoloDetector:
         self.size = (image_size, image_size) if self.dynamic else (fixed[0], fixed[1])
         self.pose, self.confidence, self.iou = pose, confidence, iou
         self.max_detections, self.classes = max_detections, classes
-        kpt_shape = ast.literal_eval(runner.metadata.get("kpt_shape", "[17, 3]")) if pose else [0, 0]
+        kpt_shape = (metadata_literal(runner.metadata, "kpt_shape") or [17, 3]) if pose else [0, 0]
         self.keypoint_count, self.keypoint_dims = int(kpt_shape[0]), int(kpt_shape[1])
         channels = runner.outputs[0].shape[1:]
         extra = self.keypoint_count * self.keypoint_dims
@@ -134,7 +146,8 @@ class YoloDetector:
         self.class_count = self.channels - 4 - extra
         if self.class_count < 1:
             raise ValueError(f"output has {self.channels} channels: too few for 4 box values plus classes")
-        self.names = class_names(runner.metadata, self.class_count)
+        names = class_names(runner.metadata)
+        self.names = [names[i] if i < len(names) else f"class_{i}" for i in range(self.class_count)]
         self._input = runner.inputs[0].name
 
     def detect(self, image_bgr: np.ndarray) -> list[Detection]:

@@ -263,11 +263,12 @@ def generate(
       vision-factory generate --model tracknet --backend tensorrt --package-name court_tracker_trt \\
           --out ~/ws/src --model-file tracknet.onnx --zip
     """
+    from .generator.inspect_model import require_family
     from .generator.package import GeneratorError, write_package
 
     try:
         if model_file is not None:
-            _check_model_family(model_file, family_name)
+            require_family(model_file, family_name)
         target = write_package(
             family_name,
             backend_name,
@@ -283,17 +284,6 @@ def generate(
         raise click.ClickException(str(exc)) from exc
     click.echo(f"wrote {target}" + (f" and {target}.zip" if make_zip else ""))
     click.echo(f"next: colcon build --packages-select {package_name} (from the workspace root), then see its README.md")
-
-
-def _check_model_family(model_file: Path, family_name: str) -> None:
-    from .generator.inspect_model import recognise, summarize
-
-    recognition = recognise(summarize(model_file))
-    if recognition.family != family_name:
-        raise ValueError(
-            f"{model_file} looks like a {recognition.family} model, not {family_name}: {recognition.reason}; "
-            f"use --model {recognition.family} if that family exists (`vision-factory models`), or another file"
-        )
 
 
 @main.command()
@@ -462,13 +452,11 @@ def _evaluate_coco(
 
 
 def _track(model: Path, source: Path, target: str, median_warmup: int, heatmap_threshold: float):
-    from .generator.inspect_model import recognise, summarize
+    from .generator.inspect_model import require_family
     from .tools.ball_eval import run_tracker
     from .tools.bench import load_target
 
-    recognition = recognise(summarize(model))
-    if recognition.family != "tracknet":
-        raise ValueError(f"{model} looks like a {recognition.family} model, not tracknet: {recognition.reason}")
+    recognition = require_family(model, "tracknet")
     bg_mode = recognition.details.get("bg_mode") or ""
     warmup = median_warmup if bg_mode else 0
     runner = load_target(target, model)

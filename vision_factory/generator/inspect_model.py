@@ -75,6 +75,16 @@ def recognise(summary: ModelSummary) -> Recognition:
     return _unknown(summary)
 
 
+def require_family(path: str | Path, family: str) -> Recognition:
+    """The recognition of the model at ``path``; a ValueError when it looks like another family."""
+    recognition = recognise(summarize(path))
+    if recognition.family != family:
+        raise ValueError(
+            f"{path} looks like a {recognition.family} model, not {family}: {recognition.reason}; give a {family} model"
+        )
+    return recognition
+
+
 def describe(summary: ModelSummary, recognition: Recognition) -> str:
     """The text ``vision-factory inspect`` prints."""
     lines = [

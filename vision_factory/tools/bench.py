@@ -128,10 +128,10 @@ def _yolo_pipeline(runner, pose: bool, frames: int) -> dict[str, float]:
 
 def _pipeline(runner, model: Path, frames: int) -> tuple[list[float], dict[str, float]]:
     """Per-frame latency of the whole TrackNet pipeline on synthetic 1280x720 frames, and its stage split."""
-    from ..generator.inspect_model import recognise, summarize
+    from ..generator.inspect_model import require_family
     from ..models.tracknet_stream import TrackNetTracker
 
-    details = recognise(summarize(model)).details
+    details = require_family(model, "tracknet").details
     bg_mode = details.get("bg_mode") or ""
     tracker = TrackNetTracker(runner, details["seq_len"], bg_mode, median_warmup=8 if bg_mode else 0)
     clip = BallClip(num_frames=frames + 8, width=1280, height=720)
@@ -208,7 +208,7 @@ def _node(model: Path, result: BenchResult, bag: Path, work_dir: Path) -> dict[s
     ONNX Runtime targets run this package's node; other backends run a package generated for
     them into ``work_dir``, so what is measured is what ``generate`` ships.
     """
-    from ..generator.inspect_model import recognise, summarize
+    from ..generator.inspect_model import require_family
     from ..generator.package import node_module_name, write_package
     from ..generator.registry import backend, family
     from .replay import replay
@@ -226,7 +226,7 @@ def _node(model: Path, result: BenchResult, bag: Path, work_dir: Path) -> dict[s
             f"from {package}.{module} import main; sys.exit(main())",
         ]
 
-    details = recognise(summarize(model)).details
+    details = require_family(model, "tracknet").details
     params = {
         "model_path": str(model),
         "seq_len": str(details["seq_len"]),

@@ -151,11 +151,16 @@ class YoloDetector:
         self._input = runner.inputs[0].name
 
     def detect(self, image_bgr: np.ndarray) -> list[Detection]:
-        tensor, box = letterbox(image_bgr, self.size, self.dynamic)
+        tensor, box = self.preprocess(image_bgr)
+        return self.decode(self.infer(tensor), box)
+
+    def preprocess(self, image_bgr: np.ndarray) -> tuple[np.ndarray, Letterbox]:
+        return letterbox(image_bgr, self.size, self.dynamic)
+
+    def infer(self, tensor: np.ndarray) -> np.ndarray:
+        """The raw output as [C, N]."""
         output = self.runner.run({self._input: tensor})[0][0]
-        if output.shape[0] != self.channels:  # [N, C] exports
-            output = output.T
-        return self.decode(output, box)
+        return output if output.shape[0] == self.channels else output.T  # [N, C] exports
 
     def decode(self, output: np.ndarray, box: Letterbox) -> list[Detection]:
         """[C, N] raw output -> detections in frame pixels."""

@@ -107,21 +107,22 @@ def _yolo_pipeline(runner, pose: bool, frames: int) -> dict[str, float]:
     import cv2
     import matplotlib.cbook
 
-    from ..models.yolo import YoloDetector, letterbox
+    from ..models.yolo import YoloDetector
 
     photo = cv2.imread(str(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)))
     frame = cv2.resize(photo, (1280, 720))
     detector = YoloDetector(runner, pose=pose)
     stages = {"preprocess_ms": [], "inference_ms": [], "postprocess_ms": []}
     for _ in range(frames):
-        start = time.perf_counter()
-        tensor, box = letterbox(frame, detector.size, detector.dynamic)
-        stages["preprocess_ms"].append(time.perf_counter() - start)
-        output = runner.run({runner.inputs[0].name: tensor})[0][0]
-        stages["inference_ms"].append(time.perf_counter() - start - stages["preprocess_ms"][-1])
-        begin = time.perf_counter()
-        detector.decode(output if output.shape[0] == detector.channels else output.T, box)
-        stages["postprocess_ms"].append(time.perf_counter() - begin)
+        times = [time.perf_counter()]
+        tensor, box = detector.preprocess(frame)
+        times.append(time.perf_counter())
+        output = detector.infer(tensor)
+        times.append(time.perf_counter())
+        detector.decode(output, box)
+        times.append(time.perf_counter())
+        for name, start, end in zip(stages, times, times[1:]):
+            stages[name].append(end - start)
     split = {name: 1000 * float(np.median(values)) for name, values in stages.items()}
     return {"frame_size": "1280x720", **split, "fps": 1000.0 / sum(split.values())}
 

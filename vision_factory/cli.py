@@ -424,22 +424,19 @@ def evaluate_command(
 def _evaluate_coco(
     model_type: str, data: Path, predictions: Path | None, model: Path | None, target: str, out_dir: Path
 ) -> None:
-    from .models.yolo import YoloDetector
-    from .tools.bench import load_target
-    from .tools.coco_eval import IOU_TYPES, annotation_file, evaluate_coco, predict_coco
+    from .tools.coco_eval import IOU_TYPES, annotation_file, evaluate_coco, run_and_score
 
-    iou_type = IOU_TYPES[model_type]
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        if predictions is None:
-            if model is None or model_type not in ("yolo", "yolo_pose"):
-                raise click.UsageError(
-                    "give --predictions (a COCO results JSON), or --model for yolo / yolo_pose to run it over --data"
-                )
-            detector = YoloDetector(load_target(target, model), model_type == "yolo_pose", confidence=0.001)
+        if predictions is not None:
+            metrics = evaluate_coco(annotation_file(data), predictions, IOU_TYPES[model_type])
+        elif model is not None and model_type in ("yolo", "yolo_pose"):
             predictions = out_dir / "predictions.json"
-            predictions.write_text(json.dumps(predict_coco(detector, data, iou_type)))
-        metrics = evaluate_coco(annotation_file(data), predictions, iou_type)
+            _, metrics, _ = run_and_score(model_type, model, target, data, predictions)
+        else:
+            raise click.UsageError(
+                "give --predictions (a COCO results JSON), or --model for yolo / yolo_pose to run it over --data"
+            )
     except (ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
     record = {"model_type": model_type, "data": str(data), "predictions": str(predictions), "metrics": metrics}
@@ -537,25 +534,21 @@ def compare(
 def _compare_detections(
     model_type: str, model: Path, model_b: Path, target_a: str, target_b: str, data: Path | None, out_dir: Path
 ) -> None:
-    from .models.yolo import YoloDetector
-    from .tools.bench import load_target
-    from .tools.coco_eval import IOU_TYPES, annotation_file, evaluate_coco, predict_coco
+    from .tools.coco_eval import run_and_score
     from .tools.compare import detection_differences, metric_differences
 
     if data is None:
         raise click.UsageError(f"{model_type} needs --data, the COCO data set both configurations run over")
-    iou_type, configurations = IOU_TYPES[model_type], ((model, target_a), (model_b, target_b))
+    configurations = ((model, target_a), (model_b, target_b))
     out_dir.mkdir(parents=True, exist_ok=True)
     names = [f"{m.stem}-{t.replace(':', '-')}" for m, t in configurations]
     try:
-        results, metrics, runs_on = [], [], []
-        for (path, target), name in zip(configurations, names):
-            runner = load_target(target, path)
-            runs_on.append(runner.describe())
-            results.append(predict_coco(YoloDetector(runner, model_type == "yolo_pose", 0.001), data, iou_type))
-            predictions = out_dir / f"predictions_{name}.json"
-            predictions.write_text(json.dumps(results[-1]))
-            metrics.append(evaluate_coco(annotation_file(data), predictions, iou_type))
+        results, metrics, runs_on = zip(
+            *(
+                run_and_score(model_type, path, target, data, out_dir / f"predictions_{name}.json")
+                for (path, target), name in zip(configurations, names)
+            )
+        )
     except (ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
     report = {

@@ -90,3 +90,18 @@ def predict_coco(detector, data: Path, iou_type: str) -> list[dict[str, Any]]:
                 result["keypoints"] = [value for point in detection.keypoints for value in point]
             results.append(result)
     return results
+
+
+def run_and_score(
+    model_type: str, model: Path, target: str, data: Path, predictions: Path
+) -> tuple[list[dict[str, Any]], dict[str, float], str]:
+    """A yolo / yolo_pose model on ``target`` over the data set at validation confidence (0.001):
+    its COCO results (also written to ``predictions``), their metrics, and what it ran on."""
+    from ..models.yolo import YoloDetector
+    from .bench import load_target
+
+    runner = load_target(target, model)
+    iou_type = IOU_TYPES[model_type]
+    results = predict_coco(YoloDetector(runner, model_type == "yolo_pose", confidence=0.001), data, iou_type)
+    predictions.write_text(json.dumps(results))
+    return results, evaluate_coco(annotation_file(data), predictions, iou_type), runner.describe()

@@ -31,20 +31,18 @@ def _eval(tmp_path, *arguments):
     return result, tmp_path / "eval"
 
 
-def test_every_case_on_hand_built_csvs(tmp_path):
-    write_ball_csv(tmp_path / "truth.csv", TRUTH)
-    write_ball_csv(tmp_path / "pred.csv", PREDICTIONS)
-    result, out = _eval(
-        tmp_path,
-        "--data",
-        str(tmp_path / "truth.csv"),
-        "--predictions",
-        str(tmp_path / "pred.csv"),
-        "--frame-size",
-        "512x288",
-    )
+def _score_csvs(tmp_path, truth, predictions, frame_size: str):
+    """eval on two ball CSVs; the metrics and the output folder."""
+    write_ball_csv(tmp_path / "truth.csv", truth)
+    write_ball_csv(tmp_path / "pred.csv", predictions)
+    arguments = ["--data", str(tmp_path / "truth.csv"), "--predictions", str(tmp_path / "pred.csv")]
+    result, out = _eval(tmp_path, *arguments, "--frame-size", frame_size)
     assert result.exit_code == 0, result.output
-    metrics = json.loads((out / "eval.json").read_text())["metrics"]
+    return json.loads((out / "eval.json").read_text())["metrics"], out
+
+
+def test_every_case_on_hand_built_csvs(tmp_path):
+    metrics, out = _score_csvs(tmp_path, TRUTH, PREDICTIONS, "512x288")
     assert metrics["counts"] == {"TP": 2, "FP1": 1, "FP2": 1, "FN": 2, "TN": 1}
     assert metrics["accuracy"] == pytest.approx(3 / 7)
     assert metrics["precision"] == pytest.approx(2 / 4)
@@ -58,19 +56,9 @@ def test_every_case_on_hand_built_csvs(tmp_path):
 
 def test_distances_are_measured_in_512x288(tmp_path):
     # 1280x720 frames: 10 image px across are 4 input px (TP), 12.5 are 5 (FP1).
-    write_ball_csv(tmp_path / "truth.csv", [(0, 1, 100, 100), (1, 1, 100, 100)])
-    write_ball_csv(tmp_path / "pred.csv", [(0, 1, 110, 100), (1, 1, 112.5, 100)])
-    result, out = _eval(
-        tmp_path,
-        "--data",
-        str(tmp_path / "truth.csv"),
-        "--predictions",
-        str(tmp_path / "pred.csv"),
-        "--frame-size",
-        "1280x720",
-    )
-    assert result.exit_code == 0, result.output
-    assert json.loads((out / "eval.json").read_text())["metrics"]["counts"] == {
+    truth, predictions = [(0, 1, 100, 100), (1, 1, 100, 100)], [(0, 1, 110, 100), (1, 1, 112.5, 100)]
+    metrics, _ = _score_csvs(tmp_path, truth, predictions, "1280x720")
+    assert metrics["counts"] == {
         "TP": 1,
         "FP1": 1,
         "FP2": 0,

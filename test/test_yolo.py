@@ -17,7 +17,8 @@ from conftest import SHARED
 from onnx import TensorProto, helper, numpy_helper
 
 from vision_factory.cli import main
-from vision_factory.models.yolo import PAD_VALUE, YoloDetector, letterbox, nms
+from vision_factory.models.detections import nms
+from vision_factory.models.yolo import PAD_VALUE, YoloDetector, letterbox
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.coco_eval import evaluate_coco
 

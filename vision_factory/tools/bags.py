@@ -20,9 +20,17 @@ class BagError(ValueError):
 
 
 def _typestore():
-    from rosbags.typesys import Stores, get_typestore
+    """Kilted's standard types, plus vision_msgs (not among them) from this package's definitions."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
-    return get_typestore(Stores.ROS2_KILTED)
+    from ..share import share_path
+
+    store = get_typestore(Stores.ROS2_KILTED)
+    types = {}
+    for path in sorted(share_path("interfaces", "vision_msgs", "msg").glob("*.msg")):
+        types.update(get_types_from_msg(path.read_text(), f"vision_msgs/msg/{path.stem}"))
+    store.register(types)
+    return store
 
 
 @dataclass(frozen=True)

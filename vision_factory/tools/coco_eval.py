@@ -10,6 +10,8 @@ from typing import Any
 
 # model family -> COCO iouType
 IOU_TYPES = {"yolo": "bbox", "fasterrcnn": "bbox", "yolo_pose": "keypoints", "rtmpose": "keypoints"}
+# Families run_and_score can run from one model file (rtmpose needs a person detector too).
+SINGLE_MODEL_FAMILIES = ("yolo", "yolo_pose", "fasterrcnn")
 
 
 def _load_json(path: Path, what: str) -> Any:
@@ -63,7 +65,7 @@ def annotation_file(data: Path) -> Path:
 
 
 def predict_coco(detector, data: Path, iou_type: str) -> list[dict[str, Any]]:
-    """COCO results of ``detector`` (a YoloDetector) over every image of the data set.
+    """COCO results of ``detector`` (any Detector) over every image of the data set.
 
     Images are looked up beside the annotation file, directly or under images/. Classes map to
     categories by name, else by position.
@@ -95,13 +97,15 @@ def predict_coco(detector, data: Path, iou_type: str) -> list[dict[str, Any]]:
 def run_and_score(
     model_type: str, model: Path, target: str, data: Path, predictions: Path
 ) -> tuple[list[dict[str, Any]], dict[str, float], str]:
-    """A yolo / yolo_pose model on ``target`` over the data set at validation confidence (0.001):
+    """A yolo / yolo_pose / fasterrcnn model on ``target`` over the data set at validation confidence (0.001):
     its COCO results (also written to ``predictions``), their metrics, and what it ran on."""
-    from ..models.yolo import YoloDetector
+    from ..models.factory import make_detector
     from .bench import load_target
 
+    if model_type not in SINGLE_MODEL_FAMILIES:
+        raise ValueError(f"{model_type} cannot run over a data set on its own: give its predictions instead")
     runner = load_target(target, model)
     iou_type = IOU_TYPES[model_type]
-    results = predict_coco(YoloDetector(runner, model_type == "yolo_pose", confidence=0.001), data, iou_type)
+    results = predict_coco(make_detector(model_type, runner, confidence=0.001), data, iou_type)
     predictions.write_text(json.dumps(results))
     return results, evaluate_coco(annotation_file(data), predictions, iou_type), runner.describe()

@@ -35,6 +35,8 @@ setup(
         *share_files("launch"),
         *share_files("config"),
         *share_files("templates"),
+        # vision_msgs sources for `vision-factory install-vision-msgs` (pip-only machines; a distro uses rosdep).
+        *share_files("interfaces"),
     ],
     python_requires=">=3.10",
     install_requires=[
@@ -49,7 +51,9 @@ setup(
         "rosbags",
     ],
     extras_require={
-        # ROS 2 from PyPI wheels, for machines without a ROS distribution.
+        # ROS 2 from PyPI wheels, for machines without a ROS distribution. vision_msgs has no wheel: after this,
+        # `vision-factory install-vision-msgs` builds it, installing the rosidl toolchain wheels it needs with pins
+        # matching the ros-rclpy release pip chose here (an extra could not follow it), see tools/interfaces.py.
         "ros": ROS_WHEELS,
         # Exactly one ONNX Runtime: both install the same 'onnxruntime' module.
         "cpu": ["onnxruntime"],
@@ -69,6 +73,10 @@ setup(
         "console_scripts": [
             "vision-factory = vision_factory.cli:main",
             "tracknet_node = vision_factory.tracknet_onnx_node:main",
+            "yolo_node = vision_factory.yolo_onnx_node:main",
+            "yolo_pose_node = vision_factory.yolo_pose_onnx_node:main",
+            "fasterrcnn_node = vision_factory.fasterrcnn_onnx_node:main",
+            "rtmpose_node = vision_factory.rtmpose_onnx_node:main",
         ],
     },
 )

@@ -15,12 +15,19 @@ RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 
 
 class NodeProcess:
-    """tracknet_node in a subprocess under a private namespace; its log goes to a file."""
+    """A node (default: tracknet_node) in a subprocess under a private namespace; its log goes to a file."""
 
-    def __init__(self, log_dir: Path, params: dict[str, str], params_file: Path | None = None, namespace: str = "/t"):
+    def __init__(
+        self,
+        log_dir: Path,
+        params: dict[str, str],
+        params_file: Path | None = None,
+        namespace: str = "/t",
+        module: str = "vision_factory.tracknet_onnx_node",
+    ):
         self.namespace = namespace
         self.log_path = log_dir / "node.log"
-        command = [sys.executable, "-m", "vision_factory.tracknet_onnx_node", "--ros-args", "-r", f"__ns:={namespace}"]
+        command = [sys.executable, "-m", module, "--ros-args", "-r", f"__ns:={namespace}"]
         if params_file:
             command += ["--params-file", str(params_file)]
         for key, value in params.items():

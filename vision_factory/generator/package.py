@@ -26,7 +26,7 @@ from pathlib import Path
 from .. import __version__
 from ..parameters import Parameter
 from ..share import share_path
-from .registry import BACKENDS, BackendSpec, FamilySpec, backend, family
+from .registry import BACKENDS, FAMILIES, BackendSpec, FamilySpec, backend, family
 from .render import render
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent  # vision_factory/
@@ -38,6 +38,7 @@ ABOUT_DEFAULTS = {
     "license": "Apache-2.0",
 }
 ROS_WHEELS = {"rclpy": "ros-rclpy", "rcl_interfaces": "ros-rcl-interfaces"}  # others: ros-<name with dashes>
+NO_WHEEL = ("vision_msgs",)  # built on pip-only machines by `vision-factory install-vision-msgs`
 
 
 class GeneratorError(ValueError):
@@ -108,13 +109,14 @@ def own_files() -> Iterator[tuple[str, str, str]]:
     for spec in BACKENDS.values():
         template = f"runners/{spec.template}"
         yield f"vision_factory/runtime/{spec.runner_module}.py", template, render(template)
-    context = template_context(family("tracknet"), backend("onnx"), "vision_factory")
-    for path, template in (
-        (f"vision_factory/{context['node_module']}.py", "package/node.py.j2"),
-        (f"launch/{context['launch_file']}", "package/launch.py.j2"),
-        (f"config/{context['config_file']}", "package/config.yaml.j2"),
-    ):
-        yield path, template, render(template, **context)
+    for name in FAMILIES:
+        context = template_context(family(name), backend("onnx"), "vision_factory")
+        for path, template in (
+            (f"vision_factory/{context['node_module']}.py", "package/node.py.j2"),
+            (f"launch/{context['launch_file']}", "package/launch.py.j2"),
+            (f"config/{context['config_file']}", "package/config.yaml.j2"),
+        ):
+            yield path, template, render(template, **context)
 
 
 def _relative_imports(path: Path) -> set[Path]:
@@ -170,7 +172,9 @@ def package_files(family_name: str, backend_name: str, package: str, **about: st
             f"family '{spec.name}' does not support backend '{backend_spec.name}': use {', '.join(spec.backends)}"
         )
     context = template_context(spec, backend_spec, package, **about)
-    context["ros_wheels"] = [_ros_wheel(name) for name in spec.ros_dependencies] + ["ros-rmw-fastrtps-cpp"]
+    wheels = [_ros_wheel(name) for name in spec.ros_dependencies if name not in NO_WHEEL]
+    context["ros_wheels"] = wheels + ["ros-rmw-fastrtps-cpp"]
+    context["built_interfaces"] = [name for name in spec.ros_dependencies if name in NO_WHEEL]
     files: dict[str, str | bytes] = {}
     for relative in copied_modules(spec, backend_spec):
         files[f"{package}/{relative}"] = (SOURCE_ROOT / relative).read_bytes()

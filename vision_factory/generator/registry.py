@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from ..parameters import IMAGE_INPUT_PARAMETERS, Parameter
 
+IMAGE_INPUTS = ("image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage)",)
+
 
 @dataclass(frozen=True)
 class BackendSpec:
@@ -38,16 +40,18 @@ class FamilySpec:
     node_module: str  # module under ros/ with run(RunnerClass)
     node_name: str
     executable: str
-    parameters_module: str  # module under vision_factory/ whose PARAMETERS the node declares
+    parameters_module: str  # module under vision_factory/ holding the node's parameter list
+    parameters_name: str  # that list's name in it
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     ros_dependencies: tuple[str, ...]
     backends: tuple[str, ...]
+    model_type: str = ""  # passed to the node module's run() when it serves several families
 
     @property
     def parameters(self) -> tuple[Parameter, ...]:
         module = importlib.import_module(f"vision_factory.{self.parameters_module}")
-        return (*module.PARAMETERS, *IMAGE_INPUT_PARAMETERS)
+        return (*getattr(module, self.parameters_name), *IMAGE_INPUT_PARAMETERS)
 
 
 BACKENDS: dict[str, BackendSpec] = {
@@ -97,7 +101,8 @@ FAMILIES: dict[str, FamilySpec] = {
             node_name="tracknet",
             executable="tracknet_node",
             parameters_module="models.ball_stream",
-            inputs=("image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage)",),
+            parameters_name="PARAMETERS",
+            inputs=IMAGE_INPUTS,
             outputs=(
                 "ball (geometry_msgs/PointStamped: pixels, z = visibility)",
                 "ball_markers (visualization_msgs/MarkerArray, when subscribed)",
@@ -112,6 +117,56 @@ FAMILIES: dict[str, FamilySpec] = {
                 "visualization_msgs",
             ),
             backends=("onnx", "openvino", "tensorrt"),
+        ),
+        *(
+            FamilySpec(
+                name=name,
+                summary=summary,
+                node_module="detection_node",
+                node_name=name,
+                executable=f"{name}_node",
+                parameters_module="models.detection_parameters",
+                parameters_name=f"{name.upper()}_PARAMETERS",
+                inputs=inputs,
+                outputs=(
+                    f"{output} (vision_msgs/Detection2DArray, one per frame, stamped with its header)",
+                    "labels (vision_msgs/LabelInfo, transient local: the class map)",
+                    *(("pose_markers (visualization_msgs/MarkerArray skeleton, when subscribed)",) if pose else ()),
+                    "debug_image (sensor_msgs/Image, when subscribed)",
+                ),
+                ros_dependencies=(
+                    "rclpy",
+                    "rcl_interfaces",
+                    "std_msgs",
+                    "sensor_msgs",
+                    "geometry_msgs",
+                    "visualization_msgs",
+                    "vision_msgs",
+                ),
+                backends=("onnx", "openvino", "tensorrt"),
+                model_type=name,
+            )
+            for name, summary, output, pose, inputs in (
+                ("yolo", "YOLO object detection (Ultralytics export)", "detections", False, IMAGE_INPUTS),
+                ("yolo_pose", "YOLO-pose human pose estimation (Ultralytics export)", "poses", True, IMAGE_INPUTS),
+                (
+                    "fasterrcnn",
+                    "object detection with boxes, scores and labels outputs (FasterRCNN-style)",
+                    "detections",
+                    False,
+                    IMAGE_INPUTS,
+                ),
+                (
+                    "rtmpose",
+                    "top-down RTMPose human pose estimation on person boxes",
+                    "poses",
+                    True,
+                    (
+                        *IMAGE_INPUTS,
+                        "person_detections (vision_msgs/Detection2DArray, with person_source topic)",
+                    ),
+                ),
+            )
         ),
     )
 }

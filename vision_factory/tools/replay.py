@@ -25,10 +25,26 @@ class NodeSpec:
     module: str  # run as `python -m module`
     outputs: dict[str, str]  # relative output topic -> message type
     main_output: str  # one message per input frame on this topic
+    parameters: dict[str, str] = field(default_factory=dict)  # replay's own overrides
 
 
+DETECTIONS = "vision_msgs/msg/Detection2DArray"
 NODES = {
-    "tracknet": NodeSpec("vision_factory.tracknet_onnx_node", {"ball": "geometry_msgs/msg/PointStamped"}, "ball"),
+    "tracknet": NodeSpec(
+        "vision_factory.tracknet_onnx_node",
+        {"ball": "geometry_msgs/msg/PointStamped"},
+        "ball",
+        {"flush_timeout": "0.5"},
+    ),
+    **{
+        family: NodeSpec(f"vision_factory.{family}_onnx_node", {output: DETECTIONS}, output)
+        for family, output in (
+            ("yolo", "detections"),
+            ("yolo_pose", "poses"),
+            ("fasterrcnn", "detections"),
+            ("rtmpose", "poses"),
+        )
+    },
 }
 
 
@@ -43,6 +59,7 @@ class ReplayResult:
     latency_ms_p99: float
     output_bag: str
     ball_csv: str | None
+    detections_json: str | None
     node_log: str
     latencies_ms: list[float] = field(default_factory=list, repr=False)
 
@@ -120,7 +137,7 @@ def replay(
     overrides = {
         "qos_reliability": "reliable",
         "qos_depth": str(max_in_flight),
-        "flush_timeout": "0.5",
+        **spec.parameters,
         **({"queue_size": str(max_in_flight + 1)} if rate is None else {}),
         **(params or {}),
         **({"input_transport": "compressed"} if input_topic.endswith("compressed") else {}),
@@ -207,6 +224,9 @@ def replay(
     ball_csv = (
         _write_ball_csv(out_dir / "ball.csv", received.get("ball", []), frame_of) if "ball" in spec.outputs else None
     )
+    detections_json = None
+    if spec.outputs[spec.main_output] == DETECTIONS:
+        detections_json = _write_detections_json(out_dir / "detections.json", received[spec.main_output], frame_of)
     latencies = [(done_frames[i] - sent_at[i]) / 1e6 for i in range(len(sent_at)) if i in done_frames]
     result = ReplayResult(
         frames_sent=len(sent_at),
@@ -218,6 +238,7 @@ def replay(
         latency_ms_p99=float(np.percentile(latencies, 99)) if latencies else float("nan"),
         output_bag=str(output_bag),
         ball_csv=str(ball_csv) if ball_csv else None,
+        detections_json=str(detections_json) if detections_json else None,
         node_log=str(log_path),
         latencies_ms=latencies,
     )
@@ -269,6 +290,23 @@ def _write_ball_csv(path: Path, items: list[tuple[int, bytes]], frame_of: dict) 
             visible = msg.point.z > 0.5
             rows[frame] = (frame, int(visible), int(round(msg.point.x)), int(round(msg.point.y)))
     return write_ball_csv(path, [rows[frame] for frame in sorted(rows)])
+
+
+def _write_detections_json(path: Path, items: list[tuple[int, bytes]], frame_of: dict) -> Path:
+    """Per frame, in frame order: {"frame": i, "detections": [as `predict` writes them, class_id -1]}."""
+    from rclpy.serialization import deserialize_message
+
+    from ..ros.detection_messages import detections_from_message
+
+    frames = {}
+    for _, data in items:
+        msg = deserialize_message(data, message_class(DETECTIONS))
+        frame = frame_of.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
+        if frame is not None:
+            frames[frame] = [detection.as_dict() for detection in detections_from_message(msg)]
+    records = [{"frame": frame, "detections": frames[frame]} for frame in sorted(frames)]
+    path.write_text(json.dumps(records))
+    return path
 
 
 def _tail(path: Path, lines: int = 20) -> str:

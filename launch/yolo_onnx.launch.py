@@ -1,0 +1,118 @@
+"""Launch yolo_node: YOLO object detection (Ultralytics export).
+
+The node of vision_factory, on ONNX Runtime.
+Rendered from vision_factory's templates/package/launch.py.j2: regenerate rather than edit.
+
+Usage:
+    ros2 launch vision_factory yolo_onnx.launch.py \\
+        model_path:=/models/model.onnx image_topic:=/camera/image_raw
+
+`--show-args` lists every argument. Parameters that are not arguments come from params_file
+(default: config/yolo_onnx.yaml); the arguments always override the same keys of that file.
+
+fastdds_profile is exported as FASTDDS_DEFAULT_PROFILES_FILE for the node. Its default is the
+variable's current value, else config/fastdds_shm.xml (shared memory for camera-sized frames,
+UDP on loopback only: export it for the camera driver too). fastdds_profile:='' keeps Fast DDS
+defaults, e.g. to reach the node from other machines.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
+from launch.conditions import IfCondition
+from launch.substitutions import EnvironmentVariable, LaunchConfiguration, NotEqualsSubstitution
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+
+PACKAGE = "vision_factory"
+
+# Node parameters that are launch arguments too: name -> (default, None when required; type; description).
+PARAMETER_ARGUMENTS: dict[str, tuple[str | None, type, str]] = {
+    "model_path": (
+        None,
+        str,
+        "model file (.onnx)",
+    ),
+    "confidence_threshold": (
+        "0.25",
+        float,
+        "detections scoring at or below this are dropped",
+    ),
+    "input_transport": (
+        "raw",
+        str,
+        "raw (sensor_msgs/Image on image) or compressed (CompressedImage on image/compressed)",
+    ),
+    "execution_provider": (
+        "cpu",
+        str,
+        "ONNX Runtime provider(s): cpu, cuda, tensorrt, openvino, rocm, dml, coreml; a list: tensorrt,cuda,cpu",
+    ),
+}
+
+
+def node_parameters() -> list:
+    """params_file, then the arguments as typed overrides (the later value wins)."""
+    # ParameterValue fixes each type: a bare substitution would be YAML-parsed, so e.g. a numeric
+    # model path would arrive as an int and seq_len:=8.0 as a double, which the node rejects.
+    overrides = {
+        name: ParameterValue(LaunchConfiguration(name), value_type=value_type)
+        for name, (_, value_type, _) in PARAMETER_ARGUMENTS.items()
+    }
+    return [LaunchConfiguration("params_file"), overrides]
+
+
+def node_remappings() -> list:
+    """The node's relative image topics onto image_topic (raw and compressed)."""
+    image_topic = LaunchConfiguration("image_topic")
+    return [("image", image_topic), ("image/compressed", [image_topic, "/compressed"])]
+
+
+def generate_launch_description() -> LaunchDescription:
+    share = get_package_share_directory(PACKAGE)
+    return LaunchDescription(
+        [
+            *(
+                DeclareLaunchArgument(name, default_value=default, description=description)
+                if default is not None
+                else DeclareLaunchArgument(name, description=description)
+                for name, (default, _, description) in PARAMETER_ARGUMENTS.items()
+            ),
+            DeclareLaunchArgument(
+                "image_topic",
+                default_value="/camera/image_raw",
+                description="camera topic; compressed input reads <image_topic>/compressed",
+            ),
+            DeclareLaunchArgument("namespace", default_value="", description="ROS namespace of the node"),
+            DeclareLaunchArgument(
+                "params_file",
+                default_value=os.path.join(share, "config", "yolo_onnx.yaml"),
+                description="YAML file with the node's other parameters",
+            ),
+            DeclareLaunchArgument(
+                "fastdds_profile",
+                default_value=EnvironmentVariable(
+                    "FASTDDS_DEFAULT_PROFILES_FILE", default_value=os.path.join(share, "config", "fastdds_shm.xml")
+                ),
+                description="Fast DDS XML profile for the node; '' keeps Fast DDS defaults (multi-machine)",
+            ),
+            SetEnvironmentVariable(
+                "FASTDDS_DEFAULT_PROFILES_FILE",
+                LaunchConfiguration("fastdds_profile"),
+                condition=IfCondition(NotEqualsSubstitution(LaunchConfiguration("fastdds_profile"), "")),
+            ),
+            Node(
+                package=PACKAGE,
+                executable="yolo_node",
+                name="yolo",
+                namespace=LaunchConfiguration("namespace"),
+                parameters=node_parameters(),
+                remappings=node_remappings(),
+                output="screen",
+            ),
+        ]
+    )

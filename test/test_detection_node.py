@@ -1,0 +1,235 @@
+"""Detection and pose nodes over real DDS: bags replayed through each family's node, the messages
+checked against the core adapters (what `predict` runs) on the same frames."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import cv2
+import numpy as np
+import pytest
+from conftest import SHARED, pypi_model
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from ros_harness import NodeProcess, Probe
+from sensor_msgs.msg import Image
+from std_msgs.msg import Header
+from test_fasterrcnn import wrap_yolo
+from test_real_models import FALL_MODEL, NUDENET_MODEL, PHOTOS, POSE_MODEL
+from test_rtmpose import spot_finder
+from vision_msgs.msg import Detection2DArray, LabelInfo
+from visualization_msgs.msg import Marker, MarkerArray
+
+from vision_factory.models.detection_parameters import PARAMETERS, detector_from_parameters
+from vision_factory.models.detections import COCO_KEYPOINTS, COCO_SKELETON, Detection
+from vision_factory.models.fasterrcnn import FasterRCNNDetector
+from vision_factory.models.yolo import YoloDetector
+from vision_factory.parameters import with_defaults
+from vision_factory.ros.detection_messages import detections_message
+from vision_factory.ros.messages import bgr_to_message
+from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.tools.bags import write_image_bag
+from vision_factory.tools.replay import replay
+
+LOG = logging.getLogger("test")
+SHAPES_IMAGES = SHARED / "data" / "shapes-val" / "images"
+
+
+def _photo_frames() -> list[np.ndarray]:
+    """Six frames of two sizes and content: the photos, mirrored, scaled, and with a second person."""
+    astronaut, grace = PHOTOS["astronaut"][0], PHOTOS["grace_hopper"][0]
+    both = np.hstack([astronaut, cv2.resize(grace, (512, 512), interpolation=cv2.INTER_AREA)])
+    return [astronaut, grace, astronaut[:, ::-1].copy(), cv2.resize(grace, (768, 900)), both, both[:, ::-1].copy()]
+
+
+def _replayed(tmp_path, frames, node: str, params: dict[str, str]) -> list[list[dict]]:
+    bag = write_image_bag(tmp_path / "bag", frames)
+    result = replay(bag, tmp_path / "out", node=node, params=params)
+    assert result.missing_frames == [], open(result.node_log).read()
+    records = json.loads(open(result.detections_json).read())
+    assert [record["frame"] for record in records] == list(range(len(frames)))  # stamps mapped back, in order
+    return [record["detections"] for record in records]
+
+
+def _same(published: list[dict], expected: list[Detection]) -> None:
+    assert [d["class_name"] for d in published] == [d.class_name for d in expected]
+    assert np.allclose([d["score"] for d in published], [d.score for d in expected], atol=1e-6)
+    assert np.allclose([d["xyxy"] for d in published], [d.xyxy for d in expected], atol=1e-6)
+    for got, want in zip(published, expected):
+        assert ("keypoints" in got) == (want.keypoints is not None)
+        if want.keypoints is not None:
+            assert np.allclose(got["keypoints"], want.keypoints, atol=1e-5)
+
+
+def test_yolo_node_publishes_what_the_detector_finds(tmp_path):
+    model = pypi_model(*NUDENET_MODEL)  # dynamic input, 18 named classes
+    frames = _photo_frames()
+    published = _replayed(tmp_path, frames, "yolo", {"model_path": str(model), "classes": "FACE_FEMALE,FACE_MALE"})
+    names = YoloDetector(OnnxRunner.load(model, {}, LOG)).names
+    faces = [names.index("FACE_FEMALE"), names.index("FACE_MALE")]
+    detector = YoloDetector(OnnxRunner.load(model, {}, LOG), image_size=0, classes=faces)
+    for frame, detections in zip(frames, published):
+        _same(detections, detector.detect(frame))
+    assert all(len(d) >= 1 for d in published[:4]) and all(len(d) >= 2 for d in published[4:])  # faces found
+
+
+def test_yolo_pose_node_publishes_keypoints_markers_labels_and_a_debug_image(tmp_path):
+    if not POSE_MODEL.is_file():
+        pytest.skip(f"{POSE_MODEL} is not there (shared models, see ../shared/models/README)")
+    module = "vision_factory.yolo_pose_onnx_node"
+    node = NodeProcess(tmp_path, {"model_path": str(POSE_MODEL), "qos_reliability": "reliable"}, module=module)
+    probe = Probe()
+    try:
+        poses = probe.subscribe(Detection2DArray, "/t/poses")
+        markers = probe.subscribe(MarkerArray, "/t/pose_markers")
+        debug = probe.subscribe(Image, "/t/debug_image")
+        publisher = probe.publisher(Image, "/t/image")
+        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, 30), node.log()
+        frame = _photo_frames()[4]  # two people
+        header = Header(frame_id="camera")
+        header.stamp.sec, header.stamp.nanosec = 12, 345
+        probe.spin_until(lambda: False, 0.5)  # let the debug and marker subscriptions match
+        publisher.publish(bgr_to_message(frame, header))
+        assert probe.spin_until(lambda: poses and markers and debug, 30), node.log()
+        # LabelInfo is transient local: a subscriber that comes late still gets the class map.
+        labels = []
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        probe.node.create_subscription(LabelInfo, "/t/labels", labels.append, latched)
+        assert probe.spin_until(lambda: labels, 10)
+    finally:
+        probe.close()
+        node.stop()
+    (message,) = poses
+    assert message.header == header
+    expected = YoloDetector(OnnxRunner.load(POSE_MODEL, {}, LOG), pose=True).detect(frame)
+    assert len(message.detections) == len(expected) >= 2
+    for item, person in zip(message.detections, expected):
+        assert item.header == header
+        assert item.results[0].hypothesis.class_id == "person"
+        assert item.results[0].hypothesis.score == pytest.approx(person.score)
+        x1, y1, x2, y2 = person.xyxy
+        assert (item.bbox.center.position.x, item.bbox.center.position.y) == pytest.approx(
+            ((x1 + x2) / 2, (y1 + y2) / 2)
+        )
+        assert (item.bbox.size_x, item.bbox.size_y) == pytest.approx((x2 - x1, y2 - y1))
+        assert [r.hypothesis.class_id for r in item.results[1:]] == list(COCO_KEYPOINTS)
+        for result, (x, y, score) in zip(item.results[1:], person.keypoints):
+            position = result.pose.pose.position
+            assert (position.x, position.y, result.hypothesis.score) == pytest.approx((x, y, score))
+    assert [(c.class_id, c.class_name) for c in labels[0].class_map] == [(0, "person")]
+    assert labels[0].threshold == pytest.approx(0.25)
+    (skeleton,) = markers
+    assert skeleton.markers[0].action == Marker.DELETEALL
+    limbs = [m for m in skeleton.markers if m.type == Marker.LINE_LIST]
+    joints = [m for m in skeleton.markers if m.type == Marker.POINTS]
+    assert len(limbs) == len(joints) == len(expected)
+    for joint, limb, person in zip(joints, limbs, expected):
+        shown = [score > 0.5 for _, _, score in person.keypoints]
+        assert len(joint.points) == sum(shown)
+        assert len(limb.points) == 2 * sum(shown[a] and shown[b] for a, b in COCO_SKELETON)
+        assert joint.header == limb.header == header
+    assert limbs[0].points  # the clearest person has limbs
+    (image,) = debug
+    assert image.header == header and (image.width, image.height) == (frame.shape[1], frame.shape[0])
+    assert not np.array_equal(np.frombuffer(image.data, np.uint8).reshape(frame.shape), frame)  # drawn on
+
+
+def test_fasterrcnn_node_on_a_wrapped_real_yolo(tmp_path):
+    if not SHAPES_IMAGES.is_dir():
+        pytest.skip(f"{SHAPES_IMAGES} is not there (shared data)")
+    model = wrap_yolo(tmp_path / "wrapped.onnx", "tflite")
+    frames = [cv2.imread(str(path)) for path in sorted(SHAPES_IMAGES.glob("*.jpg"))[:6]]
+    published = _replayed(tmp_path, frames, "fasterrcnn", {"model_path": str(model)})
+    detector = FasterRCNNDetector(OnnxRunner.load(model, {}, LOG))
+    for frame, detections in zip(frames, published):
+        _same(detections, detector.detect(frame))
+    assert sum(map(len, published)) >= 10
+
+
+def _red_spots(frames: list[np.ndarray]) -> list[np.ndarray]:
+    """Each frame with a red 9x9 spot on the person, brightest at its centre: spot_finder puts every keypoint there."""
+    spotted = []
+    for index, frame in enumerate(frames):
+        frame = frame.copy()
+        frame[..., 2] = frame[..., 2] // 4  # no other pixel nearly as red as the spot, even after the crop's scaling
+        x, y = 150 + 5 * index, 200 + 7 * index
+        offsets = np.abs(np.arange(-4, 5))
+        frame[y - 4 : y + 5, x - 4 : x + 5, 2] = 255 - 20 * np.maximum.outer(offsets, offsets)  # peak in the middle
+        spotted.append(frame)
+    return spotted
+
+
+def test_rtmpose_node_with_its_own_person_detector(tmp_path):
+    pose_model = spot_finder(tmp_path / "spot.onnx")
+    person_model = pypi_model(*FALL_MODEL)  # classes Normal and Fall: everyone it finds is a person
+    frames = _red_spots(_photo_frames()[:4])
+    params = {"model_path": str(pose_model), "person_detector_path": str(person_model), "confidence_threshold": "0.3"}
+    published = _replayed(tmp_path, frames, "rtmpose", params)
+    values = with_defaults(PARAMETERS["rtmpose"], {**params, "confidence_threshold": 0.3}, "rtmpose")
+    detector = detector_from_parameters("rtmpose", values, lambda path: OnnxRunner.load(path, {}, LOG))
+    for index, (frame, detections) in enumerate(zip(frames, published)):
+        expected = detector.detect(frame)
+        assert expected, index
+        _same(detections, expected)
+        spot = (150 + 5 * index, 200 + 7 * index)
+        for person in detections:  # every keypoint where the spot is, if the spot is in the crop
+            x1, y1, x2, y2 = person["xyxy"]
+            if x1 + 20 < spot[0] < x2 - 20 and y1 + 20 < spot[1] < y2 - 20:
+                assert np.allclose([k[:2] for k in person["keypoints"]], spot, atol=3)
+
+
+def test_rtmpose_node_poses_the_people_of_a_detections_topic(tmp_path):
+    pose_model = spot_finder(tmp_path / "spot.onnx")
+    params = {"model_path": str(pose_model), "person_source": "topic", "person_class": "person"}
+    node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.rtmpose_onnx_node")
+    probe = Probe()
+    frames = _red_spots(_photo_frames()[:3])
+    boxes = [[((100, 150, 260, 300), "person"), ((0, 0, 50, 50), "dog")] for _ in frames]
+    try:
+        poses = probe.subscribe(Detection2DArray, "/t/poses")
+        images = probe.publisher(Image, "/t/image")
+        people = probe.publisher(Detection2DArray, "/t/person_detections")
+        ready = lambda: images.get_subscription_count() and people.get_subscription_count()  # noqa: E731
+        assert probe.spin_until(ready, 30), node.log()
+        for index, frame in enumerate(frames):
+            header = Header(frame_id="camera")
+            header.stamp.sec = 100 + index
+            found = [Detection(xyxy, 0.9, -1, name) for xyxy, name in boxes[index]]
+            image, detections = bgr_to_message(frame, header), detections_message(header, found)
+            # The pairing by stamp works whichever of the two comes first.
+            for message, publisher in ((image, images), (detections, people))[:: 1 if index % 2 else -1]:
+                publisher.publish(message)
+        assert probe.spin_until(lambda: len(poses) == len(frames), 30), node.log()
+    finally:
+        probe.close()
+        node.stop()
+    for index, message in enumerate(sorted(poses, key=lambda m: m.header.stamp.sec)):
+        assert message.header.stamp.sec == 100 + index
+        (person,) = message.detections  # the dog is not posed
+        assert person.results[0].hypothesis.class_id == "person"
+        spot = (150 + 5 * index, 200 + 7 * index)
+        for result in person.results[1:]:
+            assert (result.pose.pose.position.x, result.pose.pose.position.y) == pytest.approx(spot, abs=3)
+
+
+@pytest.mark.parametrize(
+    "module,params,message",
+    [
+        ("rtmpose", {"model_path": "{spot}"}, "person_detector_path is empty"),
+        ("rtmpose", {"model_path": "{spot}", "person_source": "both"}, "person_source must be 'detector' or 'topic'"),
+        ("yolo", {"model_path": "{fall}", "classes": "cat"}, "'cat' is neither a class id nor one of"),
+        ("yolo", {"model_path": "{fall}", "labels_path": "{labels}"}, "3 class names given for a model with 2"),
+        ("yolo", {"model_path": "{fall}", "labels_path": "/nonexistent.txt"}, "labels_path /nonexistent.txt"),
+        ("fasterrcnn", {"model_path": "{fall}"}, "fasterrcnn"),
+        ("yolo_pose", {}, "model_path is empty"),
+    ],
+)
+def test_start_up_errors_are_clear(tmp_path, module, params, message):
+    labels = tmp_path / "labels.txt"
+    labels.write_text("a\nb\nc\n")
+    paths = {"spot": spot_finder(tmp_path / "spot.onnx"), "fall": pypi_model(*FALL_MODEL), "labels": labels}
+    params = {name: value.format(**paths) for name, value in params.items()}
+    node = NodeProcess(tmp_path, params, module=f"vision_factory.{module}_onnx_node")
+    assert node.wait(30) == 2
+    node.stop()
+    assert "cannot start" in node.log() and message in node.log()

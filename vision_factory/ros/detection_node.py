@@ -1,0 +1,122 @@
+"""Detection and pose nodes (yolo, yolo_pose, fasterrcnn, rtmpose), on any backend.
+
+Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage);
+            rtmpose with person_source topic also person_detections (vision_msgs/Detection2DArray),
+            paired with the image of the same stamp
+Publishes   detections (detection families) or poses (pose families), vision_msgs/Detection2DArray,
+            one per frame with that frame's header; labels (vision_msgs/LabelInfo, transient local,
+            once); pose_markers (visualization_msgs/MarkerArray) and debug_image only when subscribed.
+
+``run(RunnerClass, args, model_type)`` starts one on that backend's runner; each package binds its own.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from sensor_msgs.msg import Image
+from std_msgs.msg import Header
+from vision_msgs.msg import Detection2DArray, LabelInfo
+from visualization_msgs.msg import MarkerArray
+
+from ..images import ImageFormatError
+from ..models.detection_parameters import PARAMETERS, detector_from_parameters
+from ..models.detections import COCO_KEYPOINTS, COCO_SKELETON
+from ..models.drawing import draw_detections
+from ..runtime.runner import Runner
+from .detection_messages import detections_from_message, detections_message, label_info_message, skeleton_markers
+from .inference_node import InferenceNode, spin
+from .messages import bgr_to_message, message_to_bgr
+
+POSE_FAMILIES = ("yolo_pose", "rtmpose")
+PAIRING_WINDOW = 30  # images (or person detections) kept while waiting for their partner of the same stamp
+
+
+def _stamp(header: Header) -> tuple[int, int]:
+    return header.stamp.sec, header.stamp.nanosec
+
+
+class DetectionNode(InferenceNode):
+    def __init__(self, runner_class: type[Runner], model_type: str, **kwargs):
+        if model_type not in PARAMETERS:
+            raise ValueError(f"model type {model_type!r} is not one of {', '.join(PARAMETERS)}")
+        super().__init__(model_type, PARAMETERS[model_type], runner_class, **kwargs)
+        self.model_type = model_type
+        values = self.values
+        self.detector = detector_from_parameters(model_type, values, lambda path: self.load_runner(runner_class, path))
+        runner = self.detector.estimator.runner if model_type == "rtmpose" else self.detector.runner
+        self.get_logger().info(f"{model_type} {values['model_path']}: {runner.describe()}")
+        self.pose = model_type in POSE_FAMILIES
+        self.keypoint_threshold = values.get("keypoint_threshold", 0.5)
+        known_skeleton = self.pose and list(self.detector.keypoint_names) == list(COCO_KEYPOINTS)
+        self.skeleton = COCO_SKELETON if known_skeleton else ()
+        output = "poses" if self.pose else "detections"
+        self.detections_pub = self.create_publisher(Detection2DArray, output, 10)
+        self.debug_pub = self.create_publisher(Image, "debug_image", 1)
+        self.marker_pub = self.create_publisher(MarkerArray, "pose_markers", 1) if self.pose else None
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.create_publisher(LabelInfo, "labels", latched).publish(
+            label_info_message(Header(frame_id=""), self.detector.names, values["confidence_threshold"])
+        )
+        self.outputs = 0
+        if model_type == "rtmpose" and values["person_source"] == "topic":
+            self._images: OrderedDict = OrderedDict()
+            self._people: OrderedDict = OrderedDict()
+            self.person_class = values["person_class"]  # by name here: ids mean nothing across nodes
+            topic = self.subscribe_images(self._keep_image)
+            self.create_subscription(Detection2DArray, "person_detections", self._keep_people, 10)
+        else:
+            topic = self.subscribe_images()
+        self.get_logger().info(f"listening on {topic}, publishing {self.resolve_topic_name(output)}")
+
+    def _keep_image(self, msg) -> None:
+        self._pair(msg, _stamp(msg.header), self._images, self._people, lambda people: (msg, people))
+
+    def _keep_people(self, msg: Detection2DArray) -> None:
+        self._pair(msg, _stamp(msg.header), self._people, self._images, lambda image: (image, msg))
+
+    def _pair(self, msg, stamp, mine: OrderedDict, theirs: OrderedDict, item) -> None:
+        """Enqueue (image, person detections) once both of one stamp are in; keep the newest unpaired."""
+        partner = theirs.pop(stamp, None)
+        if partner is not None:
+            self.enqueue(item(partner))
+            return
+        mine[stamp] = msg
+        while len(mine) > PAIRING_WINDOW:
+            mine.popitem(last=False)
+
+    def process(self, item) -> None:
+        image_msg, people_msg = item if isinstance(item, tuple) else (item, None)
+        try:
+            frame = message_to_bgr(image_msg)
+        except ImageFormatError as exc:
+            self.skip(str(exc))
+            return
+        if people_msg is None:
+            detections = self.detector.detect(frame)
+        else:
+            people = detections_from_message(people_msg)
+            if self.person_class:
+                people = [person for person in people if person.class_name == self.person_class]
+            detections = self.detector.pose(frame, people)
+        header = image_msg.header
+        self.detections_pub.publish(detections_message(header, detections, self.detector.keypoint_names))
+        self.outputs += 1
+        if self.marker_pub is not None and self.marker_pub.get_subscription_count() > 0:
+            self.marker_pub.publish(skeleton_markers(header, detections, self.skeleton, self.keypoint_threshold))
+        if self.debug_pub.get_subscription_count() > 0:
+            annotated = draw_detections(frame.copy(), detections, self.skeleton, self.keypoint_threshold)
+            self.debug_pub.publish(bgr_to_message(annotated, header))
+
+    def close(self) -> None:
+        super().close()
+        self.get_logger().info(
+            f"frames in {self.frames_in}, dropped {self.frames_dropped}, skipped {self.frames_skipped}, "
+            f"outputs {self.outputs}"
+        )
+
+
+def run(runner_class: type[Runner], args: list[str] | None = None, model_type: str = "yolo") -> int:
+    """Run the ``model_type`` node until SIGINT/SIGTERM; 2 when it cannot start (the reason is logged)."""
+    return spin(lambda: DetectionNode(runner_class, model_type), model_type, args)

@@ -1,0 +1,18 @@
+"""yolo_pose_node: YOLO-pose human pose estimation (Ultralytics export).
+
+The node of vision_factory, on ONNX Runtime.
+Rendered from vision_factory's templates/package/node.py.j2: regenerate rather than edit.
+"""
+
+import sys
+
+from vision_factory.ros.detection_node import run
+from vision_factory.runtime.onnx_runner import OnnxRunner
+
+
+def main(args: list[str] | None = None) -> int:
+    return run(OnnxRunner, args, "yolo_pose")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

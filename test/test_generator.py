@@ -17,6 +17,7 @@ from pathlib import Path
 
 import cv2
 import pytest
+import yaml
 from click.testing import CliRunner
 from conftest import ROOT
 
@@ -32,6 +33,19 @@ RUNTIME_MODULES = {"onnx": "onnxruntime", "openvino": "openvino", "tensorrt": "t
 # The OpenVINO node (f32) may differ from ONNX Runtime's by float rounding in the heatmaps: the same
 # visibility on every frame and positions within this many pixels.
 OPENVINO_TOLERANCE_PX = 1
+# System (non-ROS-package) rosdep keys that ros/rosdistro defines, as read from its rosdep/python.yaml of
+# August 2026; any other python3-* key must be defined by rosdep/vision_factory.yaml.
+ROSDISTRO_PYTHON_KEYS = {
+    "python3-numpy",
+    "python3-opencv",
+    "python3-click",
+    "python3-jinja2",
+    "python3-matplotlib",
+    "python3-yaml",
+    "python3-pytest",
+    "python3-onnxruntime-pip",
+    "python3-onnxruntime-gpu-pip",
+}
 
 
 def _imported_modules(folder: Path) -> set[str]:
@@ -74,6 +88,7 @@ def test_every_combination_renders_compiles_and_lints_clean(tmp_path, family, ba
     depends = {element.text for element in ElementTree.parse(target / "package.xml").getroot().iter("exec_depend")}
     for name, spec in BACKENDS.items():
         assert set(spec.rosdep) <= depends if name == backend else not set(spec.rosdep) & depends
+    _check_rosdep_keys(target / "package.xml", target / "rosdep.yaml")
     setup = (target / "setup.py").read_text()
     assert all(f'"{requirement}"' in setup for requirement in BACKENDS[backend].pip)
     assert (target / "resource" / package).is_file()
@@ -81,6 +96,22 @@ def test_every_combination_renders_compiles_and_lints_clean(tmp_path, family, ba
 
 
 @pytest.mark.parametrize("family,backend", COMBINATIONS)
+def _check_rosdep_keys(package_xml: Path, definitions: Path) -> None:
+    """Every python3-* key resolves: ros/rosdistro has it, or the package's rosdep YAML defines it via pip."""
+    root = ElementTree.parse(package_xml).getroot()
+    keys = {element.text for tag in ("depend", "exec_depend", "test_depend") for element in root.iter(tag)}
+    custom = yaml.safe_load(definitions.read_text()) if definitions.is_file() else {}
+    for key in sorted(key for key in keys if key.startswith("python3-")):
+        assert key in ROSDISTRO_PYTHON_KEYS or key in custom, f"{package_xml}: rosdep cannot resolve {key}"
+        if key in custom:
+            assert {"debian", "ubuntu"} <= set(custom[key]) and custom[key]["ubuntu"]["pip"]["packages"], key
+    assert not set(custom) & ROSDISTRO_PYTHON_KEYS, "never redefine a key rosdistro already has"
+
+
+def test_this_packages_rosdep_keys_resolve():
+    _check_rosdep_keys(ROOT / "package.xml", ROOT / "rosdep" / "vision_factory.yaml")
+
+
 def test_copied_modules_are_this_packages_own_bytes(tmp_path, family, backend):
     target = write_package(family, backend, "copy_check", tmp_path)
     modules = copied_modules(FAMILIES[family], BACKENDS[backend])

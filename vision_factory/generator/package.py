@@ -23,6 +23,8 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import yaml
+
 from .. import __version__
 from ..parameters import Parameter
 from ..share import share_path
@@ -159,6 +161,18 @@ def copied_modules(spec: FamilySpec, backend_spec: BackendSpec) -> list[str]:
     return sorted(str(path.relative_to(SOURCE_ROOT)) for path in seen if path != rendered)
 
 
+def custom_rosdep_keys() -> dict[str, object]:
+    """rosdep keys ros/rosdistro lacks, defined by rosdep/vision_factory.yaml."""
+    return yaml.safe_load(share_path("rosdep", "vision_factory.yaml").read_text())
+
+
+def _rosdep_definitions(package: str, keys: list[str]) -> str:
+    definitions = custom_rosdep_keys()
+    header = "# rosdep keys of this package that ros/rosdistro lacks; register once, then `rosdep update`:\n"
+    register = '#   echo "yaml file://$(pwd)/rosdep.yaml" | sudo tee /etc/ros/rosdep/sources.list.d/50-{}.list\n'
+    return header + register.format(package) + yaml.safe_dump({key: definitions[key] for key in keys}, sort_keys=False)
+
+
 def _ros_wheel(dependency: str) -> str:
     return ROS_WHEELS.get(dependency, "ros-" + dependency.replace("_", "-"))
 
@@ -175,6 +189,7 @@ def package_files(family_name: str, backend_name: str, package: str, **about: st
     wheels = [_ros_wheel(name) for name in spec.ros_dependencies if name not in NO_WHEEL]
     context["ros_wheels"] = wheels + ["ros-rmw-fastrtps-cpp"]
     context["built_interfaces"] = [name for name in spec.ros_dependencies if name in NO_WHEEL]
+    context["custom_rosdep_keys"] = [key for key in backend_spec.rosdep if key in custom_rosdep_keys()]
     files: dict[str, str | bytes] = {}
     for relative in copied_modules(spec, backend_spec):
         files[f"{package}/{relative}"] = (SOURCE_ROOT / relative).read_bytes()
@@ -185,6 +200,8 @@ def package_files(family_name: str, backend_name: str, package: str, **about: st
     files[f"launch/{context['launch_file']}"] = render("package/launch.py.j2", **context)
     files[f"config/{context['config_file']}"] = render("package/config.yaml.j2", **context)
     files["config/fastdds_shm.xml"] = share_path("config", "fastdds_shm.xml").read_bytes()
+    if context["custom_rosdep_keys"]:
+        files["rosdep.yaml"] = _rosdep_definitions(package, context["custom_rosdep_keys"])
     files["package.xml"] = render("package/package.xml.j2", **context)
     files["setup.py"] = render("package/setup.py.j2", **context)
     files["setup.cfg"] = render("package/setup.cfg.j2", **context)

@@ -17,7 +17,7 @@ def share_files(folder: str) -> list[tuple[str, list[str]]]:
 
 
 ROS_WHEELS = [
-    "ros-rclpy",
+    "ros-rclpy>=9,<10",  # Kilted: the release tested here, and the one install-vision-msgs has toolchain pins for
     "ros-std-msgs",
     "ros-sensor-msgs",
     "ros-geometry-msgs",

@@ -19,9 +19,11 @@ import cv2
 import numpy as np
 import onnx
 import pytest
+from click.testing import CliRunner
 from conftest import SHARED
 from onnx import TensorProto, helper, numpy_helper
 
+from vision_factory.cli import main
 from vision_factory.generator.inspect_model import recognise, summarize
 from vision_factory.models.factory import make_detector, option_names
 from vision_factory.models.fasterrcnn import FasterRCNNDetector
@@ -350,10 +352,6 @@ def test_a_model_returning_mismatched_rows_is_a_clear_error(tmp_path):
 @needs_shapes
 def test_predict_and_eval_run_a_fasterrcnn_model(tmp_path):
     """On a square frame, stretch and letterbox are the same resize: predict must print YOLO's record."""
-    from click.testing import CliRunner
-
-    from vision_factory.cli import main
-
     model = wrap_yolo(tmp_path / "m.onnx")
     image = str(sorted(SHAPES_IMAGES.glob("*.jpg"))[1])
     records = {}
@@ -371,3 +369,15 @@ def test_predict_and_eval_run_a_fasterrcnn_model(tmp_path):
     assert result.exit_code == 0, result.output
     metrics = json.loads((tmp_path / "eval" / "eval.json").read_text())["metrics"]
     assert metrics["AP50"] == pytest.approx(0.64, abs=0.03) and metrics["AP"] == pytest.approx(0.45, abs=0.03), metrics
+
+
+@needs_shapes
+def test_bench_times_the_fasterrcnn_pipeline(tmp_path):
+    model = wrap_yolo(tmp_path / "wrapped.onnx")
+    arguments = ["bench", str(model), "--backends", "onnx:cpu", "--runs", "10", "--model-type", "fasterrcnn"]
+    result = CliRunner().invoke(main, [*arguments, "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    (record,) = json.loads((tmp_path / "bench.json").read_text())["results"]
+    stages = [record["pipeline"][stage] for stage in ("preprocess_ms", "inference_ms", "postprocess_ms")]
+    assert all(value > 0 for value in stages)
+    assert record["pipeline"]["fps"] == pytest.approx(1000 / sum(stages))

@@ -332,7 +332,7 @@ def generate(
 @click.option("--warmup", default=10, show_default=True, help="untimed runs first")
 @click.option(
     "--model-type",
-    type=click.Choice(["tracknet", "yolo", "yolo_pose"]),
+    type=click.Choice(["tracknet", "yolo", "yolo_pose", "fasterrcnn"]),
     help="also time the family's whole per-frame pipeline",
 )
 @click.option("--node", is_flag=True, help="also run the ROS node on each onnx target (needs --model-type)")

@@ -282,22 +282,18 @@ class FasterRCNNDetector:
         return {role: self.runner.outputs[i].name for role, i in self._roles.items()}
 
     def detect(self, image_bgr: np.ndarray) -> list[Detection]:
-        tensor, box = self.preprocess(image_bgr)
-        return self.decode(self.infer(tensor), box, tensor_size=self._tensor_size(tensor))
+        tensor, fit = self.preprocess(image_bgr)
+        return self.decode(self.infer(tensor), fit)
 
-    def preprocess(self, image_bgr: np.ndarray) -> tuple[np.ndarray, Letterbox]:
-        fitted, box, _ = fit_frame(image_bgr, self.size, self.resize)
+    def preprocess(self, image_bgr: np.ndarray) -> tuple[np.ndarray, tuple[Letterbox, tuple[int, int]]]:
+        """The input tensor, and how the frame was fitted: the mapping back and the fitted (height, width)."""
+        fitted, box, size = fit_frame(image_bgr, self.size, self.resize)
         if self.input.size is not None and fitted.shape[:2] != self.input.size:
             raise ValueError(
                 f"a {fitted.shape[1]}x{fitted.shape[0]} frame does not fit the model's fixed input "
                 f"{self.input.size[1]}x{self.input.size[0]}; use resize 'stretch' or 'letterbox'"
             )
-        return self.input.tensor(fitted, self.rgb), box
-
-    def _tensor_size(self, tensor: np.ndarray) -> tuple[int, int]:
-        """(height, width) of the image inside ``tensor``."""
-        spatial = tensor.shape[-3:-1] if self.input.channels_last else tensor.shape[-2:]
-        return int(spatial[0]), int(spatial[1])
+        return self.input.tensor(fitted, self.rgb), (box, size)
 
     def infer(self, tensor: np.ndarray) -> RawDetections:
         """The model's boxes, scores and labels for one frame, batch axis dropped, cut to the count output."""
@@ -318,8 +314,9 @@ class FasterRCNNDetector:
         labels = np.rint(labels).astype(np.int64) if labels.dtype.kind == "f" else labels.astype(np.int64)
         return RawDetections(boxes.astype(np.float64), scores.astype(np.float64), labels)
 
-    def decode(self, raw: RawDetections, box: Letterbox, tensor_size: tuple[int, int]) -> list[Detection]:
+    def decode(self, raw: RawDetections, fit: tuple[Letterbox, tuple[int, int]]) -> list[Detection]:
         """Rows above the threshold, of wanted classes, best first, as detections in frame pixels."""
+        box, tensor_size = fit
         class_ids = raw.labels - self.label_offset
         mask = (raw.scores > self.confidence) & (class_ids >= 0)
         if self.classes is not None:

@@ -33,7 +33,7 @@ BACKENDS = {
     "tensorrt": ("tensorrt_runner", "TensorRtRunner", "precision"),
 }
 DEFAULT_TARGETS = "onnx:cpu,onnx:cuda,openvino:CPU,openvino:GPU,tensorrt:fp32"
-MODEL_TYPES = ("tracknet", "yolo", "yolo_pose")
+MODEL_TYPES = ("tracknet", "yolo", "yolo_pose", "fasterrcnn")
 
 
 @dataclass
@@ -102,24 +102,24 @@ def _random_feeds(runner) -> dict[str, np.ndarray]:
     return feeds
 
 
-def _yolo_pipeline(runner, pose: bool, frames: int) -> dict[str, float]:
-    """Letterbox, inference and decoding per 1280x720 frame (a real photo, resized), YOLO detect or pose."""
+def _detection_pipeline(runner, model_type: str, frames: int) -> dict[str, float]:
+    """Pre-processing, inference and decoding per 1280x720 frame (a photo, resized): yolo, yolo_pose, fasterrcnn."""
     import cv2
     import matplotlib.cbook
 
-    from ..models.yolo import YoloDetector
+    from ..models.factory import make_detector
 
     photo = cv2.imread(str(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)))
     frame = cv2.resize(photo, (1280, 720))
-    detector = YoloDetector(runner, pose=pose)
+    detector = make_detector(model_type, runner)
     stages = {"preprocess_ms": [], "inference_ms": [], "postprocess_ms": []}
     for _ in range(frames):
         times = [time.perf_counter()]
-        tensor, box = detector.preprocess(frame)
+        tensor, fit = detector.preprocess(frame)
         times.append(time.perf_counter())
         output = detector.infer(tensor)
         times.append(time.perf_counter())
-        detector.decode(output, box)
+        detector.decode(output, fit)
         times.append(time.perf_counter())
         for name, start, end in zip(stages, times, times[1:]):
             stages[name].append(end - start)
@@ -185,8 +185,8 @@ def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | 
         setattr(result, name, value)
     if model_type == "tracknet":
         _, result.pipeline = _pipeline(runner, model, runs)
-    elif model_type in ("yolo", "yolo_pose"):
-        result.pipeline = _yolo_pipeline(runner, model_type == "yolo_pose", runs)
+    elif model_type is not None:
+        result.pipeline = _detection_pipeline(runner, model_type, runs)
     result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
 

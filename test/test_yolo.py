@@ -82,6 +82,16 @@ def test_nms_equals_a_plain_loop(seed):
     assert nms(boxes, scores, classes, 0.5).tolist() == _reference_nms(boxes, scores, classes, 0.5)
 
 
+@pytest.mark.parametrize("limit", [1, 7, 50, 100, 1000])
+def test_nms_limit_is_the_first_picks_of_the_full_run(limit):
+    rng = np.random.default_rng(limit)
+    corners = rng.uniform(0, 400, (2000, 2))
+    boxes = np.concatenate([corners, corners + rng.uniform(5, 120, (2000, 2))], axis=1)
+    scores, classes = rng.random(2000), rng.integers(0, 4, 2000)
+    full = _reference_nms(boxes, scores, classes, 0.45)
+    assert nms(boxes, scores, classes, 0.45, limit=limit).tolist() == full[:limit]
+
+
 def _constant_model(path: Path, output: np.ndarray, size: int = 256) -> Path:
     """An image model that returns ``output`` whatever the input (its shape is what counts)."""
     graph = helper.make_graph(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+import cv2
 import numpy as np
 
 # COCO's 17 person keypoints, in the order every COCO-trained pose model outputs them.
@@ -49,19 +50,32 @@ def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     return intersection / (np.prod(box[2:] - box[:2]) + areas - intersection + 1e-9)
 
 
-def nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float) -> np.ndarray:
-    """Indices kept by class-aware greedy NMS, highest score first."""
+def nms(
+    boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float, limit: int | None = None
+) -> np.ndarray:
+    """Indices kept by class-aware greedy NMS, highest score first (ties: lower index first), at most ``limit``.
+
+    The greedy loop runs in OpenCV (``cv2.dnn.NMSBoxes``, "suppress when IoU > threshold"), given
+    each box's rank as its score so that its order is exactly ours. Greedy picks never depend on
+    lower-scored boxes, so the first ``limit`` picks come from a prefix of the score order: it is
+    doubled until it yields ``limit`` picks or holds every box, which keeps thousands of
+    candidates cheap.
+    """
     if not len(boxes):
         return np.zeros(0, dtype=np.int64)
-    # Boxes of different classes never overlap once each class is moved to its own region.
-    shifted = boxes + (class_ids.astype(np.float64) * (boxes.max() + 1))[:, None]
     order = np.argsort(-scores, kind="stable")
-    keep = []
-    while order.size:
-        best, order = order[0], order[1:]
-        keep.append(best)
-        order = order[box_iou(shifted[best], shifted[order]) <= iou_threshold]
-    return np.array(keep, dtype=np.int64)
+    limit = len(order) if limit is None else limit
+    # Boxes of different classes never overlap once each class is moved to its own region.
+    offset = 2 * (float(np.abs(boxes).max()) + 1)
+    shifted = boxes[order].astype(np.float64) + (class_ids[order].astype(np.float64) * offset)[:, None]
+    xywh = np.concatenate([shifted[:, :2], shifted[:, 2:] - shifted[:, :2]], axis=1)
+    ranks = np.arange(len(order), 0, -1, dtype=np.float32)  # all > 0, distinct, descending
+    prefix = max(limit, 1)
+    while True:
+        kept = np.asarray(cv2.dnn.NMSBoxes(xywh[:prefix], ranks[:prefix], 0.0, iou_threshold), np.int64)
+        if len(kept) >= limit or prefix >= len(order):
+            return order[kept.reshape(-1)[:limit]]
+        prefix *= 2
 
 
 @dataclass

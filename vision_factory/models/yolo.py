@@ -43,8 +43,10 @@ class Letterbox:
 def letterbox(image_bgr: np.ndarray, size: tuple[int, int], dynamic: bool) -> tuple[np.ndarray, Letterbox]:
     """The NCHW float32 input for ``size`` (height, width), and the mapping back to the frame."""
     padded, box = letterbox_image(image_bgr, size, dynamic)
-    tensor = padded[..., ::-1].transpose(2, 0, 1)[None].astype(np.float32) / 255
-    return np.ascontiguousarray(tensor), box
+    tensor = np.empty((1, 3, *padded.shape[:2]), np.float32)
+    for channel in range(3):  # RGB from BGR, /255 straight into the NCHW tensor: no intermediate copies
+        np.divide(padded[..., 2 - channel], np.float32(255), out=tensor[0, channel])
+    return tensor, box
 
 
 def letterbox_image(image_bgr: np.ndarray, size: tuple[int, int], dynamic: bool) -> tuple[np.ndarray, Letterbox]:
@@ -142,27 +144,29 @@ class YoloDetector:
     def decode(self, output: np.ndarray, box: Letterbox) -> list[Detection]:
         """[C, N] raw output -> detections in frame pixels."""
         scores_all = output[4 : 4 + self.class_count]
-        class_ids = scores_all.argmax(axis=0)
-        scores = scores_all[class_ids, np.arange(output.shape[1])]
-        mask = scores > self.confidence
+        candidates = np.flatnonzero(scores_all.max(axis=0) > self.confidence)
+        class_ids = scores_all[:, candidates].argmax(axis=0)  # only where it counts: N is large
         if self.classes is not None:
-            mask &= np.isin(class_ids, self.classes)
-        candidates = np.flatnonzero(mask)
+            wanted = np.isin(class_ids, self.classes)
+            candidates, class_ids = candidates[wanted], class_ids[wanted]
+        scores = scores_all[class_ids, candidates]
         centre, half = output[0:2, candidates].T, output[2:4, candidates].T / 2
         boxes = np.concatenate([centre - half, centre + half], axis=1)
-        order = nms(boxes, scores[candidates], class_ids[candidates], self.iou)[: self.max_detections]
-        kept = candidates[order]
-        corners = box.to_frame(boxes[order].reshape(-1, 2, 2)).reshape(-1, 4)
+        order = nms(boxes, scores, class_ids, self.iou, limit=self.max_detections)
+        corners = box.to_frame(boxes[order].reshape(-1, 2, 2)).reshape(-1, 4).tolist()
+        keypoints = [None] * len(order)
         if self.pose:
+            kept = candidates[order]
             points = output[4 + self.class_count :, kept].T.reshape(len(kept), self.keypoint_count, self.keypoint_dims)
-            xy = box.to_frame(points[..., :2])
-            confidence = points[..., 2] if self.keypoint_dims == 3 else np.ones(points.shape[:2])
-        detections = []
-        for row, index in enumerate(kept):
-            class_id = int(class_ids[index])
-            keypoints = None
-            if self.pose:
-                keypoints = [(float(x), float(y), float(c)) for (x, y), c in zip(xy[row], confidence[row])]
-            xyxy = tuple(float(v) for v in corners[row])
-            detections.append(Detection(xyxy, float(scores[index]), class_id, self.names[class_id], keypoints))
-        return detections
+            confidence = points[..., 2:3] if self.keypoint_dims == 3 else np.ones((*points.shape[:2], 1))
+            keypoints = [
+                [tuple(point) for point in person]
+                for person in np.concatenate([box.to_frame(points[..., :2]), confidence], axis=-1).tolist()
+            ]
+        names = self.names
+        return [
+            Detection(tuple(xyxy), score, class_id, names[class_id], points)
+            for xyxy, score, class_id, points in zip(
+                corners, scores[order].tolist(), class_ids[order].tolist(), keypoints
+            )
+        ]

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from ..parameters import IMAGE_INPUT_PARAMETERS, Parameter
 
+# What every node imports from ROS (ball markers and pose skeletons are visualization_msgs).
+NODE_ROS_DEPENDENCIES = ("rclpy", "rcl_interfaces", "std_msgs", "sensor_msgs", "geometry_msgs", "visualization_msgs")
 IMAGE_INPUTS = ("image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage)",)
 
 
@@ -108,14 +110,7 @@ FAMILIES: dict[str, FamilySpec] = {
                 "ball_markers (visualization_msgs/MarkerArray, when subscribed)",
                 "debug_image (sensor_msgs/Image, when subscribed)",
             ),
-            ros_dependencies=(
-                "rclpy",
-                "rcl_interfaces",
-                "std_msgs",
-                "sensor_msgs",
-                "geometry_msgs",
-                "visualization_msgs",
-            ),
+            ros_dependencies=NODE_ROS_DEPENDENCIES,
             backends=("onnx", "openvino", "tensorrt"),
         ),
         *(
@@ -134,15 +129,7 @@ FAMILIES: dict[str, FamilySpec] = {
                     *(("pose_markers (visualization_msgs/MarkerArray skeleton, when subscribed)",) if pose else ()),
                     "debug_image (sensor_msgs/Image, when subscribed)",
                 ),
-                ros_dependencies=(
-                    "rclpy",
-                    "rcl_interfaces",
-                    "std_msgs",
-                    "sensor_msgs",
-                    "geometry_msgs",
-                    "visualization_msgs",
-                    "vision_msgs",
-                ),
+                ros_dependencies=(*NODE_ROS_DEPENDENCIES, "vision_msgs"),
                 backends=("onnx", "openvino", "tensorrt"),
                 model_type=name,
             )

@@ -95,7 +95,6 @@ def test_every_combination_renders_compiles_and_lints_clean(tmp_path, family, ba
     assert (target / "launch" / f"{family}_{backend}.launch.py").is_file()
 
 
-@pytest.mark.parametrize("family,backend", COMBINATIONS)
 def _check_rosdep_keys(package_xml: Path, definitions: Path) -> None:
     """Every python3-* key resolves: ros/rosdistro has it, or the package's rosdep YAML defines it via pip."""
     root = ElementTree.parse(package_xml).getroot()
@@ -112,6 +111,7 @@ def test_this_packages_rosdep_keys_resolve():
     _check_rosdep_keys(ROOT / "package.xml", ROOT / "rosdep" / "vision_factory.yaml")
 
 
+@pytest.mark.parametrize("family,backend", COMBINATIONS)
 def test_copied_modules_are_this_packages_own_bytes(tmp_path, family, backend):
     target = write_package(family, backend, "copy_check", tmp_path)
     modules = copied_modules(FAMILIES[family], BACKENDS[backend])

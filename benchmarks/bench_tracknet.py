@@ -3,18 +3,24 @@
 
     python benchmarks/bench_tracknet.py [--frames N] [--size 1280x720] [--json out.json]
 
-In one run it measures, on the synthetic TrackNet model (vision_factory.tools.synthetic,
-seq_len 8 by default):
+In one run it measures, for each model (``--backbone-widths``) and bg_mode, seq_len 8 by default:
 
 1. raw ``session.run`` per call on a fixed input, after warm-up (p50/p90/p99 ms) and the
    implied maximum frames/s: streaming TrackNet runs the session once per frame;
 2. ``TrackNetModuleONNX.push`` per frame at ``--size`` (BallClip frames), with the stage
    split from the module's ``stats`` (pre-processing, inference, post-processing, median),
-   plus the parts of pre-processing timed on their own;
+   plus the parts of pre-processing timed on their own, and frames/s when a second thread
+   pre-processes the next frame (``prepare``) during each ``push``, as the node does;
 3. the tracknet node end to end: a synthetic bag replayed through a fresh node process with
    ``vision_factory.tools.replay.replay`` as fast as the node keeps up (``rate=None``):
    frames/s and latency (image publish -> ball receive);
-4. the ratios node / raw session, module / raw session and pre-processing ms per frame.
+4. the ratios node / raw session, module / raw session, the node's overhead per frame
+   (1000 / node frames/s - session p50) and pre-processing ms per frame.
+
+Models (vision_factory.tools.synthetic.build_tracknet_model): width 0 is the light synthetic
+TrackNet, whose session.run takes a few ms, so the ratio mostly measures the node's fixed
+per-frame cost; width W > 0 adds a U-Net with TrackNetV3's layer shapes at base width W
+(64 is TrackNetV3's own, about 3 s per window on 2 CPU cores), with the same heatmaps.
 
 It is a benchmark, not a test: nothing is asserted. Timings depend on what else runs on
 the machine; run it on an otherwise idle machine and compare runs made on the same one.
@@ -64,6 +70,25 @@ def _size(text: str) -> tuple[int, int]:
 
 def _label(mode: str) -> str:
     return mode or "none"
+
+
+def _model_label(width: int) -> str:
+    return "light" if width == 0 else f"unet{width}"
+
+
+def _key(width: int, mode: str) -> str:
+    """Results are keyed by model and bg_mode, e.g. "light subtract", "unet8 none"."""
+    return f"{_model_label(width)} {_label(mode)}"
+
+
+def _widths(text: str) -> list[int]:
+    try:
+        widths = [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"widths must be integers like 0,8, got {text!r}") from None
+    if not widths or min(widths) < 0:
+        raise argparse.ArgumentTypeError(f"widths must be >= 0, got {text!r}")
+    return widths
 
 
 def _percentiles(samples_s: list[float]) -> dict[str, float]:
@@ -152,11 +177,12 @@ def bench_module(
         "median": per_push(delta["median_s"]),
     }
     result["inference_calls"] = int(delta["inference_calls"])
+    result["pipelined_fps"] = _pipelined_fps(module, frames, pushes)
     # The parts of pre-processing on their own (median ms of one call on one frame).
     frame = frames[len(frames) // 2]
     parts = {
         "resize_bgr": _time_call(lambda: tn._resize(frame), 100),
-        "feature": _time_call(lambda: module._feature(frame), 100),
+        "feature": _time_call(lambda: module.prepare(frame), 100),
     }
     if mode in ("subtract", "subtract_concat"):
         parts["background_difference"] = _time_call(lambda: tn.background_difference(frame, module._median), 100)
@@ -164,6 +190,22 @@ def bench_module(
         parts["resize_difference"] = _time_call(lambda: tn._resize(difference), 100)
     result["preprocess_parts_ms"] = parts
     return result
+
+
+def _pipelined_fps(module, frames: list[np.ndarray], pushes: int) -> float:
+    """Frames/s of ``push`` while a second thread ``prepare``s the next frame, as the node does."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        following = pool.submit(module.prepare, frames[0])
+        start = time.perf_counter()
+        for index in range(pushes):
+            prepared = following.result()
+            following = pool.submit(module.prepare, frames[(index + 1) % len(frames)])
+            module.push(frames[index % len(frames)], prepared=prepared)
+        elapsed = time.perf_counter() - start
+        following.result()
+    return pushes / elapsed
 
 
 def bench_replay(
@@ -311,25 +353,26 @@ def report(results: dict) -> str:
         "",
         _table(
             "raw session.run per call (fixed input, after warm-up)",
-            ["bg_mode", "p50 ms", "p90 ms", "p99 ms", "max frames/s"],
-            [[_label(m), r["p50_ms"], r["p90_ms"], r["p99_ms"], r["max_fps"]] for m, r in results["session"].items()],
+            ["model bg_mode", "p50 ms", "p90 ms", "p99 ms", "max frames/s"],
+            [[m, r["p50_ms"], r["p90_ms"], r["p99_ms"], r["max_fps"]] for m, r in results["session"].items()],
         ),
         "",
         _table(
-            f"TrackNetModuleONNX.push per {width}x{height} frame (stage ms per frame from stats)",
-            ["bg_mode", "p50 ms", "p99 ms", "frames/s", "pre", "inference", "post", "median"],
+            f"TrackNetModuleONNX.push per {width}x{height} frame (stage ms per frame from stats; pipelined: "
+            "prepare() of the next frame on a second thread, as the node does)",
+            ["model bg_mode", "p50 ms", "p99 ms", "frames/s", "pre", "inference", "post", "median", "pipelined fps"],
             [
-                [_label(m), r["p50_ms"], r["p99_ms"], r["fps"], *r["stages_ms_per_frame"].values()]
+                [m, r["p50_ms"], r["p99_ms"], r["fps"], *r["stages_ms_per_frame"].values(), r["pipelined_fps"]]
                 for m, r in results["module"].items()
             ],
         ),
         "",
         _table(
             "pre-processing parts (median ms per call)",
-            ["bg_mode", "resize BGR", "bg difference", "resize diff", "whole feature"],
+            ["model bg_mode", "resize BGR", "bg difference", "resize diff", "whole feature"],
             [
                 [
-                    _label(m),
+                    m,
                     r["preprocess_parts_ms"]["resize_bgr"],
                     r["preprocess_parts_ms"].get("background_difference"),
                     r["preprocess_parts_ms"].get("resize_difference"),
@@ -348,7 +391,7 @@ def report(results: dict) -> str:
                 "latency and stage split "
                 "in ms per frame; steady = without the window fill and the end-of-stream flush)",
                 [
-                    "bg_mode",
+                    "model bg_mode",
                     "frames",
                     "replay fps",
                     "steady fps",
@@ -364,7 +407,7 @@ def report(results: dict) -> str:
                 ],
                 [
                     [
-                        _label(m),
+                        m,
                         f"{r['outputs']}/{r['frames_sent']}",
                         r["replay_fps"],
                         r["steady_fps"],
@@ -384,13 +427,23 @@ def report(results: dict) -> str:
         "",
         _table(
             "ratios (goals: node/session >= 0.95, pre-processing < 5 ms per frame)",
-            ["bg_mode", "node/session (steady)", "node/session (replay fps)", "module/session", "pre ms/frame"],
+            [
+                "model bg_mode",
+                "node/session (steady)",
+                "node/session (replay fps)",
+                "node overhead ms/frame",
+                "module/session",
+                "pipelined/session",
+                "pre ms/frame",
+            ],
             [
                 [
-                    _label(m),
+                    m,
                     r.get("node_vs_session"),
                     r.get("node_replay_fps_vs_session"),
+                    r.get("node_overhead_ms"),
                     r["module_vs_session"],
+                    r["module_pipelined_vs_session"],
                     r["preprocess_ms"],
                 ]
                 for m, r in results["ratios"].items()
@@ -437,6 +490,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-replay", action="store_true", help="skip the ROS node (no rclpy needed)")
     parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra_op_threads, 0 = its default")
     parser.add_argument("--warmup", type=int, default=20, help="untimed session runs first (default 20)")
+    parser.add_argument(
+        "--backbone-widths",
+        type=_widths,
+        default=[0, 16],
+        help="models: 0 = the light synthetic model (a few ms), W > 0 = the same model plus a U-Net with "
+        "TrackNetV3's layer shapes at base width W (TrackNetV3: 64) (default 0,16)",
+    )
+    parser.add_argument(
+        "--heavy-frames", type=int, default=60, help="timed session runs and module pushes for W > 0 (default 60)"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--work-dir", type=Path, help="keep models, bags and replay outputs here (default: a temp dir)")
     args = parser.parse_args(argv)
@@ -466,42 +529,50 @@ def main(argv: list[str] | None = None) -> int:
         "replay": {},
         "ratios": {},
     }
-    models = {}
-    for mode in dict.fromkeys(args.bg_modes + replay_modes):
-        models[mode] = build_tracknet_model(work / f"tracknet_{_label(mode)}_{args.seq_len}.onnx", args.seq_len, mode)
-    for mode in args.bg_modes:
-        print(f"session  {_label(mode)} ...", file=sys.stderr, flush=True)
-        results["session"][_label(mode)] = bench_session(models[mode], args.frames, args.warmup, args.threads)
-        print(f"module   {_label(mode)} ...", file=sys.stderr, flush=True)
-        results["module"][_label(mode)] = bench_module(
-            models[mode], mode, frames, clip, args.frames, args.seq_len, args.threads
-        )
-    for mode in replay_modes:
-        print(f"replay   {_label(mode)} ({args.replay_frames} frames) ...", file=sys.stderr, flush=True)
-        results["replay"][_label(mode)] = bench_replay(
-            models[mode],
-            mode,
-            clip,
-            args.replay_frames,
-            args.seq_len,
-            args.threads,
-            args.max_in_flight,
-            work,
-            args.replay_rate,
-        )
-    for mode in map(_label, args.bg_modes):
-        session_fps = results["session"][mode]["max_fps"]
-        module = results["module"][mode]
+    for width in args.backbone_widths:
+        timed = args.frames if width == 0 else args.heavy_frames
+        for mode in dict.fromkeys(args.bg_modes + replay_modes):
+            key = _key(width, mode)
+            model = build_tracknet_model(
+                work / f"tracknet_{_model_label(width)}_{_label(mode)}_{args.seq_len}.onnx",
+                args.seq_len,
+                mode,
+                backbone_width=width,
+            )
+            if mode in args.bg_modes:
+                print(f"session  {key} ...", file=sys.stderr, flush=True)
+                results["session"][key] = bench_session(model, timed, args.warmup, args.threads)
+                print(f"module   {key} ...", file=sys.stderr, flush=True)
+                results["module"][key] = bench_module(model, mode, frames, clip, timed, args.seq_len, args.threads)
+            if mode in replay_modes:
+                print(f"replay   {key} ({args.replay_frames} frames) ...", file=sys.stderr, flush=True)
+                results["replay"][key] = bench_replay(
+                    model,
+                    mode,
+                    clip,
+                    args.replay_frames,
+                    args.seq_len,
+                    args.threads,
+                    args.max_in_flight,
+                    work,
+                    args.replay_rate,
+                )
+    for key, session in results["session"].items():
+        session_fps = session["max_fps"]
+        module = results["module"][key]
         ratios = {
             "module_vs_session": module["fps"] / session_fps,
+            "module_pipelined_vs_session": module["pipelined_fps"] / session_fps,
             "preprocess_ms": module["stages_ms_per_frame"]["preprocess"],
         }
-        if mode in results["replay"]:
-            ratios["node_vs_session"] = results["replay"][mode]["steady_fps"] / session_fps
-            ratios["node_replay_fps_vs_session"] = results["replay"][mode]["replay_fps"] / session_fps
-        results["ratios"][mode] = ratios
+        if key in results["replay"]:
+            ratios["node_vs_session"] = results["replay"][key]["steady_fps"] / session_fps
+            # What the node adds to each frame beyond session.run; node/session ~ p50 / (p50 + this).
+            ratios["node_overhead_ms"] = 1000.0 / results["replay"][key]["steady_fps"] - session["p50_ms"]
+            ratios["node_replay_fps_vs_session"] = results["replay"][key]["replay_fps"] / session_fps
+        results["ratios"][key] = ratios
     results["environment"]["load_avg_1min_end"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    print(report(results))  # results are keyed by bg_mode, "" written as "none"
+    print(report(results))  # results are keyed by "model bg_mode", bg_mode "" written as "none"
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
         print(f"\nwrote {args.json}")

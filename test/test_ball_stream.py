@@ -57,3 +57,18 @@ def test_flush_before_any_frame_is_empty(synthetic_models):
     assert stream.pending == 0 and stream.flush() == [] and stream.refiner is None
     stream.push(BallClip(1, 320, 180).frame(0), "warm-up frame")  # answered at once
     assert stream.pending == 0
+
+
+def test_prepared_frames_across_a_size_change(synthetic_models):
+    big, small = BallClip(12, 640, 360), BallClip(12, 320, 180)
+    frames = [*big.frames(), *small.frames()]
+
+    def run(prepare: bool):
+        stream = BallStream(TrackNetModuleONNX(synthetic_models[""], 8, ""), restart_after=1)
+        outputs = []
+        for index, frame in enumerate(frames):
+            outputs += stream.push(frame, index, stream.prepare(frame) if prepare else None)
+        return outputs + stream.flush(), stream.stats
+
+    (with_prepare, stats), (without, _) = run(True), run(False)
+    assert with_prepare == without and stats.prepared == stats.push_calls == 24

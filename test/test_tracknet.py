@@ -204,3 +204,57 @@ def test_inpaint_fills_gaps_between_visible_frames(synthetic_models):
 def test_inpaint_rejects_wrong_seq_len(synthetic_models):
     with pytest.raises(ValueError, match="seq_len"):
         InpaintModuleONNX(synthetic_models["inpaint"], 8, None, (1.0, 1.0))
+
+
+@pytest.mark.parametrize("bg_mode", BG_MODES)
+def test_prepare_ahead_gives_the_same_outputs(tmp_path, small_clip, bg_mode):
+    """The node's pipelining: frame i+1 is prepared before frame i is pushed, across a warm-up and a reset."""
+    model = dense_tracknet_model(tmp_path / "dense.onnx", 4, bg_mode, seed=7)
+    warmup = 0 if bg_mode == "" else 5
+    plain = TrackNetModuleONNX(model, 4, bg_mode, median_warmup=warmup)
+    ahead = TrackNetModuleONNX(model, 4, bg_mode, median_warmup=warmup)
+    frames = list(small_clip.frames())
+
+    def run(module, frames, prepare):
+        outputs, prepared = [], module.prepare(frames[0]) if prepare else None
+        for index, frame in enumerate(frames):
+            following = module.prepare(frames[index + 1]) if prepare and index + 1 < len(frames) else None
+            outputs.append(module.push(frame, prepared=prepared))
+            prepared = following
+        return outputs + module.flush()
+
+    for _ in range(2):  # the second stream starts after reset(): a warm-up median is gone again
+        assert run(ahead, frames, True) == run(plain, frames, False)
+        assert ahead.stats.preprocess_s > 0 and ahead.stats.push_calls == plain.stats.push_calls
+        # Frames prepared during the warm-up (or, for the first one after it, before the median) are recomputed.
+        assert ahead.stats.prepared == len(frames) - (warmup + 1 if warmup else 0)
+        ahead.reset()
+        plain.reset()
+
+
+def test_prepare_never_raises_and_push_checks_its_frame(synthetic_models, small_clip):
+    module = TrackNetModuleONNX(synthetic_models["subtract"], 8, "subtract", median_warmup=2)
+    assert module.prepare(np.zeros((4, 4), np.float32)).feature is None
+    assert module.prepare(np.zeros((0, 0, 3), np.uint8)).feature is None
+    assert module.prepare(small_clip.frame(0)).feature is None  # no median yet
+    module.push(small_clip.frame(0))
+    module.push(small_clip.frame(1))
+    assert module.prepare(small_clip.frame(2)).feature is not None
+    assert module.prepare(BallClip(1, 64, 36).frame(0)).feature is None  # not the median's size
+    with pytest.raises(ValueError, match="same frame"):
+        module.push(small_clip.frame(3), prepared=module.prepare(small_clip.frame(2)))
+
+
+@pytest.mark.parametrize("bg_mode", ["subtract", "concat"])
+def test_synthetic_backbone_costs_time_but_keeps_the_heatmaps(tmp_path, bg_mode):
+    import onnxruntime
+
+    from vision_factory.tools.synthetic import build_tracknet_model
+
+    light = build_tracknet_model(tmp_path / "light.onnx", 4, bg_mode)
+    heavy = build_tracknet_model(tmp_path / "heavy.onnx", 4, bg_mode, backbone_width=2)
+    assert len(onnx.load(heavy).graph.node) > len(onnx.load(light).graph.node) + 30
+    channels = 3 * 4 + 3 if bg_mode == "concat" else 4
+    feeds = {"input": np.random.default_rng(0).random((1, channels, 288, 512), dtype=np.float32)}
+    outputs = [onnxruntime.InferenceSession(str(path)).run(None, feeds)[0] for path in (light, heavy)]
+    np.testing.assert_array_equal(outputs[0], outputs[1])

@@ -11,7 +11,15 @@ import numpy as np
 
 from ..parameters import Parameter
 from ..runtime.runner import Runner
-from .tracknet_stream import BG_MODES, EVAL_MODES, InpaintRefiner, Prediction, StreamStats, TrackNetTracker
+from .tracknet_stream import (
+    BG_MODES,
+    EVAL_MODES,
+    InpaintRefiner,
+    Prediction,
+    PreparedFrame,
+    StreamStats,
+    TrackNetTracker,
+)
 
 Tagged = tuple[Any, Prediction]
 
@@ -95,7 +103,12 @@ class BallStream:
         self._new_size: tuple[int, int] | None = None
         self._new_size_count = 0
 
-    def push(self, frame_bgr: np.ndarray, tag: Any) -> list[Tagged]:
+    def prepare(self, frame_bgr: np.ndarray) -> PreparedFrame:
+        """The frame's pre-processing, for ``push(frame_bgr, tag, prepared)``; safe to run on another
+        thread while ``push`` runs (see ``TrackNetTracker.prepare``)."""
+        return self.tracker.prepare(frame_bgr)
+
+    def push(self, frame_bgr: np.ndarray, tag: Any, prepared: PreparedFrame | None = None) -> list[Tagged]:
         size = (frame_bgr.shape[1], frame_bgr.shape[0])
         outputs: list[Tagged] = []
         if self.size is not None and size != self.size:
@@ -117,7 +130,7 @@ class BallStream:
         if self.tracker.waiting_for_median:
             self.tracker.push(frame_bgr, frame_id)
             return outputs + self._finish([{"Frame": frame_id, "X": 0, "Y": 0, "Visibility": 0}])
-        prediction = self.tracker.push(frame_bgr, frame_id)
+        prediction = self.tracker.push(frame_bgr, frame_id, prepared)
         return outputs + self._refine([prediction] if prediction else [])
 
     @property

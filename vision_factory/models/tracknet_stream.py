@@ -10,6 +10,11 @@ Differences from the reference, on purpose:
 - ``flush()`` emits every pending frame exactly once. When a stream ends before the
   first full window, the frames it has are still inferred once, with the window
   left-padded by repeating its oldest frame, instead of being reported as misses.
+
+``TrackNetTracker.prepare()`` computes a frame's feature (the pre-processing) without
+touching the stream, so that a caller can run it on another thread while ``push`` runs the
+previous frame's inference; ``push(frame, prepared=...)`` then only assembles the window,
+runs the model and decodes. The outputs are the same as without it.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class StreamStats:
     inference_s: float = 0.0
     postprocess_s: float = 0.0
     median_s: float = 0.0
+    prepared: int = 0  # pushes whose feature came from prepare() (its time is in preprocess_s)
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -107,6 +113,20 @@ def background_difference(frame_bgr: np.ndarray, median_bgr: np.ndarray) -> np.n
     blue, green, red = cv2.split(absdiff)
     cv2.add(blue, green, dst=blue)
     return cv2.add(blue, red, dst=blue)
+
+
+@dataclass
+class PreparedFrame:
+    """A frame and its TrackNet feature, computed by ``TrackNetTracker.prepare`` ahead of ``push``."""
+
+    frame: np.ndarray
+    feature: np.ndarray | None  # None: not computable then (median warm-up, size mismatch, bad frame)
+    median: np.ndarray | None  # the background median it was computed with
+    seconds: float = 0.0  # wall time it took
+
+
+def _is_bgr(frame: np.ndarray) -> bool:
+    return isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
 
 
 def _check_metadata(metadata: dict[str, str], expected: dict[str, object], model: str) -> None:
@@ -209,10 +229,37 @@ class TrackNetTracker:
         self._pending: dict[int, list] = {}  # frame id -> [sum, weight total, width, height]
         self._inferred_once = False
 
-    def push(self, frame_bgr: np.ndarray, frame_id: int | None = None) -> Prediction | None:
-        """Add a BGR uint8 frame; return the prediction of the frame that just left the window."""
-        if frame_bgr.dtype != np.uint8 or frame_bgr.ndim != 3 or frame_bgr.shape[2] != 3:
+    def prepare(self, frame_bgr: np.ndarray) -> PreparedFrame:
+        """Pre-process a frame now for a later ``push(frame_bgr, prepared=...)``; never raises.
+
+        It reads the configuration and the current background median and changes nothing, so it
+        may run on another thread while ``push`` runs (OpenCV and the runtimes release the GIL).
+        ``push`` uses the feature only if the median it was computed with is still the stream's
+        (a warm-up median may appear or go with ``reset()`` in between); otherwise it computes
+        the feature again. Either way the outputs are those of a plain ``push(frame_bgr)``.
+        """
+        median = self._median
+        start = time.perf_counter()
+        feature = None
+        usable = _is_bgr(frame_bgr) and not (self.needs_median and median is None)
+        if usable and (self.bg_mode in ("", "concat") or median.shape == frame_bgr.shape):
+            try:
+                feature = self._feature(frame_bgr, median)
+            except (ValueError, cv2.error):  # e.g. an empty frame: push() meets it again and raises
+                feature = None
+        return PreparedFrame(frame_bgr, feature, median, time.perf_counter() - start)
+
+    def push(
+        self, frame_bgr: np.ndarray, frame_id: int | None = None, prepared: PreparedFrame | None = None
+    ) -> Prediction | None:
+        """Add a BGR uint8 frame; return the prediction of the frame that just left the window.
+
+        ``prepared``: ``prepare(frame_bgr)``'s result, whose feature is used when still valid.
+        """
+        if not _is_bgr(frame_bgr):
             raise ValueError(f"frames must be HxWx3 BGR uint8, got {frame_bgr.shape} {frame_bgr.dtype}")
+        if prepared is not None and prepared.frame is not frame_bgr:
+            raise ValueError("prepared= must be prepare()'s result for this same frame")
         self.stats.push_calls += 1
         fid = self._counter if frame_id is None else int(frame_id)
         self._counter += 1
@@ -227,7 +274,13 @@ class TrackNetTracker:
             self._collect_warmup(frame_bgr)
             return None
         start = time.perf_counter()
-        self._add_feature(self._feature(frame_bgr))
+        if prepared is not None and prepared.feature is not None and prepared.median is self._median:
+            feature = prepared.feature
+            self.stats.preprocess_s += prepared.seconds
+            self.stats.prepared += 1
+        else:
+            feature = self._feature(frame_bgr, self._median)
+        self._add_feature(feature)
         self._window_ids.append(fid)
         self._pending[fid] = [np.zeros((HEIGHT, WIDTH), np.float32), np.float32(0), width, height]
         self.stats.preprocess_s += time.perf_counter() - start
@@ -263,18 +316,18 @@ class TrackNetTracker:
                 self._median = np.ascontiguousarray(median_bgr)
         self.stats.median_s += time.perf_counter() - start
 
-    def _feature(self, frame_bgr: np.ndarray) -> np.ndarray:
+    def _feature(self, frame_bgr: np.ndarray, median: np.ndarray | None) -> np.ndarray:
         # Resize first (BGR, full resolution -> 512x288), then reverse channels and scale
         # on the small image, each plane written once into the float32 feature.
         feature = np.empty((FEATURE_CHANNELS[self.bg_mode], HEIGHT, WIDTH), np.float32)
         if self.bg_mode in ("", "concat"):
             return _bgr_to_chw_rgb(_resize(frame_bgr), feature)
-        if self._median.shape != frame_bgr.shape:
+        if median.shape != frame_bgr.shape:
             raise ValueError(
                 f"frame is {frame_bgr.shape[1]}x{frame_bgr.shape[0]} but the background median is "
-                f"{self._median.shape[1]}x{self._median.shape[0]}; reset() for a new stream"
+                f"{median.shape[1]}x{median.shape[0]}; reset() for a new stream"
             )
-        difference = _resize(background_difference(frame_bgr, self._median))
+        difference = _resize(background_difference(frame_bgr, median))
         if self.bg_mode == "subtract_concat":
             _bgr_to_chw_rgb(_resize(frame_bgr), feature)  # channels 0..2: RGB, 3: difference
         _unit(difference, feature[-1])

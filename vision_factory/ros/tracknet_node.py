@@ -4,6 +4,10 @@ Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/Compresse
 Publishes   ball (geometry_msgs/PointStamped, pixels, z = visibility), one per accepted frame,
             stamped with that frame's header; ball_markers and debug_image only when subscribed.
 
+Two stages per frame: the subscription callback (the executor's thread) converts the message and
+pre-processes the frame while the inference thread runs the model on the frame before it; the
+inference thread assembles the window, runs the model, decodes and publishes.
+
 ``run(RunnerClass)`` starts it on that backend's runner; each package binds its own.
 """
 
@@ -37,15 +41,30 @@ class TrackNetNode(InferenceNode):
         self.debug_pub = self.create_publisher(Image, "debug_image", 1)
         self.trajectory: deque[tuple[int, int]] = deque(maxlen=values["trajectory_length"])
         self.outputs = 0
-        topic = self.subscribe_images()
+        topic = self.subscribe_images(self._receive)
         logger.info(f"listening on {topic}, publishing {self.resolve_topic_name('ball')}")
 
-    def process(self, msg) -> None:
+    def _receive(self, msg) -> None:
+        """Subscription callback: pre-process here, overlapping the inference of earlier frames.
+
+        Whatever fails here is left to ``process``, which meets it again and reports it, in order.
+        """
+        frame = prepared = None
         try:
             frame = message_to_bgr(msg)
+            prepared = self.stream.prepare(frame)
+        except Exception:  # reported by process(), in order
+            pass
+        self.enqueue((msg, frame, prepared))
+
+    def process(self, item) -> None:
+        msg, frame, prepared = item if isinstance(item, tuple) else (item, None, None)
+        try:
+            if frame is None:
+                frame = message_to_bgr(msg)
             # The tag travels with the frame until its prediction is out, L-1 frames later.
             debug_frame = frame.copy() if self.debug_pub.get_subscription_count() > 0 else None
-            outputs = self.stream.push(frame, (msg.header, debug_frame))
+            outputs = self.stream.push(frame, (msg.header, debug_frame), prepared)
         except (ImageFormatError, FrameSizeChanged, ValueError) as exc:
             self.skip(str(exc))
             return
@@ -88,7 +107,8 @@ class TrackNetNode(InferenceNode):
         self.get_logger().info(
             f"frames in {self.frames_in}, dropped {self.frames_dropped}, skipped {self.frames_skipped}, "
             f"outputs {self.outputs}; per frame: pre-processing {per_frame(stats.preprocess_s):.2f} ms, "
-            f"inference {per_frame(stats.inference_s):.2f} ms, post-processing {per_frame(stats.postprocess_s):.2f} ms"
+            f"inference {per_frame(stats.inference_s):.2f} ms, post-processing {per_frame(stats.postprocess_s):.2f} ms "
+            f"({stats.prepared} of {stats.push_calls} frames pre-processed on the receiving thread)"
         )
 
 

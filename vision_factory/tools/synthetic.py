@@ -37,13 +37,81 @@ def _ball_score_weights(seq_len: int, bg_mode: str) -> np.ndarray:
     return weights
 
 
-def build_tracknet_model(path: str | Path, seq_len: int = 8, bg_mode: str = "subtract") -> Path:
+def _unet_backbone(width: int, in_channels: int, seq_len: int, seed: int = 0) -> tuple[list, list]:
+    """Nodes and initializers of a U-Net with TrackNetV3's layer shapes at base ``width`` (V3: 64).
+
+    Encoder: 2, 2, 3 conv3x3+ReLU blocks of width, 2x, 4x, each followed by a 2x2 max-pool, and
+    a bottleneck of 3 convs of 8x width; decoder: nearest 2x up-sampling, concatenation with the
+    encoder block of the same scale, and 3, 2, 2 convs of 4x, 2x, 1x width; a 1x1 conv to
+    ``seq_len`` maps, squashed by a sigmoid into "cost" [1, seq_len, 288, 512]. Random He-scaled
+    weights: it finds nothing, it only costs what a network of that shape costs.
+    """
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    nodes, initializers = [], []
+    count = 0
+
+    def conv(source: str, channels_in: int, channels_out: int, kernel: int = 3, relu: bool = True) -> str:
+        nonlocal count
+        count += 1
+        fan_in = channels_in * kernel * kernel
+        weight = rng.normal(0, np.sqrt(2 / fan_in), (channels_out, channels_in, kernel, kernel))
+        initializers.append(numpy_helper.from_array(weight.astype(np.float32), f"unet_w{count}"))
+        initializers.append(numpy_helper.from_array(np.zeros(channels_out, np.float32), f"unet_b{count}"))
+        pad = kernel // 2
+        name = f"unet_conv{count}"
+        nodes.append(helper.make_node("Conv", [source, f"unet_w{count}", f"unet_b{count}"], [name], pads=[pad] * 4))
+        if not relu:
+            return name
+        nodes.append(helper.make_node("Relu", [name], [f"{name}_relu"]))
+        return f"{name}_relu"
+
+    def block(source: str, channels_in: int, channels_out: int, convs: int) -> str:
+        for _ in range(convs):
+            source, channels_in = conv(source, channels_in, channels_out), channels_out
+        return source
+
+    def pool(source: str) -> str:
+        nodes.append(helper.make_node("MaxPool", [source], [f"{source}_pool"], kernel_shape=[2, 2], strides=[2, 2]))
+        return f"{source}_pool"
+
+    def up(source: str) -> str:
+        nodes.append(helper.make_node("Resize", [source, "", "unet_scales"], [f"{source}_up"], mode="nearest"))
+        return f"{source}_up"
+
+    def concat(first: str, second: str) -> str:
+        nodes.append(helper.make_node("Concat", [first, second], [f"{first}_cat"], axis=1))
+        return f"{first}_cat"
+
+    initializers.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "unet_scales"))
+    w = width
+    skip1 = block("input", in_channels, w, 2)
+    skip2 = block(pool(skip1), w, 2 * w, 2)
+    skip3 = block(pool(skip2), 2 * w, 4 * w, 3)
+    x = block(pool(skip3), 4 * w, 8 * w, 3)
+    x = block(concat(up(x), skip3), 12 * w, 4 * w, 3)
+    x = block(concat(up(x), skip2), 6 * w, 2 * w, 2)
+    x = block(concat(up(x), skip1), 3 * w, w, 2)
+    x = conv(x, w, seq_len, kernel=1, relu=False)
+    nodes.append(helper.make_node("Sigmoid", [x], ["cost"]))
+    return nodes, initializers
+
+
+def build_tracknet_model(
+    path: str | Path, seq_len: int = 8, bg_mode: str = "subtract", backbone_width: int = 0
+) -> Path:
     """Write a TrackNet-compatible ONNX model: input [1, C, 288, 512] -> L heatmaps [1, L, 288, 512].
 
     Per frame it scores pixels by brightness (bg_mode ""), by the background difference
     (the subtract modes) or by |frame - median| computed inside the graph ("concat"),
     blurs the score into a peak and passes it through a sigmoid. Heatmaps are exactly 0
     where the score is below the threshold, so frames without a ball are misses.
+
+    ``backbone_width`` > 0 adds a U-Net with TrackNetV3's layer shapes at that base width
+    (64 is TrackNetV3's own) on the same input, whose output is multiplied by 0 and added
+    to the score: the heatmaps are the same, the inference costs about what a real network
+    of that size costs (the cheap model alone takes a few ms, TrackNetV3 far more).
     """
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -80,9 +148,18 @@ def build_tracknet_model(path: str | Path, seq_len: int = 8, bg_mode: str = "sub
     else:
         initializers.append(numpy_helper.from_array(_ball_score_weights(seq_len, bg_mode), "select"))
         nodes.append(helper.make_node("Conv", ["input", "select"], ["score"]))
+    if backbone_width > 0:
+        backbone, weights = _unet_backbone(backbone_width, in_channels, seq_len)
+        initializers += [*weights, numpy_helper.from_array(np.array(0.0, np.float32), "zero")]
+        nodes += [
+            *backbone,
+            helper.make_node("Mul", ["cost", "zero"], ["no_cost"]),
+            helper.make_node("Add", ["score", "no_cost"], ["score_backbone"]),
+        ]
     pad = BLUR_SIZE // 2
+    score = "score_backbone" if backbone_width > 0 else "score"
     nodes += [
-        helper.make_node("Conv", ["score", "blur_x"], ["blurred_x"], group=seq_len, pads=[0, pad, 0, pad]),
+        helper.make_node("Conv", [score, "blur_x"], ["blurred_x"], group=seq_len, pads=[0, pad, 0, pad]),
         helper.make_node("Conv", ["blurred_x", "blur_y"], ["blurred"], group=seq_len, pads=[pad, 0, pad, 0]),
         helper.make_node("Sub", ["blurred", "threshold"], ["centred"]),
         helper.make_node("Mul", ["centred", "gain"], ["logits"]),
@@ -100,9 +177,10 @@ def build_tracknet_model(path: str | Path, seq_len: int = 8, bg_mode: str = "sub
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="vision_factory")
     model.ir_version = 8
-    helper.set_model_props(
-        model, {"model_name": "TrackNet", "seq_len": str(seq_len), "bg_mode": bg_mode, "synthetic": "true"}
-    )
+    props = {"model_name": "TrackNet", "seq_len": str(seq_len), "bg_mode": bg_mode, "synthetic": "true"}
+    if backbone_width > 0:
+        props["backbone_width"] = str(backbone_width)
+    helper.set_model_props(model, props)
     onnx.checker.check_model(model)
     path = Path(path)
     onnx.save(model, path)

@@ -45,7 +45,6 @@ import importlib.util
 import json
 import logging
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -56,6 +55,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from report import environment, fmt, table
 
 ROOT = Path(__file__).resolve().parent.parent
 LOG = logging.getLogger("bench_detection")
@@ -444,54 +444,14 @@ def bench_node(case: Case, frames: list[np.ndarray], args, work: Path) -> dict:
 # --------------------------------------------------------------------------- report
 
 
-def _environment(threads: int) -> dict:
-    import onnxruntime
-
-    try:
-        openvino = importlib.metadata.version("openvino")
-    except importlib.metadata.PackageNotFoundError:
-        openvino = None
-    return {
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "load_avg_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-        "onnxruntime": onnxruntime.__version__,
-        "openvino": openvino,
-        "opencv": cv2.__version__,
-        "opencv_threads": cv2.getNumThreads(),
-        "numpy": np.__version__,
-        "threads": threads,
-    }
-
-
-def _fmt(value, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "NO"
-    if isinstance(value, float):
-        return "nan" if np.isnan(value) else f"{value:.{digits}f}"
-    return str(value)
-
-
-def _table(title: str, header: list[str], rows: list[list]) -> str:
-    cells = [header] + [[_fmt(cell) for cell in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    lines = [title, "  ".join(h.ljust(w) for h, w in zip(header, widths)), "  ".join("-" * w for w in widths)]
-    for row in cells[1:]:
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
-    return "\n".join(lines)
-
-
 def report(results: dict) -> str:
     env = results["environment"]
     width, height = results["size"]
     parts = [
         f"Detection benchmark: {width}x{height} photo frames, {env['cpu_count']} CPU cores, "
         f"onnxruntime {env['onnxruntime']}, openvino {env['openvino'] or '-'}, opencv {env['opencv']} "
-        f"({env['opencv_threads']} threads), numpy {env['numpy']}, load avg {_fmt(env['load_avg_1min'])} -> "
-        f"{_fmt(env.get('load_avg_1min_end'))}",
+        f"({env['opencv_threads']} threads), numpy {env['numpy']}, load avg {fmt(env['load_avg_1min'])} -> "
+        f"{fmt(env.get('load_avg_1min_end'))}",
     ]
     for key, why in results["skipped"].items():
         parts.append(f"skipped {key}: {why}")
@@ -510,7 +470,7 @@ def report(results: dict) -> str:
             )
     header = ["model", "backend", "input", "raw p50", "raw p90", "pre", "inference", "post", "detect p50"]
     header += ["detect p99", "raw fps", "detect fps", "detect/raw"]
-    parts += ["", _table("per frame (ms; pre / inference / post are medians of the stages)", header, rows)]
+    parts += ["", table("per frame (ms; pre / inference / post are medians of the stages)", header, rows)]
     rows = []
     for key, levels in results["decode_load"].items():
         for label, r in levels.items():
@@ -522,14 +482,14 @@ def report(results: dict) -> str:
         header = ["model", "threshold", "anchors", "candidates", "NMS kept", "returned", "decode p50", "decode p99"]
         header += ["nms p50", "nms share", f"< {GOAL_MS:g} ms"]
         title = "post-processing under load: YoloDetector.decode per frame (ms; candidates etc. are means over frames)"
-        parts += ["", _table(title, header, rows)]
+        parts += ["", table(title, header, rows)]
     rows = [
         [label, r["boxes"], r["kept"], r["nms"]["p50_ms"], r["nms"]["p99_ms"], r["nms"]["n"]]
         + [(r.get("opencv") or {}).get("p50_ms"), r.get("opencv_same_kept")]
         for label, r in results["nms"].items()
     ]
     header = ["boxes", "count", "kept", "nms p50", "nms p99", "runs", "OpenCV p50", "OpenCV same kept"]
-    parts += ["", _table("nms alone on synthetic boxes (ms; IoU 0.7; OpenCV: cv2.dnn.NMSBoxesBatched)", header, rows)]
+    parts += ["", table("nms alone on synthetic boxes (ms; IoU 0.7; OpenCV: cv2.dnn.NMSBoxesBatched)", header, rows)]
     if results["node_skipped"]:
         parts += ["", f"node: skipped: {results['node_skipped']}"]
     elif results["node"]:
@@ -547,7 +507,7 @@ def report(results: dict) -> str:
             f"detection node end to end (replay as fast as it keeps up, max_in_flight {results['max_in_flight']}; "
             "raw p50: the session just before and after the replay; node/raw: steady fps / (1000 / raw p50))"
         )
-        parts += ["", _table(title, header, rows)]
+        parts += ["", table(title, header, rows)]
     return "\n".join(parts)
 
 
@@ -619,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         "size": list(args.size),
         "frames": args.frames,
         "photos": list(named),
-        "environment": _environment(args.threads),
+        "environment": environment(args.threads),
         "models": {},
         "skipped": {},
         "adapter": {},

@@ -35,7 +35,6 @@ import dataclasses
 import json
 import logging
 import os
-import platform
 import re
 import sys
 import tempfile
@@ -43,6 +42,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from report import environment, fmt, table
 
 BG_ALIASES = {"none": "", "rgb": "", "": ""}
 
@@ -305,59 +305,22 @@ def _memory_bandwidth_gbs() -> float:
     return 2 * source.nbytes / best / 1e9  # read + write
 
 
-def _environment(threads: int) -> dict:
-    import cv2
-    import onnxruntime
-
-    return {
-        "copy_bandwidth_gbs": _memory_bandwidth_gbs(),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "load_avg_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-        "onnxruntime": onnxruntime.__version__,
-        "onnxruntime_device": onnxruntime.get_device(),
-        "opencv": cv2.__version__,
-        "opencv_threads": cv2.getNumThreads(),
-        "numpy": np.__version__,
-        "intra_op_threads": threads,
-    }
-
-
-def _fmt(value, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float) and np.isnan(value):
-        return "nan"
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
-
-
-def _table(title: str, header: list[str], rows: list[list]) -> str:
-    cells = [header] + [[_fmt(cell) for cell in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    lines = [title, "  ".join(h.ljust(w) for h, w in zip(header, widths)), "  ".join("-" * w for w in widths)]
-    lines += [
-        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells[1:]
-    ]
-    return "\n".join(lines)
-
-
 def report(results: dict) -> str:
     env = results["environment"]
     width, height = results["size"]
     parts = [
         f"TrackNet benchmark: {width}x{height}, seq_len {results['seq_len']}, "
         f"{env['cpu_count']} CPU cores, onnxruntime {env['onnxruntime']} ({env['onnxruntime_device']}), "
-        f"opencv {env['opencv']} ({env['opencv_threads']} threads), load avg {_fmt(env['load_avg_1min'])}, "
-        f"copy bandwidth {_fmt(env['copy_bandwidth_gbs'], 1)} GB/s",
+        f"opencv {env['opencv']} ({env['opencv_threads']} threads), load avg {fmt(env['load_avg_1min'])}, "
+        f"copy bandwidth {fmt(env['copy_bandwidth_gbs'], 1)} GB/s",
         "",
-        _table(
+        table(
             "raw session.run per call (fixed input, after warm-up)",
             ["model bg_mode", "p50 ms", "p90 ms", "p99 ms", "max frames/s"],
             [[m, r["p50_ms"], r["p90_ms"], r["p99_ms"], r["max_fps"]] for m, r in results["session"].items()],
         ),
         "",
-        _table(
+        table(
             f"TrackNetModuleONNX.push per {width}x{height} frame (stage ms per frame from stats; pipelined: "
             "prepare() of the next frame on a second thread, as the node does)",
             ["model bg_mode", "p50 ms", "p99 ms", "frames/s", "pre", "inference", "post", "median", "pipelined fps"],
@@ -367,7 +330,7 @@ def report(results: dict) -> str:
             ],
         ),
         "",
-        _table(
+        table(
             "pre-processing parts (median ms per call)",
             ["model bg_mode", "resize BGR", "bg difference", "resize diff", "whole feature"],
             [
@@ -385,7 +348,7 @@ def report(results: dict) -> str:
     if results["replay"]:
         parts += [
             "",
-            _table(
+            table(
                 f"tracknet node end to end (replay, rate={results['replay_rate']}, "
                 f"max_in_flight {results['max_in_flight']}; "
                 "latency and stage split "
@@ -425,7 +388,7 @@ def report(results: dict) -> str:
         ]
     parts += [
         "",
-        _table(
+        table(
             "ratios (goals: node/session >= 0.95, pre-processing < 5 ms per frame)",
             [
                 "model bg_mode",
@@ -523,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         "frames": args.frames,
         "max_in_flight": args.max_in_flight,
         "replay_rate": args.replay_rate,
-        "environment": _environment(args.threads),
+        "environment": {**environment(args.threads), "copy_bandwidth_gbs": _memory_bandwidth_gbs()},
         "session": {},
         "module": {},
         "replay": {},

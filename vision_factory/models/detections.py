@@ -3,6 +3,7 @@ class-aware NMS, and the COCO person keypoints."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -84,13 +85,13 @@ class Detection:
     score: float
     class_id: int
     class_name: str
-    keypoints: list[tuple[float, float, float]] | None = None  # (x, y, confidence) per keypoint
+    keypoints: Sequence[Sequence[float]] | None = None  # (x, y, confidence) per keypoint; may be a [K, 3] array
 
     def as_dict(self) -> dict:
         record = {"xyxy": list(self.xyxy), "score": self.score, "class_id": self.class_id}
         record["class_name"] = self.class_name
         if self.keypoints is not None:
-            record["keypoints"] = [list(point) for point in self.keypoints]
+            record["keypoints"] = np.asarray(self.keypoints, dtype=np.float64).tolist()
         return record
 
 

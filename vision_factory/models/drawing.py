@@ -26,7 +26,7 @@ def draw_detections(
         cv2.rectangle(image_bgr, (x1, y1), (x2, y2), BOX_COLOUR, 2)
         label = f"{detection.class_name} {detection.score:.2f}"
         cv2.putText(image_bgr, label, (x1, max(12, y1 - 4)), cv2.FONT_HERSHEY_SIMPLEX, 0.5, BOX_COLOUR)
-        points = detection.keypoints or []
+        points = [] if detection.keypoints is None else detection.keypoints
         visible = [score > keypoint_threshold for _, _, score in points]
         for a, b in skeleton:
             if a < len(points) and b < len(points) and visible[a] and visible[b]:

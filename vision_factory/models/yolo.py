@@ -159,10 +159,7 @@ class YoloDetector:
             kept = candidates[order]
             points = output[4 + self.class_count :, kept].T.reshape(len(kept), self.keypoint_count, self.keypoint_dims)
             confidence = points[..., 2:3] if self.keypoint_dims == 3 else np.ones((*points.shape[:2], 1))
-            keypoints = [
-                [tuple(point) for point in person]
-                for person in np.concatenate([box.to_frame(points[..., :2]), confidence], axis=-1).tolist()
-            ]
+            keypoints = list(np.concatenate([box.to_frame(points[..., :2]), confidence], axis=-1))  # [K, 3] each
         names = self.names
         return [
             Detection(tuple(xyxy), score, class_id, names[class_id], points)

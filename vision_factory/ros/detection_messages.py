@@ -41,7 +41,7 @@ def detection_message(header: Header, detection: Detection, keypoint_names: Sequ
     message.bbox = BoundingBox2D(size_x=float(x2 - x1), size_y=float(y2 - y1))
     message.bbox.center.position.x, message.bbox.center.position.y = float(centre_x), float(centre_y)
     results = [_hypothesis(detection.class_name, detection.score, centre_x, centre_y)]
-    for name, (x, y, score) in zip(keypoint_names, detection.keypoints or ()):
+    for name, (x, y, score) in zip(keypoint_names, () if detection.keypoints is None else detection.keypoints):
         results.append(_hypothesis(name, score, x, y))
     message.results = results
     return message
@@ -88,7 +88,7 @@ def skeleton_markers(
     """
     markers = [Marker(header=header, ns=namespace, action=Marker.DELETEALL)]
     for index, detection in enumerate(detections):
-        keypoints = detection.keypoints or []
+        keypoints = [] if detection.keypoints is None else detection.keypoints
         points = [Point(x=float(x), y=float(y), z=0.0) for x, y, _ in keypoints]
         shown = [score > keypoint_threshold for _, _, score in keypoints]
         limbs = Marker(header=header, ns=namespace, id=2 * index, type=Marker.LINE_LIST, action=Marker.ADD)

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 # model family -> COCO iouType
 IOU_TYPES = {"yolo": "bbox", "fasterrcnn": "bbox", "yolo_pose": "keypoints", "rtmpose": "keypoints"}
 # Families run_and_score can run from one model file (rtmpose needs a person detector too).
@@ -89,7 +91,7 @@ def predict_coco(detector, data: Path, iou_type: str) -> list[dict[str, Any]]:
             result = {"image_id": image["id"], "category_id": category, "score": detection.score}
             result["bbox"] = [x1, y1, x2 - x1, y2 - y1]
             if iou_type == "keypoints":
-                result["keypoints"] = [value for point in detection.keypoints for value in point]
+                result["keypoints"] = np.asarray(detection.keypoints, dtype=np.float64).ravel().tolist()
             results.append(result)
     return results
 

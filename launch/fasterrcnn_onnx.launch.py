@@ -69,7 +69,10 @@ def node_parameters() -> list:
 def node_remappings() -> list:
     """The node's relative image topics onto image_topic (raw and compressed)."""
     image_topic = LaunchConfiguration("image_topic")
-    return [("image", image_topic), ("image/compressed", [image_topic, "/compressed"])]
+    return [
+        ("image", image_topic),
+        ("image/compressed", [image_topic, "/compressed"]),
+    ]
 
 
 def generate_launch_description() -> LaunchDescription:

@@ -77,9 +77,13 @@ def node_parameters() -> list:
 
 
 def node_remappings() -> list:
-    """The node's relative image topics onto image_topic (raw and compressed)."""
+    """The node's relative image topics onto image_topic (raw and compressed), and its other inputs."""
     image_topic = LaunchConfiguration("image_topic")
-    return [("image", image_topic), ("image/compressed", [image_topic, "/compressed"])]
+    return [
+        ("image", image_topic),
+        ("image/compressed", [image_topic, "/compressed"]),
+        ("person_detections", LaunchConfiguration("person_detections_topic")),
+    ]
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -96,6 +100,11 @@ def generate_launch_description() -> LaunchDescription:
                 "image_topic",
                 default_value="/camera/image_raw",
                 description="camera topic; compressed input reads <image_topic>/compressed",
+            ),
+            DeclareLaunchArgument(
+                "person_detections_topic",
+                default_value="/detections",
+                description="Detection2DArray of people, read with person_source:=topic",
             ),
             DeclareLaunchArgument("namespace", default_value="", description="ROS namespace of the node"),
             DeclareLaunchArgument(

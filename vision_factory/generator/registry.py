@@ -49,6 +49,8 @@ class FamilySpec:
     ros_dependencies: tuple[str, ...]
     backends: tuple[str, ...]
     model_type: str = ""  # passed to the node module's run() when it serves several families
+    # Inputs besides the image the launch file remaps: (node topic, launch argument, default, description).
+    topic_arguments: tuple[tuple[str, str, str, str], ...] = ()
 
     @property
     def parameters(self) -> tuple[Parameter, ...]:
@@ -132,6 +134,16 @@ FAMILIES: dict[str, FamilySpec] = {
                 ros_dependencies=(*NODE_ROS_DEPENDENCIES, "vision_msgs"),
                 backends=("onnx", "openvino", "tensorrt"),
                 model_type=name,
+                topic_arguments=(
+                    (
+                        "person_detections",
+                        "person_detections_topic",
+                        "/detections",
+                        "Detection2DArray of people, read with person_source:=topic",
+                    ),
+                )
+                if name == "rtmpose"
+                else (),
             )
             for name, summary, output, pose, inputs in (
                 ("yolo", "YOLO object detection (Ultralytics export)", "detections", False, IMAGE_INPUTS),

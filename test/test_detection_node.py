@@ -117,7 +117,7 @@ def test_yolo_pose_node_publishes_keypoints_markers_labels_and_a_debug_image(tmp
             position = result.pose.pose.position
             assert (position.x, position.y, result.hypothesis.score) == pytest.approx((x, y, score))
     assert [(c.class_id, c.class_name) for c in labels[0].class_map] == [(0, "person")]
-    assert labels[0].threshold == pytest.approx(0.25)
+    assert labels[0].threshold == pytest.approx(0.25) and labels[0].header.stamp.sec > 1_700_000_000  # when published
     (skeleton,) = markers
     assert skeleton.markers[0].action == Marker.DELETEALL
     limbs = [m for m in skeleton.markers if m.type == Marker.LINE_LIST]

@@ -56,8 +56,9 @@ class DetectionNode(InferenceNode):
         self.debug_pub = self.create_publisher(Image, "debug_image", 1)
         self.marker_pub = self.create_publisher(MarkerArray, "pose_markers", 1) if self.pose else None
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        labels_header = Header(stamp=self.get_clock().now().to_msg())
         self.create_publisher(LabelInfo, "labels", latched).publish(
-            label_info_message(Header(frame_id=""), self.detector.names, values["confidence_threshold"])
+            label_info_message(labels_header, self.detector.names, values["confidence_threshold"])
         )
         self.outputs = 0
         if model_type == "rtmpose" and values["person_source"] == "topic":

@@ -381,3 +381,16 @@ def test_bench_times_the_fasterrcnn_pipeline(tmp_path):
     stages = [record["pipeline"][stage] for stage in ("preprocess_ms", "inference_ms", "postprocess_ms")]
     assert all(value > 0 for value in stages)
     assert record["pipeline"]["fps"] == pytest.approx(1000 / sum(stages))
+
+
+@needs_shapes
+def test_compare_a_fasterrcnn_model_with_itself_on_two_backends(tmp_path):
+    model = wrap_yolo(tmp_path / "wrapped.onnx")
+    data = SHAPES_IMAGES.parent
+    arguments = ["compare", "--model-type", "fasterrcnn", "--model", str(model), "--data", str(data)]
+    result = CliRunner().invoke(main, [*arguments, "--a", "onnx:cpu", "--b", "openvino:CPU", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    (saved,) = tmp_path.glob("compare_shapes-val_wrapped-onnx-cpu_vs_wrapped-openvino-CPU.json")
+    report = json.loads(saved.read_text())
+    assert report["verdict"] in ("excellent", "good"), report
+    assert report["outputs"]["matched"] > 50

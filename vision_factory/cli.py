@@ -495,7 +495,12 @@ def _track(model: Path, source: Path, target: str, median_warmup: int, heatmap_t
 
 
 @main.command()
-@click.option("--model-type", type=click.Choice(["tracknet", "yolo", "yolo_pose"]), required=True, help="model family")
+@click.option(
+    "--model-type",
+    type=click.Choice(["tracknet", "yolo", "yolo_pose", "fasterrcnn"]),
+    required=True,
+    help="model family",
+)
 @click.option(
     "--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="model of configuration A"
 )

@@ -34,6 +34,7 @@ from launch.utilities import normalize_to_list_of_substitutions, perform_substit
 from launch_ros.utilities import evaluate_parameters, normalize_parameters, normalize_remap_rules
 
 import vision_factory
+from vision_factory.generator.registry import FAMILIES
 from vision_factory.tools.synthetic import BallClip, build_tracknet_model
 
 PACKAGE = "vision_factory"
@@ -104,16 +105,17 @@ def prefix(tmp_path_factory) -> Path:
     shutil.copy2(REPO / "package.xml", share)
     for folder in ("launch", "config"):
         shutil.copytree(REPO / folder, share / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    executable = root / "lib" / PACKAGE / "tracknet_node"
-    executable.parent.mkdir(parents=True)
-    executable.write_text(
-        f"#!{sys.executable}\n"
-        "import sys\n"
-        f"sys.path.insert(0, {str(SOURCE_ROOT)!r})\n"
-        "from vision_factory.tracknet_onnx_node import main\n"
-        "sys.exit(main())\n"
-    )
-    executable.chmod(0o755)
+    (root / "lib" / PACKAGE).mkdir(parents=True)
+    for family in FAMILIES:
+        executable = root / "lib" / PACKAGE / f"{family}_node"
+        executable.write_text(
+            f"#!{sys.executable}\n"
+            "import sys\n"
+            f"sys.path.insert(0, {str(SOURCE_ROOT)!r})\n"
+            f"from vision_factory.{family}_onnx_node import main\n"
+            "sys.exit(main())\n"
+        )
+        executable.chmod(0o755)
     return root
 
 
@@ -151,7 +153,7 @@ def run_launch(tmp_path, ros_env):
         pytest.skip("the ros2 command (ros2cli + ros2launch) is not on PATH")
     started: list[subprocess.Popen] = []
 
-    def start(*arguments: str) -> tuple[subprocess.Popen, Path]:
+    def start(*arguments: str, launch_file: str = "tracknet_onnx.launch.py") -> tuple[subprocess.Popen, Path]:
         log_path = tmp_path / f"launch{len(started)}.log"
         # An ignored SIGINT (pytest started in the background by a shell) would be inherited and make
         # ros2 launch ignore SIGINT; a handled one is reset to the default in the child.
@@ -159,7 +161,7 @@ def run_launch(tmp_path, ros_env):
         try:
             with open(log_path, "wb") as log:
                 process = subprocess.Popen(
-                    [ros2, "launch", PACKAGE, "tracknet_onnx.launch.py", *arguments],
+                    [ros2, "launch", PACKAGE, launch_file, *arguments],
                     env=ros_env,
                     cwd=tmp_path,
                     stdout=log,
@@ -242,6 +244,18 @@ def test_launch_tracks_frames(run_launch, ros_env, prefix, model, tmp_path):
             assert abs(ball["x"] - expected.x) <= 3 and abs(ball["y"] - expected.y) <= 3, f"frame {index}: {ball}"
     # SIGINT reached the node, which published what was pending and logged its statistics.
     assert f"frames in {FRAMES}, dropped 0, skipped 0, outputs {FRAMES}" in log
+
+
+def test_rtmpose_launch_remaps_its_person_detections(run_launch, tmp_path):
+    from test_rtmpose import spot_finder
+
+    model = spot_finder(tmp_path / "spot.onnx")
+    arguments = (f"model_path:={model}", "person_source:=topic", "person_detections_topic:=/people/detections")
+    process, log_path = run_launch(*arguments, launch_file="rtmpose_onnx.launch.py")
+    wait_for_log(log_path, r"listening on /camera/image_raw, publishing /poses", process)
+    wait_for_log(log_path, r"posing the people of /people/detections, paired with images by stamp", process)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 0
 
 
 def test_launch_seq_len_reaches_node(run_launch, model):

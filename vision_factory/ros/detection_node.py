@@ -67,6 +67,8 @@ class DetectionNode(InferenceNode):
             self.person_class = values["person_class"]  # by name here: ids mean nothing across nodes
             topic = self.subscribe_images(self._keep_image)
             self.create_subscription(Detection2DArray, "person_detections", self._keep_people, 10)
+            people = self.resolve_topic_name("person_detections")
+            self.get_logger().info(f"posing the people of {people}, paired with images by stamp")
         else:
             topic = self.subscribe_images()
         self.get_logger().info(f"listening on {topic}, publishing {self.resolve_topic_name(output)}")

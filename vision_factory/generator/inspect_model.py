@@ -15,6 +15,7 @@ from onnx import helper
 from ..models.fasterrcnn import DETECTION_ROLES
 from ..models.tracknet_stream import BG_MODES, FEATURE_CHANNELS, HEIGHT, WIDTH
 from ..models.yolo import class_names, metadata_literal
+from ..runtime.runner import shape_text
 
 Dim = int | str | None  # fixed size, named dynamic size (dim_param), unknown
 
@@ -96,7 +97,7 @@ def describe(summary: ModelSummary, recognition: Recognition) -> str:
     for title, tensors in (("inputs", summary.inputs), ("outputs", summary.outputs)):
         width = max((len(tensor.name) for tensor in tensors), default=0)
         lines.append(f"{title}:" if tensors else f"{title}: none")
-        lines += [f"  {t.name.ljust(width)}  {_shape(t.shape)} {t.dtype}" for t in tensors]
+        lines += [f"  {t.name.ljust(width)}  {shape_text(t.shape)} {t.dtype}" for t in tensors]
     lines.append("metadata:" if summary.metadata else "metadata: none")
     lines += [f"  {key}: {_cut(value)}" for key, value in summary.metadata.items()]
     lines.append(f"looks like: {recognition.family} — {recognition.reason}")
@@ -135,10 +136,6 @@ def _dtype(elem_type: int) -> str:
         return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
     except KeyError:
         return f"onnx type {elem_type}"
-
-
-def _shape(shape: tuple[Dim, ...]) -> str:
-    return "[" + ", ".join("?" if dim is None else str(dim) for dim in shape) + "]"
 
 
 def _cut(value: str, limit: int = 100) -> str:
@@ -195,7 +192,7 @@ def _tracknet(summary: ModelSummary) -> Recognition | None:
         return None
     channels, frames = x[1], y[1]
     meta_len, meta_mode = _int(summary.metadata.get("seq_len")), summary.metadata.get("bg_mode")
-    seen = f"one input {_shape(x)} and one output {_shape(y)} of {HEIGHT}x{WIDTH} heatmaps"
+    seen = f"one input {shape_text(x)} and one output {shape_text(y)} of {HEIGHT}x{WIDTH} heatmaps"
     seq_len = frames if isinstance(frames, int) else meta_len
     if seq_len is None:
         reason = f"{seen}, but the number of frames is dynamic and there is no seq_len metadata to tell it"
@@ -255,8 +252,8 @@ def _inpaintnet(summary: ModelSummary) -> Recognition | None:
     seq_len = next(iter(lengths)) if lengths else _int(summary.metadata.get("seq_len"))
     source = "" if lengths or seq_len is None else " (seq_len from metadata)"
     reason = (
-        f"inputs {coords.name} {_shape(coords.shape)} and {mask.name} {_shape(mask.shape)} and output "
-        f"{output.name} {_shape(output.shape)} are InpaintNet's ball track, visibility mask and repaired track "
+        f"inputs {coords.name} {shape_text(coords.shape)} and {mask.name} {shape_text(mask.shape)} and output "
+        f"{output.name} {shape_text(output.shape)} are InpaintNet's ball track, visibility mask and repaired track "
         f"over {seq_len if seq_len is not None else 'a dynamic number of'} frames{source}"
     )
     return Recognition("inpaintnet", reason, {"seq_len": seq_len, "coords": coords.name, "mask": mask.name})
@@ -327,10 +324,10 @@ def _yolo_pose(summary: ModelSummary) -> Recognition | None:
             evidence.append(f"kpt_shape {metadata['kpt_shape']}")
         reason = f"Ultralytics metadata {' and '.join(evidence)}"
         if out is not None:
-            reason += f" and output {out.name} {_shape(out.shape)}"
+            reason += f" and output {out.name} {shape_text(out.shape)}"
     else:
         reason = (
-            f"its single output {out.name} {_shape(out.shape)} has 56 = 4 box + 1 score + 17 x 3 keypoint channels "
+            f"its single output {out.name} {shape_text(out.shape)} has 56 = 4 box + 1 score + 17 x 3 keypoint channels "
             "(no Ultralytics metadata; a 52-class detector would look the same)"
         )
     counts = f"{_count(keypoints, 'keypoint', 'keypoints')} and {_count(classes, 'class', 'classes')}"
@@ -362,7 +359,7 @@ def _yolo(summary: ModelSummary) -> Recognition | None:
     out = summary.outputs[0]
     layout = "[1, N, 4 + classes]" if transposed else "[1, 4 + classes, N]"
     reason = (
-        f"one image input {image.name} {_shape(image.shape)} and one output {out.name} {_shape(out.shape)}, "
+        f"one image input {image.name} {shape_text(image.shape)} and one output {out.name} {shape_text(out.shape)}, "
         f"read as {layout} with {channels} = 4 box + {classes} class channels: a YOLO detector "
         f"with {_count(classes, 'class', 'classes')}"
     )
@@ -387,8 +384,8 @@ def _fasterrcnn(summary: ModelSummary) -> Recognition | None:
     if not boxes.shape or boxes.shape[-1] != 4:
         return None
     reason = (
-        f"outputs {boxes.name} {_shape(boxes.shape)}, {scores.name} {_shape(scores.shape)} and "
-        f"{labels.name} {_shape(labels.shape)} are boxes (last dimension 4), scores and labels: a detector "
+        f"outputs {boxes.name} {shape_text(boxes.shape)}, {scores.name} {shape_text(scores.shape)} and "
+        f"{labels.name} {shape_text(labels.shape)} are boxes (last dimension 4), scores and labels: a detector "
         "with post-processing inside, like torchvision's Faster R-CNN"
     )
     return Recognition("fasterrcnn", reason, {role: tensor.name for role, tensor in found.items()})
@@ -425,15 +422,15 @@ def _rtmpose(summary: ModelSummary) -> Recognition | None:
     named = {tensor.name.lower(): tensor for tensor in summary.outputs}
     if "simcc_x" in named and "simcc_y" in named:
         x, y = named["simcc_x"], named["simcc_y"]
-        evidence = f"outputs named {x.name} {_shape(x.shape)} and {y.name} {_shape(y.shape)}"
+        evidence = f"outputs named {x.name} {shape_text(x.shape)} and {y.name} {shape_text(y.shape)}"
     else:
         pair = _simcc_pair(image, summary.outputs) if image is not None else None
         if pair is None:
             return None
         x, y = pair
         evidence = (
-            f"outputs {x.name} {_shape(x.shape)} and {y.name} {_shape(y.shape)} about twice as long as "
-            f"input {image.name} {_shape(image.shape)} is wide and high"
+            f"outputs {x.name} {shape_text(x.shape)} and {y.name} {shape_text(y.shape)} about twice as long as "
+            f"input {image.name} {shape_text(image.shape)} is wide and high"
         )
     keypoints = x.shape[1] if len(x.shape) == 3 and isinstance(x.shape[1], int) else None
     reason = f"{evidence}: an RTMPose-style SimCC pose model with {_count(keypoints, 'keypoint', 'keypoints')}"
@@ -448,7 +445,7 @@ def _rtmpose(summary: ModelSummary) -> Recognition | None:
 
 def _unknown(summary: ModelSummary) -> Recognition:
     def listing(tensors: tuple[TensorSummary, ...]) -> str:
-        return ", ".join(f"{t.name} {_shape(t.shape)} {t.dtype}" for t in tensors) or "none"
+        return ", ".join(f"{t.name} {shape_text(t.shape)} {t.dtype}" for t in tensors) or "none"
 
     reason = f"no known family matches inputs {listing(summary.inputs)} and outputs {listing(summary.outputs)}"
     task = summary.metadata.get("task")

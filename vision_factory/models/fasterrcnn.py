@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from ..runtime.runner import Runner, TensorInfo
+from ..runtime.runner import Runner, TensorInfo, fixed_dim, tensor_text, tensors_text
 from .detections import Detection
 from .yolo import Letterbox, class_names, letterbox_image
 
@@ -60,20 +60,8 @@ _LAYOUT_HINT = (
 )
 
 
-def _shape(info: TensorInfo) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in info.shape) + "]"
-
-
-def _listing(tensors: Sequence[TensorInfo]) -> str:
-    return ", ".join(f"{t.name} {_shape(t)} {t.dtype}" for t in tensors) or "none"
-
-
 def _is_int(info: TensorInfo) -> bool:
     return info.dtype.startswith(("int", "uint"))
-
-
-def _fixed(dim: object) -> int | None:
-    return dim if isinstance(dim, int) and dim > 0 else None
 
 
 def metadata_labels(metadata: dict[str, str]) -> list[str]:
@@ -107,24 +95,24 @@ class ImageInput:
     def of(cls, runner: Runner, family: str) -> ImageInput:
         if len(runner.inputs) != 1:
             raise ValueError(
-                f"a {family} model takes one image input, this one takes {_listing(runner.inputs)}; "
+                f"a {family} model takes one image input, this one takes {tensors_text(runner.inputs)}; "
                 "export it with a single image input"
             )
         info = runner.inputs[0]
         shape = info.shape
         if len(shape) not in (3, 4):
             raise ValueError(
-                f"input {info.name} {_shape(info)} is not an image: expected [B, 3, H, W], [3, H, W] or [B, H, W, 3]"
+                f"input {tensor_text(info)} is not an image: expected [B, 3, H, W], [3, H, W] or [B, H, W, 3]"
             )
         channel_first, channel_last = shape[-3] == 3, shape[-1] == 3
         channels_last = channel_last and not channel_first
         if not (channel_first or channel_last):
-            if _fixed(shape[-3]) or _fixed(shape[-1]):
+            if fixed_dim(shape[-3]) or fixed_dim(shape[-1]):
                 raise ValueError(
-                    f"input {info.name} {_shape(info)} has no axis of 3 colour channels; give the model an RGB input"
+                    f"input {tensor_text(info)} has no axis of 3 colour channels; give the model an RGB input"
                 )
         spatial = shape[-3:-1] if channels_last else shape[-2:]
-        height, width = (_fixed(d) for d in spatial)
+        height, width = (fixed_dim(d) for d in spatial)
         size = (height, width) if height and width else None
         return cls(info.name, channels_last, len(shape) == 4, size, info.dtype)
 
@@ -221,7 +209,7 @@ class FasterRCNNDetector:
         """Output index of boxes, scores, labels (and count when there is one)."""
         if len(outputs) < 3:
             raise ValueError(
-                f"{_LAYOUT_HINT}, but this model has {len(outputs)} output(s): {_listing(outputs)}; give a model "
+                f"{_LAYOUT_HINT}, but this model has {len(outputs)} output(s): {tensors_text(outputs)}; give a model "
                 "with NMS inside (`vision-factory inspect MODEL` tells which family a model looks like)"
             )
         index = {info.name: i for i, info in enumerate(outputs)}
@@ -231,7 +219,7 @@ class FasterRCNNDetector:
                 continue
             if name not in index:
                 raise ValueError(
-                    f"{role}_output {name!r} is not an output of the model; its outputs are {_listing(outputs)}"
+                    f"{role}_output {name!r} is not an output of the model; its outputs are {tensors_text(outputs)}"
                 )
             roles[role] = index[name]
         for role, names in DETECTION_ROLES.items():
@@ -255,20 +243,20 @@ class FasterRCNNDetector:
         if missing:
             raise ValueError(
                 f"cannot tell which output holds the {' and '.join(missing)}: {_LAYOUT_HINT}; this model's outputs "
-                f"are {_listing(outputs)}; name them with {', '.join(f'{r}_output' for r in missing)}"
+                f"are {tensors_text(outputs)}; name them with {', '.join(f'{r}_output' for r in missing)}"
             )
         boxes_info, scores_info, labels_info = (outputs[roles[r]] for r in ("boxes", "scores", "labels"))
-        last = _fixed(boxes_info.shape[-1]) if boxes_info.shape else None
+        last = fixed_dim(boxes_info.shape[-1]) if boxes_info.shape else None
         if len(boxes_info.shape) not in (2, 3) or last not in (4, None):
             raise ValueError(
-                f"boxes output {boxes_info.name} {_shape(boxes_info)} is not [B, N, 4] or [N, 4]: {_LAYOUT_HINT}; "
+                f"boxes output {tensor_text(boxes_info)} is not [B, N, 4] or [N, 4]: {_LAYOUT_HINT}; "
                 "choose the right one with boxes_output"
             )
         for info in (scores_info, labels_info):
             if len(info.shape) != len(boxes_info.shape) - 1:
                 expected = "[B, N]" if len(boxes_info.shape) == 3 else "[N]"
                 raise ValueError(
-                    f"output {info.name} {_shape(info)} does not fit boxes {boxes_info.name} {_shape(boxes_info)}: "
+                    f"output {tensor_text(info)} does not fit boxes {tensor_text(boxes_info)}: "
                     f"scores and labels must be {expected}; {_LAYOUT_HINT}"
                 )
         count = [i for i, info in enumerate(outputs) if info.name.lower() in COUNT_NAMES and i not in roles.values()]

@@ -28,7 +28,7 @@ from dataclasses import replace
 import cv2
 import numpy as np
 
-from ..runtime.runner import Runner, TensorInfo
+from ..runtime.runner import Runner, TensorInfo, fixed_dim, tensor_text, tensors_text
 from .detections import Detection, Detector
 from .detections import keypoint_names as coco_or_numbered
 
@@ -39,18 +39,6 @@ SCORE_MODES = ("min", "mean")
 SIMCC_NAMES = ("simcc_x", "simcc_y")
 
 Keypoints = list[tuple[float, float, float]]  # (x, y, score) per keypoint, frame pixels
-
-
-def _shape(info: TensorInfo) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in info.shape) + "]"
-
-
-def _listing(tensors: Sequence[TensorInfo]) -> str:
-    return ", ".join(f"{t.name} {_shape(t)}" for t in tensors) or "none"
-
-
-def _fixed(dim: object) -> int | None:
-    return dim if isinstance(dim, int) and dim > 0 else None
 
 
 def box_center_scale(boxes_xyxy: np.ndarray, aspect_ratio: float, padding: float = PADDING) -> np.ndarray:
@@ -97,7 +85,7 @@ class RTMPoseEstimator:
         self.std = np.asarray(std, dtype=np.float32).reshape(1, 1, 3)
         self._input, self.size, self.batch = self._image_input(runner, input_size)
         self._x, self._y = self._simcc_outputs(runner, simcc_x_output, simcc_y_output, self.size)
-        count = _fixed(runner.outputs[self._x].shape[1])
+        count = fixed_dim(runner.outputs[self._x].shape[1])
         if keypoint_names and count is not None and len(keypoint_names) != count:
             raise ValueError(f"{len(keypoint_names)} keypoint names given for a model with {count} keypoints")
         self._names = list(keypoint_names) if keypoint_names else None
@@ -107,14 +95,12 @@ class RTMPoseEstimator:
     def _image_input(runner: Runner, input_size: tuple[int, int] | None):
         if len(runner.inputs) != 1:
             raise ValueError(
-                f"an RTMPose model takes one image input [B, 3, H, W], this one takes {_listing(runner.inputs)}"
+                f"an RTMPose model takes one image input [B, 3, H, W], this one takes {tensors_text(runner.inputs)}"
             )
         info = runner.inputs[0]
         if len(info.shape) != 4 or info.shape[1] not in (3, None):
-            raise ValueError(
-                f"input {info.name} {_shape(info)} is not [B, 3, H, W]: an RTMPose model takes NCHW RGB crops"
-            )
-        height, width = _fixed(info.shape[2]), _fixed(info.shape[3])
+            raise ValueError(f"input {tensor_text(info)} is not [B, 3, H, W]: an RTMPose model takes NCHW RGB crops")
+        height, width = fixed_dim(info.shape[2]), fixed_dim(info.shape[3])
         if height and width:
             if input_size is not None and tuple(input_size) != (height, width):
                 raise ValueError(
@@ -126,10 +112,10 @@ class RTMPoseEstimator:
             size = (int(input_size[0]), int(input_size[1]))
         else:
             raise ValueError(
-                f"input {info.name} {_shape(info)} has a dynamic size: set input_size (height, width), "
+                f"input {tensor_text(info)} has a dynamic size: set input_size (height, width), "
                 "e.g. (256, 192) for RTMPose body models"
             )
-        return info.name, size, _fixed(info.shape[0])
+        return info.name, size, fixed_dim(info.shape[0])
 
     @staticmethod
     def _simcc_outputs(
@@ -143,14 +129,16 @@ class RTMPoseEstimator:
         index = {info.name: i for i, info in enumerate(outputs)}
         for role, name in (("simcc_x_output", x_name), ("simcc_y_output", y_name)):
             if name is not None and name not in index:
-                raise ValueError(f"{role} {name!r} is not an output of the model; its outputs are {_listing(outputs)}")
+                raise ValueError(
+                    f"{role} {name!r} is not an output of the model; its outputs are {tensors_text(outputs)}"
+                )
         lower = {info.name.lower(): i for i, info in enumerate(outputs)}
         x = index[x_name] if x_name is not None else lower.get("simcc_x")
         y = index[y_name] if y_name is not None else lower.get("simcc_y")
         if x is None or y is None:
             rest = [i for i in range(len(outputs)) if i not in (x, y)]
             if (x is None) + (y is None) > len(rest):
-                raise ValueError(f"{hint}; this model has {len(outputs)} output(s): {_listing(outputs)}")
+                raise ValueError(f"{hint}; this model has {len(outputs)} output(s): {tensors_text(outputs)}")
             if x is None and y is None:
                 x, y = RTMPoseEstimator._by_shape(outputs, rest[:2], size)
             elif x is None:
@@ -161,14 +149,13 @@ class RTMPoseEstimator:
         for info in (ix, iy):
             if len(info.shape) != 3:
                 raise ValueError(
-                    f"output {info.name} {_shape(info)} is not [B, K, L]: {hint}; name the SimCC outputs with "
+                    f"output {tensor_text(info)} is not [B, K, L]: {hint}; name the SimCC outputs with "
                     "simcc_x_output and simcc_y_output"
                 )
-        kx, ky = _fixed(ix.shape[1]), _fixed(iy.shape[1])
+        kx, ky = fixed_dim(ix.shape[1]), fixed_dim(iy.shape[1])
         if kx is not None and ky is not None and kx != ky:
             raise ValueError(
-                f"simcc outputs {ix.name} {_shape(ix)} and {iy.name} {_shape(iy)} disagree on the keypoint count: "
-                f"{hint}"
+                f"simcc outputs {tensor_text(ix)} and {tensor_text(iy)} disagree on the keypoint count: {hint}"
             )
         return x, y
 
@@ -179,7 +166,7 @@ class RTMPoseEstimator:
         height, width = size
 
         def mismatch(x: int, y: int) -> float:
-            lx, ly = _fixed(outputs[x].shape[-1]), _fixed(outputs[y].shape[-1])
+            lx, ly = fixed_dim(outputs[x].shape[-1]), fixed_dim(outputs[y].shape[-1])
             return 0.0 if lx is None or ly is None else abs(lx / width - ly / height)
 
         return (second, first) if mismatch(second, first) < mismatch(first, second) else (first, second)

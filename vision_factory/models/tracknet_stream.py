@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 import cv2
 import numpy as np
 
-from ..runtime.runner import Runner
+from ..runtime.runner import Runner, fixed_dim
 
 HEIGHT = 288
 WIDTH = 512
@@ -139,10 +139,6 @@ def _check_metadata(metadata: dict[str, str], expected: dict[str, object], model
             )
 
 
-def _static_dim(dim: object) -> int | None:
-    return dim if isinstance(dim, int) and dim > 0 else None
-
-
 class TrackNetTracker:
     """Streaming TrackNet on a Runner: push BGR frames, get one ball prediction per frame."""
 
@@ -183,13 +179,13 @@ class TrackNetTracker:
         shape = self.runner.inputs[0].shape
         if len(shape) != 4:
             raise ValueError(f"{model_name} has a {len(shape)}-D input; TrackNet takes [1, C, 288, 512]")
-        found = _static_dim(shape[1])
+        found = fixed_dim(shape[1])
         if found is not None and found != channels:
             raise ValueError(
                 f"{model_name} takes {found} input channels but seq_len={self.seq_len}, "
                 f"bg_mode={self.bg_mode!r} needs {channels}; check seq_len and bg_mode"
             )
-        size = (_static_dim(shape[2]), _static_dim(shape[3]))
+        size = (fixed_dim(shape[2]), fixed_dim(shape[3]))
         if size not in ((HEIGHT, WIDTH), (None, None)):
             raise ValueError(f"{model_name} input is {size[0]}x{size[1]}; TrackNet takes {HEIGHT}x{WIDTH}")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from ..runtime.runner import Runner
+from ..runtime.runner import Runner, fixed_dim
 from .detections import Detection, keypoint_names, nms
 
 STRIDE = 32
@@ -102,7 +102,7 @@ class YoloDetector:
     ):
         self.runner = runner
         shape = runner.inputs[0].shape
-        fixed = [d if isinstance(d, int) and d > 0 else None for d in shape[2:4]]
+        fixed = [fixed_dim(d) for d in shape[2:4]]
         self.dynamic = None in fixed
         if image_size <= 0:  # the size it was exported for, as Ultralytics recorded it
             recorded = metadata_literal(runner.metadata, "imgsz")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -21,6 +21,26 @@ class TensorInfo:
     name: str
     shape: tuple[int | str | None, ...]  # str/None for dynamic dimensions
     dtype: str  # numpy name: float32, float16, int64, ...
+
+
+def fixed_dim(dim: object) -> int | None:
+    """A dimension's size when it is fixed, None when dynamic."""
+    return dim if isinstance(dim, int) and dim > 0 else None
+
+
+def shape_text(shape: Sequence[int | str | None]) -> str:
+    """[1, 3, ?, ?] style: unknown dimensions as ?, named ones by name."""
+    return "[" + ", ".join("?" if dim is None else str(dim) for dim in shape) + "]"
+
+
+def tensor_text(tensor: TensorInfo) -> str:
+    """'images [1, 3, 640, 640]' for error messages."""
+    return f"{tensor.name} {shape_text(tensor.shape)}"
+
+
+def tensors_text(tensors: Sequence[TensorInfo]) -> str:
+    """'images [1, 3, 640, 640] float32, ...' for error messages; 'none' for no tensor."""
+    return ", ".join(f"{tensor_text(t)} {t.dtype}" for t in tensors) or "none"
 
 
 class Runner(Protocol):

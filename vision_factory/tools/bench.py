@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..runtime.runner import fixed_dim
 from .bags import write_image_bag
 from .synthetic import BallClip
 
@@ -92,7 +93,7 @@ def _random_feeds(runner) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
     feeds = {}
     for tensor in runner.inputs:
-        shape = [d if isinstance(d, int) and d > 0 else None for d in tensor.shape]
+        shape = [fixed_dim(d) for d in tensor.shape]
         shape[:1] = [shape[0] or 1] if shape else []
         if None in shape:
             raise ValueError(

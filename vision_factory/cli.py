@@ -693,6 +693,7 @@ def predict(
       vision-factory predict --model-type fasterrcnn --model ssd_mobilenet.onnx street.jpg --labels coco.txt
       vision-factory predict --model-type rtmpose --model rtmpose-m.onnx --detector yolov8n.onnx people.jpg
     """
+    from .models.detection_parameters import read_labels
     from .models.factory import make_detector
     from .tools.ball_eval import VIDEO_SUFFIXES, source_frames
     from .tools.bench import load_target
@@ -702,10 +703,10 @@ def predict(
     except ValueError:
         raise click.BadParameter(f"'{classes}' is not a list of class ids like 0,2", param_hint="--classes") from None
     size = _input_size(input_size) if input_size else None
-    names = [line.strip() for line in labels_file.read_text().splitlines() if line.strip()] if labels_file else None
     fasterrcnn = {"input_size": size, "resize": resize, "box_units": box_units, "label_offset": label_offset}
 
     def options(kind: str) -> dict:
+        names = read_labels(str(labels_file)) if labels_file else None
         chosen = {"confidence": confidence, "max_detections": max_det, "classes": class_ids, "names": names}
         if kind in ("yolo", "yolo_pose"):
             return {**chosen, "iou": iou, "image_size": imgsz}

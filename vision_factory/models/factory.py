@@ -21,6 +21,13 @@ from .yolo import YoloDetector
 
 FAMILIES = ("yolo", "yolo_pose", "fasterrcnn", "rtmpose")
 POSE_FAMILIES = ("yolo_pose", "rtmpose")
+
+
+def output_topic(model_type: str) -> str:
+    """The topic a family's node publishes its Detection2DArray on."""
+    return "poses" if model_type in POSE_FAMILIES else "detections"
+
+
 _TOP_DOWN = ("person_detector", "person_class")  # TopDownPose's options; the rest go to the estimator
 
 

@@ -24,12 +24,12 @@ from ..images import ImageFormatError
 from ..models.detection_parameters import PARAMETERS, detector_from_parameters
 from ..models.detections import COCO_KEYPOINTS, COCO_SKELETON
 from ..models.drawing import draw_detections
+from ..models.factory import POSE_FAMILIES, output_topic
 from ..runtime.runner import Runner
 from .detection_messages import detections_from_message, detections_message, label_info_message, skeleton_markers
 from .inference_node import InferenceNode, spin
 from .messages import bgr_to_message, message_to_bgr
 
-POSE_FAMILIES = ("yolo_pose", "rtmpose")
 PAIRING_WINDOW = 30  # images (or person detections) kept while waiting for their partner of the same stamp
 
 
@@ -42,7 +42,6 @@ class DetectionNode(InferenceNode):
         if model_type not in PARAMETERS:
             raise ValueError(f"model type {model_type!r} is not one of {', '.join(PARAMETERS)}")
         super().__init__(model_type, PARAMETERS[model_type], runner_class, **kwargs)
-        self.model_type = model_type
         values = self.values
         self.detector = detector_from_parameters(model_type, values, lambda path: self.load_runner(runner_class, path))
         runner = self.detector.estimator.runner if model_type == "rtmpose" else self.detector.runner
@@ -51,7 +50,7 @@ class DetectionNode(InferenceNode):
         self.keypoint_threshold = values.get("keypoint_threshold", 0.5)
         known_skeleton = self.pose and list(self.detector.keypoint_names) == list(COCO_KEYPOINTS)
         self.skeleton = COCO_SKELETON if known_skeleton else ()
-        output = "poses" if self.pose else "detections"
+        output = output_topic(model_type)
         self.detections_pub = self.create_publisher(Detection2DArray, output, 10)
         self.debug_pub = self.create_publisher(Image, "debug_image", 1)
         self.marker_pub = self.create_publisher(MarkerArray, "pose_markers", 1) if self.pose else None

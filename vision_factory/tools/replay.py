@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..models.factory import FAMILIES as DETECTION_FAMILIES
+from ..models.factory import output_topic
 from ..share import share_path
 from .bags import BagError, RawMessage, image_topics, read_messages, write_ball_csv, write_messages
 
@@ -37,13 +39,8 @@ NODES = {
         {"flush_timeout": "0.5"},
     ),
     **{
-        family: NodeSpec(f"vision_factory.{family}_onnx_node", {output: DETECTIONS}, output)
-        for family, output in (
-            ("yolo", "detections"),
-            ("yolo_pose", "poses"),
-            ("fasterrcnn", "detections"),
-            ("rtmpose", "poses"),
-        )
+        family: NodeSpec(f"vision_factory.{family}_onnx_node", {output_topic(family): DETECTIONS}, output_topic(family))
+        for family in DETECTION_FAMILIES
     },
 }
 

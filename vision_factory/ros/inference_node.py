@@ -77,15 +77,19 @@ class InferenceNode(Node):
                 if not self._queue:
                     self._wake.wait(timeout=0.05)
                 item = self._queue.popleft() if self._queue else None
-            try:
-                if item is not None:
-                    last_item = time.monotonic()
-                    self.process(item)
-                elif self.idle_timeout > 0 and time.monotonic() - last_item > self.idle_timeout:
-                    last_item = float("inf")
-                    self.on_idle()
-            except Exception as exc:  # the inference thread must survive anything an item causes
-                self.skip(f"{type(exc).__name__}: {exc}")
+            if item is not None:
+                last_item = time.monotonic()
+                self._survive(self.process, item)
+            elif self.idle_timeout > 0 and time.monotonic() - last_item > self.idle_timeout:
+                last_item = float("inf")
+                self._survive(self.on_idle)
+
+    def _survive(self, work: Callable[..., None], *arguments: Any) -> None:
+        """Run ``work``; the inference thread must survive anything an item causes (reported once)."""
+        try:
+            work(*arguments)
+        except Exception as exc:
+            self.skip(f"{type(exc).__name__}: {exc}")
 
     def skip(self, reason: str) -> None:
         """Count a skipped frame; log each distinct reason once."""
@@ -100,11 +104,7 @@ class InferenceNode(Node):
         if self._worker.is_alive():
             self._worker.join(timeout=5)
         while self._queue:  # frames already accepted still get their answer
-            item = self._queue.popleft()
-            try:
-                self.process(item)
-            except Exception as exc:
-                self.skip(f"{type(exc).__name__}: {exc}")
+            self._survive(self.process, self._queue.popleft())
 
 
 def _interrupt(signum, frame) -> None:

@@ -57,8 +57,8 @@ class TrackNetNode(InferenceNode):
             pass
         self.enqueue((msg, frame, prepared))
 
-    def process(self, item) -> None:
-        msg, frame, prepared = item if isinstance(item, tuple) else (item, None, None)
+    def process(self, item: tuple) -> None:
+        msg, frame, prepared = item  # as _receive queued it
         try:
             if frame is None:
                 frame = message_to_bgr(msg)

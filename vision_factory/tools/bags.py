@@ -99,13 +99,23 @@ def read_messages(path: str | Path, topic: str) -> Iterator[RawMessage]:
             raise BagError(f"bag {path} is damaged while reading {topic}: {exc}") from exc
 
 
-def read_frames(path: str | Path, topic: str | None = None) -> Iterator[np.ndarray]:
-    """BGR frames of the bag's image topic (the only one, or ``topic``), in bag time order."""
+def image_topic(path: str | Path, topic: str | None = None) -> tuple[str, str]:
+    """(topic, message type) of the bag's image topic: ``topic``, or the only one it has."""
     topics = image_topics(path)
     if topic is None:
         if len(topics) != 1:
-            raise BagError(f"bag {path} has {len(topics)} image topics ({', '.join(topics) or 'none'}); pick one")
+            raise BagError(
+                f"bag {path} has {len(topics)} image topics ({', '.join(topics) or 'none'}); pick one with --topic"
+            )
         topic = next(iter(topics))
+    elif topic not in topics:
+        raise BagError(f"bag {path} has no image topic {topic} (image topics: {', '.join(topics) or 'none'})")
+    return topic, topics[topic]
+
+
+def read_frames(path: str | Path, topic: str | None = None) -> Iterator[np.ndarray]:
+    """BGR frames of the bag's image topic (the only one, or ``topic``), in bag time order."""
+    topic, _ = image_topic(path, topic)
     store = _typestore()
     for raw in read_messages(path, topic):
         msg = store.deserialize_cdr(raw.data, raw.msgtype)

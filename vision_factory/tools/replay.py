@@ -19,7 +19,7 @@ import numpy as np
 from ..models.factory import FAMILIES as DETECTION_FAMILIES
 from ..models.factory import output_topic
 from ..share import share_path
-from .bags import BagError, RawMessage, image_topics, read_messages, write_ball_csv, write_messages
+from .bags import BagError, RawMessage, image_topic, read_messages, write_ball_csv, write_messages
 
 
 @dataclass(frozen=True)
@@ -112,16 +112,7 @@ def replay(
     if node not in NODES:
         raise ValueError(f"unknown node '{node}': choose one of {', '.join(NODES)}")
     spec = NODES[node]
-    topics = image_topics(bag)
-    if topic is None:
-        if len(topics) != 1:
-            raise BagError(
-                f"bag {bag} has {len(topics)} image topics ({', '.join(topics) or 'none'}); pick one with --topic"
-            )
-        topic = next(iter(topics))
-    elif topic not in topics:
-        raise BagError(f"bag {bag} has no image topic {topic} (image topics: {', '.join(topics) or 'none'})")
-    msgtype = topics[topic]
+    topic, msgtype = image_topic(bag, topic)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamps = [_stamp(message.data) for message in read_messages(bag, topic)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ class BagError(ValueError):
     """A bag that cannot be used: missing, malformed, or without the expected topic."""
 
 
+@functools.cache
 def _typestore():
     """Kilted's standard types, plus vision_msgs (not among them) from this package's definitions."""
     from rosbags.typesys import Stores, get_types_from_msg, get_typestore

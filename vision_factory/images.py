@@ -12,7 +12,15 @@ import numpy as np
 
 
 class ImageFormatError(ValueError):
-    """An image that cannot be read: unknown encoding, short buffer, bad step."""
+    """An image that cannot be read: unknown encoding, short buffer, bad step.
+
+    ``kind`` names the kind of problem in a few fixed words (the message adds the details), so
+    that callers can count and report problems per kind rather than per distinct text.
+    """
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(detail)
+        self.kind = kind
 
 
 # encoding -> (channels, dtype, cv2 conversion to BGR or None)
@@ -49,17 +57,24 @@ def image_to_bgr(width: int, height: int, encoding: str, step: int, data, is_big
     ``data`` is anything exposing the buffer protocol (bytes, array.array, memoryview).
     """
     if encoding not in _DIRECT:
-        raise ImageFormatError(f"unsupported image encoding '{encoding}'; supported: {', '.join(SUPPORTED_ENCODINGS)}")
+        raise ImageFormatError(
+            "unsupported encoding",
+            f"unsupported image encoding '{encoding}'; supported: {', '.join(SUPPORTED_ENCODINGS)}",
+        )
     channels, dtype, conversion = _DIRECT[encoding]
     if width <= 0 or height <= 0:
-        raise ImageFormatError(f"image has no pixels ({width}x{height})")
+        raise ImageFormatError("image has no pixels", f"image has no pixels ({width}x{height})")
     itemsize = np.dtype(dtype).itemsize
     row_bytes = width * channels * itemsize
     if step < row_bytes:
-        raise ImageFormatError(f"step {step} is smaller than width x pixel size ({row_bytes}) for {encoding}")
+        raise ImageFormatError(
+            "step too small", f"step {step} is smaller than width x pixel size ({row_bytes}) for {encoding}"
+        )
     buffer = np.frombuffer(data, dtype=np.uint8)
     if buffer.size < step * height:
-        raise ImageFormatError(f"image data has {buffer.size} bytes, expected step x height = {step * height}")
+        raise ImageFormatError(
+            "image data too short", f"image data has {buffer.size} bytes, expected step x height = {step * height}"
+        )
     rows = buffer[: step * height].reshape(height, step)[:, :row_bytes]
     pixels = rows.view(np.dtype(dtype).newbyteorder(">" if is_bigendian else "<")) if itemsize > 1 else rows
     pixels = pixels.reshape(height, width, channels)
@@ -76,7 +91,9 @@ def compressed_to_bgr(data) -> np.ndarray:
     """Decode a sensor_msgs/CompressedImage payload (JPEG, PNG, ...) to BGR."""
     image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
     if image is None:
-        raise ImageFormatError("compressed image could not be decoded (not a JPEG/PNG/... payload)")
+        raise ImageFormatError(
+            "undecodable compressed image", "compressed image could not be decoded (not a JPEG/PNG/... payload)"
+        )
     return image
 
 
@@ -92,7 +109,9 @@ _ENCODE = {
 def bgr_to_image_fields(bgr: np.ndarray, encoding: str = "bgr8") -> tuple[int, int, str, int, bytes]:
     """BGR array -> (width, height, encoding, step, data bytes) for a sensor_msgs/Image."""
     if encoding not in _ENCODE:
-        raise ImageFormatError(f"cannot encode to '{encoding}'; use one of {', '.join(_ENCODE)}")
+        raise ImageFormatError(
+            "unsupported output encoding", f"cannot encode to '{encoding}'; use one of {', '.join(_ENCODE)}"
+        )
     channels, conversion = _ENCODE[encoding]
     pixels = bgr if conversion is None else cv2.cvtColor(bgr, conversion)
     height, width = bgr.shape[:2]

@@ -93,7 +93,7 @@ class DetectionNode(InferenceNode):
         try:
             frame = message_to_bgr(image_msg)
         except ImageFormatError as exc:
-            self.skip(str(exc))
+            self.skip_error(exc)
             return
         if people_msg is None:
             detections = self.detector.detect(frame)

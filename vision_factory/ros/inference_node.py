@@ -89,14 +89,19 @@ class InferenceNode(Node):
         try:
             work(*arguments)
         except Exception as exc:
-            self.skip(f"{type(exc).__name__}: {exc}")
+            self.skip_error(exc)
 
-    def skip(self, reason: str) -> None:
-        """Count a skipped frame; log each distinct reason once."""
+    def skip(self, kind: str, detail: str = "") -> None:
+        """Count a skipped frame under ``kind``, a short fixed name for the kind of problem (never text
+        from a message); the first of each kind is logged with its ``detail``."""
         self.frames_skipped += 1
-        if reason not in self._reported:
-            self._reported.add(reason)
-            self.get_logger().warning(f"skipping frame: {reason} (logged once)")
+        if kind not in self._reported:
+            self._reported.add(kind)
+            self.get_logger().warning(f"skipping frame ({kind}): {detail} (logged once per kind)")
+
+    def skip_error(self, exc: Exception) -> None:
+        """``skip`` for an exception: its ``kind`` when it has one (ImageFormatError), else its type."""
+        self.skip(getattr(exc, "kind", type(exc).__name__), str(exc))
 
     def close(self) -> None:
         """Stop the inference thread, then process what is still queued."""

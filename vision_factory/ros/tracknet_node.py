@@ -66,7 +66,7 @@ class TrackNetNode(InferenceNode):
             debug_frame = frame.copy() if self.debug_pub.get_subscription_count() > 0 else None
             outputs = self.stream.push(frame, (msg.header, debug_frame), prepared)
         except (ImageFormatError, FrameSizeChanged, ValueError) as exc:
-            self.skip(str(exc))
+            self.skip_error(exc)
             return
         self._publish(outputs)
 

@@ -21,6 +21,7 @@ from sensor_msgs.msg import CompressedImage, Image
 
 from ..parameters import IMAGE_INPUT_PARAMETERS, Parameter
 from ..runtime.runner import Runner
+from ..text import untrusted
 from .parameters import declare_parameters, image_input
 
 
@@ -97,7 +98,7 @@ class InferenceNode(Node):
         self.frames_skipped += 1
         if kind not in self._reported:
             self._reported.add(kind)
-            self.get_logger().warning(f"skipping frame ({kind}): {detail} (logged once per kind)")
+            self.get_logger().warning(f"skipping frame ({kind}): {untrusted(detail)} (logged once per kind)")
 
     def skip_error(self, exc: Exception) -> None:
         """``skip`` for an exception: its ``kind`` when it has one (ImageFormatError), else its type."""

@@ -310,7 +310,8 @@ def test_a_link_out_of_out_is_never_written_through(tmp_path):
 def test_a_model_of_another_family_is_refused(tmp_path, synthetic_models):
     arguments = ["--model", "tracknet", "--backend", "onnx", "--package-name", "court_tracker", "--out", str(tmp_path)]
     wrong = _generate(*arguments, "--model-file", str(synthetic_models["inpaint"]))
-    assert wrong.exit_code != 0 and "looks like a inpaintnet model, not tracknet" in wrong.output, wrong.output
+    assert wrong.exit_code != 0, wrong.output
+    assert "looks like an inpaintnet model (output output [1, 16, 2]); --model tracknet needs a TrackNet" in wrong.output
     assert not (tmp_path / "court_tracker").exists()
     right = _generate(*arguments, "--model-file", str(synthetic_models["subtract"]))
     assert right.exit_code == 0, right.output

@@ -301,7 +301,7 @@ def generate(
 
     try:
         if model_file is not None:
-            require_family(model_file, family_name)
+            require_family(model_file, family_name, f"--model {family_name}")
         target = write_package(
             family_name,
             backend_name,

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..parameters import Parameter
 from ..runtime.runner import Runner
+from .recognition import load_checked
 from .tracknet_stream import (
     BG_MODES,
     EVAL_MODES,
@@ -22,6 +23,7 @@ from .tracknet_stream import (
 )
 
 Tagged = tuple[Any, Prediction]
+NODE = "tracknet_node"  # the executable, as errors name it
 
 # The parameters of a ball-tracking node, besides image input and backend.
 PARAMETERS = (
@@ -160,8 +162,9 @@ class BallStream:
 
 def ball_stream_from_parameters(values: Mapping[str, Any], load_runner: Callable[[str], Runner]) -> BallStream:
     """A BallStream configured by ``PARAMETERS`` values; both models load now, so bad ones fail at start-up."""
+    # Each model's family is checked as it loads, before the adapters check its shapes.
     tracker = TrackNetTracker(
-        load_runner(values["model_path"]),
+        load_checked(load_runner, values["model_path"], "tracknet", "model_path", NODE),
         values["seq_len"],
         values["bg_mode"],
         values["eval_mode"],
@@ -173,7 +176,9 @@ def ball_stream_from_parameters(values: Mapping[str, Any], load_runner: Callable
     make_refiner = None
     inpaint_path = values["inpaint_model_path"]
     if inpaint_path:
-        inpaint_runner = load_runner(inpaint_path)
+        inpaint_runner = load_checked(
+            load_runner, inpaint_path, "inpaintnet", "inpaint_model_path", f"{NODE}'s inpainting"
+        )
         seq_len = values["inpaint_seq_len"]
         make_refiner = lambda scaler: InpaintRefiner(inpaint_runner, seq_len, scaler, model_name=inpaint_path)
         make_refiner((1.0, 1.0))  # checks the model against inpaint_seq_len now

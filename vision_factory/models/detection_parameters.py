@@ -10,6 +10,7 @@ from ..parameters import Parameter
 from ..runtime.runner import Runner
 from .detections import Detector
 from .factory import make_detector
+from .recognition import load_checked
 
 MODEL = Parameter("model_path", "", "model file (.onnx)", launch_argument=True, required=True)
 LABELS = Parameter("labels_path", "", "class names, one per line; empty: the model's metadata")
@@ -119,7 +120,10 @@ def _yolo_options(values: Mapping[str, Any]) -> dict[str, Any]:
 def detector_from_parameters(
     model_type: str, values: Mapping[str, Any], load_runner: Callable[[str], Runner]
 ) -> Detector:
-    """The node's Detector from its parameter values; ``load_runner(path)`` loads a model on the node's backend."""
+    """The node's Detector from its parameter values; ``load_runner(path)`` loads a model on the node's backend.
+
+    Each model's family is checked as it loads (``load_checked``), before the adapter checks its shapes.
+    """
     if model_type not in PARAMETERS:
         raise ValueError(f"model type {model_type!r} is not one of {', '.join(PARAMETERS)}")
     if model_type == "rtmpose":
@@ -129,11 +133,12 @@ def detector_from_parameters(
         if values["person_source"] == "detector":
             if not values["person_detector_path"]:
                 raise ValueError("person_detector_path is empty: set the YOLO person detector, or person_source topic")
-            runner = load_runner(values["person_detector_path"])
+            path = values["person_detector_path"]
+            runner = load_checked(load_runner, path, "yolo", "person_detector_path", "rtmpose_node's person detector")
             person_detector = make_detector("yolo", runner, **_yolo_options(values))
         return make_detector(
             "rtmpose",
-            load_runner(values["model_path"]),
+            load_checked(load_runner, values["model_path"], "rtmpose", "model_path", "rtmpose_node"),
             person_detector=person_detector,
             person_class=values["person_class"],
             score_mode=values["score_mode"],
@@ -147,7 +152,7 @@ def detector_from_parameters(
         options["input_size"] = parse_size(values["input_size"])
     else:
         options = _yolo_options(values)
-    runner = load_runner(values["model_path"])
+    runner = load_checked(load_runner, values["model_path"], model_type, "model_path", f"{model_type}_node")
     detector = make_detector(model_type, runner, **options)
     classes = parse_classes(values["classes"], detector.names)
     if classes is not None:

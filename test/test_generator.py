@@ -295,23 +295,12 @@ def test_existing_target_needs_force_and_out_must_be_writable(tmp_path):
     assert unwritable.exit_code != 0 and "cannot write" in unwritable.output, unwritable.output
 
 
-def test_a_link_out_of_out_is_never_written_through(tmp_path):
-    outside, out = tmp_path / "outside", tmp_path / "out"
-    outside.mkdir()
-    out.mkdir()
-    (out / "court_tracker").symlink_to(outside)
-    arguments = ["--model", "tracknet", "--backend", "onnx", "--package-name", "court_tracker", "--out", str(out)]
-    for extra in ([], ["--force"]):
-        result = _generate(*arguments, *extra)
-        assert result.exit_code != 0 and "link leading outside --out" in result.output, result.output
-    assert list(outside.iterdir()) == []
-
-
 def test_a_model_of_another_family_is_refused(tmp_path, synthetic_models):
     arguments = ["--model", "tracknet", "--backend", "onnx", "--package-name", "court_tracker", "--out", str(tmp_path)]
     wrong = _generate(*arguments, "--model-file", str(synthetic_models["inpaint"]))
     assert wrong.exit_code != 0, wrong.output
-    assert "looks like an inpaintnet model (output output [1, 16, 2]); --model tracknet needs a TrackNet" in wrong.output
+    expected = "looks like an inpaintnet model (output output [1, 16, 2]); --model tracknet needs a TrackNet"
+    assert expected in wrong.output, wrong.output
     assert not (tmp_path / "court_tracker").exists()
     right = _generate(*arguments, "--model-file", str(synthetic_models["subtract"]))
     assert right.exit_code == 0, right.output

@@ -12,13 +12,17 @@ Some of vision_factory's own files are renders of the same templates (``own_file
 from __future__ import annotations
 
 import ast
+import errno
 import hashlib
 import json
 import keyword
+import os
 import re
+import secrets
 import shutil
+import stat
 import sys
-import tempfile
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,12 +32,17 @@ import yaml
 from .. import __version__
 from ..parameters import Parameter
 from ..share import share_path
+from ..text import untrusted
 from .registry import BACKENDS, FAMILIES, BackendSpec, FamilySpec, backend, family
 from .render import render
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent  # vision_factory/
-PACKAGE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-MAX_PACKAGE_NAME = 50  # longer names push rendered lines past the line length
+PACKAGE_CHARACTERS = re.compile(r"[a-z0-9_]+")
+PACKAGE_NAME_RULE = (
+    "The rule (REP 144): lowercase letters, digits and single underscores between them (no double or trailing "
+    "underscore), starting with a letter, 2 to 50 characters, e.g. my_ball_tracker"
+)
+MAX_PACKAGE_NAME = 50  # in PACKAGE_NAME_RULE; longer names push rendered lines past the line length
 ABOUT_DEFAULTS = {
     "maintainer": "Package maintainer",
     "maintainer_email": "maintainer@example.com",
@@ -48,18 +57,31 @@ class GeneratorError(ValueError):
 
 
 def check_package_name(name: str) -> None:
-    """ROS package naming rules (REP 144), and a name Python can import without shadowing."""
+    """ROS package naming rules (REP 144), and a name Python can import without shadowing.
+
+    REP 144 (mandatory rules): only lowercase alphanumerics and "_" separators, starting with an
+    alphabetic character, no multiple "_" separators in a row, at least two characters. It does not
+    name a trailing underscore; a separator stands between two words, so none may end the name.
+    """
     problem = None
     if len(name) > MAX_PACKAGE_NAME:
         problem = f"at most {MAX_PACKAGE_NAME} characters"
-    elif not PACKAGE_NAME.match(name):
-        problem = "use lowercase letters, digits and underscores, starting with a letter"
-    elif "__" in name or name.endswith("_"):
-        problem = "no double underscore and no trailing underscore"
+    elif len(name) < 2:
+        problem = "at least two characters"
+    elif not PACKAGE_CHARACTERS.fullmatch(name):
+        problem = "only lowercase letters, digits and underscores (no spaces, dashes, dots or other characters)"
+    elif not name[0].isalpha():
+        problem = "starting with a letter"
+    elif "__" in name:
+        problem = "no double underscore"
+    elif name.endswith("_"):
+        problem = "no trailing underscore"
     elif keyword.iskeyword(name) or name in sys.stdlib_module_names or name == "vision_factory":
         problem = "it would shadow a Python keyword or module; pick a more specific name"
     if problem:
-        raise GeneratorError(f"package name '{name}' is not a valid ROS package name: {problem} (e.g. my_ball_tracker)")
+        raise GeneratorError(
+            f"package name '{untrusted(name)}' is not a valid ROS package name: {problem}. {PACKAGE_NAME_RULE}"
+        )
 
 
 def node_module_name(spec: FamilySpec, backend_spec: BackendSpec) -> str:
@@ -231,46 +253,181 @@ def write_package(
     make_zip: bool = False,
     **about: str,
 ) -> Path:
-    """Write the package to out/<package> (and out/<package>.zip): all of it, or nothing."""
+    """Write the package to out/<package> (and out/<package>.zip): all of it, or nothing.
+
+    Nothing is ever written through a symbolic link under ``out``: everything is built in a fresh
+    staging folder of an unpredictable name made inside ``out`` (mkdir, which never follows a link),
+    reached only through directory descriptors, its files created with O_EXCL | O_NOFOLLOW; the
+    finished package and zip are then renamed into place (a rename replaces a name, it never
+    writes through a link). A link at out/<package> or out/<package>.zip is refused.
+    """
     files = package_files(family_name, backend_name, package, **about)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise GeneratorError(f"--out {out} is a file; give a directory")
     try:
         out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise GeneratorError(f"cannot write to {out}: {exc.strerror}; choose a writable --out") from exc
-    out = out.resolve()
-    target = out / package
-    if target.is_symlink() or (target.exists() and target.resolve().parent != out):
-        raise GeneratorError(f"{target} is a link leading outside --out; remove it or choose another --out")
-    if target.exists() and not force:
-        raise GeneratorError(f"{target} already exists; pass --force to replace it")
-    try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{package}-", dir=out))
+        out = out.resolve()
+        out_fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         raise GeneratorError(f"cannot write to {out}: {exc.strerror}; choose a writable --out") from exc
     try:
-        for relative, content in files.items():
-            path = staging / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content.encode() if isinstance(content, str) else content)
-        if make_zip:
-            _zip(staging, package, out / f"{package}.zip.partial")
-        if target.exists():  # the old package goes only once the new one is complete
-            target.rename(staging / ".replaced")
-        staging.rename(target)
-        shutil.rmtree(target / ".replaced", ignore_errors=True)
-        if make_zip:
-            (out / f"{package}.zip.partial").replace(out / f"{package}.zip")
+        names = [package, *([f"{package}.zip"] if make_zip else [])]
+        existing = [name for name in names if _check_target(out_fd, out / name)]
+        if existing and not force:
+            raise GeneratorError(f"{out / existing[0]} already exists; pass --force to replace it")
+        staging = _make_staging(out_fd, package, out)
+        try:
+            with _Folder(os.open(staging, _DIRECTORY_FLAGS, dir_fd=out_fd)) as folder:
+                _check_ours(folder.fd, out / staging)
+                _stage_package(folder, package, files)
+                if make_zip:
+                    _write_zip(folder.fd, f"{package}.zip", package, files)
+                _move_into_place(folder.fd, out_fd, out, staging, package, make_zip)
+        except _Kept:
+            raise
+        except BaseException as exc:
+            shutil.rmtree(staging, dir_fd=out_fd, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise GeneratorError(_write_error(out, exc)) from exc
+            raise
+        shutil.rmtree(staging, dir_fd=out_fd, ignore_errors=True)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        (out / f"{package}.zip.partial").unlink(missing_ok=True)
-    return target
+        os.close(out_fd)
+    return out / package
 
 
-def _zip(folder: Path, package: str, archive: Path) -> None:
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                bundle.write(path, Path(package) / path.relative_to(folder))
+def _write_error(out: Path, exc: OSError) -> str:
+    where = f"{untrusted(exc.filename)} in {out}" if exc.filename else str(out)
+    if exc.errno in (errno.ELOOP, errno.EEXIST, errno.ENOTDIR):  # O_NOFOLLOW, O_EXCL or mkdir met something there
+        return f"cannot write {where}: something, maybe a symbolic link, appeared there while writing; try again"
+    return f"cannot write {where}: {exc.strerror or exc}; choose a writable --out"
+
+
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class _Folder:
+    """A directory held open by descriptor, with its subfolders opened (never through a link) as needed."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._children: dict[str, _Folder] = {}
+
+    def folder(self, name: str) -> _Folder:
+        """The subfolder ``name``, made if missing; a link or file there is an error."""
+        if name not in self._children:
+            try:
+                os.mkdir(name, dir_fd=self.fd)
+            except FileExistsError:
+                pass  # O_NOFOLLOW below refuses it unless it is a real folder
+            self._children[name] = _Folder(os.open(name, _DIRECTORY_FLAGS, dir_fd=self.fd))
+        return self._children[name]
+
+    def close(self) -> None:
+        for child in self._children.values():
+            child.close()
+        os.close(self.fd)
+
+    def __enter__(self) -> _Folder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _write_new(dir_fd: int, name: str, content: str | bytes) -> None:
+    """A new file ``name`` in the folder ``dir_fd``: refused if anything, a link included, has that name."""
+    fd = os.open(name, _NEW_FILE_FLAGS, 0o666, dir_fd=dir_fd)
+    with os.fdopen(fd, "wb") as file:
+        file.write(content.encode() if isinstance(content, str) else content)
+
+
+def _write_tree(folder: _Folder, files: dict[str, str | bytes]) -> None:
+    """``files``, by path relative to ``folder``, written as new files; a link met on the way is an error."""
+    for relative, content in files.items():
+        *parents, name = relative.split("/")
+        parent = folder
+        for part in parents:
+            parent = parent.folder(part)
+        _write_new(parent.fd, name, content)
+
+
+def _stage_package(staging: _Folder, package: str, files: dict[str, str | bytes]) -> None:
+    """The package as the new folder ``package`` of the staging folder."""
+    os.mkdir(package, dir_fd=staging.fd)  # fails on anything already there, a link included
+    _write_tree(staging.folder(package), files)
+
+
+def _write_zip(dir_fd: int, name: str, package: str, files: dict[str, str | bytes]) -> None:
+    """The package's files as package/<path> in a new zip file ``name`` of the folder ``dir_fd``."""
+    fd = os.open(name, _NEW_FILE_FLAGS, 0o666, dir_fd=dir_fd)
+    now = time.localtime()[:6]
+    with os.fdopen(fd, "wb") as file, zipfile.ZipFile(file, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for relative in sorted(files):
+            entry = zipfile.ZipInfo(f"{package}/{relative}", date_time=now)
+            entry.external_attr = 0o644 << 16
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            content = files[relative]
+            bundle.writestr(entry, content.encode() if isinstance(content, str) else content)
+
+
+def _check_target(out_fd: int, path: Path) -> bool:
+    """Whether ``path`` (a name in --out) exists; an error when it is a link or a folder where a file goes."""
+    try:
+        status = os.lstat(path.name, dir_fd=out_fd)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(status.st_mode):
+        raise GeneratorError(
+            f"{path} is a symbolic link; the generator never writes through links: remove it or choose another --out"
+        )
+    if path.suffix == ".zip" and stat.S_ISDIR(status.st_mode):
+        raise GeneratorError(f"{path} is a folder; remove it or choose another --out")
+    return True
+
+
+def _make_staging(out_fd: int, package: str, out: Path) -> str:
+    """A new private folder in --out, of an unpredictable name; mkdir never follows a link planted there."""
+    for _ in range(100):
+        name = f".{package}-{secrets.token_hex(8)}"
+        try:
+            os.mkdir(name, 0o700, dir_fd=out_fd)
+            return name
+        except FileExistsError:
+            continue
+    raise GeneratorError(f"cannot make a staging folder in {out}: every name tried exists")
+
+
+def _check_ours(fd: int, path: Path) -> None:
+    """The staging folder opened is the private one just made, not one swapped in since."""
+    status = os.fstat(fd)
+    if status.st_uid != os.geteuid() or stat.S_IMODE(status.st_mode) & 0o077:
+        raise GeneratorError(f"{path} changed while the package was written; try again")
+
+
+def _move_into_place(staging_fd: int, out_fd: int, out: Path, staging: str, package: str, make_zip: bool) -> None:
+    """Rename the staged package (and zip) into --out; an old package goes only once the new one is in place."""
+    old = ".replaced"  # no package name starts with a dot
+    try:
+        os.rename(package, old, src_dir_fd=out_fd, dst_dir_fd=staging_fd)
+    except FileNotFoundError:
+        old = ""
+    try:
+        os.rename(package, package, src_dir_fd=staging_fd, dst_dir_fd=out_fd)
+    except OSError as exc:
+        if old:
+            try:
+                os.rename(old, package, src_dir_fd=staging_fd, dst_dir_fd=out_fd)
+            except OSError as failed:
+                raise _Kept(
+                    f"{out / package} changed while it was replaced; the old one is in {out / staging / old}"
+                ) from failed
+        raise exc
+    if make_zip:
+        os.rename(f"{package}.zip", f"{package}.zip", src_dir_fd=staging_fd, dst_dir_fd=out_fd)
+
+
+class _Kept(GeneratorError):
+    """The staging folder holds the only copy of something: it is not removed."""

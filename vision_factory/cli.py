@@ -43,7 +43,7 @@ def demo(out_dir: Path, frames: int, size: str, inpaint: bool) -> None:
     """
     from .tools.demo import run_demo
 
-    width, height = _parse_size(size)
+    width, height = _parse_size(size, "--size")
     if frames < 20:
         raise click.BadParameter("use at least 20 frames", param_hint="--frames")
     click.echo(f"demo: {frames} frames of {width}x{height} through tracknet_node (ONNX Runtime, CPU) ...")
@@ -435,7 +435,7 @@ def evaluate_command(
         if predictions is not None:
             if frame_size is None:
                 raise click.BadParameter("give --frame-size WIDTHxHEIGHT with --predictions", param_hint="--frame-size")
-            rows, size, curve = read_ball_csv(predictions), _parse_size(frame_size), None
+            rows, size, curve = read_ball_csv(predictions), _parse_size(frame_size, "--frame-size"), None
             about = {"predictions": str(predictions)}
         elif model is not None and source is not None:
             run = _track(model, source, target, median_warmup, heatmap_threshold)
@@ -775,13 +775,14 @@ def _progress(done: int, total: int) -> None:
         click.echo(f"\rreplayed {done}/{total} frames", nl=False, err=True)
 
 
-def _parse_size(size: str) -> tuple[int, int]:
+def _parse_size(size: str, option: str) -> tuple[int, int]:
+    """WIDTHxHEIGHT of ``option`` (its name is in the error) as (width, height)."""
     try:
         width, height = (int(part) for part in size.lower().split("x"))
     except ValueError:
-        raise click.BadParameter(f"'{size}' is not WIDTHxHEIGHT, e.g. 1280x720", param_hint="--size") from None
+        raise click.BadParameter(f"'{size}' is not WIDTHxHEIGHT, e.g. 1280x720", param_hint=option) from None
     if width < 64 or height < 64:
-        raise click.BadParameter("frames must be at least 64x64", param_hint="--size")
+        raise click.BadParameter("frames must be at least 64x64", param_hint=option)
     return width, height
 
 

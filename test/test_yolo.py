@@ -92,18 +92,24 @@ def test_nms_limit_is_the_first_picks_of_the_full_run(limit):
     assert nms(boxes, scores, classes, 0.45, limit=limit).tolist() == full[:limit]
 
 
-def _constant_model(path: Path, output: np.ndarray, size: int = 256) -> Path:
-    """An image model that returns ``output`` whatever the input (its shape is what counts)."""
+def _constant_model(
+    path: Path, output: np.ndarray, size: int = 256, names: str = "{0: 'circle', 1: 'square'}", dynamic: bool = False
+) -> Path:
+    """An image model that returns ``output`` whatever the input (its shape is what counts).
+
+    ``dynamic``: its input is [1, 3, h, w] and ``size`` is the imgsz recorded in its metadata, as
+    Ultralytics records the size it exported for."""
+    shape = [1, 3, "h", "w"] if dynamic else [1, 3, size, size]
     graph = helper.make_graph(
         [helper.make_node("Identity", ["value"], ["output0"])],
         "constant",
-        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("output0", TensorProto.FLOAT, list(output.shape))],
         [numpy_helper.from_array(output.astype(np.float32), "value")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
-    helper.set_model_props(model, {"names": "{0: 'circle', 1: 'square'}"})
+    helper.set_model_props(model, {"names": names, **({"imgsz": f"[{size}, {size}]"} if dynamic else {})})
     onnx.save(model, path)
     return path
 

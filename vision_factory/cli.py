@@ -460,12 +460,15 @@ def _evaluate_coco(
     from .tools.coco_eval import IOU_TYPES, annotation_file, evaluate_coco, run_and_score
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    skipped = {}
     try:
         if predictions is not None:
             metrics = evaluate_coco(annotation_file(data), predictions, IOU_TYPES[model_type])
         elif model is not None and model_type in ("yolo", "yolo_pose", "fasterrcnn"):
             predictions = out_dir / "predictions.json"
-            _, metrics, _ = run_and_score(model_type, model, target, data, predictions)
+            run = run_and_score(model_type, model, target, data, predictions)
+            metrics, skipped = run.metrics, {"skipped_detections": run.predictions.skipped_count}
+            _warn(run.predictions.skipped_note(data))
         else:
             raise click.UsageError(
                 "give --predictions (a COCO results JSON), or --model for yolo / yolo_pose / fasterrcnn to run it "
@@ -474,6 +477,7 @@ def _evaluate_coco(
     except (ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
     record = {"model_type": model_type, "data": str(data), "predictions": str(predictions), "metrics": metrics}
+    record |= skipped
     (out_dir / "eval.json").write_text(json.dumps(record, indent=2) + "\n")
     header = " | ".join(metrics)
     values = " | ".join(f"{value:.4f}" for value in metrics.values())
@@ -582,20 +586,21 @@ def _compare_detections(
     out_dir.mkdir(parents=True, exist_ok=True)
     names = [f"{m.stem}-{t.replace(':', '-')}" for m, t in configurations]
     try:
-        results, metrics, runs_on = zip(
-            *(
-                run_and_score(model_type, path, target, data, out_dir / f"predictions_{name}.json")
-                for (path, target), name in zip(configurations, names)
-            )
-        )
+        runs = [
+            run_and_score(model_type, path, target, data, out_dir / f"predictions_{name}.json")
+            for (path, target), name in zip(configurations, names)
+        ]
     except (ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
+    for name, run in zip("AB", runs):
+        note = run.predictions.skipped_note(data)
+        _warn(note and f"{name}: {note}")
     report = {
         "data": str(data),
-        "a": {"model": str(model), "backend": target_a, "runs_on": runs_on[0]},
-        "b": {"model": str(model_b), "backend": target_b, "runs_on": runs_on[1]},
-        "outputs": detection_differences(*results),
-        **metric_differences(*metrics),
+        "a": {"model": str(model), "backend": target_a, "runs_on": runs[0].runs_on},
+        "b": {"model": str(model_b), "backend": target_b, "runs_on": runs[1].runs_on},
+        "outputs": detection_differences(*(run.predictions.results for run in runs)),
+        **metric_differences(*(run.metrics for run in runs)),
     }
     _save_comparison(report, out_dir / f"compare_{Path(data).stem}_{names[0]}_vs_{names[1]}.json")
 
@@ -737,6 +742,11 @@ def predict(
                     _save_annotated(save, path, index if is_video else None, frame, detections)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def _warn(note: str) -> None:
+    if note:
+        click.echo(f"warning: {note}", err=True)
 
 
 def _read_image(path: Path):

@@ -44,6 +44,30 @@ def test_replay_errors_name_the_problem(tmp_path):
     assert done.returncode != 0 and "model file not found: /missing.onnx" in done.stderr
 
 
+def test_replay_refuses_an_earlier_run_at_once_and_replaces_it_with_force(tmp_path, synthetic_models):
+    bag = write_image_bag(tmp_path / "bag", BallClip(10, 320, 180).frames())
+    out = tmp_path / "out"
+    arguments = ("replay", str(bag), "--out", str(out), "-p", f"model_path:={synthetic_models['']}", "-p", "bg_mode:=")
+    first = run_cli(*arguments)
+    assert first.returncode == 0, first.stderr
+    (out / "notes.txt").write_text("mine")
+    earlier = {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()}
+    assert {"tracknet_node.log", "ball.csv", "replay.json"} <= set(earlier)
+
+    again = run_cli(*arguments)
+    assert again.returncode == 1 and "Traceback" not in again.stderr
+    assert f"{out} holds an earlier run (tracknet_outputs, tracknet_node.log, replay.json, ball.csv)" in again.stderr
+    assert "--force to replace that run" in again.stderr
+    # Refused before anything ran: the earlier run is untouched (its log was truncated by the new node before).
+    assert {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()} == earlier
+
+    forced = run_cli(*arguments, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (out / "notes.txt").read_text() == "mine"  # only the run's own outputs are replaced
+    assert (out / "ball.csv").read_bytes() == earlier["ball.csv"]  # the same answers, written anew
+    assert (out / "tracknet_node.log").read_bytes() != earlier["tracknet_node.log"]  # a new node's log
+
+
 def test_help_has_examples():
     for command in ("demo", "replay"):
         done = run_cli(command, "--help")

@@ -95,6 +95,7 @@ def demo(out_dir: Path, frames: int, size: str, inpaint: bool) -> None:
     "--executable",
     help="command that starts the node instead of this package's, e.g. 'ros2 run my_tracker tracknet_node'",
 )
+@click.option("--force", is_flag=True, help="replace the outputs of an earlier run in OUT (else refused)")
 def replay(
     bag: Path,
     out_dir: Path,
@@ -105,12 +106,15 @@ def replay(
     rate: float | None,
     storage: str,
     executable: str | None,
+    force: bool,
 ) -> None:
     """Play a rosbag2 (mcap or sqlite3) through a node and record its outputs.
 
     Writes the node's messages to OUT/<node>_outputs (a bag), the ball as OUT/ball.csv in
     TrackNet's format (Frame, Visibility, X, Y) or the detections per frame as
-    OUT/detections.json (as `predict` writes them), and a summary to OUT/replay.json.
+    OUT/detections.json (as `predict` writes them), its log to OUT/<node>_node.log and a
+    summary to OUT/replay.json. An OUT holding an earlier run's outputs is refused before
+    anything plays, unless --force (which replaces those outputs only).
 
     \b
     Example:
@@ -143,6 +147,7 @@ def replay(
             storage=storage,
             progress=_progress,
             executable=shlex.split(executable) if executable else None,
+            force=force,
         )
     except (BagError, ValueError, RuntimeError, FileExistsError) as exc:
         raise click.ClickException(str(exc)) from exc

@@ -60,11 +60,26 @@ class ReplayResult:
     detections_json: str | None
     node_log: str
     latencies_ms: list[float] = field(default_factory=list, repr=False)
+    answered_ns: list[int] = field(default_factory=list, repr=False)  # when each answered frame's answer came
 
     def summary(self) -> dict:
         data = asdict(self)
         data.pop("latencies_ms")
+        data.pop("answered_ns")
         return data
+
+    def steady_fps(self, held_back: int = 0) -> float:
+        """Answers per second from the first answer to the last one not held back for the stream's end.
+
+        ``fps`` spans the whole replay: also the wait before the first answer and, for a node
+        that holds the last ``held_back`` frames until no frame came for its flush_timeout
+        (TrackNet: seq_len - 1), that wait. NaN without two answers in the span.
+        """
+        answers = sorted(self.answered_ns)
+        span = answers[: max(2, len(answers) - held_back)]
+        if len(span) < 2 or span[-1] <= span[0]:
+            return float("nan")
+        return (len(span) - 1) / ((span[-1] - span[0]) / 1e9)
 
 
 def _stamp(data: bytes) -> tuple[int, int]:
@@ -232,6 +247,7 @@ def replay(
         detections_json=str(detections_json) if detections_json else None,
         node_log=str(log_path),
         latencies_ms=latencies,
+        answered_ns=sorted(done_frames[i] for i in range(len(sent_at)) if i in done_frames),
     )
     outputs["summary"].write_text(json.dumps(result.summary(), indent=2))
     return result

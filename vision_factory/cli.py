@@ -635,11 +635,15 @@ def _save_comparison(report: dict, path: Path) -> None:
 )
 @click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="ONNX model")
 @click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
-@click.option("--conf", "confidence", default=0.25, show_default=True, help="confidence threshold")
-@click.option("--iou", default=0.7, show_default=True, help="NMS IoU threshold (yolo)")
-@click.option("--max-det", default=300, show_default=True, help="detections per image at most")
-@click.option("--classes", help="keep only these class ids, e.g. 0,2")
-@click.option("--imgsz", default=640, show_default=True, help="input size for yolo models with dynamic input")
+@click.option("--conf", "confidence", type=float, help="confidence threshold  [default: the nodes']")
+@click.option("--iou", type=float, help="NMS IoU threshold (yolo)  [default: the nodes']")
+@click.option("--max-det", type=int, help="detections per image at most  [default: the nodes']")
+@click.option("--classes", help="class ids or names to keep, e.g. 0,2 or person,car  [default: all]")
+@click.option(
+    "--imgsz",
+    type=int,
+    help="input size for yolo models with dynamic input  [default: the size recorded in the model, as the nodes]",
+)
 @click.option(
     "--labels",
     "labels_file",
@@ -671,11 +675,11 @@ def predict(
     model_type: str,
     model: Path,
     target: str,
-    confidence: float,
-    iou: float,
-    max_det: int,
+    confidence: float | None,
+    iou: float | None,
+    max_det: int | None,
     classes: str | None,
-    imgsz: int,
+    imgsz: int | None,
     labels_file: Path | None,
     input_size: str | None,
     resize: str | None,
@@ -703,34 +707,35 @@ def predict(
       vision-factory predict --model-type fasterrcnn --model ssd_mobilenet.onnx street.jpg --labels coco.txt
       vision-factory predict --model-type rtmpose --model rtmpose-m.onnx --detector yolov8n.onnx people.jpg
     """
-    from .models.detection_parameters import read_labels
-    from .models.factory import make_detector
+    from .models.detection_parameters import detector_from_parameters
     from .tools.ball_eval import VIDEO_SUFFIXES, source_frames
     from .tools.bench import load_target
 
-    try:
-        class_ids = [int(item) for item in classes.split(",")] if classes else None
-    except ValueError:
-        raise click.BadParameter(f"'{classes}' is not a list of class ids like 0,2", param_hint="--classes") from None
-    size = _input_size(input_size) if input_size else None
-    fasterrcnn = {"input_size": size, "resize": resize, "box_units": box_units, "label_offset": label_offset}
-
-    def options(kind: str) -> dict:
-        names = read_labels(str(labels_file)) if labels_file else None
-        chosen = {"confidence": confidence, "max_detections": max_det, "classes": class_ids, "names": names}
-        if kind in ("yolo", "yolo_pose"):
-            return {**chosen, "iou": iou, "image_size": imgsz}
-        return {**chosen, **fasterrcnn}
-
     if model_type == "rtmpose" and detector_model is None:
         raise click.UsageError("rtmpose needs person boxes: give --detector MODEL (and --detector-type if not yolo)")
+    if input_size:
+        _input_size(input_size)
+    # Each option as the node parameter it is (rtmpose: the detector's, and the pose model's).
+    finding = {
+        "--conf": ("confidence_threshold", confidence),
+        "--iou": ("iou_threshold", iou),
+        "--max-det": ("max_detections", max_det),
+        "--classes": ("classes", classes),
+        "--imgsz": ("image_size", imgsz),
+        "--labels": ("labels_path", str(labels_file) if labels_file else None),
+        "--resize": ("resize", resize),
+        "--box-units": ("box_units", box_units),
+        "--label-offset": ("label_offset", label_offset),
+    }
+    posing = {"--input-size": ("input_size", input_size), "--person-class": ("person_class", person_class)}
+    load = lambda path: load_target(target, Path(path))  # noqa: E731
     try:
         if model_type == "rtmpose":
-            people = make_detector(detector_type, load_target(target, detector_model), **options(detector_type))
-            pose = {"person_detector": people, "person_class": person_class, "input_size": size}
-            detector = make_detector("rtmpose", load_target(target, model), **pose)
+            people = detector_from_parameters(detector_type, _node_values(detector_type, detector_model, finding), load)
+            values = _node_values("rtmpose", model, posing)
+            detector = detector_from_parameters("rtmpose", values, load, person_detector=people)
         else:
-            detector = make_detector(model_type, load_target(target, model), **options(model_type))
+            detector = detector_from_parameters(model_type, _node_values(model_type, model, finding | posing), load)
         for path in inputs:
             is_video = path.suffix.lower() in VIDEO_SUFFIXES
             frames = source_frames(path) if is_video else [_read_image(path)]
@@ -747,6 +752,20 @@ def predict(
                     _save_annotated(save, path, index if is_video else None, frame, detections)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def _node_values(family: str, model: Path, options: dict[str, tuple[str, object]]) -> dict:
+    """The parameter values a ``family`` node would have for ``model`` and the given options (option: (parameter,
+    value); None: not given, the nodes' default); an option the family has no parameter for is an error."""
+    from .models.detection_parameters import PARAMETERS
+    from .parameters import with_defaults
+
+    known = {parameter.name for parameter in PARAMETERS[family]}
+    given = {option: item for option, item in options.items() if item[1] is not None}
+    for option, (name, _) in given.items():
+        if name not in known:
+            raise click.BadParameter(f"{family} models take no {name}", param_hint=option)
+    return with_defaults(PARAMETERS[family], {"model_path": str(model), **dict(given.values())}, family)
 
 
 def _warn(note: str) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
 import cv2
+from conftest import ROOT
 
-from vision_factory.tools.bags import write_image_bag
+from vision_factory.tools.bags import image_topics, write_image_bag
 from vision_factory.tools.synthetic import BallClip
 
 
@@ -28,6 +30,20 @@ def test_demo_tracks_the_ball_and_draws_it(tmp_path):
     picture = cv2.imread(str(tmp_path / "demo" / "trajectory.png"))
     assert picture is not None and picture.shape == (360, 640, 3)
     assert (tmp_path / "demo" / "replay" / "ball.csv").exists()
+    # The demo's bag is on the camera topic the launch files listen on by default.
+    assert image_topics(tmp_path / "demo" / "clip") == {_launch_default("image_topic"): "sensor_msgs/msg/Image"}
+
+
+def _launch_default(argument: str) -> str:
+    """The default_value of a DeclareLaunchArgument in launch/tracknet_onnx.launch.py, read from its source
+    (launch itself has no PyPI wheel)."""
+    tree = ast.parse((ROOT / "launch" / "tracknet_onnx.launch.py").read_text())
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "DeclareLaunchArgument" and call.args:
+            if isinstance(call.args[0], ast.Constant) and call.args[0].value == argument:
+                (default,) = [keyword.value for keyword in call.keywords if keyword.arg == "default_value"]
+                return ast.literal_eval(default)
+    raise AssertionError(f"no launch argument {argument}")
 
 
 def test_replay_errors_name_the_problem(tmp_path):

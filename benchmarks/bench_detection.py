@@ -403,8 +403,8 @@ def node_unavailable() -> str:
 def bench_node(case: Case, frames: list[np.ndarray], args, work: Path) -> dict:
     """The case's node (ONNX Runtime on CPU) fed a bag of the photos as fast as it keeps up."""
     from vision_factory.models.factory import make_detector
-    from vision_factory.tools.bags import read_messages, write_image_bag
-    from vision_factory.tools.replay import NODES, replay
+    from vision_factory.tools.bags import write_image_bag
+    from vision_factory.tools.replay import replay
 
     bag = work / f"photos_{args.size[0]}x{args.size[1]}_{args.node_frames}"
     if not bag.exists():
@@ -422,9 +422,7 @@ def bench_node(case: Case, frames: list[np.ndarray], args, work: Path) -> dict:
     result = replay(bag, out, case.family, params=params, max_in_flight=args.max_in_flight)
     raw += _timed(runner.run, (feeds,), args.node_raw_runs + 2)[2:]
     del runner
-    topic = "/" + NODES[case.family].main_output
-    received = sorted(message.timestamp_ns for message in read_messages(result.output_bag, topic))
-    steady = (len(received) - 1) / ((received[-1] - received[0]) / 1e9) if len(received) > 2 else float("nan")
+    steady = result.steady_fps()  # a detection node holds no frame back
     return {
         "frames_sent": result.frames_sent,
         "outputs": result.outputs,

@@ -220,7 +220,7 @@ def bench_replay(
     rate: float | None = None,
 ) -> dict:
     """The real node, fed a synthetic bag as fast as it keeps up (or at ``rate`` x 30 fps)."""
-    from vision_factory.tools.bags import read_messages, write_image_bag
+    from vision_factory.tools.bags import write_image_bag
     from vision_factory.tools.replay import replay
 
     bag = work / f"clip_{_label(mode)}_{clip.width}x{clip.height}_{frames}"
@@ -239,13 +239,7 @@ def bench_replay(
     cpu_after = _cpu_seconds()
     # Steady state: from the first output to the last one not held back for the end-of-stream
     # flush (the last seq_len-1 frames only come out after flush_timeout without input).
-    receive_ns = sorted(message.timestamp_ns for message in read_messages(result.output_bag, "/ball"))
-    steady = receive_ns[: max(2, len(receive_ns) - (seq_len - 1))]
-    steady_fps = (
-        (len(steady) - 1) / ((steady[-1] - steady[0]) / 1e9)
-        if len(steady) > 1 and steady[-1] > steady[0]
-        else float("nan")
-    )
+    steady_fps = result.steady_fps(held_back=seq_len - 1)
     latencies = result.latencies_ms[: max(1, len(result.latencies_ms) - (seq_len - 1))]
     node_split = _node_split(Path(result.node_log))
     return {

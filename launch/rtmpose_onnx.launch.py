@@ -10,10 +10,11 @@ Usage:
 `--show-args` lists every argument. Parameters that are not arguments come from params_file
 (default: config/rtmpose_onnx.yaml); the arguments always override the same keys of that file.
 
-fastdds_profile is exported as FASTDDS_DEFAULT_PROFILES_FILE for the node. Its default is the
-variable's current value, else config/fastdds_shm.xml (shared memory for camera-sized frames,
-UDP on loopback only: export it for the camera driver too). fastdds_profile:='' keeps Fast DDS
-defaults, e.g. to reach the node from other machines.
+fastdds_profile is exported as FASTDDS_DEFAULT_PROFILES_FILE for the node. Its default, which
+`--show-args` shows, is config/fastdds_shm.xml (shared memory for camera-sized frames, UDP on
+loopback only: export it for the camera driver too); when it is not given and the variable is
+already set (also by a launch file including this one), the variable is kept as it is.
+fastdds_profile:='' keeps Fast DDS defaults, e.g. to reach the node from other machines.
 """
 
 from __future__ import annotations
@@ -22,9 +23,8 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
-from launch.conditions import IfCondition
-from launch.substitutions import EnvironmentVariable, LaunchConfiguration, NotEqualsSubstitution
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
+from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 
@@ -86,8 +86,22 @@ def node_remappings() -> list:
     ]
 
 
+PROFILE_VARIABLE = "FASTDDS_DEFAULT_PROFILES_FILE"
+
+
+def export_fastdds_profile(context, default: str) -> list:
+    """The node's FASTDDS_DEFAULT_PROFILES_FILE: fastdds_profile when given, else the variable as it is when set
+    (decided at launch time, so a launch file including this one can set it first), else ``default``; '' leaves
+    the variable alone."""
+    profile = LaunchConfiguration("fastdds_profile").perform(context)
+    if not profile or (profile == default and PROFILE_VARIABLE in context.environment):
+        return []
+    return [SetEnvironmentVariable(PROFILE_VARIABLE, profile)]
+
+
 def generate_launch_description() -> LaunchDescription:
     share = get_package_share_directory(PACKAGE)
+    shared_memory_profile = os.path.join(share, "config", "fastdds_shm.xml")
     return LaunchDescription(
         [
             *(
@@ -114,16 +128,11 @@ def generate_launch_description() -> LaunchDescription:
             ),
             DeclareLaunchArgument(
                 "fastdds_profile",
-                default_value=EnvironmentVariable(
-                    "FASTDDS_DEFAULT_PROFILES_FILE", default_value=os.path.join(share, "config", "fastdds_shm.xml")
-                ),
-                description="Fast DDS XML profile for the node; '' keeps Fast DDS defaults (multi-machine)",
+                default_value=shared_memory_profile,
+                description="Fast DDS XML profile for the node; not given: $FASTDDS_DEFAULT_PROFILES_FILE when set, "
+                "else this default (shared memory); '' keeps Fast DDS defaults (multi-machine)",
             ),
-            SetEnvironmentVariable(
-                "FASTDDS_DEFAULT_PROFILES_FILE",
-                LaunchConfiguration("fastdds_profile"),
-                condition=IfCondition(NotEqualsSubstitution(LaunchConfiguration("fastdds_profile"), "")),
-            ),
+            OpaqueFunction(function=export_fastdds_profile, args=[shared_memory_profile]),
             Node(
                 package=PACKAGE,
                 executable="rtmpose_node",

@@ -122,6 +122,13 @@ def test_bad_inputs_are_clear_errors(tmp_path):
     assert result.exit_code != 0 and "--frame-size" in result.output
     result, _ = _eval(tmp_path, "--data", str(tmp_path / "truth.csv"))
     assert result.exit_code != 0 and "give --predictions CSV, or --model and --source" in result.output
+    arguments = ["--data", str(tmp_path / "truth.csv"), "--predictions", str(tmp_path / "truth.csv")]
+    for size, problem in (("1280-720", "is not WIDTHxHEIGHT"), ("32x32", "at least 64x64")):
+        result, _ = _eval(tmp_path, *arguments, "--frame-size", size)
+        assert result.exit_code == 2 and problem in result.output, result.output
+        assert "Invalid value for --frame-size" in result.output and "--size" not in result.output.replace(
+            "--frame-size", ""
+        )
 
 
 def test_eval_reads_a_video(tmp_path, rally, synthetic_models):

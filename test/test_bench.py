@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 
 import cv2
+import pytest
 from click.testing import CliRunner
 
 from vision_factory.cli import main
+from vision_factory.tools.replay import ReplayResult
 
 FIELDS = ("load_ms", "first_inference_ms", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "throughput_fps", "peak_rss_mb")
 
@@ -58,9 +61,21 @@ def test_bench_through_the_nodes(tmp_path, synthetic_models):
     )
     for result in results:
         node = result["node"]
-        assert node["frames"] == 60 and node["fps"] > 0 and node["latency_p50_ms"] > 0
-        assert abs(node["node_over_session"] - node["fps"] / result["throughput_fps"]) < 1e-9
-    assert "openvino:CPU node over DDS" in output
+        assert node["frames"] == 60 and node["steady_fps"] > 0 and node["replay_fps"] > 0
+        assert node["latency_p50_ms"] > 0
+        assert abs(node["node_over_session"] - node["steady_fps"] / result["throughput_fps"]) < 1e-9
+    assert "openvino:CPU node over DDS: steady" in output
+    assert "before the end-of-stream flush" in output and "over the whole replay" in output
+
+
+def test_steady_rate_leaves_out_the_wait_for_the_held_back_frames():
+    """Answers every 10 ms, then the node's seq_len - 1 = 7 held-back ones after its 0.5 s flush wait."""
+    answered = [10_000_000 * i for i in range(53)] + [1_020_000_000 + i for i in range(7)]
+    replayed = ReplayResult(60, 60, [], 1.05, 60 / 1.05, 0, 0, "", None, None, "", answered_ns=answered)
+    assert replayed.steady_fps(held_back=7) == pytest.approx(100.0)
+    assert replayed.steady_fps(held_back=0) == pytest.approx(59 / 1.020000006)  # the wait counted
+    replayed.answered_ns = [5]
+    assert math.isnan(replayed.steady_fps())  # one answer spans no time
 
 
 def test_bench_refuses_bad_requests(tmp_path, synthetic_models):

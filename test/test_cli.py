@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
 import cv2
+from conftest import ROOT
 
-from vision_factory.tools.bags import write_image_bag
+from vision_factory.tools.bags import image_topics, write_image_bag
 from vision_factory.tools.synthetic import BallClip
 
 
@@ -28,6 +30,20 @@ def test_demo_tracks_the_ball_and_draws_it(tmp_path):
     picture = cv2.imread(str(tmp_path / "demo" / "trajectory.png"))
     assert picture is not None and picture.shape == (360, 640, 3)
     assert (tmp_path / "demo" / "replay" / "ball.csv").exists()
+    # The demo's bag is on the camera topic the launch files listen on by default.
+    assert image_topics(tmp_path / "demo" / "clip") == {_launch_default("image_topic"): "sensor_msgs/msg/Image"}
+
+
+def _launch_default(argument: str) -> str:
+    """The default_value of a DeclareLaunchArgument in launch/tracknet_onnx.launch.py, read from its source
+    (launch itself has no PyPI wheel)."""
+    tree = ast.parse((ROOT / "launch" / "tracknet_onnx.launch.py").read_text())
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "DeclareLaunchArgument" and call.args:
+            if isinstance(call.args[0], ast.Constant) and call.args[0].value == argument:
+                (default,) = [keyword.value for keyword in call.keywords if keyword.arg == "default_value"]
+                return ast.literal_eval(default)
+    raise AssertionError(f"no launch argument {argument}")
 
 
 def test_replay_errors_name_the_problem(tmp_path):
@@ -42,6 +58,30 @@ def test_replay_errors_name_the_problem(tmp_path):
     assert done.returncode != 0 and "NAME:=VALUE" in done.stderr
     done = run_cli("replay", str(two_topics), "--out", str(tmp_path / "o"), "-p", "model_path:=/missing.onnx")
     assert done.returncode != 0 and "model file not found: /missing.onnx" in done.stderr
+
+
+def test_replay_refuses_an_earlier_run_at_once_and_replaces_it_with_force(tmp_path, synthetic_models):
+    bag = write_image_bag(tmp_path / "bag", BallClip(10, 320, 180).frames())
+    out = tmp_path / "out"
+    arguments = ("replay", str(bag), "--out", str(out), "-p", f"model_path:={synthetic_models['']}", "-p", "bg_mode:=")
+    first = run_cli(*arguments)
+    assert first.returncode == 0, first.stderr
+    (out / "notes.txt").write_text("mine")
+    earlier = {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()}
+    assert {"tracknet_node.log", "ball.csv", "replay.json"} <= set(earlier)
+
+    again = run_cli(*arguments)
+    assert again.returncode == 1 and "Traceback" not in again.stderr
+    assert f"{out} holds an earlier run (tracknet_outputs, tracknet_node.log, replay.json, ball.csv)" in again.stderr
+    assert "--force to replace that run" in again.stderr
+    # Refused before anything ran: the earlier run is untouched (its log was truncated by the new node before).
+    assert {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()} == earlier
+
+    forced = run_cli(*arguments, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (out / "notes.txt").read_text() == "mine"  # only the run's own outputs are replaced
+    assert (out / "ball.csv").read_bytes() == earlier["ball.csv"]  # the same answers, written anew
+    assert (out / "tracknet_node.log").read_bytes() != earlier["tracknet_node.log"]  # a new node's log
 
 
 def test_help_has_examples():

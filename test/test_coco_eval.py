@@ -123,3 +123,48 @@ def test_bad_coco_files_are_clear_errors(tmp_path):
     assert failed.exit_code == 1 and "image ids [99]" in failed.output
     no_predictions = runner.invoke(main, arguments)
     assert no_predictions.exit_code != 0 and "give --predictions" in no_predictions.output
+
+
+@pytest.mark.parametrize(
+    "names, skipped_name",
+    [("{0: 'circle', 1: 'square', 2: 'triangle'}", "triangle"), ("", "class_2")],
+    ids=["by-name", "by-position"],
+)
+def test_detections_of_a_class_without_a_category_are_skipped_and_counted(tmp_path, names, skipped_name):
+    """A real YOLO model (constant output, run by ONNX Runtime) finds a circle, a square and, scoring
+    highest, a triangle on each image; the data set knows only circles and squares. The triangle is
+    skipped (AP 1.0): given the last category (square) it would rank first as a false square and
+    halve the square's AP (0.75 overall)."""
+    import cv2
+    from test_yolo import _constant_model
+
+    output = np.zeros((1, 7, 16), np.float32)  # 4 box values + 3 classes, 16 anchors; input pixels = image pixels
+    output[0, :, 0] = [60, 60, 40, 40, 0.9, 0, 0]  # circle
+    output[0, :, 1] = [160, 60, 40, 40, 0, 0.6, 0]  # square
+    output[0, :, 2] = [160, 160, 40, 40, 0, 0, 0.95]  # triangle
+    model = _constant_model(tmp_path / "m.onnx", output, names=names)
+    data = tmp_path / "data"
+    (data / "images").mkdir(parents=True)
+    truth = {
+        "images": [{"id": i, "width": 256, "height": 256, "file_name": f"{i}.png"} for i in (1, 2)],
+        "annotations": [
+            {"id": 2 * i + k, "image_id": i, "category_id": k + 1, "bbox": [40 + 100 * k, 40, 40, 40],
+             "area": 1600, "iscrowd": 0}
+            for i in (1, 2) for k in (0, 1)
+        ],
+        "categories": [{"id": 1, "name": "circle"}, {"id": 2, "name": "square"}],
+    }  # fmt: skip
+    (data / "annotations.json").write_text(json.dumps(truth))
+    for image in truth["images"]:
+        cv2.imwrite(str(data / "images" / image["file_name"]), np.zeros((256, 256, 3), np.uint8))
+    arguments = ["eval", "--model-type", "yolo", "--model", str(model), "--data", str(data), "--out", str(tmp_path)]
+    result = CliRunner().invoke(main, arguments)
+    assert result.exit_code == 0, result.output + result.stderr
+    record = json.loads((tmp_path / "eval.json").read_text())
+    assert record["metrics"] == {"AP": 1.0, "AP50": 1.0, "AP75": 1.0, "AR100": 1.0}
+    assert record["skipped_detections"] == 2
+    predictions = json.loads((tmp_path / "predictions.json").read_text())
+    assert sorted(p["category_id"] for p in predictions) == [1, 1, 2, 2]
+    assert f"warning: 2 detections skipped, their class has no category in {data}: '{skipped_name}' (id 2): 2" in (
+        result.stderr
+    )

@@ -272,6 +272,7 @@ def test_launch_seq_len_reaches_node(run_launch, model):
 def test_launch_description(prefix, monkeypatch):
     """The launch file as data: arguments, typed parameter overrides, remappings, DDS profile."""
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
+    monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", "/etc/my_profile.xml")  # never what --show-args shows
     spec = importlib.util.spec_from_file_location("tracknet_onnx_launch", LAUNCH_FILE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -284,11 +285,10 @@ def test_launch_description(prefix, monkeypatch):
         name: None if argument.default_value is None else perform_substitutions(context, argument.default_value)
         for name, argument in arguments.items()
     }
-    monkeypatch.delenv("FASTDDS_DEFAULT_PROFILES_FILE", raising=False)
-    assert perform_substitutions(context, arguments["fastdds_profile"].default_value) == str(
-        share / "config" / "fastdds_shm.xml"
-    )
-    defaults.pop("fastdds_profile")
+    # --show-args prints each default's describe(): the real fallback, a path, not the variable's name.
+    shm_profile = str(share / "config" / "fastdds_shm.xml")
+    assert [part.describe() for part in arguments["fastdds_profile"].default_value] == [repr(shm_profile)]
+    assert defaults.pop("fastdds_profile") == shm_profile
     assert defaults == {
         "model_path": None,
         "inpaint_model_path": "",
@@ -334,18 +334,25 @@ def test_launch_description(prefix, monkeypatch):
     ]
     assert remappings == [("image", "/cam1/image_raw"), ("image/compressed", "/cam1/image_raw/compressed")]
 
-    # fastdds_profile (default: the variable's value, else the shared-memory profile) is exported;
-    # '' leaves the environment alone, for nodes that must be reachable from other machines.
-    (set_profile,) = [e for e in description.entities if isinstance(e, launch.actions.SetEnvironmentVariable)]
-    monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", "/etc/my_profile.xml")
-    context.launch_configurations["fastdds_profile"] = perform_substitutions(
-        context, arguments["fastdds_profile"].default_value
-    )
-    assert set_profile.condition.evaluate(context)
-    set_profile.execute(context)
-    assert context.environment["FASTDDS_DEFAULT_PROFILES_FILE"] == "/etc/my_profile.xml"
-    context.launch_configurations["fastdds_profile"] = ""
-    assert not set_profile.condition.evaluate(context)
+    # fastdds_profile is exported when given; not given, the variable is kept when set (also by an including
+    # launch file, before this one runs), else the shared-memory profile is exported; '' leaves the variable
+    # alone, for nodes that must be reachable from other machines.
+    (export,) = [e for e in description.entities if isinstance(e, launch.actions.OpaqueFunction)]
+
+    def exported(argument: str, variable: str | None) -> str | None:
+        if variable is None:
+            monkeypatch.delenv("FASTDDS_DEFAULT_PROFILES_FILE", raising=False)
+        else:
+            monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", variable)
+        context.launch_configurations["fastdds_profile"] = argument
+        for action in export.execute(context) or []:
+            action.execute(context)
+        return context.environment.get("FASTDDS_DEFAULT_PROFILES_FILE")
+
+    assert exported(shm_profile, None) == shm_profile
+    assert exported(shm_profile, "/etc/my_profile.xml") == "/etc/my_profile.xml"
+    assert exported("/etc/other.xml", "/etc/my_profile.xml") == "/etc/other.xml"
+    assert exported("", None) is None and exported("", "/etc/my_profile.xml") == "/etc/my_profile.xml"
 
     (node,) = [e for e in description.entities if isinstance(e, launch_ros.actions.Node)]
     assert (node.node_package, node.node_executable) == (PACKAGE, "tracknet_node")

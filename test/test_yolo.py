@@ -92,18 +92,24 @@ def test_nms_limit_is_the_first_picks_of_the_full_run(limit):
     assert nms(boxes, scores, classes, 0.45, limit=limit).tolist() == full[:limit]
 
 
-def _constant_model(path: Path, output: np.ndarray, size: int = 256) -> Path:
-    """An image model that returns ``output`` whatever the input (its shape is what counts)."""
+def _constant_model(
+    path: Path, output: np.ndarray, size: int = 256, names: str = "{0: 'circle', 1: 'square'}", dynamic: bool = False
+) -> Path:
+    """An image model that returns ``output`` whatever the input (its shape is what counts).
+
+    ``dynamic``: its input is [1, 3, h, w] and ``size`` is the imgsz recorded in its metadata, as
+    Ultralytics records the size it exported for."""
+    shape = [1, 3, "h", "w"] if dynamic else [1, 3, size, size]
     graph = helper.make_graph(
         [helper.make_node("Identity", ["value"], ["output0"])],
         "constant",
-        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("output0", TensorProto.FLOAT, list(output.shape))],
         [numpy_helper.from_array(output.astype(np.float32), "value")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
-    helper.set_model_props(model, {"names": "{0: 'circle', 1: 'square'}"})
+    helper.set_model_props(model, {"names": names, **({"imgsz": f"[{size}, {size}]"} if dynamic else {})})
     onnx.save(model, path)
     return path
 
@@ -121,6 +127,36 @@ def test_decoding_both_output_layouts(tmp_path, transposed):
     assert [(d.class_name, round(d.score, 2)) for d in detections] == [("square", 0.9), ("circle", 0.85)]
     # x: 75 / 0.5, 125 / 0.5; y: (80 - 96) / 0.5 = -32 clipped to 0, (120 - 96) / 0.5 = 48
     assert np.allclose(detections[0].xyxy, [150, 0, 250, 48])
+
+
+def test_predict_takes_the_nodes_defaults_and_class_names(tmp_path):
+    """A dynamic-input model that recorded imgsz 256 runs at 256 unless --imgsz says otherwise, as the
+    nodes do (image_size 0), and --classes takes names as the nodes' classes parameter does."""
+    output = np.zeros((1, 6, 16), np.float32)  # 4 box + 2 classes, 16 anchors; boxes in input pixels
+    output[0, :, 0] = [40, 40, 20, 20, 0.8, 0.0]  # circle
+    output[0, :, 1] = [100, 100, 40, 40, 0.0, 0.9]  # square
+    model = _constant_model(tmp_path / "m.onnx", output, size=256, dynamic=True)
+    image = tmp_path / "black.png"
+    cv2.imwrite(str(image), np.zeros((512, 512, 3), np.uint8))  # at 256: scale 0.5, no padding
+
+    def predict(*options: str) -> list[tuple[str, list[float]]]:
+        arguments = ["predict", "--model-type", "yolo", "--model", str(model), str(image), "--format", "json"]
+        result = CliRunner().invoke(main, [*arguments, *options])
+        assert result.exit_code == 0, result.output
+        return [(d["class_name"], d["xyxy"]) for d in json.loads(result.output)["detections"]]
+
+    square, circle = ("square", [160.0, 160.0, 240.0, 240.0]), ("circle", [60.0, 60.0, 100.0, 100.0])
+    assert predict() == [square, circle]
+    assert predict("--classes", "square") == [square]
+    assert predict("--classes", "circle,1") == [square, circle]
+    assert predict("--classes", "0") == [circle]
+    assert predict("--imgsz", "512") == [("square", [80.0, 80.0, 120.0, 120.0]), ("circle", [30.0, 30.0, 50.0, 50.0])]
+    assert predict("--conf", "0.85") == [square]
+    arguments = ["predict", "--model-type", "yolo", "--model", str(model), str(image)]
+    unknown = CliRunner().invoke(main, [*arguments, "--classes", "hexagon"])
+    assert unknown.exit_code == 1 and "'hexagon' is neither a class id nor one of the model's classes" in unknown.output
+    wrong = CliRunner().invoke(main, [*arguments, "--person-class", "person"])
+    assert wrong.exit_code == 2 and "yolo models take no person_class" in wrong.output
 
 
 @_needs(SHAPES_MODEL)

@@ -43,7 +43,7 @@ def demo(out_dir: Path, frames: int, size: str, inpaint: bool) -> None:
     """
     from .tools.demo import run_demo
 
-    width, height = _parse_size(size)
+    width, height = _parse_size(size, "--size")
     if frames < 20:
         raise click.BadParameter("use at least 20 frames", param_hint="--frames")
     click.echo(f"demo: {frames} frames of {width}x{height} through tracknet_node (ONNX Runtime, CPU) ...")
@@ -95,6 +95,7 @@ def demo(out_dir: Path, frames: int, size: str, inpaint: bool) -> None:
     "--executable",
     help="command that starts the node instead of this package's, e.g. 'ros2 run my_tracker tracknet_node'",
 )
+@click.option("--force", is_flag=True, help="replace the outputs of an earlier run in OUT (else refused)")
 def replay(
     bag: Path,
     out_dir: Path,
@@ -105,12 +106,15 @@ def replay(
     rate: float | None,
     storage: str,
     executable: str | None,
+    force: bool,
 ) -> None:
     """Play a rosbag2 (mcap or sqlite3) through a node and record its outputs.
 
     Writes the node's messages to OUT/<node>_outputs (a bag), the ball as OUT/ball.csv in
     TrackNet's format (Frame, Visibility, X, Y) or the detections per frame as
-    OUT/detections.json (as `predict` writes them), and a summary to OUT/replay.json.
+    OUT/detections.json (as `predict` writes them), its log to OUT/<node>_node.log and a
+    summary to OUT/replay.json. An OUT holding an earlier run's outputs is refused before
+    anything plays, unless --force (which replaces those outputs only).
 
     \b
     Example:
@@ -143,6 +147,7 @@ def replay(
             storage=storage,
             progress=_progress,
             executable=shlex.split(executable) if executable else None,
+            force=force,
         )
     except (BagError, ValueError, RuntimeError, FileExistsError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -435,7 +440,7 @@ def evaluate_command(
         if predictions is not None:
             if frame_size is None:
                 raise click.BadParameter("give --frame-size WIDTHxHEIGHT with --predictions", param_hint="--frame-size")
-            rows, size, curve = read_ball_csv(predictions), _parse_size(frame_size), None
+            rows, size, curve = read_ball_csv(predictions), _parse_size(frame_size, "--frame-size"), None
             about = {"predictions": str(predictions)}
         elif model is not None and source is not None:
             run = _track(model, source, target, median_warmup, heatmap_threshold)
@@ -460,12 +465,15 @@ def _evaluate_coco(
     from .tools.coco_eval import IOU_TYPES, annotation_file, evaluate_coco, run_and_score
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    skipped = {}
     try:
         if predictions is not None:
             metrics = evaluate_coco(annotation_file(data), predictions, IOU_TYPES[model_type])
         elif model is not None and model_type in ("yolo", "yolo_pose", "fasterrcnn"):
             predictions = out_dir / "predictions.json"
-            _, metrics, _ = run_and_score(model_type, model, target, data, predictions)
+            run = run_and_score(model_type, model, target, data, predictions)
+            metrics, skipped = run.metrics, {"skipped_detections": run.predictions.skipped_count}
+            _warn(run.predictions.skipped_note(data))
         else:
             raise click.UsageError(
                 "give --predictions (a COCO results JSON), or --model for yolo / yolo_pose / fasterrcnn to run it "
@@ -474,6 +482,7 @@ def _evaluate_coco(
     except (ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
     record = {"model_type": model_type, "data": str(data), "predictions": str(predictions), "metrics": metrics}
+    record |= skipped
     (out_dir / "eval.json").write_text(json.dumps(record, indent=2) + "\n")
     header = " | ".join(metrics)
     values = " | ".join(f"{value:.4f}" for value in metrics.values())
@@ -582,20 +591,21 @@ def _compare_detections(
     out_dir.mkdir(parents=True, exist_ok=True)
     names = [f"{m.stem}-{t.replace(':', '-')}" for m, t in configurations]
     try:
-        results, metrics, runs_on = zip(
-            *(
-                run_and_score(model_type, path, target, data, out_dir / f"predictions_{name}.json")
-                for (path, target), name in zip(configurations, names)
-            )
-        )
+        runs = [
+            run_and_score(model_type, path, target, data, out_dir / f"predictions_{name}.json")
+            for (path, target), name in zip(configurations, names)
+        ]
     except (ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
+    for name, run in zip("AB", runs):
+        note = run.predictions.skipped_note(data)
+        _warn(note and f"{name}: {note}")
     report = {
         "data": str(data),
-        "a": {"model": str(model), "backend": target_a, "runs_on": runs_on[0]},
-        "b": {"model": str(model_b), "backend": target_b, "runs_on": runs_on[1]},
-        "outputs": detection_differences(*results),
-        **metric_differences(*metrics),
+        "a": {"model": str(model), "backend": target_a, "runs_on": runs[0].runs_on},
+        "b": {"model": str(model_b), "backend": target_b, "runs_on": runs[1].runs_on},
+        "outputs": detection_differences(*(run.predictions.results for run in runs)),
+        **metric_differences(*(run.metrics for run in runs)),
     }
     _save_comparison(report, out_dir / f"compare_{Path(data).stem}_{names[0]}_vs_{names[1]}.json")
 
@@ -625,11 +635,15 @@ def _save_comparison(report: dict, path: Path) -> None:
 )
 @click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="ONNX model")
 @click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
-@click.option("--conf", "confidence", default=0.25, show_default=True, help="confidence threshold")
-@click.option("--iou", default=0.7, show_default=True, help="NMS IoU threshold (yolo)")
-@click.option("--max-det", default=300, show_default=True, help="detections per image at most")
-@click.option("--classes", help="keep only these class ids, e.g. 0,2")
-@click.option("--imgsz", default=640, show_default=True, help="input size for yolo models with dynamic input")
+@click.option("--conf", "confidence", type=float, help="confidence threshold  [default: the nodes']")
+@click.option("--iou", type=float, help="NMS IoU threshold (yolo)  [default: the nodes']")
+@click.option("--max-det", type=int, help="detections per image at most  [default: the nodes']")
+@click.option("--classes", help="class ids or names to keep, e.g. 0,2 or person,car  [default: all]")
+@click.option(
+    "--imgsz",
+    type=int,
+    help="input size for yolo models with dynamic input  [default: the size recorded in the model, as the nodes]",
+)
 @click.option(
     "--labels",
     "labels_file",
@@ -661,11 +675,11 @@ def predict(
     model_type: str,
     model: Path,
     target: str,
-    confidence: float,
-    iou: float,
-    max_det: int,
+    confidence: float | None,
+    iou: float | None,
+    max_det: int | None,
     classes: str | None,
-    imgsz: int,
+    imgsz: int | None,
     labels_file: Path | None,
     input_size: str | None,
     resize: str | None,
@@ -693,34 +707,35 @@ def predict(
       vision-factory predict --model-type fasterrcnn --model ssd_mobilenet.onnx street.jpg --labels coco.txt
       vision-factory predict --model-type rtmpose --model rtmpose-m.onnx --detector yolov8n.onnx people.jpg
     """
-    from .models.detection_parameters import read_labels
-    from .models.factory import make_detector
+    from .models.detection_parameters import detector_from_parameters
     from .tools.ball_eval import VIDEO_SUFFIXES, source_frames
     from .tools.bench import load_target
 
-    try:
-        class_ids = [int(item) for item in classes.split(",")] if classes else None
-    except ValueError:
-        raise click.BadParameter(f"'{classes}' is not a list of class ids like 0,2", param_hint="--classes") from None
-    size = _input_size(input_size) if input_size else None
-    fasterrcnn = {"input_size": size, "resize": resize, "box_units": box_units, "label_offset": label_offset}
-
-    def options(kind: str) -> dict:
-        names = read_labels(str(labels_file)) if labels_file else None
-        chosen = {"confidence": confidence, "max_detections": max_det, "classes": class_ids, "names": names}
-        if kind in ("yolo", "yolo_pose"):
-            return {**chosen, "iou": iou, "image_size": imgsz}
-        return {**chosen, **fasterrcnn}
-
     if model_type == "rtmpose" and detector_model is None:
         raise click.UsageError("rtmpose needs person boxes: give --detector MODEL (and --detector-type if not yolo)")
+    if input_size:
+        _input_size(input_size)
+    # Each option as the node parameter it is (rtmpose: the detector's, and the pose model's).
+    finding = {
+        "--conf": ("confidence_threshold", confidence),
+        "--iou": ("iou_threshold", iou),
+        "--max-det": ("max_detections", max_det),
+        "--classes": ("classes", classes),
+        "--imgsz": ("image_size", imgsz),
+        "--labels": ("labels_path", str(labels_file) if labels_file else None),
+        "--resize": ("resize", resize),
+        "--box-units": ("box_units", box_units),
+        "--label-offset": ("label_offset", label_offset),
+    }
+    posing = {"--input-size": ("input_size", input_size), "--person-class": ("person_class", person_class)}
+    load = lambda path: load_target(target, Path(path))  # noqa: E731
     try:
         if model_type == "rtmpose":
-            people = make_detector(detector_type, load_target(target, detector_model), **options(detector_type))
-            pose = {"person_detector": people, "person_class": person_class, "input_size": size}
-            detector = make_detector("rtmpose", load_target(target, model), **pose)
+            people = detector_from_parameters(detector_type, _node_values(detector_type, detector_model, finding), load)
+            values = _node_values("rtmpose", model, posing)
+            detector = detector_from_parameters("rtmpose", values, load, person_detector=people)
         else:
-            detector = make_detector(model_type, load_target(target, model), **options(model_type))
+            detector = detector_from_parameters(model_type, _node_values(model_type, model, finding | posing), load)
         for path in inputs:
             is_video = path.suffix.lower() in VIDEO_SUFFIXES
             frames = source_frames(path) if is_video else [_read_image(path)]
@@ -737,6 +752,25 @@ def predict(
                     _save_annotated(save, path, index if is_video else None, frame, detections)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def _node_values(family: str, model: Path, options: dict[str, tuple[str, object]]) -> dict:
+    """The parameter values a ``family`` node would have for ``model`` and the given options (option: (parameter,
+    value); None: not given, the nodes' default); an option the family has no parameter for is an error."""
+    from .models.detection_parameters import PARAMETERS
+    from .parameters import with_defaults
+
+    known = {parameter.name for parameter in PARAMETERS[family]}
+    given = {option: item for option, item in options.items() if item[1] is not None}
+    for option, (name, _) in given.items():
+        if name not in known:
+            raise click.BadParameter(f"{family} models take no {name}", param_hint=option)
+    return with_defaults(PARAMETERS[family], {"model_path": str(model), **dict(given.values())}, family)
+
+
+def _warn(note: str) -> None:
+    if note:
+        click.echo(f"warning: {note}", err=True)
 
 
 def _read_image(path: Path):
@@ -775,13 +809,14 @@ def _progress(done: int, total: int) -> None:
         click.echo(f"\rreplayed {done}/{total} frames", nl=False, err=True)
 
 
-def _parse_size(size: str) -> tuple[int, int]:
+def _parse_size(size: str, option: str) -> tuple[int, int]:
+    """WIDTHxHEIGHT of ``option`` (its name is in the error) as (width, height)."""
     try:
         width, height = (int(part) for part in size.lower().split("x"))
     except ValueError:
-        raise click.BadParameter(f"'{size}' is not WIDTHxHEIGHT, e.g. 1280x720", param_hint="--size") from None
+        raise click.BadParameter(f"'{size}' is not WIDTHxHEIGHT, e.g. 1280x720", param_hint=option) from None
     if width < 64 or height < 64:
-        raise click.BadParameter("frames must be at least 64x64", param_hint="--size")
+        raise click.BadParameter("frames must be at least 64x64", param_hint=option)
     return width, height
 
 

@@ -13,6 +13,9 @@ from typing import Any
 
 Value = bool | int | float | str
 
+# The camera topic: the launch files' image_topic default, and the image topic of the bags the demo and tools write.
+CAMERA_TOPIC = "/camera/image_raw"
+
 
 @dataclass(frozen=True)
 class Parameter:

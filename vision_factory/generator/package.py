@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from .. import __version__
-from ..parameters import Parameter
+from ..parameters import CAMERA_TOPIC, Parameter
 from ..share import share_path
 from ..text import untrusted
 from .registry import BACKENDS, FAMILIES, BackendSpec, FamilySpec, backend, family
@@ -121,6 +121,7 @@ def template_context(spec: FamilySpec, backend_spec: BackendSpec, package: str, 
         "launch_file": launch_file_name(spec, backend_spec),
         "config_file": config_file_name(spec, backend_spec),
         "node_module": node_module_name(spec, backend_spec),
+        "camera_topic": CAMERA_TOPIC,
         "generator_version": __version__,
     }
 

@@ -118,19 +118,23 @@ def _yolo_options(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def detector_from_parameters(
-    model_type: str, values: Mapping[str, Any], load_runner: Callable[[str], Runner]
+    model_type: str,
+    values: Mapping[str, Any],
+    load_runner: Callable[[str], Runner],
+    person_detector: Detector | None = None,
 ) -> Detector:
     """The node's Detector from its parameter values; ``load_runner(path)`` loads a model on the node's backend.
 
     Each model's family is checked as it loads (``load_checked``), before the adapter checks its shapes.
+    rtmpose: ``person_detector`` (any family's, e.g. `predict --detector-type`) finds the people
+    instead of the YOLO model of person_detector_path.
     """
     if model_type not in PARAMETERS:
         raise ValueError(f"model type {model_type!r} is not one of {', '.join(PARAMETERS)}")
     if model_type == "rtmpose":
         if values["person_source"] not in PERSON_SOURCES:
             raise ValueError(f"person_source must be 'detector' or 'topic', got {values['person_source']!r}")
-        person_detector = None
-        if values["person_source"] == "detector":
+        if person_detector is None and values["person_source"] == "detector":
             if not values["person_detector_path"]:
                 raise ValueError("person_detector_path is empty: set the YOLO person detector, or person_source topic")
             path = values["person_detector_path"]

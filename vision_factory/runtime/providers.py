@@ -105,7 +105,7 @@ class ProviderConfig:
     fallback: str = "error"  # "error": fail at start-up; "cpu": log and run on CPU
     device_id: int = 0
     cuda_mem_limit_mb: int = 0  # 0: no limit
-    trt_cache_dir: str = ""  # "" -> $ROS_HOME/vision_factory/trt_cache
+    trt_cache_dir: str = ""  # "" -> $ROS_HOME/<package>/trt_cache, <package> the name of the package running it
     trt_fp16: bool = False
     intra_op_threads: int = 0  # 0: ONNX Runtime decides
     inter_op_threads: int = 0

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..images import bgr_to_image_fields, compressed_to_bgr, image_to_bgr
+from ..parameters import CAMERA_TOPIC
 
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 STORAGES = ("mcap", "sqlite3")
@@ -46,7 +47,7 @@ class RawMessage:
 def write_image_bag(
     path: str | Path,
     frames: Iterable[np.ndarray],
-    topic: str = "/camera/image",
+    topic: str = CAMERA_TOPIC,
     fps: float = 30.0,
     frame_id: str = "camera",
     encoding: str = "bgr8",

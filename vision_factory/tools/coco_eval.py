@@ -5,10 +5,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..text import untrusted
 
 # model family -> COCO iouType
 IOU_TYPES = {"yolo": "bbox", "fasterrcnn": "bbox", "yolo_pose": "keypoints", "rtmpose": "keypoints"}
@@ -66,19 +70,52 @@ def annotation_file(data: Path) -> Path:
     return path
 
 
-def predict_coco(detector, data: Path, iou_type: str) -> list[dict[str, Any]]:
+def category_ids(names: list[str], categories: list[dict[str, Any]]) -> dict[int, int]:
+    """Class id -> COCO category id: by name when any class name is a category's, else by position.
+
+    A class with no category (its name is none of the categories' while others' are, or its id is
+    past the last category) is absent: its detections are not scored rather than given another
+    class's category.
+    """
+    by_name = {category["name"]: category["id"] for category in categories}
+    if any(name in by_name for name in names):
+        return {class_id: by_name[name] for class_id, name in enumerate(names) if name in by_name}
+    return {class_id: category["id"] for class_id, category in enumerate(categories[: len(names)])}
+
+
+@dataclass
+class CocoPredictions:
+    results: list[dict[str, Any]]  # COCO results
+    skipped: Counter = field(default_factory=Counter)  # (class id, class name) -> detections without a category
+
+    @property
+    def skipped_count(self) -> int:
+        return sum(self.skipped.values())
+
+    def skipped_note(self, data: Path) -> str:
+        """A warning naming the classes whose detections were skipped; '' when none were."""
+        if not self.skipped:
+            return ""
+        counts = self.skipped.items()
+        classes = ", ".join(f"'{untrusted(name, 60)}' (id {class_id}): {count}" for (class_id, name), count in counts)
+        return (
+            f"{self.skipped_count} detections skipped, their class has no category in {data}: {classes}; "
+            "give the model's class names (labels) as the data set's category names"
+        )
+
+
+def predict_coco(detector, data: Path, iou_type: str) -> CocoPredictions:
     """COCO results of ``detector`` (any Detector) over every image of the data set.
 
     Images are looked up beside the annotation file, directly or under images/. Classes map to
-    categories by name, else by position.
+    categories as ``category_ids`` says; detections of a class without one are counted, not kept.
     """
     import cv2
 
     annotations = annotation_file(data)
     truth = _load_json(annotations, "COCO annotations")
-    categories = truth["categories"]
-    by_name = {category["name"]: category["id"] for category in categories}
-    results = []
+    category_of = category_ids(list(detector.names), truth["categories"])
+    predictions = CocoPredictions([])
     for image in truth["images"]:
         candidates = [annotations.parent / "images" / image["file_name"], annotations.parent / image["file_name"]]
         path = next((p for p in candidates if p.is_file()), None)
@@ -86,19 +123,27 @@ def predict_coco(detector, data: Path, iou_type: str) -> list[dict[str, Any]]:
         if frame is None:
             raise ValueError(f"image {image['file_name']} of {annotations} not found or unreadable beside it")
         for detection in detector.detect(frame):
+            category = category_of.get(detection.class_id)
+            if category is None:
+                predictions.skipped[(detection.class_id, detection.class_name)] += 1
+                continue
             x1, y1, x2, y2 = detection.xyxy
-            category = by_name.get(detection.class_name, categories[min(detection.class_id, len(categories) - 1)]["id"])
             result = {"image_id": image["id"], "category_id": category, "score": detection.score}
             result["bbox"] = [x1, y1, x2 - x1, y2 - y1]
             if iou_type == "keypoints":
                 result["keypoints"] = np.asarray(detection.keypoints, dtype=np.float64).ravel().tolist()
-            results.append(result)
-    return results
+            predictions.results.append(result)
+    return predictions
 
 
-def run_and_score(
-    model_type: str, model: Path, target: str, data: Path, predictions: Path
-) -> tuple[list[dict[str, Any]], dict[str, float], str]:
+@dataclass
+class ScoredRun:
+    predictions: CocoPredictions
+    metrics: dict[str, float]
+    runs_on: str  # the runner's description
+
+
+def run_and_score(model_type: str, model: Path, target: str, data: Path, predictions: Path) -> ScoredRun:
     """A yolo / yolo_pose / fasterrcnn model on ``target`` over the data set at validation confidence (0.001):
     its COCO results (also written to ``predictions``), their metrics, and what it ran on."""
     from ..models.factory import make_detector
@@ -108,6 +153,6 @@ def run_and_score(
         raise ValueError(f"{model_type} cannot run over a data set on its own: give its predictions instead")
     runner = load_target(target, model)
     iou_type = IOU_TYPES[model_type]
-    results = predict_coco(make_detector(model_type, runner, confidence=0.001), data, iou_type)
-    predictions.write_text(json.dumps(results))
-    return results, evaluate_coco(annotation_file(data), predictions, iou_type), runner.describe()
+    found = predict_coco(make_detector(model_type, runner, confidence=0.001), data, iou_type)
+    predictions.write_text(json.dumps(found.results))
+    return ScoredRun(found, evaluate_coco(annotation_file(data), predictions, iou_type), runner.describe())

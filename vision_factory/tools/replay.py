@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -59,11 +60,26 @@ class ReplayResult:
     detections_json: str | None
     node_log: str
     latencies_ms: list[float] = field(default_factory=list, repr=False)
+    answered_ns: list[int] = field(default_factory=list, repr=False)  # when each answered frame's answer came
 
     def summary(self) -> dict:
         data = asdict(self)
         data.pop("latencies_ms")
+        data.pop("answered_ns")
         return data
+
+    def steady_fps(self, held_back: int = 0) -> float:
+        """Answers per second from the first answer to the last one not held back for the stream's end.
+
+        ``fps`` spans the whole replay: also the wait before the first answer and, for a node
+        that holds the last ``held_back`` frames until no frame came for its flush_timeout
+        (TrackNet: seq_len - 1), that wait. NaN without two answers in the span.
+        """
+        answers = sorted(self.answered_ns)
+        span = answers[: max(2, len(answers) - held_back)]
+        if len(span) < 2 or span[-1] <= span[0]:
+            return float("nan")
+        return (len(span) - 1) / ((span[-1] - span[0]) / 1e9)
 
 
 def _stamp(data: bytes) -> tuple[int, int]:
@@ -96,6 +112,7 @@ def replay(
     startup_timeout: float = 60.0,
     progress: Callable[[int, int], None] | None = None,
     executable: Sequence[str] | None = None,
+    force: bool = False,
 ) -> ReplayResult:
     """Play ``bag``'s image topic into a fresh ``node`` process and record its outputs.
 
@@ -104,6 +121,9 @@ def replay(
 
     ``rate``: 1.0 plays at recorded timing, 2.0 twice as fast; None plays as fast as the
     node keeps up (at most ``max_in_flight`` frames without an answer, nothing dropped).
+
+    ``out_dir`` holding an earlier run's outputs (any file this replay writes) is refused
+    before anything is played; ``force`` removes those outputs first (and nothing else).
     """
     import rclpy
     from rclpy.node import Node
@@ -114,6 +134,8 @@ def replay(
     spec = NODES[node]
     topic, msgtype = image_topic(bag, topic)
     out_dir = Path(out_dir)
+    outputs = output_paths(out_dir, node)
+    _clear_earlier_run(out_dir, outputs, force)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamps = [_stamp(message.data) for message in read_messages(bag, topic)]
     if len(set(stamps)) != len(stamps):
@@ -136,7 +158,7 @@ def replay(
     for key, value in overrides.items():
         command += ["-p", f"{key}:={value or repr('')}"]  # values are YAML; '' is the empty string
     use_shared_memory_profile()
-    log_path = out_dir / f"{node}_node.log"
+    log_path = outputs["log"]
     log_file = log_path.open("w")
     process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
 
@@ -205,16 +227,12 @@ def replay(
         for stamp_ns, data in items
     ]
     messages.sort(key=lambda message: message.timestamp_ns)
-    output_bag = out_dir / f"{node}_outputs"
-    if output_bag.exists():
-        raise FileExistsError(f"{output_bag} exists; choose another --out")
+    output_bag = outputs["bag"]
     write_messages(output_bag, messages, storage)
-    ball_csv = (
-        _write_ball_csv(out_dir / "ball.csv", received.get("ball", []), frame_of) if "ball" in spec.outputs else None
-    )
+    ball_csv = _write_ball_csv(outputs["ball_csv"], received["ball"], frame_of) if "ball_csv" in outputs else None
     detections_json = None
-    if spec.outputs[spec.main_output] == DETECTIONS:
-        detections_json = _write_detections_json(out_dir / "detections.json", received[spec.main_output], frame_of)
+    if "detections_json" in outputs:
+        detections_json = _write_detections_json(outputs["detections_json"], received[spec.main_output], frame_of)
     latencies = [(done_frames[i] - sent_at[i]) / 1e6 for i in range(len(sent_at)) if i in done_frames]
     result = ReplayResult(
         frames_sent=len(sent_at),
@@ -229,9 +247,42 @@ def replay(
         detections_json=str(detections_json) if detections_json else None,
         node_log=str(log_path),
         latencies_ms=latencies,
+        answered_ns=sorted(done_frames[i] for i in range(len(sent_at)) if i in done_frames),
     )
-    (out_dir / "replay.json").write_text(json.dumps(result.summary(), indent=2))
+    outputs["summary"].write_text(json.dumps(result.summary(), indent=2))
     return result
+
+
+def output_paths(out_dir: Path, node: str) -> dict[str, Path]:
+    """Every file or folder a replay of ``node`` writes into ``out_dir``, by role."""
+    spec = NODES[node]
+    paths = {
+        "bag": out_dir / f"{node}_outputs",
+        "log": out_dir / f"{node}_node.log",
+        "summary": out_dir / "replay.json",
+    }
+    if "ball" in spec.outputs:
+        paths["ball_csv"] = out_dir / "ball.csv"
+    if spec.outputs[spec.main_output] == DETECTIONS:
+        paths["detections_json"] = out_dir / "detections.json"
+    return paths
+
+
+def _clear_earlier_run(out_dir: Path, outputs: dict[str, Path], force: bool) -> None:
+    """Refuse (or with ``force`` remove) outputs of an earlier run, before the replay starts."""
+    earlier = [path for path in outputs.values() if path.exists() or path.is_symlink()]
+    if not earlier:
+        return
+    if not force:
+        names = ", ".join(path.name for path in earlier)
+        raise FileExistsError(
+            f"{out_dir} holds an earlier run ({names}): choose another --out, or --force to replace that run"
+        )
+    for path in earlier:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()  # a file, or a link (never what it points to)
 
 
 def _wait_for_node(process, publisher, player, output_topic: str, timeout: float, log_path: Path) -> None:

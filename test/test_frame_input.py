@@ -10,9 +10,11 @@ import threading
 
 import cv2
 import numpy as np
+import onnx
 import pytest
 import rclpy
 from conftest import pypi_model
+from onnx import TensorProto, helper, numpy_helper
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from ros_harness import NodeProcess, Probe
@@ -30,7 +32,7 @@ from vision_factory.runtime.onnx_runner import OnnxRunner
 LOG = logging.getLogger("test")
 MODULE = "vision_factory.yolo_onnx_node"
 PARAMS = {"qos_reliability": "reliable", "qos_depth": "500", "queue_size": "500"}
-ROS_LINE = re.compile(r"\[(INFO|WARN)\] \[\d+\.\d+\] \[t\.yolo\]: ")  # what the node logs; the libraries don't
+ROS_LINE = re.compile(r"\[(INFO|WARN)\] \[\d+\.\d+\] \[t\.\w+\]: ")  # what the node logs; the libraries don't
 
 
 def _header(index: int, frame_id: str = "camera") -> Header:
@@ -217,6 +219,39 @@ def test_raw_campaign_of_varied_bad_messages_gives_a_few_safe_lines(tmp_path):
     assert not [line for line in lines if "forged" in line and not line.startswith("[WARN]")]  # no forged line
     assert max(len(line) for line in lines) < 1000  # untrusted text cut
     assert "\x1b" not in log
+
+
+def _lying_model(path) -> str:
+    """A YOLO-shaped model whose output name and class names try to forge log lines and flood them."""
+    forged = "\n[ERROR] [1.0] [yolo]: forged\x1b[2J"
+    output = f"output0{forged}"
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["value"], [output])],
+        "lying",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 64, 64])],
+        [helper.make_tensor_value_info(output, TensorProto.FLOAT, [1, 6, 100])],
+        [numpy_helper.from_array(np.zeros((1, 6, 100), np.float32), "value")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    names = {0: f"a{forged}", 1: "b" * 20000}
+    helper.set_model_props(model, {"names": repr(names)})
+    onnx.save(model, path)
+    return str(path)
+
+
+@pytest.mark.parametrize("module,params", [("yolo", {"classes": "cat"}), ("fasterrcnn", {})])
+def test_model_text_in_start_up_errors_is_one_bounded_line(tmp_path, module, params):
+    """Class names and output names from the model file end up in start-up errors: escaped and cut."""
+    model = _lying_model(tmp_path / "lying.onnx")
+    node = NodeProcess(tmp_path, {"model_path": model, **params}, module=f"vision_factory.{module}_onnx_node")
+    assert node.wait(30) == 2
+    node.stop()
+    lines = node.log().splitlines()
+    (fatal,) = [line for line in lines if "cannot start" in line]
+    assert "forged" in fatal and "\\n[ERROR]" in fatal  # quoted in the one line
+    assert all(ROS_LINE.match(line) or line.startswith("[FATAL]") for line in lines), lines
+    assert "\x1b" not in node.log() and max(map(len, lines)) < 2500
 
 
 class _QuickReportingNode(DetectionNode):

@@ -167,7 +167,8 @@ def spin(make_node: Callable[[], InferenceNode], name: str, args: list[str] | No
     try:
         node = make_node()
     except (ValueError, RuntimeError, ParameterException) as exc:
-        rclpy.logging.get_logger(name).fatal(f"cannot start: {exc}")
+        # The reason can quote the model file (names, metadata) and parameters: one line, of bounded length.
+        rclpy.logging.get_logger(name).fatal(f"cannot start: {untrusted(exc, 2000)}")
         rclpy.try_shutdown()
         return 2
     executor = SingleThreadedExecutor()  # one executor: rclpy.spin_once would re-add the node every call

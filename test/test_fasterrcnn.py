@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHARED
 from onnx import TensorProto, helper, numpy_helper
+from test_images import UNUSUAL_SHAPES
 
 from vision_factory.cli import main
 from vision_factory.generator.inspect_model import recognise, summarize
@@ -394,3 +395,17 @@ def test_compare_a_fasterrcnn_model_with_itself_on_two_backends(tmp_path):
     report = json.loads(saved.read_text())
     assert report["verdict"] in ("excellent", "good"), report
     assert report["outputs"]["matched"] > 50
+
+
+@pytest.mark.parametrize(
+    "resize,image_shape",
+    [("stretch", (1, 3, 64, 64)), ("letterbox", (1, 3, 64, 64)), ("none", (1, 3, "height", "width"))],
+)
+def test_unusual_frames_are_fitted_and_detected_in_every_resize_mode(tmp_path, resize, image_shape):
+    outputs = _tflite_outputs([[0.25, 0.25, 0.75, 0.75]], [0.9], [1])  # normalised: the middle of the input
+    model = _constant_model(tmp_path / "m.onnx", outputs, image_shape=image_shape)
+    detector = FasterRCNNDetector(_runner(model), resize=resize)
+    for height, width in UNUSUAL_SHAPES:
+        (found,) = detector.detect(np.full((height, width, 3), 60, np.uint8))
+        x1, y1, x2, y2 = found.xyxy
+        assert 0 <= x1 <= x2 <= width and 0 <= y1 <= y2 <= height, (resize, height, width, found.xyxy)

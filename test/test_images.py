@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import array
+import os
+import resource
+import struct
+import zlib
 
 import cv2
 import numpy as np
 import pytest
 
-from vision_factory.images import ImageFormatError, bgr_to_image_fields, compressed_to_bgr, image_to_bgr
+from vision_factory.images import (
+    SUPPORTED_ENCODINGS,
+    ImageFormatError,
+    bgr_to_image_fields,
+    compressed_header,
+    compressed_to_bgr,
+    image_to_bgr,
+)
+from vision_factory.parameters import MAX_IMAGE_PIXELS
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +99,9 @@ def test_yuv422_packings(bgr, encoding, order):
 def test_compressed_png_roundtrip_and_garbage(bgr):
     ok, png = cv2.imencode(".png", bgr)
     np.testing.assert_array_equal(compressed_to_bgr(png.tobytes()), bgr)
-    with pytest.raises(ImageFormatError, match="could not be decoded"):
+    with pytest.raises(ImageFormatError, match="neither JPEG nor PNG") as error:
         compressed_to_bgr(b"not an image")
+    assert error.value.kind == "unsupported compressed format"
 
 
 def test_bad_images_are_clear_errors(bgr):
@@ -100,3 +113,153 @@ def test_bad_images_are_clear_errors(bgr):
         image_to_bgr(64, 48, "bgr8", 100, bytes(100 * 48))
     with pytest.raises(ImageFormatError, match="no pixels"):
         image_to_bgr(0, 48, "bgr8", 0, b"")
+
+
+# Frames that are valid but unusual: extreme aspect ratios, tiny, odd sizes.
+UNUSUAL_SHAPES = [(1, 20000), (20000, 1), (3, 1600), (1600, 3), (600, 1), (1, 600), (1, 1), (2, 2), (3, 5), (7, 9)]
+
+
+def _bytes_per_pixel(encoding: str) -> int:
+    """From the encoding's name alone (not from the code under test)."""
+    channels = {"bgra": 4, "rgba": 4, "bgr": 3, "rgb": 3, "8UC3": 3, "uyvy": 2, "yuyv": 2, "yuv422": 2}
+    count = next((value for key, value in channels.items() if encoding.startswith(key)), 1)
+    return count * (2 if "16" in encoding else 1)
+
+
+@pytest.mark.parametrize("encoding", SUPPORTED_ENCODINGS)
+def test_every_encoding_converts_unusual_shapes_with_padded_rows(encoding):
+    rng = np.random.default_rng(0)
+    for height, width in UNUSUAL_SHAPES:
+        step = width * _bytes_per_pixel(encoding) + 5  # padded rows
+        data = rng.integers(0, 256, step * height, dtype=np.uint8).tobytes()
+        out = image_to_bgr(width, height, encoding, step, data)
+        assert out.shape == (height, width, 3) and out.dtype == np.uint8, (encoding, height, width)
+
+
+@pytest.mark.parametrize("encoding,pair", [("uyvy", (90, 140, 200, 140)), ("yuyv", (140, 90, 140, 200))])
+def test_odd_width_422_decodes_its_last_pixel_like_the_others(encoding, pair):
+    """An odd width: the last pixel has its luma and one chroma byte; it shares the other with the pair before."""
+    row = np.tile(np.array(pair, np.uint8), 4)  # 8 pixels of one colour
+    even = image_to_bgr(8, 3, encoding, 16, np.tile(row, 3).tobytes())
+    odd = image_to_bgr(7, 3, encoding, 16, np.tile(row, 3).tobytes())  # same rows, 7 pixels used
+    np.testing.assert_array_equal(odd, even[:, :7])
+    one = image_to_bgr(1, 2, encoding, 4, np.tile(row[:4], 2).tobytes())  # no pair before: neutral chroma
+    assert one.shape == (2, 1, 3)
+
+
+def test_raw_images_beyond_max_pixels_are_refused():
+    width, height = 8000, 4400  # more than 8K
+    assert width * height > MAX_IMAGE_PIXELS
+    with pytest.raises(ImageFormatError, match="larger than max_image_pixels") as error:
+        image_to_bgr(width, height, "mono8", width, bytes(width * height))
+    assert error.value.kind == "image too large"
+    assert image_to_bgr(width, height, "mono8", width, bytes(width * height), max_pixels=0).shape == (height, width, 3)
+    with pytest.raises(ImageFormatError, match="image too large|larger than max_image_pixels"):
+        image_to_bgr(64, 48, "bgr8", 192, bytes(192 * 48), max_pixels=64 * 47)
+
+
+def huge_png(width: int = 30000, height: int = 30000) -> bytes:
+    """A valid 8-bit grey PNG of ``width`` x ``height`` zeros, under a megabyte: deflate segments of 100 zero
+    rows, each compressed independently (full flush), repeated; the zlib trailer's Adler-32 computed for all."""
+    rows = bytes(width + 1) * 100  # filter byte + pixels, 100 rows
+    compressor = zlib.compressobj(9)
+    first = compressor.compress(rows) + compressor.flush(zlib.Z_FULL_FLUSH)
+    segment = compressor.compress(rows) + compressor.flush(zlib.Z_FULL_FLUSH)
+    end = compressor.flush()[:-4]  # final empty block, without the compressor's Adler-32 of what it saw
+    adler = 1
+    for _ in range(height // 100):
+        adler = zlib.adler32(rows, adler)
+    stream = first + segment * (height // 100 - 1) + end + struct.pack(">I", adler)
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", stream) + chunk(b"IEND", b"")
+
+
+def test_huge_png_is_refused_from_its_header_without_decoding():
+    png = huge_png()
+    assert len(png) < 1_000_000
+    decompressed = zlib.decompressobj()
+    assert len(decompressed.decompress(png[41:141_000])) > 100_000_000  # it really holds that many zero rows
+    assert compressed_header(png) == ("png", 30000, 30000)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
+    with pytest.raises(ImageFormatError, match="30000x30000 = 900000000 pixels is larger") as error:
+        compressed_to_bgr(png)
+    assert error.value.kind == "image too large"
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50_000  # decoding would take 2.7 GB
+
+
+def _app1(payload: bytes) -> bytes:
+    return b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload
+
+
+def test_compressed_headers_give_the_declared_size_whatever_comes_before_it(bgr):
+    jpeg = cv2.imencode(".jpg", bgr)[1].tobytes()
+    png = cv2.imencode(".png", bgr)[1].tobytes()
+    assert compressed_header(jpeg) == ("jpeg", 64, 48) and compressed_header(png) == ("png", 64, 48)
+    # An EXIF-like segment of 60 kB, then fill bytes, before the rest: the size is still found.
+    padded = jpeg[:2] + _app1(b"Exif\0\0" + bytes(60_000)) + b"\xff\xff" + jpeg[2:]
+    assert compressed_header(padded) == ("jpeg", 64, 48)
+    np.testing.assert_array_equal(compressed_to_bgr(padded), compressed_to_bgr(jpeg))
+    progressive = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_PROGRESSIVE, 1])[1].tobytes()
+    assert compressed_header(progressive) == ("jpeg", 64, 48)
+    for cut, kind in [(png[:20], "unreadable compressed header"), (jpeg[:30], "unreadable compressed header")]:
+        with pytest.raises(ImageFormatError) as error:
+            compressed_header(cut)
+        assert error.value.kind == kind
+
+
+def _damaged(data: bytes, rng: np.random.Generator) -> bytes:
+    """Cut short, bytes overwritten, a run of random bytes, or a piece missing: as a lossy link or a fuzzer does."""
+    damaged = bytearray(data)
+    way = rng.integers(0, 4)
+    if way == 0:
+        return bytes(damaged[: rng.integers(1, len(damaged))])
+    if way == 1:
+        for _ in range(rng.integers(1, 10)):
+            damaged[rng.integers(0, len(damaged))] = rng.integers(0, 256)
+    elif way == 2:
+        start = rng.integers(0, len(damaged))
+        damaged[start : start + 20] = rng.integers(0, 256, 20, dtype=np.uint8).tobytes()
+    else:
+        start = rng.integers(2, len(damaged))
+        del damaged[start : start + rng.integers(1, 50)]
+    return bytes(damaged)
+
+
+def test_damaged_compressed_data_is_an_error_or_a_warning_and_the_libraries_print_nothing(bgr, capfd):
+    rng = np.random.default_rng(7)
+    big = cv2.resize(bgr, (320, 240))
+    originals = [cv2.imencode(".png", big)[1].tobytes(), cv2.imencode(".jpg", big)[1].tobytes()]
+    errors, warnings, decoded = {}, [], 0
+    for index in range(400):
+        data = _damaged(originals[index % 2], rng)
+        try:
+            image = compressed_to_bgr(data, warn=lambda kind, detail: warnings.append((kind, detail)))
+            decoded += 1
+            assert image.shape[2] == 3
+        except ImageFormatError as exc:
+            errors[exc.kind] = errors.get(exc.kind, 0) + 1
+    out, err = capfd.readouterr()
+    assert out == "" and err == "", err[:2000]  # today: libpng, libjpeg and OpenCV lines, one or more per image
+    assert sum(errors.values()) + decoded == 400
+    kinds = {"undecodable compressed image", "unreadable compressed header", "unsupported compressed format"}
+    assert set(errors) <= kinds
+    assert errors["undecodable compressed image"] > 50 and decoded > 50
+    assert {kind for kind, _ in warnings} == {"corrupt compressed image"}  # decoded despite the decoder's complaint
+    assert any("Corrupt JPEG data" in detail for _, detail in warnings)
+
+
+def test_other_writers_to_stderr_keep_their_lines_during_a_decode(bgr, capfd):
+    """What is not the decoders' (another thread's log line, say) is passed on, not swallowed."""
+    from vision_factory.quiet import quietly
+
+    def noisy():
+        os.write(2, b"[INFO] [1.0] [node]: a line of another thread\n")
+        return cv2.imdecode(np.frombuffer(cv2.imencode(".png", bgr)[1][:100].tobytes(), np.uint8), cv2.IMREAD_COLOR)
+
+    result, said = quietly(noisy)
+    assert result is None and "PNG input buffer is incomplete" in said
+    assert capfd.readouterr().err == "[INFO] [1.0] [node]: a line of another thread\n"

@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHARED
 from onnx import TensorProto, helper, numpy_helper
+from test_images import UNUSUAL_SHAPES
 
 from vision_factory.cli import main
 from vision_factory.models.detections import COCO_KEYPOINTS, Detection
@@ -294,3 +295,17 @@ def test_predict_runs_rtmpose_on_a_detectors_boxes(tmp_path):
         assert detection["keypoints"][0] == pytest.approx([(x1 + x2) / 2, (y1 + y2) / 2, 0.7])
     missing = CliRunner().invoke(main, arguments)
     assert missing.exit_code != 0 and "--detector" in missing.output
+
+
+def test_unusual_frames_are_posed_on_their_boxes(tmp_path):
+    """Boxes on frames of extreme aspect ratios, tiny and odd sizes: one pose each, keypoints near the box."""
+    estimator = RTMPoseEstimator(_runner(spot_finder(tmp_path / "spot.onnx")))
+    pose = TopDownPose(None, estimator)
+    for height, width in UNUSUAL_SHAPES:
+        frame = np.zeros((height, width, 3), np.uint8)
+        frame[height // 2, width // 2, 2] = 255  # the spot
+        boxes = [Detection((0, 0, width, height), 0.9, 0, "person"), Detection((0, 0, 1, 1), 0.8, 0, "person")]
+        posed = pose.pose(frame, boxes)
+        assert len(posed) == 2 and all(len(person.keypoints) == K for person in posed)
+        x, y, _ = posed[0].keypoints[0]
+        assert abs(x - width // 2) <= 1 + width * 0.02 and abs(y - height // 2) <= 1 + height * 0.02, (height, width)

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHARED
 from onnx import TensorProto, helper, numpy_helper
+from test_images import UNUSUAL_SHAPES
 
 from vision_factory.cli import main
 from vision_factory.models.detections import nms
@@ -256,3 +257,31 @@ def test_bench_times_the_yolo_pipeline(tmp_path):
     pipeline = record["pipeline"]
     assert pipeline["frame_size"] == "1280x720"
     assert all(pipeline[stage] > 0 for stage in ("preprocess_ms", "inference_ms", "postprocess_ms", "fps"))
+
+
+@pytest.mark.parametrize("dynamic,pose", [(False, False), (True, False), (False, True)])
+def test_unusual_frames_are_letterboxed_and_detected(tmp_path, dynamic, pose):
+    """1x20000 rounded to 0 rows and failed in the resize; every shape now gets an input and frame boxes."""
+    classes = 1 if pose else 2
+    output = np.zeros((1, 4 + classes + 51 * pose, 100), np.float32)
+    output[0, :5, 0] = [128, 128, 200, 100, 0.9]  # one object in the middle of the input, whatever the frame
+    if pose:
+        output[0, 5:, 0] = np.tile([128, 128, 0.8], 17)
+    names = ["circle", "square"][:classes]
+    detector = YoloDetector(
+        OnnxRunner.load(_constant_model(tmp_path / "m.onnx", output, dynamic=dynamic), {}, logging.getLogger()),
+        pose=pose,
+        names=names,
+        image_size=256,
+    )
+    for height, width in UNUSUAL_SHAPES:
+        frame = np.full((height, width, 3), 60, np.uint8)
+        tensor, box = detector.preprocess(frame)
+        rows, columns = tensor.shape[2:]
+        assert rows <= 256 and columns <= 256 and (detector.dynamic or (rows, columns) == (256, 256))
+        assert not detector.dynamic or (rows % 32, columns % 32) == (0, 0)
+        (found,) = detector.detect(frame)
+        x1, y1, x2, y2 = found.xyxy
+        assert 0 <= x1 <= x2 <= width and 0 <= y1 <= y2 <= height, (height, width, found.xyxy)
+        if pose:
+            assert all(0 <= x <= width and 0 <= y <= height for x, y, _ in found.keypoints)

@@ -3,12 +3,25 @@
 Raw images are described by the fields of ``sensor_msgs/Image`` (width, height,
 encoding, step, data). Packed BGR data with no row padding is returned as a view of
 the message buffer, without a copy; everything else is converted once.
+
+Compressed images (``sensor_msgs/CompressedImage``, image_transport's ``compressed``) are JPEG or
+PNG, recognised by their first bytes whatever the message's ``format`` says. Their size is read
+from the header (PNG's IHDR, JPEG's SOFn) and checked against ``max_pixels`` before anything is
+decoded, so a small file declaring a huge image costs nothing; what libpng, libjpeg and OpenCV
+say about bad data is caught (``quiet.quietly``) and becomes the detail of an ImageFormatError or
+of a warning, never a line on stderr per frame.
 """
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
+
 import cv2
 import numpy as np
+
+from .parameters import MAX_IMAGE_PIXELS
+from .quiet import quietly
 
 
 class ImageFormatError(ValueError):
@@ -49,12 +62,33 @@ _DIRECT = {
     "yuv422_yuy2": (2, np.uint8, cv2.COLOR_YUV2BGR_YUYV),
 }
 SUPPORTED_ENCODINGS = tuple(_DIRECT)
+_PACKED_422 = {"uyvy": "UYVY", "yuv422": "UYVY", "yuyv": "YUYV", "yuv422_yuy2": "YUYV"}
+COMPRESSED_FORMATS = ("jpeg", "png")
 
 
-def image_to_bgr(width: int, height: int, encoding: str, step: int, data, is_bigendian: bool = False) -> np.ndarray:
+def check_pixels(width: int, height: int, max_pixels: int, what: str = "image") -> None:
+    """An ImageFormatError when a ``width`` x ``height`` image has more than ``max_pixels`` (0: no limit)."""
+    if max_pixels > 0 and width * height > max_pixels:
+        raise ImageFormatError(
+            "image too large",
+            f"{what} of {width}x{height} = {width * height} pixels is larger than max_image_pixels {max_pixels}; "
+            "raise max_image_pixels if the camera really sends such images",
+        )
+
+
+def image_to_bgr(
+    width: int,
+    height: int,
+    encoding: str,
+    step: int,
+    data,
+    is_bigendian: bool = False,
+    max_pixels: int = MAX_IMAGE_PIXELS,
+) -> np.ndarray:
     """Return an HxWx3 uint8 BGR array for an image message's fields.
 
-    ``data`` is anything exposing the buffer protocol (bytes, array.array, memoryview).
+    ``data`` is anything exposing the buffer protocol (bytes, array.array, memoryview). Images of
+    more than ``max_pixels`` pixels (0: no limit) are refused.
     """
     if encoding not in _DIRECT:
         raise ImageFormatError(
@@ -64,6 +98,7 @@ def image_to_bgr(width: int, height: int, encoding: str, step: int, data, is_big
     channels, dtype, conversion = _DIRECT[encoding]
     if width <= 0 or height <= 0:
         raise ImageFormatError("image has no pixels", f"image has no pixels ({width}x{height})")
+    check_pixels(width, height, max_pixels)
     itemsize = np.dtype(dtype).itemsize
     row_bytes = width * channels * itemsize
     if step < row_bytes:
@@ -84,16 +119,109 @@ def image_to_bgr(width: int, height: int, encoding: str, step: int, data, is_big
         return pixels
     if channels == 1:
         pixels = pixels[:, :, 0]
+    if encoding in _PACKED_422 and width % 2:
+        return _odd_width_422(pixels, _PACKED_422[encoding], conversion)
     return cv2.cvtColor(np.ascontiguousarray(pixels), conversion)
 
 
-def compressed_to_bgr(data) -> np.ndarray:
-    """Decode a sensor_msgs/CompressedImage payload (JPEG, PNG, ...) to BGR."""
-    image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
+def _odd_width_422(pixels: np.ndarray, order: str, conversion: int) -> np.ndarray:
+    """4:2:2 of an odd width: its last pixel has a luma and one chroma byte, the other chroma is that of the
+    pixel pair before it (neutral 128 for a one-pixel-wide image); converted one pixel wider and cut back."""
+    height, width = pixels.shape[:2]
+    wider = np.empty((height, width + 1, 2), np.uint8)
+    wider[:, :width] = pixels
+    # UYVY pairs are (U Y0)(V Y1): the last pixel holds (U Y) and needs (V Y); YUYV pairs are (Y0 U)(Y1 V).
+    chroma, luma = (0, 1) if order == "UYVY" else (1, 0)
+    wider[:, width, luma] = pixels[:, width - 1, luma]
+    wider[:, width, chroma] = pixels[:, width - 2, chroma] if width > 1 else 128
+    return np.ascontiguousarray(cv2.cvtColor(wider, conversion)[:, :width])
+
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# JPEG start-of-frame markers (SOF0..SOF15 but DHT C4, JPG C8 and DAC CC) and markers without a length.
+_JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_JPEG_STANDALONE = frozenset([0x01, *range(0xD0, 0xD8)])
+
+
+def compressed_header(data) -> tuple[str, int, int]:
+    """(format, width, height) a JPEG or PNG payload declares, read from its header without decoding.
+
+    The format is recognised by the payload's first bytes; anything else (another format, garbage, a
+    header cut short, a size of 0) is an ImageFormatError.
+    """
+    view = memoryview(np.frombuffer(data, dtype=np.uint8))
+    if view[:8] == _PNG_SIGNATURE:
+        if len(view) < 24 or view[12:16] != b"IHDR":
+            raise ImageFormatError("unreadable compressed header", f"PNG of {len(view)} bytes has no IHDR header")
+        width, height = struct.unpack(">II", view[16:24])
+        return _declared("png", width, height)
+    if view[:2] == b"\xff\xd8":
+        return _declared("jpeg", *_jpeg_size(view))
+    raise ImageFormatError(
+        "unsupported compressed format",
+        f"compressed image of {len(view)} bytes is neither JPEG nor PNG (it starts with {bytes(view[:8])!r}); "
+        "publish jpeg or png (image_transport's compressed)",
+    )
+
+
+def _jpeg_size(view: memoryview) -> tuple[int, int]:
+    """(width, height) from a JPEG's SOFn segment, walking the marker segments before it."""
+    position = 2
+    while position + 1 < len(view):
+        if view[position] != 0xFF:
+            break  # no marker where a segment must start
+        marker = view[position + 1]
+        if marker == 0xFF:  # fill byte
+            position += 1
+            continue
+        if marker in _JPEG_STANDALONE:
+            position += 2
+            continue
+        if marker in (0xD8, 0xD9, 0xDA) or position + 4 > len(view):
+            break  # a second start, the end or the scan before any frame header; or cut short
+        length = view[position + 2] << 8 | view[position + 3]
+        if marker in _JPEG_SOF:
+            if length < 8 or position + 9 > len(view):
+                break
+            height, width = struct.unpack(">HH", view[position + 5 : position + 9])
+            return width, height
+        position += 2 + length
+    raise ImageFormatError(
+        "unreadable compressed header", f"JPEG of {len(view)} bytes has no readable frame header (SOFn) before its data"
+    )
+
+
+def _declared(kind: str, width: int, height: int) -> tuple[str, int, int]:
+    if width == 0 or height == 0 or width > 2**31 - 1 or height > 2**31 - 1:
+        raise ImageFormatError("unreadable compressed header", f"{kind} header declares an image of {width}x{height}")
+    return kind, width, height
+
+
+def compressed_to_bgr(
+    data, max_pixels: int = MAX_IMAGE_PIXELS, warn: Callable[[str, str], None] | None = None
+) -> np.ndarray:
+    """Decode a sensor_msgs/CompressedImage payload (JPEG or PNG) to BGR.
+
+    The size its header declares is checked against ``max_pixels`` (0: no limit) first. Data the
+    decoder cannot read is an ImageFormatError carrying what the decoder said; data it reads while
+    complaining (a JPEG cut short is completed in grey) is decoded, and the complaint goes to
+    ``warn(kind, detail)``.
+    """
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    kind, width, height = compressed_header(buffer)
+    check_pixels(width, height, max_pixels, f"{kind} image")
+    try:
+        image, said = quietly(cv2.imdecode, buffer, cv2.IMREAD_COLOR)
+    except cv2.error as exc:
+        image, said = None, str(exc).strip()
     if image is None:
         raise ImageFormatError(
-            "undecodable compressed image", "compressed image could not be decoded (not a JPEG/PNG/... payload)"
+            "undecodable compressed image",
+            f"{kind} image of {len(buffer)} bytes declaring {width}x{height} could not be decoded: "
+            f"{said or 'the decoder gave no image'}",
         )
+    if said and warn is not None:
+        warn("corrupt compressed image", f"{kind} image of {width}x{height} decoded despite: {said}")
     return image
 
 

@@ -27,6 +27,8 @@ class Parameter:
     dynamic_typing: bool = False  # a string or a list (execution_provider)
 
 
+MAX_IMAGE_PIXELS = 7680 * 4320  # 8K UHD: larger than any camera frame a node is likely to see
+
 IMAGE_INPUT_PARAMETERS = (
     Parameter(
         "input_transport",
@@ -37,6 +39,11 @@ IMAGE_INPUT_PARAMETERS = (
     Parameter("qos_reliability", "best_effort", "best_effort (cameras) or reliable"),
     Parameter("qos_depth", 5, "subscription history depth"),
     Parameter("queue_size", 4, "frames waiting for inference; the oldest is dropped beyond"),
+    Parameter(
+        "max_image_pixels",
+        MAX_IMAGE_PIXELS,
+        "frames of more pixels are refused (compressed: from the header, before decoding); 0: no limit",
+    ),
 )
 
 

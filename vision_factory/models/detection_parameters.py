@@ -8,6 +8,7 @@ from typing import Any
 
 from ..parameters import Parameter
 from ..runtime.runner import Runner
+from ..text import untrusted
 from .detections import Detector
 from .factory import make_detector
 from .recognition import load_checked
@@ -93,7 +94,10 @@ def parse_classes(text: str, names: Sequence[str]) -> list[int] | None:
         elif item in names:
             ids.append(list(names).index(item))
         else:
-            raise ValueError(f"classes: {item!r} is neither a class id nor one of the model's classes {list(names)}")
+            known = untrusted(", ".join(names), 500)  # the names come from the model file
+            raise ValueError(
+                f"classes: {untrusted(repr(item), 100)} is neither a class id nor one of the model's classes: {known}"
+            )
     return ids
 
 

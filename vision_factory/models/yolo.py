@@ -1,7 +1,7 @@
 """Ultralytics-style YOLO detection and pose on any Runner: letterbox, decoding, class-aware NMS.
 
 Pre-processing follows Ultralytics' own ``predict``: r = min(S/h, S/w); resize to
-(round(w*r), round(h*r)) with INTER_LINEAR; the leftover split as round(d/2 - 0.1) before and
+(round(w*r), round(h*r)), at least 1 pixel, with INTER_LINEAR; the leftover split as round(d/2 - 0.1) before and
 round(d/2 + 0.1) after, padded with 114; BGR->RGB, /255, NCHW float32. A fixed-size model gets
 the full S x S letterbox; a model with dynamic spatial input pads only up to a multiple of 32.
 """
@@ -53,7 +53,8 @@ def letterbox_image(image_bgr: np.ndarray, size: tuple[int, int], dynamic: bool)
     """The frame resized and padded for ``size`` (height, width), still HWC BGR uint8, and the mapping back."""
     height, width = image_bgr.shape[:2]
     ratio = min(size[0] / height, size[1] / width)
-    new_w, new_h = round(width * ratio), round(height * ratio)
+    # At least one pixel: a 1x20000 frame would round to 0 rows (Ultralytics' own resize fails there).
+    new_w, new_h = max(1, round(width * ratio)), max(1, round(height * ratio))
     pad_w, pad_h = size[1] - new_w, size[0] - new_h
     if dynamic:
         pad_w, pad_h = pad_w % STRIDE, pad_h % STRIDE

@@ -28,7 +28,7 @@ from ..models.factory import POSE_FAMILIES, output_topic
 from ..runtime.runner import Runner
 from .detection_messages import detections_from_message, detections_message, label_info_message, skeleton_markers
 from .inference_node import InferenceNode, spin
-from .messages import bgr_to_message, message_to_bgr
+from .messages import bgr_to_message
 
 PAIRING_WINDOW = 30  # images (or person detections) kept while waiting for their partner of the same stamp
 
@@ -91,7 +91,7 @@ class DetectionNode(InferenceNode):
     def process(self, item) -> None:
         image_msg, people_msg = item if isinstance(item, tuple) else (item, None)
         try:
-            frame = message_to_bgr(image_msg)
+            frame = self.to_bgr(image_msg)
         except ImageFormatError as exc:
             self.skip_error(exc)
             return

@@ -1,6 +1,7 @@
 """What every inference node shares: image subscription, a bounded queue drained by one
-inference thread, errors reported once instead of per frame, and a run loop that still
-publishes pending results on SIGINT/SIGTERM.
+inference thread, problems with frames reported once per kind and counted (the counts logged
+every minute while new ones come, and at stop), and a run loop that still publishes pending
+results on SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sensor_msgs.msg import CompressedImage, Image
 from ..parameters import IMAGE_INPUT_PARAMETERS, Parameter
 from ..runtime.runner import Runner
 from ..text import untrusted
+from .messages import message_to_bgr
 from .parameters import declare_parameters, image_input
 
 
@@ -29,6 +31,7 @@ class InferenceNode(Node):
     """Subclasses implement ``process(item)``; ``enqueue`` hands items to the inference thread."""
 
     idle_timeout = 0.0  # seconds without items before ``on_idle`` runs once; 0 = never
+    problems_period = 60.0  # seconds between the logged counts of problems while new ones come
 
     def __init__(self, name: str, parameters: tuple[Parameter, ...], runner_class: type[Runner], **kwargs):
         super().__init__(name, **kwargs)
@@ -36,8 +39,12 @@ class InferenceNode(Node):
         self.transport, self.image_qos = image_input(self.values)
         self.runner_settings = {parameter.name: self.values[parameter.name] for parameter in runner_class.PARAMETERS}
         self.queue_size = self.values["queue_size"]
+        self.max_image_pixels = self.values["max_image_pixels"]
         self.frames_in = self.frames_dropped = self.frames_skipped = 0
-        self._reported: set[str] = set()
+        self.problems: dict[str, int] = {}  # kind of problem -> frames it happened to, in order of first sight
+        self._problems_logged = 0  # of the frames counted in problems, at the last count logged
+        self._problems_lock = threading.Lock()  # problems come from the executor and the inference thread
+        self.create_timer(self.problems_period, self.log_problems)
         self._queue: deque = deque()
         self._wake = threading.Condition()
         self._running = False
@@ -45,6 +52,10 @@ class InferenceNode(Node):
 
     def load_runner(self, runner_class: type[Runner], path: str) -> Runner:
         return runner_class.load(path, self.runner_settings, self.get_logger())
+
+    def to_bgr(self, msg: Any) -> Any:
+        """The BGR frame of an image message: within max_image_pixels, decoder complaints reported by ``warn``."""
+        return message_to_bgr(msg, self.max_image_pixels, self.warn)
 
     def subscribe_images(self, callback: Callable[[Any], None] | None = None) -> str:
         """Subscribe to image (raw) or image/compressed; start the inference thread. The topic subscribed."""
@@ -95,14 +106,37 @@ class InferenceNode(Node):
     def skip(self, kind: str, detail: str = "") -> None:
         """Count a skipped frame under ``kind``, a short fixed name for the kind of problem (never text
         from a message); the first of each kind is logged with its ``detail``."""
-        self.frames_skipped += 1
-        if kind not in self._reported:
-            self._reported.add(kind)
-            self.get_logger().warning(f"skipping frame ({kind}): {untrusted(detail)} (logged once per kind)")
+        self._problem(kind, "skipping frame", detail, skipped=True)
 
     def skip_error(self, exc: Exception) -> None:
         """``skip`` for an exception: its ``kind`` when it has one (ImageFormatError), else its type."""
-        self.skip(getattr(exc, "kind", type(exc).__name__), str(exc))
+        self.skip(getattr(exc, "kind", None) or _type_name(exc), str(exc))
+
+    def warn(self, kind: str, detail: str = "") -> None:
+        """Count a frame that is answered despite a problem (compressed data decoded despite the decoder's
+        complaints) under ``kind``; the first of each kind is logged with its ``detail``."""
+        self._problem(kind, "frame answered despite a problem", detail, skipped=False)
+
+    def _problem(self, kind: str, what: str, detail: str, skipped: bool) -> None:
+        with self._problems_lock:
+            first = kind not in self.problems
+            self.problems[kind] = self.problems.get(kind, 0) + 1
+            self.frames_skipped += skipped
+        if first:
+            self.get_logger().warning(
+                f"{what} ({kind}): {untrusted(detail)} (logged once per kind; counts follow every "
+                f"{self.problems_period:g} s while more come, and at stop)"
+            )
+
+    def log_problems(self, final: bool = False) -> None:
+        """Log the count of each kind of problem: when new ones came since the last count, or ``final``ly."""
+        with self._problems_lock:
+            counts, total = dict(self.problems), sum(self.problems.values())
+            if total == self._problems_logged and not (final and total):
+                return
+            self._problems_logged = total
+        by_kind = ", ".join(f"{kind}: {count}" for kind, count in counts.items())
+        self.get_logger().warning(f"frames with problems {'in all' if final else 'so far'}, by kind: {by_kind}")
 
     def close(self) -> None:
         """Stop the inference thread, then process what is still queued."""
@@ -111,6 +145,13 @@ class InferenceNode(Node):
             self._worker.join(timeout=5)
         while self._queue:  # frames already accepted still get their answer
             self._survive(self.process, self._queue.popleft())
+        self.log_problems(final=True)
+
+
+def _type_name(exc: Exception) -> str:
+    """'ValueError', or 'cv2.error' for an exception of a module's own."""
+    kind = type(exc)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
 
 
 def _interrupt(signum, frame) -> None:
@@ -126,7 +167,8 @@ def spin(make_node: Callable[[], InferenceNode], name: str, args: list[str] | No
     try:
         node = make_node()
     except (ValueError, RuntimeError, ParameterException) as exc:
-        rclpy.logging.get_logger(name).fatal(f"cannot start: {exc}")
+        # The reason can quote the model file (names, metadata) and parameters: one line, of bounded length.
+        rclpy.logging.get_logger(name).fatal(f"cannot start: {untrusted(exc, 2000)}")
         rclpy.try_shutdown()
         return 2
     executor = SingleThreadedExecutor()  # one executor: rclpy.spin_once would re-add the node every call

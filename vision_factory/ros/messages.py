@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 from geometry_msgs.msg import Point, PointStamped
@@ -11,13 +11,19 @@ from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
 from ..images import bgr_to_image_fields, compressed_to_bgr, image_to_bgr
+from ..parameters import MAX_IMAGE_PIXELS
 
 
-def message_to_bgr(msg: Image | CompressedImage) -> np.ndarray:
-    """BGR view or copy of an Image / CompressedImage message."""
+def message_to_bgr(
+    msg: Image | CompressedImage, max_pixels: int = MAX_IMAGE_PIXELS, warn: Callable[[str, str], None] | None = None
+) -> np.ndarray:
+    """BGR view or copy of an Image / CompressedImage message of at most ``max_pixels`` pixels (0: any).
+
+    ``warn(kind, detail)`` hears of compressed data decoded despite the decoder's complaints.
+    """
     if isinstance(msg, CompressedImage):
-        return compressed_to_bgr(msg.data)
-    return image_to_bgr(msg.width, msg.height, msg.encoding, msg.step, msg.data, bool(msg.is_bigendian))
+        return compressed_to_bgr(msg.data, max_pixels, warn)
+    return image_to_bgr(msg.width, msg.height, msg.encoding, msg.step, msg.data, bool(msg.is_bigendian), max_pixels)
 
 
 def bgr_to_message(bgr: np.ndarray, header: Header, encoding: str = "bgr8") -> Image:

@@ -36,6 +36,8 @@ def image_input(values: Mapping[str, Any]) -> tuple[str, QoSProfile]:
         raise ValueError(f"qos_depth must be >= 1, got {values['qos_depth']}")
     if values["queue_size"] < 1:
         raise ValueError(f"queue_size must be >= 1, got {values['queue_size']}")
+    if values["max_image_pixels"] < 0:
+        raise ValueError(f"max_image_pixels must be >= 0 (0: no limit), got {values['max_image_pixels']}")
     qos = QoSProfile(
         history=HistoryPolicy.KEEP_LAST, depth=values["qos_depth"], reliability=RELIABILITY[values["qos_reliability"]]
     )

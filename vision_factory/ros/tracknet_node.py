@@ -25,7 +25,7 @@ from ..images import ImageFormatError
 from ..models.ball_stream import PARAMETERS, FrameSizeChanged, ball_stream_from_parameters
 from ..runtime.runner import Runner
 from .inference_node import InferenceNode, spin
-from .messages import ball_message, bgr_to_message, message_to_bgr, trajectory_markers
+from .messages import ball_message, bgr_to_message, trajectory_markers
 
 
 class TrackNetNode(InferenceNode):
@@ -51,7 +51,7 @@ class TrackNetNode(InferenceNode):
         """
         frame = prepared = None
         try:
-            frame = message_to_bgr(msg)
+            frame = self.to_bgr(msg)
             prepared = self.stream.prepare(frame)
         except Exception:  # reported by process(), in order
             pass
@@ -61,7 +61,7 @@ class TrackNetNode(InferenceNode):
         msg, frame, prepared = item  # as _receive queued it
         try:
             if frame is None:
-                frame = message_to_bgr(msg)
+                frame = self.to_bgr(msg)
             # The tag travels with the frame until its prediction is out, L-1 frames later.
             debug_frame = frame.copy() if self.debug_pub.get_subscription_count() > 0 else None
             outputs = self.stream.push(frame, (msg.header, debug_frame), prepared)

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from ..parameters import Parameter
+from ..text import untrusted
 
 Logger = logging.Logger | Any  # a logging.Logger or an rclpy logger: both have info/warning
 
@@ -35,7 +36,7 @@ def shape_text(shape: Sequence[int | str | None]) -> str:
 
 def tensor_text(tensor: TensorInfo) -> str:
     """'images [1, 3, 640, 640]' for error messages."""
-    return f"{tensor.name} {shape_text(tensor.shape)}"
+    return f"{untrusted(tensor.name, 100)} {shape_text(tensor.shape)}"  # names come from the model file
 
 
 def tensors_text(tensors: Sequence[TensorInfo]) -> str:

@@ -15,7 +15,11 @@ In one run it measures, for each model (``--backbone-widths``) and bg_mode, seq_
    ``vision_factory.tools.replay.replay`` as fast as the node keeps up (``rate=None``):
    frames/s and latency (image publish -> ball receive);
 4. the ratios node / raw session, module / raw session, the node's overhead per frame
-   (1000 / node frames/s - session p50) and pre-processing ms per frame.
+   (1000 / node frames/s - session p50) and pre-processing ms per frame;
+5. the background median of a ``--median-warmup`` frame warm-up at ``--size``: the former
+   whole-stack ``np.median`` when the last warm-up frame arrives against ``WarmupMedian``,
+   which builds the same median as the frames arrive (the last frame's cost, the most any
+   warm-up frame costs, the whole warm-up), and the ratio. ``--median-only`` runs just this.
 
 Models (vision_factory.tools.synthetic.build_tracknet_model): width 0 is the light synthetic
 TrackNet, whose session.run takes a few ms, so the ratio mostly measures the node's fixed
@@ -278,6 +282,59 @@ def _concat_median(clip) -> np.ndarray:
     return np.ascontiguousarray(tn._resize(clip.background)[..., ::-1].transpose(2, 0, 1))
 
 
+def bench_median(frames: list[np.ndarray], warmup: int, repeats: int = 5) -> dict:
+    """The background median of ``warmup`` frames: whole-stack np.median (as before) against WarmupMedian."""
+    from vision_factory.models.tracknet_stream import WarmupMedian
+
+    frames = [frames[index % len(frames)] for index in range(warmup)]
+    stacked, last, slowest, total = [], [], [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        before = np.median(np.stack(frames), axis=0).astype(np.uint8)  # the former warm-up median
+        stacked.append(time.perf_counter() - start)
+        median, per_frame = WarmupMedian(warmup), []
+        for frame in frames:
+            start = time.perf_counter()
+            after = median.add(frame)
+            per_frame.append(time.perf_counter() - start)
+        if not np.array_equal(before, after):
+            raise AssertionError("WarmupMedian differs from np.median")
+        last.append(per_frame[-1])
+        slowest.append(max(per_frame))
+        total.append(sum(per_frame))
+    ms = lambda samples: float(np.median(samples) * 1e3)  # noqa: E731
+    result = {
+        "warmup": warmup,
+        "np_median_ms": ms(stacked),
+        "last_frame_ms": ms(last),
+        "slowest_frame_ms": ms(slowest),
+        "whole_warmup_ms": ms(total),
+    }
+    result["last_frame_ratio"] = result["np_median_ms"] / result["last_frame_ms"]
+    result["whole_warmup_ratio"] = result["np_median_ms"] / result["whole_warmup_ms"]
+    return result
+
+
+def _median_report(results: dict) -> str:
+    width, height = results["size"]
+    r = results["median"]
+    return table(
+        f"background median of a {r['warmup']}-frame warm-up at {width}x{height} (median ms of 5 runs; "
+        "before: np.median of the stacked frames when the last arrives; after: WarmupMedian, as frames arrive)",
+        ["np.median", "after: last frame", "slowest frame", "whole warm-up", "last-frame ratio", "whole ratio"],
+        [
+            [
+                r["np_median_ms"],
+                r["last_frame_ms"],
+                r["slowest_frame_ms"],
+                r["whole_warmup_ms"],
+                r["last_frame_ratio"],
+                r["whole_warmup_ratio"],
+            ]
+        ],
+    )
+
+
 def _node_split(log: Path) -> dict[str, float] | None:
     """The per-frame stage split the node logs when it stops."""
     text = log.read_text(errors="replace") if log.exists() else ""
@@ -380,6 +437,8 @@ def report(results: dict) -> str:
                 ],
             ),
         ]
+    if "median" in results:
+        parts += ["", _median_report(results)]
     parts += [
         "",
         table(
@@ -457,6 +516,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--heavy-frames", type=int, default=60, help="timed session runs and module pushes for W > 0 (default 60)"
     )
+    parser.add_argument(
+        "--median-warmup", type=int, default=30, help="frames in the background-median warm-up timed (default 30)"
+    )
+    parser.add_argument("--median-only", action="store_true", help="time only the background median")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--work-dir", type=Path, help="keep models, bags and replay outputs here (default: a temp dir)")
     args = parser.parse_args(argv)
@@ -473,6 +536,13 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     clip = BallClip(num_frames=60, width=width, height=height)
     frames = list(clip.frames())
+    median = bench_median(frames, args.median_warmup)
+    if args.median_only:
+        results = {"size": [width, height], "environment": environment(args.threads), "median": median}
+        print(_median_report(results))
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2))
+        return 0
 
     results: dict = {
         "size": [width, height],
@@ -485,6 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         "module": {},
         "replay": {},
         "ratios": {},
+        "median": median,
     }
     for width in args.backbone_widths:
         timed = args.frames if width == 0 else args.heavy_frames

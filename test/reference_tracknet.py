@@ -48,10 +48,11 @@ class ReferenceTrackNet:
         self.count += 1
         if self.bg_mode and self.median is None:
             self.warm.append(bgr[:, :, ::-1])
-            if len(self.warm) == self.median_warmup:
-                median = np.median(np.stack(self.warm), axis=0).astype(np.uint8)
-                self.median = resize(median).transpose(2, 0, 1) if self.bg_mode == "concat" else median
-            return None
+            if len(self.warm) < self.median_warmup:
+                return None
+            # The frame that completes the median is then processed as the stream's first frame.
+            median = np.median(np.stack(self.warm), axis=0).astype(np.uint8)
+            self.median = resize(median).transpose(2, 0, 1) if self.bg_mode == "concat" else median
         self.features = (self.features + [self.feature(bgr)])[-self.L :]
         self.ids = (self.ids + [fid])[-self.L :]
         self.sums[fid] = [np.zeros((288, 512), np.float32), np.float32(0)]

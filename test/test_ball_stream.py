@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import cv2
+import numpy as np
 import pytest
 
-from vision_factory.models.ball_stream import BallStream, FrameSizeChanged
+from vision_factory.models.ball_stream import BallStream, FrameSizeChanged, load_median
 from vision_factory.models.tracknet import InpaintModuleONNX, TrackNetModuleONNX
+from vision_factory.models.tracknet_stream import MedianSizeMismatch
 from vision_factory.tools.synthetic import BallClip
 
 
@@ -15,8 +18,12 @@ def test_one_tagged_prediction_per_frame_in_order(synthetic_models):
     outputs = []
     for index, frame in enumerate(clip.frames()):
         step = stream.push(frame, f"header-{index}")
-        if index < 5:  # warm-up frames are answered immediately as misses
+        if index < 4:  # frames that only feed the median warm-up are answered immediately as misses
             assert step == [(f"header-{index}", {"Frame": index, "X": 0, "Y": 0, "Visibility": 0})]
+        elif index < 4 + 7:  # the last warm-up frame is the stream's first: answered by the model
+            assert step == []
+        else:
+            assert [(tag, prediction["Frame"]) for tag, prediction in step] == [(f"header-{index - 7}", index - 7)]
         outputs += step
     outputs += stream.flush()
     assert [tag for tag, _ in outputs] == [f"header-{i}" for i in range(30)]
@@ -72,3 +79,74 @@ def test_prepared_frames_across_a_size_change(synthetic_models):
 
     (with_prepare, stats), (without, _) = run(True), run(False)
     assert with_prepare == without and stats.prepared == stats.push_calls == 24
+
+
+def test_failed_frames_leave_nothing_behind(synthetic_models):
+    """A frame whose push raises keeps no tag (the node's header and debug-frame copy): memory stays flat."""
+    clip, wrong = BallClip(12, 320, 180), BallClip(1, 640, 360)
+    median = np.ascontiguousarray(clip.background[..., ::-1])
+    make = lambda: TrackNetModuleONNX(synthetic_models["subtract"], 8, "subtract", median=median)  # noqa: E731
+    stream = BallStream(make(), restart_after=2)
+    for index in range(200):  # not the median's size: every one fails, and none is kept
+        with pytest.raises(MedianSizeMismatch, match="640x360 but the background median is 320x180"):
+            stream.push(wrong.frame(0), ("wrong", index, wrong.frame(0).copy()))
+        assert stream.pending == 0
+    assert stream.size is None and stream.stats.push_calls == 0
+    # The stream then runs as a fresh one: same frame ids, same outputs.
+    fresh = BallStream(make(), restart_after=2)
+    ours = [o for i, f in enumerate(clip.frames()) for o in stream.push(f, i)]
+    assert ours == [o for i, f in enumerate(clip.frames()) for o in fresh.push(f, i)]
+    # A restart whose first frame fails still answers the old stream's pending frames, once.
+    assert stream.pending == 7
+    with pytest.raises(FrameSizeChanged):
+        stream.push(wrong.frame(0), "wrong size 1")
+    with pytest.raises(MedianSizeMismatch):
+        stream.push(wrong.frame(0), "wrong size 2")  # second in a row: flushed, restarted, then failed
+    assert stream.pending == 7 and stream.size is None
+    ours += stream.push(clip.frame(0), "next stream")
+    assert sorted(tag for tag, _ in ours) == list(range(12)) and stream.pending == 1  # "next stream"
+
+
+@pytest.mark.parametrize("bg_mode", ["subtract", "subtract_concat", "concat"])
+def test_median_image_file_works_for_every_bg_mode(tmp_path, synthetic_models, bg_mode):
+    clip = BallClip(24, 320, 180, seed=5)
+    path = tmp_path / "median.png"
+    cv2.imwrite(str(path), clip.background)
+    median = load_median(str(path), bg_mode)
+    stream = BallStream(TrackNetModuleONNX(synthetic_models[bg_mode], 8, bg_mode, median=median))
+    outputs = [o for i, f in enumerate(clip.frames()) for o in stream.push(f, i)] + stream.flush()
+    assert [tag for tag, _ in outputs] == list(range(24))  # no warm-up: every frame tracked
+    for _, prediction in outputs:
+        truth = clip.truth[prediction["Frame"]]
+        assert prediction["Visibility"] == truth.visibility
+        if truth.visibility:
+            assert abs(prediction["X"] - truth.x) <= 4 and abs(prediction["Y"] - truth.y) <= 4
+
+
+def test_median_file_problems_name_the_file(tmp_path):
+    garbage = tmp_path / "garbage.npy"
+    garbage.write_bytes(b"\x93NUMPY not really")
+    image = tmp_path / "garbage.png"
+    image.write_bytes(b"not a png")
+    cases = {
+        tmp_path / "missing.npy": "no such file",
+        tmp_path: "not a file",
+        garbage: "not a readable .npy file",
+        image: "not a readable image file",
+    }
+    for shape, dtype in [((180, 320), np.uint8), ((180, 320, 3), np.float32), ((3, 100, 100), np.uint8)]:
+        cases[_save(tmp_path, np.zeros(shape, dtype))] = "a median must be HxWx3 RGB uint8 at frame resolution"
+    for path, problem in cases.items():
+        with pytest.raises(ValueError, match=f"median_path {path}: {problem}"):
+            load_median(str(path), "subtract")
+    concat = _save(tmp_path, np.zeros((3, 288, 512), np.uint8))
+    assert load_median(str(concat), "concat").shape == (3, 288, 512)
+    with pytest.raises(ValueError, match="or 3x288x512 CHW RGB, got 3x100x100"):
+        load_median(str(_save(tmp_path, np.zeros((3, 100, 100), np.uint8))), "concat")
+    assert load_median("", "subtract") is None
+
+
+def _save(folder, array) -> str:
+    path = folder / f"median_{'x'.join(map(str, array.shape))}_{array.dtype}.npy"
+    np.save(path, array)
+    return path

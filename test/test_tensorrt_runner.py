@@ -47,6 +47,7 @@ def trt_module(tmp_path_factory):
     (root / "pkg" / "__init__.py").write_text("")
     (runtime / "__init__.py").write_text("")
     shutil.copy(ROOT / "vision_factory" / "parameters.py", root / "pkg" / "parameters.py")
+    shutil.copy(ROOT / "vision_factory" / "text.py", root / "pkg" / "text.py")  # runner.py escapes model text
     shutil.copy(ROOT / "vision_factory" / "runtime" / "runner.py", runtime / "runner.py")
     env = Environment(
         loader=FileSystemLoader(ROOT / "templates"), undefined=StrictUndefined, keep_trailing_newline=True

@@ -11,7 +11,12 @@ from conftest import dense_tracknet_model
 from reference_tracknet import ReferenceInpaint, ReferenceTrackNet
 
 from vision_factory.models.tracknet import InpaintModuleONNX, TrackNetModuleONNX
-from vision_factory.models.tracknet_stream import ensemble_weights, heatmap_to_prediction
+from vision_factory.models.tracknet_stream import (
+    WarmupMedian,
+    ensemble_weights,
+    frames_before_stream,
+    heatmap_to_prediction,
+)
 from vision_factory.runtime.providers import ProviderConfig
 from vision_factory.tools.synthetic import BallClip
 
@@ -62,7 +67,44 @@ def test_module_matches_reference_exactly(tmp_path, small_clip, bg_mode, eval_mo
     theirs = [reference.push(frame) for frame in small_clip.frames()] + reference.flush()
     assert ours == theirs
     emitted = [p["Frame"] for p in ours if p]
-    assert emitted == list(range(warmup, small_clip.num_frames))  # every frame once, in order
+    first = max(0, warmup - 1)  # the last warm-up frame is the stream's first
+    assert emitted == list(range(first, small_clip.num_frames))  # every frame once, in order
+
+
+@pytest.mark.parametrize("bg_mode", ["subtract", "subtract_concat", "concat"])
+@pytest.mark.parametrize("seq_len,warmup", [(1, 4), (3, 5), (4, 1)])
+def test_last_warmup_frame_is_the_streams_first(tmp_path, small_clip, bg_mode, seq_len, warmup):
+    """As TrackNetV3's TrackNetModule: the W-th frame completes the median, then is processed; the
+    first prediction is frame W-1's, returned by push W-1+L-1 (0-based), equal to the reference's."""
+    model = dense_tracknet_model(tmp_path / "dense.onnx", seq_len, bg_mode, seed=seq_len)
+    module = TrackNetModuleONNX(model, seq_len, bg_mode, median_warmup=warmup)
+    reference = ReferenceTrackNet(model, seq_len, bg_mode, median_warmup=warmup)
+    frames = list(small_clip.frames())[:12]
+    ours = [module.push(frame) for frame in frames]
+    assert ours == [reference.push(frame) for frame in frames]
+    first_push = next(index for index, prediction in enumerate(ours) if prediction)
+    assert first_push == warmup - 1 + seq_len - 1 and ours[first_push]["Frame"] == warmup - 1
+    assert frames_before_stream(bg_mode, warmup) == warmup - 1 and frames_before_stream("", warmup) == 0
+    assert module.flush() == reference.flush()
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 6, 7, 30])
+def test_warmup_median_equals_numpy_median(count):
+    rng = np.random.default_rng(count)
+    frames = [rng.integers(0, 256, (37, 53, 3), dtype=np.uint8) for _ in range(count)]
+    frames[0][:4] = 255  # extremes, ties and a padded (non-contiguous) frame
+    frames[-1][:2] = 0
+    frames[count // 2] = np.pad(frames[count // 2], ((0, 0), (0, 5), (0, 0)))[:, :53]
+    median = WarmupMedian(count)
+    results = [median.add(frame) for frame in frames]
+    assert all(result is None for result in results[:-1])
+    expected = np.median(np.stack(frames), axis=0).astype(np.uint8)
+    np.testing.assert_array_equal(results[-1], expected)
+    assert results[-1].dtype == np.uint8
+    two = WarmupMedian(2)
+    two.add(frames[0])
+    with pytest.raises(ValueError, match="size changed during median warm-up"):
+        two.add(frames[0][:10])
 
 
 @pytest.mark.parametrize("bg_mode", BG_MODES)
@@ -71,7 +113,7 @@ def test_synthetic_model_tracks_the_ball(synthetic_models, bg_mode):
     warmup = 0 if bg_mode == "" else 10
     module = TrackNetModuleONNX(synthetic_models[bg_mode], 8, bg_mode, median_warmup=warmup)
     predictions = [p for p in (module.push(frame) for frame in clip.frames()) if p] + module.flush()
-    assert len(predictions) == clip.num_frames - warmup
+    assert len(predictions) == clip.num_frames - frames_before_stream(bg_mode, warmup)
     for prediction in predictions:
         truth = clip.truth[prediction["Frame"]]
         assert prediction["Visibility"] == truth.visibility, prediction
@@ -86,7 +128,7 @@ def test_warmup_median_and_frames_before_it(synthetic_models, small_clip):
     expected = np.median(np.stack([f[:, :, ::-1] for f in frames[:6]]), axis=0).astype(np.uint8)
     np.testing.assert_array_equal(module._median[:, :, ::-1], expected)
     outputs = [module.push(frame) for frame in frames[6:]] + module.flush()
-    assert sorted(p["Frame"] for p in outputs if p) == list(range(6, len(frames)))
+    assert sorted(p["Frame"] for p in outputs if p) == list(range(5, len(frames)))
 
 
 def test_given_median_is_used_as_is(synthetic_models, small_clip):
@@ -98,8 +140,14 @@ def test_given_median_is_used_as_is(synthetic_models, small_clip):
     assert len([p for p in outputs if p]) == small_clip.num_frames
     concat = TrackNetModuleONNX(synthetic_models["concat"], 8, "concat", median=np.zeros((3, 288, 512), np.uint8))
     assert concat.push(small_clip.frame(0)) is None
+    # concat also takes a frame-resolution median, turned into the model's form as a warm-up median is.
+    from_frame = TrackNetModuleONNX(synthetic_models["concat"], 8, "concat", median=median_rgb)
+    warmed = TrackNetModuleONNX(synthetic_models["concat"], 8, "concat", median_warmup=3)
+    for _ in range(3):
+        warmed.push(small_clip.background)
+    np.testing.assert_array_equal(from_frame._median, warmed._median)
     with pytest.raises(ValueError, match="3x288x512"):
-        TrackNetModuleONNX(synthetic_models["concat"], 8, "concat", median=median_rgb)
+        TrackNetModuleONNX(synthetic_models["concat"], 8, "concat", median=np.zeros((3, 100, 100), np.uint8))
 
 
 def test_bg_mode_without_median_fails_clearly_on_first_push(synthetic_models, small_clip):
@@ -135,8 +183,8 @@ def test_stats_count_calls_outputs_and_stages(synthetic_models, small_clip):
     outputs = [module.push(f) for f in small_clip.frames()] + module.flush()
     stats = module.stats
     assert stats.push_calls == small_clip.num_frames
-    assert stats.outputs == len([p for p in outputs if p]) == small_clip.num_frames - 5
-    assert stats.inference_calls == small_clip.num_frames - 5 - 7
+    assert stats.outputs == len([p for p in outputs if p]) == small_clip.num_frames - 4
+    assert stats.inference_calls == small_clip.num_frames - 4 - 7
     assert min(stats.preprocess_s, stats.inference_s, stats.postprocess_s, stats.median_s) > 0
     assert module.img_scaler == (320 / 512, 180 / 288)
 

@@ -4,6 +4,7 @@ prediction per accepted frame out, with the tag (e.g. the image header) it belon
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import cv2
@@ -11,15 +12,19 @@ import numpy as np
 
 from ..parameters import Parameter
 from ..runtime.runner import Runner
+from ..text import untrusted
 from .recognition import load_checked
 from .tracknet_stream import (
     BG_MODES,
     EVAL_MODES,
+    HEIGHT,
+    WIDTH,
     InpaintRefiner,
     Prediction,
     PreparedFrame,
     StreamStats,
     TrackNetTracker,
+    median_problem,
 )
 
 Tagged = tuple[Any, Prediction]
@@ -37,7 +42,12 @@ PARAMETERS = (
     ),
     Parameter("eval_mode", "weight", f"temporal ensemble: {' or '.join(EVAL_MODES)}"),
     Parameter("median_warmup", 0, "frames collected for the background median (bg modes)", launch_argument=True),
-    Parameter("median_path", "", "background median (.npy or image), instead of the warm-up"),
+    Parameter(
+        "median_path",
+        "",
+        "background median instead of the warm-up: an image, or .npy of HxWx3 RGB uint8 at frame size "
+        f"(concat: also 3x{HEIGHT}x{WIDTH})",
+    ),
     Parameter("heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'"),
     Parameter("inpaint_model_path", "", "InpaintNet model file; empty disables refinement", launch_argument=True),
     Parameter("inpaint_seq_len", 16, "frames per InpaintNet window"),
@@ -46,16 +56,29 @@ PARAMETERS = (
 )
 
 
-def load_median(path: str) -> np.ndarray | None:
-    """A background median from .npy (used as is) or an image file (read as RGB)."""
+def load_median(path: str, bg_mode: str) -> np.ndarray | None:
+    """The background median in ``path`` for ``bg_mode``: .npy (used as is) or an image file (read as
+    RGB); None for no path. Whatever is wrong with the file is a ValueError naming it."""
     if not path:
         return None
-    if path.endswith(".npy"):
-        return np.load(path)
-    image = cv2.imread(path, cv2.IMREAD_COLOR)
-    if image is None:
-        raise ValueError(f"median_path {path} is not a readable .npy or image file")
-    return np.ascontiguousarray(image[..., ::-1])
+    shown = untrusted(path)
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"median_path {shown}: {'not a file' if file.exists() else 'no such file'}")
+    if path.lower().endswith(".npy"):
+        try:
+            median = np.load(file, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise ValueError(f"median_path {shown}: not a readable .npy file ({untrusted(exc)})") from None
+    else:
+        image = cv2.imread(str(file), cv2.IMREAD_COLOR)
+        if image is None:
+            raise ValueError(f"median_path {shown}: not a readable image file (nor .npy)")
+        median = np.ascontiguousarray(image[..., ::-1])
+    problem = median_problem(median, bg_mode)
+    if problem:
+        raise ValueError(f"median_path {shown}: {problem}")
+    return median
 
 
 class FrameSizeChanged(ValueError):
@@ -65,11 +88,13 @@ class FrameSizeChanged(ValueError):
 class BallStream:
     """Streams frames through a tracker, keeping each frame's tag until its prediction is out.
 
-    - Frames used for the background-median warm-up get an immediate miss, so every
-      accepted frame yields exactly one prediction.
+    - Frames that only feed the background-median warm-up get an immediate miss, so every
+      accepted frame yields exactly one prediction; the last warm-up frame completes the median
+      and is the stream's first frame, answered by the model.
     - A frame of another size than the stream's is skipped (FrameSizeChanged); after
       ``restart_after`` consecutive frames of one new size, the stream is flushed and
       restarted at that size.
+    - A frame whose ``push`` raises leaves nothing behind (no tag kept for it).
     """
 
     def __init__(
@@ -101,6 +126,7 @@ class BallStream:
             self.refiner.reset()
         self.size: tuple[int, int] | None = None
         self._tags: dict[int, Any] = {}
+        self._undelivered: list[Tagged] = []  # a restart's flush whose push then raised
         self._next_id = 0
         self._new_size: tuple[int, int] | None = None
         self._new_size_count = 0
@@ -124,25 +150,35 @@ class BallStream:
             outputs = self.flush()
             self.reset()
             self.restarts += 1
+        frame_id = self._next_id
+        self._tags[frame_id] = tag
+        warming_up = self.tracker.waiting_for_median
+        try:
+            prediction = self.tracker.push(frame_bgr, frame_id, prepared)
+        except Exception:
+            del self._tags[frame_id]  # nothing of a failed frame stays behind
+            self._undelivered += outputs  # answered with the next frame, or by flush()
+            raise
+        self._next_id += 1
         self._new_size_count = 0
         self.size = size
-        frame_id = self._next_id
-        self._next_id += 1
-        self._tags[frame_id] = tag
-        if self.tracker.waiting_for_median:
-            self.tracker.push(frame_bgr, frame_id)
+        outputs = self._take_undelivered() + outputs
+        if warming_up and self.tracker.waiting_for_median:  # it only fed the median: a miss, now
             return outputs + self._finish([{"Frame": frame_id, "X": 0, "Y": 0, "Visibility": 0}])
-        prediction = self.tracker.push(frame_bgr, frame_id, prepared)
         return outputs + self._refine([prediction] if prediction else [])
+
+    def _take_undelivered(self) -> list[Tagged]:
+        outputs, self._undelivered = self._undelivered, []
+        return outputs
 
     @property
     def pending(self) -> int:
         """Frames pushed whose prediction is not out yet."""
-        return len(self._tags)
+        return len(self._tags) + len(self._undelivered)
 
     def flush(self) -> list[Tagged]:
         """Everything still pending, in frame order (end of stream)."""
-        outputs = self._refine(self.tracker.flush())
+        outputs = self._take_undelivered() + self._refine(self.tracker.flush())
         if self.refiner is not None:
             outputs += self._finish(self.refiner.flush())
         return outputs
@@ -168,7 +204,7 @@ def ball_stream_from_parameters(values: Mapping[str, Any], load_runner: Callable
         values["seq_len"],
         values["bg_mode"],
         values["eval_mode"],
-        load_median(values["median_path"]),
+        load_median(values["median_path"], values["bg_mode"]),
         values["median_warmup"],
         model_name=values["model_path"],
         heatmap_threshold=values["heatmap_threshold"],

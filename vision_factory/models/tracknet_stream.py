@@ -11,6 +11,12 @@ Differences from the reference, on purpose:
   first full window, the frames it has are still inferred once, with the window
   left-padded by repeating its oldest frame, instead of being reported as misses.
 
+As the reference does, the ``median_warmup``-th frame completes the background median and is
+then the stream's first frame: with ``median_warmup=W`` and ``seq_len=L`` the first prediction
+is frame W-1's, returned by the (W-1+L-1)-th push (0-based). The median is the same as
+``np.median`` of the W frames (as uint8), built as they arrive (``WarmupMedian``), so that
+no push of the warm-up stalls the stream.
+
 ``TrackNetTracker.prepare()`` computes a frame's feature (the pre-processing) without
 touching the stream, so that a caller can run it on another thread while ``push`` runs the
 previous frame's inference; ``push(frame, prepared=...)`` then only assembles the window,
@@ -34,6 +40,7 @@ WIDTH = 512
 BG_MODES = ("", "subtract", "subtract_concat", "concat")
 EVAL_MODES = ("average", "weight")
 FEATURE_CHANNELS = {"": 3, "subtract": 1, "subtract_concat": 4, "concat": 3}
+MEDIAN_MODES = ("subtract", "subtract_concat", "concat")  # the bg modes that need a background median
 
 Prediction = dict[str, int]
 
@@ -115,6 +122,80 @@ def background_difference(frame_bgr: np.ndarray, median_bgr: np.ndarray) -> np.n
     return cv2.add(blue, red, dst=blue)
 
 
+def frames_before_stream(bg_mode: str, median_warmup: int) -> int:
+    """Frames at the start of a stream that only feed the background-median warm-up (no prediction;
+    no median given): all warm-up frames but the last, which completes the median and is the
+    stream's first frame."""
+    return max(0, median_warmup - 1) if bg_mode in MEDIAN_MODES else 0
+
+
+class WarmupMedian:
+    """The per-pixel median of ``count`` uint8 frames, built as they arrive.
+
+    Exactly ``np.median`` over the frames, cast to uint8: the middle value for an odd count, the
+    floor of the mean of the two middle values for an even one. Per pixel it keeps the
+    ``count // 2 + 1`` smallest values seen so far, sorted, one plane each: a frame goes in by one
+    compare-exchange (``cv2.min``/``cv2.max``) per kept plane, so every frame of the warm-up costs
+    about the same few milliseconds, the last one included (no whole-stack sort when the median
+    is due), and it holds half of the frames.
+    """
+
+    def __init__(self, count: int):
+        if count < 1:
+            raise ValueError(f"a median needs at least one frame, got {count}")
+        self.count = count
+        self.seen = 0
+        self._kept: list[np.ndarray] = []  # ascending per pixel
+        self._spare: list[np.ndarray] = []  # buffers to reuse
+
+    @property
+    def shape(self) -> tuple[int, ...] | None:
+        return self._kept[0].shape if self._kept else None
+
+    def _buffer(self, like: np.ndarray) -> np.ndarray:
+        return self._spare.pop() if self._spare else np.empty(like.shape, np.uint8)
+
+    def add(self, frame: np.ndarray) -> np.ndarray | None:
+        """Add a frame (the first sets the shape); the median once ``count`` frames are in, else None."""
+        if self.seen >= self.count:
+            raise ValueError("the median is complete; reset() for another")
+        shape = self.shape
+        if shape is not None and frame.shape != shape:
+            raise ValueError(
+                f"frame size changed during median warm-up ({shape[1]}x{shape[0]} -> "
+                f"{frame.shape[1]}x{frame.shape[0]}); reset() for a new stream"
+            )
+        value = self._buffer(frame)
+        np.copyto(value, frame)
+        low = self._buffer(frame)
+        for index, kept in enumerate(self._kept):  # insert: the smaller stays, the larger moves on
+            cv2.min(kept, value, dst=low)
+            cv2.max(kept, value, dst=value)
+            self._kept[index], low = low, kept
+        self._spare.append(low)
+        if len(self._kept) < self.count // 2 + 1:
+            self._kept.append(value)
+        else:
+            self._spare.append(value)  # larger than every kept value: never the median
+        self.seen += 1
+        if self.seen < self.count:
+            return None
+        middle = self._kept[self.count // 2]
+        if self.count % 2:
+            median = middle
+        else:  # floor((a + b) / 2) without overflow
+            below = self._kept[self.count // 2 - 1]
+            median = (below >> 1) + (middle >> 1) + (below & middle & 1)
+        self._kept, self._spare = [], []
+        return median
+
+
+class MedianSizeMismatch(ValueError):
+    """A frame of another size than the background median given for the stream."""
+
+    kind = "frame size differs from the background median"
+
+
 @dataclass
 class PreparedFrame:
     """A frame and its TrackNet feature, computed by ``TrackNetTracker.prepare`` ahead of ``push``."""
@@ -126,7 +207,34 @@ class PreparedFrame:
 
 
 def _is_bgr(frame: np.ndarray) -> bool:
-    return isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
+    return (
+        isinstance(frame, np.ndarray)
+        and frame.dtype == np.uint8
+        and frame.ndim == 3
+        and frame.shape[2] == 3
+        and frame.size > 0
+    )
+
+
+def median_problem(median: np.ndarray, bg_mode: str) -> str | None:
+    """What is wrong with a background median given for ``bg_mode``, or None when it is usable.
+
+    Usable: HxWx3 RGB uint8 at the frames' resolution (every bg mode; for concat it is resized to
+    the model's input as a warm-up median is), or, for concat only, 3x288x512 CHW RGB (uint8, or
+    float in [0, 1]).
+    """
+    median = np.asarray(median)
+    if bg_mode == "concat" and median.shape == (3, HEIGHT, WIDTH):
+        if median.dtype == np.uint8 or (np.issubdtype(median.dtype, np.floating) and np.isfinite(median).all()):
+            return None
+        return f"a 3x{HEIGHT}x{WIDTH} median must be uint8 or finite floats, got {median.dtype}"
+    if median.ndim != 3 or median.shape[2] != 3 or median.dtype != np.uint8 or median.size == 0:
+        forms = "HxWx3 RGB uint8 at frame resolution"
+        if bg_mode == "concat":
+            forms += f" or 3x{HEIGHT}x{WIDTH} CHW RGB"
+        shape = "x".join(str(n) for n in median.shape) or "a scalar"
+        return f"a median must be {forms}, got {shape} {median.dtype}"
+    return None
 
 
 def _check_metadata(metadata: dict[str, str], expected: dict[str, object], model: str) -> None:
@@ -191,17 +299,23 @@ class TrackNetTracker:
 
     def _validate_median(self, median: np.ndarray) -> np.ndarray:
         median = np.asarray(median)
-        if self.bg_mode == "concat":
-            if median.shape != (3, HEIGHT, WIDTH):
-                raise ValueError(f"a concat median must be 3x{HEIGHT}x{WIDTH} CHW RGB, got {median.shape}")
+        problem = median_problem(median, self.bg_mode)
+        if problem:
+            raise ValueError(problem)
+        if self.bg_mode == "concat" and median.shape == (3, HEIGHT, WIDTH):
             return median.astype(np.float32) / 255 if median.dtype == np.uint8 else median.astype(np.float32)
-        if median.ndim != 3 or median.shape[2] != 3 or median.dtype != np.uint8:
-            raise ValueError(f"a median must be HxWx3 RGB uint8 at frame resolution, got {median.shape} {median.dtype}")
-        return np.ascontiguousarray(median[..., ::-1])  # stored as BGR, like the frames
+        return self._stored_median(np.ascontiguousarray(median[..., ::-1]))  # frames are BGR
+
+    def _stored_median(self, median_bgr: np.ndarray) -> np.ndarray:
+        """A frame-resolution BGR median as the stream uses it: as is, or for concat the model-input
+        CHW RGB / 255 (the same for a warm-up median and a given one)."""
+        if self.bg_mode == "concat":
+            return _bgr_to_chw_rgb(_resize(median_bgr))
+        return np.ascontiguousarray(median_bgr)
 
     @property
     def needs_median(self) -> bool:
-        return self.bg_mode in ("subtract", "subtract_concat", "concat")
+        return self.bg_mode in MEDIAN_MODES
 
     @property
     def waiting_for_median(self) -> bool:
@@ -213,7 +327,7 @@ class TrackNetTracker:
         self.stats = StreamStats()
         self.img_scaler: tuple[float, float] | None = None
         self._median = self._given_median
-        self._warmup: list[np.ndarray] = []
+        self._warmup = WarmupMedian(self.median_warmup) if self.median_warmup > 0 else None
         self._counter = 0
         channels = FEATURE_CHANNELS[self.bg_mode]
         # Each feature is written twice so that the last L features are always one
@@ -251,24 +365,27 @@ class TrackNetTracker:
         """Add a BGR uint8 frame; return the prediction of the frame that just left the window.
 
         ``prepared``: ``prepare(frame_bgr)``'s result, whose feature is used when still valid.
+        A frame that raises leaves the stream as it was.
         """
         if not _is_bgr(frame_bgr):
-            raise ValueError(f"frames must be HxWx3 BGR uint8, got {frame_bgr.shape} {frame_bgr.dtype}")
+            raise ValueError(
+                f"frames must be HxWx3 BGR uint8 with pixels, got {getattr(frame_bgr, 'shape', None)} "
+                f"{getattr(frame_bgr, 'dtype', type(frame_bgr).__name__)}"
+            )
         if prepared is not None and prepared.frame is not frame_bgr:
             raise ValueError("prepared= must be prepare()'s result for this same frame")
-        self.stats.push_calls += 1
         fid = self._counter if frame_id is None else int(frame_id)
-        self._counter += 1
         height, width = frame_bgr.shape[:2]
-        if self.img_scaler is None:
-            self.img_scaler = (width / WIDTH, height / HEIGHT)
         if self.waiting_for_median:
             if self.median_warmup <= 0:
                 raise ValueError(
                     f"bg_mode={self.bg_mode!r} needs a background median: pass median= or median_warmup > 0"
                 )
             self._collect_warmup(frame_bgr)
-            return None
+            if self._median is None:
+                self._count_push(width, height)
+                return None
+            # The frame that completes the median is the stream's first, as in the reference.
         start = time.perf_counter()
         if prepared is not None and prepared.feature is not None and prepared.median is self._median:
             feature = prepared.feature
@@ -276,6 +393,7 @@ class TrackNetTracker:
             self.stats.prepared += 1
         else:
             feature = self._feature(frame_bgr, self._median)
+        self._count_push(width, height)
         self._add_feature(feature)
         self._window_ids.append(fid)
         self._pending[fid] = [np.zeros((HEIGHT, WIDTH), np.float32), np.float32(0), width, height]
@@ -295,21 +413,17 @@ class TrackNetTracker:
         self._inferred_once = False
         return outputs
 
+    def _count_push(self, width: int, height: int) -> None:
+        self.stats.push_calls += 1
+        self._counter += 1
+        if self.img_scaler is None:
+            self.img_scaler = (width / WIDTH, height / HEIGHT)
+
     def _collect_warmup(self, frame_bgr: np.ndarray) -> None:
         start = time.perf_counter()
-        if self._warmup and self._warmup[0].shape != frame_bgr.shape:
-            raise ValueError(
-                f"frame size changed during median warm-up ({self._warmup[0].shape[1]}x"
-                f"{self._warmup[0].shape[0]} -> {frame_bgr.shape[1]}x{frame_bgr.shape[0]})"
-            )
-        self._warmup.append(frame_bgr.copy())
-        if len(self._warmup) == self.median_warmup:
-            median_bgr = np.median(np.stack(self._warmup), axis=0).astype(np.uint8)
-            self._warmup = []
-            if self.bg_mode == "concat":
-                self._median = _bgr_to_chw_rgb(_resize(median_bgr))
-            else:
-                self._median = np.ascontiguousarray(median_bgr)
+        median_bgr = self._warmup.add(frame_bgr)  # raises, changing nothing, for a frame of another size
+        if median_bgr is not None:
+            self._median = self._stored_median(median_bgr)
         self.stats.median_s += time.perf_counter() - start
 
     def _feature(self, frame_bgr: np.ndarray, median: np.ndarray | None) -> np.ndarray:
@@ -319,9 +433,10 @@ class TrackNetTracker:
         if self.bg_mode in ("", "concat"):
             return _bgr_to_chw_rgb(_resize(frame_bgr), feature)
         if median.shape != frame_bgr.shape:
-            raise ValueError(
+            hint = "give a median of the frames' size" if median is self._given_median else "reset() for a new stream"
+            raise MedianSizeMismatch(
                 f"frame is {frame_bgr.shape[1]}x{frame_bgr.shape[0]} but the background median is "
-                f"{median.shape[1]}x{median.shape[0]}; reset() for a new stream"
+                f"{median.shape[1]}x{median.shape[0]}; {hint}"
             )
         difference = _resize(background_difference(frame_bgr, median))
         if self.bg_mode == "subtract_concat":

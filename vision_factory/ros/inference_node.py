@@ -67,14 +67,20 @@ class InferenceNode(Node):
         return self.resolve_topic_name(topic)
 
     def enqueue(self, item: Any) -> None:
-        """Hand an item to the inference thread; drop the oldest when the queue is full."""
+        """Hand an item to the inference thread; drop the oldest when the queue is full (``on_dropped``)."""
+        dropped = None
         with self._wake:
             self.frames_in += 1
             if len(self._queue) >= self.queue_size:
-                self._queue.popleft()
+                dropped = self._queue.popleft()
                 self.frames_dropped += 1
             self._queue.append(item)
             self._wake.notify()
+        if dropped is not None:
+            self._survive(self.on_dropped, dropped)
+
+    def on_dropped(self, item: Any) -> None:
+        """Runs, on the receiving thread, for an item dropped from the full queue (already counted)."""
 
     def process(self, item: Any) -> None:
         raise NotImplementedError

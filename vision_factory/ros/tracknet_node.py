@@ -40,7 +40,8 @@ class TrackNetNode(InferenceNode):
         self.marker_pub = self.create_publisher(MarkerArray, "ball_markers", 1)
         self.debug_pub = self.create_publisher(Image, "debug_image", 1)
         self.trajectory: deque[tuple[int, int]] = deque(maxlen=values["trajectory_length"])
-        self.outputs = 0
+        self.outputs = 0  # ball messages from the model (inference thread)
+        self.dropped_answers = 0  # ball messages for dropped frames (receiving thread)
         topic = self.subscribe_images(self._receive)
         logger.info(f"listening on {topic}, publishing {self.resolve_topic_name('ball')}")
 
@@ -70,14 +71,22 @@ class TrackNetNode(InferenceNode):
             return
         self._publish(outputs)
 
+    def on_dropped(self, item: tuple) -> None:
+        """A frame dropped from the full queue is still answered, at once: not seen (z = 0)."""
+        msg, frame, _ = item
+        if frame is not None:  # a message that is no frame is never answered
+            self.ball_pub.publish(ball_message(msg.header, 0, 0, False))
+            self.dropped_answers += 1
+
     def on_idle(self) -> None:
-        """No frame for flush_timeout: the stream ended; publish what is pending and start afresh."""
-        if not self.stream.pending:
-            return
+        """No frame for flush_timeout: the stream is over. Publish what is pending and forget the
+        stream (window, median warm-up, frame size, trajectory): the next starts as on a fresh node."""
         outputs = self.stream.flush()
-        self.get_logger().info(f"no frame for {self.idle_timeout:.1f}s: flushed {len(outputs)} pending")
+        if outputs:
+            self.get_logger().info(f"no frame for {self.idle_timeout:.1f}s: flushed {len(outputs)} pending")
         self._publish(outputs)
         self.stream.reset()
+        self.trajectory.clear()
 
     def _publish(self, outputs) -> None:
         for (header, debug_frame), prediction in outputs:
@@ -104,9 +113,10 @@ class TrackNetNode(InferenceNode):
         self._publish(self.stream.flush())
         stats = self.stream.stats
         per_frame = lambda seconds: 1000 * seconds / max(1, stats.push_calls)  # noqa: E731
+        outputs = self.outputs + self.dropped_answers
         self.get_logger().info(
             f"frames in {self.frames_in}, dropped {self.frames_dropped}, skipped {self.frames_skipped}, "
-            f"outputs {self.outputs}; per frame: pre-processing {per_frame(stats.preprocess_s):.2f} ms, "
+            f"outputs {outputs}; per frame: pre-processing {per_frame(stats.preprocess_s):.2f} ms, "
             f"inference {per_frame(stats.inference_s):.2f} ms, post-processing {per_frame(stats.postprocess_s):.2f} ms "
             f"({stats.prepared} of {stats.push_calls} frames pre-processed on the receiving thread)"
         )

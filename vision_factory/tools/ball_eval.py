@@ -115,7 +115,8 @@ def source_frames(source: Path) -> Iterator[np.ndarray]:
 def run_tracker(
     source: Path, runner, seq_len: int, bg_mode: str, median_warmup: int, heatmap_threshold: float
 ) -> TrackerRun:
-    """Every frame of ``source`` through a TrackNetTracker on ``runner``; warm-up frames are 'no ball'."""
+    """Every frame of ``source`` through a TrackNetTracker on ``runner``; frames that only feed the
+    background median (the first median_warmup - 1) are 'no ball'."""
     tracker = TrackNetTracker(
         runner, seq_len, bg_mode, median_warmup=median_warmup, heatmap_threshold=heatmap_threshold
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from ..models.tracknet_stream import frames_before_stream
 from .bags import read_ball_csv, write_ball_csv, write_image_bag
 from .replay import ReplayResult, replay
 from .synthetic import BallClip, BallTruth, build_inpaint_model, build_tracknet_model
@@ -20,7 +21,7 @@ class FrameResult:
     frame: int
     truth: BallTruth
     predicted: tuple[int, int, int] | None  # (visibility, x, y); None when the node sent nothing
-    warmup: bool  # used for the background median, so never tracked
+    warmup: bool  # only fed the background median, so never tracked
 
     @property
     def seen(self) -> bool:
@@ -84,7 +85,8 @@ def run_demo(
         params["inpaint_seq_len"] = "16"
     result = replay(bag, out_dir / "replay", params=params)
     predicted = {row[0]: (row[1], int(row[2]), int(row[3])) for row in read_ball_csv(result.ball_csv)}
-    frames = [FrameResult(t.frame, t, predicted.get(t.frame), t.frame < median_warmup) for t in clip.truth]
+    untracked = frames_before_stream("subtract", median_warmup)
+    frames = [FrameResult(t.frame, t, predicted.get(t.frame), t.frame < untracked) for t in clip.truth]
     picture = draw_trajectories(clip, frames, out_dir / "trajectory.png")
     return DemoReport(frames, result, picture)
 

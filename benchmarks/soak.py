@@ -73,7 +73,8 @@ def soak(fuzz, name, module, params, output, transport, frames, messages, overlo
     finally:
         code = node.stop()
     log = node.log()
-    dropped = re.findall(r"dropped (\d+)", log)
+    closing = re.findall(r"frames in (\d+), dropped (\d+), skipped (\d+), outputs (\d+)", log)
+    frames_in, dropped, skipped, outputs = (int(v) for v in closing[-1]) if closing else (None,) * 4
     valid = [i for i, shot in enumerate(shots) if shot.expect == fuzz.ANSWER]
     bad = sum(shot.kind != "valid" for shot in shots)
     return {
@@ -89,7 +90,10 @@ def soak(fuzz, name, module, params, output, transport, frames, messages, overlo
         "final_rss_mib": final["VmRSS"] / 1024,
         "peak_rss_mib": final["VmHWM"] / 1024,
         "largest_frame_mib": max(frame.nbytes for frame in frames) / 2**20,
-        "dropped_by_node": int(dropped[-1]) if dropped else None,
+        "frames_in": frames_in,  # what reached the node; the rest was lost in DDS (best effort, depth 5)
+        "dropped_by_node": dropped,
+        "skipped_by_node": skipped,
+        "node_outputs": outputs,
         "valid_answered": sum(i in played.answers for i in valid) / len(valid),
         "duplicates": played.duplicates,
         "tracebacks": log.count("Traceback"),
@@ -173,7 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         ("warm_rss_mib", "warm MiB"),
         ("peak_rss_mib", "peak MiB"),
         ("final_rss_mib", "final MiB"),
+        ("log_lines", "lines"),
+        ("frames_in", "reached node"),
         ("dropped_by_node", "dropped"),
+        ("skipped_by_node", "refused"),
         ("valid_answered", "valid answered"),
         ("tracebacks", "tracebacks"),
         ("exit_code", "exit"),

@@ -84,6 +84,8 @@ def load_median(path: str, bg_mode: str) -> np.ndarray | None:
 class FrameSizeChanged(ValueError):
     """A frame whose size differs from the stream's; it was skipped."""
 
+    kind = "frame size changed mid-stream"
+
 
 class BallStream:
     """Streams frames through a tracker, keeping each frame's tag until its prediction is out.

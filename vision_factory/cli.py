@@ -541,7 +541,7 @@ def predict(
     max_det: int | None,
     classes: str | None,
     imgsz: int | None,
-    labels_file: Path | None,
+    labels_file: str | None,
     input_size: str | None,
     resize: str | None,
     box_units: str | None,

@@ -210,23 +210,23 @@ def _percentiles(samples_s: list[float]) -> dict[str, float]:
     }
 
 
-def _backend(text: str) -> tuple[str, str]:
-    backend, _, device = text.strip().partition(":")
-    if backend not in ("onnx", "openvino"):
-        raise argparse.ArgumentTypeError(f"backend {text!r}: use onnx[:cpu|cuda|...] or openvino[:CPU|GPU|...]")
-    return backend, device or ("cpu" if backend == "onnx" else "CPU")
+def _targets(text: str):
+    """--backends: targets as runtime/backends.py reads them (``backend[:option]``), or an argparse error."""
+    from vision_factory.runtime.backends import parse_targets
+
+    try:
+        return parse_targets(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def load_runner(backend: tuple[str, str], path: Path, threads: int, work: Path):
-    name, device = backend
-    if name == "onnx":
-        from vision_factory.runtime.onnx_runner import OnnxRunner
-
-        return OnnxRunner.load(path, {"execution_provider": device, "intra_op_threads": threads}, LOG)
-    from vision_factory.runtime.openvino_runner import OpenVinoRunner
-
-    settings = {"device": device, "cache_dir": str(work / "openvino_cache"), "inference_threads": threads}
-    return OpenVinoRunner.load(path, settings, LOG)
+def load_runner(target, path: Path, threads: int, work: Path):
+    """``target``'s runner, with --threads and a compile cache under ``work`` where its backend takes them."""
+    runner = target.backend.runner()
+    names = {parameter.name for parameter in runner.PARAMETERS}
+    cache = str(work / f"{target.backend.name}_cache")
+    ours = {"intra_op_threads": threads, "inference_threads": threads, "cache_dir": cache}
+    return runner.load(path, {**{n: v for n, v in ours.items() if n in names}, **target.settings}, LOG)
 
 
 # --------------------------------------------------------------------------- parts
@@ -510,10 +510,13 @@ def report(results: dict) -> str:
 
 
 def _size(text: str) -> tuple[int, int]:
-    width, _, height = text.lower().partition("x")
-    if not (width.isdigit() and height.isdigit()):
-        raise argparse.ArgumentTypeError(f"size must look like 1280x720, got {text!r}")
-    return int(width), int(height)
+    """--size WIDTHxHEIGHT as (width, height), read as every vision_factory size is."""
+    from vision_factory.text import parse_size
+
+    try:
+        return parse_size(text.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parse_list(text: str) -> list[str]:
@@ -534,8 +537,8 @@ def main(argv: list[str] | None = None) -> int:
     default_backends = "onnx:cpu" + (",openvino:CPU" if importlib.util.find_spec("openvino") else "")
     parser.add_argument(
         "--backends",
-        type=lambda text: [_backend(item) for item in _parse_list(text)],
-        default=[_backend(item) for item in _parse_list(default_backends)],
+        type=_targets,
+        default=_targets(default_backends),
         help=f"comma-separated backend:device (default {default_backends})",
     )
     parser.add_argument("--threads", type=int, default=0, help="intra-op / inference threads, 0 = the runtime's")
@@ -595,11 +598,11 @@ def main(argv: list[str] | None = None) -> int:
         results["models"][case.key] = {"path": str(case.path), "family": case.family, "options": case.options}
         results["models"][case.key]["about"] = case.about
         results["adapter"][case.key] = {}
-        for backend in args.backends:
-            label = ":".join(backend)
+        for target in args.backends:
+            label = target.label
             print(f"{case.key} on {label} ...", file=sys.stderr, flush=True)
             try:
-                runner = load_runner(backend, case.path, args.threads, work)
+                runner = load_runner(target, case.path, args.threads, work)
             except Exception as exc:  # a backend that cannot load this model here: say so, go on
                 results["adapter"][case.key][label] = {"error": f"{type(exc).__name__}: {exc}"}
                 continue
@@ -613,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.node:
         results["node_skipped"] = node_unavailable()
         node_cases = [c for c in cases if not c.skipped and c.key in (args.node_models or [c.key for c in cases])]
-        if not results["node_skipped"] and "onnx:cpu" not in {":".join(b) for b in args.backends}:
+        if not results["node_skipped"] and "onnx:cpu" not in {target.label for target in args.backends}:
             results["node_skipped"] = "the node runs ONNX Runtime on CPU: add onnx:cpu to --backends for its ratio"
         for case in [] if results["node_skipped"] else node_cases:
             print(f"node {case.key} ({args.node_frames} frames) ...", file=sys.stderr, flush=True)

@@ -66,10 +66,13 @@ def _bg_modes(text: str) -> list[str]:
 
 
 def _size(text: str) -> tuple[int, int]:
-    match = re.fullmatch(r"(\d+)x(\d+)", text.strip())
-    if not match:
-        raise argparse.ArgumentTypeError(f"size must look like 1280x720, got {text!r}")
-    return int(match.group(1)), int(match.group(2))
+    """--size WIDTHxHEIGHT as (width, height), read as every vision_factory size is."""
+    from vision_factory.text import parse_size
+
+    try:
+        return parse_size(text.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _label(mode: str) -> str:

@@ -23,7 +23,8 @@ from conftest import ROOT
 
 from vision_factory.cli import main
 from vision_factory.generator.package import SOURCE_ROOT, copied_modules, own_files, write_package
-from vision_factory.generator.registry import BACKENDS, FAMILIES
+from vision_factory.generator.registry import FAMILIES
+from vision_factory.runtime.backends import BACKENDS
 from vision_factory.tools.bags import read_ball_csv, write_image_bag
 from vision_factory.tools.replay import replay
 from vision_factory.tools.synthetic import BallClip

@@ -22,6 +22,9 @@ from vision_factory.models.detections import nms
 from vision_factory.models.yolo import PAD_VALUE, YoloDetector, letterbox
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.coco_eval import evaluate_coco
+from vision_factory.tools.commands import UsageError
+from vision_factory.tools.predict import build_detector
+from vision_factory.tools.predict import predict as run_predict
 
 SHAPES_MODEL = SHARED / "models" / "shapes-yolov8n.onnx"
 SHAPES_DATA = SHARED / "data" / "shapes-val"
@@ -158,6 +161,37 @@ def test_predict_takes_the_nodes_defaults_and_class_names(tmp_path):
     assert unknown.exit_code == 1 and "'hexagon' is neither a class id nor one of the model's classes" in unknown.output
     wrong = CliRunner().invoke(main, [*arguments, "--person-class", "person"])
     assert wrong.exit_code == 2 and "yolo models take no person_class" in wrong.output
+
+
+def test_predict_runs_without_click_as_the_command_does(tmp_path):
+    """tools/predict: the options as node parameters, one record per image and per video frame, drawn with --save."""
+    output = np.zeros((1, 6, 16), np.float32)
+    output[0, :, 0] = [40, 40, 20, 20, 0.8, 0.0]  # circle
+    output[0, :, 1] = [100, 100, 40, 40, 0.0, 0.9]  # square
+    model = _constant_model(tmp_path / "m.onnx", output, size=256, dynamic=True)
+    image, video = tmp_path / "black.png", tmp_path / "clip.avi"
+    cv2.imwrite(str(image), np.zeros((512, 512, 3), np.uint8))
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (512, 512))
+    for _ in range(2):
+        writer.write(np.zeros((512, 512, 3), np.uint8))
+    writer.release()
+    detector = build_detector("yolo", model, "onnx:cpu", {"--classes": "square", "--conf": None})
+    found = list(run_predict(detector, [image, video], save=tmp_path / "drawn"))
+    assert [f.record["image"] for f in found] == [str(image), f"{video}:0", f"{video}:1"]
+    assert all(f.record["detections"] == [d.as_dict() for d in f.detections] for f in found)
+    assert found[0].record["detections"] == [
+        {"xyxy": [160.0, 160.0, 240.0, 240.0], "score": pytest.approx(0.9), "class_id": 1, "class_name": "square"}
+    ]
+    assert found[0].line() == f"{image}: square 0.90"
+    assert sorted(path.name for path in (tmp_path / "drawn").iterdir()) == [
+        "black.png", "clip_000000.jpg", "clip_000001.jpg"
+    ]  # fmt: skip
+    cli = CliRunner().invoke(main, ["predict", "--model-type", "yolo", "--model", str(model), str(image), "--format",
+                                    "json", "--classes", "square"])  # fmt: skip
+    assert json.loads(cli.output) == found[0].record
+    with pytest.raises(UsageError, match="yolo models take no input_size") as wrong:
+        build_detector("yolo", model, "onnx:cpu", {"--input-size": "64x64"})
+    assert wrong.value.option == "--input-size"
 
 
 @_needs(SHAPES_MODEL)

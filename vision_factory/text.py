@@ -1,4 +1,4 @@
-"""Untrusted text (from messages and model files) made safe to log, with no ROS import."""
+"""Text in and out, with no ROS import: untrusted text (from messages and model files) made safe to log, and sizes."""
 
 from __future__ import annotations
 
@@ -22,3 +22,11 @@ def untrusted(text: object, limit: int = DEFAULT_LIMIT) -> str:
     if len(text) > limit:
         escaped += f"... ({len(text) - limit} more characters)"
     return escaped
+
+
+def parse_size(text: str, name: str = "", example: str = "1280x720") -> tuple[int, int]:
+    """'1280x720' (width x height) -> (width, height), both positive; else an error naming ``name``."""
+    width, separator, height = text.lower().partition("x")
+    if not (separator and width.isdigit() and height.isdigit() and int(width) > 0 and int(height) > 0):
+        raise ValueError(f"{name + ' ' if name else ''}{text!r} is not WIDTHxHEIGHT, e.g. {example}")
+    return int(width), int(height)

@@ -31,9 +31,10 @@ import yaml
 
 from .. import __version__
 from ..parameters import CAMERA_TOPIC, Parameter
+from ..runtime.backends import BACKENDS, Backend, backend
 from ..share import share_path
 from ..text import untrusted
-from .registry import BACKENDS, FAMILIES, BackendSpec, FamilySpec, backend, family
+from .registry import FAMILIES, FamilySpec, family
 from .render import render
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent  # vision_factory/
@@ -84,15 +85,15 @@ def check_package_name(name: str) -> None:
         )
 
 
-def node_module_name(spec: FamilySpec, backend_spec: BackendSpec) -> str:
+def node_module_name(spec: FamilySpec, backend_spec: Backend) -> str:
     return f"{spec.name}_{backend_spec.name}_node"
 
 
-def launch_file_name(spec: FamilySpec, backend_spec: BackendSpec) -> str:
+def launch_file_name(spec: FamilySpec, backend_spec: Backend) -> str:
     return f"{spec.name}_{backend_spec.name}.launch.py"
 
 
-def config_file_name(spec: FamilySpec, backend_spec: BackendSpec) -> str:
+def config_file_name(spec: FamilySpec, backend_spec: Backend) -> str:
     return f"{spec.name}_{backend_spec.name}.yaml"
 
 
@@ -107,7 +108,7 @@ def _launch_argument(parameter: Parameter) -> dict[str, object]:
     }
 
 
-def template_context(spec: FamilySpec, backend_spec: BackendSpec, package: str, **about: str) -> dict[str, object]:
+def template_context(spec: FamilySpec, backend_spec: Backend, package: str, **about: str) -> dict[str, object]:
     """What every template may use; ``about``: maintainer, maintainer_email, license."""
     parameters = (*spec.parameters, *backend_spec.parameters)
     return {
@@ -167,7 +168,7 @@ def _relative_imports(path: Path) -> set[Path]:
     return found
 
 
-def copied_modules(spec: FamilySpec, backend_spec: BackendSpec) -> list[str]:
+def copied_modules(spec: FamilySpec, backend_spec: Backend) -> list[str]:
     """Paths (relative to vision_factory/) of the modules a package needs, roots excluded from rendering."""
     rendered = SOURCE_ROOT / "runtime" / f"{backend_spec.runner_module}.py"
     seen: set[Path] = set()
@@ -235,7 +236,7 @@ def package_files(family_name: str, backend_name: str, package: str, **about: st
     return files
 
 
-def _manifest(spec: FamilySpec, backend_spec: BackendSpec, package: str, files: dict[str, str | bytes]) -> str:
+def _manifest(spec: FamilySpec, backend_spec: Backend, package: str, files: dict[str, str | bytes]) -> str:
     """What generated the package, and a hash of every file, to tell local edits from a regeneration."""
     hashes = {
         path: hashlib.sha256(content.encode() if isinstance(content, str) else content).hexdigest()

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..parameters import Parameter
 from ..runtime.runner import Runner
-from ..text import untrusted
+from ..text import parse_size, untrusted
 from .detections import Detector
 from .factory import make_detector
 from .recognition import load_checked
@@ -101,14 +101,12 @@ def parse_classes(text: str, names: Sequence[str]) -> list[int] | None:
     return ids
 
 
-def parse_size(text: str) -> tuple[int, int] | None:
-    """'192x256' (width x height) -> (height, width); None for ''."""
+def input_shape(text: str) -> tuple[int, int] | None:
+    """input_size '192x256' (width x height) as the adapters take it, (height, width); None for ''."""
     if not text:
         return None
-    width, _, height = text.lower().partition("x")
-    if not (width.isdigit() and height.isdigit() and int(width) > 0 and int(height) > 0):
-        raise ValueError(f"input_size {text!r} is not WIDTHxHEIGHT, e.g. 192x256")
-    return int(height), int(width)
+    width, height = parse_size(text, "input_size", "192x256")
+    return height, width
 
 
 def _yolo_options(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -150,14 +148,14 @@ def detector_from_parameters(
             person_detector=person_detector,
             person_class=values["person_class"],
             score_mode=values["score_mode"],
-            input_size=parse_size(values["input_size"]),
+            input_size=input_shape(values["input_size"]),
         )
     if model_type == "fasterrcnn":
         names = ("boxes_output", "scores_output", "labels_output", "box_units", "box_format", "label_offset", "resize")
         options = {name: values[name] for name in names}
         options |= {"confidence": values["confidence_threshold"], "max_detections": values["max_detections"]}
         options["names"] = read_labels(values["labels_path"])
-        options["input_size"] = parse_size(values["input_size"])
+        options["input_size"] = input_shape(values["input_size"])
     else:
         options = _yolo_options(values)
     runner = load_checked(load_runner, values["model_path"], model_type, "model_path", f"{model_type}_node")

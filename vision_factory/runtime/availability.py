@@ -1,9 +1,16 @@
-"""What each backend can really run on here: versions, providers and devices, or why not."""
+"""What each backend can really run on here: versions, providers and devices, or why not.
+
+Each probe takes its backend's entry of the table (runtime/backends.py), which names them.
+"""
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .backends import Backend
 
 
 @dataclass
@@ -26,12 +33,12 @@ def _identity_model() -> bytes:
     return model.SerializeToString()
 
 
-def onnxruntime_status() -> BackendStatus:
+def onnxruntime_status(spec: Backend) -> BackendStatus:
     try:
         ort = importlib.import_module("onnxruntime")
     except ImportError:
-        return BackendStatus("onnx", False, notes=["pip install onnxruntime (or onnxruntime-gpu; never both)"])
-    status = BackendStatus("onnx", True, ort.__version__)
+        return BackendStatus(spec.name, False, notes=[spec.install_hint])
+    status = BackendStatus(spec.name, True, ort.__version__)
     model = _identity_model()
     options = ort.SessionOptions()
     options.log_severity_level = 4
@@ -50,24 +57,24 @@ def onnxruntime_status() -> BackendStatus:
     return status
 
 
-def openvino_status() -> BackendStatus:
+def openvino_status(spec: Backend) -> BackendStatus:
     try:
         ov = importlib.import_module("openvino")
     except ImportError:
-        return BackendStatus("openvino", False, notes=["pip install openvino"])
+        return BackendStatus(spec.name, False, notes=[spec.install_hint])
     core = ov.Core()
     targets = [f"{device} ({core.get_property(device, 'FULL_DEVICE_NAME')})" for device in core.available_devices]
-    return BackendStatus("openvino", True, ov.__version__, targets + ["AUTO"])
+    return BackendStatus(spec.name, True, ov.__version__, targets + ["AUTO"])
 
 
-def tensorrt_status() -> BackendStatus:
+def tensorrt_status(spec: Backend) -> BackendStatus:
     from .tensorrt_runner import _cudart, _tensorrt
 
     try:
         trt = _tensorrt()
-    except RuntimeError as exc:
-        return BackendStatus("tensorrt", False, notes=[str(exc)])
-    status = BackendStatus("tensorrt", True, trt.__version__)
+    except RuntimeError as exc:  # its message names the fix (the runner's own hint: it is standalone)
+        return BackendStatus(spec.name, False, notes=[str(exc)])
+    status = BackendStatus(spec.name, True, trt.__version__)
     try:
         cudart = _cudart()
     except RuntimeError as exc:
@@ -82,7 +89,3 @@ def tensorrt_status() -> BackendStatus:
         name = properties.name.decode() if isinstance(properties.name, bytes) else str(properties.name)
         status.targets.append(f"GPU {index}: {name.rstrip(chr(0))} (sm {properties.major}.{properties.minor})")
     return status
-
-
-def all_statuses() -> list[BackendStatus]:
-    return [onnxruntime_status(), openvino_status(), tensorrt_status()]

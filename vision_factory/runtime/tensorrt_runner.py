@@ -131,9 +131,6 @@ class EngineKey:
                 found.append(f"built for {_KEY_LABELS[field.name]} {then}, now {now}")
         return found
 
-    def matches(self, sidecar: Mapping[str, Any]) -> bool:
-        return not self.mismatches(sidecar)
-
 
 def cached_engine_problem(engine_path: Path, key: EngineKey) -> str | None:
     """Why the engine at ``engine_path`` must not be used for ``key``, judged by its sidecar; None when it may."""

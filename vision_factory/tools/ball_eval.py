@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,13 +17,14 @@ from typing import Any
 import numpy as np
 
 from ..models.tracknet_stream import HEIGHT, WIDTH, TrackNetTracker
-from .bags import read_frames
-from .compare import metric_differences
+from .bags import read_ball_csv
+from .commands import CommandReport, UsageError, frame_size
+from .compare import describe_comparison, metric_differences, save_comparison
+from .sources import source_frames
 
 Row = tuple[int, int, float, float]  # Frame, Visibility, X, Y
 CASES = ("TP", "FP1", "FP2", "FN", "TN")
 TOLERANCE_PX = 4.0
-VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm")
 
 
 @dataclass
@@ -94,24 +95,6 @@ class TrackerRun:
     runs_on: str = ""
 
 
-def source_frames(source: Path) -> Iterator[np.ndarray]:
-    """BGR frames of a video file or a rosbag2."""
-    if source.suffix.lower() in VIDEO_SUFFIXES:
-        import cv2
-
-        capture = cv2.VideoCapture(str(source))
-        if not capture.isOpened():
-            raise ValueError(f"cannot open video {source}")
-        while True:
-            ok, frame = capture.read()
-            if not ok:
-                break
-            yield frame
-        capture.release()
-    else:
-        yield from read_frames(source)
-
-
 def run_tracker(
     source: Path, runner, seq_len: int, bg_mode: str, median_warmup: int, heatmap_threshold: float
 ) -> TrackerRun:
@@ -151,6 +134,52 @@ def precision_recall_curve(
         metrics, _ = evaluate(truth, predictions, run.frame_size, tolerance)
         curve.append({"threshold": float(threshold), "precision": metrics.precision, "recall": metrics.recall})
     return curve
+
+
+def track(model: Path, source: Path, target: str, median_warmup: int, heatmap_threshold: float) -> TrackerRun:
+    """A TrackNet ``model`` on ``target`` (as runtime/backends.py reads it) over a bag or video."""
+    from ..generator.inspect_model import require_family
+    from ..runtime.backends import load_target
+
+    recognition = require_family(model, "tracknet")
+    bg_mode = recognition.details.get("bg_mode") or ""
+    warmup = median_warmup if bg_mode else 0
+    runner = load_target(target, model)
+    return run_tracker(source, runner, recognition.details["seq_len"], bg_mode, warmup, heatmap_threshold)
+
+
+def evaluate_tracking(
+    data: Path,
+    out_dir: Path,
+    predictions: Path | None = None,
+    size: str | None = None,
+    model: Path | None = None,
+    source: Path | None = None,
+    target: str = "onnx:cpu",
+    median_warmup: int = 10,
+    heatmap_threshold: float = 0.5,
+    tolerance: float = TOLERANCE_PX,
+) -> CommandReport:
+    """`eval` for tracknet: a predictions CSV of frames ``size`` (WIDTHxHEIGHT), or ``model`` run over ``source``
+    (with a precision-recall curve), scored against the truth CSV ``data``; the report written in ``out_dir``."""
+    truth = read_ball_csv(data)
+    if predictions is not None:
+        if size is None:
+            raise UsageError("give --frame-size WIDTHxHEIGHT with --predictions", "--frame-size")
+        rows, frame, curve = read_ball_csv(predictions), frame_size(size, "--frame-size"), None
+        about = {"predictions": str(predictions)}
+    elif model is not None and source is not None:
+        run = track(model, source, target, median_warmup, heatmap_threshold)
+        rows, frame = run.predictions, run.frame_size
+        curve = precision_recall_curve(truth, run, tolerance)
+        about = {"model": str(model), "source": str(source), "runs_on": run.runs_on}
+    else:
+        raise UsageError("give --predictions CSV, or --model and --source to run the tracker")
+    metrics, _ = evaluate(truth, rows, frame, tolerance)
+    files = write_report(
+        out_dir, metrics, truth, rows, frame, {**about, "truth": str(data), "tolerance_px": tolerance}, curve
+    )
+    return CommandReport(files["markdown"].read_text() + "\n", files)
 
 
 def write_report(
@@ -256,3 +285,27 @@ def compare_runs(
             {name: getattr(metrics_a, name) for name in names}, {name: getattr(metrics_b, name) for name in names}
         )
     return report
+
+
+def compare_tracking(
+    configurations: Sequence[tuple[Path, str]],
+    source: Path | None,
+    data: Path | None,
+    median_warmup: int,
+    heatmap_threshold: float,
+    out_dir: Path,
+) -> CommandReport:
+    """`compare` for tracknet: two (model, target) configurations over one bag or video, with metric differences
+    when ``data`` (a truth CSV) is given; the report is saved in ``out_dir``."""
+    if source is None:
+        raise UsageError("tracknet needs --source, the bag or video both configurations run over")
+    runs = [track(model, source, target, median_warmup, heatmap_threshold) for model, target in configurations]
+    metrics = [None, None]
+    if data is not None:
+        truth = read_ball_csv(data)
+        metrics = [evaluate(truth, run.predictions, run.frame_size)[0] for run in runs]
+    differences = compare_runs(runs[0].predictions, runs[1].predictions, *metrics)
+    report, path = save_comparison(
+        configurations, [run.runs_on for run in runs], ("source", source), differences, out_dir
+    )
+    return CommandReport(describe_comparison(report, path))

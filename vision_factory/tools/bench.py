@@ -1,16 +1,13 @@
 """vision-factory bench: one model on several backends, each measured in its own process.
 
-A target is ``backend[:option]``: ``onnx:cpu``, ``onnx:cuda`` (the execution provider),
-``openvino:CPU``, ``openvino:GPU`` (the device), ``tensorrt:fp16`` (the precision). Each
-runs in a fresh worker process, so load time and peak memory are its own; a target that
-cannot run here is reported with the reason instead of being skipped.
+A target is ``backend[:option]`` as runtime/backends.py reads it (``onnx:cpu``, ``openvino:GPU``,
+``tensorrt:fp16``). Each runs in a fresh worker process, so load time and peak memory are its
+own; a target that cannot run here is reported with the reason instead of being skipped.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import logging
 import resource
 import subprocess
 import sys
@@ -23,17 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from ..runtime.backends import load_target, parse_targets
 from ..runtime.runner import fixed_dim
 from .bags import write_image_bag
+from .commands import CommandReport
 from .synthetic import BallClip
 
-# backend -> (runner module, runner class, the setting the ':option' sets)
-BACKENDS = {
-    "onnx": ("onnx_runner", "OnnxRunner", "execution_provider"),
-    "openvino": ("openvino_runner", "OpenVinoRunner", "device"),
-    "tensorrt": ("tensorrt_runner", "TensorRtRunner", "precision"),
-}
-DEFAULT_TARGETS = "onnx:cpu,onnx:cuda,openvino:CPU,openvino:GPU,tensorrt:fp32"
 MODEL_TYPES = ("tracknet", "yolo", "yolo_pose", "fasterrcnn")
 
 
@@ -59,22 +51,6 @@ class BenchResult:
         data = asdict(self)
         data.pop("latencies_ms")
         return data
-
-
-def parse_targets(text: str) -> list[tuple[str, str, dict[str, str]]]:
-    """'onnx:cpu,openvino:CPU' -> [(label, backend, settings)]; an unknown backend is an error naming the known."""
-    targets = []
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        backend, _, option = item.partition(":")
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown backend '{backend}' in '{item}': use {', '.join(BACKENDS)} (e.g. onnx:cpu)")
-        settings = {BACKENDS[backend][2]: option} if option else {}
-        targets.append((item, backend, settings))
-    if not targets:
-        raise ValueError("no backend given: e.g. --backends onnx:cpu,openvino:CPU")
-    return targets
 
 
 def _percentile_summary(latencies_ms: list[float]) -> dict[str, float]:
@@ -155,14 +131,6 @@ def _pipeline(runner, model: Path, frames: int) -> tuple[list[float], dict[str, 
     return latencies, split
 
 
-def load_target(target: str, model: Path):
-    """A runner for one target such as ``onnx:cpu`` or ``openvino:CPU``."""
-    _, backend, settings = parse_targets(target)[0]
-    module_name, class_name, _ = BACKENDS[backend]
-    runner_class = getattr(importlib.import_module(f"vision_factory.runtime.{module_name}"), class_name)
-    return runner_class.load(model, settings, logging.getLogger("vision_factory"))
-
-
 def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | None) -> BenchResult:
     """Load, first run, then ``runs`` timed runs after ``warmup``; in this process (a bench worker)."""
     start = time.perf_counter()
@@ -212,15 +180,15 @@ def _node(model: Path, result: BenchResult, bag: Path, work_dir: Path) -> dict[s
     """
     from ..generator.inspect_model import require_family
     from ..generator.package import node_module_name, write_package
-    from ..generator.registry import backend, family
+    from ..generator.registry import family
     from .replay import replay
 
-    _, backend_name, settings = parse_targets(result.target)[0]
+    target = parse_targets(result.target)[0]
     executable = None
-    if backend_name != "onnx":
-        package = f"vf_bench_{backend_name}"
-        write_package("tracknet", backend_name, package, work_dir / "generated", force=True)
-        module = node_module_name(family("tracknet"), backend(backend_name))
+    if target.backend.name != "onnx":
+        package = f"vf_bench_{target.backend.name}"
+        write_package("tracknet", target.backend.name, package, work_dir / "generated", force=True)
+        module = node_module_name(family("tracknet"), target.backend)
         executable = [
             sys.executable,
             "-c",
@@ -234,7 +202,7 @@ def _node(model: Path, result: BenchResult, bag: Path, work_dir: Path) -> dict[s
         "seq_len": str(details["seq_len"]),
         "bg_mode": details.get("bg_mode") or "",
         "median_warmup": "8" if details.get("bg_mode") else "0",
-        **settings,
+        **target.settings,
     }
     replayed = replay(bag, work_dir / f"node_{result.target.replace(':', '_')}", params=params, executable=executable)
     steady_fps = replayed.steady_fps(held_back=details["seq_len"] - 1)
@@ -271,7 +239,7 @@ def run_bench(
         if node:  # one clip for every target
             clip = BallClip(num_frames=max(60, runs), width=1280, height=720)
             bag = write_image_bag(work_dir / "clip", clip.frames())
-        for label, _, _ in parse_targets(targets):
+        for label in (target.label for target in parse_targets(targets)):
             if progress:
                 progress(f"measuring {label} ...")
             result = _measure_in_worker(Path(model), label, runs, warmup, model_type)
@@ -281,6 +249,25 @@ def run_bench(
                 result.node = _node(Path(model), result, bag, work_dir)
             results.append(result)
     return results
+
+
+def bench(
+    model: Path,
+    targets: str,
+    runs: int,
+    warmup: int,
+    model_type: str | None,
+    node: bool,
+    out_dir: Path,
+    progress: Callable[[str], None] | None = None,
+) -> CommandReport:
+    """`bench`: ``run_bench``, its table, OUT/bench.json and the latency plot OUT/bench.png."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = run_bench(model, targets, runs, warmup, model_type, node, progress)
+    report = {"model": str(model), "runs": runs, "warmup": warmup, "results": [r.summary() for r in results]}
+    (out_dir / "bench.json").write_text(json.dumps(report, indent=2) + "\n")
+    files = {"json": out_dir / "bench.json", "plot": plot(results, out_dir / "bench.png", model)}
+    return CommandReport(table(results) + "\n", files)
 
 
 def table(results: list[BenchResult]) -> str:

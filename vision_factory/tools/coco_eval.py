@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,15 @@ from typing import Any
 import numpy as np
 
 from ..text import untrusted
+from .commands import CommandReport, UsageError
+from .compare import (
+    configuration_name,
+    describe_comparison,
+    detection_differences,
+    metric_differences,
+    save_comparison,
+)
+from .sources import read_image
 
 # model family -> COCO iouType
 IOU_TYPES = {"yolo": "bbox", "fasterrcnn": "bbox", "yolo_pose": "keypoints", "rtmpose": "keypoints"}
@@ -110,8 +120,6 @@ def predict_coco(detector, data: Path, iou_type: str) -> CocoPredictions:
     Images are looked up beside the annotation file, directly or under images/. Classes map to
     categories as ``category_ids`` says; detections of a class without one are counted, not kept.
     """
-    import cv2
-
     annotations = annotation_file(data)
     truth = _load_json(annotations, "COCO annotations")
     category_of = category_ids(list(detector.names), truth["categories"])
@@ -119,7 +127,7 @@ def predict_coco(detector, data: Path, iou_type: str) -> CocoPredictions:
     for image in truth["images"]:
         candidates = [annotations.parent / "images" / image["file_name"], annotations.parent / image["file_name"]]
         path = next((p for p in candidates if p.is_file()), None)
-        frame = cv2.imread(str(path)) if path else None
+        frame = read_image(path) if path else None
         if frame is None:
             raise ValueError(f"image {image['file_name']} of {annotations} not found or unreadable beside it")
         for detection in detector.detect(frame):
@@ -147,7 +155,7 @@ def run_and_score(model_type: str, model: Path, target: str, data: Path, predict
     """A yolo / yolo_pose / fasterrcnn model on ``target`` over the data set at validation confidence (0.001):
     its COCO results (also written to ``predictions``), their metrics, and what it ran on."""
     from ..models.factory import make_detector
-    from .bench import load_target
+    from ..runtime.backends import load_target
 
     if model_type not in SINGLE_MODEL_FAMILIES:
         raise ValueError(f"{model_type} cannot run over a data set on its own: give its predictions instead")
@@ -156,3 +164,68 @@ def run_and_score(model_type: str, model: Path, target: str, data: Path, predict
     found = predict_coco(make_detector(model_type, runner, confidence=0.001), data, iou_type)
     predictions.write_text(json.dumps(found.results))
     return ScoredRun(found, evaluate_coco(annotation_file(data), predictions, iou_type), runner.describe())
+
+
+def write_report(out_dir: Path, record: dict[str, Any]) -> CommandReport:
+    """OUT/eval.json (``record``: model_type, data, predictions, metrics, ...) and OUT/eval.md, a table of the
+    metrics; shown: the table."""
+    metrics = record["metrics"]
+    files = {"json": out_dir / "eval.json", "markdown": out_dir / "eval.md"}
+    files["json"].write_text(json.dumps(record, indent=2) + "\n")
+    header = " | ".join(metrics)
+    values = " | ".join(f"{value:.4f}" for value in metrics.values())
+    table = f"| {header} |\n|{'---|' * len(metrics)}\n| {values} |\n"
+    title = f"# {record['model_type']}: {record['predictions']}\n\nAgainst `{record['data']}` (pycocotools).\n\n"
+    files["markdown"].write_text(title + table)
+    return CommandReport(table, files)
+
+
+def evaluate_detections(
+    model_type: str,
+    data: Path,
+    out_dir: Path,
+    predictions: Path | None = None,
+    model: Path | None = None,
+    target: str = "onnx:cpu",
+) -> CommandReport:
+    """`eval` for detection and pose: a COCO results file, or a ``model`` run over the data set, scored against
+    its annotations; the report written in ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    skipped, warnings = {}, []
+    if predictions is not None:
+        metrics = evaluate_coco(annotation_file(data), predictions, IOU_TYPES[model_type])
+    elif model is not None and model_type in SINGLE_MODEL_FAMILIES:
+        predictions = out_dir / "predictions.json"
+        run = run_and_score(model_type, model, target, data, predictions)
+        metrics, skipped = run.metrics, {"skipped_detections": run.predictions.skipped_count}
+        warnings = [note for note in (run.predictions.skipped_note(data),) if note]
+    else:
+        raise UsageError(
+            "give --predictions (a COCO results JSON), or --model for yolo / yolo_pose / fasterrcnn to run it "
+            "over --data"
+        )
+    record = {"model_type": model_type, "data": str(data), "predictions": str(predictions), "metrics": metrics}
+    report = write_report(out_dir, record | skipped)
+    report.warnings = warnings
+    return report
+
+
+def compare_detections(
+    model_type: str, configurations: Sequence[tuple[Path, str]], data: Path | None, out_dir: Path
+) -> CommandReport:
+    """`compare` for detection and pose: two (model, target) configurations over one COCO data set, their
+    predictions and metrics side by side; the report is saved in ``out_dir``."""
+    if data is None:
+        raise UsageError(f"{model_type} needs --data, the COCO data set both configurations run over")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs = [
+        run_and_score(model_type, path, target, data, out_dir / f"predictions_{configuration_name(path, target)}.json")
+        for path, target in configurations
+    ]
+    warnings = [f"{name}: {note}" for name, run in zip("AB", runs) if (note := run.predictions.skipped_note(data))]
+    differences = {
+        "outputs": detection_differences(*(run.predictions.results for run in runs)),
+        **metric_differences(*(run.metrics for run in runs)),
+    }
+    report, path = save_comparison(configurations, [run.runs_on for run in runs], ("data", data), differences, out_dir)
+    return CommandReport(describe_comparison(report, path), warnings=warnings)

@@ -1,11 +1,15 @@
-"""Two configurations' results side by side: metric differences with verdicts, and output differences."""
+"""Two configurations' results side by side: metric differences with verdicts, output differences, the report."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..models.detections import box_iou
 
 VERDICTS = ((0.001, "excellent"), (0.01, "good"))
 
@@ -28,15 +32,10 @@ def metric_differences(a: Mapping[str, float], b: Mapping[str, float]) -> dict[s
     return {"metrics": rows, "verdict": overall}
 
 
-def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pairwise IoU of xywh boxes."""
-    a_xyxy = np.concatenate([a[:, :2], a[:, :2] + a[:, 2:]], axis=1)
-    b_xyxy = np.concatenate([b[:, :2], b[:, :2] + b[:, 2:]], axis=1)
-    top_left = np.maximum(a_xyxy[:, None, :2], b_xyxy[None, :, :2])
-    bottom_right = np.minimum(a_xyxy[:, None, 2:], b_xyxy[None, :, 2:])
-    intersection = np.prod((bottom_right - top_left).clip(0), axis=2)
-    union = np.prod(a[:, 2:], axis=1)[:, None] + np.prod(b[:, 2:], axis=1)[None] - intersection
-    return intersection / np.maximum(union, 1e-9)
+def _xyxy(xywh) -> np.ndarray:
+    """COCO xywh boxes as xyxy."""
+    boxes = np.asarray(xywh, dtype=np.float64)
+    return np.concatenate([boxes[..., :2], boxes[..., :2] + boxes[..., 2:]], axis=-1)
 
 
 def detection_differences(a: list[dict], b: list[dict], min_score: float = 0.25, min_iou: float = 0.5) -> dict:
@@ -64,7 +63,7 @@ def detection_differences(a: list[dict], b: list[dict], min_score: float = 0.25,
             if not free:
                 unmatched_a += 1
                 continue
-            ious = _iou(np.array([item["bbox"]]), np.array([items_b[j]["bbox"] for j in free]))[0]
+            ious = box_iou(_xyxy(item["bbox"]), _xyxy([items_b[j]["bbox"] for j in free]))
             best = int(np.argmax(ious))
             if ious[best] < min_iou:
                 unmatched_a += 1
@@ -82,3 +81,46 @@ def detection_differences(a: list[dict], b: list[dict], min_score: float = 0.25,
     if any("keypoints" in result for result in a):
         record["keypoint_delta_max_px"] = keypoint_delta
     return record
+
+
+def configuration_name(model: Path, target: str) -> str:
+    """One (model, target) configuration in file names, e.g. yolov8n-openvino-CPU."""
+    return f"{Path(model).stem}-{target.replace(':', '-')}"
+
+
+def save_comparison(
+    configurations: Sequence[tuple[Path, str]],
+    runs_on: Sequence[str],
+    over: tuple[str, Path],
+    differences: Mapping[str, Any],
+    out_dir: Path,
+) -> tuple[dict[str, Any], Path]:
+    """The report of configurations A and B run over ``over`` (("source" or "data", its path)), saved as
+    OUT/compare_<over>_<A>_vs_<B>.json; the report and its path."""
+    (model_a, target_a), (model_b, target_b) = configurations
+    names = [configuration_name(model, target) for model, target in configurations]
+    report = {
+        over[0]: str(over[1]),
+        "a": {"model": str(model_a), "backend": target_a, "runs_on": runs_on[0]},
+        "b": {"model": str(model_b), "backend": target_b, "runs_on": runs_on[1]},
+        **differences,
+    }
+    path = Path(out_dir) / f"compare_{Path(over[1]).stem}_{names[0]}_vs_{names[1]}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    return report, path
+
+
+def describe_comparison(report: Mapping[str, Any], path: Path) -> str:
+    """A saved comparison in a few lines: outputs, each metric with its verdict, the verdict, the file."""
+    a, b = report["a"], report["b"]
+    lines = [f"A {a['backend']} ({Path(a['model']).name}) vs B {b['backend']} ({Path(b['model']).name})"]
+    lines.append("  outputs: " + ", ".join(f"{name} {value:.4g}" for name, value in report["outputs"].items()))
+    for name, row in report.get("metrics", {}).items():
+        lines.append(
+            f"  {name}: A {row['a']:.4f}, B {row['b']:.4f}, difference {row['difference']:+.4f} ({row['verdict']})"
+        )
+    if "verdict" in report:
+        lines.append(f"verdict: {report['verdict']}")
+    lines.append(f"saved: {path}")
+    return "\n".join(lines)

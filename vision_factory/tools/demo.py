@@ -4,6 +4,7 @@ known ball trajectory, replayed through the real tracknet node over ROS 2."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from ..models.tracknet_stream import frames_before_stream
 from .bags import read_ball_csv, write_ball_csv, write_image_bag
+from .commands import CommandReport, frame_size
 from .replay import ReplayResult, replay
 from .synthetic import BallClip, BallTruth, build_inpaint_model, build_tracknet_model
 
@@ -56,6 +58,33 @@ class DemoReport:
 
     def errors(self, status: str) -> list[float]:
         return [f.error_px for f in self.frames if f.status == status and f.error_px is not None]
+
+    def text(self) -> str:
+        """Each frame's true and tracked position with its error, a summary per status, the node's speed."""
+        lines = [f"{'frame':>5} {'true (x, y)':>16} {'tracked (x, y)':>16} {'error px':>9}  status"]
+        for f in self.frames:
+            tracked = f"{f.predicted[1]:7d},{f.predicted[2]:7d}" if f.seen else ""
+            error = f"{f.error_px:9.2f}" if f.error_px is not None else ""
+            lines.append(f"{f.frame:>5} {f.truth.x:7.1f},{f.truth.y:7.1f}  {tracked:>16} {error:>9}  {f.status}")
+        lines.append("")
+        for status in ("tracked", "inpainted", "missed", "hidden", "warm-up", "no output"):
+            errors = self.errors(status)
+            detail = f", error mean {sum(errors) / len(errors):.2f} px, max {max(errors):.2f} px" if errors else ""
+            lines.append(f"{status:>10}: {self.count(status)} frames{detail}")
+        replayed = self.replay
+        lines.append(
+            f"node: {replayed.fps:.1f} frames/s, "
+            f"latency p50 {replayed.latency_ms_p50:.0f} ms, p99 {replayed.latency_ms_p99:.0f} ms"
+        )
+        lines.append(f"picture: {self.picture}\noutputs: {replayed.output_bag}, {replayed.ball_csv}")
+        return "\n".join(lines)
+
+
+def demo(out_dir: Path, frames: int, size: str, inpaint: bool, log: Callable[[str], None]) -> CommandReport:
+    """`demo`: ``frames`` frames of ``size`` (WIDTHxHEIGHT) through the node; ``log`` says what runs first."""
+    width, height = frame_size(size, "--size")
+    log(f"demo: {frames} frames of {width}x{height} through tracknet_node (ONNX Runtime, CPU) ...")
+    return CommandReport(run_demo(out_dir, frames, width, height, inpaint=inpaint).text())
 
 
 def run_demo(

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from ..models.factory import FAMILIES as DETECTION_FAMILIES
 from ..models.factory import output_topic
 from ..share import share_path
 from .bags import BagError, RawMessage, image_topic, read_messages, write_ball_csv, write_messages
+from .commands import UsageError
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,17 @@ def message_class(msgtype: str):
     """'sensor_msgs/msg/Image' -> the rclpy message class."""
     package, _, name = msgtype.split("/")
     return getattr(importlib.import_module(f"{package}.msg"), name)
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    """Node parameters given as NAME:=VALUE (the ros2 run syntax), by name."""
+    overrides = {}
+    for item in items:
+        name, separator, value = item.partition(":=")
+        if not separator or not name:
+            raise UsageError(f"'{item}' is not NAME:=VALUE", "--param")
+        overrides[name] = value
+    return overrides
 
 
 def replay(

@@ -1,0 +1,111 @@
+"""vision-factory predict: a model's detections (and keypoints) on images and videos.
+
+The detector is built from the options as the node builds it from its parameters
+(``detector_from_parameters``): each option is the node parameter it names, and an option
+left out is the node's default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..models.detection_parameters import PARAMETERS, detector_from_parameters, input_shape
+from ..models.detections import Detection, Detector
+from ..parameters import with_defaults
+from ..runtime.backends import load_target
+from .commands import UsageError
+from .sources import file_frames
+
+# option -> the node parameter it sets; rtmpose: FINDING sets the person detector's, POSING the pose model's.
+FINDING = {
+    "--conf": "confidence_threshold",
+    "--iou": "iou_threshold",
+    "--max-det": "max_detections",
+    "--classes": "classes",
+    "--imgsz": "image_size",
+    "--labels": "labels_path",
+    "--resize": "resize",
+    "--box-units": "box_units",
+    "--label-offset": "label_offset",
+}
+POSING = {"--input-size": "input_size", "--person-class": "person_class"}
+
+
+def node_values(family: str, model: Path, options: Mapping[str, Any], parameters: Mapping[str, str]) -> dict:
+    """The parameter values a ``family`` node would have for ``model`` and those ``options`` (option: value; None:
+    not given, the node's default) that ``parameters`` maps; an option the family has no parameter for is an error."""
+    known = {parameter.name for parameter in PARAMETERS[family]}
+    given = {option: options[option] for option in parameters if options.get(option) is not None}
+    for option in given:
+        if parameters[option] not in known:
+            raise UsageError(f"{family} models take no {parameters[option]}", option)
+    values = {parameters[option]: value for option, value in given.items()}
+    return with_defaults(PARAMETERS[family], {"model_path": str(model), **values}, family)
+
+
+def build_detector(
+    model_type: str,
+    model: Path,
+    target: str,
+    options: Mapping[str, Any],
+    detector_model: Path | None = None,
+    detector_type: str = "yolo",
+) -> Detector:
+    """The ``model_type`` detector on ``target`` (e.g. onnx:cpu) with the options of FINDING and POSING;
+    rtmpose: on the people the ``detector_type`` model ``detector_model`` finds."""
+    if model_type == "rtmpose" and detector_model is None:
+        raise UsageError("rtmpose needs person boxes: give --detector MODEL (and --detector-type if not yolo)")
+    if options.get("--input-size"):
+        try:
+            input_shape(options["--input-size"])
+        except ValueError as exc:
+            raise UsageError(str(exc), "--input-size") from None
+    load = lambda path: load_target(target, Path(path))  # noqa: E731
+    if model_type == "rtmpose":
+        people = detector_from_parameters(
+            detector_type, node_values(detector_type, detector_model, options, FINDING), load
+        )
+        values = node_values("rtmpose", model, options, POSING)
+        return detector_from_parameters("rtmpose", values, load, person_detector=people)
+    return detector_from_parameters(model_type, node_values(model_type, model, options, FINDING | POSING), load)
+
+
+@dataclass
+class Prediction:
+    record: dict[str, Any]  # image (PATH, or PATH:FRAME of a video), width, height, detections
+    detections: list[Detection]
+
+    def line(self) -> str:
+        """One line of text: the image and each detection's class and score."""
+        found = ", ".join(f"{d.class_name} {d.score:.2f}" for d in self.detections)
+        return f"{self.record['image']}: {found or '-'}"
+
+
+def predict(detector: Detector, inputs: Iterable[Path], save: Path | None = None) -> Iterator[Prediction]:
+    """``detector`` on each image, and each frame of each video, in order; with ``save``, each drawn there."""
+    for path in inputs:
+        for name, index, frame in file_frames(path):
+            detections = detector.detect(frame)
+            record = {"image": name, "width": frame.shape[1], "height": frame.shape[0]}
+            record["detections"] = [detection.as_dict() for detection in detections]
+            if save is not None:
+                save_annotated(save, path, index, frame, detections)
+            yield Prediction(record, detections)
+
+
+def save_annotated(folder: Path, path: Path, index: int | None, frame: np.ndarray, detections) -> Path:
+    """``frame`` with its detections drawn, as FOLDER/<image's name>, or FOLDER/<video's stem>_<index>.jpg."""
+    import cv2
+
+    from ..models.drawing import draw_detections
+
+    folder.mkdir(parents=True, exist_ok=True)
+    suffix = f"_{index:06d}.jpg" if index is not None else path.suffix
+    saved = folder / f"{path.stem}{suffix}"
+    cv2.imwrite(str(saved), draw_detections(frame, detections))
+    return saved

@@ -34,6 +34,19 @@ def test_demo_tracks_the_ball_and_draws_it(tmp_path):
     assert image_topics(tmp_path / "demo" / "clip") == {_launch_default("image_topic"): "sensor_msgs/msg/Image"}
 
 
+def test_a_second_demo_replaces_the_first_and_nothing_else(tmp_path):
+    """A second run into the same folder failed with a traceback (the bag writer refuses an existing clip/)."""
+    out = tmp_path / "demo"
+    first = run_cli("demo", "--out", str(out), "--frames", "24", "--size", "320x180", "--no-inpaint")
+    assert first.returncode == 0, first.stderr
+    (out / "notes.txt").write_text("mine")
+    first_csv = (out / "replay" / "ball.csv").read_text()
+    second = run_cli("demo", "--out", str(out), "--frames", "24", "--size", "320x180", "--no-inpaint")
+    assert second.returncode == 0 and "Traceback" not in second.stderr, second.stderr
+    assert (out / "replay" / "ball.csv").read_text() == first_csv  # the same demo again, replaced whole
+    assert (out / "notes.txt").read_text() == "mine"
+
+
 def _launch_default(argument: str) -> str:
     """The default_value of a DeclareLaunchArgument in launch/tracknet_onnx.launch.py, read from its source
     (launch itself has no PyPI wheel)."""

@@ -14,8 +14,18 @@ import numpy as np
 from ..models.tracknet_stream import frames_before_stream
 from .bags import read_ball_csv, write_ball_csv, write_image_bag
 from .commands import CommandReport, frame_size
-from .replay import ReplayResult, replay
+from .replay import ReplayResult, clear_earlier_run, replay
 from .synthetic import BallClip, BallTruth, build_inpaint_model, build_tracknet_model
+
+# Everything a demo writes into its folder.
+DEMO_OUTPUTS = (
+    "tracknet_synthetic.onnx",
+    "inpaintnet_synthetic.onnx",
+    "clip",
+    "truth.csv",
+    "replay",
+    "trajectory.png",
+)
 
 
 @dataclass
@@ -96,9 +106,11 @@ def run_demo(
     inpaint: bool = True,
     median_warmup: int = 10,
 ) -> DemoReport:
+    """The demo into ``out_dir``; what an earlier demo wrote there (its own file names, nothing else) is replaced."""
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # a demo stays on this machine
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    clear_earlier_run(out_dir, {name: out_dir / name for name in DEMO_OUTPUTS}, force=True)
     clip = BallClip(num_frames, width, height)
     model = build_tracknet_model(out_dir / "tracknet_synthetic.onnx", seq_len, "subtract")
     bag = write_image_bag(out_dir / "clip", clip.frames())

@@ -147,7 +147,7 @@ def replay(
     topic, msgtype = image_topic(bag, topic)
     out_dir = Path(out_dir)
     outputs = output_paths(out_dir, node)
-    _clear_earlier_run(out_dir, outputs, force)
+    clear_earlier_run(out_dir, outputs, force)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamps = [_stamp(message.data) for message in read_messages(bag, topic)]
     if len(set(stamps)) != len(stamps):
@@ -280,7 +280,7 @@ def output_paths(out_dir: Path, node: str) -> dict[str, Path]:
     return paths
 
 
-def _clear_earlier_run(out_dir: Path, outputs: dict[str, Path], force: bool) -> None:
+def clear_earlier_run(out_dir: Path, outputs: dict[str, Path], force: bool) -> None:
     """Refuse (or with ``force`` remove) outputs of an earlier run, before the replay starts."""
     earlier = [path for path in outputs.values() if path.exists() or path.is_symlink()]
     if not earlier:

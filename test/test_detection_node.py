@@ -200,9 +200,18 @@ def test_rtmpose_node_poses_the_people_of_a_detections_topic(tmp_path):
             for message, publisher in ((image, images), (detections, people))[:: 1 if index % 2 else -1]:
                 publisher.publish(message)
         assert probe.spin_until(lambda: len(poses) == len(frames), 30), node.log()
+        for index in range(40):  # images whose person detections never come
+            header = Header(frame_id="camera")
+            header.stamp.sec = 200 + index
+            images.publish(bgr_to_message(frames[0], header))
+            probe.spin_until(lambda: False, 0.02)
+        probe.spin_until(lambda: False, 3.0)  # all delivered before the node stops
     finally:
         probe.close()
         node.stop()
+    log = node.log()  # counted and reported once, never lost silently
+    assert log.count("skipping frame (image without person detections)") == 1, log
+    assert "image without person detections: 40" in log and "frames in 43, dropped 0, skipped 40, outputs 3" in log
     for index, message in enumerate(sorted(poses, key=lambda m: m.header.stamp.sec)):
         assert message.header.stamp.sec == 100 + index
         (person,) = message.detections  # the dog is not posed

@@ -87,6 +87,17 @@ class DetectionNode(InferenceNode):
         mine[stamp] = msg
         while len(mine) > PAIRING_WINDOW:
             mine.popitem(last=False)
+            if mine is self._images:
+                self._unpaired_image()
+
+    def _unpaired_image(self) -> None:
+        """An image whose person detections never came: refused (counted and reported), not lost silently."""
+        self.frames_in += 1  # on the executor's thread, as enqueue's count
+        self.skip(
+            "image without person detections",
+            f"no person_detections message with the image's stamp came among the next {PAIRING_WINDOW} messages; "
+            "is the detector running, and does it stamp its output with the image's header?",
+        )
 
     def process(self, item) -> None:
         image_msg, people_msg = item if isinstance(item, tuple) else (item, None)
@@ -112,6 +123,8 @@ class DetectionNode(InferenceNode):
             self.debug_pub.publish(bgr_to_message(annotated, header))
 
     def close(self) -> None:
+        for _ in getattr(self, "_images", ()):  # images still waiting for their people at the end
+            self._unpaired_image()
         super().close()
         self.get_logger().info(
             f"frames in {self.frames_in}, dropped {self.frames_dropped}, skipped {self.frames_skipped}, "

@@ -1,8 +1,8 @@
 """A model of another family, given to a node, is named as such at start-up, by the rules `inspect` uses.
 
 Synthetic models of every family (real ONNX files, loaded by real ONNX Runtime and OpenVINO runners)
-go to every family's model parameter: the core (``ball_stream_from_parameters``,
-``detector_from_parameters``) and the real nodes refuse them, naming the family the model looks like,
+go to every family's model parameter: the core (each family's ``build``,
+families/<name>.py) and the real nodes refuse them, naming the family the model looks like,
 its outputs and what the node needs.
 """
 

@@ -16,6 +16,12 @@ def share_files(folder: str) -> list[tuple[str, list[str]]]:
     return list(groups.items())
 
 
+def node_entry_points() -> list[str]:
+    """<family>_node for each rendered node entry point, vision_factory/<family>_onnx_node.py."""
+    nodes = sorted((ROOT / PACKAGE).glob("*_onnx_node.py"))
+    return [f"{path.stem.removesuffix('_onnx_node')}_node = {PACKAGE}.{path.stem}:main" for path in nodes]
+
+
 ROS_WHEELS = [
     "ros-rclpy>=9,<10",  # Kilted: the release tested here, and the one install-vision-msgs has toolchain pins for
     "ros-std-msgs",
@@ -73,11 +79,7 @@ setup(
     entry_points={
         "console_scripts": [
             "vision-factory = vision_factory.cli:main",
-            "tracknet_node = vision_factory.tracknet_onnx_node:main",
-            "yolo_node = vision_factory.yolo_onnx_node:main",
-            "yolo_pose_node = vision_factory.yolo_pose_onnx_node:main",
-            "fasterrcnn_node = vision_factory.fasterrcnn_onnx_node:main",
-            "rtmpose_node = vision_factory.rtmpose_onnx_node:main",
+            *node_entry_points(),
         ],
     },
 )

@@ -238,7 +238,7 @@ def bench_adapter(case: Case, runner, frames: list[np.ndarray], args) -> dict:
     Each round times one raw run on a fixed pre-processed tensor, one frame stage by stage and one
     detect() call, so that a machine that slows down for a while slows all three alike.
     """
-    from vision_factory.models.factory import make_detector
+    from vision_factory.families.registry import make_detector
 
     detector = make_detector(case.family, runner, **case.options)
     for index in range(args.warmup):
@@ -299,8 +299,8 @@ def _threshold_for(detector, output: np.ndarray, count: int) -> float:
 
 def bench_decode_load(case: Case, runner, frames: list[np.ndarray], args) -> dict:
     """YoloDetector.decode with thousands of candidates, and nms alone on the same candidates."""
+    from vision_factory.families.registry import make_detector
     from vision_factory.models.detections import nms
-    from vision_factory.models.factory import make_detector
 
     detector = make_detector(case.family, runner, **{**case.options, "confidence": LOAD_CONFIDENCE})
     outputs = []
@@ -402,7 +402,7 @@ def node_unavailable() -> str:
 
 def bench_node(case: Case, frames: list[np.ndarray], args, work: Path) -> dict:
     """The case's node (ONNX Runtime on CPU) fed a bag of the photos as fast as it keeps up."""
-    from vision_factory.models.factory import make_detector
+    from vision_factory.families.registry import make_detector
     from vision_factory.tools.bags import write_image_bag
     from vision_factory.tools.replay import replay
 

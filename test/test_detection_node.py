@@ -20,7 +20,7 @@ from test_rtmpose import spot_finder
 from vision_msgs.msg import Detection2DArray, LabelInfo
 from visualization_msgs.msg import Marker, MarkerArray
 
-from vision_factory.models.detection_parameters import PARAMETERS, detector_from_parameters
+from vision_factory.families.registry import family
 from vision_factory.models.detections import COCO_KEYPOINTS, COCO_SKELETON, Detection
 from vision_factory.models.fasterrcnn import FasterRCNNDetector
 from vision_factory.models.yolo import YoloDetector
@@ -165,8 +165,8 @@ def test_rtmpose_node_with_its_own_person_detector(tmp_path):
     frames = _red_spots(_photo_frames()[:4])
     params = {"model_path": str(pose_model), "person_detector_path": str(person_model), "confidence_threshold": "0.3"}
     published = _replayed(tmp_path, frames, "rtmpose", params)
-    values = with_defaults(PARAMETERS["rtmpose"], {**params, "confidence_threshold": 0.3}, "rtmpose")
-    detector = detector_from_parameters("rtmpose", values, lambda path: OnnxRunner.load(path, {}, LOG))
+    values = with_defaults(family("rtmpose").parameters, {**params, "confidence_threshold": 0.3}, "rtmpose")
+    detector = family("rtmpose").build(values, lambda path: OnnxRunner.load(path, {}, LOG))
     for index, (frame, detections) in enumerate(zip(frames, published)):
         expected = detector.detect(frame)
         assert expected, index

@@ -25,9 +25,9 @@ from onnx import TensorProto, helper, numpy_helper
 from test_images import UNUSUAL_SHAPES
 
 from vision_factory.cli import main
-from vision_factory.generator.inspect_model import recognise, summarize
-from vision_factory.models.factory import make_detector, option_names
+from vision_factory.families.registry import make_detector, option_names
 from vision_factory.models.fasterrcnn import FasterRCNNDetector
+from vision_factory.models.model_file import recognise, summarize
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.runtime.onnx_runner import OnnxRunner
 

@@ -24,6 +24,7 @@ from test_images import UNUSUAL_SHAPES, _bytes_per_pixel, _damaged, huge_png
 from test_real_models import NUDENET_MODEL, PHOTOS
 from vision_msgs.msg import Detection2DArray
 
+from vision_factory.families.yolo import FAMILY as YOLO
 from vision_factory.images import SUPPORTED_ENCODINGS, compressed_to_bgr, image_to_bgr
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.ros.detection_node import DetectionNode
@@ -266,7 +267,7 @@ def test_problem_counts_are_logged_while_new_ones_come_and_only_then(capfd):
     rclpy.init(context=context)
     model = str(pypi_model(*NUDENET_MODEL))
     node = _QuickReportingNode(
-        OnnxRunner, "yolo", context=context, parameter_overrides=[Parameter("model_path", value=model)]
+        OnnxRunner, YOLO, context=context, parameter_overrides=[Parameter("model_path", value=model)]
     )
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)

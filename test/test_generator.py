@@ -22,14 +22,14 @@ from click.testing import CliRunner
 from conftest import ROOT
 
 from vision_factory.cli import main
+from vision_factory.families.registry import FAMILIES
 from vision_factory.generator.package import SOURCE_ROOT, copied_modules, own_files, write_package
-from vision_factory.generator.registry import FAMILIES
 from vision_factory.runtime.backends import BACKENDS
 from vision_factory.tools.bags import read_ball_csv, write_image_bag
 from vision_factory.tools.replay import replay
 from vision_factory.tools.synthetic import BallClip
 
-COMBINATIONS = [(family, backend) for family, spec in FAMILIES.items() for backend in spec.backends]
+COMBINATIONS = [(family, backend) for family in FAMILIES for backend in BACKENDS]
 RUNTIME_MODULES = {"onnx": "onnxruntime", "openvino": "openvino", "tensorrt": "tensorrt"}
 # The OpenVINO node (f32) may differ from ONNX Runtime's by float rounding in the heatmaps: the same
 # visibility on every frame and positions within this many pixels.

@@ -1,4 +1,4 @@
-"""generator.inspect_model on real ONNX files: synthetic ones built here, and the shared Ultralytics models."""
+"""models.model_file (inspect) on real ONNX files: synthetic ones built here, and the shared Ultralytics models."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from conftest import SHARED
 from onnx import TensorProto, helper
 
-from vision_factory.generator.inspect_model import as_dict, describe, recognise, summarize
+from vision_factory.models.model_file import as_dict, describe, recognise, summarize
 from vision_factory.tools.synthetic import build_inpaint_model, build_tracknet_model
 
 SHARED_MODELS = SHARED / "models"

@@ -34,7 +34,7 @@ from launch.utilities import normalize_to_list_of_substitutions, perform_substit
 from launch_ros.utilities import evaluate_parameters, normalize_parameters, normalize_remap_rules
 
 import vision_factory
-from vision_factory.generator.registry import FAMILIES
+from vision_factory.families.registry import FAMILIES
 from vision_factory.tools.synthetic import BallClip, build_tracknet_model
 
 PACKAGE = "vision_factory"

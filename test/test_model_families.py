@@ -1,8 +1,8 @@
 """A model of another family, given to a node, is named as such at start-up, by the rules `inspect` uses.
 
 Synthetic models of every family (real ONNX files, loaded by real ONNX Runtime and OpenVINO runners)
-go to every family's model parameter: the core (``ball_stream_from_parameters``,
-``detector_from_parameters``) and the real nodes refuse them, naming the family the model looks like,
+go to every family's model parameter: the core (each family's ``build``,
+families/<name>.py) and the real nodes refuse them, naming the family the model looks like,
 its outputs and what the node needs.
 """
 
@@ -18,12 +18,9 @@ from ros_harness import NodeProcess
 from test_inspect_model import build_model
 
 from vision_factory.cli import main
-from vision_factory.generator.inspect_model import recognise as inspect_recognise
-from vision_factory.generator.inspect_model import summarize
-from vision_factory.models.ball_stream import PARAMETERS as BALL_PARAMETERS
-from vision_factory.models.ball_stream import ball_stream_from_parameters
-from vision_factory.models.detection_parameters import PARAMETERS as DETECTION_PARAMETERS
-from vision_factory.models.detection_parameters import detector_from_parameters
+from vision_factory.families.registry import family as family_spec
+from vision_factory.models.model_file import recognise as inspect_recognise
+from vision_factory.models.model_file import summarize
 from vision_factory.models.recognition import WrongFamily, recognise
 from vision_factory.parameters import with_defaults
 from vision_factory.runtime.onnx_runner import OnnxRunner
@@ -87,10 +84,8 @@ def load(path: str):
 
 def build(family: str, parameters: dict[str, object]):
     """What the family's node builds from these parameters (the rest at their defaults)."""
-    if family == "tracknet":
-        return ball_stream_from_parameters(with_defaults(BALL_PARAMETERS, parameters, "tracknet"), load)
-    values = with_defaults(DETECTION_PARAMETERS[family], parameters, family)
-    return detector_from_parameters(family, values, load)
+    spec = family_spec(family)
+    return spec.build(with_defaults(spec.parameters, parameters, family), load)
 
 
 def node_parameters(family: str, models: dict[str, Path], model: Path) -> dict[str, object]:

@@ -24,8 +24,8 @@ from onnx import TensorProto, helper, numpy_helper
 from test_images import UNUSUAL_SHAPES
 
 from vision_factory.cli import main
+from vision_factory.families.registry import make_detector
 from vision_factory.models.detections import COCO_KEYPOINTS, Detection
-from vision_factory.models.factory import make_detector
 from vision_factory.models.rtmpose import IMAGENET_MEAN, IMAGENET_STD, RTMPoseEstimator, TopDownPose, box_center_scale
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.runtime.onnx_runner import OnnxRunner

@@ -13,11 +13,11 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .models.ball_stream import PARAMETERS as TRACKNET_PARAMETERS
+from .families.registry import DETECTORS, FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
 from .runtime.backends import BACKENDS, BENCH_TARGETS
 from .tools.commands import CommandReport, UsageError, node_default
 
-HEATMAP_THRESHOLD = node_default(TRACKNET_PARAMETERS, "heatmap_threshold")
+HEATMAP_THRESHOLD = node_default(FAMILIES["tracknet"].parameters, "heatmap_threshold")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -68,7 +68,7 @@ def demo(out_dir: Path, frames: int, size: str, inpaint: bool) -> None:
 )
 @click.option(
     "--node",
-    type=click.Choice(["tracknet", "yolo", "yolo_pose", "fasterrcnn", "rtmpose"]),
+    type=click.Choice(list(FAMILIES)),
     default="tracknet",
     show_default=True,
     help="node to start for the replay",
@@ -177,8 +177,6 @@ def models() -> None:
     Example:
       vision-factory models
     """
-    from .generator.registry import FAMILIES
-
     for spec in FAMILIES.values():
         click.echo(f"{spec.name}: {spec.summary}")
         click.echo(f"  node:     {spec.executable} (node name {spec.node_name})")
@@ -186,7 +184,7 @@ def models() -> None:
             click.echo(f"  in:       {topic}")
         for topic in spec.outputs:
             click.echo(f"  out:      {topic}")
-        click.echo(f"  backends: {', '.join(spec.backends)}")
+        click.echo(f"  backends: {', '.join(BACKENDS)}")  # every family runs on every backend
 
 
 @main.command()
@@ -224,7 +222,7 @@ def inspect(model: Path, output_format: str) -> None:
     Example:
       vision-factory inspect tracknet.onnx
     """
-    from .generator.inspect_model import as_dict, describe, recognise, summarize
+    from .models.model_file import as_dict, describe, recognise, summarize
 
     with _reported():
         summary = summarize(model)
@@ -279,12 +277,12 @@ def generate(
       vision-factory generate --model tracknet --backend tensorrt --package-name court_tracker_trt \\
           --out ~/ws/src --model-file tracknet.onnx --zip
     """
-    from .generator.inspect_model import require_family
     from .generator.package import write_package
+    from .models.model_file import require_file_family
 
     with _reported():
         if model_file is not None:
-            require_family(model_file, family_name, f"--model {family_name}")
+            require_file_family(model_file, family_name, f"--model {family_name}")
         target = write_package(
             family_name,
             backend_name,
@@ -319,7 +317,7 @@ def generate(
 @click.option("--warmup", type=click.IntRange(min=0), default=10, show_default=True, help="untimed runs first")
 @click.option(
     "--model-type",
-    type=click.Choice(["tracknet", "yolo", "yolo_pose", "fasterrcnn"]),
+    type=click.Choice(list(SINGLE_MODEL)),
     help="also time the family's whole per-frame pipeline",
 )
 @click.option("--node", is_flag=True, help="also run the ROS node on each onnx target (needs --model-type)")
@@ -353,7 +351,7 @@ def bench(model: Path, targets: str, runs: int, warmup: int, model_type: str | N
 @main.command(name="eval")
 @click.option(
     "--model-type",
-    type=click.Choice(["tracknet", "yolo", "yolo_pose", "fasterrcnn", "rtmpose"]),
+    type=click.Choice(list(FAMILIES)),
     required=True,
     help="model family",
 )
@@ -431,7 +429,7 @@ def evaluate_command(
 @main.command()
 @click.option(
     "--model-type",
-    type=click.Choice(["tracknet", "yolo", "yolo_pose", "fasterrcnn"]),
+    type=click.Choice(list(SINGLE_MODEL)),
     required=True,
     help="model family",
 )
@@ -490,7 +488,7 @@ def compare(
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--model-type",
-    type=click.Choice(["yolo", "yolo_pose", "fasterrcnn", "rtmpose"]),
+    type=click.Choice(list(DETECTORS)),
     required=True,
     help="model family",
 )
@@ -523,7 +521,7 @@ def compare(
 )
 @click.option(
     "--detector-type",
-    type=click.Choice(["yolo", "yolo_pose", "fasterrcnn"]),
+    type=click.Choice(list(SINGLE_MODEL_DETECTORS)),
     default="yolo",
     show_default=True,
     help="rtmpose: the person detector's family",

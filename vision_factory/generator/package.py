@@ -1,9 +1,10 @@
 """Build the files of a standalone ROS 2 package for one (family, backend), and write them safely.
 
 A generated package holds three kinds of files:
-- copies of this package's own modules, byte for byte: the family's node and everything it
-  imports (pre/post-processing, image conversion, parameters), found by following relative
-  imports, so there is one source for that code and no hand-kept second copy;
+- copies of this package's own modules, byte for byte: the family's module (families/<name>.py),
+  its node and everything they import (pre/post-processing, image conversion, parameters, every
+  family's recognition rule), found by following relative imports, so there is one source for that
+  code and no hand-kept second copy; no other family's module or adapter;
 - the backend's runner, rendered from templates/runners/;
 - the package's own wiring, rendered from templates/package/.
 Some of vision_factory's own files are renders of the same templates (``own_files``).
@@ -30,11 +31,12 @@ from pathlib import Path
 import yaml
 
 from .. import __version__
+from ..families.family import Family
+from ..families.registry import FAMILIES, family
 from ..parameters import CAMERA_TOPIC, Parameter
 from ..runtime.backends import BACKENDS, Backend, backend
 from ..share import share_path
 from ..text import untrusted
-from .registry import FAMILIES, FamilySpec, family
 from .render import render
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent  # vision_factory/
@@ -85,15 +87,15 @@ def check_package_name(name: str) -> None:
         )
 
 
-def node_module_name(spec: FamilySpec, backend_spec: Backend) -> str:
+def node_module_name(spec: Family, backend_spec: Backend) -> str:
     return f"{spec.name}_{backend_spec.name}_node"
 
 
-def launch_file_name(spec: FamilySpec, backend_spec: Backend) -> str:
+def launch_file_name(spec: Family, backend_spec: Backend) -> str:
     return f"{spec.name}_{backend_spec.name}.launch.py"
 
 
-def config_file_name(spec: FamilySpec, backend_spec: Backend) -> str:
+def config_file_name(spec: Family, backend_spec: Backend) -> str:
     return f"{spec.name}_{backend_spec.name}.yaml"
 
 
@@ -108,9 +110,9 @@ def _launch_argument(parameter: Parameter) -> dict[str, object]:
     }
 
 
-def template_context(spec: FamilySpec, backend_spec: Backend, package: str, **about: str) -> dict[str, object]:
+def template_context(spec: Family, backend_spec: Backend, package: str, **about: str) -> dict[str, object]:
     """What every template may use; ``about``: maintainer, maintainer_email, license."""
-    parameters = (*spec.parameters, *backend_spec.parameters)
+    parameters = (*spec.node_parameters, *backend_spec.parameters)
     return {
         **ABOUT_DEFAULTS,
         **about,
@@ -168,11 +170,11 @@ def _relative_imports(path: Path) -> set[Path]:
     return found
 
 
-def copied_modules(spec: FamilySpec, backend_spec: Backend) -> list[str]:
+def copied_modules(spec: Family, backend_spec: Backend) -> list[str]:
     """Paths (relative to vision_factory/) of the modules a package needs, roots excluded from rendering."""
     rendered = SOURCE_ROOT / "runtime" / f"{backend_spec.runner_module}.py"
     seen: set[Path] = set()
-    pending = [SOURCE_ROOT / "ros" / f"{spec.node_module}.py", rendered]
+    pending = [SOURCE_ROOT / "families" / f"{spec.name}.py", SOURCE_ROOT / "ros" / f"{spec.node_module}.py", rendered]
     while pending:
         path = pending.pop()
         if path in seen:
@@ -204,11 +206,7 @@ def _ros_wheel(dependency: str) -> str:
 def package_files(family_name: str, backend_name: str, package: str, **about: str) -> dict[str, str | bytes]:
     """Every file of the generated package, by path relative to the package directory."""
     check_package_name(package)
-    spec, backend_spec = family(family_name), backend(backend_name)
-    if backend_spec.name not in spec.backends:
-        raise GeneratorError(
-            f"family '{spec.name}' does not support backend '{backend_spec.name}': use {', '.join(spec.backends)}"
-        )
+    spec, backend_spec = family(family_name), backend(backend_name)  # every family runs on every backend
     context = template_context(spec, backend_spec, package, **about)
     wheels = [_ros_wheel(name) for name in spec.ros_dependencies if name not in NO_WHEEL]
     context["ros_wheels"] = wheels + ["ros-rmw-fastrtps-cpp"]
@@ -236,7 +234,7 @@ def package_files(family_name: str, backend_name: str, package: str, **about: st
     return files
 
 
-def _manifest(spec: FamilySpec, backend_spec: Backend, package: str, files: dict[str, str | bytes]) -> str:
+def _manifest(spec: Family, backend_spec: Backend, package: str, files: dict[str, str | bytes]) -> str:
     """What generated the package, and a hash of every file, to tell local edits from a regeneration."""
     hashes = {
         path: hashlib.sha256(content.encode() if isinstance(content, str) else content).hexdigest()

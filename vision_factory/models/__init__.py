@@ -1,1 +1,2 @@
-"""Model families: pre-processing, decoding and streaming state. No ROS imports."""
+"""Adapters (pre-processing, decoding, streaming state on any Runner), the recognition rules beside them, and
+the geometry and metadata they share. No ROS imports."""

@@ -3,22 +3,15 @@ prediction per accepted frame out, with the tag (e.g. the image header) it belon
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
 
-from ..parameters import Parameter
-from ..runtime.runner import Runner
 from ..text import untrusted
-from .recognition import load_checked
 from .tracknet_stream import (
-    BG_MODES,
-    EVAL_MODES,
-    HEIGHT,
-    WIDTH,
     InpaintRefiner,
     Prediction,
     PreparedFrame,
@@ -28,32 +21,6 @@ from .tracknet_stream import (
 )
 
 Tagged = tuple[Any, Prediction]
-NODE = "tracknet_node"  # the executable, as errors name it
-
-# The parameters of a ball-tracking node, besides image input and backend.
-PARAMETERS = (
-    Parameter("model_path", "", "TrackNet model file (.onnx)", launch_argument=True, required=True),
-    Parameter("seq_len", 8, "frames per TrackNet window; must match the model", launch_argument=True),
-    Parameter(
-        "bg_mode",
-        "",
-        f"background mode: {', '.join(repr(mode) for mode in BG_MODES)}; must match the model",
-        launch_argument=True,
-    ),
-    Parameter("eval_mode", "weight", f"temporal ensemble: {' or '.join(EVAL_MODES)}"),
-    Parameter("median_warmup", 0, "frames collected for the background median (bg modes)", launch_argument=True),
-    Parameter(
-        "median_path",
-        "",
-        "background median instead of the warm-up: an image, or .npy of HxWx3 RGB uint8 at frame size "
-        f"(concat: also 3x{HEIGHT}x{WIDTH})",
-    ),
-    Parameter("heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'"),
-    Parameter("inpaint_model_path", "", "InpaintNet model file; empty disables refinement", launch_argument=True),
-    Parameter("inpaint_seq_len", 16, "frames per InpaintNet window"),
-    Parameter("flush_timeout", 1.0, "seconds without frames that end a stream, 0 = never"),
-    Parameter("trajectory_length", 30, "positions in ball_markers"),
-)
 
 
 def load_median(path: str, bg_mode: str) -> np.ndarray | None:
@@ -196,28 +163,3 @@ class BallStream:
 
     def _finish(self, predictions: list[Prediction]) -> list[Tagged]:
         return [(self._tags.pop(prediction["Frame"]), prediction) for prediction in predictions]
-
-
-def ball_stream_from_parameters(values: Mapping[str, Any], load_runner: Callable[[str], Runner]) -> BallStream:
-    """A BallStream configured by ``PARAMETERS`` values; both models load now, so bad ones fail at start-up."""
-    # Each model's family is checked as it loads, before the adapters check its shapes.
-    tracker = TrackNetTracker(
-        load_checked(load_runner, values["model_path"], "tracknet", "model_path", NODE),
-        values["seq_len"],
-        values["bg_mode"],
-        values["eval_mode"],
-        load_median(values["median_path"], values["bg_mode"]),
-        values["median_warmup"],
-        model_name=values["model_path"],
-        heatmap_threshold=values["heatmap_threshold"],
-    )
-    make_refiner = None
-    inpaint_path = values["inpaint_model_path"]
-    if inpaint_path:
-        inpaint_runner = load_checked(
-            load_runner, inpaint_path, "inpaintnet", "inpaint_model_path", f"{NODE}'s inpainting"
-        )
-        seq_len = values["inpaint_seq_len"]
-        make_refiner = lambda scaler: InpaintRefiner(inpaint_runner, seq_len, scaler, model_name=inpaint_path)
-        make_refiner((1.0, 1.0))  # checks the model against inpaint_seq_len now
-    return BallStream(tracker, make_refiner)

@@ -36,21 +36,14 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import cv2
 import numpy as np
 
 from ..runtime.runner import Runner, TensorInfo, fixed_dim, tensor_text, tensors_text
 from .detections import Detection
-from .yolo import Letterbox, class_names, letterbox_image
+from .fasterrcnn_interface import COUNT_NAMES, DETECTION_ROLES
+from .geometry import RESIZE_MODES, FrameFit, fit_frame
+from .ultralytics import class_names
 
-# Output names (compared lower-case) of each role, as the common exporters write them.
-DETECTION_ROLES = {
-    "boxes": {"boxes", "location", "bbox", "bboxes", "detection_boxes"},
-    "scores": {"scores", "score", "confidence", "detection_scores"},
-    "labels": {"labels", "category", "classes", "class_ids", "detection_classes"},
-}
-COUNT_NAMES = {"num_detections", "number of detections", "count", "detection_count"}
-RESIZE_MODES = ("stretch", "letterbox", "none")
 BOX_UNITS = ("auto", "normalized", "pixels")
 BOX_FORMATS = ("xyxy", "yxyx")
 NORMALIZED_LIMIT = 1.5  # auto box units: normalised when the median box-centre coordinate is at most this
@@ -129,22 +122,6 @@ class ImageInput:
         return np.ascontiguousarray(image.astype(np.float32) / 255).astype(dtype, copy=False)
 
 
-def fit_frame(
-    image_bgr: np.ndarray, size: tuple[int, int] | None, mode: str
-) -> tuple[np.ndarray, Letterbox, tuple[int, int]]:
-    """The frame fitted to ``size`` (height, width) by ``mode``, the mapping back, and the fitted (height, width)."""
-    height, width = image_bgr.shape[:2]
-    if mode == "none" or size is None:
-        return image_bgr, Letterbox(1.0, 1.0, 0, 0, width, height), (height, width)
-    if mode == "letterbox":
-        padded, box = letterbox_image(image_bgr, size, dynamic=False)
-        return padded, box, size
-    resized = image_bgr
-    if (height, width) != size:
-        resized = cv2.resize(image_bgr, (size[1], size[0]), interpolation=cv2.INTER_LINEAR)
-    return resized, Letterbox(size[1] / width, size[0] / height, 0, 0, width, height), size
-
-
 @dataclass(frozen=True)
 class RawDetections:
     """The model's rows for one frame: boxes [N, 4] as output, scores [N], labels [N] as integers."""
@@ -196,11 +173,15 @@ class FasterRCNNDetector:
                 "set input_size (height, width), or resize 'none' to feed frames as they are"
             )
         self.confidence, self.max_detections = confidence, max_detections
-        self.classes = None if classes is None else np.asarray(list(classes), dtype=np.int64)
+        self.keep_classes(classes)
         self.box_units, self.box_format, self.label_offset, self.rgb = box_units, box_format, label_offset, rgb
         self._roles = self._find_outputs(runner.outputs, boxes_output, scores_output, labels_output)
         self.names = list(names) if names else metadata_labels(runner.metadata)
         self.keypoint_names: list[str] = []
+
+    def keep_classes(self, classes: Sequence[int] | None) -> None:
+        """Report only these class ids from now on; None: every class."""
+        self.classes = None if classes is None else np.asarray(list(classes), dtype=np.int64)
 
     @staticmethod
     def _find_outputs(
@@ -273,7 +254,7 @@ class FasterRCNNDetector:
         tensor, fit = self.preprocess(image_bgr)
         return self.decode(self.infer(tensor), fit)
 
-    def preprocess(self, image_bgr: np.ndarray) -> tuple[np.ndarray, tuple[Letterbox, tuple[int, int]]]:
+    def preprocess(self, image_bgr: np.ndarray) -> tuple[np.ndarray, tuple[FrameFit, tuple[int, int]]]:
         """The input tensor, and how the frame was fitted: the mapping back and the fitted (height, width)."""
         fitted, box, size = fit_frame(image_bgr, self.size, self.resize)
         if self.input.size is not None and fitted.shape[:2] != self.input.size:
@@ -302,7 +283,7 @@ class FasterRCNNDetector:
         labels = np.rint(labels).astype(np.int64) if labels.dtype.kind == "f" else labels.astype(np.int64)
         return RawDetections(boxes.astype(np.float64), scores.astype(np.float64), labels)
 
-    def decode(self, raw: RawDetections, fit: tuple[Letterbox, tuple[int, int]]) -> list[Detection]:
+    def decode(self, raw: RawDetections, fit: tuple[FrameFit, tuple[int, int]]) -> list[Detection]:
         """Rows above the threshold, of wanted classes, best first, as detections in frame pixels."""
         box, tensor_size = fit
         class_ids = raw.labels - self.label_offset

@@ -28,15 +28,15 @@ from dataclasses import replace
 import cv2
 import numpy as np
 
-from ..runtime.runner import Runner, TensorInfo, fixed_dim, tensor_text, tensors_text
+from ..runtime.runner import Runner, fixed_dim, tensor_text, tensors_text
 from .detections import Detection, Detector
 from .detections import keypoint_names as coco_or_numbered
+from .rtmpose_interface import SIMCC_NAMES, simcc_order
 
 IMAGENET_MEAN = (123.675, 116.28, 103.53)  # RGB, 0..255
 IMAGENET_STD = (58.395, 57.12, 57.375)
 PADDING = 1.25
 SCORE_MODES = ("min", "mean")
-SIMCC_NAMES = ("simcc_x", "simcc_y")
 
 Keypoints = list[tuple[float, float, float]]  # (x, y, score) per keypoint, frame pixels
 
@@ -133,14 +133,15 @@ class RTMPoseEstimator:
                     f"{role} {name!r} is not an output of the model; its outputs are {tensors_text(outputs)}"
                 )
         lower = {info.name.lower(): i for i, info in enumerate(outputs)}
-        x = index[x_name] if x_name is not None else lower.get("simcc_x")
-        y = index[y_name] if y_name is not None else lower.get("simcc_y")
+        x = index[x_name] if x_name is not None else lower.get(SIMCC_NAMES[0])
+        y = index[y_name] if y_name is not None else lower.get(SIMCC_NAMES[1])
         if x is None or y is None:
             rest = [i for i in range(len(outputs)) if i not in (x, y)]
             if (x is None) + (y is None) > len(rest):
                 raise ValueError(f"{hint}; this model has {len(outputs)} output(s): {tensors_text(outputs)}")
             if x is None and y is None:
-                x, y = RTMPoseEstimator._by_shape(outputs, rest[:2], size)
+                order = simcc_order((outputs[rest[0]].shape[-1], outputs[rest[1]].shape[-1]), size)
+                x, y = (rest[index] for index in order)
             elif x is None:
                 x = rest[0]
             else:
@@ -158,18 +159,6 @@ class RTMPoseEstimator:
                 f"simcc outputs {tensor_text(ix)} and {tensor_text(iy)} disagree on the keypoint count: {hint}"
             )
         return x, y
-
-    @staticmethod
-    def _by_shape(outputs: Sequence[TensorInfo], pair: list[int], size: tuple[int, int]) -> tuple[int, int]:
-        """(x, y) of two unnamed SimCC outputs: the order whose lengths have one split ratio; ties keep output order."""
-        first, second = pair
-        height, width = size
-
-        def mismatch(x: int, y: int) -> float:
-            lx, ly = fixed_dim(outputs[x].shape[-1]), fixed_dim(outputs[y].shape[-1])
-            return 0.0 if lx is None or ly is None else abs(lx / width - ly / height)
-
-        return (second, first) if mismatch(second, first) < mismatch(first, second) else (first, second)
 
     @property
     def keypoint_names(self) -> list[str]:
@@ -252,6 +241,11 @@ class TopDownPose:
         self.names = list(person_detector.names) if person_detector is not None else ["person"]
         self.keypoint_names = estimator.keypoint_names
         self.person_class = self._person_class(self.names, person_class)
+
+    @property
+    def runner(self):
+        """The pose model's runner."""
+        return self.estimator.runner
 
     @staticmethod
     def _person_class(names: list[str], person_class: str | int | None) -> int | None:

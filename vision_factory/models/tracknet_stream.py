@@ -34,12 +34,9 @@ import cv2
 import numpy as np
 
 from ..runtime.runner import Runner, fixed_dim
+from .tracknet_interface import BG_MODES, FEATURE_CHANNELS, HEIGHT, WIDTH, input_channels
 
-HEIGHT = 288
-WIDTH = 512
-BG_MODES = ("", "subtract", "subtract_concat", "concat")
 EVAL_MODES = ("average", "weight")
-FEATURE_CHANNELS = {"": 3, "subtract": 1, "subtract_concat": 4, "concat": 3}
 MEDIAN_MODES = ("subtract", "subtract_concat", "concat")  # the bg modes that need a background median
 
 Prediction = dict[str, int]
@@ -283,7 +280,7 @@ class TrackNetTracker:
 
     def _check_model(self, model_name: str) -> None:
         _check_metadata(self.runner.metadata, {"seq_len": self.seq_len, "bg_mode": self.bg_mode}, model_name)
-        channels = FEATURE_CHANNELS[self.bg_mode] * self.seq_len + (3 if self.bg_mode == "concat" else 0)
+        channels = input_channels(self.bg_mode, self.seq_len)
         shape = self.runner.inputs[0].shape
         if len(shape) != 4:
             raise ValueError(f"{model_name} has a {len(shape)}-D input; TrackNet takes [1, C, 288, 512]")

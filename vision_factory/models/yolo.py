@@ -1,90 +1,20 @@
 """Ultralytics-style YOLO detection and pose on any Runner: letterbox, decoding, class-aware NMS.
 
-Pre-processing follows Ultralytics' own ``predict``: r = min(S/h, S/w); resize to
-(round(w*r), round(h*r)), at least 1 pixel, with INTER_LINEAR; the leftover split as round(d/2 - 0.1) before and
-round(d/2 + 0.1) after, padded with 114; BGR->RGB, /255, NCHW float32. A fixed-size model gets
-the full S x S letterbox; a model with dynamic spatial input pads only up to a multiple of 32.
+Pre-processing follows Ultralytics' own ``predict`` (models/geometry.py's ``letterbox``): BGR->RGB,
+/255, NCHW float32. A fixed-size model gets the full S x S letterbox; a model with dynamic spatial
+input pads only up to a multiple of 32.
 """
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-import cv2
 import numpy as np
 
 from ..runtime.runner import Runner, fixed_dim
 from .detections import Detection, keypoint_names, nms
-
-STRIDE = 32
-PAD_VALUE = 114
-
-
-@dataclass(frozen=True)
-class Letterbox:
-    """How a frame was fitted into the model input; maps input coordinates back to the frame."""
-
-    scale_x: float  # resized width / frame width
-    scale_y: float
-    left: int
-    top: int
-    width: int  # of the frame
-    height: int
-
-    def to_frame(self, xy: np.ndarray) -> np.ndarray:
-        """[..., 2] input-space points -> frame pixels, clipped to the frame."""
-        x = ((xy[..., 0] - self.left) / self.scale_x).clip(0, self.width)
-        y = ((xy[..., 1] - self.top) / self.scale_y).clip(0, self.height)
-        return np.stack([x, y], axis=-1)
-
-
-def letterbox(image_bgr: np.ndarray, size: tuple[int, int], dynamic: bool) -> tuple[np.ndarray, Letterbox]:
-    """The NCHW float32 input for ``size`` (height, width), and the mapping back to the frame."""
-    padded, box = letterbox_image(image_bgr, size, dynamic)
-    tensor = np.empty((1, 3, *padded.shape[:2]), np.float32)
-    for channel in range(3):  # RGB from BGR, /255 straight into the NCHW tensor: no intermediate copies
-        np.divide(padded[..., 2 - channel], np.float32(255), out=tensor[0, channel])
-    return tensor, box
-
-
-def letterbox_image(image_bgr: np.ndarray, size: tuple[int, int], dynamic: bool) -> tuple[np.ndarray, Letterbox]:
-    """The frame resized and padded for ``size`` (height, width), still HWC BGR uint8, and the mapping back."""
-    height, width = image_bgr.shape[:2]
-    ratio = min(size[0] / height, size[1] / width)
-    # At least one pixel: a 1x20000 frame would round to 0 rows (Ultralytics' own resize fails there).
-    new_w, new_h = max(1, round(width * ratio)), max(1, round(height * ratio))
-    pad_w, pad_h = size[1] - new_w, size[0] - new_h
-    if dynamic:
-        pad_w, pad_h = pad_w % STRIDE, pad_h % STRIDE
-    if (new_w, new_h) != (width, height):
-        image_bgr = cv2.resize(image_bgr, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
-    top, bottom = round(pad_h / 2 - 0.1), round(pad_h / 2 + 0.1)
-    left, right = round(pad_w / 2 - 0.1), round(pad_w / 2 + 0.1)
-    padded = cv2.copyMakeBorder(image_bgr, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(PAD_VALUE,) * 3)
-    return padded, Letterbox(new_w / width, new_h / height, left, top, width, height)
-
-
-def metadata_literal(metadata: dict[str, str], key: str) -> object:
-    """A Python literal Ultralytics wrote into the model's metadata, parsed without running code; None if absent."""
-    text = metadata.get(key)
-    if text is None:
-        return None
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
-
-
-def class_names(metadata: dict[str, str]) -> list[str]:
-    """Ultralytics' ``names``, "{0: 'person', 1: 'bicycle'}", as a list in class order; [] when absent."""
-    names = metadata_literal(metadata, "names")
-    if isinstance(names, dict) and all(isinstance(key, int) for key in names):
-        return [str(names[key]) for key in sorted(names)]
-    if isinstance(names, list | tuple):
-        return [str(name) for name in names]
-    return []
+from .geometry import FrameFit, letterbox
+from .ultralytics import class_names, metadata_literal, recorded_imgsz
 
 
 class YoloDetector:
@@ -106,12 +36,11 @@ class YoloDetector:
         fixed = [fixed_dim(d) for d in shape[2:4]]
         self.dynamic = None in fixed
         if image_size <= 0:  # the size it was exported for, as Ultralytics recorded it
-            recorded = metadata_literal(runner.metadata, "imgsz")
-            sizes = [v for v in (recorded if isinstance(recorded, list | tuple) else [recorded]) if isinstance(v, int)]
-            image_size = max(sizes, default=640)
+            image_size = recorded_imgsz(runner.metadata)
         self.size = (image_size, image_size) if self.dynamic else (fixed[0], fixed[1])
         self.pose, self.confidence, self.iou = pose, confidence, iou
-        self.max_detections, self.classes = max_detections, classes
+        self.max_detections = max_detections
+        self.keep_classes(classes)
         kpt_shape = (metadata_literal(runner.metadata, "kpt_shape") or [17, 3]) if pose else [0, 0]
         self.keypoint_count, self.keypoint_dims = int(kpt_shape[0]), int(kpt_shape[1])
         channels = runner.outputs[0].shape[1:]
@@ -130,11 +59,15 @@ class YoloDetector:
         self.keypoint_names = keypoint_names(self.keypoint_count) if pose else []
         self._input = runner.inputs[0].name
 
+    def keep_classes(self, classes: Sequence[int] | None) -> None:
+        """Report only these class ids from now on; None: every class."""
+        self.classes = classes
+
     def detect(self, image_bgr: np.ndarray) -> list[Detection]:
         tensor, box = self.preprocess(image_bgr)
         return self.decode(self.infer(tensor), box)
 
-    def preprocess(self, image_bgr: np.ndarray) -> tuple[np.ndarray, Letterbox]:
+    def preprocess(self, image_bgr: np.ndarray) -> tuple[np.ndarray, FrameFit]:
         return letterbox(image_bgr, self.size, self.dynamic)
 
     def infer(self, tensor: np.ndarray) -> np.ndarray:
@@ -142,7 +75,7 @@ class YoloDetector:
         output = self.runner.run({self._input: tensor})[0][0]
         return output if output.shape[0] == self.channels else output.T  # [N, C] exports
 
-    def decode(self, output: np.ndarray, box: Letterbox) -> list[Detection]:
+    def decode(self, output: np.ndarray, box: FrameFit) -> list[Detection]:
         """[C, N] raw output -> detections in frame pixels."""
         scores_all = output[4 : 4 + self.class_count]
         candidates = np.flatnonzero(scores_all.max(axis=0) > self.confidence)

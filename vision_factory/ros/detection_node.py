@@ -7,7 +7,8 @@ Publishes   detections (detection families) or poses (pose families), vision_msg
             one per frame with that frame's header; labels (vision_msgs/LabelInfo, transient local,
             once); pose_markers (visualization_msgs/MarkerArray) and debug_image only when subscribed.
 
-``run(RunnerClass, args, model_type)`` starts one on that backend's runner; each package binds its own.
+``run(RunnerClass, args, family)`` starts one of ``family`` (families/<name>.py's FAMILY) on that backend's
+runner; each package binds its own, and imports only its own family's module.
 """
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray, LabelInfo
 from visualization_msgs.msg import MarkerArray
 
+from ..families.family import Family
 from ..images import ImageFormatError
-from ..models.detection_parameters import PARAMETERS, detector_from_parameters
 from ..models.detections import COCO_KEYPOINTS, COCO_SKELETON
 from ..models.drawing import draw_detections
-from ..models.factory import POSE_FAMILIES, output_topic
 from ..runtime.runner import Runner
 from .detection_messages import detections_from_message, detections_message, label_info_message, skeleton_markers
 from .inference_node import InferenceNode, spin
@@ -38,19 +38,16 @@ def _stamp(header: Header) -> tuple[int, int]:
 
 
 class DetectionNode(InferenceNode):
-    def __init__(self, runner_class: type[Runner], model_type: str, **kwargs):
-        if model_type not in PARAMETERS:
-            raise ValueError(f"model type {model_type!r} is not one of {', '.join(PARAMETERS)}")
-        super().__init__(model_type, PARAMETERS[model_type], runner_class, **kwargs)
+    def __init__(self, runner_class: type[Runner], family: Family, **kwargs):
+        super().__init__(family.name, family.parameters, runner_class, **kwargs)
         values = self.values
-        self.detector = detector_from_parameters(model_type, values, lambda path: self.load_runner(runner_class, path))
-        runner = self.detector.estimator.runner if model_type == "rtmpose" else self.detector.runner
-        self.get_logger().info(f"{model_type} {values['model_path']}: {runner.describe()}")
-        self.pose = model_type in POSE_FAMILIES
+        self.detector = family.build(values, lambda path: self.load_runner(runner_class, path))
+        self.get_logger().info(f"{family.name} {values['model_path']}: {self.detector.runner.describe()}")
+        self.pose = family.keypoints
         self.keypoint_threshold = values.get("keypoint_threshold", 0.5)
         known_skeleton = self.pose and list(self.detector.keypoint_names) == list(COCO_KEYPOINTS)
         self.skeleton = COCO_SKELETON if known_skeleton else ()
-        output = output_topic(model_type)
+        output = family.output_topic
         self.detections_pub = self.create_publisher(Detection2DArray, output, 10)
         self.debug_pub = self.create_publisher(Image, "debug_image", 1)
         self.marker_pub = self.create_publisher(MarkerArray, "pose_markers", 1) if self.pose else None
@@ -60,7 +57,7 @@ class DetectionNode(InferenceNode):
             label_info_message(labels_header, self.detector.names, values["confidence_threshold"])
         )
         self.outputs = 0
-        if model_type == "rtmpose" and values["person_source"] == "topic":
+        if values.get("person_source") == "topic":  # rtmpose's people from another node
             self._images: OrderedDict = OrderedDict()
             self._people: OrderedDict = OrderedDict()
             self.person_class = values["person_class"]  # by name here: ids mean nothing across nodes
@@ -132,6 +129,6 @@ class DetectionNode(InferenceNode):
         )
 
 
-def run(runner_class: type[Runner], args: list[str] | None = None, model_type: str = "yolo") -> int:
-    """Run the ``model_type`` node until SIGINT/SIGTERM; 2 when it cannot start (the reason is logged)."""
-    return spin(lambda: DetectionNode(runner_class, model_type), model_type, args)
+def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:
+    """Run the ``family`` node until SIGINT/SIGTERM; 2 when it cannot start (the reason is logged)."""
+    return spin(lambda: DetectionNode(runner_class, family), family.name, args)

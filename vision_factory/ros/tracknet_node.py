@@ -8,7 +8,8 @@ Two stages per frame: the subscription callback (the executor's thread) converts
 pre-processes the frame while the inference thread runs the model on the frame before it; the
 inference thread assembles the window, runs the model, decodes and publishes.
 
-``run(RunnerClass)`` starts it on that backend's runner; each package binds its own.
+``run(RunnerClass, args, family)`` starts it (families/tracknet.py's FAMILY) on that backend's runner; each
+package binds its own.
 """
 
 from __future__ import annotations
@@ -21,20 +22,21 @@ from geometry_msgs.msg import PointStamped
 from sensor_msgs.msg import Image
 from visualization_msgs.msg import MarkerArray
 
+from ..families.family import Family
 from ..images import ImageFormatError
-from ..models.ball_stream import PARAMETERS, FrameSizeChanged, ball_stream_from_parameters
+from ..models.ball_stream import FrameSizeChanged
 from ..runtime.runner import Runner
 from .inference_node import InferenceNode, spin
 from .messages import ball_message, bgr_to_message, trajectory_markers
 
 
 class TrackNetNode(InferenceNode):
-    def __init__(self, runner_class: type[Runner], **kwargs):
-        super().__init__("tracknet", PARAMETERS, runner_class, **kwargs)
+    def __init__(self, runner_class: type[Runner], family: Family, **kwargs):
+        super().__init__(family.name, family.parameters, runner_class, **kwargs)
         values = self.values
         self.idle_timeout = values["flush_timeout"]
         logger = self.get_logger()
-        self.stream = ball_stream_from_parameters(values, lambda path: self.load_runner(runner_class, path))
+        self.stream = family.build(values, lambda path: self.load_runner(runner_class, path))
         logger.info(f"TrackNet {values['model_path']}: {self.stream.tracker.runner.describe()}")
         self.ball_pub = self.create_publisher(PointStamped, "ball", 10)
         self.marker_pub = self.create_publisher(MarkerArray, "ball_markers", 1)
@@ -122,6 +124,6 @@ class TrackNetNode(InferenceNode):
         )
 
 
-def run(runner_class: type[Runner], args: list[str] | None = None) -> int:
+def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:
     """Run the node until SIGINT/SIGTERM; 2 when it cannot start (the reason is logged)."""
-    return spin(lambda: TrackNetNode(runner_class), "tracknet", args)
+    return spin(lambda: TrackNetNode(runner_class, family), family.name, args)

@@ -138,10 +138,10 @@ def precision_recall_curve(
 
 def track(model: Path, source: Path, target: str, median_warmup: int, heatmap_threshold: float) -> TrackerRun:
     """A TrackNet ``model`` on ``target`` (as runtime/backends.py reads it) over a bag or video."""
-    from ..generator.inspect_model import require_family
+    from ..models.model_file import require_file_family
     from ..runtime.backends import load_target
 
-    recognition = require_family(model, "tracknet")
+    recognition = require_file_family(model, "tracknet")
     bg_mode = recognition.details.get("bg_mode") or ""
     warmup = median_warmup if bg_mode else 0
     runner = load_target(target, model)

@@ -20,13 +20,15 @@ from typing import Any
 
 import numpy as np
 
+from ..families.registry import SINGLE_MODEL, family, make_detector
+from ..models.model_file import require_file_family
 from ..runtime.backends import load_target, parse_targets
 from ..runtime.runner import fixed_dim
 from .bags import write_image_bag
 from .commands import CommandReport
 from .synthetic import BallClip
 
-MODEL_TYPES = ("tracknet", "yolo", "yolo_pose", "fasterrcnn")
+MODEL_TYPES = SINGLE_MODEL  # the families whose per-frame pipeline runs from the one model
 
 
 @dataclass
@@ -84,8 +86,6 @@ def _detection_pipeline(runner, model_type: str, frames: int) -> dict[str, float
     import cv2
     import matplotlib.cbook
 
-    from ..models.factory import make_detector
-
     photo = cv2.imread(str(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)))
     frame = cv2.resize(photo, (1280, 720))
     detector = make_detector(model_type, runner)
@@ -106,10 +106,9 @@ def _detection_pipeline(runner, model_type: str, frames: int) -> dict[str, float
 
 def _pipeline(runner, model: Path, frames: int) -> tuple[list[float], dict[str, float]]:
     """Per-frame latency of the whole TrackNet pipeline on synthetic 1280x720 frames, and its stage split."""
-    from ..generator.inspect_model import require_family
     from ..models.tracknet_stream import TrackNetTracker
 
-    details = require_family(model, "tracknet").details
+    details = require_file_family(model, "tracknet").details
     bg_mode = details.get("bg_mode") or ""
     tracker = TrackNetTracker(runner, details["seq_len"], bg_mode, median_warmup=8 if bg_mode else 0)
     clip = BallClip(num_frames=frames + 8, width=1280, height=720)
@@ -178,9 +177,7 @@ def _node(model: Path, result: BenchResult, bag: Path, work_dir: Path) -> dict[s
     ONNX Runtime targets run this package's node; other backends run a package generated for
     them into ``work_dir``, so what is measured is what ``generate`` ships.
     """
-    from ..generator.inspect_model import require_family
     from ..generator.package import node_module_name, write_package
-    from ..generator.registry import family
     from .replay import replay
 
     target = parse_targets(result.target)[0]
@@ -196,7 +193,7 @@ def _node(model: Path, result: BenchResult, bag: Path, work_dir: Path) -> dict[s
             f"from {package}.{module} import main; sys.exit(main())",
         ]
 
-    details = require_family(model, "tracknet").details
+    details = require_file_family(model, "tracknet").details
     params = {
         "model_path": str(model),
         "seq_len": str(details["seq_len"]),

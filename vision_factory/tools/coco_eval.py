@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..families.registry import FAMILIES, SINGLE_MODEL_DETECTORS, family
 from ..text import untrusted
 from .commands import CommandReport, UsageError
 from .compare import (
@@ -25,9 +26,9 @@ from .compare import (
 from .sources import read_image
 
 # model family -> COCO iouType
-IOU_TYPES = {"yolo": "bbox", "fasterrcnn": "bbox", "yolo_pose": "keypoints", "rtmpose": "keypoints"}
+IOU_TYPES = {name: spec.iou_type for name, spec in FAMILIES.items() if spec.iou_type}
 # Families run_and_score can run from one model file (rtmpose needs a person detector too).
-SINGLE_MODEL_FAMILIES = ("yolo", "yolo_pose", "fasterrcnn")
+SINGLE_MODEL_FAMILIES = tuple(name for name in SINGLE_MODEL_DETECTORS if name in IOU_TYPES)
 
 
 def _load_json(path: Path, what: str) -> Any:
@@ -154,14 +155,13 @@ class ScoredRun:
 def run_and_score(model_type: str, model: Path, target: str, data: Path, predictions: Path) -> ScoredRun:
     """A yolo / yolo_pose / fasterrcnn model on ``target`` over the data set at validation confidence (0.001):
     its COCO results (also written to ``predictions``), their metrics, and what it ran on."""
-    from ..models.factory import make_detector
     from ..runtime.backends import load_target
 
     if model_type not in SINGLE_MODEL_FAMILIES:
         raise ValueError(f"{model_type} cannot run over a data set on its own: give its predictions instead")
     runner = load_target(target, model)
     iou_type = IOU_TYPES[model_type]
-    found = predict_coco(make_detector(model_type, runner, confidence=0.001), data, iou_type)
+    found = predict_coco(family(model_type).detector(runner, confidence=0.001), data, iou_type)
     predictions.write_text(json.dumps(found.results))
     return ScoredRun(found, evaluate_coco(annotation_file(data), predictions, iou_type), runner.describe())
 
@@ -201,8 +201,8 @@ def evaluate_detections(
         warnings = [note for note in (run.predictions.skipped_note(data),) if note]
     else:
         raise UsageError(
-            "give --predictions (a COCO results JSON), or --model for yolo / yolo_pose / fasterrcnn to run it "
-            "over --data"
+            "give --predictions (a COCO results JSON), or --model for "
+            f"{' / '.join(SINGLE_MODEL_FAMILIES)} to run it over --data"
         )
     record = {"model_type": model_type, "data": str(data), "predictions": str(predictions), "metrics": metrics}
     report = write_report(out_dir, record | skipped)

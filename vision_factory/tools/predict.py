@@ -1,7 +1,7 @@
 """vision-factory predict: a model's detections (and keypoints) on images and videos.
 
 The detector is built from the options as the node builds it from its parameters
-(``detector_from_parameters``): each option is the node parameter it names, and an option
+(the family's ``build``): each option is the node parameter it names, and an option
 left out is the node's default.
 """
 
@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ..models.detection_parameters import PARAMETERS, detector_from_parameters, input_shape
+from ..families.detection import input_shape
+from ..families.registry import family
 from ..models.detections import Detection, Detector
 from ..parameters import with_defaults
 from ..runtime.backends import load_target
@@ -36,16 +37,18 @@ FINDING = {
 POSING = {"--input-size": "input_size", "--person-class": "person_class"}
 
 
-def node_values(family: str, model: Path, options: Mapping[str, Any], parameters: Mapping[str, str]) -> dict:
-    """The parameter values a ``family`` node would have for ``model`` and those ``options`` (option: value; None:
-    not given, the node's default) that ``parameters`` maps; an option the family has no parameter for is an error."""
-    known = {parameter.name for parameter in PARAMETERS[family]}
+def node_values(name: str, model: Path, options: Mapping[str, Any], parameters: Mapping[str, str]) -> dict:
+    """The parameter values the node of family ``name`` would have for ``model`` and those ``options`` (option:
+    value; None: not given, the node's default) that ``parameters`` maps; an option the family has no parameter
+    for is an error."""
+    spec = family(name)
+    known = {parameter.name for parameter in spec.parameters}
     given = {option: options[option] for option in parameters if options.get(option) is not None}
     for option in given:
         if parameters[option] not in known:
-            raise UsageError(f"{family} models take no {parameters[option]}", option)
+            raise UsageError(f"{name} models take no {parameters[option]}", option)
     values = {parameters[option]: value for option, value in given.items()}
-    return with_defaults(PARAMETERS[family], {"model_path": str(model), **values}, family)
+    return with_defaults(spec.parameters, {"model_path": str(model), **values}, name)
 
 
 def build_detector(
@@ -67,12 +70,10 @@ def build_detector(
             raise UsageError(str(exc), "--input-size") from None
     load = lambda path: load_target(target, Path(path))  # noqa: E731
     if model_type == "rtmpose":
-        people = detector_from_parameters(
-            detector_type, node_values(detector_type, detector_model, options, FINDING), load
-        )
+        people = family(detector_type).build(node_values(detector_type, detector_model, options, FINDING), load)
         values = node_values("rtmpose", model, options, POSING)
-        return detector_from_parameters("rtmpose", values, load, person_detector=people)
-    return detector_from_parameters(model_type, node_values(model_type, model, options, FINDING | POSING), load)
+        return family("rtmpose").build(values, load, person_detector=people)
+    return family(model_type).build(node_values(model_type, model, options, FINDING | POSING), load)
 
 
 @dataclass

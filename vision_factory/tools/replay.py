@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..models.factory import FAMILIES as DETECTION_FAMILIES
-from ..models.factory import output_topic
+from ..families.family import DETECTIONS_MESSAGE
+from ..families.registry import FAMILIES
 from ..share import share_path
 from .bags import BagError, RawMessage, image_topic, read_messages, write_ball_csv, write_messages
 from .commands import UsageError
@@ -32,18 +32,17 @@ class NodeSpec:
     parameters: dict[str, str] = field(default_factory=dict)  # replay's own overrides
 
 
-DETECTIONS = "vision_msgs/msg/Detection2DArray"
+DETECTIONS = DETECTIONS_MESSAGE
+# A node that ends its stream after seconds without frames (flush_timeout) gets a short one: the bag ends.
+FLUSH_TIMEOUT = {"flush_timeout": "0.5"}
 NODES = {
-    "tracknet": NodeSpec(
-        "vision_factory.tracknet_onnx_node",
-        {"ball": "geometry_msgs/msg/PointStamped"},
-        "ball",
-        {"flush_timeout": "0.5"},
-    ),
-    **{
-        family: NodeSpec(f"vision_factory.{family}_onnx_node", {output_topic(family): DETECTIONS}, output_topic(family))
-        for family in DETECTION_FAMILIES
-    },
+    name: NodeSpec(
+        f"vision_factory.{name}_onnx_node",
+        {spec.output_topic: spec.output_message},
+        spec.output_topic,
+        FLUSH_TIMEOUT if any(parameter.name in FLUSH_TIMEOUT for parameter in spec.parameters) else {},
+    )
+    for name, spec in FAMILIES.items()
 }
 
 

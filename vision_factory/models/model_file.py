@@ -1,7 +1,9 @@
-"""Read an ONNX model's interface and recognise which model family it belongs to.
+"""An ONNX model file's interface, read without a runtime, and the family it looks like: ``vision-factory inspect``,
+and the tools' check of a model file before they run it.
 
 Uses the ``onnx`` package only, never a runtime: inspecting a model must work where it cannot run.
 The recognition rules are the nodes' own (models/recognition.py), so inspect and a node never disagree.
+No node imports this module (generated packages do not need the onnx package).
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ..models.recognition import Recognition, fits, mismatch, needs, recognise
 from ..runtime.runner import TensorInfo, shape_text
 from ..text import untrusted
+from .recognition import Recognition, fits, mismatch, needs, recognise
 
-__all__ = ["ModelSummary", "Recognition", "as_dict", "describe", "recognise", "require_family", "summarize"]
+__all__ = ["ModelSummary", "Recognition", "as_dict", "describe", "recognise", "require_file_family", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ def summarize(path: str | Path) -> ModelSummary:
     )
 
 
-def require_family(path: str | Path, family: str, user: str = "this command") -> Recognition:
+def require_file_family(path: str | Path, family: str, user: str = "this command") -> Recognition:
     """The recognition of the model at ``path``; a ValueError when it looks like another family, or like none."""
     needed = needs(family)
     summary = summarize(path)

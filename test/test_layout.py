@@ -1,0 +1,205 @@
+"""The layout the README describes, checked on the source tree: one module per family read through one registry,
+recognition beside the adapters, import rules between the layers, and what a generated package carries."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import logging
+from pathlib import Path
+
+import pytest
+from test_inspect_model import build_model
+
+from vision_factory.families.registry import FAMILIES, family
+from vision_factory.generator.package import SOURCE_ROOT, copied_modules, package_files
+from vision_factory.models import recognition
+from vision_factory.models.fasterrcnn import FasterRCNNDetector
+from vision_factory.models.model_file import recognise, summarize
+from vision_factory.models.rtmpose import RTMPoseEstimator, TopDownPose
+from vision_factory.models.yolo import YoloDetector
+from vision_factory.runtime.backends import BACKENDS
+from vision_factory.runtime.onnx_runner import OnnxRunner
+
+ROS_MODULES = {"rclpy", "rcl_interfaces", "std_msgs", "sensor_msgs", "geometry_msgs", "visualization_msgs"}
+ROS_MODULES |= {"vision_msgs", "builtin_interfaces", "rosbag2_py", "rosidl_runtime_py", "launch", "launch_ros"}
+# Besides ros/, what drives nodes over DDS or builds their messages.
+ROS_USERS = {"tools/replay.py", "tools/fuzz.py", "tools/bags.py", "tools/interfaces.py", "tools/demo.py"}
+# Modules that entry points run: every rendered *_onnx_node.py binds a runner to a node.
+ENTRY_POINTS = {path.name for path in SOURCE_ROOT.glob("*_onnx_node.py")}
+
+
+def _module(path: Path) -> str:
+    return ".".join(path.relative_to(SOURCE_ROOT.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _imports(path: Path, top_level_only: bool = False) -> set[str]:
+    """The modules ``path`` imports (vision_factory's as absolute names); only the top level's, if asked."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = _module(path) if path.name == "__init__.py" else _module(path).rpartition(".")[0]
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+                # "from . import yolo" imports the module yolo of the package
+                found |= {f"{module}.{alias.name}" for alias in node.names} if not node.module else {module}
+            else:
+                found.add(node.module)
+    return found
+
+
+SOURCES = {str(path.relative_to(SOURCE_ROOT)): path for path in sorted(SOURCE_ROOT.rglob("*.py"))}
+
+
+def _known(name: str) -> str | None:
+    """The vision_factory module (as a path under vision_factory/) ``name`` is, None for another package's."""
+    if not name.startswith("vision_factory."):
+        return None
+    parts = name.split(".")[1:]
+    for candidate in ("/".join(parts) + ".py", "/".join(parts) + "/__init__.py"):
+        if candidate in SOURCES:
+            return candidate
+    return "/".join(parts[:-1]) + ".py" if "/".join(parts[:-1]) + ".py" in SOURCES else None
+
+
+@pytest.mark.parametrize("relative", sorted(SOURCES))
+def test_layers_import_only_downwards(relative):
+    imported = _imports(SOURCES[relative])
+    ours = {module for module in map(_known, imported) if module}
+    roots = {name.split(".")[0] for name in imported}
+    layer = relative.split("/")[0]
+    if layer not in ("ros", "cli.py") and relative not in ROS_USERS and relative not in ENTRY_POINTS:
+        assert not roots & ROS_MODULES, f"{relative} imports ROS ({sorted(roots & ROS_MODULES)}): only ros/ may"
+    below_ros = ("models", "runtime", "families", "parameters.py", "images.py", "text.py", "quiet.py", "share.py")
+    if layer in below_ros:
+        upper = {module for module in ours if module.split("/")[0] in ("ros", "tools", "generator", "cli.py")}
+        assert not upper, f"{relative} imports {sorted(upper)}, a layer above it"
+    if layer == "tools":
+        generator = {module for module in ours if module.startswith("generator/")}
+        assert generator <= {"generator/package.py"}, f"{relative} takes model knowledge from {sorted(generator)}"
+    if layer in ("ros", "models", "runtime") or relative in ENTRY_POINTS:
+        assert "families/registry.py" not in ours, f"{relative} imports every family: a node needs only its own"
+
+
+def test_no_import_cycles():
+    graph = {
+        relative: {module for module in map(_known, _imports(path, top_level_only=True)) if module}
+        for relative, path in SOURCES.items()
+    }
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            raise AssertionError("import cycle: " + " -> ".join([*path[path.index(module) :], module]))
+        if module in done:
+            return
+        for imported in graph.get(module, ()):
+            visit(imported, [*path, module])
+        done.add(module)
+
+    for module in graph:
+        visit(module, [])
+
+
+def test_recognition_rules_import_no_adapter():
+    """Every node recognises every family's models at start-up: the rules must stay light, so that a package
+    carries every rule but only its own family's adapter."""
+    light = ["models/recognition.py", "models/interface.py", "models/ultralytics.py"]
+    light += [relative for relative in SOURCES if relative.endswith("_interface.py")]
+    allowed = {"runtime/runner.py", "text.py", "parameters.py", *light}
+    for relative in light:
+        ours = {module for module in map(_known, _imports(SOURCES[relative])) if module}
+        assert ours <= allowed, f"{relative} imports {sorted(ours - allowed)}"
+    assert _imports(SOURCES["families/__init__.py"]) == set()
+
+
+def test_the_registry_and_the_rules_know_the_same_families():
+    assert set(recognition.FAMILIES) == {*FAMILIES, "inpaintnet"}  # InpaintNet: TrackNet's companion, no node
+    for name, spec in FAMILIES.items():
+        assert spec.rule.family == name and spec.rule in recognition.RULES
+
+
+@pytest.mark.parametrize(
+    ("name", "adapter", "skip"),
+    [
+        ("yolo", YoloDetector.__init__, ("pose",)),
+        ("yolo_pose", YoloDetector.__init__, ("pose",)),
+        ("fasterrcnn", FasterRCNNDetector.__init__, ()),
+        ("rtmpose", RTMPoseEstimator.__init__, ()),
+    ],
+)
+def test_family_options_are_the_adapters_keyword_arguments(name, adapter, skip):
+    """Each detector family lists its adapter's options once; they must be the adapter's own."""
+    options = [option for option in inspect.signature(adapter).parameters if option not in ("self", "runner", *skip)]
+    if name == "rtmpose":
+        top_down = [option for option in inspect.signature(TopDownPose.__init__).parameters if option != "self"]
+        options = [option.replace("estimator", "") for option in top_down if option != "estimator"] + options
+    assert list(family(name).options) == options
+
+
+# What a generated package copies of this package's modules: its own family's, every family's (light) rule.
+SHARED = [
+    "families/__init__.py",
+    "families/family.py",
+    "images.py",
+    "models/__init__.py",
+    "models/fasterrcnn_interface.py",
+    "models/interface.py",
+    "models/recognition.py",
+    "models/rtmpose_interface.py",
+    "models/tracknet_interface.py",
+    "models/ultralytics.py",
+    "models/yolo_interface.py",
+    "parameters.py",
+    "quiet.py",
+    "ros/__init__.py",
+    "ros/inference_node.py",
+    "ros/messages.py",
+    "ros/parameters.py",
+    "runtime/__init__.py",
+    "runtime/providers.py",
+    "runtime/runner.py",
+    "text.py",
+]
+CARRIED = {
+    "tracknet": [
+        "families/tracknet.py",
+        "models/ball_stream.py",
+        "models/tracknet_stream.py",
+        "ros/tracknet_node.py",
+    ],
+    "yolo": [
+        "families/detection.py",
+        "families/yolo.py",
+        "models/detections.py",
+        "models/drawing.py",
+        "models/geometry.py",
+        "models/yolo.py",
+        "ros/detection_messages.py",
+        "ros/detection_node.py",
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CARRIED))
+def test_a_generated_package_carries_only_its_own_familys_code(name):
+    assert copied_modules(family(name), BACKENDS["onnx"]) == sorted(SHARED + CARRIED[name])
+    files = package_files(name, "onnx", "carried")
+    python = sorted(path.removeprefix("carried/") for path in files if path.endswith(".py"))
+    rendered = ["__init__.py", f"{name}_onnx_node.py", "runtime/onnx_runner.py", f"launch/{name}_onnx.launch.py"]
+    assert python == sorted([*SHARED, *CARRIED[name], *rendered, "setup.py", "test/test_smoke.py"])
+
+
+def test_recognition_pairs_simcc_outputs_as_the_adapter_does(tmp_path):
+    """Two unnamed SimCC outputs whose lengths are both near twice the input's sides in either order: inspect names
+    as x and y what the adapter reads as x and y (the order whose lengths share one split ratio)."""
+    model = build_model(tmp_path / "r.onnx", {"input": [1, 3, 24, 28]}, {"a": [1, 17, 44], "b": [1, 17, 47]})
+    found = recognise(summarize(model))
+    estimator = RTMPoseEstimator(OnnxRunner.load(model, {}, logging.getLogger("test")))
+    assert found.family == "rtmpose"
+    assert (found.details["simcc_x"], found.details["simcc_y"]) == estimator.output_names == ("b", "a")

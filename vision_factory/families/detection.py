@@ -1,0 +1,87 @@
+"""What the detection and pose families share: parameters, class names and ids, input sizes, and the build."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..models.detections import Detector
+from ..models.recognition import load_checked
+from ..parameters import Parameter
+from ..text import parse_size, untrusted
+from .family import NODE_ROS_DEPENDENCIES, Family, LoadRunner
+
+MODEL = Parameter("model_path", "", "model file (.onnx)", launch_argument=True, required=True)
+LABELS = Parameter("labels_path", "", "class names, one per line; empty: the model's metadata")
+CONFIDENCE = Parameter("confidence_threshold", 0.25, "detections scoring at or below this are dropped", True)
+MAX_DETECTIONS = Parameter("max_detections", 300, "detections per frame at most")
+CLASSES = Parameter("classes", "", "class ids or names to keep, comma-separated (0,2 or person,car); empty: all")
+IOU = Parameter("iou_threshold", 0.7, "NMS IoU threshold")
+IMAGE_SIZE = Parameter("image_size", 0, "input size for models with dynamic input; 0: the model's recorded imgsz")
+INPUT_SIZE = Parameter("input_size", "", "WIDTHxHEIGHT fed to a model with dynamic input; empty: its fixed size")
+KEYPOINT_THRESHOLD = Parameter("keypoint_threshold", 0.5, "keypoints scoring below this are not drawn (markers)")
+
+ROS_DEPENDENCIES = (*NODE_ROS_DEPENDENCIES, "vision_msgs")
+NODE_MODULE = "detection_node"
+
+
+def outputs(topic: str, keypoints: bool) -> tuple[str, ...]:
+    """What a detection node publishes, described."""
+    return (
+        f"{topic} (vision_msgs/Detection2DArray, one per frame, stamped with its header)",
+        "labels (vision_msgs/LabelInfo, transient local: the class map)",
+        *(("pose_markers (visualization_msgs/MarkerArray skeleton, when subscribed)",) if keypoints else ()),
+        "debug_image (sensor_msgs/Image, when subscribed)",
+    )
+
+
+def read_labels(path: str) -> list[str] | None:
+    """Class names, one per line (blank lines ignored); None for no file."""
+    if not path:
+        return None
+    try:
+        names = [line.strip() for line in Path(path).read_text().splitlines() if line.strip()]
+    except OSError as exc:
+        raise ValueError(f"labels_path {path}: {exc.strerror}; give a text file with one class name per line") from exc
+    if not names:
+        raise ValueError(f"labels_path {path} holds no class names: write one per line")
+    return names
+
+
+def parse_classes(text: str, names: Sequence[str]) -> list[int] | None:
+    """'0,2' or 'person,car' -> class ids of ``names``; None for ''."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        return None
+    ids = []
+    for item in items:
+        if item.isdigit():
+            ids.append(int(item))
+        elif item in names:
+            ids.append(list(names).index(item))
+        else:
+            known = untrusted(", ".join(names), 500)  # the names come from the model file
+            raise ValueError(
+                f"classes: {untrusted(repr(item), 100)} is neither a class id nor one of the model's classes: {known}"
+            )
+    return ids
+
+
+def input_shape(text: str) -> tuple[int, int] | None:
+    """input_size '192x256' (width x height) as the adapters take it, (height, width); None for ''."""
+    if not text:
+        return None
+    width, height = parse_size(text, "input_size", "192x256")
+    return height, width
+
+
+def build_detector(
+    family: Family, values: Mapping[str, Any], load_runner: LoadRunner, options: Mapping[str, Any]
+) -> Detector:
+    """A one-model family's node detector: its model (family checked as it loads, before the adapter checks its
+    shapes) with the adapter ``options``, keeping the classes of the ``classes`` parameter."""
+    runner = load_checked(load_runner, values["model_path"], family.name, "model_path", family.executable)
+    detector = family.detector(runner, **options)
+    detector.keep_classes(parse_classes(values["classes"], detector.names))
+    return detector

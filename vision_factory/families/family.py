@@ -1,0 +1,66 @@
+"""What a model family is, as data: the ``Family`` record every family module fills in once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..models.interface import Rule
+from ..parameters import IMAGE_INPUT_PARAMETERS, Parameter
+from ..runtime.runner import Runner
+
+# What every node imports from ROS (ball markers and pose skeletons are visualization_msgs).
+NODE_ROS_DEPENDENCIES = ("rclpy", "rcl_interfaces", "std_msgs", "sensor_msgs", "geometry_msgs", "visualization_msgs")
+IMAGE_INPUTS = ("image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage)",)
+DETECTIONS_MESSAGE = "vision_msgs/msg/Detection2DArray"
+
+LoadRunner = Callable[[str], Runner]  # loads a model file on the node's (or tool's) backend
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family: its node, its parameters, how it is built, what it publishes, how it is recognised."""
+
+    name: str
+    summary: str  # one line, for `vision-factory models` and the generated package's README
+    rule: Rule  # how its models are recognised (models/*_interface.py)
+    parameters: tuple[Parameter, ...]  # the node's own, besides image input (IMAGE_INPUT_PARAMETERS) and backend
+    build: Callable[..., Any]  # (parameter values, LoadRunner) -> what the node runs: a Detector or a BallStream
+    output_topic: str  # one message per accepted frame, stamped with its header
+    output_message: str  # that topic's ROS type, e.g. vision_msgs/msg/Detection2DArray
+    node_module: str  # the module under ros/ whose run(RunnerClass, args, family) starts the node
+    inputs: tuple[str, ...]  # the node's subscriptions, described
+    outputs: tuple[str, ...]  # its publications, described
+    ros_dependencies: tuple[str, ...]
+    # Inputs besides the image the launch file remaps: (node topic, launch argument, default, description).
+    topic_arguments: tuple[tuple[str, str, str, str], ...] = ()
+    keypoints: bool = False  # detections carry keypoints (pose families)
+    iou_type: str | None = None  # COCO iouType its detections are scored with (bbox, keypoints); None: not COCO
+    single_model: bool = True  # runs from one model file (rtmpose also needs a person detector)
+    make: Callable[..., Any] | None = None  # (runner, **options) -> its Detector; None: not a detector
+    options: tuple[str, ...] = ()  # the keyword options ``make`` takes (the adapter's own)
+
+    @property
+    def executable(self) -> str:
+        return f"{self.name}_node"
+
+    @property
+    def node_name(self) -> str:
+        return self.name
+
+    @property
+    def node_parameters(self) -> tuple[Parameter, ...]:
+        """Every parameter of the node but the backend's."""
+        return (*self.parameters, *IMAGE_INPUT_PARAMETERS)
+
+    def detector(self, runner: Runner, **options: Any) -> Any:
+        """The family's adapter on ``runner``. An option that is None or "" keeps the adapter's default, so unset
+        CLI options and empty ROS string parameters can be passed as they are; one it does not take is an error."""
+        if self.make is None:
+            raise ValueError(f"{self.name} is not a detector")
+        given = {name: value for name, value in options.items() if value is not None and value != ""}
+        unknown = sorted(set(given) - set(self.options))
+        if unknown:
+            raise ValueError(f"{self.name} takes no option {', '.join(unknown)}: it takes {', '.join(self.options)}")
+        return self.make(runner, **given)

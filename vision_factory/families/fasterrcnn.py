@@ -1,0 +1,80 @@
+"""fasterrcnn: detectors with post-processing inside (models/fasterrcnn.py), recognised by
+models/fasterrcnn_interface.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..models.detections import Detector
+from ..models.fasterrcnn import FasterRCNNDetector
+from ..models.fasterrcnn_interface import FASTERRCNN
+from ..parameters import Parameter
+from .detection import (
+    CLASSES,
+    CONFIDENCE,
+    INPUT_SIZE,
+    LABELS,
+    MAX_DETECTIONS,
+    MODEL,
+    NODE_MODULE,
+    ROS_DEPENDENCIES,
+    build_detector,
+    input_shape,
+    outputs,
+    read_labels,
+)
+from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+
+# Parameters passed to the adapter as they are, under their own names.
+AS_IS = (
+    Parameter("boxes_output", "", "output holding the boxes; empty: found by name and shape"),
+    Parameter("scores_output", "", "output holding the scores; empty: found by name and shape"),
+    Parameter("labels_output", "", "output holding the labels; empty: found by name and shape"),
+    Parameter("box_units", "auto", "auto, normalized (0..1) or pixels (of the model input)"),
+    Parameter("box_format", "xyxy", "xyxy or yxyx (TensorFlow)"),
+    Parameter("label_offset", 1, "the label of class 0: 1 when 0 is the background, else 0"),
+    Parameter("resize", "", "stretch, letterbox or none; empty: stretch for fixed inputs, none for dynamic"),
+)
+PARAMETERS = (MODEL, LABELS, CONFIDENCE, MAX_DETECTIONS, CLASSES, *AS_IS, INPUT_SIZE)
+OPTIONS = (  # FasterRCNNDetector's
+    "confidence",
+    "max_detections",
+    "classes",
+    "names",
+    "boxes_output",
+    "scores_output",
+    "labels_output",
+    "box_units",
+    "box_format",
+    "label_offset",
+    "input_size",
+    "resize",
+    "rgb",
+)
+
+
+def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Detector:
+    options = {parameter.name: values[parameter.name] for parameter in AS_IS}
+    options |= {"confidence": values["confidence_threshold"], "max_detections": values["max_detections"]}
+    options["names"] = read_labels(values["labels_path"])
+    options["input_size"] = input_shape(values["input_size"])
+    return build_detector(FAMILY, values, load_runner, options)
+
+
+FAMILY = Family(
+    name="fasterrcnn",
+    summary="object detection with boxes, scores and labels outputs (FasterRCNN-style)",
+    rule=FASTERRCNN,
+    parameters=PARAMETERS,
+    build=build,
+    output_topic="detections",
+    output_message=DETECTIONS_MESSAGE,
+    node_module=NODE_MODULE,
+    inputs=IMAGE_INPUTS,
+    outputs=outputs("detections", keypoints=False),
+    ros_dependencies=ROS_DEPENDENCIES,
+    iou_type="bbox",
+    make=FasterRCNNDetector,
+    options=OPTIONS,
+)

@@ -1,0 +1,45 @@
+"""The model families, in one list: everything that keeps a table of families reads it (CLI choices, the
+generator, eval, bench, replay, predict). Adding a family adds its module's FAMILY here.
+
+Nodes do not import this module (it imports every family): a node gets its own family's module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..runtime.runner import Runner
+from . import fasterrcnn, rtmpose, tracknet, yolo, yolo_pose
+from .family import Family
+
+FAMILIES: dict[str, Family] = {
+    spec.name: spec for spec in (tracknet.FAMILY, yolo.FAMILY, yolo_pose.FAMILY, fasterrcnn.FAMILY, rtmpose.FAMILY)
+}
+# Families whose node runs a Detector (vision_msgs detections, `predict`), and those that run from one model file.
+DETECTORS = tuple(name for name, spec in FAMILIES.items() if spec.make is not None)
+SINGLE_MODEL = tuple(name for name, spec in FAMILIES.items() if spec.single_model)
+SINGLE_MODEL_DETECTORS = tuple(name for name in DETECTORS if name in SINGLE_MODEL)
+
+
+def family(name: str) -> Family:
+    if name not in FAMILIES:
+        raise ValueError(
+            f"unknown model family '{name}': choose one of {', '.join(FAMILIES)} (`vision-factory models` lists them)"
+        )
+    return FAMILIES[name]
+
+
+def option_names(model_type: str) -> tuple[str, ...]:
+    """The options ``make_detector`` takes for ``model_type``."""
+    return _detector_family(model_type).options
+
+
+def make_detector(model_type: str, runner: Runner, **options: Any) -> Any:
+    """The ``model_type`` adapter on ``runner`` with the adapter's own options (``Family.detector``)."""
+    return _detector_family(model_type).detector(runner, **options)
+
+
+def _detector_family(model_type: str) -> Family:
+    if model_type not in DETECTORS:
+        raise ValueError(f"model type {model_type!r} is not one of {', '.join(DETECTORS)}")
+    return FAMILIES[model_type]

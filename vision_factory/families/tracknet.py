@@ -1,0 +1,82 @@
+"""tracknet: TrackNetV3 ball tracking (models/tracknet_stream.py, streamed by models/ball_stream.py), with its
+companion InpaintNet; both recognised by models/tracknet_interface.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..models.ball_stream import BallStream, load_median
+from ..models.recognition import load_checked
+from ..models.tracknet_interface import BG_MODES, HEIGHT, TRACKNET, WIDTH
+from ..models.tracknet_stream import EVAL_MODES, InpaintRefiner, TrackNetTracker
+from ..parameters import Parameter
+from .family import IMAGE_INPUTS, NODE_ROS_DEPENDENCIES, Family, LoadRunner
+
+PARAMETERS = (
+    Parameter("model_path", "", "TrackNet model file (.onnx)", launch_argument=True, required=True),
+    Parameter("seq_len", 8, "frames per TrackNet window; must match the model", launch_argument=True),
+    Parameter(
+        "bg_mode",
+        "",
+        f"background mode: {', '.join(repr(mode) for mode in BG_MODES)}; must match the model",
+        launch_argument=True,
+    ),
+    Parameter("eval_mode", "weight", f"temporal ensemble: {' or '.join(EVAL_MODES)}"),
+    Parameter("median_warmup", 0, "frames collected for the background median (bg modes)", launch_argument=True),
+    Parameter(
+        "median_path",
+        "",
+        "background median instead of the warm-up: an image, or .npy of HxWx3 RGB uint8 at frame size "
+        f"(concat: also 3x{HEIGHT}x{WIDTH})",
+    ),
+    Parameter("heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'"),
+    Parameter("inpaint_model_path", "", "InpaintNet model file; empty disables refinement", launch_argument=True),
+    Parameter("inpaint_seq_len", 16, "frames per InpaintNet window"),
+    Parameter("flush_timeout", 1.0, "seconds without frames that end a stream, 0 = never"),
+    Parameter("trajectory_length", 30, "positions in ball_markers"),
+)
+
+
+def build(values: Mapping[str, Any], load_runner: LoadRunner) -> BallStream:
+    """A BallStream configured by ``PARAMETERS`` values; both models load now, so bad ones fail at start-up."""
+    # Each model's family is checked as it loads, before the adapters check its shapes.
+    tracker = TrackNetTracker(
+        load_checked(load_runner, values["model_path"], "tracknet", "model_path", FAMILY.executable),
+        values["seq_len"],
+        values["bg_mode"],
+        values["eval_mode"],
+        load_median(values["median_path"], values["bg_mode"]),
+        values["median_warmup"],
+        model_name=values["model_path"],
+        heatmap_threshold=values["heatmap_threshold"],
+    )
+    make_refiner = None
+    inpaint_path = values["inpaint_model_path"]
+    if inpaint_path:
+        inpaint_runner = load_checked(
+            load_runner, inpaint_path, "inpaintnet", "inpaint_model_path", f"{FAMILY.executable}'s inpainting"
+        )
+        seq_len = values["inpaint_seq_len"]
+        make_refiner = lambda scaler: InpaintRefiner(inpaint_runner, seq_len, scaler, model_name=inpaint_path)
+        make_refiner((1.0, 1.0))  # checks the model against inpaint_seq_len now
+    return BallStream(tracker, make_refiner)
+
+
+FAMILY = Family(
+    name="tracknet",
+    summary="TrackNetV3 ball tracking, with optional InpaintNet repair",
+    rule=TRACKNET,
+    parameters=PARAMETERS,
+    build=build,
+    output_topic="ball",
+    output_message="geometry_msgs/msg/PointStamped",
+    node_module="tracknet_node",
+    inputs=IMAGE_INPUTS,
+    outputs=(
+        "ball (geometry_msgs/PointStamped: pixels, z = visibility)",
+        "ball_markers (visualization_msgs/MarkerArray, when subscribed)",
+        "debug_image (sensor_msgs/Image, when subscribed)",
+    ),
+    ros_dependencies=NODE_ROS_DEPENDENCIES,
+)

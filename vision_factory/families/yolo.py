@@ -1,0 +1,66 @@
+"""yolo: Ultralytics YOLO object detection (models/yolo.py), recognised by models/yolo_interface.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..models.detections import Detector
+from ..models.yolo import YoloDetector
+from ..models.yolo_interface import YOLO
+from ..runtime.runner import Runner
+from .detection import (
+    CLASSES,
+    CONFIDENCE,
+    IMAGE_SIZE,
+    IOU,
+    LABELS,
+    MAX_DETECTIONS,
+    MODEL,
+    NODE_MODULE,
+    ROS_DEPENDENCIES,
+    build_detector,
+    outputs,
+    read_labels,
+)
+from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+
+PARAMETERS = (MODEL, LABELS, CONFIDENCE, IOU, MAX_DETECTIONS, CLASSES, IMAGE_SIZE)
+OPTIONS = ("confidence", "iou", "max_detections", "classes", "image_size", "names")  # YoloDetector's, but pose
+
+
+def options(values: Mapping[str, Any]) -> dict[str, Any]:
+    """YoloDetector's options from a node's parameter values (also rtmpose's person detector)."""
+    return {
+        "confidence": values["confidence_threshold"],
+        "iou": values["iou_threshold"],
+        "max_detections": values["max_detections"],
+        "image_size": values["image_size"],
+        "names": read_labels(values["labels_path"]),
+    }
+
+
+def make(runner: Runner, **given: Any) -> YoloDetector:
+    return YoloDetector(runner, pose=False, **given)
+
+
+def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Detector:
+    return build_detector(FAMILY, values, load_runner, options(values))
+
+
+FAMILY = Family(
+    name="yolo",
+    summary="YOLO object detection (Ultralytics export)",
+    rule=YOLO,
+    parameters=PARAMETERS,
+    build=build,
+    output_topic="detections",
+    output_message=DETECTIONS_MESSAGE,
+    node_module=NODE_MODULE,
+    inputs=IMAGE_INPUTS,
+    outputs=outputs("detections", keypoints=False),
+    ros_dependencies=ROS_DEPENDENCIES,
+    iou_type="bbox",
+    make=make,
+    options=OPTIONS,
+)

@@ -1,0 +1,43 @@
+"""yolo_pose: Ultralytics YOLO-pose (models/yolo.py with pose), recognised by models/yolo_interface.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..models.detections import Detector
+from ..models.yolo import YoloDetector
+from ..models.yolo_interface import YOLO_POSE
+from ..runtime.runner import Runner
+from . import yolo
+from .detection import KEYPOINT_THRESHOLD, NODE_MODULE, ROS_DEPENDENCIES, build_detector, outputs
+from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+
+PARAMETERS = (*yolo.PARAMETERS, KEYPOINT_THRESHOLD)
+
+
+def make(runner: Runner, **given: Any) -> YoloDetector:
+    return YoloDetector(runner, pose=True, **given)
+
+
+def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Detector:
+    return build_detector(FAMILY, values, load_runner, yolo.options(values))
+
+
+FAMILY = Family(
+    name="yolo_pose",
+    summary="YOLO-pose human pose estimation (Ultralytics export)",
+    rule=YOLO_POSE,
+    parameters=PARAMETERS,
+    build=build,
+    output_topic="poses",
+    output_message=DETECTIONS_MESSAGE,
+    node_module=NODE_MODULE,
+    inputs=IMAGE_INPUTS,
+    outputs=outputs("poses", keypoints=True),
+    ros_dependencies=ROS_DEPENDENCIES,
+    keypoints=True,
+    iou_type="keypoints",
+    make=make,
+    options=yolo.OPTIONS,
+)

@@ -1,0 +1,108 @@
+"""What an Ultralytics YOLO export's interface is, detection and pose, and the rules that recognise it:
+one image input [B, 3, H, W] and one output [1, 4 + classes (+ keypoints x dims), N] (or transposed),
+told apart by the Ultralytics metadata (task, kpt_shape) where there is some."""
+
+from __future__ import annotations
+
+from ..runtime.runner import shape_text
+from .interface import Interface, Recognition, Rule, batch_ok, count_text, end2end, image_details, image_input
+from .ultralytics import class_names, keypoint_shape
+
+
+def _yolo_output(model: Interface) -> tuple[int, bool] | None:
+    """(channels, transposed) of a single output [1, C, N] or, transposed, [1, N, C], with N > C > 4."""
+    if len(model.outputs) != 1:
+        return None
+    shape = model.outputs[0].shape
+    if len(shape) != 3 or not batch_ok(shape[0]):
+        return None
+    first, second = shape[1], shape[2]
+    if isinstance(first, int) and first > 4 and (not isinstance(second, int) or second > first):
+        return first, False
+    if isinstance(second, int) and second > 4 and (not isinstance(first, int) or first > second):
+        return second, True
+    return None
+
+
+def _yolo_pose(model: Interface) -> Recognition | None:
+    metadata = model.metadata
+    if end2end(metadata):
+        return None
+    image, output = image_input(model), _yolo_output(model)
+    names = class_names(metadata)
+    kpt_shape = keypoint_shape(metadata)
+    by_metadata = metadata.get("task") == "pose" or kpt_shape is not None
+    by_shape = (
+        "task" not in metadata and len(names) <= 1 and image is not None and output is not None and output[0] == 56
+    )
+    if not (by_metadata or by_shape):
+        return None
+    classes = len(names) or 1
+    out = model.outputs[0] if len(model.outputs) == 1 else None
+    if kpt_shape is not None:
+        keypoints, keypoint_dims = kpt_shape
+    elif output is not None and (output[0] - 4 - classes) > 0 and (output[0] - 4 - classes) % 3 == 0:
+        keypoints, keypoint_dims = (output[0] - 4 - classes) // 3, 3
+    else:
+        keypoints, keypoint_dims = None, None
+    if by_metadata:
+        evidence = []
+        if "task" in metadata:
+            evidence.append(f"task {metadata['task']!r}")
+        if kpt_shape is not None:
+            evidence.append(f"kpt_shape {metadata['kpt_shape']}")
+        reason = f"Ultralytics metadata {' and '.join(evidence)}"
+        if out is not None:
+            reason += f" and output {out.name} {shape_text(out.shape)}"
+    else:
+        reason = (
+            f"its single output {out.name} {shape_text(out.shape)} has 56 = 4 box + 1 score + 17 x 3 keypoint channels "
+            "(no Ultralytics metadata; a 52-class detector would look the same)"
+        )
+    counts = f"{count_text(keypoints, 'keypoint', 'keypoints')} and {count_text(classes, 'class', 'classes')}"
+    reason += f": a YOLO pose model with {counts}"
+    if output is not None and keypoints is not None and output[0] != 4 + classes + keypoints * keypoint_dims:
+        expected = f"4 + {classes} + {keypoints} x {keypoint_dims}"
+        reason += f", but the output has {output[0]} channels, not {expected}"
+    details: dict[str, object] = {
+        "keypoints": keypoints,
+        "keypoint_dims": keypoint_dims,
+        "classes": classes,
+        "names": names,
+        **image_details(image),
+        "transposed": output[1] if output is not None else None,
+    }
+    return Recognition("yolo_pose", reason, details, () if by_metadata else ("yolo",))
+
+
+def _yolo(model: Interface) -> Recognition | None:
+    metadata = model.metadata
+    if metadata.get("task") not in (None, "detect") or end2end(metadata):
+        return None
+    image, output = image_input(model), _yolo_output(model)
+    if image is None or output is None:
+        return None
+    channels, transposed = output
+    classes = channels - 4
+    names = class_names(metadata)
+    out = model.outputs[0]
+    layout = "[1, N, 4 + classes]" if transposed else "[1, 4 + classes, N]"
+    reason = (
+        f"one image input {image.name} {shape_text(image.shape)} and one output {out.name} {shape_text(out.shape)}, "
+        f"read as {layout} with {channels} = 4 box + {classes} class channels: a YOLO detector "
+        f"with {count_text(classes, 'class', 'classes')}"
+    )
+    if metadata.get("task") == "detect":
+        reason += ", confirmed by Ultralytics metadata task 'detect'"
+    if names and len(names) != classes:
+        reason += f", but its metadata names {count_text(len(names), 'class', 'classes')}"
+    details: dict[str, object] = {"classes": classes, "names": names, **image_details(image), "transposed": transposed}
+    return Recognition("yolo", reason, details)
+
+
+YOLO = Rule("yolo", "a YOLO detector ([1, 3, H, W] in, [1, 4 + classes, N] out)", _yolo)
+YOLO_POSE = Rule(
+    "yolo_pose",
+    "a YOLO pose model ([1, 3, H, W] in, [1, 4 + classes + keypoints x 3, N] out, e.g. [1, 56, 8400])",
+    _yolo_pose,
+)

@@ -507,7 +507,6 @@ class InpaintRefiner:
     def reset(self) -> None:
         self.stats = StreamStats()
         self._buffer: deque[tuple[Prediction, np.ndarray, float]] = deque(maxlen=self.seq_len)
-        self._emitted_oldest = False
 
     def _normalise(self, prediction: Prediction) -> tuple[np.ndarray, float]:
         if prediction["Visibility"] == 1 and prediction["X"] > 0 and prediction["Y"] > 0:

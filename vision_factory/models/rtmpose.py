@@ -28,7 +28,7 @@ from dataclasses import replace
 import cv2
 import numpy as np
 
-from ..runtime.runner import Runner, fixed_dim, tensor_text, tensors_text
+from ..runtime.runner import Runner, fixed_dim, run_in_chunks, tensor_text, tensors_text
 from .detections import Detection, Detector
 from .detections import keypoint_names as coco_or_numbered
 from .rtmpose_interface import SIMCC_NAMES, simcc_order
@@ -192,23 +192,15 @@ class RTMPoseEstimator:
 
     def infer(self, tensor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """simcc_x [N, K, Lx] and simcc_y [N, K, Ly]: in one run, or in chunks of a fixed batch size."""
-        chunk = self.batch or len(tensor)
-        xs, ys = [], []
-        for start in range(0, len(tensor), chunk):
-            part = tensor[start : start + chunk]
-            if len(part) < chunk:  # a fixed batch: pad the last chunk
-                part = np.concatenate([part, np.zeros((chunk - len(part), *part.shape[1:]), part.dtype)])
-            outputs = self.runner.run({self._input: part})
-            x, y = np.asarray(outputs[self._x]), np.asarray(outputs[self._y])
-            if x.ndim != 3 or y.ndim != 3 or x.shape[:2] != y.shape[:2]:
-                names = self.output_names
-                raise ValueError(
-                    f"the model returned {names[0]} {list(x.shape)} and {names[1]} {list(y.shape)}: "
-                    "expected [B, K, W*split] and [B, K, H*split]"
-                )
-            xs.append(x[: len(tensor) - start])
-            ys.append(y[: len(tensor) - start])
-        return np.concatenate(xs), np.concatenate(ys)
+        outputs = run_in_chunks(self.runner, self._input, tensor, self.batch, pad=True)
+        x, y = outputs[self._x], outputs[self._y]
+        if x.ndim != 3 or y.ndim != 3 or x.shape[:2] != y.shape[:2]:
+            names = self.output_names
+            raise ValueError(
+                f"the model returned {names[0]} {list(x.shape)} and {names[1]} {list(y.shape)}: "
+                "expected [B, K, W*split] and [B, K, H*split]"
+            )
+        return x, y
 
     def decode(self, simcc_x: np.ndarray, simcc_y: np.ndarray, center_scale: np.ndarray) -> np.ndarray:
         """[N, K, 3] keypoints (x, y, score) in frame pixels."""

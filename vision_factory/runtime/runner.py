@@ -79,3 +79,21 @@ def default_cache_dir(kind: str) -> Path:
     """Caches live under $ROS_HOME/<package>/<kind> (ROS_HOME defaults to ~/.ros), never /tmp."""
     ros_home = os.environ.get("ROS_HOME") or os.path.join(os.path.expanduser("~"), ".ros")
     return Path(ros_home) / __package__.split(".")[0] / kind
+
+
+def run_in_chunks(
+    runner: Runner, input_name: str, tensor: np.ndarray, chunk: int | None, pad: bool
+) -> list[np.ndarray]:
+    """Every output of ``runner`` for the N > 0 rows of ``tensor`` [N, ...], fed as ``input_name``: in one run
+    (``chunk`` None), else in runs of at most ``chunk`` rows. ``pad`` (a model exported with a fixed batch of
+    ``chunk``): a shorter last run is padded with zero rows and every output sliced back, so each output has
+    N rows in ``tensor``'s order."""
+    size = chunk or len(tensor)
+    parts: list[list[np.ndarray]] = []
+    for start in range(0, len(tensor), size):
+        part = tensor[start : start + size]
+        if pad and len(part) < size:
+            part = np.concatenate([part, np.zeros((size - len(part), *part.shape[1:]), part.dtype)])
+        outputs = [np.asarray(output) for output in runner.run({input_name: part})]
+        parts.append([output[: len(tensor) - start] if output.ndim else output for output in outputs])
+    return parts[0] if len(parts) == 1 else [np.concatenate(outputs) for outputs in zip(*parts)]

@@ -22,14 +22,14 @@ from click.testing import CliRunner
 from conftest import ROOT
 
 from vision_factory.cli import main
-from vision_factory.families.registry import FAMILIES
+from vision_factory.families.registry import NODE_FAMILIES
 from vision_factory.generator.package import SOURCE_ROOT, copied_modules, own_files, write_package
 from vision_factory.runtime.backends import BACKENDS
 from vision_factory.tools.bags import read_ball_csv, write_image_bag
 from vision_factory.tools.replay import replay
 from vision_factory.tools.synthetic import BallClip
 
-COMBINATIONS = [(family, backend) for family in FAMILIES for backend in BACKENDS]
+COMBINATIONS = [(family, backend) for family in NODE_FAMILIES for backend in BACKENDS]
 RUNTIME_MODULES = {"onnx": "onnxruntime", "openvino": "openvino", "tensorrt": "tensorrt"}
 # The OpenVINO node (f32) may differ from ONNX Runtime's by float rounding in the heatmaps: the same
 # visibility on every frame and positions within this many pixels.
@@ -115,8 +115,8 @@ def test_this_packages_rosdep_keys_resolve():
 @pytest.mark.parametrize("family,backend", COMBINATIONS)
 def test_copied_modules_are_this_packages_own_bytes(tmp_path, family, backend):
     target = write_package(family, backend, "copy_check", tmp_path)
-    modules = copied_modules(FAMILIES[family], BACKENDS[backend])
-    assert f"ros/{FAMILIES[family].node_module}.py" in modules
+    modules = copied_modules(NODE_FAMILIES[family], BACKENDS[backend])
+    assert f"ros/{NODE_FAMILIES[family].node_module}.py" in modules
     for relative in modules:
         assert (target / "copy_check" / relative).read_bytes() == (SOURCE_ROOT / relative).read_bytes(), relative
 
@@ -320,10 +320,18 @@ def test_inspect_command(tmp_path, synthetic_models):
     assert failed.exit_code == 1 and "is not a readable ONNX model" in failed.output
 
 
-def test_models_and_backends_commands():
+def test_models_and_backends_commands(tmp_path):
     runner = CliRunner()
     models = runner.invoke(main, ["models"])
     assert models.exit_code == 0 and "tracknet:" in models.output and "onnx, openvino, tensorrt" in models.output
+    # reid has no node: listed as such, and refused by generate with the families that have one.
+    assert "reid: re-identification embeddings" in models.output
+    assert "node:     none (serves the tracker)" in models.output
+    refused = runner.invoke(
+        main, ["generate", "--model", "reid", "--backend", "onnx", "--package-name", "x1", "--out", str(tmp_path)]
+    )
+    assert refused.exit_code != 0 and "reid has no node of its own" in refused.output, refused.output
+    assert not any(tmp_path.iterdir())
     backends = runner.invoke(main, ["backends"])
     assert backends.exit_code == 0
     assert "runs on: CPUExecutionProvider" in backends.output and "runs on: CPU" in backends.output

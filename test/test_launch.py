@@ -34,7 +34,7 @@ from launch.utilities import normalize_to_list_of_substitutions, perform_substit
 from launch_ros.utilities import evaluate_parameters, normalize_parameters, normalize_remap_rules
 
 import vision_factory
-from vision_factory.families.registry import FAMILIES
+from vision_factory.families.registry import NODE_FAMILIES
 from vision_factory.tools.synthetic import BallClip, build_tracknet_model
 
 PACKAGE = "vision_factory"
@@ -106,7 +106,7 @@ def prefix(tmp_path_factory) -> Path:
     for folder in ("launch", "config"):
         shutil.copytree(REPO / folder, share / folder, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "lib" / PACKAGE).mkdir(parents=True)
-    for family in FAMILIES:
+    for family in NODE_FAMILIES:
         executable = root / "lib" / PACKAGE / f"{family}_node"
         executable.write_text(
             f"#!{sys.executable}\n"

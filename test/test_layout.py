@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_inspect_model import build_model
 
-from vision_factory.families.registry import FAMILIES, family
+from vision_factory.families.registry import FAMILIES, NODE_FAMILIES, family
 from vision_factory.generator.package import SOURCE_ROOT, copied_modules, package_files
 from vision_factory.models import recognition
 from vision_factory.models.fasterrcnn import FasterRCNNDetector
@@ -124,6 +124,17 @@ def test_the_registry_and_the_rules_know_the_same_families():
         assert spec.rule.family == name and spec.rule in recognition.RULES
 
 
+def test_a_family_without_a_node_is_listed_but_has_no_node_files():
+    """reid has no node (node_module None): no rendered entry point, launch file or config; every other family has."""
+    assert [name for name, spec in FAMILIES.items() if not spec.has_node] == ["reid"]
+    assert list(NODE_FAMILIES) == [name for name in FAMILIES if name != "reid"]
+    root = SOURCE_ROOT.parent
+    for name in FAMILIES:
+        files = (SOURCE_ROOT / f"{name}_onnx_node.py", root / "launch" / f"{name}_onnx.launch.py")
+        assert all(path.is_file() for path in files) == (name in NODE_FAMILIES), name
+        assert (root / "config" / f"{name}_onnx.yaml").is_file() == (name in NODE_FAMILIES), name
+
+
 @pytest.mark.parametrize(
     ("name", "adapter", "skip"),
     [
@@ -151,6 +162,7 @@ SHARED = [
     "models/fasterrcnn_interface.py",
     "models/interface.py",
     "models/recognition.py",
+    "models/reid_interface.py",
     "models/rtmpose_interface.py",
     "models/tracknet_interface.py",
     "models/ultralytics.py",

@@ -29,7 +29,7 @@ from vision_factory.tools.synthetic import build_inpaint_model, build_tracknet_m
 
 LOG = logging.getLogger("test")
 NODE_FAMILIES = ("tracknet", "yolo", "yolo_pose", "fasterrcnn", "rtmpose")
-MODEL_FAMILIES = (*NODE_FAMILIES, "inpaintnet")
+MODEL_FAMILIES = (*NODE_FAMILIES, "inpaintnet", "reid")
 # What each node says it needs, written out here (not read from the code under test).
 NEEDS = {
     "tracknet": "tracknet_node needs a TrackNet model ([1, C, 288, 512] in, [1, L, 288, 512] out)",
@@ -46,7 +46,12 @@ SEEN = {
     "yolo_pose": "looks like a yolo_pose model (output output0 [1, 56, 84])",
     "fasterrcnn": "looks like a fasterrcnn model (outputs boxes [10, 4], scores [10], labels [10])",
     "rtmpose": "looks like an rtmpose model (outputs simcc_x [1, 17, 384], simcc_y [1, 17, 512])",
+    "reid": "looks like a reid model (output features [16, 512])",
 }
+REID_NEEDS = (
+    "the tracker's re-identification needs a re-identification embedding model ([B, 3, H, W] crops in, one [B, D] "
+    "feature per crop out)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +80,7 @@ def family_models(tmp_path_factory) -> dict[str, Path]:
         "rtmpose": build_model(
             folder / "rtmpose.onnx", {"input": [1, 3, 256, 192]}, {"simcc_x": [1, 17, 384], "simcc_y": [1, 17, 512]}
         ),
+        "reid": build_model(folder / "reid.onnx", {"images": [16, 3, 256, 128]}, {"features": [16, 512]}),
     }
 
 
@@ -105,6 +111,15 @@ def test_every_node_family_names_a_model_of_every_other_family(family_models, fa
     message = str(raised.value)
     assert message.startswith(f"model_path {model} {SEEN[wrong]}; {NEEDS[family]}"), message
     assert "What decided it: " in message
+
+
+@pytest.mark.parametrize("wrong", [family for family in MODEL_FAMILIES if family != "reid"])
+def test_the_reid_model_names_a_model_of_every_other_family(family_models, wrong):
+    """reid has no node, but its model parameter is checked by the same rules."""
+    model = family_models[wrong]
+    with pytest.raises(WrongFamily) as raised:
+        build("reid", {"reid_model_path": str(model)})
+    assert str(raised.value).startswith(f"reid_model_path {model} {SEEN[wrong]}; {REID_NEEDS}"), str(raised.value)
 
 
 @pytest.mark.parametrize("family", NODE_FAMILIES)
@@ -177,6 +192,7 @@ NODE_CASES = [
     ("yolo", "model_path", "fasterrcnn", {}),
     ("yolo_pose", "model_path", "rtmpose", {}),
     ("fasterrcnn", "model_path", "tracknet", {}),
+    ("yolo", "model_path", "reid", {}),
     ("rtmpose", "model_path", "yolo", {"person_detector_path": "yolo"}),
     ("rtmpose", "person_detector_path", "yolo_pose", {"model_path": "rtmpose"}),
 ]

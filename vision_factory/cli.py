@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .families.registry import DETECTORS, FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
+from .families.registry import DETECTORS, FAMILIES, NODE_FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
 from .runtime.backends import BACKENDS, BENCH_TARGETS
 from .tools.commands import CommandReport, UsageError, node_default
 
@@ -68,7 +68,7 @@ def demo(out_dir: Path, frames: int, size: str, inpaint: bool) -> None:
 )
 @click.option(
     "--node",
-    type=click.Choice(list(FAMILIES)),
+    type=click.Choice(list(NODE_FAMILIES)),
     default="tracknet",
     show_default=True,
     help="node to start for the replay",
@@ -171,7 +171,7 @@ def install_vision_msgs(force: bool, jobs: int | None, verbose: bool) -> None:
 
 @main.command()
 def models() -> None:
-    """The model families `generate` knows, with their outputs and backends.
+    """The model families, with their nodes (what `generate` takes), outputs and backends.
 
     \b
     Example:
@@ -179,7 +179,8 @@ def models() -> None:
     """
     for spec in FAMILIES.values():
         click.echo(f"{spec.name}: {spec.summary}")
-        click.echo(f"  node:     {spec.executable} (node name {spec.node_name})")
+        node = f"{spec.executable} (node name {spec.node_name})" if spec.has_node else "none (serves the tracker)"
+        click.echo(f"  node:     {node}")
         for topic in spec.inputs:
             click.echo(f"  in:       {topic}")
         for topic in spec.outputs:
@@ -351,7 +352,7 @@ def bench(model: Path, targets: str, runs: int, warmup: int, model_type: str | N
 @main.command(name="eval")
 @click.option(
     "--model-type",
-    type=click.Choice(list(FAMILIES)),
+    type=click.Choice(list(NODE_FAMILIES)),
     required=True,
     help="model family",
 )

@@ -27,12 +27,13 @@ class Family:
     rule: Rule  # how its models are recognised (models/*_interface.py)
     parameters: tuple[Parameter, ...]  # the node's own, besides image input (IMAGE_INPUT_PARAMETERS) and backend
     build: Callable[..., Any]  # (parameter values, LoadRunner) -> what the node runs: a Detector or a BallStream
-    output_topic: str  # one message per accepted frame, stamped with its header
-    output_message: str  # that topic's ROS type, e.g. vision_msgs/msg/Detection2DArray
-    node_module: str  # the module under ros/ whose run(RunnerClass, args, family) starts the node
-    inputs: tuple[str, ...]  # the node's subscriptions, described
-    outputs: tuple[str, ...]  # its publications, described
-    ros_dependencies: tuple[str, ...]
+    # The node: a family without one (node_module None: reid, whose embedder the tracker uses) leaves these empty.
+    node_module: str | None  # the module under ros/ whose run(RunnerClass, args, family) starts the node
+    output_topic: str = ""  # one message per accepted frame, stamped with its header
+    output_message: str = ""  # that topic's ROS type, e.g. vision_msgs/msg/Detection2DArray
+    inputs: tuple[str, ...] = ()  # the node's subscriptions, described
+    outputs: tuple[str, ...] = ()  # its publications, described
+    ros_dependencies: tuple[str, ...] = ()
     # Inputs besides the image the launch file remaps: (node topic, launch argument, default, description).
     topic_arguments: tuple[tuple[str, str, str, str], ...] = ()
     keypoints: bool = False  # detections carry keypoints (pose families)
@@ -40,6 +41,18 @@ class Family:
     single_model: bool = True  # runs from one model file (rtmpose also needs a person detector)
     make: Callable[..., Any] | None = None  # (runner, **options) -> its Detector; None: not a detector
     options: tuple[str, ...] = ()  # the keyword options ``make`` takes (the adapter's own)
+
+    def __post_init__(self) -> None:
+        node = (self.output_topic, self.output_message, self.inputs, self.outputs, self.ros_dependencies)
+        if self.node_module is None and any(node + (self.topic_arguments,)):
+            raise ValueError(f"family {self.name} has no node_module but describes a node's topics")
+        if self.node_module is not None and not all(node):
+            raise ValueError(f"family {self.name}'s node needs its output topic and message, inputs, outputs, ROS deps")
+
+    @property
+    def has_node(self) -> bool:
+        """Whether the family has a node of its own (and a generated package, launch file and config)."""
+        return self.node_module is not None
 
     @property
     def executable(self) -> str:

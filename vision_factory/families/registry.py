@@ -9,15 +9,19 @@ from __future__ import annotations
 from typing import Any
 
 from ..runtime.runner import Runner
-from . import fasterrcnn, rtmpose, tracknet, yolo, yolo_pose
+from . import fasterrcnn, reid, rtmpose, tracknet, yolo, yolo_pose
 from .family import Family
 
 FAMILIES: dict[str, Family] = {
-    spec.name: spec for spec in (tracknet.FAMILY, yolo.FAMILY, yolo_pose.FAMILY, fasterrcnn.FAMILY, rtmpose.FAMILY)
+    spec.name: spec
+    for spec in (tracknet.FAMILY, yolo.FAMILY, yolo_pose.FAMILY, fasterrcnn.FAMILY, rtmpose.FAMILY, reid.FAMILY)
 }
+# Families with a node of their own: what generate, replay, launch files and the per-frame tools (bench, eval,
+# compare) take. reid has none: its embedder serves the tracker.
+NODE_FAMILIES: dict[str, Family] = {name: spec for name, spec in FAMILIES.items() if spec.has_node}
 # Families whose node runs a Detector (vision_msgs detections, `predict`), and those that run from one model file.
-DETECTORS = tuple(name for name, spec in FAMILIES.items() if spec.make is not None)
-SINGLE_MODEL = tuple(name for name, spec in FAMILIES.items() if spec.single_model)
+DETECTORS = tuple(name for name, spec in NODE_FAMILIES.items() if spec.make is not None)
+SINGLE_MODEL = tuple(name for name, spec in NODE_FAMILIES.items() if spec.single_model)
 SINGLE_MODEL_DETECTORS = tuple(name for name in DETECTORS if name in SINGLE_MODEL)
 
 

@@ -32,7 +32,7 @@ import yaml
 
 from .. import __version__
 from ..families.family import Family
-from ..families.registry import FAMILIES, family
+from ..families.registry import NODE_FAMILIES, family
 from ..parameters import CAMERA_TOPIC, Parameter
 from ..runtime.backends import BACKENDS, Backend, backend
 from ..share import share_path
@@ -137,7 +137,7 @@ def own_files() -> Iterator[tuple[str, str, str]]:
     for spec in BACKENDS.values():
         template = f"runners/{spec.template}"
         yield f"vision_factory/runtime/{spec.runner_module}.py", template, render(template)
-    for name in FAMILIES:
+    for name in NODE_FAMILIES:
         context = template_context(family(name), backend("onnx"), "vision_factory")
         for path, template in (
             (f"vision_factory/{context['node_module']}.py", "package/node.py.j2"),
@@ -207,6 +207,10 @@ def package_files(family_name: str, backend_name: str, package: str, **about: st
     """Every file of the generated package, by path relative to the package directory."""
     check_package_name(package)
     spec, backend_spec = family(family_name), backend(backend_name)  # every family runs on every backend
+    if not spec.has_node:
+        raise GeneratorError(
+            f"{spec.name} has no node of its own ({spec.summary}): generate one of {', '.join(NODE_FAMILIES)}"
+        )
     context = template_context(spec, backend_spec, package, **about)
     wheels = [_ros_wheel(name) for name in spec.ros_dependencies if name not in NO_WHEEL]
     context["ros_wheels"] = wheels + ["ros-rmw-fastrtps-cpp"]

@@ -44,7 +44,7 @@ class Interface:
 
 @dataclass(frozen=True)
 class Recognition:
-    family: str  # tracknet, inpaintnet, yolo, yolo_pose, fasterrcnn, rtmpose or unknown
+    family: str  # tracknet, inpaintnet, yolo, yolo_pose, fasterrcnn, rtmpose, reid or unknown
     reason: str  # one sentence citing the shapes, names and metadata that decided it
     details: dict[str, object]
     also: tuple[str, ...] = field(default=())  # other families the same interface fits as well

@@ -3,8 +3,8 @@
 ``vision-factory inspect`` prints what these rules find in an ONNX file (models/model_file.py), and every
 node checks its models with them at start-up, on whatever backend loaded them. Each family's rule lives
 beside its adapter, in the light module of facts the two share (tracknet_interface.py, yolo_interface.py,
-fasterrcnn_interface.py, rtmpose_interface.py): a generated package carries every rule, to name the family
-a wrong model looks like, but only its own family's adapter.
+fasterrcnn_interface.py, rtmpose_interface.py, reid_interface.py): a generated package carries every rule, to name
+the family a wrong model looks like, but only its own family's adapter.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ..runtime.runner import Runner, TensorInfo, tensor_text, tensors_text
 from ..text import untrusted
 from .fasterrcnn_interface import FASTERRCNN
 from .interface import Interface, ModelInterface, Recognition, Rule, end2end
+from .reid_interface import REID
 from .rtmpose_interface import RTMPOSE
 from .tracknet_interface import INPAINTNET, TRACKNET
 from .yolo_interface import YOLO, YOLO_POSE
@@ -22,7 +23,7 @@ from .yolo_interface import YOLO, YOLO_POSE
 __all__ = ["FAMILIES", "RULES", "Recognition", "WrongFamily", "load_checked", "recognise", "require_family"]
 
 # Tried in this order; the first that matches wins (a pose model also fits the detector's rule).
-RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE)
+RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE, REID)
 FAMILIES = tuple(rule.family for rule in RULES)
 _NEEDS = {rule.family: rule.needs for rule in RULES}
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..families.family import DETECTIONS_MESSAGE
-from ..families.registry import FAMILIES
+from ..families.registry import NODE_FAMILIES
 from ..share import share_path
 from .bags import BagError, RawMessage, image_topic, read_messages, write_ball_csv, write_messages
 from .commands import UsageError
@@ -42,7 +42,7 @@ NODES = {
         spec.output_topic,
         FLUSH_TIMEOUT if any(parameter.name in FLUSH_TIMEOUT for parameter in spec.parameters) else {},
     )
-    for name, spec in FAMILIES.items()
+    for name, spec in NODE_FAMILIES.items()
 }
 
 

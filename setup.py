@@ -54,6 +54,7 @@ setup(
         "jinja2",
         "matplotlib",
         "pycocotools",
+        "scipy",  # the tracker's optimal assignment (linear_sum_assignment)
         "pyyaml",
         "rosbags",
     ],

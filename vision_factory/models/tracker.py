@@ -144,26 +144,29 @@ class KalmanXYWH:
     """The constant-velocity filter of every track at once: stacked means [T, 8] and covariances [T, 8, 8]."""
 
     transition = np.eye(8) + np.eye(8, k=4)
+    eye8, eye4 = np.eye(8), np.eye(4)
 
-    @staticmethod
-    def initiate(boxes_xywh: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        size = np.tile(boxes_xywh[:, 2:4].clip(1), 2)  # w, h, w, h
+    @classmethod
+    def initiate(cls, boxes_xywh: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        size = boxes_xywh[:, [2, 3, 2, 3]].clip(1)  # w, h, w, h
         std = np.concatenate([2 * POSITION_WEIGHT * size, 10 * VELOCITY_WEIGHT * size], axis=1)
         means = np.concatenate([boxes_xywh, np.zeros_like(boxes_xywh)], axis=1)
-        return means, np.einsum("ti,ij->tij", std**2, np.eye(8))
+        return means, (std**2)[:, :, None] * cls.eye8
 
     @classmethod
     def predict(cls, means: np.ndarray, covariances: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        size = np.tile(means[:, 2:4].clip(1), 2)
+        size = means[:, [2, 3, 2, 3]].clip(1)
         std = np.concatenate([POSITION_WEIGHT * size, VELOCITY_WEIGHT * size], axis=1)
         means = means @ cls.transition.T
-        covariances = cls.transition @ covariances @ cls.transition.T + np.einsum("ti,ij->tij", std**2, np.eye(8))
+        covariances = cls.transition @ covariances @ cls.transition.T + (std**2)[:, :, None] * cls.eye8
         return means, covariances
 
-    @staticmethod
-    def update(means: np.ndarray, covariances: np.ndarray, boxes_xywh: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        noise = (POSITION_WEIGHT * np.tile(means[:, 2:4].clip(1), 2)) ** 2
-        innovation_cov = covariances[:, :4, :4] + np.einsum("ti,ij->tij", noise, np.eye(4))
+    @classmethod
+    def update(
+        cls, means: np.ndarray, covariances: np.ndarray, boxes_xywh: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        noise = (POSITION_WEIGHT * means[:, [2, 3, 2, 3]].clip(1)) ** 2
+        innovation_cov = covariances[:, :4, :4] + noise[:, :, None] * cls.eye4
         # gain = P H^T S^-1, with S symmetric: solve S X = (P H^T)^T
         gain = np.linalg.solve(innovation_cov, np.transpose(covariances[:, :, :4], (0, 2, 1))).transpose(0, 2, 1)
         innovation = boxes_xywh - means[:, :4]
@@ -212,8 +215,11 @@ class Tracker:
         # Stage 1: confirmed and lost tracks, high-score detections, IoU fused with appearance.
         pool = tracked + lost
         matched_tracks: set[int] = set()  # id() of tracks matched this frame
+        # (track, detection, whether its filter takes the box): the filter and feature updates, made together once
+        # the stages are done (no stage reads a track matched before it).
+        self._measured: list[tuple[Track, int, bool]] = []
         for row, column in assign(self._cost(pool, boxes, scores, classes, features, high), config.match_threshold):
-            self._match(pool[row], high[column], boxes, scores, features, ids, matched_tracks)
+            self._match(pool[row], high[column], boxes, scores, ids, matched_tracks)
         left_high = [index for index in high if ids[index] is None]
 
         # Stage 2: confirmed tracks still unmatched, low-score detections, IoU only.
@@ -221,7 +227,7 @@ class Tracker:
         cost = 1 - self._iou(remaining, boxes[low])
         cost[self._other_class(remaining, classes[low])] = np.inf
         for row, column in assign(cost, config.low_match_threshold):
-            self._match(remaining[row], low[column], boxes, scores, features, ids, matched_tracks)
+            self._match(remaining[row], low[column], boxes, scores, ids, matched_tracks)
         for track in remaining:
             if id(track) not in matched_tracks:
                 track.state = LOST
@@ -236,13 +242,13 @@ class Tracker:
                 track, index = gone[row], left_high[column]
                 means, covariances = KalmanXYWH.initiate(xyxy_to_xywh(boxes[index : index + 1]))
                 track.mean, track.covariance = means[0], covariances[0]  # far from the prediction: start again
-                self._match(track, index, boxes, scores, features, ids, matched_tracks, update_filter=False)
+                self._match(track, index, boxes, scores, ids, matched_tracks, update_filter=False)
             left_high = np.array([index for index in left_high if ids[index] is None], np.int64)
 
         # Stage 4: tracks born last frame, high-score detections left.
         cost = self._cost(unconfirmed, boxes, scores, classes, features, left_high)
         for row, column in assign(cost, config.unconfirmed_match_threshold):
-            self._match(unconfirmed[row], left_high[column], boxes, scores, features, ids, matched_tracks)
+            self._match(unconfirmed[row], left_high[column], boxes, scores, ids, matched_tracks)
         dropped = {id(track) for track in unconfirmed if id(track) not in matched_tracks}
 
         # New tracks; then lost tracks past the buffer are dropped.
@@ -253,11 +259,12 @@ class Tracker:
             means, covariances = KalmanXYWH.initiate(xyxy_to_xywh(boxes[born]))
             for index, mean, covariance in zip(born, means, covariances):
                 track = Track(int(classes[index]), mean, covariance, float(scores[index]), self.frame, self.frame)
-                self._remember(track, index, boxes, scores, features)
+                self._remember(track, index, boxes, update_filter=False)
                 if self.frame == 1:
                     self._confirm(track)
                     ids[index] = track.id
                 self.tracks.append(track)
+        self._apply_measurements(boxes, scores, features)
         return ids
 
     def _features(self, embeddings: np.ndarray | None, count: int) -> np.ndarray | None:
@@ -332,20 +339,14 @@ class Tracker:
         index: int,
         boxes: np.ndarray,
         scores: np.ndarray,
-        features: np.ndarray | None,
         ids: list[int | None],
         matched: set[int],
         update_filter: bool = True,
     ) -> None:
-        if update_filter:
-            mean, covariance = KalmanXYWH.update(
-                track.mean[None], track.covariance[None], xyxy_to_xywh(boxes[index : index + 1])
-            )
-            track.mean, track.covariance = mean[0], covariance[0]
         if track.state == NEW:
             self._confirm(track)
         track.state, track.last_frame, track.score = TRACKED, self.frame, float(scores[index])
-        self._remember(track, index, boxes, scores, features)
+        self._remember(track, index, boxes, update_filter)
         matched.add(id(track))
         ids[index] = track.id
 
@@ -353,21 +354,39 @@ class Tracker:
         track.id, self._next_id = self._next_id, self._next_id + 1
         track.state = TRACKED
 
-    def _remember(
-        self, track: Track, index: int, boxes: np.ndarray, scores: np.ndarray, features: np.ndarray | None
-    ) -> None:
-        """The detection's centre in the track's path; its feature in the track's average if it scores high."""
+    def _remember(self, track: Track, index: int, boxes: np.ndarray, update_filter: bool) -> None:
+        """The detection's centre in the track's path; its box and feature for ``_apply_measurements``."""
         box = boxes[index]
         track.history.append((self.frame, float(box[0] + box[2]) / 2, float(box[1] + box[3]) / 2))
-        if features is None or scores[index] < self.config.high_threshold:
+        self._measured.append((track, index, update_filter))
+
+    def _apply_measurements(self, boxes: np.ndarray, scores: np.ndarray, features: np.ndarray | None) -> None:
+        """Every matched track's Kalman update, at once; the features of high-score detections in their tracks'
+        averages (a detection with a zero row has no appearance)."""
+        measured, self._measured = self._measured, []
+        filtered = [(track, index) for track, index, update_filter in measured if update_filter]
+        if filtered:
+            tracks = [track for track, _ in filtered]
+            means, covariances = KalmanXYWH.update(
+                np.stack([track.mean for track in tracks]),
+                np.stack([track.covariance for track in tracks]),
+                xyxy_to_xywh(boxes[[index for _, index in filtered]]),
+            )
+            for track, mean, covariance in zip(tracks, means, covariances):
+                track.mean, track.covariance = mean, covariance
+        if features is None or not measured:
             return
-        feature = features[index]
-        norm = float(np.linalg.norm(feature))
-        if norm < 0.5:  # no appearance (a box with nothing in the frame)
-            return
-        feature = feature / norm
-        if track.feature is None:
+        indices = np.array([index for _, index, _ in measured])
+        rows = features[indices]
+        norms = np.sqrt(np.einsum("nd,nd->n", rows, rows))
+        learn = (norms >= 0.5) & (scores[indices] >= self.config.high_threshold)
+        learners = [track for (track, _, _), keep in zip(measured, learn) if keep]
+        fresh = rows[learn] / norms[learn, None]
+        known = np.array([track.feature is not None for track in learners], bool)
+        if known.any():
+            alpha = self.config.ema_alpha
+            old = np.stack([track.feature for track, has in zip(learners, known) if has])
+            blended = alpha * old + (1 - alpha) * fresh[known]
+            fresh[known] = blended / np.maximum(np.linalg.norm(blended, axis=1, keepdims=True), 1e-12)
+        for track, feature in zip(learners, fresh):
             track.feature = feature
-        else:
-            blended = self.config.ema_alpha * track.feature + (1 - self.config.ema_alpha) * feature
-            track.feature = blended / max(float(np.linalg.norm(blended)), 1e-12)

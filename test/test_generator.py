@@ -42,6 +42,7 @@ ROSDISTRO_PYTHON_KEYS = {
     "python3-click",
     "python3-jinja2",
     "python3-matplotlib",
+    "python3-scipy",
     "python3-yaml",
     "python3-pytest",
     "python3-onnxruntime-pip",

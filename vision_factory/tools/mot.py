@@ -30,7 +30,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from ..text import untrusted
-from .commands import CommandReport
+from .commands import CommandReport, UsageError
 
 MODEL_TYPE = "track"  # eval's --model-type for MOTChallenge tracks (not a model family)
 MATCH_IOU = 0.5  # boxes match at IoU >= this (MOTChallenge's CLEAR MOT and identity threshold)
@@ -141,7 +141,7 @@ def _number(field: str, where: str, column: int) -> float:
     try:
         value = float(field)
     except ValueError:
-        raise ValueError(f"{where}: column {column} is {untrusted(field, 40)!r}, not a number") from None
+        raise ValueError(f"{where}: column {column} is '{untrusted(field, 40)}', not a number") from None
     if not math.isfinite(value):
         raise ValueError(f"{where}: column {column} is {untrusted(field, 40)}, not a finite number")
     return value
@@ -280,7 +280,7 @@ MOTMETRICS_NAMES = {
     "num_fragmentations": "fragmentations",
     "num_false_positives": "false_positives",
     "num_misses": "misses",
-    "num_matches": "matches",
+    "num_detections": "matches",  # every matched truth box, switches included (motmetrics' num_matches leaves them out)
     "num_unique_objects": "truth_tracks",
     "mostly_tracked": "mostly_tracked",
     "partially_tracked": "partially_tracked",
@@ -414,9 +414,11 @@ COUNTS = (
 )  # fmt: skip
 
 
-def evaluate_tracks(data: Path, predictions: Path, out_dir: Path) -> CommandReport:
+def evaluate_tracks(data: Path, predictions: Path | None, out_dir: Path) -> CommandReport:
     """`eval --model-type track`: MOTChallenge ``predictions`` (tracks.txt) scored against the MOTChallenge ground
     truth ``data`` (gt.txt); OUT/eval.json and OUT/eval.md, and the tables shown."""
+    if predictions is None:
+        raise UsageError(f"--model-type {MODEL_TYPE} scores a file: give --predictions, the tracks (MOTChallenge text)")
     result = evaluate(read_mot(data), read_mot(predictions))
     scoring = result.scoring
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -486,9 +488,10 @@ def noisy_detections(
             x, y, w, h = truth.boxes[index]
             noise = random.normal(0.0, jitter, 4)
             new_w, new_h = max(1.0, w * (1 + noise[2])), max(1.0, h * (1 + noise[3]))
-            centre_x, centre_y = x + w / 2 + noise[0] * w, y + h / 2 + noise[1] * h
+            # The centre moves by the noise; written from the corner so that no noise leaves the box exactly as it is.
+            left, top = x + noise[0] * w + (w - new_w) / 2, y + noise[1] * h + (h - new_h) / 2
             score = random.uniform(*true_scores)
-            rows.append((frame, -1, centre_x - new_w / 2, centre_y - new_h / 2, new_w, new_h, score))
+            rows.append((frame, -1, left, top, new_w, new_h, score))
             origins.append(index)
         for _ in range(random.poisson(false_positives)):
             w, h = truth.boxes[random.integers(len(truth))][2:]

@@ -207,6 +207,14 @@ def test_mot16_flags_and_distractor_classes(tmp_path):
     assert scoring.predictions.ids.tolist() == [10, 11]
     found = evaluate(truth, read_mot(tmp_path / "tracks.txt")).metrics
     assert (found["truth_boxes"], found["matches"], found["false_positives"]) == (1, 1, 1)
+    # A prediction on a person beside a distractor (IoU 1 with the person, 0.67 with the distractor) is matched to
+    # the person, as TrackEval matches against every truth box of the frame: a hit, nothing dropped.
+    beside = (0.0, 2.0, 10.0, 10.0)
+    (tmp_path / "gt.txt").write_text(f"1,1,{_xywh(A)},1,1,1\n1,2,{_xywh(beside)},0,7,1\n")
+    scoring = prepare(read_mot(tmp_path / "gt.txt"), boxes_from_rows(_tracks((10, A, [1]))))
+    assert scoring.predictions_on_distractors == 0 and scoring.predictions.ids.tolist() == [10]
+    found = evaluate(read_mot(tmp_path / "gt.txt"), boxes_from_rows(_tracks((10, A, [1])))).metrics
+    assert (found["matches"], found["misses"], found["false_positives"]) == (1, 0, 0)
     # The MOT15 layout (10 columns) has no class: column 8 is a world coordinate, never read as one.
     assert read_mot(TUD / "TUD-Campus" / "gt.txt").classes.max() == -1
 
@@ -234,6 +242,7 @@ def test_lines_are_written_as_motchallenge_and_read_back(tmp_path):
         ("1,1,0,0,10,nan\n", "gt.txt:1: column 6 is nan, not a finite number"),
         ("0,1,0,0,10,10\n", "gt.txt:1: frame 0: MOTChallenge frames count from 1"),
         ("1.5,1,0,0,10,10\n", "gt.txt:1: frame (column 1) is 1.5, not a whole number"),
+        ("1,1e30,0,0,10,10\n", "gt.txt:1: id (column 2) is 1e+30, too large"),
         ("1,1,0,0,-10,10\n", "gt.txt:1: negative box size -10x10"),
         ("1,3,0,0,10,10\n2,3,0,0,10,10\n1,3,5,5,10,10\n", "lines 1 and 3 both give frame 1 a box with id 3"),
         ("1,1,0,0,10,10," + "9" * MAX_LINE_CHARS + "\n", f"gt.txt:1: line longer than {MAX_LINE_CHARS} characters"),

@@ -7,9 +7,11 @@ of columns (as MOTChallenge's own evaluation does):
 - 10 columns, MOT15 (2D): ``frame,id,x,y,w,h,conf,x3d,y3d,z3d``; a box is scored unless conf is 0.
 - up to 9 columns, MOT16 / MOT17 / MOT20: ``frame,id,x,y,w,h,flag,class,visibility``; a box with flag 0 is not
   scored, and a box of a distractor class (2 person on vehicle, 7 static person, 8 distractor, 12 reflection) is an
-  ignore region: a predicted box that matches it (IoU >= 0.5, one-to-one per frame) is dropped before scoring, as
-  MOTChallenge does, neither a hit nor a false positive. Visibility is read but not used (MOTChallenge scores
-  boxes of every visibility).
+  ignore region: a predicted box matched to it (IoU >= 0.5, one-to-one against all truth boxes of the frame) is
+  dropped before scoring, as MOTChallenge's evaluation (TrackEval) does, neither a hit nor a false positive.
+  TrackEval also scores class 1 (pedestrian) alone; here every other class with a non-zero flag is scored too, so
+  that ground truth of other objects can be. Visibility is read but not used (MOTChallenge scores every
+  visibility).
 
 Scores: CLEAR MOT (MOTA, MOTP, switches, fragmentations), identity (IDF1, IDP, IDR) and mostly tracked / partially
 tracked / mostly lost from ``motmetrics``; HOTA (with DetA, AssA, LocA) from this module's implementation of Luiten
@@ -109,7 +111,7 @@ def _parse(stream: TextIO, path: str) -> MotBoxes:
         where = f"{path}:{number}"
         if not MIN_COLUMNS <= len(fields) <= MAX_COLUMNS:
             raise ValueError(
-                f"{where}: {len(fields)} fields in {untrusted(text, 80)!s}; a MOTChallenge line has "
+                f"{where}: {len(fields)} fields in {untrusted(text, 80)}; a MOTChallenge line has "
                 f"{MIN_COLUMNS} to {MAX_COLUMNS}: frame,id,x,y,w,h,score,-1,-1,-1"
             )
         values = [_number(field, where, column) for column, field in enumerate(fields, start=1)]
@@ -150,6 +152,8 @@ def _number(field: str, where: str, column: int) -> float:
 def _integer(value: float, where: str, what: str) -> int:
     if value != int(value):
         raise ValueError(f"{where}: {what} is {value:g}, not a whole number")
+    if abs(value) >= 2**53:  # past that a float no longer holds every whole number
+        raise ValueError(f"{where}: {what} is {value:g}, too large")
     return int(value)
 
 
@@ -248,16 +252,20 @@ def prepare(truth: MotBoxes, predictions: MotBoxes) -> Scoring:
     scored = (truth.scores != 0) & ~distractor
     if not scored.any():
         raise ValueError(f"{truth.path} has no box to score (every box has flag 0 or a distractor class)")
-    regions = truth.subset(distractor)
     dropped = np.zeros(len(predictions), dtype=bool)
-    if len(regions) and len(predictions):
+    if distractor.any() and len(predictions):
+        # As TrackEval: each frame's predictions are matched one-to-one against all its truth boxes (IoU >= 0.5,
+        # maximum total IoU); those whose match is a distractor are dropped. A prediction on a person beside a
+        # distractor stays matched to the person.
         mine = predictions.by_frame()
-        for frame, rows in regions.by_frame().items():
-            if frame in mine:
-                overlap = iou_matrix(regions.boxes[rows], predictions.boxes[mine[frame]])
-                pairs = linear_sum_assignment(-overlap)
-                matched = overlap[pairs] >= MATCH_IOU
-                dropped[mine[frame][pairs[1][matched]]] = True
+        for frame, rows in truth.by_frame().items():
+            if frame in mine and distractor[rows].any():
+                overlap = iou_matrix(truth.boxes[rows], predictions.boxes[mine[frame]])
+                overlap[overlap < MATCH_IOU - _EPS] = 0.0
+                matched_rows, matched_columns = linear_sum_assignment(-overlap)
+                matched = overlap[matched_rows, matched_columns] > 0
+                on_distractor = distractor[rows[matched_rows[matched]]]
+                dropped[mine[frame][matched_columns[matched][on_distractor]]] = True
     return Scoring(
         truth.subset(scored),
         predictions.subset(~dropped),

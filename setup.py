@@ -54,7 +54,10 @@ setup(
         "jinja2",
         "matplotlib",
         "pycocotools",
-        "scipy",  # the tracker's optimal assignment (linear_sum_assignment)
+        # eval --model-type track: CLEAR MOT and IDF1 (1.4 works with numpy 2 / pandas 2+ as tools/mot.py calls it),
+        # and scipy's assignment solver for HOTA and the tracker (linear_sum_assignment).
+        "motmetrics>=1.4",
+        "scipy",
         "pyyaml",
         "rosbags",
     ],

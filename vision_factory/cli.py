@@ -16,8 +16,11 @@ from . import __version__
 from .families.registry import DETECTORS, FAMILIES, NODE_FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
 from .runtime.backends import BACKENDS, BENCH_TARGETS
 from .tools.commands import CommandReport, UsageError, node_default
+from .tools.mot import MODEL_TYPE as TRACK
 
 HEATMAP_THRESHOLD = node_default(FAMILIES["tracknet"].parameters, "heatmap_threshold")
+# eval's model types: the families it scores (tracknet: ball CSVs; those with a COCO iouType), and MOTChallenge tracks.
+EVAL_TYPES = (*(name for name, spec in FAMILIES.items() if name == "tracknet" or spec.iou_type), TRACK)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -352,20 +355,21 @@ def bench(model: Path, targets: str, runs: int, warmup: int, model_type: str | N
 @main.command(name="eval")
 @click.option(
     "--model-type",
-    type=click.Choice(list(NODE_FAMILIES)),
+    type=click.Choice(list(EVAL_TYPES)),
     required=True,
-    help="model family",
+    help=f"model family, or {TRACK} for MOTChallenge tracks",
 )
 @click.option(
     "--data",
     type=click.Path(path_type=Path),
     required=True,
-    help="truth: a CSV (Frame,Visibility,X,Y) for tracknet; a COCO JSON or a folder with annotations.json and images/",
+    help="truth: a CSV (Frame,Visibility,X,Y) for tracknet; a COCO JSON or a folder with annotations.json and images/; "
+    f"MOTChallenge gt.txt for {TRACK}",
 )
 @click.option(
     "--predictions",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="predictions to score: a ball CSV, or a COCO results JSON",
+    help=f"predictions to score: a ball CSV, a COCO results JSON, or MOTChallenge tracks.txt ({TRACK})",
 )
 @click.option("--frame-size", help="WIDTHxHEIGHT of the frames, needed with --predictions")
 @click.option("--model", type=click.Path(dir_okay=False, path_type=Path), help="model to run over --source")
@@ -398,17 +402,24 @@ def evaluate_command(
     --model run over the data set, scored against COCO annotations (--data: the JSON or a folder with
     annotations.json and images/) with pycocotools: AP, AP50, AP75, AR100 (keypoints: OKS AP, AR20).
 
+    Tracks (--model-type track): a MOTChallenge tracks file against MOTChallenge ground truth: HOTA (DetA,
+    AssA), MOTA, MOTP, IDF1, ID switches, mostly tracked / partially tracked / mostly lost.
+
     \b
     Examples:
       vision-factory eval --model-type tracknet --data truth.csv --predictions ball.csv --frame-size 1280x720
       vision-factory eval --model-type tracknet --data truth.csv --model TrackNet.onnx --source rally.mp4
       vision-factory eval --model-type yolo --data instances_val.json --predictions results.json
+      vision-factory eval --model-type track --data MOT17-02/gt/gt.txt --predictions runs/tracks.txt
     """
     from .tools.ball_eval import evaluate_tracking
     from .tools.coco_eval import evaluate_detections
+    from .tools.mot import evaluate_tracks
 
     with _reported():
-        if model_type == "tracknet":
+        if model_type == TRACK:
+            _show(evaluate_tracks(data, predictions, out_dir))
+        elif model_type == "tracknet":
             _show(
                 evaluate_tracking(
                     data,

@@ -1,0 +1,510 @@
+"""MOTChallenge tracks: reading and writing the text files, and scoring tracks against ground truth (no ROS).
+
+A MOTChallenge file has one line per box, ``frame,id,x,y,w,h,score,-1,-1,-1``: frames count from 1, (x, y) is the
+box's top-left corner and (w, h) its size, in pixels. Ground truth comes in two layouts, told apart by the number
+of columns (as MOTChallenge's own evaluation does):
+
+- 10 columns, MOT15 (2D): ``frame,id,x,y,w,h,conf,x3d,y3d,z3d``; a box is scored unless conf is 0.
+- up to 9 columns, MOT16 / MOT17 / MOT20: ``frame,id,x,y,w,h,flag,class,visibility``; a box with flag 0 is not
+  scored, and a box of a distractor class (2 person on vehicle, 7 static person, 8 distractor, 12 reflection) is an
+  ignore region: a predicted box matched to it (IoU >= 0.5, one-to-one against all truth boxes of the frame) is
+  dropped before scoring, as MOTChallenge's evaluation (TrackEval) does, neither a hit nor a false positive.
+  TrackEval also scores class 1 (pedestrian) alone; here every other class with a non-zero flag is scored too, so
+  that ground truth of other objects can be. Visibility is read but not used (MOTChallenge scores every
+  visibility).
+
+Scores: CLEAR MOT (MOTA, MOTP, switches, fragmentations), identity (IDF1, IDP, IDR) and mostly tracked / partially
+tracked / mostly lost from ``motmetrics``; HOTA (with DetA, AssA, LocA) from this module's implementation of Luiten
+et al.'s definition with TrackEval's matching. Boxes match when IoU >= 0.5.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from ..text import untrusted
+from .commands import CommandReport, UsageError
+
+MODEL_TYPE = "track"  # eval's --model-type for MOTChallenge tracks (not a model family)
+MATCH_IOU = 0.5  # boxes match at IoU >= this (MOTChallenge's CLEAR MOT and identity threshold)
+MAX_LINE_CHARS = 1024  # a MOTChallenge line is under 100 characters; a longer one is not this format
+MIN_COLUMNS, MAX_COLUMNS = 6, 10
+MOT15_COLUMNS = 10  # frame,id,x,y,w,h,conf,x3d,y3d,z3d; fewer: frame,id,x,y,w,h,flag,class,visibility (MOT16+)
+DISTRACTOR_CLASSES = {2: "person on vehicle", 7: "static person", 8: "distractor", 12: "reflection"}
+HOTA_ALPHAS = np.arange(1, 20) * 0.05  # localisation thresholds 0.05, 0.10, ..., 0.95
+_EPS = np.finfo(float).eps
+_FIELD = re.compile(r"\s*,\s*|\s+")  # commas (with optional spaces), or whitespace alone, as motmetrics reads
+
+
+@dataclass
+class MotBoxes:
+    """The boxes of one MOTChallenge file, one row per box, in file order."""
+
+    path: str
+    frames: np.ndarray  # int64, from 1
+    ids: np.ndarray  # int64; -1 in a detections file (no identities)
+    boxes: np.ndarray  # float64 [N, 4]: x, y (top-left), w, h in pixels
+    scores: np.ndarray  # float64: column 7 (a tracker's confidence; ground truth's conf or consider flag), else 1
+    classes: np.ndarray  # int64: column 8 in the MOT16+ layout (9 columns or fewer), else -1
+    visibility: np.ndarray  # float64: column 9 in the MOT16+ layout, else -1
+    lines: np.ndarray  # int64: each row's line number in the file, for errors
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def subset(self, keep: np.ndarray) -> MotBoxes:
+        fields = ("frames", "ids", "boxes", "scores", "classes", "visibility", "lines")
+        return MotBoxes(self.path, **{name: getattr(self, name)[keep] for name in fields})
+
+    def by_frame(self) -> dict[int, np.ndarray]:
+        """Frame -> the indices of its rows, in file order."""
+        order = np.argsort(self.frames, kind="stable")
+        frames, starts = np.unique(self.frames[order], return_index=True)
+        return {int(frame): rows for frame, rows in zip(frames, np.split(order, starts[1:]))}
+
+
+def read_mot(path: Path | str) -> MotBoxes:
+    """Every box of the MOTChallenge file at ``path``, read line by line into compact arrays (a line longer than
+    MAX_LINE_CHARS is refused, never read whole). A malformed line is an error naming the file, the line and the
+    problem; blank lines are skipped."""
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8", newline=None) as stream:
+            return _parse(stream, str(path))
+    except FileNotFoundError:
+        raise ValueError(f"MOTChallenge file not found: {path}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a folder: give a MOTChallenge text file (gt.txt, tracks.txt)") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not a MOTChallenge text file: not UTF-8 text ({exc.reason})") from None
+
+
+def _lines(stream: TextIO, path: str) -> Iterator[tuple[int, str]]:
+    number = 0
+    while line := stream.readline(MAX_LINE_CHARS + 1):
+        number += 1
+        if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
+            raise ValueError(
+                f"{path}:{number}: line longer than {MAX_LINE_CHARS} characters, not a MOTChallenge line "
+                "(frame,id,x,y,w,h,score,...)"
+            )
+        yield number, line
+
+
+def _parse(stream: TextIO, path: str) -> MotBoxes:
+    integers = {name: array("q") for name in ("frames", "ids", "classes", "lines")}
+    reals = {name: array("d") for name in ("boxes", "scores", "visibility")}
+    for number, line in _lines(stream, path):
+        text = line.strip()
+        if not text:
+            continue
+        fields = _FIELD.split(text)
+        where = f"{path}:{number}"
+        if not MIN_COLUMNS <= len(fields) <= MAX_COLUMNS:
+            raise ValueError(
+                f"{where}: {len(fields)} fields in {untrusted(text, 80)}; a MOTChallenge line has "
+                f"{MIN_COLUMNS} to {MAX_COLUMNS}: frame,id,x,y,w,h,score,-1,-1,-1"
+            )
+        values = [_number(field, where, column) for column, field in enumerate(fields, start=1)]
+        frame = _integer(values[0], where, "frame (column 1)")
+        if frame < 1:
+            raise ValueError(f"{where}: frame {frame}: MOTChallenge frames count from 1")
+        if values[4] < 0 or values[5] < 0:
+            raise ValueError(f"{where}: negative box size {values[4]:g}x{values[5]:g} (columns 5 and 6 are w, h)")
+        mot16 = len(fields) < MOT15_COLUMNS
+        integers["frames"].append(frame)
+        integers["ids"].append(_integer(values[1], where, "id (column 2)"))
+        integers["classes"].append(_integer(values[7], where, "class (column 8)") if mot16 and len(values) > 7 else -1)
+        integers["lines"].append(number)
+        reals["boxes"].extend(values[2:6])
+        reals["scores"].append(values[6] if len(values) > 6 else 1.0)
+        reals["visibility"].append(values[8] if mot16 and len(values) > 8 else -1.0)
+    boxes = MotBoxes(
+        path,
+        **{name: np.frombuffer(values, dtype=np.int64).copy() for name, values in integers.items()},
+        boxes=np.frombuffer(reals["boxes"], dtype=np.float64).reshape(-1, 4).copy(),
+        scores=np.frombuffer(reals["scores"], dtype=np.float64).copy(),
+        visibility=np.frombuffer(reals["visibility"], dtype=np.float64).copy(),
+    )
+    _refuse_duplicates(boxes)
+    return boxes
+
+
+def _number(field: str, where: str, column: int) -> float:
+    try:
+        value = float(field)
+    except ValueError:
+        raise ValueError(f"{where}: column {column} is '{untrusted(field, 40)}', not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{where}: column {column} is {untrusted(field, 40)}, not a finite number")
+    return value
+
+
+def _integer(value: float, where: str, what: str) -> int:
+    if value != int(value):
+        raise ValueError(f"{where}: {what} is {value:g}, not a whole number")
+    if abs(value) >= 2**53:  # past that a float no longer holds every whole number
+        raise ValueError(f"{where}: {what} is {value:g}, too large")
+    return int(value)
+
+
+def _refuse_duplicates(boxes: MotBoxes) -> None:
+    """Two boxes with one ID in one frame (a tracker must not, ground truth cannot) are an error naming both lines."""
+    if len(boxes) < 2:
+        return
+    order = np.lexsort((boxes.ids, boxes.frames))
+    same = (np.diff(boxes.frames[order]) == 0) & (np.diff(boxes.ids[order]) == 0) & (boxes.ids[order][1:] >= 0)
+    if same.any():
+        first = int(np.argmax(same))
+        lines = sorted(int(boxes.lines[order[first + k]]) for k in (0, 1))
+        raise ValueError(
+            f"{boxes.path}: lines {lines[0]} and {lines[1]} both give frame {boxes.frames[order[first]]} "
+            f"a box with id {boxes.ids[order[first]]}; an id has at most one box per frame"
+        )
+
+
+def mot_line(frame: int, track_id: int, box: Iterable[float], score: float) -> str:
+    """One MOTChallenge line, ``frame,id,x,y,w,h,score,-1,-1,-1``: ``box`` is x, y (top-left), w, h in pixels."""
+    x, y, w, h = box
+    return f"{int(frame)},{int(track_id)},{x:.2f},{y:.2f},{w:.2f},{h:.2f},{score:.4f},-1,-1,-1"
+
+
+def write_mot(path: Path | str, boxes: MotBoxes) -> Path:
+    """``boxes`` as a MOTChallenge file at ``path`` (frames in order; rows of one frame in their order)."""
+    path = Path(path)
+    with open(path, "w", encoding="utf-8") as stream:
+        for rows in boxes.by_frame().values():
+            for row in rows:
+                line = mot_line(boxes.frames[row], boxes.ids[row], boxes.boxes[row], boxes.scores[row])
+                stream.write(line + "\n")
+    return path
+
+
+def boxes_from_rows(rows: Iterable[tuple[int, int, float, float, float, float, float]], path: str = "") -> MotBoxes:
+    """MotBoxes from (frame, id, x, y, w, h, score) rows, e.g. a tracker's output."""
+    table = np.asarray(list(rows), dtype=np.float64).reshape(-1, 7)
+    count = len(table)
+    return MotBoxes(
+        path,
+        frames=table[:, 0].astype(np.int64),
+        ids=table[:, 1].astype(np.int64),
+        boxes=table[:, 2:6].copy(),
+        scores=table[:, 6].copy(),
+        classes=np.full(count, -1, dtype=np.int64),
+        visibility=np.full(count, -1.0),
+        lines=np.arange(1, count + 1, dtype=np.int64),
+    )
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every box of ``a`` [N, 4] with every box of ``b`` [M, 4], boxes as x, y, w, h (0 where they do not
+    overlap, so two empty boxes are 0, not undefined)."""
+    a, b = np.asarray(a, dtype=np.float64).reshape(-1, 4), np.asarray(b, dtype=np.float64).reshape(-1, 4)
+    low = np.maximum(a[:, None, :2], b[None, :, :2])
+    high = np.minimum(a[:, None, :2] + a[:, None, 2:], b[None, :, :2] + b[None, :, 2:])
+    intersection = np.prod(np.maximum(high - low, 0.0), axis=-1)
+    union = np.prod(a[:, 2:], axis=-1)[:, None] + np.prod(b[:, 2:], axis=-1)[None, :] - intersection
+    return np.divide(intersection, union, out=np.zeros_like(intersection), where=intersection > 0)
+
+
+@dataclass
+class Scoring:
+    """What is scored: the ground truth's scored boxes and the predictions left after ignore regions, and counts."""
+
+    truth: MotBoxes
+    predictions: MotBoxes
+    truth_not_scored: int  # flag / conf 0
+    distractor_boxes: int  # ignore regions (distractor classes)
+    predictions_on_distractors: int  # dropped: they matched an ignore region
+
+    def frames(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+        """Every frame either file has, in order: (frame, truth rows, prediction rows, IoU [truth, prediction])."""
+        truth, predictions = self.truth.by_frame(), self.predictions.by_frame()
+        empty = np.zeros(0, dtype=np.int64)
+        for frame in sorted(truth.keys() | predictions.keys()):
+            rows, found = truth.get(frame, empty), predictions.get(frame, empty)
+            yield frame, rows, found, iou_matrix(self.truth.boxes[rows], self.predictions.boxes[found])
+
+
+def prepare(truth: MotBoxes, predictions: MotBoxes) -> Scoring:
+    """The ground truth's scored boxes (flag / conf not 0, no distractor class) and the predictions that do not
+    match a distractor box (one-to-one per frame at IoU >= MATCH_IOU, MOTChallenge's pre-processing)."""
+    from scipy.optimize import linear_sum_assignment
+
+    for boxes, what in ((truth, "ground truth"), (predictions, "predictions")):
+        negative = np.flatnonzero(boxes.ids < 0)
+        if negative.size:
+            row = negative[0]
+            raise ValueError(
+                f"{boxes.path}:{boxes.lines[row]}: id {boxes.ids[row]} in the {what}: ids are whole numbers >= 0 "
+                "(-1 marks a detections file, which has no tracks to score)"
+            )
+    distractor = np.isin(truth.classes, list(DISTRACTOR_CLASSES))
+    scored = (truth.scores != 0) & ~distractor
+    if not scored.any():
+        raise ValueError(f"{truth.path} has no box to score (every box has flag 0 or a distractor class)")
+    dropped = np.zeros(len(predictions), dtype=bool)
+    if distractor.any() and len(predictions):
+        # As TrackEval: each frame's predictions are matched one-to-one against all its truth boxes (IoU >= 0.5,
+        # maximum total IoU); those whose match is a distractor are dropped. A prediction on a person beside a
+        # distractor stays matched to the person.
+        mine = predictions.by_frame()
+        for frame, rows in truth.by_frame().items():
+            if frame in mine and distractor[rows].any():
+                overlap = iou_matrix(truth.boxes[rows], predictions.boxes[mine[frame]])
+                overlap[overlap < MATCH_IOU - _EPS] = 0.0
+                matched_rows, matched_columns = linear_sum_assignment(-overlap)
+                matched = overlap[matched_rows, matched_columns] > 0
+                on_distractor = distractor[rows[matched_rows[matched]]]
+                dropped[mine[frame][matched_columns[matched][on_distractor]]] = True
+    return Scoring(
+        truth.subset(scored),
+        predictions.subset(~dropped),
+        truth_not_scored=int(np.count_nonzero((truth.scores == 0) & ~distractor)),
+        distractor_boxes=int(np.count_nonzero(distractor)),
+        predictions_on_distractors=int(np.count_nonzero(dropped)),
+    )
+
+
+# motmetrics' metric name -> the name reported here; MOTP is turned into mean IoU (see clear_and_identity).
+MOTMETRICS_NAMES = {
+    "mota": "MOTA",
+    "motp": "MOTP",
+    "idf1": "IDF1",
+    "idp": "IDP",
+    "idr": "IDR",
+    "precision": "precision",
+    "recall": "recall",
+    "num_switches": "id_switches",
+    "num_fragmentations": "fragmentations",
+    "num_false_positives": "false_positives",
+    "num_misses": "misses",
+    "num_detections": "matches",  # every matched truth box, switches included (motmetrics' num_matches leaves them out)
+    "num_unique_objects": "truth_tracks",
+    "mostly_tracked": "mostly_tracked",
+    "partially_tracked": "partially_tracked",
+    "mostly_lost": "mostly_lost",
+    "num_objects": "truth_boxes",
+    "num_predictions": "predicted_boxes",
+    "num_frames": "frames",
+}
+
+
+def clear_and_identity(scoring: Scoring) -> dict[str, float]:
+    """CLEAR MOT, identity and track-coverage metrics from motmetrics, over one sequence.
+
+    motmetrics 1.4 meets numpy 2 and pandas 2+ here without any patch: it is given the distance matrices (its own
+    ``distances.iou_matrix`` calls ``np.asfarray``, gone in numpy 2) and scores one accumulator with
+    ``MetricsHost.compute`` (``compute_many`` and ``compute_overall`` merge accumulators with ``DataFrame.append``,
+    gone in pandas 2). Its assignment solver is pinned to scipy for the call (by default it takes the first of
+    lapsolver, lap, scipy... that is installed), so the result does not depend on what else is installed.
+    MOTP is reported as MOTChallenge does, the mean IoU of matched boxes (higher is better); motmetrics' ``motp``
+    is the mean distance 1 - IoU.
+    """
+    import motmetrics
+
+    accumulator = motmetrics.MOTAccumulator(auto_id=False)
+    with motmetrics.lap.set_default_solver("scipy"):
+        for frame, rows, found, overlap in scoring.frames():
+            distance = 1.0 - overlap
+            distance[distance > 1.0 - MATCH_IOU] = np.nan  # motmetrics: NaN = may not be paired
+            accumulator.update(scoring.truth.ids[rows], scoring.predictions.ids[found], distance, frameid=frame)
+        summary = motmetrics.metrics.create().compute(accumulator, metrics=list(MOTMETRICS_NAMES), name="sequence")
+    metrics: dict[str, float] = {}
+    for key, name in MOTMETRICS_NAMES.items():
+        value = summary[key].iloc[0]
+        if isinstance(value, float | np.floating):  # 0 / 0 (no predicted box: precision, IDP) is 0, never NaN
+            metrics[name] = 0.0 if math.isnan(value) else float(value)
+        else:
+            metrics[name] = int(value)
+    metrics["MOTP"] = 1.0 - metrics["MOTP"] if metrics["matches"] else 0.0
+    return metrics
+
+
+def hota(scoring: Scoring) -> dict[str, Any]:
+    """HOTA, DetA, AssA, DetRe, DetPr, AssRe, AssPr and LocA over the localisation thresholds HOTA_ALPHAS (their
+    mean, and each threshold's HOTA, DetA and AssA).
+
+    Luiten et al., "HOTA: A Higher Order Metric for Evaluating Multi-Object Tracking" (IJCV 2021), with TrackEval's
+    matching: each frame's boxes are matched once, one-to-one, maximising IoU times the alignment of the two IDs
+    over the whole sequence (the IDs' summed IoU shares over their joint box count); at threshold alpha the matched
+    pairs with IoU >= alpha are the true positives. DetA = TP / (TP + FN + FP); AssA = the mean over true
+    positives of the Jaccard index of their two tracks' matches, TPA / (TPA + FNA + FPA); HOTA = sqrt(DetA AssA).
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    truth, predictions = scoring.truth, scoring.predictions
+    truth_ids, truth_index = np.unique(truth.ids, return_inverse=True)
+    predicted_ids, predicted_index = np.unique(predictions.ids, return_inverse=True)
+    width = max(len(predicted_ids), 1)  # a (truth, prediction) ID pair is coded truth * width + prediction
+    truth_count = np.bincount(truth_index, minlength=len(truth_ids)).astype(np.float64)
+    predicted_count = np.bincount(predicted_index, minlength=len(predicted_ids)).astype(np.float64)
+    frames = [
+        (truth_index[rows], predicted_index[found], overlap)
+        for _, rows, found, overlap in scoring.frames()
+        if rows.size and found.size
+    ]
+    # Alignment of every ID pair that ever overlaps: each frame shares out a pair's IoU against all their overlaps.
+    codes, shares = [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
+    for gt, pred, overlap in frames:
+        denominator = overlap.sum(axis=0)[None, :] + overlap.sum(axis=1)[:, None] - overlap
+        share = np.divide(overlap, denominator, out=np.zeros_like(overlap), where=denominator > _EPS)
+        codes.append((gt[:, None] * width + pred[None, :])[share > 0])
+        shares.append(share[share > 0])
+    pairs, inverse = np.unique(np.concatenate(codes), return_inverse=True)
+    potential = np.bincount(inverse, weights=np.concatenate(shares), minlength=len(pairs))
+    alignment = potential / (truth_count[pairs // width] + predicted_count[pairs % width] - potential)
+    # One matching per frame; every threshold keeps the matched pairs at least that close.
+    matched_codes, matched_iou = [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
+    for gt, pred, overlap in frames:
+        code = gt[:, None] * width + pred[None, :]
+        where = np.minimum(np.searchsorted(pairs, code), max(len(pairs) - 1, 0))
+        aligned = np.where(pairs[where] == code, alignment[where], 0.0) if len(pairs) else np.zeros_like(overlap)
+        rows, columns = linear_sum_assignment(-(aligned * overlap))
+        matched_codes.append(code[rows, columns])
+        matched_iou.append(overlap[rows, columns])
+    matched_codes, matched_iou = np.concatenate(matched_codes), np.concatenate(matched_iou)
+    per_alpha: dict[str, list[float]] = {
+        name: [] for name in ("HOTA", "DetA", "AssA", "DetRe", "DetPr", "AssRe", "AssPr", "LocA")
+    }
+    for alpha in HOTA_ALPHAS:
+        kept = matched_iou >= alpha - _EPS
+        tp = int(np.count_nonzero(kept))
+        fn, fp = len(truth) - tp, len(predictions) - tp
+        pair, together = np.unique(matched_codes[kept], return_counts=True)
+        together = together.astype(np.float64)
+        with_truth, with_prediction = truth_count[pair // width], predicted_count[pair % width]
+        # Each true positive counts its pair's score: the sum over pairs of (matches x score), over TP.
+        per_alpha["AssA"].append(float(np.sum(together**2 / (with_truth + with_prediction - together)) / max(tp, 1)))
+        per_alpha["AssRe"].append(float(np.sum(together**2 / with_truth) / max(tp, 1)))
+        per_alpha["AssPr"].append(float(np.sum(together**2 / with_prediction) / max(tp, 1)))
+        per_alpha["DetA"].append(tp / max(tp + fn + fp, 1))
+        per_alpha["DetRe"].append(tp / max(tp + fn, 1))
+        per_alpha["DetPr"].append(tp / max(tp + fp, 1))
+        per_alpha["HOTA"].append(math.sqrt(per_alpha["DetA"][-1] * per_alpha["AssA"][-1]))
+        per_alpha["LocA"].append(float(matched_iou[kept].sum() / tp) if tp else 1.0)
+    result: dict[str, Any] = {name: float(np.mean(values)) for name, values in per_alpha.items()}
+    result["per_alpha"] = {
+        "alpha": [round(float(alpha), 2) for alpha in HOTA_ALPHAS],
+        **{name: per_alpha[name] for name in ("HOTA", "DetA", "AssA")},
+    }
+    return result
+
+
+@dataclass
+class TrackMetrics:
+    metrics: dict[str, float]  # HOTA, DetA, AssA, ..., MOTA, MOTP, IDF1, ... (see MOTMETRICS_NAMES)
+    hota_per_alpha: dict[str, list[float]]
+    scoring: Scoring
+
+
+def evaluate(truth: MotBoxes, predictions: MotBoxes) -> TrackMetrics:
+    """Every metric of ``predictions`` (a tracker's boxes) against ``truth`` (ground truth), over one sequence."""
+    scoring = prepare(truth, predictions)
+    found = hota(scoring)
+    per_alpha = found.pop("per_alpha")
+    return TrackMetrics({**found, **clear_and_identity(scoring)}, per_alpha, scoring)
+
+
+SCORES = ("HOTA", "DetA", "AssA", "LocA", "MOTA", "MOTP", "IDF1", "IDP", "IDR", "precision", "recall")
+COUNTS = (
+    "id_switches", "fragmentations", "false_positives", "misses", "truth_tracks", "mostly_tracked",
+    "partially_tracked", "mostly_lost", "truth_boxes", "predicted_boxes", "frames",
+)  # fmt: skip
+
+
+def evaluate_tracks(data: Path, predictions: Path | None, out_dir: Path) -> CommandReport:
+    """`eval --model-type track`: MOTChallenge ``predictions`` (tracks.txt) scored against the MOTChallenge ground
+    truth ``data`` (gt.txt); OUT/eval.json and OUT/eval.md, and the tables shown."""
+    if predictions is None:
+        raise UsageError(f"--model-type {MODEL_TYPE} scores a file: give --predictions, the tracks (MOTChallenge text)")
+    result = evaluate(read_mot(data), read_mot(predictions))
+    scoring = result.scoring
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = {
+        "model_type": MODEL_TYPE,
+        "data": str(data),
+        "predictions": str(predictions),
+        "match_iou": MATCH_IOU,
+        "metrics": result.metrics,
+        "ignored": {
+            "truth_not_scored": scoring.truth_not_scored,
+            "distractor_boxes": scoring.distractor_boxes,
+            "predictions_on_distractors": scoring.predictions_on_distractors,
+        },
+        "hota_per_alpha": result.hota_per_alpha,
+    }
+    files = {"json": out_dir / "eval.json", "markdown": out_dir / "eval.md"}
+    files["json"].write_text(json.dumps(record, indent=2) + "\n")
+    metrics = result.metrics
+    tables = "\n".join(
+        f"| {' | '.join(names)} |\n|{'---|' * len(names)}\n| {' | '.join(format(metrics[n], spec) for n in names)} |\n"
+        for names, spec in ((SCORES, ".4f"), (COUNTS, "d"))
+    )
+    ignored = ""
+    if scoring.truth_not_scored or scoring.distractor_boxes:
+        ignored = (
+            f"\nNot scored: {scoring.truth_not_scored} truth boxes with flag 0, {scoring.distractor_boxes} "
+            f"distractor boxes, {scoring.predictions_on_distractors} predicted boxes on distractors.\n"
+        )
+    title = (
+        f"# Tracks: {predictions}\n\nAgainst `{data}`: boxes match at IoU >= {MATCH_IOU}; CLEAR MOT, IDF1 and MT/PT/ML "
+        "from motmetrics, HOTA averaged over IoU thresholds 0.05-0.95; MOTP is the matched boxes' mean IoU.\n\n"
+    )
+    files["markdown"].write_text(title + tables + ignored)
+    return CommandReport(tables + ignored, files)
+
+
+def noisy_detections(
+    truth: MotBoxes,
+    *,
+    jitter: float = 0.05,
+    miss_rate: float = 0.0,
+    false_positives: float = 0.0,
+    frame_size: tuple[int, int] | None = None,
+    seed: int = 0,
+    true_scores: tuple[float, float] = (0.5, 1.0),
+    false_scores: tuple[float, float] = (0.1, 0.6),
+) -> tuple[MotBoxes, np.ndarray]:
+    """Detections made from ground-truth boxes, as a detector might give them (seeded, reproducible).
+
+    Each truth box is dropped with probability ``miss_rate``; a kept one moves its centre by Gaussian noise of
+    standard deviation ``jitter`` times its width and height, and scales its width and height by 1 + the same noise
+    (at least 1 px), with a score uniform in ``true_scores``. Each frame gets a Poisson(``false_positives``) number
+    of false boxes, sized like a random truth box, placed uniformly inside ``frame_size`` (default: the truth
+    boxes' extent), with scores uniform in ``false_scores``. The detections' ids are -1 (a detections file); the
+    second result gives, for each detection, the truth row it came from, or -1 for a false positive.
+    """
+    if not 0.0 <= miss_rate <= 1.0 or jitter < 0 or false_positives < 0:
+        raise ValueError("miss_rate must be in [0, 1]; jitter and false_positives >= 0")
+    random = np.random.default_rng(seed)
+    if frame_size is None:
+        corners = truth.boxes[:, :2] + truth.boxes[:, 2:]
+        frame_size = (float(corners[:, 0].max(initial=1.0)), float(corners[:, 1].max(initial=1.0)))
+    rows, origins = [], []
+    for frame, indices in truth.by_frame().items():
+        for index in indices[random.random(len(indices)) >= miss_rate]:
+            x, y, w, h = truth.boxes[index]
+            noise = random.normal(0.0, jitter, 4)
+            new_w, new_h = max(1.0, w * (1 + noise[2])), max(1.0, h * (1 + noise[3]))
+            # The centre moves by the noise; written from the corner so that no noise leaves the box exactly as it is.
+            left, top = x + noise[0] * w + (w - new_w) / 2, y + noise[1] * h + (h - new_h) / 2
+            score = random.uniform(*true_scores)
+            rows.append((frame, -1, left, top, new_w, new_h, score))
+            origins.append(index)
+        for _ in range(random.poisson(false_positives)):
+            w, h = truth.boxes[random.integers(len(truth))][2:]
+            x = random.uniform(0.0, max(frame_size[0] - w, 0.0))
+            y = random.uniform(0.0, max(frame_size[1] - h, 0.0))
+            rows.append((frame, -1, x, y, w, h, random.uniform(*false_scores)))
+            origins.append(-1)
+    return boxes_from_rows(rows, f"{truth.path} (noisy detections, seed {seed})"), np.asarray(origins, dtype=np.int64)

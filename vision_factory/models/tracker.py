@@ -46,6 +46,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -390,3 +391,26 @@ class Tracker:
             fresh[known] = blended / np.maximum(np.linalg.norm(blended, axis=1, keepdims=True), 1e-12)
         for track, feature in zip(learners, fresh):
             track.feature = feature
+
+
+class Embedder(Protocol):
+    def embed(self, image_bgr: np.ndarray, boxes: Sequence[Sequence[float]]) -> np.ndarray: ...
+
+
+@dataclass
+class Tracking:
+    """What a node or tool runs per frame to give detections track IDs: the tracker, and the re-identification
+    embedder whose features it uses (None: motion only)."""
+
+    tracker: Tracker
+    embedder: Embedder | None = None
+
+    def update(self, frame_bgr: np.ndarray, detections: Sequence[Detection]) -> list[int | None]:
+        """The track ID of each of a frame's detections (None: not part of a confirmed track)."""
+        embeddings = None
+        if self.embedder is not None and detections:
+            embeddings = self.embedder.embed(frame_bgr, [detection.xyxy for detection in detections])
+        return self.tracker.update(detections, embeddings)
+
+    def reset(self) -> None:
+        self.tracker.reset()

@@ -592,6 +592,97 @@ def predict(
             click.echo(json.dumps(found.record) if output_format == "json" else found.line())
 
 
+def _tracking_options(command):
+    """One option per tracking parameter (families/tracking.py), named and described as the parameter, whose
+    default is the parameter's (left as None here, so that tools/track.py fills it in from the one list)."""
+    from .families.tracking import PARAMETERS
+    from .tools.track import TRACKING
+
+    described = {parameter.name: parameter for parameter in PARAMETERS}
+    for option, name in reversed(TRACKING.items()):
+        parameter = described[name]
+        kind = type(parameter.default) if not isinstance(parameter.default, str) else str
+        default = f"  [default: {parameter.default}]" if parameter.default != "" else ""
+        metavar = "REID.onnx" if option == "--reid" else None
+        help_text = f"{parameter.description} ({name}){default}"
+        command = click.option(option, name, type=kind, metavar=metavar, help=help_text)(command)
+    return command
+
+
+@main.command()
+@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--model-type", type=click.Choice(list(SINGLE_MODEL_DETECTORS)), required=True, help="the detector's family"
+)
+@click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="detector (ONNX)")
+@click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
+@click.option("--conf", "confidence", type=float, help="confidence threshold  [default: the nodes']")
+@click.option("--iou", type=float, help="NMS IoU threshold (yolo)  [default: the nodes']")
+@click.option("--max-det", type=int, help="detections per image at most  [default: the nodes']")
+@click.option("--classes", help="class ids or names to keep, e.g. 0,2 or person,car  [default: all]")
+@click.option("--imgsz", type=int, help="input size for yolo models with dynamic input  [default: the model's]")
+@click.option(
+    "--labels",
+    "labels_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="class names, one per line, when the model's metadata has none",
+)
+@click.option("--input-size", help="fasterrcnn: WIDTHxHEIGHT for a model with dynamic input size")
+@click.option("--resize", type=click.Choice(["stretch", "letterbox", "none"]), help="fasterrcnn: fit frames by")
+@click.option("--box-units", type=click.Choice(["auto", "normalized", "pixels"]), help="fasterrcnn: boxes are in")
+@click.option("--label-offset", type=int, help="fasterrcnn: the label of class 0 (default 1: 0 is the background)")
+@_tracking_options
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="folder")
+@click.option("--save", is_flag=True, help="also write OUT/tracks.mp4, each box labelled with its track ID")
+@click.option("--force", is_flag=True, help="replace the outputs of an earlier run in OUT (else refused)")
+def track(
+    sources: tuple[Path, ...],
+    model_type: str,
+    model: Path,
+    target: str,
+    confidence: float | None,
+    iou: float | None,
+    max_det: int | None,
+    classes: str | None,
+    imgsz: int | None,
+    labels_file: str | None,
+    input_size: str | None,
+    resize: str | None,
+    box_units: str | None,
+    label_offset: int | None,
+    out_dir: Path,
+    save: bool,
+    force: bool,
+    **tracking_parameters,
+) -> None:
+    """Track a detector's boxes over a stream: image files (in the order given), one video or one rosbag2.
+
+    The detector is built as `predict` builds it, the tracker as a node with `tracking: true`
+    (the --track-* and --reid* options are its parameters; --reid REID.onnx adds appearance
+    re-identification, else motion only). Writes OUT/tracks.txt in MOTChallenge format, one
+    line per box with a track ID: frame (from 1), id, x, y (top-left), w, h, score, -1, -1, -1;
+    with --save, OUT/tracks.mp4. Score it with `vision-factory eval --model-type track`.
+
+    \b
+    Examples:
+      vision-factory track --model-type yolo --model yolov8n.onnx street.mp4 --out runs/street --save
+      vision-factory track --model-type yolo --model yolov8n.onnx --classes person \\
+          --reid mobilenetv2-reid-embedder.onnx frames/*.jpg --out runs/frames
+    """
+    from .tools.track import TRACKING
+    from .tools.track import track as run_track
+
+    options = {
+        "--conf": confidence, "--iou": iou, "--max-det": max_det, "--classes": classes, "--imgsz": imgsz,
+        "--labels": labels_file, "--input-size": input_size, "--resize": resize, "--box-units": box_units,
+        "--label-offset": label_offset,
+    }  # fmt: skip
+    tracking_options = {option: tracking_parameters[name] for option, name in TRACKING.items()}
+    with _reported(FileExistsError):
+        result = run_track(model_type, model, target, sources, out_dir, options, tracking_options, save, force)
+    click.echo(json.dumps(result.summary(), indent=2))
+
+
 @contextlib.contextmanager
 def _reported(*errors: type[Exception]) -> Iterator[None]:
     """A wrong option as Click's usage error (naming the option), a failure (ValueError, RuntimeError and

@@ -1,0 +1,177 @@
+"""vision-factory track: a detector and the tracker over a stream of frames, the tracks in MOTChallenge format.
+
+The detector is built from the options as `predict` builds it (tools/predict.py: each option is the node parameter
+it names, left out: the node's default), the tracking from the tracking parameters of families/tracking.py (each
+``--track-*`` / ``--reid*`` option is the parameter it names, left out: its default), as a node with
+``tracking: true`` builds both. Frames come from images (in the order given), one video or one rosbag2
+(tools/sources.py); they are one stream, numbered from 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..families import tracking
+from ..parameters import with_defaults
+from ..runtime.backends import load_target
+from .commands import UsageError
+from .mot import boxes_from_rows, write_mot
+from .predict import build_detector
+from .replay import clear_earlier_run
+from .sources import is_video, read_image, source_frames
+
+TRACKS_FILE = "tracks.txt"
+VIDEO_FILE = "tracks.mp4"
+IMAGE_FPS = 10.0  # frame rate of the --save video of images or a bag (a video keeps its own)
+REID_OPTION = "--reid"
+
+
+def _option(name: str) -> str:
+    return REID_OPTION if name == tracking.reid.MODEL.name else "--" + name.replace("_", "-")
+
+
+# option -> the tracking parameter it sets (every one but ``tracking``, which this tool turns on).
+TRACKING = {_option(p.name): p.name for p in tracking.PARAMETERS if p.name != "tracking"}
+
+
+@dataclass
+class TrackRun:
+    tracks: Path  # OUT/tracks.txt
+    video: Path | None  # OUT/tracks.mp4 with --save
+    frames: int
+    boxes: int  # lines of tracks.txt
+    track_ids: int  # distinct IDs
+    reid: bool
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "tracks": str(self.tracks),
+            "video": str(self.video) if self.video else None,
+            "frames": self.frames,
+            "boxes": self.boxes,
+            "track_ids": self.track_ids,
+            "reid": self.reid,
+        }
+
+
+def tracking_values(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The tracking parameters (``tracking`` on) for ``options`` (option of TRACKING: value; None: the default)."""
+    given = {TRACKING[option]: value for option, value in options.items() if value is not None and option in TRACKING}
+    return with_defaults(tracking.PARAMETERS, {**given, "tracking": True}, "tracking")
+
+
+def stream_frames(sources: Iterable[Path]) -> Iterator[np.ndarray]:
+    """The BGR frames of ``sources``: image files in order, or one video, or one rosbag2 (folder or file)."""
+    sources = [Path(source) for source in sources]
+    if not sources:
+        raise UsageError("give the frames: image files (in order), one video or one rosbag2")
+    streams = [source for source in sources if is_video(source) or source.is_dir() or _is_bag_file(source)]
+    if streams and len(sources) > 1:
+        raise UsageError(f"{streams[0]} is a video or a bag: track one video or one bag at a time, or image files only")
+    if streams:
+        yield from source_frames(streams[0])
+        return
+    for source in sources:
+        image = read_image(source)
+        if image is None:
+            raise ValueError(f"{source} is not a readable image (give image files, one video or one rosbag2)")
+        yield image
+
+
+def _is_bag_file(path: Path) -> bool:
+    return path.suffix.lower() in (".mcap", ".db3")
+
+
+def track(
+    model_type: str,
+    model: Path,
+    target: str,
+    sources: Iterable[Path],
+    out_dir: Path,
+    detector_options: Mapping[str, Any] | None = None,
+    tracking_options: Mapping[str, Any] | None = None,
+    save: bool = False,
+    force: bool = False,
+) -> TrackRun:
+    """Run the ``model_type`` detector (``model`` on ``target``, with predict's FINDING / POSING options) and the
+    tracker (``tracking_options``: TRACKING's) over the frames of ``sources``; write OUT/tracks.txt (MOTChallenge:
+    one line per detection with a track ID) and, with ``save``, OUT/tracks.mp4 (boxes labelled with their IDs).
+    An OUT holding an earlier run's files is refused unless ``force``; models load before any frame is read."""
+    from ..families.registry import SINGLE_MODEL_DETECTORS
+
+    if model_type not in SINGLE_MODEL_DETECTORS:
+        raise UsageError(f"track runs {', '.join(SINGLE_MODEL_DETECTORS)} models, not {model_type}", "--model-type")
+    outputs = {"tracks": out_dir / TRACKS_FILE, "video": out_dir / VIDEO_FILE}
+    clear_earlier_run(out_dir, outputs, force)
+    detector = build_detector(model_type, model, target, detector_options or {})
+    values = tracking_values(tracking_options or {})
+    tracker = tracking.build(values, lambda path: load_target(target, Path(path)))
+    sources = [Path(source) for source in sources]
+    fps = _video_fps(sources[0]) if len(sources) == 1 and is_video(sources[0]) else IMAGE_FPS
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows: list[tuple[int, int, float, float, float, float, float]] = []
+    writer, size, frames = None, None, 0
+    try:
+        for frames, frame in enumerate(stream_frames(sources), start=1):
+            if size is None:
+                size = frame.shape[:2]
+            elif frame.shape[:2] != size:
+                raise ValueError(
+                    f"frame {frames} is {frame.shape[1]}x{frame.shape[0]}, the stream's first "
+                    f"{size[1]}x{size[0]}: a stream's frames have one size (tracks are in its pixels)"
+                )
+            detections = detector.detect(frame)
+            ids = tracker.update(frame, detections)
+            kept = [(detection, track_id) for detection, track_id in zip(detections, ids) if track_id is not None]
+            for detection, track_id in kept:
+                x1, y1, x2, y2 = detection.xyxy
+                rows.append((frames, track_id, x1, y1, x2 - x1, y2 - y1, detection.score))
+            if save:
+                writer = writer or _open_video(outputs["video"], fps, size)
+                writer.write(_annotated(frame, kept))
+    finally:
+        if writer is not None:
+            writer.release()
+    if frames == 0:
+        raise ValueError(f"no frames in {', '.join(map(str, sources))}")
+    write_mot(outputs["tracks"], boxes_from_rows(rows, str(outputs["tracks"])))
+    return TrackRun(
+        outputs["tracks"],
+        outputs["video"] if save else None,
+        frames,
+        len(rows),
+        len({row[1] for row in rows}),
+        bool(values["reid_model_path"]),
+    )
+
+
+def _annotated(frame: np.ndarray, kept) -> np.ndarray:
+    """The frame with each tracked box drawn (models/drawing.py), its label led by the track ID."""
+    from ..models.drawing import draw_detections
+
+    labelled = [dataclasses.replace(d, class_name=f"#{track_id} {d.class_name}") for d, track_id in kept]
+    return draw_detections(frame.copy(), labelled)
+
+
+def _video_fps(path: Path) -> float:
+    import cv2
+
+    capture = cv2.VideoCapture(str(path))
+    fps = capture.get(cv2.CAP_PROP_FPS)
+    capture.release()
+    return fps if fps and np.isfinite(fps) and fps > 0 else IMAGE_FPS
+
+
+def _open_video(path: Path, fps: float, size: tuple[int, int]):
+    import cv2
+
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (size[1], size[0]))
+    if not writer.isOpened():
+        raise RuntimeError(f"cannot write the video {path} (OpenCV has no mp4v encoder here)")
+    return writer

@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 
 from ..families import tracking
+from ..models.detections import Detection
+from ..models.tracker import Tracker, TrackerConfig
 from ..parameters import with_defaults
 from ..runtime.backends import load_target
 from .commands import UsageError
-from .mot import boxes_from_rows, write_mot
+from .mot import MotBoxes, boxes_from_rows, write_mot
 from .predict import build_detector
 from .replay import clear_earlier_run
 from .sources import is_video, read_image, source_frames
@@ -175,3 +177,21 @@ def _open_video(path: Path, fps: float, size: tuple[int, int]):
     if not writer.isOpened():
         raise RuntimeError(f"cannot write the video {path} (OpenCV has no mp4v encoder here)")
     return writer
+
+
+def track_detections(detections: MotBoxes, config: TrackerConfig | None = None, class_name: str = "object") -> MotBoxes:
+    """A MOTChallenge detections file (ids -1; e.g. mot.noisy_detections) through the tracker by motion alone, one
+    class: the tracks, as ``track`` writes them (one row per detection with a track ID, frames as given)."""
+    tracker = Tracker(config)
+    frames = detections.by_frame()
+    rows = []
+    for frame in range(1, max(frames, default=0) + 1):  # frames with no detection still advance the tracker
+        indices = frames.get(frame, ())
+        found = [
+            Detection((x, y, x + w, y + h), float(detections.scores[i]), 0, class_name)
+            for i, (x, y, w, h) in zip(indices, detections.boxes[indices])
+        ]
+        for index, track_id in zip(indices, tracker.update(found)):
+            if track_id is not None:
+                rows.append((frame, track_id, *detections.boxes[index], detections.scores[index]))
+    return boxes_from_rows(rows, f"{detections.path} (tracked)")

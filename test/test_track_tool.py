@@ -175,3 +175,15 @@ def test_frames_of_another_size_are_refused(frames, detector_model, tmp_path):
     cv2.imwrite(str(small), cv2.imread(str(paths[0]))[:300, :400])
     with pytest.raises(ValueError, match="frame 2 is 400x300, the stream's first 900x600"):
         _track(detector_model, [paths[0], small], tmp_path / "run")
+
+
+def test_a_bag_gives_the_tracks_of_its_frames(frames, detector_model, tmp_path):
+    from vision_factory.tools.bags import write_image_bag
+
+    paths, boxes = frames
+    bag = tmp_path / "frames_bag"
+    write_image_bag(bag, [cv2.imread(str(path)) for path in paths])
+    from_bag = _track(detector_model, [bag], tmp_path / "bag")
+    from_images = _track(detector_model, paths, tmp_path / "images")
+    _check_one_stable_track(from_bag.tracks, boxes)
+    assert from_bag.tracks.read_text() == from_images.tracks.read_text()  # bgr8 frames: the same pixels

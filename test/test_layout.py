@@ -178,6 +178,8 @@ SHARED = [
     "runtime/runner.py",
     "text.py",
 ]
+# The tracker and its re-identification embedder (on the package's own runner), in every detection node.
+TRACKER = ["families/reid.py", "families/tracking.py", "models/reid.py", "models/tracker.py"]
 CARRIED = {
     "tracknet": [
         "families/tracknet.py",
@@ -194,6 +196,7 @@ CARRIED = {
         "models/yolo.py",
         "ros/detection_messages.py",
         "ros/detection_node.py",
+        *TRACKER,
     ],
 }
 
@@ -205,6 +208,10 @@ def test_a_generated_package_carries_only_its_own_familys_code(name):
     python = sorted(path.removeprefix("carried/") for path in files if path.endswith(".py"))
     rendered = ["__init__.py", f"{name}_onnx_node.py", "runtime/onnx_runner.py", f"launch/{name}_onnx.launch.py"]
     assert python == sorted([*SHARED, *CARRIED[name], *rendered, "setup.py", "test/test_smoke.py"])
+    # The tracker's assignment solver is scipy's: declared where the tracker is carried, and only there.
+    tracker = set(TRACKER) <= set(CARRIED[name])
+    assert ("<exec_depend>python3-scipy</exec_depend>" in files["package.xml"]) == tracker
+    assert ('"scipy",' in files["setup.py"]) == tracker
 
 
 def test_recognition_pairs_simcc_outputs_as_the_adapter_does(tmp_path):

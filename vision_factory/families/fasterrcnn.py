@@ -10,6 +10,7 @@ from ..models.detections import Detector
 from ..models.fasterrcnn import FasterRCNNDetector
 from ..models.fasterrcnn_interface import FASTERRCNN
 from ..parameters import Parameter
+from . import tracking
 from .detection import (
     CLASSES,
     CONFIDENCE,
@@ -66,7 +67,7 @@ FAMILY = Family(
     name="fasterrcnn",
     summary="object detection with boxes, scores and labels outputs (FasterRCNN-style)",
     rule=FASTERRCNN,
-    parameters=PARAMETERS,
+    parameters=(*PARAMETERS, *tracking.PARAMETERS),
     build=build,
     output_topic="detections",
     output_message=DETECTIONS_MESSAGE,

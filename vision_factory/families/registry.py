@@ -9,15 +9,23 @@ from __future__ import annotations
 from typing import Any
 
 from ..runtime.runner import Runner
-from . import fasterrcnn, reid, rtmpose, tracknet, yolo, yolo_pose
+from . import fasterrcnn, reid, rtmpose, track, tracknet, yolo, yolo_pose
 from .family import Family
 
 FAMILIES: dict[str, Family] = {
     spec.name: spec
-    for spec in (tracknet.FAMILY, yolo.FAMILY, yolo_pose.FAMILY, fasterrcnn.FAMILY, rtmpose.FAMILY, reid.FAMILY)
+    for spec in (
+        tracknet.FAMILY,
+        yolo.FAMILY,
+        yolo_pose.FAMILY,
+        fasterrcnn.FAMILY,
+        rtmpose.FAMILY,
+        reid.FAMILY,
+        track.FAMILY,
+    )
 }
 # Families with a node of their own: what generate, replay, launch files and the per-frame tools (bench, eval,
-# compare) take. reid has none: its embedder serves the tracker.
+# compare) take. reid has none: its embedder serves the tracker; track's node tracks another node's detections.
 NODE_FAMILIES: dict[str, Family] = {name: spec for name, spec in FAMILIES.items() if spec.has_node}
 # Families whose node runs a Detector (vision_msgs detections, `predict`), and those that run from one model file.
 DETECTORS = tuple(name for name, spec in NODE_FAMILIES.items() if spec.make is not None)

@@ -5,9 +5,10 @@ tracker's thresholds (defaults: models/tracker.py's TrackerConfig) and the optio
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..models.detections import Detection
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import Parameter
 from . import reid
@@ -44,3 +45,24 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Tracking | None
     config = TrackerConfig(**{field: type(getattr(_DEFAULTS, field))(values[name]) for name, field, _ in _THRESHOLDS})
     embedder = reid.build(values, load_runner) if values["reid_model_path"] else None
     return Tracking(Tracker(config), embedder)
+
+
+def detector_values(values: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A detection node's parameter values for its detector: with tracking on, its confidence_threshold goes down
+    to track_low_threshold, so that ByteTrack's second stage gets the low-score detections that keep tracks alive
+    (what the node publishes is still chosen by ``published``)."""
+    if not values.get("tracking"):
+        return values
+    return {**values, "confidence_threshold": min(values["confidence_threshold"], values["track_low_threshold"])}
+
+
+def published(detections: Sequence[Detection], ids: Sequence[int | None], confidence: float) -> list[int]:
+    """Indices of the tracked detections a node publishes: those scoring above ``confidence`` (the node's
+    confidence_threshold, as without tracking), and the lower ones that continue a confirmed track (ByteTrack's
+    second stage: an occluded, blurred person keeps being reported under their ID)."""
+    return [index for index, (d, track) in enumerate(zip(detections, ids)) if d.score > confidence or track is not None]
+
+
+def id_text(track: int | None) -> str:
+    """Detection2D.id of a tracked detection: the track ID, or empty when it is not part of a confirmed track."""
+    return "" if track is None else str(track)

@@ -9,6 +9,7 @@ from ..models.detections import Detector
 from ..models.yolo import YoloDetector
 from ..models.yolo_interface import YOLO
 from ..runtime.runner import Runner
+from . import tracking
 from .detection import (
     CLASSES,
     CONFIDENCE,
@@ -52,7 +53,7 @@ FAMILY = Family(
     name="yolo",
     summary="YOLO object detection (Ultralytics export)",
     rule=YOLO,
-    parameters=PARAMETERS,
+    parameters=(*PARAMETERS, *tracking.PARAMETERS),
     build=build,
     output_topic="detections",
     output_message=DETECTIONS_MESSAGE,

@@ -9,7 +9,7 @@ from ..models.detections import Detector
 from ..models.yolo import YoloDetector
 from ..models.yolo_interface import YOLO_POSE
 from ..runtime.runner import Runner
-from . import yolo
+from . import tracking, yolo
 from .detection import KEYPOINT_THRESHOLD, NODE_MODULE, ROS_DEPENDENCIES, build_detector, outputs
 from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
 
@@ -28,7 +28,7 @@ FAMILY = Family(
     name="yolo_pose",
     summary="YOLO-pose human pose estimation (Ultralytics export)",
     rule=YOLO_POSE,
-    parameters=PARAMETERS,
+    parameters=(*PARAMETERS, *tracking.PARAMETERS),
     build=build,
     output_topic="poses",
     output_message=DETECTIONS_MESSAGE,

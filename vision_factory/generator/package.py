@@ -52,7 +52,8 @@ ABOUT_DEFAULTS = {
     "license": "Apache-2.0",
 }
 ROS_WHEELS = {"rclpy": "ros-rclpy", "rcl_interfaces": "ros-rcl-interfaces"}  # others: ros-<name with dashes>
-NO_WHEEL = ("vision_msgs",)  # built on pip-only machines by `vision-factory install-vision-msgs`
+NO_WHEEL = ("vision_msgs",)
+TRACKER_MODULE = "models/tracker.py"  # built on pip-only machines by `vision-factory install-vision-msgs`
 
 
 class GeneratorError(ValueError):
@@ -216,8 +217,10 @@ def package_files(family_name: str, backend_name: str, package: str, **about: st
     context["ros_wheels"] = wheels + ["ros-rmw-fastrtps-cpp"]
     context["built_interfaces"] = [name for name in spec.ros_dependencies if name in NO_WHEEL]
     context["custom_rosdep_keys"] = [key for key in backend_spec.rosdep if key in custom_rosdep_keys()]
+    modules = copied_modules(spec, backend_spec)
+    context["carries_tracker"] = TRACKER_MODULE in modules  # its assignment solver is scipy's
     files: dict[str, str | bytes] = {}
-    for relative in copied_modules(spec, backend_spec):
+    for relative in modules:
         files[f"{package}/{relative}"] = (SOURCE_ROOT / relative).read_bytes()
     runner = f"runners/{backend_spec.template}"
     files[f"{package}/runtime/{backend_spec.runner_module}.py"] = render(runner)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import colorsys
 from collections.abc import Sequence
 
 import cv2
@@ -14,18 +15,31 @@ LIMB_COLOUR = (255, 160, 0)
 KEYPOINT_COLOUR = (0, 0, 255)
 
 
+def track_colour(track_id: int) -> tuple[float, float, float]:
+    """The colour of a track, RGB in 0..1: a stable function of its ID (hues a golden-ratio step apart), the same
+    in the debug image and the track markers."""
+    return colorsys.hsv_to_rgb((track_id * 0.6180339887498949) % 1.0, 0.85, 1.0)
+
+
 def draw_detections(
     image_bgr: np.ndarray,
     detections: Sequence[Detection],
     skeleton: Sequence[tuple[int, int]] = COCO_SKELETON,
     keypoint_threshold: float = 0.5,
+    track_ids: Sequence[int | None] | None = None,
 ) -> np.ndarray:
-    """Boxes with class and score, limbs and keypoints above ``keypoint_threshold``; draws in place."""
-    for detection in detections:
+    """Boxes with class and score, limbs and keypoints above ``keypoint_threshold``; draws in place. With
+    ``track_ids`` (one per detection, None: no track) a tracked box is drawn in its track's colour, labelled
+    with its ID ("#7 person 0.91")."""
+    for index, detection in enumerate(detections):
         x1, y1, x2, y2 = (int(round(v)) for v in detection.xyxy)
-        cv2.rectangle(image_bgr, (x1, y1), (x2, y2), BOX_COLOUR, 2)
+        track = None if track_ids is None else track_ids[index]
+        colour = BOX_COLOUR if track is None else tuple(int(255 * c) for c in reversed(track_colour(track)))
+        cv2.rectangle(image_bgr, (x1, y1), (x2, y2), colour, 2)
         label = f"{detection.class_name} {detection.score:.2f}"
-        cv2.putText(image_bgr, label, (x1, max(12, y1 - 4)), cv2.FONT_HERSHEY_SIMPLEX, 0.5, BOX_COLOUR)
+        if track is not None:
+            label = f"#{track} {label}"
+        cv2.putText(image_bgr, label, (x1, max(12, y1 - 4)), cv2.FONT_HERSHEY_SIMPLEX, 0.5, colour)
         points = [] if detection.keypoints is None else detection.keypoints
         visible = [score > keypoint_threshold for _, _, score in points]
         for a, b in skeleton:

@@ -26,6 +26,8 @@ from vision_msgs.msg import (
 from visualization_msgs.msg import Marker, MarkerArray
 
 from ..models.detections import Detection
+from ..models.drawing import track_colour
+from ..models.tracker import Track
 
 
 def _hypothesis(class_id: str, score: float, x: float, y: float) -> ObjectHypothesisWithPose:
@@ -48,13 +50,17 @@ def detection_message(header: Header, detection: Detection, keypoint_names: Sequ
 
 
 def detections_message(
-    header: Header, detections: Sequence[Detection], keypoint_names: Sequence[str] = ()
+    header: Header,
+    detections: Sequence[Detection],
+    keypoint_names: Sequence[str] = (),
+    ids: Sequence[str] | None = None,
 ) -> Detection2DArray:
-    """All detections of one frame, stamped with that frame's header; ``id`` is the rank by score."""
-    return Detection2DArray(
-        header=header,
-        detections=[detection_message(header, d, keypoint_names, i) for i, d in enumerate(detections)],
-    )
+    """All detections of one frame, stamped with that frame's header; ``id`` is the rank by score, or the
+    detection's entry of ``ids`` (its track ID, families/tracking.id_text) when given."""
+    messages = [detection_message(header, d, keypoint_names, i) for i, d in enumerate(detections)]
+    for message, text in zip(messages, () if ids is None else ids):
+        message.id = text
+    return Detection2DArray(header=header, detections=messages)
 
 
 def detections_from_message(message: Detection2DArray) -> list[Detection]:
@@ -101,4 +107,19 @@ def skeleton_markers(
         joints.scale.x = joints.scale.y = 5.0
         joints.color = ColorRGBA(r=1.0, g=0.2, b=0.0, a=1.0)
         markers += [limbs, joints]
+    return MarkerArray(markers=markers)
+
+
+def track_markers(header: Header, tracks: Sequence[Track], namespace: str = "tracks") -> MarkerArray:
+    """Per track a LINE_STRIP through its recent centres (Track.history), in pixel units, in the colour of its ID
+    (models/drawing.py's track_colour), marker id the track ID. The first marker deletes the previous frame's, so
+    tracks that ended vanish."""
+    markers = [Marker(header=header, ns=namespace, action=Marker.DELETEALL)]
+    for track in tracks:
+        path = Marker(header=header, ns=namespace, id=track.id, type=Marker.LINE_STRIP, action=Marker.ADD)
+        path.points = [Point(x=float(x), y=float(y), z=0.0) for _, x, y in track.history]
+        path.scale.x = 2.0
+        red, green, blue = track_colour(track.id)
+        path.color = ColorRGBA(r=float(red), g=float(green), b=float(blue), a=1.0)
+        markers.append(path)
     return MarkerArray(markers=markers)

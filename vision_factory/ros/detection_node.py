@@ -5,7 +5,14 @@ Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/Compresse
             paired with the image of the same stamp
 Publishes   detections (detection families) or poses (pose families), vision_msgs/Detection2DArray,
             one per frame with that frame's header; labels (vision_msgs/LabelInfo, transient local,
-            once); pose_markers (visualization_msgs/MarkerArray) and debug_image only when subscribed.
+            once); pose_markers (visualization_msgs/MarkerArray) and debug_image only when subscribed;
+            with tracking on, track_markers (visualization_msgs/MarkerArray) when subscribed.
+
+With ``tracking`` on (yolo, yolo_pose, fasterrcnn: families/tracking.py's parameters) each Detection2D.id is the
+detection's track ID, empty when it is not (yet) part of a confirmed track; the detector then hands the tracker
+its detections down to track_low_threshold and the node publishes those above confidence_threshold and the lower
+ones that continue a track (families/tracking.published). The tracker starts a new stream (IDs from 1 again)
+when the frame size changes or a stamp goes back in time (ros/tracks.py).
 
 ``run(RunnerClass, args, family)`` starts one of ``family`` (families/<name>.py's FAMILY) on that backend's
 runner; each package binds its own, and imports only its own family's module.
@@ -13,36 +20,40 @@ runner; each package binds its own, and imports only its own family's module.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray, LabelInfo
 from visualization_msgs.msg import MarkerArray
 
+from ..families import tracking as tracking_parameters
 from ..families.family import Family
 from ..images import ImageFormatError
 from ..models.detections import COCO_KEYPOINTS, COCO_SKELETON
 from ..models.drawing import draw_detections
 from ..runtime.runner import Runner
-from .detection_messages import detections_from_message, detections_message, label_info_message, skeleton_markers
+from .detection_messages import (
+    detections_from_message,
+    detections_message,
+    label_info_message,
+    skeleton_markers,
+    track_markers,
+)
 from .inference_node import InferenceNode, spin
 from .messages import bgr_to_message
-
-PAIRING_WINDOW = 30  # images (or person detections) kept while waiting for their partner of the same stamp
-
-
-def _stamp(header: Header) -> tuple[int, int]:
-    return header.stamp.sec, header.stamp.nanosec
+from .tracks import TrackedStream
 
 
 class DetectionNode(InferenceNode):
     def __init__(self, runner_class: type[Runner], family: Family, **kwargs):
         super().__init__(family.name, family.parameters, runner_class, **kwargs)
         values = self.values
-        self.detector = family.build(values, lambda path: self.load_runner(runner_class, path))
+        load = lambda path: self.load_runner(runner_class, path)  # noqa: E731
+        self.tracking = tracking_parameters.build(values, load) if "tracking" in values else None
+        self.stream = TrackedStream(self.tracking, self.get_logger()) if self.tracking else None
+        self.detector = family.build(tracking_parameters.detector_values(values), load)
         self.get_logger().info(f"{family.name} {values['model_path']}: {self.detector.runner.describe()}")
+        self.confidence = values["confidence_threshold"]
         self.pose = family.keypoints
         self.keypoint_threshold = values.get("keypoint_threshold", 0.5)
         known_skeleton = self.pose and list(self.detector.keypoint_names) == list(COCO_KEYPOINTS)
@@ -51,6 +62,7 @@ class DetectionNode(InferenceNode):
         self.detections_pub = self.create_publisher(Detection2DArray, output, 10)
         self.debug_pub = self.create_publisher(Image, "debug_image", 1)
         self.marker_pub = self.create_publisher(MarkerArray, "pose_markers", 1) if self.pose else None
+        self.track_marker_pub = self.create_publisher(MarkerArray, "track_markers", 1) if self.tracking else None
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         labels_header = Header(stamp=self.get_clock().now().to_msg())
         self.create_publisher(LabelInfo, "labels", latched).publish(
@@ -58,43 +70,17 @@ class DetectionNode(InferenceNode):
         )
         self.outputs = 0
         if values.get("person_source") == "topic":  # rtmpose's people from another node
-            self._images: OrderedDict = OrderedDict()
-            self._people: OrderedDict = OrderedDict()
             self.person_class = values["person_class"]  # by name here: ids mean nothing across nodes
-            topic = self.subscribe_images(self._keep_image)
-            self.create_subscription(Detection2DArray, "person_detections", self._keep_people, 10)
+            hint = "is the detector running, and does it stamp its output with the image's header?"
+            topic = self.subscribe_paired_images(Detection2DArray, "person_detections", "person detections", hint)
             people = self.resolve_topic_name("person_detections")
             self.get_logger().info(f"posing the people of {people}, paired with images by stamp")
         else:
             topic = self.subscribe_images()
+        if self.tracking:
+            reid = "re-identification " + values["reid_model_path"] if self.tracking.embedder else "motion only"
+            self.get_logger().info(f"tracking ({reid}): Detection2D.id is the track ID")
         self.get_logger().info(f"listening on {topic}, publishing {self.resolve_topic_name(output)}")
-
-    def _keep_image(self, msg) -> None:
-        self._pair(msg, _stamp(msg.header), self._images, self._people, lambda people: (msg, people))
-
-    def _keep_people(self, msg: Detection2DArray) -> None:
-        self._pair(msg, _stamp(msg.header), self._people, self._images, lambda image: (image, msg))
-
-    def _pair(self, msg, stamp, mine: OrderedDict, theirs: OrderedDict, item) -> None:
-        """Enqueue (image, person detections) once both of one stamp are in; keep the newest unpaired."""
-        partner = theirs.pop(stamp, None)
-        if partner is not None:
-            self.enqueue(item(partner))
-            return
-        mine[stamp] = msg
-        while len(mine) > PAIRING_WINDOW:
-            mine.popitem(last=False)
-            if mine is self._images:
-                self._unpaired_image()
-
-    def _unpaired_image(self) -> None:
-        """An image whose person detections never came: refused (counted and reported), not lost silently."""
-        self.frames_in += 1  # on the executor's thread, as enqueue's count
-        self.skip(
-            "image without person detections",
-            f"no person_detections message with the image's stamp came among the next {PAIRING_WINDOW} messages; "
-            "is the detector running, and does it stamp its output with the image's header?",
-        )
 
     def process(self, item) -> None:
         image_msg, people_msg = item if isinstance(item, tuple) else (item, None)
@@ -111,17 +97,23 @@ class DetectionNode(InferenceNode):
                 people = [person for person in people if person.class_name == self.person_class]
             detections = self.detector.pose(frame, people)
         header = image_msg.header
-        self.detections_pub.publish(detections_message(header, detections, self.detector.keypoint_names))
+        track_ids = None
+        if self.tracking is not None:
+            track_ids = self.stream.update(header, frame, detections)
+            shown = tracking_parameters.published(detections, track_ids, self.confidence)
+            detections, track_ids = [detections[i] for i in shown], [track_ids[i] for i in shown]
+        ids = None if track_ids is None else [tracking_parameters.id_text(track) for track in track_ids]
+        self.detections_pub.publish(detections_message(header, detections, self.detector.keypoint_names, ids))
         self.outputs += 1
         if self.marker_pub is not None and self.marker_pub.get_subscription_count() > 0:
             self.marker_pub.publish(skeleton_markers(header, detections, self.skeleton, self.keypoint_threshold))
+        if self.track_marker_pub is not None and self.track_marker_pub.get_subscription_count() > 0:
+            self.track_marker_pub.publish(track_markers(header, self.tracking.tracker.active))
         if self.debug_pub.get_subscription_count() > 0:
-            annotated = draw_detections(frame.copy(), detections, self.skeleton, self.keypoint_threshold)
+            annotated = draw_detections(frame.copy(), detections, self.skeleton, self.keypoint_threshold, track_ids)
             self.debug_pub.publish(bgr_to_message(annotated, header))
 
     def close(self) -> None:
-        for _ in getattr(self, "_images", ()):  # images still waiting for their people at the end
-            self._unpaired_image()
         super().close()
         self.get_logger().info(
             f"frames in {self.frames_in}, dropped {self.frames_dropped}, skipped {self.frames_skipped}, "

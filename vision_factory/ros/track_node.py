@@ -1,0 +1,79 @@
+"""track_node: track IDs for another node's detections, on any backend (the re-identification model's).
+
+Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage), and detections
+            (vision_msgs/Detection2DArray), paired by stamp
+Publishes   tracks (vision_msgs/Detection2DArray): each detections message as it came, with every Detection2D.id
+            the detection's track ID, or empty when it is not (yet) part of a confirmed track; track_markers
+            (visualization_msgs/MarkerArray) and debug_image only when subscribed.
+
+Detections are tracked per class: their results[0] class_id (a name) sets it. Those scoring under
+track_low_threshold are republished too, with an empty id. New streams as in ros/tracks.py.
+"""
+
+from __future__ import annotations
+
+from sensor_msgs.msg import Image
+from vision_msgs.msg import Detection2DArray
+from visualization_msgs.msg import MarkerArray
+
+from ..families.family import Family
+from ..families.tracking import id_text
+from ..images import ImageFormatError
+from ..models.drawing import draw_detections
+from ..runtime.runner import Runner
+from .detection_messages import detections_from_message, track_markers
+from .inference_node import InferenceNode, spin
+from .messages import bgr_to_message
+from .tracks import TrackedStream
+
+
+class TrackNode(InferenceNode):
+    def __init__(self, runner_class: type[Runner], family: Family, **kwargs):
+        super().__init__(family.name, family.parameters, runner_class, **kwargs)
+        self.tracking = family.build(self.values, lambda path: self.load_runner(runner_class, path))
+        self.stream = TrackedStream(self.tracking, self.get_logger())
+        self.classes: dict[str, int] = {}  # class name -> the tracker's class id, in order of first sight
+        self.tracks_pub = self.create_publisher(Detection2DArray, family.output_topic, 10)
+        self.marker_pub = self.create_publisher(MarkerArray, "track_markers", 1)
+        self.debug_pub = self.create_publisher(Image, "debug_image", 1)
+        self.outputs = 0
+        hint = "is the detector running, and does it stamp its output with the image's header?"
+        topic = self.subscribe_paired_images(Detection2DArray, "detections", "detections", hint)
+        reid = "re-identification " + self.values["reid_model_path"] if self.tracking.embedder else "motion only"
+        self.get_logger().info(
+            f"tracking ({reid}) the detections of {self.resolve_topic_name('detections')} paired with {topic}, "
+            f"publishing {self.resolve_topic_name(family.output_topic)}"
+        )
+
+    def process(self, item) -> None:
+        image_msg, detections_msg = item
+        try:
+            frame = self.to_bgr(image_msg)
+        except ImageFormatError as exc:
+            self.skip_error(exc)
+            return
+        detections = detections_from_message(detections_msg)
+        for detection in detections:
+            detection.class_id = self.classes.setdefault(detection.class_name, len(self.classes))
+        track_ids = self.stream.update(detections_msg.header, frame, detections)
+        for message, track in zip(detections_msg.detections, track_ids):
+            message.id = id_text(track)
+        self.tracks_pub.publish(detections_msg)
+        self.outputs += 1
+        if self.marker_pub.get_subscription_count() > 0:
+            self.marker_pub.publish(track_markers(detections_msg.header, self.tracking.tracker.active))
+        if self.debug_pub.get_subscription_count() > 0:
+            annotated = draw_detections(frame.copy(), detections, (), track_ids=track_ids)
+            self.debug_pub.publish(bgr_to_message(annotated, image_msg.header))
+
+    def close(self) -> None:
+        super().close()
+        self.get_logger().info(
+            f"frames in {self.frames_in}, dropped {self.frames_dropped}, skipped {self.frames_skipped}, "
+            f"outputs {self.outputs}"
+        )
+
+
+def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:
+    """Run track_node until SIGINT/SIGTERM; 2 when it cannot start (the reason is logged)."""
+    return spin(lambda: TrackNode(runner_class, family), family.name, args)

@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 
 from ..families import tracking
+from ..families.registry import family
 from ..models.detections import Detection
 from ..models.tracker import Tracker, TrackerConfig
 from ..parameters import with_defaults
 from ..runtime.backends import load_target
-from .commands import UsageError
+from .commands import UsageError, node_default
 from .mot import MotBoxes, boxes_from_rows, write_mot
 from .predict import build_detector
 from .replay import clear_earlier_run
@@ -68,6 +69,16 @@ def tracking_values(options: Mapping[str, Any]) -> dict[str, Any]:
     return with_defaults(tracking.PARAMETERS, {**given, "tracking": True}, "tracking")
 
 
+def _with_tracking(model_type: str, options: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """The detector's options as a tracking node has them: its confidence lowered to track_low_threshold
+    (tracking.detector_values), so that ByteTrack's second stage sees the low-score detections."""
+    confidence = options.get("--conf")
+    if confidence is None:
+        confidence = node_default(family(model_type).parameters, "confidence_threshold")
+    lowered = tracking.detector_values({**values, "confidence_threshold": confidence})
+    return {**options, "--conf": lowered["confidence_threshold"]}
+
+
 def stream_frames(sources: Iterable[Path]) -> Iterator[np.ndarray]:
     """The BGR frames of ``sources``: image files in order, or one video, or one rosbag2 (folder or file)."""
     sources = [Path(source) for source in sources]
@@ -111,8 +122,8 @@ def track(
         raise UsageError(f"track runs {', '.join(SINGLE_MODEL_DETECTORS)} models, not {model_type}", "--model-type")
     outputs = {"tracks": out_dir / TRACKS_FILE, "video": out_dir / VIDEO_FILE}
     clear_earlier_run(out_dir, outputs, force)
-    detector = build_detector(model_type, model, target, detector_options or {})
     values = tracking_values(tracking_options or {})
+    detector = build_detector(model_type, model, target, _with_tracking(model_type, detector_options or {}, values))
     tracker = tracking.build(values, lambda path: load_target(target, Path(path)))
     sources = [Path(source) for source in sources]
     fps = _video_fps(sources[0]) if len(sources) == 1 and is_video(sources[0]) else IMAGE_FPS

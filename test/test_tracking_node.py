@@ -5,6 +5,7 @@ families/tracking.py builds offline (the detector, then the same Tracking) on th
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -24,6 +25,8 @@ from vision_factory.parameters import with_defaults
 from vision_factory.ros.detection_messages import detections_message
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.tools.mot import read_mot
+from vision_factory.tools.track import track as track_tool
 
 LOG = logging.getLogger("test")
 REID_MODEL = SHARED / "models" / "mobilenetv2-reid-embedder.onnx"
@@ -112,6 +115,29 @@ def test_yolo_node_with_tracking_publishes_the_track_ids_the_offline_tracker_giv
     assert len(strips["1"].points) == len(frames)
     assert strips["1"].color != strips["2"].color
     assert "tracking (re-identification" in log
+    # `vision-factory track` on the same frames (as image files) gives the same IDs and boxes as the node.
+    images = []
+    for index, frame in enumerate(frames):
+        images.append(tmp_path / f"frame{index:02d}.png")
+        cv2.imwrite(str(images[-1]), frame)
+    run = track_tool(
+        "yolo", Path(params["model_path"]), "onnx:cpu", images, tmp_path / "tool", None, {"--reid": REID_MODEL}
+    )
+    tool = read_mot(run.tracks)
+    by_node = sorted(
+        (
+            index + 1,
+            int(d.id),
+            d.bbox.center.position.x - d.bbox.size_x / 2,
+            d.bbox.center.position.y - d.bbox.size_y / 2,
+        )
+        for index, message in enumerate(published)
+        for d in message.detections
+        if d.id
+    )
+    by_tool = sorted(zip(tool.frames.tolist(), tool.ids.tolist(), tool.boxes[:, 0].tolist(), tool.boxes[:, 1].tolist()))
+    assert [row[:2] for row in by_tool] == [row[:2] for row in by_node]
+    assert np.allclose([row[2:] for row in by_tool], [row[2:] for row in by_node], atol=0.006)  # the file's 2 decimals
 
 
 def test_yolo_node_without_tracking_publishes_what_it_did_before(tmp_path):

@@ -496,6 +496,50 @@ def compare(
             _show(compare_detections(model_type, configurations, data, out_dir))
 
 
+# The detector's options of predict and track: (option, click type, help); the node parameter each sets is
+# tools/predict.py's FINDING / POSING.
+DETECTOR_OPTIONS = (
+    ("--conf", float, "confidence threshold  [default: the nodes']"),
+    ("--iou", float, "NMS IoU threshold (yolo)  [default: the nodes']"),
+    ("--max-det", int, "detections per image at most  [default: the nodes']"),
+    ("--classes", str, "class ids or names to keep, e.g. 0,2 or person,car  [default: all]"),
+    (
+        "--imgsz",
+        int,
+        "input size for yolo models with dynamic input  [default: the size recorded in the model, as the nodes]",
+    ),
+    (
+        "--labels",
+        click.Path(exists=True, dir_okay=False),
+        "class names, one per line, when the model's metadata has none (rtmpose: the detector's)",
+    ),
+    ("--input-size", str, "fasterrcnn / rtmpose: WIDTHxHEIGHT for a model with dynamic input size"),
+    ("--resize", click.Choice(["stretch", "letterbox", "none"]), "fasterrcnn: fit frames by"),
+    ("--box-units", click.Choice(["auto", "normalized", "pixels"]), "fasterrcnn: boxes are in"),
+    ("--label-offset", int, "fasterrcnn: the label of class 0 (default 1: 0 is the background)"),
+)
+
+
+def _detector_option_names() -> dict[str, str]:
+    from .tools.predict import FINDING, POSING
+
+    return FINDING | POSING
+
+
+def _detector_options(command):
+    """DETECTOR_OPTIONS, each passed to the command under its node parameter's name (None: not given)."""
+    names = _detector_option_names()
+    for option, kind, help_text in reversed(DETECTOR_OPTIONS):
+        command = click.option(option, names[option], type=kind, help=help_text)(command)
+    return command
+
+
+def _given_detector_options(values: dict) -> dict:
+    """The command's DETECTOR_OPTIONS values by option (as tools/predict.py takes them)."""
+    names = _detector_option_names()
+    return {option: values[names[option]] for option, _, _ in DETECTOR_OPTIONS}
+
+
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
@@ -506,25 +550,7 @@ def compare(
 )
 @click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="ONNX model")
 @click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
-@click.option("--conf", "confidence", type=float, help="confidence threshold  [default: the nodes']")
-@click.option("--iou", type=float, help="NMS IoU threshold (yolo)  [default: the nodes']")
-@click.option("--max-det", type=int, help="detections per image at most  [default: the nodes']")
-@click.option("--classes", help="class ids or names to keep, e.g. 0,2 or person,car  [default: all]")
-@click.option(
-    "--imgsz",
-    type=int,
-    help="input size for yolo models with dynamic input  [default: the size recorded in the model, as the nodes]",
-)
-@click.option(
-    "--labels",
-    "labels_file",
-    type=click.Path(exists=True, dir_okay=False),
-    help="class names, one per line, when the model's metadata has none (rtmpose: the detector's)",
-)
-@click.option("--input-size", help="fasterrcnn / rtmpose: WIDTHxHEIGHT for a model with dynamic input size")
-@click.option("--resize", type=click.Choice(["stretch", "letterbox", "none"]), help="fasterrcnn: fit frames by")
-@click.option("--box-units", type=click.Choice(["auto", "normalized", "pixels"]), help="fasterrcnn: boxes are in")
-@click.option("--label-offset", type=int, help="fasterrcnn: the label of class 0 (default 1: 0 is the background)")
+@_detector_options
 @click.option(
     "--detector",
     "detector_model",
@@ -546,21 +572,12 @@ def predict(
     model_type: str,
     model: Path,
     target: str,
-    confidence: float | None,
-    iou: float | None,
-    max_det: int | None,
-    classes: str | None,
-    imgsz: int | None,
-    labels_file: str | None,
-    input_size: str | None,
-    resize: str | None,
-    box_units: str | None,
-    label_offset: int | None,
     detector_model: Path | None,
     detector_type: str,
     person_class: str | None,
     output_format: str,
     save: Path | None,
+    **detector_options,
 ) -> None:
     """Detections (and keypoints) of a model on images or videos.
 
@@ -581,11 +598,7 @@ def predict(
     from .tools.predict import build_detector
     from .tools.predict import predict as run_predict
 
-    options = {
-        "--conf": confidence, "--iou": iou, "--max-det": max_det, "--classes": classes, "--imgsz": imgsz,
-        "--labels": labels_file, "--input-size": input_size, "--resize": resize, "--box-units": box_units,
-        "--label-offset": label_offset, "--person-class": person_class,
-    }  # fmt: skip
+    options = {**_given_detector_options(detector_options), "--person-class": person_class}
     with _reported():
         detector = build_detector(model_type, model, target, options, detector_model, detector_type)
         for found in run_predict(detector, inputs, save):
@@ -616,21 +629,7 @@ def _tracking_options(command):
 )
 @click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="detector (ONNX)")
 @click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
-@click.option("--conf", "confidence", type=float, help="confidence threshold  [default: the nodes']")
-@click.option("--iou", type=float, help="NMS IoU threshold (yolo)  [default: the nodes']")
-@click.option("--max-det", type=int, help="detections per image at most  [default: the nodes']")
-@click.option("--classes", help="class ids or names to keep, e.g. 0,2 or person,car  [default: all]")
-@click.option("--imgsz", type=int, help="input size for yolo models with dynamic input  [default: the model's]")
-@click.option(
-    "--labels",
-    "labels_file",
-    type=click.Path(exists=True, dir_okay=False),
-    help="class names, one per line, when the model's metadata has none",
-)
-@click.option("--input-size", help="fasterrcnn: WIDTHxHEIGHT for a model with dynamic input size")
-@click.option("--resize", type=click.Choice(["stretch", "letterbox", "none"]), help="fasterrcnn: fit frames by")
-@click.option("--box-units", type=click.Choice(["auto", "normalized", "pixels"]), help="fasterrcnn: boxes are in")
-@click.option("--label-offset", type=int, help="fasterrcnn: the label of class 0 (default 1: 0 is the background)")
+@_detector_options
 @_tracking_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="folder")
 @click.option("--save", is_flag=True, help="also write OUT/tracks.mp4, each box labelled with its track ID")
@@ -640,20 +639,10 @@ def track(
     model_type: str,
     model: Path,
     target: str,
-    confidence: float | None,
-    iou: float | None,
-    max_det: int | None,
-    classes: str | None,
-    imgsz: int | None,
-    labels_file: str | None,
-    input_size: str | None,
-    resize: str | None,
-    box_units: str | None,
-    label_offset: int | None,
     out_dir: Path,
     save: bool,
     force: bool,
-    **tracking_parameters,
+    **parameters,
 ) -> None:
     """Track a detector's boxes over a stream: image files (in the order given), one video or one rosbag2.
 
@@ -672,12 +661,8 @@ def track(
     from .tools.track import TRACKING
     from .tools.track import track as run_track
 
-    options = {
-        "--conf": confidence, "--iou": iou, "--max-det": max_det, "--classes": classes, "--imgsz": imgsz,
-        "--labels": labels_file, "--input-size": input_size, "--resize": resize, "--box-units": box_units,
-        "--label-offset": label_offset,
-    }  # fmt: skip
-    tracking_options = {option: tracking_parameters[name] for option, name in TRACKING.items()}
+    options = _given_detector_options(parameters)
+    tracking_options = {option: parameters[name] for option, name in TRACKING.items()}
     with _reported(FileExistsError):
         result = run_track(model_type, model, target, sources, out_dir, options, tracking_options, save, force)
     click.echo(json.dumps(result.summary(), indent=2))

@@ -68,7 +68,6 @@ class DetectionNode(InferenceNode):
         self.create_publisher(LabelInfo, "labels", latched).publish(
             label_info_message(labels_header, self.detector.names, values["confidence_threshold"])
         )
-        self.outputs = 0
         if values.get("person_source") == "topic":  # rtmpose's people from another node
             self.person_class = values["person_class"]  # by name here: ids mean nothing across nodes
             hint = "is the detector running, and does it stamp its output with the image's header?"
@@ -112,13 +111,6 @@ class DetectionNode(InferenceNode):
         if self.debug_pub.get_subscription_count() > 0:
             annotated = draw_detections(frame.copy(), detections, self.skeleton, self.keypoint_threshold, track_ids)
             self.debug_pub.publish(bgr_to_message(annotated, header))
-
-    def close(self) -> None:
-        super().close()
-        self.get_logger().info(
-            f"frames in {self.frames_in}, dropped {self.frames_dropped}, skipped {self.frames_skipped}, "
-            f"outputs {self.outputs}"
-        )
 
 
 def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:

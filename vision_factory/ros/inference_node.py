@@ -48,6 +48,7 @@ class InferenceNode(Node):
         self.queue_size = self.values["queue_size"]
         self.max_image_pixels = self.values["max_image_pixels"]
         self.frames_in = self.frames_dropped = self.frames_skipped = 0
+        self.outputs = 0  # answers published (subclasses count them)
         self.problems: dict[str, int] = {}  # kind of problem -> frames it happened to, in order of first sight
         self._problems_logged = 0  # of the frames counted in problems, at the last count logged
         self._problems_lock = threading.Lock()  # problems come from the executor and the inference thread
@@ -199,7 +200,20 @@ class InferenceNode(Node):
             self._survive(self.process, self._queue.popleft())
         for _ in getattr(self, "_images", ()):  # paired images still waiting for their partner at the end
             self._unpaired_image()
+        self.finish()
         self.log_problems(final=True)
+        self.get_logger().info(self.counts())
+
+    def finish(self) -> None:
+        """Runs at close once every queued item is processed, before the closing lines (e.g. flush a stream)."""
+
+    def counts(self, outputs: int | None = None) -> str:
+        """The closing line: frames in, dropped, skipped and ``outputs`` (default: ``self.outputs``)."""
+        outputs = self.outputs if outputs is None else outputs
+        return (
+            f"frames in {self.frames_in}, dropped {self.frames_dropped}, skipped {self.frames_skipped}, "
+            f"outputs {outputs}"
+        )
 
 
 def _type_name(exc: Exception) -> str:

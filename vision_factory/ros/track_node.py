@@ -36,7 +36,6 @@ class TrackNode(InferenceNode):
         self.tracks_pub = self.create_publisher(Detection2DArray, family.output_topic, 10)
         self.marker_pub = self.create_publisher(MarkerArray, "track_markers", 1)
         self.debug_pub = self.create_publisher(Image, "debug_image", 1)
-        self.outputs = 0
         hint = "is the detector running, and does it stamp its output with the image's header?"
         topic = self.subscribe_paired_images(Detection2DArray, "detections", "detections", hint)
         reid = "re-identification " + self.values["reid_model_path"] if self.tracking.embedder else "motion only"
@@ -65,13 +64,6 @@ class TrackNode(InferenceNode):
         if self.debug_pub.get_subscription_count() > 0:
             annotated = draw_detections(frame.copy(), detections, (), track_ids=track_ids)
             self.debug_pub.publish(bgr_to_message(annotated, image_msg.header))
-
-    def close(self) -> None:
-        super().close()
-        self.get_logger().info(
-            f"frames in {self.frames_in}, dropped {self.frames_dropped}, skipped {self.frames_skipped}, "
-            f"outputs {self.outputs}"
-        )
 
 
 def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:

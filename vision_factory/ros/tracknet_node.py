@@ -42,7 +42,6 @@ class TrackNetNode(InferenceNode):
         self.marker_pub = self.create_publisher(MarkerArray, "ball_markers", 1)
         self.debug_pub = self.create_publisher(Image, "debug_image", 1)
         self.trajectory: deque[tuple[int, int]] = deque(maxlen=values["trajectory_length"])
-        self.outputs = 0  # ball messages from the model (inference thread)
         self.dropped_answers = 0  # ball messages for dropped frames (receiving thread)
         topic = self.subscribe_images(self._receive)
         logger.info(f"listening on {topic}, publishing {self.resolve_topic_name('ball')}")
@@ -109,17 +108,18 @@ class TrackNetNode(InferenceNode):
             cv2.circle(image, tuple(int(v) for v in points[-1, 0]), 8, (0, 0, 255), 2)
         return image
 
-    def close(self) -> None:
-        """Stop the worker, publish what is pending and log the stream statistics."""
-        super().close()
+    def finish(self) -> None:
+        """At close: publish what is pending."""
         self._publish(self.stream.flush())
+
+    def counts(self, outputs: int | None = None) -> str:
+        """The closing line, with the answers to dropped frames among the outputs and the per-stage times."""
         stats = self.stream.stats
         per_frame = lambda seconds: 1000 * seconds / max(1, stats.push_calls)  # noqa: E731
-        outputs = self.outputs + self.dropped_answers
-        self.get_logger().info(
-            f"frames in {self.frames_in}, dropped {self.frames_dropped}, skipped {self.frames_skipped}, "
-            f"outputs {outputs}; per frame: pre-processing {per_frame(stats.preprocess_s):.2f} ms, "
-            f"inference {per_frame(stats.inference_s):.2f} ms, post-processing {per_frame(stats.postprocess_s):.2f} ms "
+        return (
+            f"{super().counts(self.outputs + self.dropped_answers)}; per frame: pre-processing "
+            f"{per_frame(stats.preprocess_s):.2f} ms, inference {per_frame(stats.inference_s):.2f} ms, "
+            f"post-processing {per_frame(stats.postprocess_s):.2f} ms "
             f"({stats.prepared} of {stats.push_calls} frames pre-processed on the receiving thread)"
         )
 

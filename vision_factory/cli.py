@@ -21,6 +21,8 @@ from .tools.mot import MODEL_TYPE as TRACK
 HEATMAP_THRESHOLD = node_default(FAMILIES["tracknet"].parameters, "heatmap_threshold")
 # eval's model types: the families it scores (tracknet: ball CSVs; those with a COCO iouType), and MOTChallenge tracks.
 EVAL_TYPES = (*(name for name, spec in FAMILIES.items() if name == "tracknet" or spec.iou_type), TRACK)
+# verify's model types: the nodes that answer each frame from one model (tools/verify.py).
+VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make is not None or name == "tracknet"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -145,6 +147,107 @@ def replay(
     click.echo(json.dumps(result.summary(), indent=2))
     if result.missing_frames:
         _warn(f"{len(result.missing_frames)} frames got no output (see {result.node_log})")
+
+
+@main.command()
+@click.argument("bag", type=click.Path(exists=True, path_type=Path))
+@click.option("--model-type", type=click.Choice(VERIFIED), required=True, help="the node's model family")
+@click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="the model (ONNX)")
+@click.option(
+    "--executable",
+    help="command that starts the node instead of this package's, e.g. 'ros2 run my_pkg yolo_node'",
+)
+@click.option(
+    "-p",
+    "--param",
+    "params",
+    multiple=True,
+    metavar="NAME:=VALUE",
+    help="node parameter, repeatable; the model's parameters apply offline too (model_path: the node's only)",
+)
+@click.option(
+    "--latency-budget-ms",
+    type=click.FloatRange(min=0, min_open=True),
+    help="also check the node's p99 pipeline latency (answer received minus the image's stamp)",
+)
+@click.option(
+    "--backend",
+    default="onnx:cpu",
+    show_default=True,
+    help="what the node runs on, as in bench; the model runs offline on it too, and it sets the tolerance",
+)
+@click.option("--tolerance", "tolerance_px", type=click.FloatRange(min=0), help="pixels  [default: the backend's]")
+@click.option("--topic", help="image topic in the bag (needed when it has several)")
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="play at the bag's own rate times RATE",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("vision_factory_verify"),
+    show_default=True,
+    help="folder for verify.json, verify.md, worst_frame.png and the node's outputs",
+)
+@click.option("--force", is_flag=True, help="replace an earlier verification in OUT (else refused)")
+def verify(
+    bag: Path,
+    model_type: str,
+    model: Path,
+    executable: str | None,
+    params: tuple[str, ...],
+    latency_budget_ms: float | None,
+    backend: str,
+    tolerance_px: float | None,
+    topic: str | None,
+    rate: float,
+    out_dir: Path,
+    force: bool,
+) -> None:
+    """Check that a deployed node gives the model's own answers; exit 1 when it does not.
+
+    Plays BAG through the node over ROS 2 (this package's, or --executable: a generated
+    package's) at the bag's own rate, runs the same model offline through the family's
+    adapter on the same frames, and compares answer by answer: every frame answered, header
+    stamps and frame_ids carried, class names the model's, boxes, keypoints or ball positions
+    and scores within the backend's tolerance, and with --latency-budget-ms the p99 pipeline
+    latency. Each failed check is printed with its likely cause (colour order, letterbox,
+    another model, restamped headers, frames dropped under load). Writes OUT/verify.json,
+    OUT/verify.md and OUT/worst_frame.png (node's answers red, the model's green).
+
+    \b
+    Examples:
+      vision-factory verify street_bag --model-type yolo --model yolov8n.onnx --latency-budget-ms 100
+      vision-factory verify rally_bag --model-type tracknet --model tracknet.onnx \\
+          --executable 'ros2 run court_tracker tracknet_node' -p bg_mode:=subtract -p median_warmup:=10
+    """
+    from .tools.replay import parse_overrides
+    from .tools.verify import verify as run_verify
+
+    with _reported(FileExistsError):
+        report = run_verify(
+            bag,
+            model_type,
+            model,
+            out_dir,
+            parse_overrides(params),
+            shlex.split(executable) if executable else None,
+            latency_budget_ms,
+            backend,
+            tolerance_px,
+            topic,
+            rate,
+            force,
+        )
+    click.echo(report.text())
+    if not report.passed:
+        for failure in report.failures():
+            click.echo(f"verify failed: {failure}", err=True)
+        sys.exit(1)
 
 
 @main.command(name="install-vision-msgs")

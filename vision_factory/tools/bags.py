@@ -118,14 +118,21 @@ def image_topic(path: str | Path, topic: str | None = None) -> tuple[str, str]:
 
 def read_frames(path: str | Path, topic: str | None = None) -> Iterator[np.ndarray]:
     """BGR frames of the bag's image topic (the only one, or ``topic``), in bag time order."""
+    for _, frame in read_framed(path, topic):
+        yield frame
+
+
+def read_framed(path: str | Path, topic: str | None = None) -> Iterator[tuple[str, np.ndarray]]:
+    """(header.frame_id, BGR frame) of each image of the bag's image topic, in bag time order."""
     topic, _ = image_topic(path, topic)
     store = _typestore()
     for raw in read_messages(path, topic):
         msg = store.deserialize_cdr(raw.data, raw.msgtype)
         if raw.msgtype.endswith("CompressedImage"):
-            yield compressed_to_bgr(msg.data)
+            yield msg.header.frame_id, compressed_to_bgr(msg.data)
         else:
-            yield image_to_bgr(msg.width, msg.height, msg.encoding, msg.step, msg.data, bool(msg.is_bigendian))
+            frame = image_to_bgr(msg.width, msg.height, msg.encoding, msg.step, msg.data, bool(msg.is_bigendian))
+            yield msg.header.frame_id, frame
 
 
 class _open:

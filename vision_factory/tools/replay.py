@@ -61,11 +61,12 @@ class ReplayResult:
     node_log: str
     latencies_ms: list[float] = field(default_factory=list, repr=False)
     answered_ns: list[int] = field(default_factory=list, repr=False)  # when each answered frame's answer came
+    sent_stamps: list[tuple[int, int]] = field(default_factory=list, repr=False)  # each frame's header stamp, sent
 
     def summary(self) -> dict:
         data = asdict(self)
-        data.pop("latencies_ms")
-        data.pop("answered_ns")
+        for name in ("latencies_ms", "answered_ns", "sent_stamps"):
+            data.pop(name)
         return data
 
     def steady_fps(self, held_back: int = 0) -> float:
@@ -86,6 +87,14 @@ def _stamp(data: bytes) -> tuple[int, int]:
     """header.stamp of a CDR-serialised message that starts with a std_msgs/Header."""
     little = data[1] == 1
     return struct.unpack_from("<iI" if little else ">iI", data, 4)
+
+
+def _restamped(data: bytes, stamp_ns: int) -> tuple[bytes, tuple[int, int]]:
+    """A CDR-serialised message that starts with a std_msgs/Header, its header.stamp set to ``stamp_ns``."""
+    stamp = divmod(stamp_ns, 10**9)
+    copy = bytearray(data)
+    struct.pack_into("<iI" if data[1] == 1 else ">iI", copy, 4, *stamp)
+    return bytes(copy), stamp
 
 
 def use_shared_memory_profile() -> None:
@@ -124,6 +133,9 @@ def replay(
     progress: Callable[[int, int], None] | None = None,
     executable: Sequence[str] | None = None,
     force: bool = False,
+    live_stamps: bool = False,
+    latched: dict[str, str] | None = None,
+    warm_up: bool = False,
 ) -> ReplayResult:
     """Play ``bag``'s image topic into a fresh ``node`` process and record its outputs.
 
@@ -135,10 +147,17 @@ def replay(
 
     ``out_dir`` holding an earlier run's outputs (any file this replay writes) is refused
     before anything is played; ``force`` removes those outputs first (and nothing else).
+
+    ``live_stamps``: each image goes out stamped with the time it is published, as a camera driver
+    stamps it (the answers are matched to frames by those stamps, ``sent_stamps``), so that a node's
+    pipeline latency and frame age are those of a live camera. ``latched``: topics the node publishes
+    once, transient local (e.g. ``{"labels": "vision_msgs/msg/LabelInfo"}``), recorded too. ``warm_up``:
+    the bag's first image is sent once before the replay and its answer awaited and left out, so that
+    a model's slow first inference does not count (a node with a flush_timeout then ends that stream).
     """
     import rclpy
     from rclpy.node import Node
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
     if node not in NODES:
         raise ValueError(f"unknown node '{node}': choose one of {', '.join(NODES)}")
@@ -176,10 +195,14 @@ def replay(
     context = rclpy.Context()
     rclpy.init(context=context)
     player = Node("vf_replay_player", context=context)
-    received: dict[str, list[tuple[int, bytes]]] = {name: [] for name in spec.outputs}
+    recorded = {**spec.outputs, **(latched or {})}
+    received: dict[str, list[tuple[int, bytes]]] = {name: [] for name in recorded}
     done_frames: dict[int, int] = {}  # frame index -> receive time (ns)
     answered = threading.Condition()
     reliable = QoSProfile(depth=max(100, max_in_flight * 4), reliability=ReliabilityPolicy.RELIABLE)
+    latched_qos = QoSProfile(
+        depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+    )
 
     def on_output(name: str):
         def callback(data: bytes) -> None:
@@ -192,10 +215,9 @@ def replay(
 
         return callback
 
-    for name, output_type in spec.outputs.items():
-        player.create_subscription(
-            message_class(output_type), f"{namespace}/{name}", on_output(name), reliable, raw=True
-        )
+    for name, output_type in recorded.items():
+        qos = reliable if name in spec.outputs else latched_qos
+        player.create_subscription(message_class(output_type), f"{namespace}/{name}", on_output(name), qos, raw=True)
     publisher = player.create_publisher(message_class(msgtype), f"{namespace}/{input_topic}", reliable)
     executor = rclpy.executors.SingleThreadedExecutor(context=context)
     executor.add_node(player)
@@ -203,8 +225,20 @@ def replay(
     spinner.start()
 
     sent_at: list[int] = []
+    sent_stamps: list[tuple[int, int]] = []
     try:
         _wait_for_node(process, publisher, player, f"{namespace}/{spec.main_output}", startup_timeout, log_path)
+        if warm_up:
+            first = next(iter(read_messages(bag, topic)))
+            publisher.publish(_restamped(first.data, time.time_ns())[0])
+            with answered:  # its answer (frame -1: no frame of the bag's) is not the replay's
+                answered.wait_for(lambda: done_frames or process.poll() is not None, timeout=startup_timeout)
+            # A node that ends a stream after a pause (flush_timeout) starts the bag afresh.
+            time.sleep(2 * float(overrides.get("flush_timeout", 0)))
+            with answered:
+                done_frames.clear()
+                for name in spec.outputs:
+                    received[name].clear()
         start = time.perf_counter()
         first_bag_ns = None
         for index, message in enumerate(read_messages(bag, topic)):
@@ -215,8 +249,16 @@ def replay(
                 delay = (message.timestamp_ns - first_bag_ns) / 1e9 / rate - (time.perf_counter() - start)
                 if delay > 0:
                     time.sleep(delay)
+            data = message.data
             sent_at.append(time.time_ns())
-            publisher.publish(message.data)
+            if live_stamps:
+                data, stamp = _restamped(data, sent_at[-1])
+                with answered:
+                    frame_of[stamp] = index
+                sent_stamps.append(stamp)
+            else:
+                sent_stamps.append(stamps[index])
+            publisher.publish(data)
             if progress:
                 progress(index + 1, len(stamps))
         _wait_for_end(answered, done_frames, len(stamps), idle_s=3.0)
@@ -233,7 +275,7 @@ def replay(
         rclpy.try_shutdown(context=context)
 
     messages = [
-        RawMessage(f"/{name}", spec.outputs[name], stamp_ns, data)
+        RawMessage(f"/{name}", recorded[name], stamp_ns, data)
         for name, items in received.items()
         for stamp_ns, data in items
     ]
@@ -259,6 +301,7 @@ def replay(
         node_log=str(log_path),
         latencies_ms=latencies,
         answered_ns=sorted(done_frames[i] for i in range(len(sent_at)) if i in done_frames),
+        sent_stamps=sent_stamps,
     )
     outputs["summary"].write_text(json.dumps(result.summary(), indent=2))
     return result

@@ -1,0 +1,194 @@
+"""vision-factory verify: it passes on a correct deployment (this package's nodes, real models, real DDS) and fails,
+naming the cause, on each fault users hit. Each fault is planted by a small wrapper of this package's node written
+into the test's folder (never in the product): the node runs as an --executable, as a generated package's would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import cv2
+import numpy as np
+import pytest
+from conftest import SHARED, pypi_model
+from test_real_models import NUDENET_MODEL
+
+from vision_factory.tools.bags import read_ball_csv, write_image_bag
+from vision_factory.tools.synthetic import BallClip, build_tracknet_model
+from vision_factory.tools.verify import verify
+
+SHAPES_MODEL = SHARED / "models" / "shapes-yolov8n.onnx"
+SHAPES_IMAGES = SHARED / "data" / "shapes-val" / "images"
+pytestmark = pytest.mark.skipif(
+    not (SHAPES_MODEL.is_file() and SHAPES_IMAGES.is_dir()), reason=f"shared model or data not found under {SHARED}"
+)
+
+
+def _shapes_bag(tmp_path, count: int = 12):
+    """``count`` frames of 384x256 (not square, so that the letterbox pads) made of the shapes validation images."""
+    paths = sorted(SHAPES_IMAGES.glob("*.jpg"))
+    frames = []
+    for index in range(count):
+        left, right = cv2.imread(str(paths[index])), cv2.imread(str(paths[index + 1]))
+        frames.append(np.hstack([left, right[:, :128]]))
+    return write_image_bag(tmp_path / "bag", frames, fps=10, frame_id="shapes_camera")
+
+
+def _wrapper(tmp_path, body: str) -> list[str]:
+    """An executable: ``body`` (the planted fault) run in the node's process, then this package's yolo node."""
+    script = tmp_path / "faulty_node.py"
+    script.write_text(textwrap.dedent(body) + "\nfrom vision_factory.yolo_onnx_node import main\n\nsys.exit(main())\n")
+    return [sys.executable, str(script)]
+
+
+def _failed(report, name: str) -> str:
+    (check,) = [check for check in report.checks if check.name.startswith(name)]
+    assert not check.passed, check
+    return check.cause
+
+
+def test_verify_passes_a_correct_yolo_node_and_writes_the_report(tmp_path):
+    bag = _shapes_bag(tmp_path)
+    report = verify(bag, "yolo", SHAPES_MODEL, tmp_path / "v", latency_budget_ms=5000)
+    assert report.passed, report.text()
+    names = [check.name for check in report.checks]
+    assert names == [
+        "every frame answered",
+        "header stamps and frame_ids carried",
+        "class names",
+        "boxes within tolerance",
+        "p99 pipeline latency within 5000 ms",
+    ]
+    assert len(report.frames) == 12 and all(frame.answered and frame.unpaired == 0 for frame in report.frames)
+    assert sum(frame.model_count for frame in report.frames) >= 12  # the shapes are found: boxes really compared
+    assert max(frame.deviation_px for frame in report.frames) <= 1e-3
+    assert 0 < report.latency_ms_p50 <= report.latency_ms_p99 < 5000
+    data = json.loads((tmp_path / "v" / "verify.json").read_text())
+    assert data["verdict"] == "pass" and len(data["frames"]) == 12 and data["tolerance"]["px"] == 1e-3
+    assert "PASS" in (tmp_path / "v" / "verify.md").read_text()
+    picture = cv2.imread(str(tmp_path / "v" / "worst_frame.png"))  # enlarged to 640 wide, a legend below
+    assert picture.shape[1] == 640 and picture.shape[0] > 256 * 640 / 384
+
+
+def test_verify_passes_the_tracknet_node_on_a_synthetic_clip(tmp_path):
+    clip = BallClip(16, 512, 288)
+    bag = write_image_bag(tmp_path / "clip", clip.frames(), fps=15)
+    model = build_tracknet_model(tmp_path / "tracknet.onnx", 8, "subtract")
+    params = {"seq_len": "8", "bg_mode": "subtract", "median_warmup": "4"}
+    report = verify(bag, "tracknet", model, tmp_path / "v", params)
+    assert report.passed, report.text()
+    assert [check.name for check in report.checks] == [
+        "every frame answered",
+        "header stamps and frame_ids carried",
+        "ball positions within tolerance",
+    ]
+    seen = json.loads((tmp_path / "v" / "verify.json").read_text())["frames"]
+    assert len(seen) == 16 and all(frame["answered"] for frame in seen)
+    balls = read_ball_csv(tmp_path / "v" / "node" / "ball.csv")
+    assert sum(visible for _, visible, _, _ in balls) >= 8  # positions really compared, not only misses
+
+
+def test_verify_fails_a_node_fed_the_wrong_colour_order(tmp_path):
+    executable = _wrapper(
+        tmp_path,
+        """
+        import sys
+        import vision_factory.ros.inference_node as node
+
+        to_bgr = node.message_to_bgr
+        node.message_to_bgr = lambda *args, **kwargs: to_bgr(*args, **kwargs)[..., ::-1].copy()  # RGB to the model
+        """,
+    )
+    report = verify(_shapes_bag(tmp_path), "yolo", SHAPES_MODEL, tmp_path / "v", executable=executable)
+    assert not report.passed
+    assert "wrong colour order" in _failed(report, "boxes")
+    assert [check.passed for check in report.checks[:3]] == [True, True, True]  # answered, stamped, same classes
+
+
+def test_verify_fails_a_node_with_a_wrong_letterbox(tmp_path):
+    # The frame is stretched to the model's input, but the boxes are mapped back as from the letterbox.
+    executable = _wrapper(
+        tmp_path,
+        """
+        import sys
+        import cv2
+        import vision_factory.models.yolo as yolo
+        from vision_factory.models import geometry
+
+        def stretched(image, size, dynamic):
+            _, fit = geometry.letterbox(image, size, dynamic)
+            tensor, _ = geometry.letterbox(cv2.resize(image, (size[1], size[0])), size, dynamic)
+            return tensor, fit
+
+        yolo.letterbox = stretched
+        """,
+    )
+    report = verify(_shapes_bag(tmp_path), "yolo", SHAPES_MODEL, tmp_path / "v", executable=executable)
+    cause = _failed(report, "boxes")
+    assert "letterbox" in cause and "scaled by" in cause, cause
+    assert "wrong colour order" not in cause
+
+
+def test_verify_fails_a_node_running_another_model(tmp_path):
+    other = pypi_model(*NUDENET_MODEL)  # YOLOv8n with 18 classes of its own
+    params = {"model_path": str(other), "confidence_threshold": "0.05"}  # the node's model; the threshold for both
+    report = verify(_shapes_bag(tmp_path), "yolo", SHAPES_MODEL, tmp_path / "v", params)
+    assert "a different model" in _failed(report, "class names")
+    assert "different model" in _failed(report, "boxes")
+
+
+def test_verify_fails_a_node_that_restamps_headers(tmp_path):
+    executable = _wrapper(
+        tmp_path,
+        """
+        import copy
+        import sys
+        import time
+        import vision_factory.ros.detection_node as node
+
+        message = node.detections_message
+
+        def restamped(header, *args, **kwargs):
+            header = copy.deepcopy(header)
+            header.stamp.sec, header.stamp.nanosec = divmod(time.time_ns(), 10**9)
+            return message(header, *args, **kwargs)
+
+        node.detections_message = restamped
+        """,
+    )
+    report = verify(_shapes_bag(tmp_path), "yolo", SHAPES_MODEL, tmp_path / "v", executable=executable)
+    assert "headers restamped" in _failed(report, "header stamps")
+    by_name = {check.name: check for check in report.checks}
+    assert by_name["every frame answered"].passed  # paired by order: nothing was dropped
+    assert by_name["boxes within tolerance"].passed  # the answers themselves are right
+
+
+def test_verify_fails_a_node_that_drops_frames_under_load_and_the_cli_exits_non_zero(tmp_path):
+    script = _wrapper(
+        tmp_path,
+        """
+        import sys
+        import time
+        from vision_factory.ros.detection_node import DetectionNode
+
+        process = DetectionNode.process
+
+        def slow(self, item):
+            time.sleep(0.35)  # a node three times too slow for a 10 Hz camera
+            process(self, item)
+
+        DetectionNode.process = slow
+        """,
+    )
+    command = [sys.executable, "-m", "vision_factory.cli", "verify", str(_shapes_bag(tmp_path))]
+    command += ["--model-type", "yolo", "--model", str(SHAPES_MODEL), "--out", str(tmp_path / "v")]
+    command += ["--executable", " ".join(script), "-p", "queue_size:=1", "--latency-budget-ms", "200"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    failed = [line for line in done.stderr.splitlines() if line.startswith("verify failed: ")]
+    assert any("every frame answered" in line and "dropped under load" in line for line in failed), done.stderr
+    assert any("latency" in line and "over the budget of 200 ms" in line for line in failed), done.stderr
+    assert "FAIL every frame answered" in done.stdout
+    assert json.loads((tmp_path / "v" / "verify.json").read_text())["verdict"] == "fail"

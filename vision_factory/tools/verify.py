@@ -1,0 +1,681 @@
+"""vision-factory verify: a deployed node gives the model's own answers.
+
+The bag plays through the node over DDS (tools/replay.py, at the bag's own rate, each image stamped as a camera
+stamps it when published), and the same model runs offline through the family's adapter on the same frames, built
+from the same parameters as the node builds it (the family's ``build``). Then, message by message: every frame
+answered, its header stamp and frame_id carried, the class names the model's, boxes / keypoints / ball positions
+and scores within the tolerance of the backend (``TOLERANCES``), and with a latency budget the p99 pipeline latency
+(when the answer came minus the image's header stamp). When something fails, each failed check names the likely
+cause from the symptom, testing what it can: the model on the colour-swapped frames, a consistent scale and shift
+of the boxes (letterbox), classes the model does not have, stamps that are the answers' publish times.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..families.family import DETECTIONS_MESSAGE, Family
+from ..families.registry import NODE_FAMILIES
+from ..parameters import with_defaults
+from ..runtime.backends import load_target
+from ..text import untrusted
+from .bags import image_topic, read_framed, read_messages
+from .commands import UsageError
+from .replay import message_class, replay
+
+LABELS = {"labels": "vision_msgs/msg/LabelInfo"}  # the detection nodes' class map, published once (latched)
+REPORT_FILES = ("verify.json", "verify.md", "worst_frame.png")
+WORST_LISTED = 5
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    px: float  # boxes, keypoints, ball positions, in image pixels
+    score: float  # detection and keypoint scores
+
+
+# How far a node may be from the model offline: ONNX Runtime on the CPU computes the same numbers in both, any
+# other backend (GPU kernels, OpenVINO, TensorRT, reduced precision) may round differently: sub-pixel.
+TOLERANCES = {"onnx:cpu": Tolerance(px=1e-3, score=1e-4)}
+OTHER_BACKENDS = Tolerance(px=0.5, score=0.02)
+
+
+def tolerance_for(backend: str) -> Tolerance:
+    return TOLERANCES.get(backend.lower(), OTHER_BACKENDS)
+
+
+@dataclass
+class Item:
+    """One answer in a frame: a detection (box, then keypoints x, y) or the ball (x, y; score = visibility)."""
+
+    name: str
+    score: float
+    points: np.ndarray  # x1, y1, x2, y2 [, kx, ky, ...] or x, y
+    point_scores: np.ndarray  # keypoint scores ([] without)
+
+
+@dataclass
+class Answer:
+    received_ns: int
+    stamp: tuple[int, int]
+    frame_id: str
+    items: list[Item]
+
+
+@dataclass
+class FrameCheck:
+    frame: int
+    answered: bool
+    deviation_px: float  # largest coordinate difference of the paired items
+    score_deviation: float
+    unpaired: int  # items of one side without a partner of the same class on the other
+    node_count: int
+    model_count: int
+
+    def within(self, tolerance: Tolerance) -> bool:
+        return self.unpaired == 0 and self.deviation_px <= tolerance.px and self.score_deviation <= tolerance.score
+
+    def severity(self) -> float:
+        return float("inf") if self.unpaired else self.deviation_px
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool
+    numbers: str  # what was measured, one line
+    cause: str = ""  # failed: one line naming the likely cause and the fix
+
+
+@dataclass
+class VerifyReport:
+    passed: bool
+    checks: list[Check]
+    frames: list[FrameCheck]
+    tolerance: Tolerance
+    latency_ms_p50: float
+    latency_ms_p99: float
+    node_log: str
+    files: dict[str, str] = field(default_factory=dict)
+
+    def failures(self) -> list[str]:
+        return [f"{check.name}: {check.cause}" for check in self.checks if not check.passed]
+
+    def text(self) -> str:
+        lines = [f"verify: {'PASS' if self.passed else 'FAIL'}"]
+        for check in self.checks:
+            lines.append(f"  {'ok  ' if check.passed else 'FAIL'} {check.name}: {check.numbers}")
+            if not check.passed:
+                lines.append(f"       {check.cause}")
+        lines.append(f"pipeline latency: p50 {self.latency_ms_p50:.1f} ms, p99 {self.latency_ms_p99:.1f} ms")
+        lines += [f"{name}: {path}" for name, path in self.files.items()]
+        return "\n".join(lines)
+
+
+def verify(
+    bag: str | Path,
+    model_type: str,
+    model: str | Path,
+    out_dir: str | Path,
+    params: Mapping[str, str] | None = None,
+    executable: list[str] | None = None,
+    latency_budget_ms: float | None = None,
+    backend: str = "onnx:cpu",
+    tolerance_px: float | None = None,
+    topic: str | None = None,
+    rate: float = 1.0,
+    force: bool = False,
+) -> VerifyReport:
+    """Play ``bag`` through the ``model_type`` node (this package's, or ``executable``) and compare with ``model``
+    run offline on ``backend`` (what the node runs on: it sets the tolerance). ``params`` (NAME: VALUE text, as
+    ``-p``) go to the node, and those of the family to the offline model too; ``model_path`` among them is the
+    node's model, checked against ``model``."""
+    spec = _family(model_type)
+    params = dict(params or {})
+    offline_values = _offline_values(spec, Path(model), params)
+    tolerance = tolerance_for(backend)
+    if tolerance_px is not None:
+        tolerance = Tolerance(tolerance_px, tolerance.score)
+    out_dir = Path(out_dir)
+    _clear(out_dir, force)
+    topic, _ = image_topic(bag, topic)
+    framed = list(read_framed(bag, topic))
+    frames = [frame for _, frame in framed]
+    load = lambda path: load_target(backend, Path(path))  # noqa: E731
+    run_offline, model_names = _offline_runner(spec, offline_values, load)
+    expected = run_offline(frames)  # before the node plays: a model that cannot load fails here, clearly
+
+    node_params = {"model_path": str(model), **params}
+    detections = spec.output_message == DETECTIONS_MESSAGE
+    result = replay(
+        bag,
+        out_dir / "node",
+        model_type,
+        node_params,
+        topic=topic,
+        rate=rate,
+        executable=executable,
+        force=force,
+        live_stamps=True,
+        latched=LABELS if detections else None,
+        warm_up=True,
+    )
+    answers = _answers(Path(result.output_bag), spec)
+    node_names = _label_names(Path(result.output_bag)) if detections else None
+    paired, by_order = _pair(answers, result.sent_stamps)
+    frame_checks = [_compare(index, paired.get(index), expected[index]) for index in range(len(frames))]
+    log = Path(result.node_log).read_text(errors="replace") if Path(result.node_log).is_file() else ""
+
+    checks = [
+        _answered_check(frame_checks, by_order, log, params),
+        _stamp_check(answers, result.sent_stamps, [frame_id for frame_id, _ in framed]),
+    ]
+    if detections:
+        checks.append(_class_check(answers, node_names, model_names, Path(model)))
+    other_classes = not checks[-1].passed if detections else False
+    outputs_check = _output_check(spec, frame_checks, paired, expected, tolerance, frames, run_offline, other_classes)
+    checks.append(outputs_check)
+    latencies = [
+        (answer.received_ns - (answer.stamp[0] * 10**9 + answer.stamp[1])) / 1e6
+        for index, answer in paired.items()
+        if answer.stamp == result.sent_stamps[index]
+    ]
+    p50, p99 = (float(np.percentile(latencies, q)) for q in (50, 99)) if latencies else (float("nan"),) * 2
+    if latency_budget_ms is not None:
+        checks.append(_latency_check(latencies, p50, p99, latency_budget_ms, rate))
+    report = VerifyReport(
+        all(check.passed for check in checks), checks, frame_checks, tolerance, p50, p99, result.node_log
+    )
+    _write(report, out_dir, spec, frames, paired, expected)
+    return report
+
+
+def _family(model_type: str) -> Family:
+    spec = NODE_FAMILIES.get(model_type)
+    if spec is None or (spec.make is None and model_type != "tracknet"):
+        choices = [name for name, family in NODE_FAMILIES.items() if family.make is not None or name == "tracknet"]
+        raise UsageError(f"verify checks {', '.join(choices)} nodes, not {model_type!r}", "--model-type")
+    return spec
+
+
+def _typed(text: str, default: Any) -> Any:
+    """A ``-p`` value (YAML, as ros2 reads it) as the type of the parameter's default."""
+    import yaml
+
+    try:
+        value = yaml.safe_load(text) if text != "" else ""
+    except yaml.YAMLError:
+        value = text
+    if isinstance(default, bool):
+        return bool(value)
+    if isinstance(default, float) and isinstance(value, int | float):
+        return float(value)
+    if isinstance(default, str):
+        return text if value is not None else ""
+    return value
+
+
+def _offline_values(spec: Family, model: Path, params: Mapping[str, str]) -> dict[str, Any]:
+    """The family's parameter values for the offline model: the node's defaults, ``params`` of the family
+    (model_path excepted: the offline model is ``model``)."""
+    defaults = {parameter.name: parameter.default for parameter in spec.parameters}
+    given = {name: _typed(value, defaults[name]) for name, value in params.items() if name in defaults}
+    given.pop("model_path", None)
+    if given.get("tracking"):
+        raise UsageError("verify compares detections, not track IDs: leave tracking off", "--param")
+    if given.get("person_source") == "topic":
+        raise UsageError("verify runs rtmpose with its own person detector (person_source detector)", "--param")
+    return with_defaults(spec.parameters, {**given, "model_path": str(model)}, spec.name)
+
+
+def _offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callable, list[str] | None]:
+    """The model offline as the node builds it: frames -> per frame, the items it gives (a fresh state per call:
+    TrackNet's stream); and its class names (None: the ball)."""
+    if spec.output_message == DETECTIONS_MESSAGE:
+        detector = spec.build(values, load)
+
+        def detect(frames: list[np.ndarray]) -> list[list[Item]]:
+            return [[_detection_item(d) for d in detector.detect(frame)] for frame in frames]
+
+        return detect, list(detector.names)
+
+    def track(frames: list[np.ndarray]) -> list[list[Item]]:
+        stream = spec.build(values, load)
+        balls: dict[int, dict] = {}
+        for index, frame in enumerate(frames):
+            balls.update(stream.push(frame, index))
+        balls.update(stream.flush())
+        return [[_ball_item(balls[i]["X"], balls[i]["Y"], balls[i]["Visibility"] == 1)] for i in range(len(frames))]
+
+    spec.build(values, load)  # the models load now: a bad one fails before the node plays
+    return track, None
+
+
+def _detection_item(detection) -> Item:
+    keypoints = np.zeros((0, 3)) if detection.keypoints is None else np.asarray(detection.keypoints, np.float64)
+    points = np.concatenate([np.asarray(detection.xyxy, np.float64), keypoints[:, :2].ravel()])
+    return Item(detection.class_name, float(detection.score), points, keypoints[:, 2].copy())
+
+
+def _ball_item(x: float, y: float, visible: bool) -> Item:
+    return Item("ball", 1.0 if visible else 0.0, np.array([x, y], np.float64) if visible else np.zeros(0), np.zeros(0))
+
+
+def _answers(output_bag: Path, spec: Family) -> list[Answer]:
+    """The node's answers on its main output, in the order they came."""
+    from rclpy.serialization import deserialize_message
+
+    kind = message_class(spec.output_message)
+    answers = []
+    for raw in read_messages(output_bag, f"/{spec.output_topic}"):
+        msg = deserialize_message(raw.data, kind)
+        if spec.output_message == DETECTIONS_MESSAGE:
+            from ..ros.detection_messages import detections_from_message
+
+            items = [_detection_item(d) for d in detections_from_message(msg)]
+        else:
+            items = [_ball_item(msg.point.x, msg.point.y, msg.point.z > 0.5)]
+        stamp = (msg.header.stamp.sec, msg.header.stamp.nanosec)
+        answers.append(Answer(raw.timestamp_ns, stamp, msg.header.frame_id, items))
+    return answers
+
+
+def _label_names(output_bag: Path) -> list[str] | None:
+    """The class names of the node's LabelInfo, when it published one."""
+    from rclpy.serialization import deserialize_message
+
+    try:
+        raws = list(read_messages(output_bag, "/labels"))
+    except ValueError:
+        return None
+    if not raws:
+        return None
+    msg = deserialize_message(raws[-1].data, message_class(LABELS["labels"]))
+    return [entry.class_name for entry in sorted(msg.class_map, key=lambda entry: entry.class_id)]
+
+
+def _pair(answers: list[Answer], stamps: list[tuple[int, int]]) -> tuple[dict[int, Answer], bool]:
+    """Each frame's answer, by the stamp it carries; when no answer carries one of the frames' stamps but there
+    is one answer per frame, by order (so that restamped answers are still compared). Whether by order."""
+    frame_of = {stamp: index for index, stamp in enumerate(stamps)}
+    paired: dict[int, Answer] = {}
+    for answer in answers:
+        index = frame_of.get(answer.stamp)
+        if index is not None:
+            paired.setdefault(index, answer)
+    if not paired and answers and len(answers) == len(stamps):
+        return dict(enumerate(answers)), True
+    return paired, False
+
+
+def _distance(a: Item, b: Item) -> float:
+    if a.points.shape != b.points.shape:
+        return float("inf")
+    return float(np.max(np.abs(a.points - b.points))) if a.points.size else 0.0
+
+
+def _compare(index: int, answer: Answer | None, expected: list[Item]) -> FrameCheck:
+    if answer is None:
+        return FrameCheck(index, False, 0.0, 0.0, 0, 0, len(expected))
+    pairs, unpaired = match(answer.items, expected)
+    deviation = max((_distance(a, b) for a, b in pairs), default=0.0)
+    scores = [abs(a.score - b.score) for a, b in pairs]
+    scores += [float(np.max(np.abs(a.point_scores - b.point_scores))) for a, b in pairs if a.point_scores.size]
+    return FrameCheck(index, True, deviation, max(scores, default=0.0), unpaired, len(answer.items), len(expected))
+
+
+def match(node: list[Item], model: list[Item]) -> tuple[list[tuple[Item, Item]], int]:
+    """Node items paired with the model's of the same class (Hungarian on the largest coordinate difference);
+    the count of items left without a partner on either side."""
+    from scipy.optimize import linear_sum_assignment
+
+    pairs = []
+    for name in {item.name for item in node} | {item.name for item in model}:
+        mine = [item for item in node if item.name == name]
+        theirs = [item for item in model if item.name == name]
+        if not mine or not theirs:
+            continue
+        cost = np.array([[_distance(a, b) for b in theirs] for a in mine])
+        rows, cols = linear_sum_assignment(np.where(np.isfinite(cost), cost, 1e12))
+        pairs += [(mine[r], theirs[c]) for r, c in zip(rows, cols) if np.isfinite(cost[r, c])]
+    return pairs, len(node) + len(model) - 2 * len(pairs)
+
+
+# The closing line every node logs: "frames in N, dropped D, skipped S, outputs O".
+COUNTS = re.compile(r"frames in (\d+), dropped (\d+), skipped (\d+)")
+
+
+def _answered_check(frames: list[FrameCheck], by_order: bool, log: str, params: Mapping[str, str]) -> Check:
+    missing = [check.frame for check in frames if not check.answered]
+    numbers = f"{len(frames) - len(missing)} of {len(frames)} frames answered"
+    numbers += " (paired by order: the stamps are not the frames')" if by_order else ""
+    if not missing:
+        return Check("every frame answered", True, numbers)
+    shown = ", ".join(str(frame) for frame in missing[:10]) + (", ..." if len(missing) > 10 else "")
+    counts = COUNTS.findall(log)
+    dropped, skipped = (int(counts[-1][1]), int(counts[-1][2])) if counts else (0, 0)
+    what = f"frames {shown}: no answer"
+    if dropped:
+        queue = params.get("queue_size", "its default")
+        cause = (
+            f"{what} — dropped under load: the node dropped {dropped} frames from its full queue (queue_size "
+            f"{queue}), it does not keep up at the bag's rate; make it faster (another backend, a smaller model) "
+            "or give it a longer queue"
+        )
+    elif skipped:
+        cause = f"{what} — the node skipped {skipped} frames it could not use (its log names the problem)"
+    elif not counts:
+        cause = f"{what} — the node did not log its closing counts: did it crash or hang? (see its log)"
+    else:
+        cause = f"{what} — the node says it dropped and skipped none: were the answers published on another topic?"
+    return Check("every frame answered", False, numbers, cause)
+
+
+def _stamp_check(answers: list[Answer], stamps: list[tuple[int, int]], frame_ids: list[str]) -> Check:
+    frame_of = {stamp: index for index, stamp in enumerate(stamps)}
+    foreign = [answer for answer in answers if answer.stamp not in frame_of]
+    wrong_ids = [
+        (frame_of[answer.stamp], answer.frame_id)
+        for answer in answers
+        if answer.stamp in frame_of and answer.frame_id != frame_ids[frame_of[answer.stamp]]
+    ]
+    numbers = (
+        f"{len(answers) - len(foreign)} of {len(answers)} answers carry their frame's stamp, "
+        f"{len(wrong_ids)} a wrong frame_id"
+    )
+    if not foreign and not wrong_ids:
+        return Check("header stamps and frame_ids carried", True, numbers)
+    if foreign:
+        sent = np.array([sec * 10**9 + nsec for sec, nsec in stamps], np.int64)
+        lags = []
+        for answer in foreign:
+            stamp_ns = answer.stamp[0] * 10**9 + answer.stamp[1]
+            earlier = sent[sent <= stamp_ns]
+            lags.append((stamp_ns - earlier.max()) / 1e6 if earlier.size else float("nan"))
+        near_receipt = [
+            abs(answer.received_ns - (answer.stamp[0] * 10**9 + answer.stamp[1])) < 5e8 for answer in foreign
+        ]
+        if all(near_receipt):
+            cause = (
+                f"{len(foreign)} answers are stamped {np.nanmedian(lags):.1f} ms (median) after their frame, at "
+                "about the time they were published — headers restamped: the node sets header.stamp to now() "
+                "instead of copying the image's header, so its answers cannot be matched to frames or TF"
+            )
+        else:
+            cause = (
+                f"{len(foreign)} answers carry a stamp no frame had — headers restamped: copy the image's header "
+                "into the answer"
+            )
+    else:
+        frame, frame_id = wrong_ids[0]
+        cause = (
+            f"frame {frame}: frame_id {untrusted(frame_id, 80)!r} instead of the image's "
+            f"{untrusted(frame_ids[frame], 80)!r} — the node sets its own frame_id; copy the image's header"
+        )
+    return Check("header stamps and frame_ids carried", False, numbers, cause)
+
+
+def _class_check(answers: list[Answer], labels: list[str] | None, names: list[str], model: Path) -> Check:
+    seen = sorted({item.name for answer in answers for item in answer.items})
+    foreign = [name for name in seen if name not in names]
+    label_problem = labels is not None and labels != names
+    shown = lambda found: ", ".join(untrusted(name, 40) for name in found[:8]) + (", ..." if len(found) > 8 else "")  # noqa: E731
+    numbers = f"node's classes: {shown(seen) or 'none'}; model's: {shown(names)}"
+    if labels is not None:
+        numbers += f"; node's labels topic: {shown(labels) or 'none'}"
+    if not foreign and not label_problem:
+        return Check("class names", True, numbers)
+    cause = (
+        f"the node names classes the model {model.name} does not have ({shown(foreign or labels)}) — a different "
+        "model: check the node's model_path (and labels_path) against the model you validated"
+    )
+    return Check("class names", False, numbers, cause)
+
+
+def _output_check(
+    spec: Family,
+    frames: list[FrameCheck],
+    paired: dict[int, Answer],
+    expected: list[list[Item]],
+    tolerance: Tolerance,
+    images: list[np.ndarray],
+    run_offline: Callable,
+    other_classes: bool,
+) -> Check:
+    what = "boxes" if spec.output_message == DETECTIONS_MESSAGE else "ball positions"
+    if spec.keypoints:
+        what = "boxes and keypoints"
+    compared = [check for check in frames if check.answered]
+    bad = [check for check in compared if not check.within(tolerance)]
+    deviation = max((check.deviation_px for check in compared), default=0.0)
+    scores = max((check.score_deviation for check in compared), default=0.0)
+    unpaired = sum(check.unpaired for check in compared)
+    numbers = (
+        f"{len(compared) - len(bad)} of {len(compared)} answered frames within {tolerance.px:g} px / score "
+        f"{tolerance.score:g}; largest difference {deviation:.4g} px, score {scores:.4g}; {unpaired} unpaired"
+    )
+    if not bad:
+        return Check(f"{what} within tolerance", True, numbers)
+    worst = max(bad, key=lambda check: (check.severity(), check.score_deviation))
+    if worst.unpaired:
+        symptom = f"frame {worst.frame}: the node gives {worst.node_count}, the model {worst.model_count}"
+    else:
+        symptom = f"frame {worst.frame}: {what} differ by up to {worst.deviation_px:.4g} px"
+    cause = _cause(bad, paired, expected, tolerance, images, run_offline, other_classes)
+    return Check(f"{what} within tolerance", False, numbers, f"{symptom} — {cause}")
+
+
+def _cause(bad, paired, expected, tolerance, images, run_offline, other_classes: bool) -> str:
+    """The likeliest cause of the differences, tested where it can be."""
+    if other_classes:
+        return "a different model: the node names classes this model does not have (check its model_path)"
+    # The model on the colour-swapped frames: does it give the node's answers?
+    frames = sorted({check.frame for check in bad})
+    if images and images[0].ndim == 3:
+        swapped = run_offline([image[..., ::-1].copy() for image in images])
+        again = [_compare(index, paired[index], swapped[index]) for index in frames]
+        if all(check.within(tolerance) for check in again) or _much_closer(again, bad):
+            return (
+                "is the node given the image in the wrong colour order? The model on the RGB/BGR-swapped frames "
+                "gives the node's answers: convert the image as its encoding says (bgr8 / rgb8) before the model"
+            )
+    fit = _consistent_fit(bad, paired, expected, images[0].shape[:2]) if images else None
+    if fit is not None:
+        (sx, tx), (sy, ty) = fit
+        return (
+            f"the node's positions are the model's scaled by ({sx:.3f}, {sy:.3f}) and shifted by ({tx:.1f}, "
+            f"{ty:.1f}) px on every frame — a different letterbox or resize (padding, scale or stretch) than the "
+            "model's pre-processing, or its inverse mapping back to the image"
+        )
+    paired_share = sum(c.model_count + c.node_count - c.unpaired for c in bad) / max(
+        1, sum(c.model_count + c.node_count for c in bad)
+    )
+    if paired_share < 0.5:
+        return (
+            "the node and the model disagree on most answers — a different model (check model_path and its "
+            "parameters, e.g. confidence_threshold, classes), or the image reaches the model very differently"
+        )
+    largest = max(check.deviation_px for check in bad)
+    if largest <= 2.0:
+        return (
+            f"small differences only — another backend or precision than {tolerance.px:g} px allows (give the node's "
+            "--backend), or slightly different pre-processing (interpolation, normalisation)"
+        )
+    return "the node's pre-processing or parameters differ from the model's (compare its parameters with -p)"
+
+
+def _much_closer(again: list[FrameCheck], before: list[FrameCheck]) -> bool:
+    """The swapped frames explain the node's answers far better: every answer paired, within a tenth of the
+    difference there was."""
+    if any(check.unpaired for check in again):
+        return False
+    return max(check.deviation_px for check in again) <= 0.1 * max(check.deviation_px for check in before)
+
+
+def _consistent_fit(bad: list[FrameCheck], paired: dict[int, Answer], expected: list[list[Item]], size):
+    """Per axis, node = scale * model + shift for most paired positions of the failing frames (a robust fit:
+    answers of a model fed a distorted image are noisy, some pairs wrong, boxes clipped at the image's border),
+    when that is not the identity; else None. ``size``: the frames' (height, width)."""
+    axes: list[list[tuple[float, float]]] = [[], []]
+    for check in bad:
+        for a, b in match(paired[check.frame].items, expected[check.frame])[0]:
+            for axis in (0, 1):
+                limit = size[1 - axis]
+                for model, node in zip(b.points[axis::2], a.points[axis::2]):
+                    if 0.5 < node < limit - 0.5 and 0.5 < model < limit - 0.5:  # clipped coordinates say nothing
+                        axes[axis].append((float(model), float(node)))
+    fits = [_robust_line(np.array(points), 0.04 * size[1 - axis]) for axis, points in enumerate(axes)]
+    if any(fit is None for fit in fits):
+        return None
+    if all(abs(scale - 1) < 0.02 and abs(shift) < 2 for scale, shift in fits):
+        return None
+    return fits[0], fits[1]
+
+
+def _robust_line(points: np.ndarray, within: float) -> tuple[float, float] | None:
+    """(scale, shift) of node = scale * model + shift that most points follow within ``within`` px (each line
+    through two points tried, then refit on its inliers), when at least 4 and 60 % of them do; else None."""
+    if len(points) < 4:
+        return None
+    best = np.zeros(len(points), bool)
+    for i in range(len(points)):
+        for j in range(i + 1, len(points)):
+            (x1, y1), (x2, y2) = points[i], points[j]
+            if abs(x2 - x1) < 1e-6:
+                continue
+            scale = (y2 - y1) / (x2 - x1)
+            inliers = np.abs(scale * points[:, 0] + (y1 - scale * x1) - points[:, 1]) <= within
+            if inliers.sum() > best.sum():
+                best = inliers
+    if best.sum() < max(4, 0.6 * len(points)):
+        return None
+    model, node = points[best].T
+    scale, shift = np.polyfit(model, node, 1)
+    return float(scale), float(shift)
+
+
+def _latency_check(latencies: list[float], p50: float, p99: float, budget: float, rate: float) -> Check:
+    numbers = f"p50 {p50:.1f} ms, p99 {p99:.1f} ms over {len(latencies)} answers at {rate:g}x the bag's rate"
+    if latencies and p99 <= budget:
+        return Check(f"p99 pipeline latency within {budget:g} ms", True, numbers)
+    cause = (
+        f"p99 pipeline latency {p99:.1f} ms is over the budget of {budget:g} ms — the node is too slow for this "
+        "stream (a faster backend or a smaller model), or frames wait in its queue"
+    )
+    return Check(f"p99 pipeline latency within {budget:g} ms", False, numbers, cause)
+
+
+def _clear(out_dir: Path, force: bool) -> None:
+    earlier = [name for name in REPORT_FILES if (out_dir / name).exists()]
+    if earlier and not force:
+        raise FileExistsError(
+            f"{out_dir} holds an earlier verification ({', '.join(earlier)}): choose another --out, or --force"
+        )
+    for name in earlier:
+        (out_dir / name).unlink()
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _write(report: VerifyReport, out_dir: Path, spec: Family, images, paired, expected) -> None:
+    worst = sorted(report.frames, key=lambda check: (check.severity(), check.score_deviation), reverse=True)
+    listed = [check for check in worst if not check.within(report.tolerance) or not check.answered][:WORST_LISTED]
+    listed = listed or worst[:1]
+    if worst:
+        frame = worst[0].frame
+        node_items = paired[frame].items if frame in paired else []
+        report.files["picture"] = str(_draw(out_dir / "worst_frame.png", images[frame], node_items, expected[frame]))
+    data = {
+        "verdict": "pass" if report.passed else "fail",
+        "checks": [asdict(check) for check in report.checks],
+        "tolerance": asdict(report.tolerance),
+        "latency_ms": {"p50": report.latency_ms_p50, "p99": report.latency_ms_p99},
+        "worst_frames": [asdict(check) for check in listed],
+        "frames": [asdict(check) for check in report.frames],
+        "node_log": report.node_log,
+    }
+    json_path, md_path = out_dir / "verify.json", out_dir / "verify.md"
+    json_path.write_text(json.dumps(data, indent=2, default=_number))
+    md_path.write_text(_markdown(report, spec, listed))
+    report.files = {"report": str(md_path), "json": str(json_path), **report.files}
+
+
+def _number(value: Any) -> Any:
+    return float(value) if isinstance(value, np.floating | np.integer) else str(value)
+
+
+def _markdown(report: VerifyReport, spec: Family, listed: Iterable[FrameCheck]) -> str:
+    lines = [
+        f"# vision-factory verify: {spec.name} — {'PASS' if report.passed else 'FAIL'}",
+        "",
+        "| check | result | numbers |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {c.name} | {'pass' if c.passed else '**FAIL**'} | {c.numbers} |" for c in report.checks]
+    lines += [
+        "",
+        f"Tolerance: {report.tolerance.px:g} px, score {report.tolerance.score:g}. Pipeline latency (answer "
+        f"received minus the image's stamp): p50 {report.latency_ms_p50:.1f} ms, p99 {report.latency_ms_p99:.1f} ms.",
+    ]
+    causes = [f"- **{c.name}**: {c.cause}" for c in report.checks if not c.passed]
+    if causes:
+        lines += ["", "## Likely causes", "", *causes]
+    lines += [
+        "",
+        "## Worst frames",
+        "",
+        "| frame | answered | largest difference (px) | score difference | unpaired | node / model answers |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {c.frame} | {'yes' if c.answered else 'no'} | {c.deviation_px:.4g} | {c.score_deviation:.4g} | "
+        f"{c.unpaired} | {c.node_count} / {c.model_count} |"
+        for c in listed
+    ]
+    if "picture" in report.files:
+        lines += ["", f"![worst frame: node red, model green]({Path(report.files['picture']).name})"]
+    lines += ["", f"Node log: `{report.node_log}`", ""]
+    return "\n".join(lines)
+
+
+NODE_COLOUR, MODEL_COLOUR = (40, 40, 255), (60, 200, 60)  # BGR: the node's answers red, the model's green
+
+
+def _draw(path: Path, image: np.ndarray, node: list[Item], model: list[Item]) -> Path:
+    """The frame (enlarged to at least 640 px wide) with the model's answers (green, thick) and the node's (red,
+    thin), a legend below it."""
+    import cv2
+
+    scale = max(1.0, 640 / image.shape[1])
+    canvas = image if image.ndim == 3 else cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
+    canvas = cv2.resize(canvas, None, fx=scale, fy=scale, interpolation=cv2.INTER_NEAREST)
+    canvas = cv2.copyMakeBorder(canvas, 0, 28, 0, 0, cv2.BORDER_CONSTANT, value=(255, 255, 255))
+    for items, colour, thickness in ((model, MODEL_COLOUR, 3), (node, NODE_COLOUR, 1)):
+        for item in items:
+            points = item.points * scale
+            if points.size == 2:
+                cv2.drawMarker(canvas, _point(points), colour, cv2.MARKER_CROSS, 16, 2)
+                continue
+            if points.size < 4:
+                continue
+            x1, y1, x2, y2 = (int(round(v)) for v in points[:4])
+            cv2.rectangle(canvas, (x1, y1), (x2, y2), colour, thickness)
+            top = y1 - 4 if colour == NODE_COLOUR else y2 + 14  # the node's labels above, the model's below
+            cv2.putText(canvas, f"{item.name} {item.score:.2f}", (x1, max(12, top)), 0, 0.45, colour, 1)
+            for x, y in points[4:].reshape(-1, 2):
+                cv2.circle(canvas, _point((x, y)), 3, colour, -1)
+    legend = canvas.shape[0] - 9
+    cv2.putText(canvas, "node", (8, legend), 0, 0.55, NODE_COLOUR, 2, cv2.LINE_AA)
+    cv2.putText(canvas, "model offline", (80, legend), 0, 0.55, MODEL_COLOUR, 2, cv2.LINE_AA)
+    cv2.imwrite(str(path), canvas)
+    return path
+
+
+def _point(xy) -> tuple[int, int]:
+    return int(round(float(xy[0]))), int(round(float(xy[1])))

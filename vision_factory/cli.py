@@ -166,6 +166,11 @@ def replay(
     help="node parameter, repeatable; the model's parameters apply offline too (model_path: the node's only)",
 )
 @click.option(
+    "--params-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="ROS 2 parameters YAML of the node (e.g. its config/*.yaml), read for the offline model too",
+)
+@click.option(
     "--latency-budget-ms",
     type=click.FloatRange(min=0, min_open=True),
     help="also check the node's p99 pipeline latency (answer received minus the image's stamp)",
@@ -200,6 +205,7 @@ def verify(
     model: Path,
     executable: str | None,
     params: tuple[str, ...],
+    params_file: Path | None,
     latency_budget_ms: float | None,
     backend: str,
     tolerance_px: float | None,
@@ -242,6 +248,7 @@ def verify(
             topic,
             rate,
             force,
+            params_file,
         )
     click.echo(report.text())
     if not report.passed:

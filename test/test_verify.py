@@ -97,6 +97,33 @@ def test_verify_passes_the_tracknet_node_on_a_synthetic_clip(tmp_path):
     assert sum(visible for _, visible, _, _ in balls) >= 8  # positions really compared, not only misses
 
 
+def test_verify_fails_a_tracknet_node_that_drops_frames_under_load(tmp_path):
+    # TrackNet answers a frame dropped from its full queue at once, 'not seen': every frame is answered, but wrong.
+    script = tmp_path / "slow_tracknet.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys
+            import time
+            from vision_factory.ros.tracknet_node import TrackNetNode
+
+            process = TrackNetNode.process
+            TrackNetNode.process = lambda self, item: (time.sleep(0.2), process(self, item))
+            from vision_factory.tracknet_onnx_node import main
+
+            sys.exit(main())
+            """
+        )
+    )
+    bag = write_image_bag(tmp_path / "clip", BallClip(16, 512, 288).frames(), fps=15)
+    model = build_tracknet_model(tmp_path / "tracknet.onnx", 8, "subtract")
+    params = {"seq_len": "8", "bg_mode": "subtract", "median_warmup": "4", "queue_size": "1"}
+    report = verify(bag, "tracknet", model, tmp_path / "v", params, executable=[sys.executable, str(script)])
+    cause = _failed(report, "ball positions")
+    assert "whether the ball is seen" in cause and "dropped under load" in cause, cause
+    assert report.checks[0].passed  # answered, each dropped frame 'not seen'
+
+
 def test_verify_fails_a_node_fed_the_wrong_colour_order(tmp_path):
     executable = _wrapper(
         tmp_path,

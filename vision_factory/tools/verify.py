@@ -183,8 +183,10 @@ def verify(
     if detections:
         checks.append(_class_check(answers, node_names, model_names, Path(model)))
     other_classes = not checks[-1].passed if detections else False
-    outputs_check = _output_check(spec, frame_checks, paired, expected, tolerance, frames, run_offline, other_classes)
-    checks.append(outputs_check)
+    dropped = closing_counts(log)[0]
+    checks.append(
+        _output_check(spec, frame_checks, paired, expected, tolerance, frames, run_offline, other_classes, dropped)
+    )
     latencies = [
         (answer.received_ns - (answer.stamp[0] * 10**9 + answer.stamp[1])) / 1e6
         for index, answer in paired.items()
@@ -376,6 +378,12 @@ def match(node: list[Item], model: list[Item]) -> tuple[list[tuple[Item, Item]],
 COUNTS = re.compile(r"frames in (\d+), dropped (\d+), skipped (\d+)")
 
 
+def closing_counts(log: str) -> tuple[int, int]:
+    """(dropped, skipped) frames, as the node's closing line counts them; (0, 0) without one."""
+    counts = COUNTS.findall(log)
+    return (int(counts[-1][1]), int(counts[-1][2])) if counts else (0, 0)
+
+
 def _answered_check(frames: list[FrameCheck], by_order: bool, log: str, params: Mapping[str, str]) -> Check:
     missing = [check.frame for check in frames if not check.answered]
     numbers = f"{len(frames) - len(missing)} of {len(frames)} frames answered"
@@ -384,7 +392,7 @@ def _answered_check(frames: list[FrameCheck], by_order: bool, log: str, params: 
         return Check("every frame answered", True, numbers)
     shown = ", ".join(str(frame) for frame in missing[:10]) + (", ..." if len(missing) > 10 else "")
     counts = COUNTS.findall(log)
-    dropped, skipped = (int(counts[-1][1]), int(counts[-1][2])) if counts else (0, 0)
+    dropped, skipped = closing_counts(log)
     what = f"frames {shown}: no answer"
     if dropped:
         queue = params.get("queue_size", "its default")
@@ -472,6 +480,7 @@ def _output_check(
     images: list[np.ndarray],
     run_offline: Callable,
     other_classes: bool,
+    dropped: int,
 ) -> Check:
     what = "boxes" if spec.output_message == DETECTIONS_MESSAGE else "ball positions"
     if spec.keypoints:
@@ -488,11 +497,19 @@ def _output_check(
     if not bad:
         return Check(f"{what} within tolerance", True, numbers)
     worst = max(bad, key=lambda check: (check.severity(), check.score_deviation))
-    if worst.unpaired:
-        symptom = f"frame {worst.frame}: the node gives {worst.node_count}, the model {worst.model_count}"
+    if worst.unpaired and spec.output_message != DETECTIONS_MESSAGE:
+        symptom = f"frame {worst.frame}: the node and the model disagree on whether the ball is seen"
+    elif worst.unpaired:
+        symptom = f"frame {worst.frame}: the node gives {worst.node_count} answers, the model {worst.model_count}"
     else:
         symptom = f"frame {worst.frame}: {what} differ by up to {worst.deviation_px:.4g} px"
-    cause = _cause(bad, paired, expected, tolerance, images, run_offline, other_classes)
+    if dropped and spec.output_message != DETECTIONS_MESSAGE:  # a stream: every later window lacks the frame
+        cause = (
+            f"dropped under load: the node dropped {dropped} frames from its full queue and answered them 'not "
+            "seen'; its windows lack them, so its positions differ. Make it faster or give it a longer queue"
+        )
+    else:
+        cause = _cause(bad, paired, expected, tolerance, images, run_offline, other_classes)
     return Check(f"{what} within tolerance", False, numbers, f"{symptom} — {cause}")
 
 

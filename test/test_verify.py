@@ -19,6 +19,7 @@ from test_real_models import NUDENET_MODEL
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import read_ball_csv, read_frames, write_image_bag
+from vision_factory.tools.commands import UsageError
 from vision_factory.tools.synthetic import BallClip, build_tracknet_model
 from vision_factory.tools.verify import verify
 
@@ -226,3 +227,15 @@ def test_verify_fails_a_node_that_drops_frames_under_load_and_the_cli_exits_non_
     assert any("latency" in line and "over the budget of 200 ms" in line for line in failed), done.stderr
     assert "FAIL every frame answered" in done.stdout
     assert json.loads((tmp_path / "v" / "verify.json").read_text())["verdict"] == "fail"
+
+
+def test_verify_refuses_what_it_cannot_compare_before_a_node_starts(tmp_path):
+    bag = _shapes_bag(tmp_path, count=2)
+    with pytest.raises(UsageError, match="not track IDs: leave tracking off"):
+        verify(bag, "yolo", SHAPES_MODEL, tmp_path / "v", {"tracking": "true"})
+    with pytest.raises(UsageError, match="verify checks tracknet, yolo, .* nodes, not 'track'"):
+        verify(bag, "track", SHAPES_MODEL, tmp_path / "v")
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "verify.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="holds an earlier verification .*--force"):
+        verify(bag, "yolo", SHAPES_MODEL, tmp_path / "v")

@@ -184,6 +184,21 @@ def _rows(number: int, kept: Kept) -> Iterator[tuple[int, int, float, float, flo
         yield number, track_id, x1, y1, x2 - x1, y2 - y1, detection.score
 
 
+def build_trackings(
+    model_type: str,
+    model: Path,
+    target: str,
+    detector_options: Mapping[str, Any] | None,
+    tracking_options: Sequence[Mapping[str, Any]],
+) -> tuple[Any, list[Tracking]]:
+    """The detector and one Tracking per ``tracking_options`` (TRACKING's options), as ``track`` builds them; the
+    detector's confidence goes down to the lowest track_low_threshold among them."""
+    configurations = [tracking_values(options) for options in tracking_options]
+    lowest = min(configurations, key=lambda values: values["track_low_threshold"])
+    detector = build_detector(model_type, model, target, _with_tracking(model_type, detector_options or {}, lowest))
+    return detector, [tracking.build(values, lambda path: load_target(target, Path(path))) for values in configurations]
+
+
 def track_frames(
     model_type: str,
     model: Path,
@@ -194,12 +209,8 @@ def track_frames(
 ) -> list[MotBoxes]:
     """``track`` without files, for several tracking configurations at once: the frames (BGR arrays, in order)
     through the detector once and through the tracking of each ``tracking_options`` (TRACKING's options, as
-    ``track`` takes them); the tracks of each, as ``track`` writes them. The detector's confidence goes down to
-    the lowest track_low_threshold among them."""
-    configurations = [tracking_values(options) for options in tracking_options]
-    lowest = min(configurations, key=lambda values: values["track_low_threshold"])
-    detector = build_detector(model_type, model, target, _with_tracking(model_type, detector_options or {}, lowest))
-    trackings = [tracking.build(values, lambda path: load_target(target, Path(path))) for values in configurations]
+    ``track`` takes them; built by ``build_trackings``); the tracks of each, as ``track`` writes them."""
+    detector, trackings = build_trackings(model_type, model, target, detector_options, tracking_options)
     rows: list[list] = [[] for _ in trackings]
     for number, _, kept in tracked_frames(frames, detector, trackings):
         for found, into in zip(kept, rows):

@@ -8,7 +8,7 @@ Why motion alone must fail here, from the scenes and the tracker, not from its o
 last velocity (models/tracker.py), so someone who turns back while hidden comes out where no track is predicted
 (a new ID) or where the other hidden person's track is predicted (that ID): at least one ID switch per scene. With
 the MobileNetV2 embedder each person's crops are much closer to each other than to anyone else's (cosine 0.73 and
-up against 0.72 and down, tools/compose.py's REID_OPTIONS), so re-entry gives the returning person their ID back and
+up against 0.72 and down: tools/compose.py's REID_OPTIONS), so re-entry gives the returning person their ID back and
 the veto keeps them off the other's track: no switch, and IDF1 clearly higher.
 """
 

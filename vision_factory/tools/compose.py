@@ -162,12 +162,13 @@ def compose(scene: Scene) -> Composed:
 
 # The tracking options of the appearance check (`vision-factory track` options, tools/track.py), with and without
 # re-identification. The appearance thresholds are those of the MobileNetV2 embedder (ImageNet features, all
-# positive after its ReLU): on these scenes the cosine of a detection scoring 0.5 or more (those appearance uses) and
-# the person's first crop is 0.73..1.00 for the same person (partly hidden: the lower end), 0.56..0.72 for another, so the defaults made for trained re-id models (BoT-SORT's
-# appearance_threshold 0.25, i.e. cosine over 0.5, and the veto at cosine under 0.2) would link different people
-# and veto none. Here appearance counts from cosine 0.8 (distance 0.1), vetoes under 0.7 (0.15) and re-entry needs
-# 0.8. track_buffer covers the longest time someone is out of sight (about 45 frames); per_class is off because the
-# fall detector calls one person Normal in a frame and Fall in the next.
+# positive after its ReLU): on these scenes the cosine of a detection scoring 0.5 or more (those appearance uses)
+# and the person's first crop is 0.73..1.00 for the same person (partly hidden: the lower end), 0.56..0.72 for
+# another, so the defaults made for trained re-id models (BoT-SORT's appearance_threshold 0.25, i.e. cosine over
+# 0.5, and the veto at cosine under 0.2) would link different people and veto none. Here appearance counts from
+# cosine 0.8 (distance 0.1), vetoes under 0.7 (0.15) and re-entry needs 0.8. track_buffer covers the longest time
+# someone is out of sight (about 45 frames); per_class is off because the fall detector calls one person Normal in
+# a frame and Fall in the next.
 MOTION_OPTIONS = {"--track-buffer": 60, "--track-per-class": False}
 REID_OPTIONS = {
     **MOTION_OPTIONS,

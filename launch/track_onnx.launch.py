@@ -5,7 +5,9 @@ Rendered from vision_factory's templates/package/launch.py.j2: regenerate rather
 
 Usage:
     ros2 launch vision_factory track_onnx.launch.py \\
-        model_path:=/models/model.onnx image_topic:=/camera/image_raw
+        image_topic:=/camera/image_raw \\
+        detections_topic:=/detector/detections \\
+        reid_model_path:=/models/reid.onnx
 
 `--show-args` lists every argument. Parameters that are not arguments come from params_file
 (default: config/track_onnx.yaml); the arguments always override the same keys of that file.

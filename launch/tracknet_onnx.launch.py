@@ -5,7 +5,8 @@ Rendered from vision_factory's templates/package/launch.py.j2: regenerate rather
 
 Usage:
     ros2 launch vision_factory tracknet_onnx.launch.py \\
-        model_path:=/models/model.onnx image_topic:=/camera/image_raw
+        model_path:=/models/model.onnx \\
+        image_topic:=/camera/image_raw
 
 `--show-args` lists every argument. Parameters that are not arguments come from params_file
 (default: config/tracknet_onnx.yaml); the arguments always override the same keys of that file.

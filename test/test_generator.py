@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -337,3 +338,34 @@ def test_models_and_backends_commands(tmp_path):
     assert backends.exit_code == 0
     assert "runs on: CPUExecutionProvider" in backends.output and "runs on: CPU" in backends.output
     assert "tensorrt:" in backends.output
+
+
+def _launch_arguments(source: str) -> dict[str, bool]:
+    """A rendered launch file's arguments (read from its code, without ROS's launch): name -> whether required."""
+    tree = ast.parse(source)
+    arguments = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "PARAMETER_ARGUMENTS":
+            for key, value in zip(node.value.keys, node.value.values):
+                arguments[key.value] = isinstance(value.elts[0], ast.Constant) and value.elts[0].value is None
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "DeclareLaunchArgument":
+            if node.args and isinstance(node.args[0], ast.Constant):
+                arguments[node.args[0].value] = not any(k.arg == "default_value" for k in node.keywords)
+    return arguments
+
+
+@pytest.mark.parametrize("family", NODE_FAMILIES)
+def test_launch_usage_line_names_what_the_node_needs(family):
+    """Each launch file's usage line (its docstring) passes only arguments it declares, and every required one: the
+    track node's has no model_path (it has no model of its own) but its detections topic."""
+    path = ROOT / "launch" / f"{family}_onnx.launch.py"
+    source = path.read_text()
+    arguments = _launch_arguments(source)
+    assert "image_topic" in arguments and "params_file" in arguments  # the reading above finds both kinds
+    usage = ast.get_docstring(ast.parse(source)).split("Usage:", 1)[1].split("\n\n", 1)[0]
+    assert f"ros2 launch vision_factory {path.name}" in usage
+    given = dict(re.findall(r"(\w+):=(\S+)", usage))
+    assert set(given) <= set(arguments), usage
+    assert {name for name, required in arguments.items() if required} <= set(given), usage
+    if family == "track":
+        assert "detections_topic" in given

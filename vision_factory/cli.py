@@ -116,6 +116,10 @@ def replay(
     summary to OUT/replay.json. An OUT holding an earlier run's outputs is refused before
     anything plays, unless --force (which replaces those outputs only).
 
+    --node track tracks detections recorded in the bag: its one Detection2DArray topic is
+    played with the images, each message with the frame of its stamp (a bag without one is
+    refused; replay the detector with -p tracking:=true instead).
+
     \b
     Example:
       vision-factory replay rally_bag --out /tmp/rally -p model_path:=tracknet.onnx \\
@@ -123,6 +127,7 @@ def replay(
       vision-factory replay rally_bag --out /tmp/rally --executable 'ros2 run my_tracker tracknet_node' \\
           -p model_path:=tracknet.onnx
       vision-factory replay street_bag --out /tmp/street --node yolo -p model_path:=yolov8n.onnx
+      vision-factory replay street_bag --out /tmp/tracks --node track -p reid_model_path:=reid.onnx
     """
     from .tools.replay import parse_overrides
     from .tools.replay import replay as run_replay

@@ -36,6 +36,9 @@ class Family:
     ros_dependencies: tuple[str, ...] = ()
     # Inputs besides the image the launch file remaps: (node topic, launch argument, default, description).
     topic_arguments: tuple[tuple[str, str, str, str], ...] = ()
+    # The launch file's usage line: ``argument:=example`` shown after the required models and image_topic (what
+    # else the node needs to do anything useful, e.g. the track node's detections topic).
+    usage_arguments: tuple[str, ...] = ()
     keypoints: bool = False  # detections carry keypoints (pose families)
     iou_type: str | None = None  # COCO iouType its detections are scored with (bbox, keypoints); None: not COCO
     single_model: bool = True  # runs from one model file (rtmpose also needs a person detector)

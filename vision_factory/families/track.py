@@ -40,5 +40,6 @@ FAMILY = Family(
     ),
     ros_dependencies=ROS_DEPENDENCIES,
     topic_arguments=(("detections", "detections_topic", "/detections", "Detection2DArray to track"),),
+    usage_arguments=("detections_topic:=/detector/detections", "reid_model_path:=/models/reid.onnx"),
     single_model=False,
 )

@@ -111,9 +111,18 @@ def _launch_argument(parameter: Parameter) -> dict[str, object]:
     }
 
 
+def _usage_arguments(spec: Family, launch_parameters: list[dict[str, object]]) -> list[str]:
+    """The launch usage line's ``argument:=example``: each required model (a path under /models), the camera topic,
+    then the family's ``usage_arguments``."""
+    required = [str(p["name"]) for p in launch_parameters if p["launch_default"] is None]
+    models = [f"{name}:=/models/{name.removesuffix('_path')}.onnx" for name in required]
+    return [*models, f"image_topic:={CAMERA_TOPIC}", *spec.usage_arguments]
+
+
 def template_context(spec: Family, backend_spec: Backend, package: str, **about: str) -> dict[str, object]:
     """What every template may use; ``about``: maintainer, maintainer_email, license."""
     parameters = (*spec.node_parameters, *backend_spec.parameters)
+    launch_parameters = [_launch_argument(p) for p in parameters if p.launch_argument]
     return {
         **ABOUT_DEFAULTS,
         **about,
@@ -121,7 +130,8 @@ def template_context(spec: Family, backend_spec: Backend, package: str, **about:
         "family": spec,
         "backend": backend_spec,
         "parameters": parameters,
-        "launch_parameters": [_launch_argument(p) for p in parameters if p.launch_argument],
+        "launch_parameters": launch_parameters,
+        "usage_arguments": _usage_arguments(spec, launch_parameters),
         "launch_file": launch_file_name(spec, backend_spec),
         "config_file": config_file_name(spec, backend_spec),
         "node_module": node_module_name(spec, backend_spec),

@@ -29,7 +29,9 @@ ByteTrack's association (Zhang et al., 2022) with BoT-SORT's appearance fusion (
 
 Every assignment is optimal (scipy's ``linear_sum_assignment``) with a cost limit: a pair costing more than the
 stage's threshold is never made, and leaving a row and a column unmatched costs the threshold, as ByteTrack's
-``lap.lapjv(cost_limit=...)``. A track only ever takes detections of its own class. IDs are positive integers,
+``lap.lapjv(cost_limit=...)``. A track only ever takes detections of its own class, unless ``per_class`` is off
+(BoxMOT's ``per_class``; Ultralytics' trackers never separate classes): then any class, for detectors whose classes
+are states of one object (a fall detector's Normal / Fall) or that hesitate between classes. IDs are positive integers,
 counted per stream from 1 and never reused in it; ``reset()`` starts a new stream.
 
 Appearance: ``embeddings`` [N, D] of unit rows (models/reid.py), one per detection; a row of zeros (a box with
@@ -75,6 +77,8 @@ class TrackerConfig:
     reentry_threshold: float = 0.1  # appearance distance for re-entry of lost tracks; 0: no re-entry
     ema_alpha: float = 0.9  # weight of a track's feature against a new detection's
     fuse_score: bool = True  # stage 1 and 4 IoU similarity times the detection score
+    per_class: bool = True  # a track only takes detections of its class; False: any class (the classes are states
+    # of one kind of object, e.g. a fall detector's Normal / Fall, or a detector that hesitates between classes)
 
     def __post_init__(self) -> None:
         if not 0 <= self.low_threshold <= self.high_threshold:
@@ -294,9 +298,10 @@ class Tracker:
             return np.zeros((len(tracks), len(boxes)))
         return iou_matrix(xywh_to_xyxy(np.stack([track.mean[:4] for track in tracks])), boxes)
 
-    @staticmethod
-    def _other_class(tracks: list[Track], classes: np.ndarray) -> np.ndarray:
-        return np.array([track.class_id for track in tracks], np.int64)[:, None] != classes[None, :]
+    def _other_class(self, tracks: list[Track], classes: np.ndarray) -> np.ndarray:
+        """[T, N] True where the pair is refused for its classes (never, unless ``per_class``)."""
+        other = np.array([track.class_id for track in tracks], np.int64)[:, None] != classes[None, :]
+        return other if self.config.per_class else np.zeros_like(other)
 
     @staticmethod
     def _appearance(tracks: list[Track], features: np.ndarray) -> np.ndarray:

@@ -88,6 +88,12 @@ def image_topics(path: str | Path) -> dict[str, str]:
         return {c.topic: c.msgtype for c in reader.connections if c.msgtype in IMAGE_TYPES}
 
 
+def topics_of_type(path: str | Path, msgtype: str) -> list[str]:
+    """The bag's topics of message type ``msgtype`` (e.g. vision_msgs/msg/Detection2DArray), sorted."""
+    with _open(path) as reader:
+        return sorted({c.topic for c in reader.connections if c.msgtype == msgtype})
+
+
 def read_messages(path: str | Path, topic: str) -> Iterator[RawMessage]:
     """The raw messages of one topic in bag time order."""
     with _open(path) as reader:

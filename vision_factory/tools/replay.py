@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from ..families.family import DETECTIONS_MESSAGE
-from ..families.registry import NODE_FAMILIES
+from ..families.registry import NODE_FAMILIES, family
 from ..share import share_path
-from .bags import BagError, RawMessage, image_topic, read_messages, write_ball_csv, write_messages
+from .bags import BagError, RawMessage, image_topic, read_messages, topics_of_type, write_ball_csv, write_messages
 from .commands import UsageError
 
 
@@ -30,17 +30,22 @@ class NodeSpec:
     outputs: dict[str, str]  # relative output topic -> message type
     main_output: str  # one message per input frame on this topic
     parameters: dict[str, str] = field(default_factory=dict)  # replay's own overrides
+    # inputs besides the image the bag must hold, fed with each frame (by stamp): relative topic -> message type
+    inputs: dict[str, str] = field(default_factory=dict)
 
 
 DETECTIONS = DETECTIONS_MESSAGE
 # A node that ends its stream after seconds without frames (flush_timeout) gets a short one: the bag ends.
 FLUSH_TIMEOUT = {"flush_timeout": "0.5"}
+# The track node tracks another node's detections: replay plays them from the bag, each with its image's stamp.
+FED_INPUTS = {"track": {topic: DETECTIONS for topic, *_ in family("track").topic_arguments}}
 NODES = {
     name: NodeSpec(
         f"vision_factory.{name}_onnx_node",
         {spec.output_topic: spec.output_message},
         spec.output_topic,
         FLUSH_TIMEOUT if any(parameter.name in FLUSH_TIMEOUT for parameter in spec.parameters) else {},
+        FED_INPUTS.get(name, {}),
     )
     for name, spec in NODE_FAMILIES.items()
 }
@@ -171,6 +176,9 @@ def replay(
     if len(set(stamps)) != len(stamps):
         raise BagError(f"image headers in {bag}:{topic} repeat their stamps; replay needs one stamp per frame")
     frame_of = {stamp: index for index, stamp in enumerate(stamps)}
+    fed = _fed_inputs(bag, node, spec, frame_of)
+    if live_stamps and fed:  # the fed messages keep the bag's stamps: the node could pair nothing
+        raise BagError(f"{node} pairs its inputs by the bag's stamps; it cannot be replayed with live stamps")
 
     namespace = f"/vf_replay_{os.getpid()}"
     input_topic = "image" if msgtype.endswith("/Image") else "image/compressed"
@@ -219,6 +227,9 @@ def replay(
         qos = reliable if name in spec.outputs else latched_qos
         player.create_subscription(message_class(output_type), f"{namespace}/{name}", on_output(name), qos, raw=True)
     publisher = player.create_publisher(message_class(msgtype), f"{namespace}/{input_topic}", reliable)
+    fed_publishers = {
+        name: player.create_publisher(message_class(spec.inputs[name]), f"{namespace}/{name}", reliable) for name in fed
+    }
     executor = rclpy.executors.SingleThreadedExecutor(context=context)
     executor.add_node(player)
     spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -227,7 +238,8 @@ def replay(
     sent_at: list[int] = []
     sent_stamps: list[tuple[int, int]] = []
     try:
-        _wait_for_node(process, publisher, player, f"{namespace}/{spec.main_output}", startup_timeout, log_path)
+        for waited in (*fed_publishers.values(), publisher):
+            _wait_for_node(process, waited, player, f"{namespace}/{spec.main_output}", startup_timeout, log_path)
         if warm_up:
             first = next(iter(read_messages(bag, topic)))
             publisher.publish(_restamped(first.data, time.time_ns())[0])
@@ -249,6 +261,9 @@ def replay(
                 delay = (message.timestamp_ns - first_bag_ns) / 1e9 / rate - (time.perf_counter() - start)
                 if delay > 0:
                     time.sleep(delay)
+            for name, by_frame in fed.items():
+                for fed_data in by_frame.get(index, ()):
+                    fed_publishers[name].publish(fed_data)
             data = message.data
             sent_at.append(time.time_ns())
             if live_stamps:
@@ -305,6 +320,28 @@ def replay(
     )
     outputs["summary"].write_text(json.dumps(result.summary(), indent=2))
     return result
+
+
+def _fed_inputs(bag, node: str, spec: NodeSpec, frame_of: dict) -> dict[str, dict[int, list[bytes]]]:
+    """Per input of ``spec.inputs``: the bag's messages of its type by the frame whose stamp they carry (a message
+    with no frame of its stamp is not played). The bag must hold exactly one topic of each such type."""
+    fed = {}
+    for name, msgtype in spec.inputs.items():
+        found = topics_of_type(bag, msgtype)
+        if len(found) != 1:
+            which = f"has {len(found)} {msgtype} topics ({', '.join(found)})" if found else f"has no {msgtype} topic"
+            raise BagError(
+                f"the {node} node needs its {name} input with the images, by stamp: bag {bag} {which}; record one "
+                f"topic of the detections to track beside the images (or replay the detector itself with tracking "
+                f"on, e.g. --node yolo -p tracking:=true -p model_path:=..., or run vision-factory track)"
+            )
+        by_frame: dict[int, list[bytes]] = {}
+        for message in read_messages(bag, found[0]):
+            frame = frame_of.get(_stamp(message.data))
+            if frame is not None:
+                by_frame.setdefault(frame, []).append(message.data)
+        fed[name] = by_frame
+    return fed
 
 
 def output_paths(out_dir: Path, node: str) -> dict[str, Path]:

@@ -10,7 +10,7 @@ it names, left out: the node's default), the tracking from the tracking paramete
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ import numpy as np
 from ..families import tracking
 from ..families.registry import family
 from ..models.detections import Detection
-from ..models.tracker import Tracker, TrackerConfig
+from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import with_defaults
 from ..runtime.backends import load_target
 from .commands import UsageError, node_default
@@ -129,24 +129,12 @@ def track(
     fps = _video_fps(sources[0]) if len(sources) == 1 and is_video(sources[0]) else IMAGE_FPS
     out_dir.mkdir(parents=True, exist_ok=True)
     rows: list[tuple[int, int, float, float, float, float, float]] = []
-    writer, size, frames = None, None, 0
+    writer, frames = None, 0
     try:
-        for frames, frame in enumerate(stream_frames(sources), start=1):
-            if size is None:
-                size = frame.shape[:2]
-            elif frame.shape[:2] != size:
-                raise ValueError(
-                    f"frame {frames} is {frame.shape[1]}x{frame.shape[0]}, the stream's first "
-                    f"{size[1]}x{size[0]}: a stream's frames have one size (tracks are in its pixels)"
-                )
-            detections = detector.detect(frame)
-            ids = tracker.update(frame, detections)
-            kept = [(detection, track_id) for detection, track_id in zip(detections, ids) if track_id is not None]
-            for detection, track_id in kept:
-                x1, y1, x2, y2 = detection.xyxy
-                rows.append((frames, track_id, x1, y1, x2 - x1, y2 - y1, detection.score))
+        for frames, frame, (kept,) in tracked_frames(stream_frames(sources), detector, [tracker]):
+            rows.extend(_rows(frames, kept))
             if save:
-                writer = writer or _open_video(outputs["video"], fps, size)
+                writer = writer or _open_video(outputs["video"], fps, frame.shape[:2])
                 writer.write(_annotated(frame, kept))
     finally:
         if writer is not None:
@@ -162,6 +150,72 @@ def track(
         len({row[1] for row in rows}),
         bool(values["reid_model_path"]),
     )
+
+
+Kept = list[tuple[Detection, int]]  # a frame's detections that have a track ID, with it
+
+
+def tracked_frames(
+    frames: Iterable[np.ndarray], detector, trackings: Sequence[Tracking]
+) -> Iterator[tuple[int, np.ndarray, list[Kept]]]:
+    """Each frame's number (from 1), the frame and, per tracking of ``trackings``, its tracked detections: the
+    detector runs once a frame, every tracking updates on its detections (to compare configurations on one run).
+    A frame of another size than the first is an error (tracks are in the stream's pixels)."""
+    size = None
+    for number, frame in enumerate(frames, start=1):
+        if size is None:
+            size = frame.shape[:2]
+        elif frame.shape[:2] != size:
+            raise ValueError(
+                f"frame {number} is {frame.shape[1]}x{frame.shape[0]}, the stream's first "
+                f"{size[1]}x{size[0]}: a stream's frames have one size (tracks are in its pixels)"
+            )
+        detections = detector.detect(frame)
+        kept = []
+        for tracker in trackings:
+            ids = tracker.update(frame, detections)
+            kept.append([(detection, track_id) for detection, track_id in zip(detections, ids) if track_id is not None])
+        yield number, frame, kept
+
+
+def _rows(number: int, kept: Kept) -> Iterator[tuple[int, int, float, float, float, float, float]]:
+    for detection, track_id in kept:
+        x1, y1, x2, y2 = detection.xyxy
+        yield number, track_id, x1, y1, x2 - x1, y2 - y1, detection.score
+
+
+def build_trackings(
+    model_type: str,
+    model: Path,
+    target: str,
+    detector_options: Mapping[str, Any] | None,
+    tracking_options: Sequence[Mapping[str, Any]],
+) -> tuple[Any, list[Tracking]]:
+    """The detector and one Tracking per ``tracking_options`` (TRACKING's options), as ``track`` builds them; the
+    detector's confidence goes down to the lowest track_low_threshold among them."""
+    configurations = [tracking_values(options) for options in tracking_options]
+    lowest = min(configurations, key=lambda values: values["track_low_threshold"])
+    detector = build_detector(model_type, model, target, _with_tracking(model_type, detector_options or {}, lowest))
+    return detector, [tracking.build(values, lambda path: load_target(target, Path(path))) for values in configurations]
+
+
+def track_frames(
+    model_type: str,
+    model: Path,
+    target: str,
+    frames: Iterable[np.ndarray],
+    detector_options: Mapping[str, Any] | None,
+    tracking_options: Sequence[Mapping[str, Any]],
+) -> list[MotBoxes]:
+    """``track`` without files, for several tracking configurations at once: the frames (BGR arrays, in order)
+    through the detector once and through the tracking of each ``tracking_options`` (TRACKING's options, as
+    ``track`` takes them; built by ``build_trackings``); the tracks of each, as ``track`` writes them."""
+    detector, trackings = build_trackings(model_type, model, target, detector_options, tracking_options)
+    rows: list[list] = [[] for _ in trackings]
+    for number, _, kept in tracked_frames(frames, detector, trackings):
+        for found, into in zip(kept, rows):
+            into.extend(_rows(number, found))
+    return [boxes_from_rows(found, f"tracks {index + 1}") for index, found in enumerate(rows)]
 
 
 def _annotated(frame: np.ndarray, kept) -> np.ndarray:

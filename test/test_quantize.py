@@ -60,7 +60,7 @@ def int8(split):
     """The ONNX Runtime INT8 model, compared over the evaluation folder; (path, report text, saved comparison)."""
     out = split / "shapes_int8.onnx"
     report = quantize("yolo", SHAPES_MODEL, split / "calibration", out, frames=6, data=split / "eval", speed_runs=3)
-    saved = json.loads(next((split / "shapes_int8_compare").glob("compare_*.json")).read_text())
+    saved = json.loads(next((split / "shapes_int8_quantize").glob("compare_*.json")).read_text())
     return out, report.shown(), saved
 
 

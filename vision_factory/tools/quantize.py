@@ -20,6 +20,8 @@ quantized model with the source (``compare``'s report) and timing both on the sa
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import statistics
 import tempfile
 import time
@@ -237,6 +239,24 @@ def _set_metadata(model, entries: Mapping[str, str]) -> None:
 # --- the conversions --------------------------------------------------------------------------------
 
 
+def named_nodes(model: Path, out: Path) -> Path:
+    """``model`` itself when every node has a unique name, else a copy at ``out`` that names each unnamed (or
+    repeated) one after its op and position: nodes are kept in float by name."""
+    import onnx
+
+    loaded = onnx.load(model)
+    names = [node.name for node in loaded.graph.node]
+    if all(names) and len(set(names)) == len(names):
+        return Path(model)
+    seen: set[str] = set()
+    for index, node in enumerate(loaded.graph.node):
+        if not node.name or node.name in seen:
+            node.name = f"{node.op_type}_{index}"
+        seen.add(node.name)
+    onnx.save(loaded, out)
+    return out
+
+
 def onnx_int8(
     model: Path, out: Path, feeds: Sequence[dict[str, np.ndarray]], method: str, keep_tail: bool = True
 ) -> tuple[str, list[str]]:
@@ -254,7 +274,8 @@ def onnx_int8(
     }
     with tempfile.TemporaryDirectory(prefix="vf_quantize_") as work:
         prepared = Path(work) / "prepared.onnx"
-        quant_pre_process(str(model), str(prepared), skip_symbolic_shape=True)  # ONNX shape inference; sympy not needed
+        named = named_nodes(model, Path(work) / "named.onnx")
+        quant_pre_process(str(named), str(prepared), skip_symbolic_shape=True)  # ONNX shape inference: no sympy
         excluded = float_tail(onnx.load(prepared, load_external_data=False).graph) if keep_tail else []
         quantize_static(
             str(prepared),
@@ -290,7 +311,9 @@ def openvino_model(model: Path, precision: str, feeds: Sequence[dict[str, np.nda
     if precision != "int8":
         return ov_model, f"OpenVINO {ov.__version__} IR with FP16 weights"
     import nncf
+    from nncf.common.logging.logger import set_log_level
 
+    set_log_level(logging.WARNING)  # its per-node notes and progress bars are not this command's output
     ov_model = nncf.quantize(
         ov_model,
         nncf.Dataset(list(feeds)),
@@ -374,40 +397,56 @@ def quantize(
         feeds, frames = calibration_inputs(model_type, model, calibration, frames, options, detector_model)
         log(f"calibration: {len(feeds)} inputs from {frames} frames of {calibration}")
     float_nodes: list[str] = []
-    if backend == "onnx" and precision == "int8":
-        how, float_nodes = onnx_int8(model, out, feeds, method, keep_tail)
-    elif backend == "onnx":
-        how = onnx_fp16(model, out)
-    else:
-        import onnx
+    with tempfile.TemporaryDirectory(prefix="vf_quantize_") as work:  # lives until the model is saved
+        if backend == "onnx" and precision == "int8":
+            how, float_nodes = onnx_int8(model, out, feeds, method, keep_tail)
+        elif backend == "onnx":
+            how = onnx_fp16(model, out)
+        else:
+            import onnx
 
-        if precision == "int8" and keep_tail:
-            float_nodes = float_tail(onnx.load(model, load_external_data=False).graph)
-        ov_model, how = openvino_model(model, precision, feeds, float_nodes)
-    provenance = Provenance(
-        Path(model),
-        calibration if precision == "int8" else None,
-        frames if precision == "int8" else 0,
-        len(feeds),
-        precision,
-        backend,
-        how,
-        float_nodes if precision == "int8" else [],
-    )
-    metadata = source_metadata(model) | provenance.metadata()
-    if backend == "openvino":
-        save_openvino(ov_model, out, precision, metadata)
-    else:
-        write_onnx_metadata(out, metadata)
+            named = named_nodes(model, Path(work) / "named.onnx")
+            if precision == "int8" and keep_tail:
+                float_nodes = float_tail(onnx.load(named, load_external_data=False).graph)
+            ov_model, how = openvino_model(named, precision, feeds, float_nodes)
+        provenance = Provenance(
+            Path(model),
+            calibration if precision == "int8" else None,
+            frames if precision == "int8" else 0,
+            len(feeds),
+            precision,
+            backend,
+            how,
+            float_nodes,
+        )
+        recorded = provenance.metadata()
+        metadata = source_metadata(model) | recorded
+        if backend == "openvino":
+            save_openvino(ov_model, out, precision, metadata)
+        else:
+            write_onnx_metadata(out, metadata)
 
     target = RUNS_ON[backend]
     speed = speed_ratio(model, out, target, feeds or None, speed_runs)
-    comparison = None
+    out_dir = Path(out_dir) if out_dir is not None else out.parent / f"{out.stem}_quantize"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    comparison, compared = None, None
     if data is not None:
-        out_dir = Path(out_dir) if out_dir is not None else out.parent / f"{out.stem}_compare"
         comparison = compare_models(model_type, model, out, target, data, source, out_dir)
-    text = describe(out, provenance, speed, comparison)
-    return CommandReport(text, warnings=comparison.warnings if comparison else [])
+        compared = max(out_dir.glob("compare_*.json"), key=lambda path: path.stat().st_mtime)
+    summary = {
+        "model_type": model_type,
+        "model": str(model),
+        "out": str(out),
+        "runs_on": {"source": REFERENCE, "quantized": target},
+        "metadata": recorded,
+        "speed": speed,
+        "comparison": json.loads(compared.read_text()) if compared else None,
+    }
+    files = {"summary": out_dir / "quantize.json"}
+    files["summary"].write_text(json.dumps(summary, indent=2) + "\n")
+    text = describe(out, provenance, speed, comparison) + "\n"
+    return CommandReport(text, files, warnings=comparison.warnings if comparison else [])
 
 
 def source_metadata(model: Path) -> dict[str, str]:

@@ -20,18 +20,15 @@ from vision_factory.cli import main
 from vision_factory.families.registry import family
 from vision_factory.generator.package import write_package
 from vision_factory.runtime.backends import load_target
-from vision_factory.tools.bags import write_image_bag
+from vision_factory.tools.bags import read_ball_csv, write_ball_csv, write_image_bag
 from vision_factory.tools.commands import UsageError
 from vision_factory.tools.compare import detection_differences
 from vision_factory.tools.quantize import calibration_inputs, quantize
 from vision_factory.tools.replay import replay
+from vision_factory.tools.synthetic import BallClip, build_tracknet_model
 
 SHAPES_MODEL = SHARED / "models" / "shapes-yolov8n.onnx"
 SHAPES = SHARED / "data" / "shapes-val"
-pytestmark = pytest.mark.skipif(
-    not (SHAPES_MODEL.is_file() and (SHAPES / "annotations.json").is_file()),
-    reason=f"shared model or data not found under {SHARED}",
-)
 # The head's final convs of YOLOv8n (box and class branches, each scale) and its decode stay in float.
 HEAD_CONVS = [f"/model.22/{branch}.{scale}/{branch}.{scale}.2/Conv" for branch in ("cv2", "cv3") for scale in range(3)]
 
@@ -39,6 +36,8 @@ HEAD_CONVS = [f"/model.22/{branch}.{scale}/{branch}.{scale}.2/Conv" for branch i
 @pytest.fixture(scope="module")
 def split(tmp_path_factory):
     """Calibration: the first 6 shapes-val images; evaluation: a COCO folder of 6 others (not calibrated on)."""
+    if not (SHAPES_MODEL.is_file() and (SHAPES / "annotations.json").is_file()):
+        pytest.skip(f"shared model or data not found under {SHARED}")
     root = tmp_path_factory.mktemp("shapes_split")
     truth = json.loads((SHAPES / "annotations.json").read_text())
     images = sorted(truth["images"], key=lambda image: image["file_name"])
@@ -221,3 +220,38 @@ def test_a_model_of_another_family_is_refused(split, tmp_path):
         quantize("tracknet", SHAPES_MODEL, split / "calibration", tmp_path / "q.onnx")
     with pytest.raises(UsageError, match="--out must not be the source model"):
         quantize("yolo", SHAPES_MODEL, split / "calibration", SHAPES_MODEL)
+
+
+def test_tracknet_quantizes_on_its_windows_and_runs_in_the_tracknet_node(tmp_path):
+    """An unnamed synthetic TrackNet graph: calibrated on its background-subtracted windows, its tail kept in
+    float by the names quantize gives, its metadata kept; the node's balls differ from FP32 as compare says."""
+    model = build_tracknet_model(tmp_path / "tracknet.onnx", 8, "subtract")
+    clip = BallClip(40, 640, 360, seed=3)
+    bag = write_image_bag(tmp_path / "clip", clip.frames())
+    truth = write_ball_csv(
+        tmp_path / "truth.csv", [(t.frame, t.visibility, round(t.x), round(t.y)) for t in clip.truth]
+    )
+    calibration = write_image_bag(tmp_path / "calibration", BallClip(24, 640, 360, seed=8).frames())
+    out = tmp_path / "tracknet_int8.onnx"
+    report = quantize("tracknet", model, calibration, out, frames=24, data=truth, source=bag, speed_runs=3)
+    metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
+    assert (metadata["seq_len"], metadata["bg_mode"]) == ("8", "subtract")
+    assert 0 < int(metadata["quantization_inputs"]) < 24  # the median warm-up feeds the model nothing
+    float_nodes = metadata["quantization_float_nodes"].split(": ", 1)[1].split(", ")
+    assert float_nodes[-1].startswith("Conv_") and all(float_nodes)  # the blur's last conv and what follows
+    graph = onnx.load(out).graph
+    assert any(node.op_type == "DequantizeLinear" for node in graph.node)
+    summary = json.loads(report.files["summary"].read_text())
+    reported = summary["comparison"]["outputs"]
+    assert summary["comparison"]["metrics"]["f1"]["a"] > 0.5  # the FP32 model tracks the ball
+
+    params = {"model_path": "", "bg_mode": "subtract", "median_warmup": "10"}
+    rows = {}
+    for name, path in (("fp32", model), ("int8", out)):
+        result = replay(bag, tmp_path / name, params={**params, "model_path": str(path)})
+        rows[name] = read_ball_csv(result.ball_csv)
+    assert len(rows["int8"]) == clip.num_frames and sum(row[1] for row in rows["int8"]) > 10
+    both = [(a, b) for a, b in zip(rows["fp32"], rows["int8"], strict=True) if a[1] and b[1]]
+    assert sum(a[1] != b[1] for a, b in zip(rows["fp32"], rows["int8"])) == reported["visibility_disagreements"]
+    distances = [np.hypot(a[2] - b[2], a[3] - b[3]) for a, b in both]
+    assert max(distances, default=0.0) == pytest.approx(reported["position_diff_max_px"], abs=1e-6)

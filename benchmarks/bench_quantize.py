@@ -212,7 +212,7 @@ def _fall_model() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))).parent / FALL[2]
 
 
-def run(case: dict, backend: str, work: Path, speed_runs: int) -> dict:
+def run(case: dict, backend: str, work: Path, speed_runs: int, threads: int) -> dict:
     from vision_factory.tools.quantize import quantize
 
     suffix = ".xml" if backend == "openvino" else ".onnx"
@@ -227,6 +227,7 @@ def run(case: dict, backend: str, work: Path, speed_runs: int) -> dict:
         data=case["data"],
         source=case.get("source"),
         speed_runs=speed_runs,
+        threads=threads,
     )
     print(report.shown(), file=sys.stderr)
     return json.loads(report.files["summary"].read_text())
@@ -270,15 +271,16 @@ def main() -> None:
     parser.add_argument("--speed-runs", type=int, default=60, help="timed runs of each model (default 60)")
     parser.add_argument("--backends", default="onnx,openvino")
     parser.add_argument("--skip", default="", help="cases to leave out: shapes, pose, fall, tracknet")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads of each runtime, 0 = its default")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     work = args.out or Path(tempfile.mkdtemp(prefix="vf_bench_quantize_"))
     work.mkdir(parents=True, exist_ok=True)
-    rows, results = [], {"environment": environment(0), "cases": {}}
+    rows, results = [], {"environment": environment(args.threads), "cases": {}}
     for case in cases(work, {item.strip() for item in args.skip.split(",") if item.strip()}):
         for backend in args.backends.split(","):
-            summary = run(case, backend, work, args.speed_runs)
+            summary = run(case, backend, work, args.speed_runs, args.threads)
             results["cases"][f"{case['name']} {backend}"] = summary
             rows.append(row(case["name"], backend, summary))
     header = [
@@ -293,7 +295,10 @@ def main() -> None:
         "outputs",
         "verdict",
     ]
-    print(table("INT8 against FP32 ONNX Runtime CPU, side by side in one run (median ms per inference)", header, rows))
+    title = (
+        f"INT8 against FP32 ONNX Runtime CPU, side by side in one run (median ms per inference, threads {args.threads})"
+    )
+    print(table(title, header, rows))
     print(f"load average at the end: {fmt(os.getloadavg()[0])}; work folder: {work}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str) + "\n")

@@ -532,6 +532,9 @@ def compare(
 @click.option("--imgsz", type=int, help="yolo models with dynamic input: the input size  [default: as the nodes]")
 @click.option("--input-size", help="fasterrcnn / rtmpose with dynamic input: WIDTHxHEIGHT")
 @click.option("--speed-runs", type=click.IntRange(min=1), default=50, show_default=True, help="timed runs of each")
+@click.option(
+    "--threads", type=click.IntRange(min=0), default=0, show_default=True, help="CPU threads when timing, 0 = default"
+)
 def quantize(
     model_type: str,
     model: Path,
@@ -548,6 +551,7 @@ def quantize(
     imgsz: int | None,
     input_size: str | None,
     speed_runs: int,
+    threads: int,
 ) -> None:
     """An INT8 (or FP16) copy of a model, checked against it.
 
@@ -588,6 +592,7 @@ def quantize(
                 detector_model=detector_model,
                 keep_tail=float_tail,
                 speed_runs=speed_runs,
+                threads=threads,
                 log=lambda text: click.echo(text, err=True),
             )
         )

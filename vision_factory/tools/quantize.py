@@ -51,6 +51,7 @@ REFERENCE = "onnx:cpu"
 TAIL_OPS = ("Conv", "ConvTranspose")  # the walk back from the outputs stops at (and keeps) these layers
 # ... unless fed by one of these: then the conv is a decode step (Ultralytics' DFL), and the walk goes on.
 DECODE_FEEDS = ("Reshape", "Transpose", "Softmax", "Flatten", "Squeeze", "Unsqueeze")
+THREADS = {"onnx": "intra_op_threads", "openvino": "inference_threads"}  # each backend's CPU threads setting
 KEY = "quantization_"  # metadata keys of the provenance
 
 
@@ -360,6 +361,7 @@ def quantize(
     detector_model: Path | None = None,
     keep_tail: bool = True,
     speed_runs: int = 20,
+    threads: int = 0,
     out_dir: Path | None = None,
     log: Callable[[str], None] = lambda text: None,
 ) -> CommandReport:
@@ -383,6 +385,8 @@ def quantize(
     if backend == "onnx" and Path(out).suffix != ".onnx":
         raise UsageError(f"give --out as NAME.onnx (got {Path(out).name})", "--out")
     require_file_family(model, model_type, "quantize")
+    if model_type == "rtmpose" and data is not None:
+        raise UsageError("compare cannot run rtmpose over a data set on its own: leave out --data", "--data")
     if precision == "int8" and calibration is None:
         raise UsageError("int8 needs --calibration: a folder of images, a video or a rosbag2", "--calibration")
     if model_type == "tracknet" and data is not None and source is None:
@@ -427,7 +431,7 @@ def quantize(
             write_onnx_metadata(out, metadata)
 
     target = RUNS_ON[backend]
-    speed = speed_ratio(model, out, target, feeds or None, speed_runs)
+    speed = speed_ratio(model, out, target, feeds or None, speed_runs, threads)
     out_dir = Path(out_dir) if out_dir is not None else out.parent / f"{out.stem}_quantize"
     out_dir.mkdir(parents=True, exist_ok=True)
     comparison, compared = None, None
@@ -440,7 +444,7 @@ def quantize(
         "out": str(out),
         "runs_on": {"source": REFERENCE, "quantized": target},
         "metadata": recorded,
-        "speed": speed,
+        "speed": speed | {"threads": threads},
         "comparison": json.loads(compared.read_text()) if compared else None,
     }
     files = {"summary": out_dir / "quantize.json"}
@@ -466,11 +470,17 @@ def write_onnx_metadata(out: Path, metadata: Mapping[str, str]) -> None:
 
 
 def speed_ratio(
-    model: Path, quantized: Path, target: str, feeds: Sequence[dict[str, np.ndarray]] | None, runs: int
+    model: Path,
+    quantized: Path,
+    target: str,
+    feeds: Sequence[dict[str, np.ndarray]] | None,
+    runs: int,
+    threads: int = 0,
 ) -> dict[str, float]:
     """Median ms per run of ``model`` on ONNX Runtime CPU and of ``quantized`` on ``target``, timed on the same
-    inputs in turn (A, B, A, B ...) after a warm-up, and the ratio A / B (above 1: the quantized model is faster)."""
-    a, b = load_target(REFERENCE, model), load_target(target, quantized)
+    inputs in turn (A, B, A, B ...) after a warm-up, and the ratio A / B (above 1: the quantized model is faster).
+    ``threads``: CPU threads of each runtime, 0 = the runtime decides (as the nodes' defaults)."""
+    a, b = (_load(target, path, threads) for target, path in ((REFERENCE, model), (target, quantized)))
     if not feeds:
         feeds = [{info.name: _random_input(info) for info in a.inputs}]
     times: dict[str, list[float]] = {"a": [], "b": []}
@@ -485,6 +495,12 @@ def speed_ratio(
             times[key].append((time.perf_counter() - start) * 1000)
     median_a, median_b = statistics.median(times["a"]), statistics.median(times["b"])
     return {"fp32_ms": median_a, "quantized_ms": median_b, "ratio": median_a / median_b, "runs": max(runs, 1)}
+
+
+def _load(target: str, model: Path, threads: int) -> Runner:
+    """``model`` on ``target`` with ``threads`` CPU threads (the backend's setting for it; 0: its default)."""
+    setting = THREADS[target.partition(":")[0]]
+    return load_target(target, model, {setting: threads} if threads else None)
 
 
 def _random_input(info) -> np.ndarray:

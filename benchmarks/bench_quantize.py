@@ -244,12 +244,16 @@ def row(name: str, backend: str, summary: dict) -> list:
         speed["fp32_ms"],
         speed["quantized_ms"],
         speed["ratio"],
-        metrics.get(first, {}).get("a"),
-        metrics.get(first, {}).get("difference"),
-        metrics.get(second, {}).get("difference"),
+        _signed(metrics.get(first, {}).get("a"), ""),
+        _signed(metrics.get(first, {}).get("difference")),
+        _signed(metrics.get(second, {}).get("difference")),
         _outputs(outputs),
         comparison.get("verdict", "-"),
     ]
+
+
+def _signed(value: float | None, sign: str = "+") -> str:
+    return "-" if value is None else f"{value:{sign}.4f}"
 
 
 def _outputs(outputs: dict) -> str:

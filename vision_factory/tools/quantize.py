@@ -311,8 +311,11 @@ def openvino_model(model: Path, precision: str, feeds: Sequence[dict[str, np.nda
     ov_model = ov.Core().read_model(str(model))
     if precision != "int8":
         return ov_model, f"OpenVINO {ov.__version__} IR with FP16 weights"
-    import nncf
-    from nncf.common.logging.logger import set_log_level
+    try:
+        import nncf
+        from nncf.common.logging.logger import set_log_level
+    except ImportError:
+        raise RuntimeError("OpenVINO INT8 needs NNCF: pip install nncf (or the openvino extra)") from None
 
     set_log_level(logging.WARNING)  # its per-node notes and progress bars are not this command's output
     ov_model = nncf.quantize(

@@ -38,7 +38,7 @@ from ..parameters import with_defaults
 from ..runtime.backends import load_target
 from ..runtime.runner import Runner
 from .commands import CommandReport, UsageError
-from .sources import is_video, read_image, source_frames
+from .sources import read_image, source_frames
 
 QUANTIZE_TYPES = ("tracknet", *SINGLE_MODEL_DETECTORS, "rtmpose")  # the families a quantized model serves
 BACKENDS = ("onnx", "openvino")
@@ -393,9 +393,7 @@ def quantize(
     if precision == "int8" and calibration is None:
         raise UsageError("int8 needs --calibration: a folder of images, a video or a rosbag2", "--calibration")
     if model_type == "tracknet" and data is not None and source is None:
-        source = calibration if calibration is not None and (is_video(calibration) or _is_bag(calibration)) else None
-        if source is None:
-            raise UsageError("tracknet compares over --source (the bag or video of the --data CSV)", "--source")
+        raise UsageError("tracknet compares over --source: the bag or video of the --data CSV", "--source")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
 

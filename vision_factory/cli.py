@@ -570,7 +570,7 @@ def quantize(
       vision-factory quantize --model-type yolo --model yolov8n.onnx --calibration street.mp4 \\
           --backend openvino --out yolov8n_int8.xml
       vision-factory quantize --model-type tracknet --model tracknet.onnx --calibration rally_bag \\
-          --out tracknet_int8.onnx --data truth.csv
+          --out tracknet_int8.onnx --data truth.csv --source rally.mp4
     """
     from .tools.quantize import quantize as run_quantize
 

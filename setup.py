@@ -70,10 +70,10 @@ setup(
         "cpu": ["onnxruntime"],
         "gpu": ["onnxruntime-gpu"],
         # Other backends, for `vision-factory backends` and tools; generated packages declare their own.
-        "openvino": ["openvino"],
+        "openvino": ["openvino", "nncf"],  # nncf: `vision-factory quantize --backend openvino`
         "tensorrt": ["tensorrt", "cuda-python"],
         # scikit-image: its sample photos (people, faces) for the real-model tests.
-        "test": ["pytest", "pytest-timeout", "openvino", "ruff", "scikit-image"],
+        "test": ["pytest", "pytest-timeout", "openvino", "nncf", "ruff", "scikit-image"],
     },
     zip_safe=False,
     maintainer="vision_factory maintainers",

@@ -17,6 +17,8 @@ from .families.registry import DETECTORS, FAMILIES, NODE_FAMILIES, SINGLE_MODEL,
 from .runtime.backends import BACKENDS, BENCH_TARGETS
 from .tools.commands import CommandReport, UsageError, node_default
 from .tools.mot import MODEL_TYPE as TRACK
+from .tools.quantize import BACKENDS as QUANTIZE_BACKENDS
+from .tools.quantize import METHODS, PRECISIONS, QUANTIZE_TYPES
 
 HEATMAP_THRESHOLD = node_default(FAMILIES["tracknet"].parameters, "heatmap_threshold")
 # eval's model types: the families it scores (tracknet: ball CSVs; those with a COCO iouType), and MOTChallenge tracks.
@@ -609,6 +611,106 @@ def compare(
             _show(compare_tracking(configurations, source, data, median_warmup, heatmap_threshold, out_dir))
         else:
             _show(compare_detections(model_type, configurations, data, out_dir))
+
+
+@main.command()
+@click.option("--model-type", type=click.Choice(QUANTIZE_TYPES), required=True, help="model family")
+@click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="FP32 ONNX model")
+@click.option(
+    "--calibration",
+    type=click.Path(path_type=Path),
+    help="int8: a folder of images, a video or a rosbag2 (its image topic), run through the family's pre-processing",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="the quantized model: NAME.onnx (onnx), NAME.xml with NAME.bin (openvino)",
+)
+@click.option("--backend", type=click.Choice(QUANTIZE_BACKENDS), default="onnx", show_default=True)
+@click.option("--precision", type=click.Choice(PRECISIONS), default="int8", show_default=True)
+@click.option("--frames", type=int, default=32, show_default=True, help="calibration frames (the first N)")
+@click.option("--method", type=click.Choice(METHODS), default="minmax", show_default=True, help="onnx int8 calibration")
+@click.option(
+    "--float-tail/--no-float-tail",
+    default=True,
+    show_default=True,
+    help="keep the last conv on each path to the outputs, and what follows, in float",
+)
+@click.option(
+    "--data",
+    type=click.Path(path_type=Path),
+    help="compare the result with the model on: a COCO data set (JSON or folder); tracknet: truth CSV",
+)
+@click.option("--source", type=click.Path(path_type=Path), help="tracknet: the bag or video of the --data CSV")
+@click.option("--detector", "detector_model", type=click.Path(dir_okay=False, path_type=Path), help="rtmpose")
+@click.option("--imgsz", type=int, help="yolo models with dynamic input: the input size  [default: as the nodes]")
+@click.option("--input-size", help="fasterrcnn / rtmpose with dynamic input: WIDTHxHEIGHT")
+@click.option("--speed-runs", type=click.IntRange(min=1), default=50, show_default=True, help="timed runs of each")
+@click.option(
+    "--threads", type=click.IntRange(min=0), default=0, show_default=True, help="CPU threads when timing, 0 = default"
+)
+def quantize(
+    model_type: str,
+    model: Path,
+    calibration: Path | None,
+    out: Path,
+    backend: str,
+    precision: str,
+    frames: int,
+    method: str,
+    float_tail: bool,
+    data: Path | None,
+    source: Path | None,
+    detector_model: Path | None,
+    imgsz: int | None,
+    input_size: str | None,
+    speed_runs: int,
+    threads: int,
+) -> None:
+    """An INT8 (or FP16) copy of a model, checked against it.
+
+    INT8 is calibrated on the first --frames frames of --calibration, pre-processed as the
+    node does (letterbox for YOLO, TrackNet windows with the background median). onnx:
+    ONNX Runtime static QDQ, per-channel weights; openvino: NNCF post-training quantization,
+    written as IR. The last conv on each path to the outputs and what follows (YOLO: the
+    head's final convs, concat and decode) stay in float. FP16 is for GPU targets. The model
+    keeps its metadata and records its provenance (`inspect` shows it). Then both models are
+    timed on the same inputs in turn, and with --data compared as `compare` does.
+
+    \b
+    Examples:
+      vision-factory quantize --model-type yolo --model yolov8n.onnx --calibration frames/ \\
+          --out yolov8n_int8.onnx --data coco_val/
+      vision-factory quantize --model-type yolo --model yolov8n.onnx --calibration street.mp4 \\
+          --backend openvino --out yolov8n_int8.xml
+      vision-factory quantize --model-type tracknet --model tracknet.onnx --calibration rally_bag \\
+          --out tracknet_int8.onnx --data truth.csv --source rally.mp4
+    """
+    from .tools.quantize import quantize as run_quantize
+
+    options = {"--imgsz": imgsz, "--input-size": input_size}
+    with _reported():
+        _show(
+            run_quantize(
+                model_type,
+                model,
+                calibration,
+                out,
+                backend,
+                precision,
+                frames,
+                method,
+                data=data,
+                source=source,
+                options=options,
+                detector_model=detector_model,
+                keep_tail=float_tail,
+                speed_runs=speed_runs,
+                threads=threads,
+                log=lambda text: click.echo(text, err=True),
+            )
+        )
 
 
 # The detector's options of predict and track: (option, click type, help); the node parameter each sets is

@@ -34,10 +34,13 @@ class ModelSummary:
 
 
 def summarize(path: str | Path) -> ModelSummary:
-    """The inputs, outputs, opset, producer and metadata of the ONNX model at ``path``."""
+    """The inputs, outputs, opset, producer and metadata of the ONNX model at ``path`` (or of an OpenVINO IR
+    .xml, as `quantize --backend openvino` writes it: read with OpenVINO, the one reader of IR)."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"model file not found: {path}")
+    if path.suffix.lower() == ".xml":
+        return _summarize_ir(path)
     try:
         model = onnx.load(path, load_external_data=False)
     except Exception as error:  # protobuf and onnx raise many kinds for a bad file
@@ -54,6 +57,40 @@ def summarize(path: str | Path) -> ModelSummary:
         producer=" ".join(part for part in (model.producer_name, model.producer_version) if part),
         metadata={prop.key: prop.value for prop in model.metadata_props},
     )
+
+
+def _summarize_ir(path: Path) -> ModelSummary:
+    """An OpenVINO IR's interface; its metadata is the ONNX metadata it keeps in its runtime info ("framework")."""
+    try:
+        import openvino as ov
+
+        from ..runtime.openvino_runner import _tensor
+    except ImportError:
+        raise ValueError(f"{path} is an OpenVINO IR: reading it needs OpenVINO (pip install openvino)") from None
+    try:
+        model = ov.Core().read_model(str(path))
+    except Exception as error:  # OpenVINO raises RuntimeError subclasses with the parser's message
+        raise ValueError(f"{path} is not a readable OpenVINO IR: {error}") from error
+    framework = model.get_rt_info()["framework"] if model.has_rt_info(["framework"]) else {}
+    return ModelSummary(
+        path=str(path),
+        inputs=tuple(_tensor(port) for port in model.inputs),
+        outputs=tuple(_tensor(port) for port in model.outputs),
+        opset=0,
+        ir_version=int(_ir_version(path)),
+        producer=f"OpenVINO IR (read by OpenVINO {ov.__version__})",
+        metadata={key: value.astype(str) for key, value in framework.items()},
+    )
+
+
+def _ir_version(path: Path) -> str:
+    """The IR version an OpenVINO .xml declares on its root element ("0" when it declares none)."""
+    from xml.etree.ElementTree import iterparse
+
+    for _, element in iterparse(path, events=("start",)):
+        version = element.get("version", "0")
+        return version if version.isdigit() else "0"
+    return "0"
 
 
 def require_file_family(path: str | Path, family: str, user: str = "this command") -> Recognition:

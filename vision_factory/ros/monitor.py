@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -29,8 +30,7 @@ from typing import Any
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSCompatibility, QoSProfile, qos_check_compatible
-from rclpy.time import Time
+from rclpy.qos import HistoryPolicy, QoSCompatibility, QoSProfile, ReliabilityPolicy, qos_check_compatible
 from std_msgs.msg import Float64, Header
 
 from ..text import untrusted
@@ -78,11 +78,14 @@ class Monitor:
         self.model_path = str(values.get("model_path", ""))
         self.debug = {name: node.create_publisher(Float64, f"~/debug/{name}", 10) for name in DEBUG_TOPICS}
         self.diagnostics = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.runners: list[tuple[str, Any]] = []  # (model path, runner) in the order loaded
+        # (model path, what runs it, its fallback or "") per model loaded, in order; no reference to the runner,
+        # so releasing a model frees it
+        self.models: list[tuple[str, str, str]] = []
         self._lock = threading.Lock()  # the ring buffers: written by the inference thread, read by the timer
         self._latencies: deque[tuple[float, float]] = deque(maxlen=SAMPLES)  # (monotonic s, ms)
         self._processing: deque[tuple[float, float]] = deque(maxlen=SAMPLES)
-        self._counts: deque[tuple[float, int, int, int, int]] = deque()  # (monotonic s, in, answered, dropped, skipped)
+        # (monotonic s, in, answered, dropped, skipped) at each status, from the node's start (nothing yet)
+        self._counts: deque[tuple[float, int, int, int, int]] = deque([(time.monotonic(), 0, 0, 0, 0)])
         self._clock: _FrameClock | None = None
         self._clock_thread = 0
         self.topic: str | None = None  # the image topic once subscribed
@@ -97,18 +100,23 @@ class Monitor:
 
     def timed(self, runner: Any, path: str) -> Any:
         """``runner`` with its ``run`` timed into the current frame's inference time; remembered for diagnostics."""
-        run = runner.run
+        run, instance = type(runner).run, weakref.ref(runner)  # no cycle: dropping the runner frees it at once
 
         def timed_run(feeds):
             start = time.perf_counter()
             try:
-                return run(feeds)
+                return run(instance(), feeds)
             finally:
                 self._ran(start, time.perf_counter())
 
         runner.run = timed_run
-        self.runners.append((str(path), runner))
+        fallback = getattr(runner, "fallback", "")  # only runners that can fall back have it (onnx)
+        self.models.append((str(path), runner.describe(), fallback))
         return runner
+
+    def forget_models(self) -> None:
+        """The node released its models: diagnostics stop naming them."""
+        self.models = []
 
     def watch(self, topic: str, message_type: type, qos: QoSProfile, callback: Callable[[Any], None]):
         """The image subscription's callback, noting each arrival for the silence watch."""
@@ -122,6 +130,10 @@ class Monitor:
             callback(msg)
 
         return arrived
+
+    def unwatch(self) -> None:
+        """The image subscription is gone (e.g. a deactivated node): no silence watch until ``watch`` again."""
+        self.topic, self.silence, self._waiting_since = None, "", None
 
     def process(self, work: Callable[[Any], None], item: Any) -> None:
         """``work(item)`` timed by stage; the times recorded and published unless the frame was skipped."""
@@ -152,8 +164,8 @@ class Monitor:
 
     def answered(self, header: Header) -> None:
         """An answer for the frame of ``header`` was just published: its pipeline latency."""
-        now = self.node.get_clock().now()
-        latency = (now - Time.from_msg(header.stamp, clock_type=now.clock_type)).nanoseconds / 1e9
+        stamp = header.stamp
+        latency = (self.node.get_clock().now().nanoseconds - stamp.sec * 1_000_000_000 - stamp.nanosec) / 1e9
         with self._lock:
             self._latencies.append((time.monotonic(), 1000 * latency))
         self._publish("pipeline_latency_ms", latency)
@@ -214,10 +226,11 @@ class Monitor:
                 continue
             compatibility, reason = qos_check_compatible(publisher.qos_profile, self.qos)
             if compatibility == QoSCompatibility.ERROR:
+                reliability = publisher.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT
+                fix = "qos_reliability:=best_effort (it takes both)" if reliability else "the publisher's QoS"
                 mismatches.append(
                     f"QoS mismatch: {who} publishes with {qos_text(publisher.qos_profile)}, this node subscribes "
-                    f"with {qos_text(self.qos)} ({reason.removeprefix('ERROR: ').rstrip(';')}); set this node's "
-                    f"qos_reliability to match the publisher (best_effort takes both)"
+                    f"with {qos_text(self.qos)} ({reason.removeprefix('ERROR: ').rstrip(';')}); fix: {fix}"
                 )
         if mismatches:
             return f"{text}: {'; '.join(mismatches)}"
@@ -269,16 +282,16 @@ class Monitor:
                 p50, p90, p99 = np.percentile(samples, (50, 90, 99))
                 values[f"{name} p50/p90/p99 (ms)"] = f"{p50:.1f} / {p90:.1f} / {p99:.1f}"
         values["model"] = self.model_path
-        for path, runner in self.runners:
-            values[f"runs {os.path.basename(path)} on"] = runner.describe()
+        for path, runs_on, _ in self.models:
+            values[f"runs {os.path.basename(path)} on"] = runs_on
         level, message = self._level(came, dropped, skipped)
-        main = next((runner for path, runner in self.runners if path == self.model_path), None)
-        main = main or (self.runners[0][1] if self.runners else None)
+        main = next((runs_on for path, runs_on, _ in self.models if path == self.model_path), None)
+        main = main or (self.models[0][1] if self.models else None)
         return DiagnosticStatus(
             level=level,
             name=f"{node.get_name()}: inference",
             message=message,
-            hardware_id=f"{os.path.basename(self.model_path)} on {main.describe()}" if main else self.model_path,
+            hardware_id=f"{os.path.basename(self.model_path)} on {main}" if main else self.model_path,
             values=[KeyValue(key=key, value=untrusted(value, 500)) for key, value in values.items()],
         )
 
@@ -293,8 +306,7 @@ class Monitor:
                 f"{self.drop_warn_fraction:g}): the node is slower than the camera; lower the rate or use a faster "
                 f"execution_provider"
             )
-        for path, runner in self.runners:
-            fallback = getattr(runner, "fallback", "")  # only runners that can fall back have it
+        for path, _, fallback in self.models:
             if fallback:
                 warnings.append(f"{os.path.basename(path)}: {fallback}")
         if self.silence:

@@ -28,6 +28,7 @@ ROS_WHEELS = [
     "ros-sensor-msgs",
     "ros-geometry-msgs",
     "ros-visualization-msgs",
+    "ros-diagnostic-msgs",
     "ros-rmw-fastrtps-cpp",
 ]
 

@@ -64,7 +64,11 @@ def test_bench_through_the_nodes(tmp_path, synthetic_models):
         assert node["frames"] == 60 and node["steady_fps"] > 0 and node["replay_fps"] > 0
         assert node["latency_p50_ms"] > 0
         assert abs(node["node_over_session"] - node["steady_fps"] / result["throughput_fps"]) < 1e-9
+        # the node's own times (its ~/debug/ topics), this package's node and the generated openvino one alike
+        assert 0 < node["node_processing_p50_ms"] <= node["node_processing_p99_ms"]
+        assert node["node_inference_ms"] > 0 and node["node_preprocess_ms"] > 0 and node["node_postprocess_ms"] > 0
     assert "openvino:CPU node over DDS: steady" in output
+    assert "openvino:CPU node's own times per frame (~/debug/): processing p50" in output
     assert "before the end-of-stream flush" in output and "over the whole replay" in output
 
 

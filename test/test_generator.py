@@ -24,7 +24,7 @@ from conftest import ROOT
 
 from vision_factory.cli import main
 from vision_factory.families.registry import NODE_FAMILIES
-from vision_factory.generator.package import SOURCE_ROOT, copied_modules, own_files, write_package
+from vision_factory.generator.package import NO_WHEEL, SOURCE_ROOT, copied_modules, own_files, write_package
 from vision_factory.runtime.backends import BACKENDS
 from vision_factory.tools.bags import read_ball_csv, write_image_bag
 from vision_factory.tools.replay import replay
@@ -94,6 +94,11 @@ def test_every_combination_renders_compiles_and_lints_clean(tmp_path, family, ba
     _check_rosdep_keys(target / "package.xml", target / "rosdep.yaml")
     setup = (target / "setup.py").read_text()
     assert all(f'"{requirement}"' in setup for requirement in BACKENDS[backend].pip)
+    # Every message package its code imports is a dependency, with its wheel (diagnostic_msgs: /diagnostics).
+    for module in sorted(name for name in imported if name.endswith("_msgs")):
+        assert module in depends, f"package.xml lacks {module}"
+        assert module in NO_WHEEL or f'"ros-{module.replace("_", "-")}"' in setup, f"setup.py lacks {module}'s wheel"
+    assert "diagnostic_msgs" in imported
     assert (target / "resource" / package).is_file()
     assert (target / "launch" / f"{family}_{backend}.launch.py").is_file()
 

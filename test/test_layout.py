@@ -22,6 +22,7 @@ from vision_factory.runtime.backends import BACKENDS
 from vision_factory.runtime.onnx_runner import OnnxRunner
 
 ROS_MODULES = {"rclpy", "rcl_interfaces", "std_msgs", "sensor_msgs", "geometry_msgs", "visualization_msgs"}
+ROS_MODULES |= {"diagnostic_msgs"}
 ROS_MODULES |= {"vision_msgs", "builtin_interfaces", "rosbag2_py", "rosidl_runtime_py", "launch", "launch_ros"}
 # Besides ros/, what drives nodes over DDS or builds their messages.
 ROS_USERS = {"tools/replay.py", "tools/fuzz.py", "tools/bags.py", "tools/interfaces.py", "tools/demo.py"}
@@ -175,6 +176,7 @@ SHARED = [
     "ros/__init__.py",
     "ros/inference_node.py",
     "ros/messages.py",
+    "ros/monitor.py",
     "ros/parameters.py",
     "runtime/__init__.py",
     "runtime/providers.py",

@@ -44,6 +44,18 @@ IMAGE_INPUT_PARAMETERS = (
         MAX_IMAGE_PIXELS,
         "frames of more pixels are refused (compressed: from the header, before decoding); 0: no limit",
     ),
+    # Watching the input (ros/monitor.py): the silence warning and /diagnostics.
+    Parameter(
+        "silence_timeout",
+        5.0,
+        "seconds without a frame while a publisher is on the image topic before the node warns, once, naming the "
+        "likely causes (and /diagnostics says WARN); 0: never",
+    ),
+    Parameter(
+        "drop_warn_fraction",
+        0.1,
+        "/diagnostics says WARN when more than this fraction of the frames that came in its window were dropped",
+    ),
 )
 
 

@@ -11,7 +11,15 @@ from ..parameters import IMAGE_INPUT_PARAMETERS, Parameter
 from ..runtime.runner import Runner
 
 # What every node imports from ROS (ball markers and pose skeletons are visualization_msgs).
-NODE_ROS_DEPENDENCIES = ("rclpy", "rcl_interfaces", "std_msgs", "sensor_msgs", "geometry_msgs", "visualization_msgs")
+NODE_ROS_DEPENDENCIES = (
+    "rclpy",
+    "rcl_interfaces",
+    "std_msgs",
+    "sensor_msgs",
+    "geometry_msgs",
+    "visualization_msgs",
+    "diagnostic_msgs",  # /diagnostics (ros/monitor.py)
+)
 IMAGE_INPUTS = ("image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage)",)
 DETECTIONS_MESSAGE = "vision_msgs/msg/Detection2DArray"
 

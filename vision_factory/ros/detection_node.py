@@ -104,6 +104,7 @@ class DetectionNode(InferenceNode):
         ids = None if track_ids is None else [tracking_parameters.id_text(track) for track in track_ids]
         self.detections_pub.publish(detections_message(header, detections, self.detector.keypoint_names, ids))
         self.outputs += 1
+        self.monitor.answered(header)
         if self.marker_pub is not None and self.marker_pub.get_subscription_count() > 0:
             self.marker_pub.publish(skeleton_markers(header, detections, self.skeleton, self.keypoint_threshold))
         if self.track_marker_pub is not None and self.track_marker_pub.get_subscription_count() > 0:

@@ -25,6 +25,7 @@ from ..parameters import IMAGE_INPUT_PARAMETERS, Parameter
 from ..runtime.runner import Runner
 from ..text import untrusted
 from .messages import message_to_bgr
+from .monitor import Monitor
 from .parameters import declare_parameters, image_input
 
 PAIRING_WINDOW = 30  # images (or their partners) kept while waiting for the partner of the same stamp
@@ -44,6 +45,7 @@ class InferenceNode(Node):
         super().__init__(name, **kwargs)
         self.values = declare_parameters(self, (*parameters, *IMAGE_INPUT_PARAMETERS, *runner_class.PARAMETERS))
         self.transport, self.image_qos = image_input(self.values)
+        self.monitor = Monitor(self, self.values)  # ~/debug/ latency, /diagnostics, the silence warning
         self.runner_settings = {parameter.name: self.values[parameter.name] for parameter in runner_class.PARAMETERS}
         self.queue_size = self.values["queue_size"]
         self.max_image_pixels = self.values["max_image_pixels"]
@@ -59,7 +61,7 @@ class InferenceNode(Node):
         self._worker = threading.Thread(target=self._work, name=f"{name}_inference", daemon=True)
 
     def load_runner(self, runner_class: type[Runner], path: str) -> Runner:
-        return runner_class.load(path, self.runner_settings, self.get_logger())
+        return self.monitor.timed(runner_class.load(path, self.runner_settings, self.get_logger()), path)
 
     def to_bgr(self, msg: Any) -> Any:
         """The BGR frame of an image message: within max_image_pixels, decoder complaints reported by ``warn``."""
@@ -71,7 +73,8 @@ class InferenceNode(Node):
         self._worker.start()
         topic = "image" if self.transport == "raw" else "image/compressed"
         message_type = Image if self.transport == "raw" else CompressedImage
-        self.create_subscription(message_type, topic, callback or self.enqueue, self.image_qos)
+        callback = self.monitor.watch(topic, message_type, self.image_qos, callback or self.enqueue)
+        self.create_subscription(message_type, topic, callback, self.image_qos)
         return self.resolve_topic_name(topic)
 
     def subscribe_paired_images(self, message_type: type, topic: str, what: str, hint: str) -> str:
@@ -144,7 +147,7 @@ class InferenceNode(Node):
                 item = self._queue.popleft() if self._queue else None
             if item is not None:
                 last_item = time.monotonic()
-                self._survive(self.process, item)
+                self._survive(self.monitor.process, self.process, item)
             elif self.idle_timeout > 0 and time.monotonic() - last_item > self.idle_timeout:
                 last_item = float("inf")
                 self._survive(self.on_idle)
@@ -197,7 +200,7 @@ class InferenceNode(Node):
         if self._worker.is_alive():
             self._worker.join(timeout=5)
         while self._queue:  # frames already accepted still get their answer
-            self._survive(self.process, self._queue.popleft())
+            self._survive(self.monitor.process, self.process, self._queue.popleft())
         for _ in getattr(self, "_images", ()):  # paired images still waiting for their partner at the end
             self._unpaired_image()
         self.finish()

@@ -59,6 +59,7 @@ class TrackNode(InferenceNode):
             message.id = id_text(track)
         self.tracks_pub.publish(detections_msg)
         self.outputs += 1
+        self.monitor.answered(detections_msg.header)
         if self.marker_pub.get_subscription_count() > 0:
             self.marker_pub.publish(track_markers(detections_msg.header, self.tracking.tracker.active))
         if self.debug_pub.get_subscription_count() > 0:

@@ -61,6 +61,8 @@ class TrackNetNode(InferenceNode):
 
     def process(self, item: tuple) -> None:
         msg, frame, prepared = item  # as _receive queued it
+        if prepared is not None:
+            self.monitor.received(prepared.seconds)  # its pre-processing, done on the receiving thread
         try:
             if frame is None:
                 frame = self.to_bgr(msg)
@@ -94,6 +96,7 @@ class TrackNetNode(InferenceNode):
             visible = prediction["Visibility"] == 1
             self.ball_pub.publish(ball_message(header, prediction["X"], prediction["Y"], visible))
             self.outputs += 1
+            self.monitor.answered(header)
             if visible:
                 self.trajectory.append((prediction["X"], prediction["Y"]))
             if self.marker_pub.get_subscription_count() > 0:

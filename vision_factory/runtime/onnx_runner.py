@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .providers import PARAMETERS as PROVIDER_PARAMETERS
-from .providers import ProviderConfig, create_session
+from .providers import ProviderConfig, create_session, fell_back
 from .runner import Logger, TensorInfo
 
 # ONNX element types as numpy names, so every backend describes tensors alike.
@@ -44,6 +44,7 @@ class OnnxRunner:
         self.outputs = [_tensor(o) for o in self.session.get_outputs()]
         self.metadata = dict(self.session.get_modelmeta().custom_metadata_map)
         self._output_names = [o.name for o in self.outputs]
+        self.fallback = fell_back(config, self.providers)  # '' unless provider_fallback let it run elsewhere
 
     @classmethod
     def load(cls, model_path: str | os.PathLike, settings: Mapping[str, Any], logger: Logger) -> OnnxRunner:

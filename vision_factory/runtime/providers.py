@@ -219,13 +219,21 @@ def create_session(model_path: str | os.PathLike, config: ProviderConfig, logger
             raise RuntimeError(f"could not create an ONNX Runtime session for {path}: {exc}") from exc
         raise ValueError(f"ONNX Runtime cannot load model {path}: {exc}") from exc
     running = session.get_providers()
-    if running[0] != wanted[0]:
-        message = f"requested execution provider {wanted[0]} did not start (running: {', '.join(running)})"
+    message = fell_back(config, running)
+    if message:
         if config.fallback == "error":
             raise RuntimeError(message + "; check the driver/CUDA install or set provider_fallback to 'cpu'")
         logger.warning(message + "; falling back as provider_fallback='cpu' allows")
     logger.info(f"ONNX Runtime {ort.__version__} running {path.name} on {', '.join(running)}")
     return session
+
+
+def fell_back(config: ProviderConfig, running: Sequence[str]) -> str:
+    """'' when the first requested provider runs; else what was requested and what runs instead."""
+    wanted = config.providers[0]
+    if running and running[0] == wanted:
+        return ""
+    return f"requested execution provider {wanted} did not start (running: {', '.join(running)})"
 
 
 def _is_provider_failure(exc: Exception) -> bool:

@@ -210,6 +210,8 @@ def _node(model: Path, result: BenchResult, bag: Path, work_dir: Path) -> dict[s
         "latency_p50_ms": replayed.latency_ms_p50,
         "latency_p99_ms": replayed.latency_ms_p99,
         "node_over_session": steady_fps / result.throughput_fps,
+        # the node's own per-frame times, from its ~/debug/ topics (ros/monitor.py)
+        **{f"node_{name}": value for name, value in replayed.node_times_ms.items() if name != "frames"},
     }
 
 
@@ -295,6 +297,13 @@ def table(results: list[BenchResult]) -> str:
                 f"latency p50 {r.node['latency_p50_ms']:.0f} ms; "
                 f"node (steady) / raw runtime throughput {r.node['node_over_session']:.2f}"
             )
+            if "node_processing_p50_ms" in r.node:
+                lines.append(
+                    f"{r.target} node's own times per frame (~/debug/): processing p50 "
+                    f"{r.node['node_processing_p50_ms']:.2f} ms, p99 {r.node['node_processing_p99_ms']:.2f} ms; "
+                    f"pre {r.node['node_preprocess_ms']:.2f} ms, inference {r.node['node_inference_ms']:.2f} ms, "
+                    f"post {r.node['node_postprocess_ms']:.2f} ms (medians)"
+                )
     return "\n".join(lines)
 
 

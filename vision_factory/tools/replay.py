@@ -35,6 +35,11 @@ class NodeSpec:
 
 
 DETECTIONS = DETECTIONS_MESSAGE
+# The node's own per-frame times it publishes on ~/debug/ (ros/monitor.py), read into ReplayResult.node_times_ms.
+# Not its pipeline_latency_ms: that is measured from the image's stamp, a bag's recording time; replay times the
+# latency itself, from each frame sent to its answer.
+NODE_TIMES = ("processing_time_ms", "preprocess_ms", "inference_ms", "postprocess_ms")
+DEBUG_MATCH_S = 3.0  # how long replay waits for the node's ~/debug/ topics once its output is there
 # A node that ends its stream after seconds without frames (flush_timeout) gets a short one: the bag ends.
 FLUSH_TIMEOUT = {"flush_timeout": "0.5"}
 # The track node tracks another node's detections: replay plays them from the bag, each with its image's stamp.
@@ -64,6 +69,8 @@ class ReplayResult:
     ball_csv: str | None
     detections_json: str | None
     node_log: str
+    # The node's own times per frame from its ~/debug/ topics (ros/monitor.py): processing p50/p99, stage medians.
+    node_times_ms: dict[str, float] = field(default_factory=dict)
     latencies_ms: list[float] = field(default_factory=list, repr=False)
     answered_ns: list[int] = field(default_factory=list, repr=False)  # when each answered frame's answer came
     sent_stamps: list[tuple[int, int]] = field(default_factory=list, repr=False)  # each frame's header stamp, sent
@@ -163,6 +170,7 @@ def replay(
     import rclpy
     from rclpy.node import Node
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import Float64
 
     if node not in NODES:
         raise ValueError(f"unknown node '{node}': choose one of {', '.join(NODES)}")
@@ -226,6 +234,11 @@ def replay(
     for name, output_type in recorded.items():
         qos = reliable if name in spec.outputs else latched_qos
         player.create_subscription(message_class(output_type), f"{namespace}/{name}", on_output(name), qos, raw=True)
+    node_times: dict[str, list[float]] = {name: [] for name in NODE_TIMES}
+    timers = [
+        player.create_subscription(Float64, f"{namespace}/{node}/debug/{name}", _collect(times), reliable)
+        for name, times in node_times.items()
+    ]
     publisher = player.create_publisher(message_class(msgtype), f"{namespace}/{input_topic}", reliable)
     fed_publishers = {
         name: player.create_publisher(message_class(spec.inputs[name]), f"{namespace}/{name}", reliable) for name in fed
@@ -240,6 +253,7 @@ def replay(
     try:
         for waited in (*fed_publishers.values(), publisher):
             _wait_for_node(process, waited, player, f"{namespace}/{spec.main_output}", startup_timeout, log_path)
+        _wait_matched(timers, DEBUG_MATCH_S)  # the node's times from the first frame on (a node without: none)
         if warm_up:
             first = next(iter(read_messages(bag, topic)))
             publisher.publish(_restamped(first.data, time.time_ns())[0])
@@ -251,6 +265,8 @@ def replay(
                 done_frames.clear()
                 for name in spec.outputs:
                     received[name].clear()
+                for times in node_times.values():
+                    times.clear()
         start = time.perf_counter()
         first_bag_ns = None
         for index, message in enumerate(read_messages(bag, topic)):
@@ -314,6 +330,7 @@ def replay(
         ball_csv=str(ball_csv) if ball_csv else None,
         detections_json=str(detections_json) if detections_json else None,
         node_log=str(log_path),
+        node_times_ms=_node_times(node_times),
         latencies_ms=latencies,
         answered_ns=sorted(done_frames[i] for i in range(len(sent_at)) if i in done_frames),
         sent_stamps=sent_stamps,
@@ -385,6 +402,30 @@ def _wait_for_node(process, publisher, player, output_topic: str, timeout: float
             return
         time.sleep(0.05)
     raise RuntimeError(f"node did not subscribe within {timeout:.0f}s:\n{_tail(log_path)}")
+
+
+def _wait_matched(subscriptions: list, timeout: float) -> None:
+    """Until every subscription has a publisher, or ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not all(s.get_publisher_count() > 0 for s in subscriptions):
+        time.sleep(0.05)
+
+
+def _collect(values: list[float]) -> Callable[[object], None]:
+    return lambda message: values.append(message.data)
+
+
+def _node_times(node_times: dict[str, list[float]]) -> dict[str, float]:
+    """The node's processing time p50/p99 and median stage times (ms) over the frames it timed; {} without any."""
+    processing = node_times["processing_time_ms"]
+    if not processing:
+        return {}
+    times = {"frames": float(len(processing))}
+    times["processing_p50_ms"], times["processing_p99_ms"] = (float(v) for v in np.percentile(processing, (50, 99)))
+    for name in ("preprocess_ms", "inference_ms", "postprocess_ms"):
+        if node_times[name]:
+            times[name] = float(np.median(node_times[name]))
+    return times
 
 
 def _wait_in_flight(answered, done_frames, index, max_in_flight, process, log_path, stall_s: float = 30.0) -> None:

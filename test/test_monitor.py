@@ -1,0 +1,320 @@
+"""Live latency (~/debug/), /diagnostics and the silence warning, from real nodes over real DDS (ros/monitor.py):
+one mechanism in InferenceNode, checked on a detection node and on the tracknet node."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from geometry_msgs.msg import PointStamped
+from onnx import TensorProto, helper, numpy_helper
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from ros_harness import RELIABLE, NodeProcess, Probe
+from sensor_msgs.msg import Image
+from std_msgs.msg import Float64, Header
+from test_yolo import _constant_model
+from vision_msgs.msg import Detection2DArray
+
+from vision_factory.ros.messages import bgr_to_message
+from vision_factory.ros.monitor import DEBUG_TOPICS
+from vision_factory.tools.bags import write_image_bag
+from vision_factory.tools.replay import replay
+from vision_factory.tools.synthetic import BallClip
+
+YOLO = "vision_factory.yolo_onnx_node"
+
+
+def _yolo_output() -> np.ndarray:
+    output = np.zeros((1, 6, 100), np.float32)  # 4 box + 2 classes, 100 anchors
+    output[0, :, 0] = [100, 100, 50, 40, 0.1, 0.9]
+    return output
+
+
+def _slow_model(path) -> str:
+    """A YOLO-shaped model whose answer is constant but that first runs a large convolution (tens of ms)."""
+    weights = np.random.default_rng(0).random((64, 3, 7, 7)).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["images", "w"], ["features"], pads=[3, 3, 3, 3]),
+            helper.make_node("ReduceMean", ["features"], ["mean"], keepdims=0),
+            helper.make_node("Mul", ["mean", "zero"], ["nothing"]),
+            helper.make_node("Add", ["value", "nothing"], ["output0"]),
+        ],
+        "slow",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 640, 640])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 6, 100])],
+        [
+            numpy_helper.from_array(weights, "w"),
+            numpy_helper.from_array(np.zeros((), np.float32), "zero"),
+            numpy_helper.from_array(_yolo_output(), "value"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    helper.set_model_props(model, {"names": "{0: 'circle', 1: 'square'}"})
+    onnx.save(model, path)
+    return str(path)
+
+
+def _frame(probe: Probe, index: int, size=(96, 128)) -> Image:
+    """A frame stamped now (the probe's clock), as a camera stamps it."""
+    image = np.full((*size, 3), 40 + index, np.uint8)
+    return bgr_to_message(image, Header(stamp=probe.node.get_clock().now().to_msg(), frame_id="camera"))
+
+
+def _values(status: DiagnosticStatus) -> dict[str, str]:
+    return {item.key: item.value for item in status.values}
+
+
+def _latest(diagnostics: list, name: str) -> DiagnosticStatus | None:
+    statuses = [status for array in diagnostics for status in array.status if status.name == name]
+    return statuses[-1] if statuses else None
+
+
+def _wait_matched(probe: Probe, subscriptions: list, publisher, log, timeout: float = 30) -> None:
+    def matched() -> bool:
+        ready = all(subscription.get_publisher_count() > 0 for subscription in subscriptions)
+        return ready and publisher.get_subscription_count() > 0
+
+    assert probe.spin_until(matched, timeout), f"the node's topics never matched:\n{log()}"
+
+
+def _subscribe(probe: Probe, msg_type, topic: str, subscriptions: list) -> list:
+    """Like ``probe.subscribe``, keeping the subscription (for ``_wait_matched``)."""
+    messages = probe.received.setdefault(topic, [])
+    subscriptions.append(probe.node.create_subscription(msg_type, topic, messages.append, RELIABLE))
+    return messages
+
+
+def _subscribe_debug(probe: Probe, namespace: str, node_name: str) -> tuple[dict[str, list], list]:
+    subscriptions: list = []
+    topics = {name: f"{namespace}/{node_name}/debug/{name}" for name in DEBUG_TOPICS}
+    return {name: _subscribe(probe, Float64, topic, subscriptions) for name, topic in topics.items()}, subscriptions
+
+
+def test_a_detection_node_publishes_its_stage_times_and_diagnostics(tmp_path):
+    model = _constant_model(tmp_path / "m.onnx", _yolo_output())
+    node = NodeProcess(tmp_path, {"model_path": str(model), "qos_reliability": "reliable"}, module=YOLO)
+    probe = Probe()
+    try:
+        debug, subscriptions = _subscribe_debug(probe, "/t", "yolo")
+        answers = probe.subscribe(Detection2DArray, "/t/detections")
+        diagnostics = _subscribe(probe, DiagnosticArray, "/diagnostics", subscriptions)
+        publisher = probe.publisher(Image, "/t/image")
+        _wait_matched(probe, subscriptions, publisher, node.log)
+        for index in range(5):  # one at a time: each frame's answer before the next
+            publisher.publish(_frame(probe, index))
+            assert probe.spin_until(lambda i=index: len(answers) > i and len(debug["postprocess_ms"]) > i, 10)
+        values = {name: [message.data for message in messages] for name, messages in debug.items()}
+        assert all(len(series) == 5 for series in values.values()), {k: len(v) for k, v in values.items()}
+        for frame in range(5):
+            processing, latency = values["processing_time_ms"][frame], values["pipeline_latency_ms"][frame]
+            pre, inference, post = (values[name][frame] for name in ("preprocess_ms", "inference_ms", "postprocess_ms"))
+            assert processing > 0 and pre > 0 and inference > 0 and post > 0
+            assert pre + inference + post == pytest.approx(processing, rel=1e-6)
+            assert latency >= processing  # from the camera's stamp: transport and queue as well
+            assert latency < 5000
+
+        def reported(frames_in: int):
+            status = _latest(diagnostics, "yolo: inference")
+            return status is not None and _values(status)["frames in"] == str(frames_in)
+
+        assert probe.spin_until(lambda: reported(5), 5), "no /diagnostics with the 5 frames"
+        status = _latest(diagnostics, "yolo: inference")
+        values = _values(status)
+        assert status.level == DiagnosticStatus.OK, status.message
+        assert (values["frames answered"], values["frames dropped"], values["frames skipped"]) == ("5", "0", "0")
+        assert "CPUExecutionProvider" in values["runs m.onnx on"] and "CPUExecutionProvider" in status.hardware_id
+        assert values["model"] == str(model) and status.hardware_id.startswith("m.onnx on ")
+        assert "pipeline latency p50/p90/p99 (ms)" in values and float(values["rate (answers/s)"]) > 0
+        times = [array.header.stamp.sec + array.header.stamp.nanosec / 1e9 for array in diagnostics]
+        assert probe.spin_until(lambda: len(diagnostics) >= len(times) + 2, 4)  # about once a second
+        times = [array.header.stamp.sec + array.header.stamp.nanosec / 1e9 for array in diagnostics]
+        assert all(0.5 < later - earlier < 1.5 for earlier, later in zip(times[-3:], times[-2:]))
+
+        # A bad frame: skipped, counted by kind, no stage times for it.
+        bad = Image(header=Header(frame_id="bad"), width=4, height=4, encoding="32FC1", step=16, data=bytes(64))
+        publisher.publish(bad)
+        assert probe.spin_until(lambda: reported(6), 5)
+        values = _values(_latest(diagnostics, "yolo: inference"))
+        assert values["frames skipped"] == "1" and values["problem: unsupported encoding"] == "1"
+        assert values["frames answered"] == "5" and len(debug["processing_time_ms"]) == 5
+    finally:
+        probe.close()
+        node.stop()
+
+
+def test_diagnostics_warn_on_drops_and_err_when_every_frame_is_skipped(tmp_path):
+    model = _slow_model(tmp_path / "slow.onnx")
+    params = {"model_path": model, "qos_reliability": "reliable", "qos_depth": "50", "queue_size": "1"}
+    node = NodeProcess(tmp_path, params, module=YOLO)
+    probe = Probe()
+    try:
+        subscriptions: list = []
+        diagnostics = _subscribe(probe, DiagnosticArray, "/diagnostics", subscriptions)
+        publisher = probe.publisher(Image, "/t/image")
+        _wait_matched(probe, subscriptions, publisher, node.log)
+        for index in range(40):  # in a burst: the node keeps one frame waiting, the others are dropped
+            publisher.publish(_frame(probe, index, (32, 32)))
+
+        def latest():
+            return _latest(diagnostics, "yolo: inference")
+
+        assert probe.spin_until(lambda: latest() and _values(latest())["frames in"] == "40", 30)
+        status = latest()
+        dropped = int(_values(status)["frames dropped"])
+        assert dropped > 4, _values(status)  # over drop_warn_fraction 0.1 of 40
+        assert status.level == DiagnosticStatus.WARN and f"{dropped} of 40 frames" in status.message
+        assert "drop_warn_fraction" in status.message
+
+        def count(key: str) -> int:
+            return int(_values(latest())[key])
+
+        # Every frame taken care of, then bad ones, one by one (each counted before the next: none dropped).
+        assert probe.spin_until(lambda: count("frames answered") + count("frames dropped") == 40, 30)
+        bad = Image(header=Header(frame_id="bad"), width=4, height=4, encoding="32FC1", step=16, data=bytes(64))
+        for index in range(3):
+            publisher.publish(bad)
+            assert probe.spin_until(lambda i=index: count("frames skipped") == i + 1, 10)
+        # Once the 40 frames have left the 10 s window, only skipped frames remain in it: ERROR.
+        assert probe.spin_until(lambda: latest().level == DiagnosticStatus.ERROR, 20), latest().message
+        assert "every frame of the last 10 s was skipped (3)" in latest().message
+    finally:
+        probe.close()
+        node.stop()
+
+
+def test_a_provider_that_fell_back_is_a_warning(tmp_path):
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("CUDA runs here: nothing falls back")
+    model = _constant_model(tmp_path / "m.onnx", _yolo_output())
+    params = {"model_path": str(model), "execution_provider": "cuda", "provider_fallback": "cpu"}
+    node = NodeProcess(tmp_path, params, module=YOLO)
+    probe = Probe()
+    try:
+        diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics")
+        assert probe.spin_until(lambda: _latest(diagnostics, "yolo: inference") is not None, 20), node.log()
+        status = _latest(diagnostics, "yolo: inference")
+        assert status.level == DiagnosticStatus.WARN
+        assert "m.onnx: requested execution provider CUDAExecutionProvider did not start" in status.message
+        assert "running: CPUExecutionProvider" in status.message
+    finally:
+        probe.close()
+        node.stop()
+
+
+def test_silence_from_a_qos_mismatch_names_both_sides_qos(tmp_path):
+    model = _constant_model(tmp_path / "m.onnx", _yolo_output())
+    params = {"model_path": str(model), "qos_reliability": "reliable", "silence_timeout": "1.0"}
+    node = NodeProcess(tmp_path, params, module=YOLO)
+    probe = Probe()
+    camera_qos = QoSProfile(depth=3, reliability=ReliabilityPolicy.BEST_EFFORT)  # as camera drivers publish
+    try:
+        diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics")
+        answers = probe.subscribe(Detection2DArray, "/t/detections")
+        camera = probe.node.create_publisher(Image, "/t/image", camera_qos)
+        assert probe.spin_until(lambda: probe.node.count_subscribers("/t/image") > 0, 20), node.log()
+        for index in range(30):  # 3 s of a 10 Hz camera: none can arrive
+            camera.publish(_frame(probe, index))
+            probe.spin_until(lambda: False, 0.1)
+
+        def warned() -> bool:
+            status = _latest(diagnostics, "yolo: inference")
+            return status is not None and "QoS mismatch" in status.message
+
+        assert probe.spin_until(warned, 5), node.log()
+        assert answers == []
+        status = _latest(diagnostics, "yolo: inference")
+        assert status.level == DiagnosticStatus.WARN
+    finally:
+        probe.close()
+        node.stop()
+    log = node.log()
+    assert log.count("no frame on /t/image") == 1, log  # once
+    line = next(line for line in log.splitlines() if "no frame on /t/image" in line)
+    assert "QoS mismatch: /probe publishes with best_effort, volatile, this node subscribes" in line
+    assert "this node subscribes with reliable, volatile, keep_last 5 (Best effort publisher and reliable" in line
+    assert "fix: qos_reliability:=best_effort" in line
+
+
+def test_silence_from_a_matched_publisher_warns_once_per_silence(tmp_path):
+    model = _constant_model(tmp_path / "m.onnx", _yolo_output())
+    node = NodeProcess(tmp_path, {"model_path": str(model), "silence_timeout": "1.0"}, module=YOLO)
+    probe = Probe()
+    try:
+        answers = probe.subscribe(Detection2DArray, "/t/detections")
+        publisher = probe.publisher(Image, "/t/image")
+        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, 20), node.log()
+        probe.spin_until(lambda: False, 3.5)  # a matched publisher that sends nothing
+        assert node.log().count("no frame on /t/image") == 1
+        for index in range(3):  # frames again: the watch re-arms
+            publisher.publish(_frame(probe, index))
+            assert probe.spin_until(lambda i=index: len(answers) > i, 10)
+        probe.spin_until(lambda: False, 3.0)  # silent again: said again, once
+    finally:
+        probe.close()
+        node.stop()
+    lines = [line for line in node.log().splitlines() if "no frame on /t/image" in line]
+    assert len(lines) == 2, node.log()
+    assert "although 1 publisher is on it. Likely causes: camera-sized messages over Fast DDS's default UDP" in lines[0]
+    assert "FASTDDS_DEFAULT_PROFILES_FILE=$(ros2 pkg prefix vision_factory)/share/vision_factory/config/" in lines[0]
+    assert "QoS as seen: publishers probe: reliable, volatile; this node best_effort, volatile, keep_last 5" in lines[0]
+
+
+def test_the_tracknet_node_publishes_its_stage_times_and_diagnostics(tmp_path, synthetic_models):
+    params = {
+        "model_path": str(synthetic_models[""]),
+        "bg_mode": "''",  # the empty string, as YAML
+        "seq_len": "8",
+        "qos_reliability": "reliable",
+        "queue_size": "50",
+        "flush_timeout": "0.5",
+    }
+    node = NodeProcess(tmp_path, params)
+    probe = Probe()
+    frames = list(BallClip(num_frames=12, width=320, height=180, seed=3).frames())
+    try:
+        debug, subscriptions = _subscribe_debug(probe, "/t", "tracknet")
+        balls = probe.subscribe(PointStamped, "/t/ball")
+        diagnostics = _subscribe(probe, DiagnosticArray, "/diagnostics", subscriptions)
+        publisher = probe.publisher(Image, "/t/image")
+        _wait_matched(probe, subscriptions, publisher, node.log)
+        for frame in frames:
+            publisher.publish(bgr_to_message(frame, Header(stamp=probe.node.get_clock().now().to_msg())))
+            probe.spin_until(lambda: False, 0.03)
+        assert probe.spin_until(lambda: len(balls) == 12 and len(debug["pipeline_latency_ms"]) == 12, 30)
+
+        def reported() -> bool:
+            status = _latest(diagnostics, "tracknet: inference")
+            return status is not None and _values(status)["frames answered"] == "12"
+
+        assert probe.spin_until(reported, 5)
+    finally:
+        probe.close()
+        node.stop()
+    values = {name: [message.data for message in messages] for name, messages in debug.items()}
+    assert len(values["processing_time_ms"]) == 12 and all(value > 0 for value in values["processing_time_ms"])
+    assert all(len(values[name]) == 12 for name in ("preprocess_ms", "inference_ms", "postprocess_ms"))
+    # The model runs once the window of 8 is full: inference time from the 8th frame on, none before.
+    assert all(value == 0 for value in values["inference_ms"][:7]) and all(v > 0 for v in values["inference_ms"][7:])
+    latencies = values["pipeline_latency_ms"]  # answers come seq_len - 1 frames later, the last 7 at the flush
+    assert all(latency > 0 for latency in latencies) and max(latencies) >= 500  # the flush waited 0.5 s
+    status = _latest(diagnostics, "tracknet: inference")
+    found = _values(status)
+    assert found["frames in"] == "12" and found["frames skipped"] == "0"
+    assert "onnxruntime on CPUExecutionProvider" in found["runs tracknet_rgb.onnx on"]
+
+
+def test_replay_records_the_nodes_own_times(tmp_path, synthetic_models):
+    frames = list(BallClip(num_frames=16, width=320, height=180, seed=5).frames())
+    bag = write_image_bag(tmp_path / "clip", frames)
+    result = replay(bag, tmp_path / "out", params={"model_path": str(synthetic_models[""]), "bg_mode": ""})
+    times = result.node_times_ms
+    assert times["frames"] == 16  # every frame timed by the node itself
+    assert 0 < times["processing_p50_ms"] <= times["processing_p99_ms"] and times["preprocess_ms"] > 0
+    assert times["inference_ms"] > 0  # the median frame: after the window of 8 filled
+    assert json.loads((tmp_path / "out" / "replay.json").read_text())["node_times_ms"] == times

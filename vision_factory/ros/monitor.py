@@ -1,0 +1,326 @@
+"""What a running inference node says about itself: live latency on ``~/debug/``, ``/diagnostics`` once a
+second, and a warning when a camera is on the image topic but no frame arrives.
+
+``~/debug/`` (std_msgs/Float64, milliseconds; published only while something subscribes to that topic):
+  processing_time_ms    the inference thread's time on one frame: from taking it off the queue to its answer
+                        published (plus pre-processing done for it on the receiving thread, TrackNet)
+  pipeline_latency_ms   at each answer published: now minus the image's header stamp
+  preprocess_ms         the frame's time before its first model run (image conversion, resizing, tensors)
+  inference_ms          the time inside the model runs for the frame (every runner the node loaded)
+  postprocess_ms        the rest: decoding, tracking, between and after the runs, publishing
+A frame that is skipped has no values; a frame no model ran on (TrackNet's median warm-up) has only
+pre-processing. std_msgs has no stamped scalar: each value is published as its frame's answer goes out.
+
+``/diagnostics`` (diagnostic_msgs/DiagnosticArray), one DiagnosticStatus named "<node name>: inference":
+counts since start, the rate and latency percentiles over the last ``WINDOW_S`` seconds, the model and what
+really runs it; OK, WARN (drops over ``drop_warn_fraction`` of the window's frames, a requested execution
+provider that fell back, silence) or ERROR (every frame of the window skipped), with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSCompatibility, QoSProfile, ReliabilityPolicy, qos_check_compatible
+from std_msgs.msg import Float64, Header
+
+from ..text import untrusted
+
+WINDOW_S = 10.0  # the diagnostics' window: rate, drops, skips and percentiles over the last seconds
+SAMPLES = 2000  # per ring buffer (latency, processing time): bounded whatever the frame rate
+DIAGNOSTICS_PERIOD_S = 1.0
+DEBUG_TOPICS = ("processing_time_ms", "pipeline_latency_ms", "preprocess_ms", "inference_ms", "postprocess_ms")
+PROFILE_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")  # the second: older name
+
+
+def qos_text(qos: QoSProfile) -> str:
+    """'best_effort, volatile, keep_last 5': what decides whether a publisher and a subscription match (history
+    only when known: the graph does not tell a remote publisher's)."""
+    text = f"{qos.reliability.name.lower()}, {qos.durability.name.lower()}"
+    if qos.history in (HistoryPolicy.KEEP_LAST, HistoryPolicy.KEEP_ALL):
+        text += f", {qos.history.name.lower()}" + (f" {qos.depth}" if qos.history == HistoryPolicy.KEEP_LAST else "")
+    return text
+
+
+class _FrameClock:
+    """One frame's times on the inference thread (perf_counter seconds)."""
+
+    __slots__ = ("start", "first_run", "inference", "received")
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.first_run: float | None = None
+        self.inference = 0.0
+        self.received = 0.0  # pre-processing done for the frame on the receiving thread
+
+
+class Monitor:
+    """Created by the node with its parameter values; ``timed`` wraps each runner the node loads, ``process``
+    each frame's processing, ``answered`` each answer published, ``watch`` the image subscription."""
+
+    def __init__(self, node: Node, values: dict[str, Any]):
+        self.node = node
+        self.silence_timeout = float(values["silence_timeout"])
+        self.drop_warn_fraction = float(values["drop_warn_fraction"])
+        if self.silence_timeout < 0:
+            raise ValueError(f"silence_timeout must be >= 0 (0: never warn), got {self.silence_timeout}")
+        if not 0 <= self.drop_warn_fraction <= 1:
+            raise ValueError(f"drop_warn_fraction must be within 0..1, got {self.drop_warn_fraction}")
+        self.model_path = str(values.get("model_path", ""))
+        self.debug = {name: node.create_publisher(Float64, f"~/debug/{name}", 10) for name in DEBUG_TOPICS}
+        self.diagnostics = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        # (model path, what runs it, its fallback or "") per model loaded, in order; no reference to the runner,
+        # so releasing a model frees it
+        self.models: list[tuple[str, str, str]] = []
+        self._lock = threading.Lock()  # the ring buffers: written by the inference thread, read by the timer
+        self._latencies: deque[tuple[float, float]] = deque(maxlen=SAMPLES)  # (monotonic s, ms)
+        self._processing: deque[tuple[float, float]] = deque(maxlen=SAMPLES)
+        # (monotonic s, in, answered, dropped, skipped) at each status, from the node's start (nothing yet)
+        self._counts: deque[tuple[float, int, int, int, int]] = deque([(time.monotonic(), 0, 0, 0, 0)])
+        self._clock: _FrameClock | None = None
+        self._clock_thread = 0
+        self.topic: str | None = None  # the image topic once subscribed
+        self.message_type = ""  # its type, e.g. sensor_msgs/msg/Image
+        self.qos: QoSProfile | None = None  # the subscription's
+        self._last_frame = time.monotonic()
+        self._waiting_since: float | None = None  # since when a publisher is there and no frame came
+        self.silence = ""  # the reason while silent past silence_timeout, logged once until frames come
+        node.create_timer(DIAGNOSTICS_PERIOD_S, self.tick)
+
+    # --- hooks called by the node ---
+
+    def timed(self, runner: Any, path: str) -> Any:
+        """``runner`` with its ``run`` timed into the current frame's inference time; remembered for diagnostics."""
+        run, instance = type(runner).run, weakref.ref(runner)  # no cycle: dropping the runner frees it at once
+
+        def timed_run(feeds):
+            start = time.perf_counter()
+            try:
+                return run(instance(), feeds)
+            finally:
+                self._ran(start, time.perf_counter())
+
+        runner.run = timed_run
+        fallback = getattr(runner, "fallback", "")  # only runners that can fall back have it (onnx)
+        self.models.append((str(path), runner.describe(), fallback))
+        return runner
+
+    def forget_models(self) -> None:
+        """The node released its models: diagnostics stop naming them."""
+        self.models = []
+
+    def watch(self, topic: str, message_type: type, qos: QoSProfile, callback: Callable[[Any], None]):
+        """The image subscription's callback, noting each arrival for the silence watch."""
+        self.topic = self.node.resolve_topic_name(topic)
+        self.message_type = _type_name(message_type)
+        self.qos = qos
+        self._last_frame = time.monotonic()
+
+        def arrived(msg: Any) -> None:
+            self._last_frame = time.monotonic()
+            callback(msg)
+
+        return arrived
+
+    def unwatch(self) -> None:
+        """The image subscription is gone (e.g. a deactivated node): no silence watch until ``watch`` again."""
+        self.topic, self.silence, self._waiting_since = None, "", None
+
+    def process(self, work: Callable[[Any], None], item: Any) -> None:
+        """``work(item)`` timed by stage; the times recorded and published unless the frame was skipped."""
+        clock = _FrameClock()
+        skipped = self.node.frames_skipped
+        self._clock, self._clock_thread = clock, threading.get_ident()
+        try:
+            work(item)
+        finally:
+            self._clock = None
+        end = time.perf_counter()
+        if self.node.frames_skipped != skipped:
+            return
+        first_run = end if clock.first_run is None else clock.first_run
+        preprocess = first_run - clock.start + clock.received
+        total = end - clock.start + clock.received
+        with self._lock:
+            self._processing.append((time.monotonic(), 1000 * total))
+        self._publish("processing_time_ms", total)
+        self._publish("preprocess_ms", preprocess)
+        self._publish("inference_ms", clock.inference)
+        self._publish("postprocess_ms", end - first_run - clock.inference)
+
+    def received(self, seconds: float) -> None:
+        """Pre-processing the current frame had on the receiving thread (TrackNet), counted as its own."""
+        if self._clock is not None:
+            self._clock.received += seconds
+
+    def answered(self, header: Header) -> None:
+        """An answer for the frame of ``header`` was just published: its pipeline latency."""
+        stamp = header.stamp
+        latency = (self.node.get_clock().now().nanoseconds - stamp.sec * 1_000_000_000 - stamp.nanosec) / 1e9
+        with self._lock:
+            self._latencies.append((time.monotonic(), 1000 * latency))
+        self._publish("pipeline_latency_ms", latency)
+
+    # --- inside ---
+
+    def _ran(self, start: float, end: float) -> None:
+        clock = self._clock
+        if clock is None or threading.get_ident() != self._clock_thread:
+            return
+        if clock.first_run is None:
+            clock.first_run = start
+        clock.inference += end - start
+
+    def _publish(self, name: str, seconds: float) -> None:
+        publisher = self.debug[name]
+        if publisher.get_subscription_count() > 0:
+            publisher.publish(Float64(data=1000 * seconds))
+
+    def tick(self) -> None:
+        """Once a second: the silence watch, then /diagnostics."""
+        self.watch_silence()
+        self.diagnostics.publish(
+            DiagnosticArray(header=Header(stamp=self.node.get_clock().now().to_msg()), status=[self.status()])
+        )
+
+    def watch_silence(self) -> None:
+        """Warn once when a publisher is on the image topic but no frame came for silence_timeout seconds."""
+        if self.topic is None or self.silence_timeout <= 0:
+            return
+        now = time.monotonic()
+        publishers = self.node.get_publishers_info_by_topic(self.topic)
+        if not publishers:  # nobody to hear from: not silence
+            self._waiting_since, self.silence = None, ""
+            return
+        if self._waiting_since is None:  # a publisher just came: it gets the whole timeout
+            self._waiting_since = now
+        if now - max(self._waiting_since, self._last_frame) < self.silence_timeout:
+            self.silence = ""  # frames come (again): the next silence is logged again
+            return
+        if not self.silence:
+            self.silence = self.silence_reason(publishers)
+            self.node.get_logger().warning(self.silence + " (logged once, until frames come)")
+
+    def silence_reason(self, publishers: list) -> str:
+        """Why no frame comes from ``publishers``: the QoS or type mismatches found, else the likely causes."""
+        count = len(publishers)
+        text = f"no frame on {self.topic} for {self.silence_timeout:g} s although {count} publisher{'s' * (count > 1)} "
+        text += f"{'are' if count > 1 else 'is'} on it"
+        mismatches = []
+        for publisher in publishers:
+            who = untrusted(f"{publisher.node_namespace.rstrip('/')}/{publisher.node_name}", 200)
+            if publisher.topic_type != self.message_type:
+                mismatches.append(
+                    f"{who} publishes {untrusted(publisher.topic_type, 100)}, this node subscribes {self.message_type}"
+                    " (set input_transport, or remap image/compressed)"
+                )
+                continue
+            compatibility, reason = qos_check_compatible(publisher.qos_profile, self.qos)
+            if compatibility == QoSCompatibility.ERROR:
+                reliability = publisher.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT
+                fix = "qos_reliability:=best_effort (it takes both)" if reliability else "the publisher's QoS"
+                mismatches.append(
+                    f"QoS mismatch: {who} publishes with {qos_text(publisher.qos_profile)}, this node subscribes "
+                    f"with {qos_text(self.qos)} ({reason.removeprefix('ERROR: ').rstrip(';')}); fix: {fix}"
+                )
+        if mismatches:
+            return f"{text}: {'; '.join(mismatches)}"
+        return f"{text}. Likely causes: {self._transport_cause()}; or {self._qos_cause(publishers)}"
+
+    def _transport_cause(self) -> str:
+        profile = next((f"{name}={os.environ[name]}" for name in PROFILE_VARIABLES if os.environ.get(name)), "")
+        here = f"this node runs with {untrusted(profile, 300)}" if profile else "this node runs on Fast DDS defaults"
+        package = __package__.split(".")[0]  # vision_factory, or a generated package (its own copy of the profile)
+        return (
+            f"camera-sized messages over Fast DDS's default UDP transport are lost or stall, and two processes with "
+            f"different transport profiles may not reach each other ({here}): start the camera and this node with "
+            f"the same shared-memory profile, export FASTDDS_DEFAULT_PROFILES_FILE=$(ros2 pkg prefix {package})"
+            f"/share/{package}/config/fastdds_shm.xml"
+        )
+
+    def _qos_cause(self, publishers: list) -> str:
+        offered = "; ".join(f"{untrusted(p.node_name, 100)}: {qos_text(p.qos_profile)}" for p in publishers[:3])
+        return (
+            f"a publisher that sends nothing yet (a camera waiting for a trigger); QoS as seen: publishers {offered}; "
+            f"this node {qos_text(self.qos)}"
+        )
+
+    def status(self) -> DiagnosticStatus:
+        """The node's DiagnosticStatus now (also updates the window of counts)."""
+        node, now = self.node, time.monotonic()
+        counts = (now, node.frames_in, node.outputs, node.frames_dropped, node.frames_skipped)
+        self._counts.append(counts)
+        while len(self._counts) > 2 and self._counts[1][0] <= now - WINDOW_S:
+            self._counts.popleft()
+        first = self._counts[0]
+        span = max(now - first[0], 1e-9)
+        came, answered, dropped, skipped = (now_count - then for now_count, then in zip(counts[1:], first[1:]))
+        with self._lock:
+            latencies = [ms for at, ms in self._latencies if at > now - WINDOW_S]
+            processing = [ms for at, ms in self._processing if at > now - WINDOW_S]
+        values = {
+            "frames in": node.frames_in,
+            "frames answered": node.outputs,
+            "frames dropped": node.frames_dropped,
+            "frames skipped": node.frames_skipped,
+        }
+        for kind, count in dict(node.problems).items():
+            values[f"problem: {kind}"] = count
+        values["window (s)"] = f"{span:.1f}"
+        values["rate (answers/s)"] = f"{answered / span:.2f}"
+        for name, samples in (("pipeline latency", latencies), ("processing time", processing)):
+            if samples:
+                p50, p90, p99 = np.percentile(samples, (50, 90, 99))
+                values[f"{name} p50/p90/p99 (ms)"] = f"{p50:.1f} / {p90:.1f} / {p99:.1f}"
+        values["model"] = self.model_path
+        for path, runs_on, _ in self.models:
+            values[f"runs {os.path.basename(path)} on"] = runs_on
+        level, message = self._level(came, dropped, skipped)
+        main = next((runs_on for path, runs_on, _ in self.models if path == self.model_path), None)
+        main = main or (self.models[0][1] if self.models else None)
+        return DiagnosticStatus(
+            level=level,
+            name=f"{node.get_name()}: inference",
+            message=message,
+            hardware_id=f"{os.path.basename(self.model_path)} on {main}" if main else self.model_path,
+            values=[KeyValue(key=key, value=untrusted(value, 500)) for key, value in values.items()],
+        )
+
+    def _level(self, came: int, dropped: int, skipped: int) -> tuple[bytes, str]:
+        """ERROR / WARN / OK and the reason, from the window's counts and the node's state."""
+        errors, warnings = [], []
+        if skipped and skipped + dropped >= came:
+            errors.append(f"every frame of the last {WINDOW_S:g} s was skipped ({skipped}): see the node's log")
+        if came and dropped > self.drop_warn_fraction * came:
+            warnings.append(
+                f"{dropped} of {came} frames of the last {WINDOW_S:g} s dropped (over drop_warn_fraction "
+                f"{self.drop_warn_fraction:g}): the node is slower than the camera; lower the rate or use a faster "
+                f"execution_provider"
+            )
+        for path, _, fallback in self.models:
+            if fallback:
+                warnings.append(f"{os.path.basename(path)}: {fallback}")
+        if self.silence:
+            warnings.append(self.silence)
+        if errors:
+            return DiagnosticStatus.ERROR, "; ".join(errors + warnings)
+        if warnings:
+            return DiagnosticStatus.WARN, "; ".join(warnings)
+        if self.topic is not None and came == 0:
+            return DiagnosticStatus.OK, f"waiting for frames on {self.topic}"
+        return DiagnosticStatus.OK, "answering"
+
+
+def _type_name(message_type: type) -> str:
+    """sensor_msgs.msg.Image -> 'sensor_msgs/msg/Image', as the ROS graph names types."""
+    package = message_type.__module__.split(".")[0]
+    return f"{package}/msg/{message_type.__name__}"

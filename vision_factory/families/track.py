@@ -41,4 +41,5 @@ FAMILY = Family(
     ros_dependencies=ROS_DEPENDENCIES,
     topic_arguments=(("detections", "detections_topic", "/detections", "Detection2DArray to track"),),
     single_model=False,
+    queue_size=4,  # the tracker follows motion frame to frame: a bounded queue, not only the newest
 )

@@ -14,6 +14,9 @@ its detections down to track_low_threshold and the node publishes those above co
 ones that continue a track (families/tracking.published). The tracker starts a new stream (IDs from 1 again)
 when the frame size changes or a stamp goes back in time (ros/tracks.py).
 
+A managed (lifecycle) node as every node (ros/inference_node.py); its queue_size defaults to 1 (families/family.py):
+a detector answers the newest frame, never a backlog.
+
 ``run(RunnerClass, args, family)`` starts one of ``family`` (families/<name>.py's FAMILY) on that backend's
 runner; each package binds its own, and imports only its own family's module.
 """

@@ -24,6 +24,7 @@ def node_entry_points() -> list[str]:
 
 ROS_WHEELS = [
     "ros-rclpy>=9,<10",  # Kilted: the release tested here, and the one install-vision-msgs has toolchain pins for
+    "ros-lifecycle-msgs",  # the lifecycle services of every node (rclpy.lifecycle)
     "ros-std-msgs",
     "ros-sensor-msgs",
     "ros-geometry-msgs",

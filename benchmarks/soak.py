@@ -9,7 +9,8 @@ the shared shapes YOLOv8n when ``../shared`` is there) and per input transport:
 
 1. capacity: a separate node with a reliable subscription and a queue that never drops answers a
    clean stream of valid frames as fast as it can: valid frames/s;
-2. the campaign: a fresh node with its defaults (best-effort subscription, queue_size 4) receives
+2. the campaign: a fresh node with its defaults (best-effort subscription, queue_size 4 for tracknet, 1 for
+   yolo) receives
    ``--messages`` messages (one valid frame in 4, the rest bad, lying or unusual) published at
    ``--overload`` times the rate whose valid frames alone would fill that capacity.
 

@@ -17,6 +17,11 @@ fastdds_profile is exported as FASTDDS_DEFAULT_PROFILES_FILE for the node. Its d
 loopback only: export it for the camera driver too); when it is not given and the variable is
 already set (also by a launch file including this one), the variable is kept as it is.
 fastdds_profile:='' keeps Fast DDS defaults, e.g. to reach the node from other machines.
+
+The node is a managed (lifecycle) node. autostart:=true (the default) has it configure and activate itself at
+start, as a plain node; autostart:=false starts it as launch_ros's LifecycleNode, waiting in 'unconfigured' for
+its transitions (`ros2 lifecycle set /track configure`, then `activate`; or ChangeState events
+from another launch file), so a system manager decides when it loads its model and works.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ import os
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
+from launch.conditions import IfCondition, UnlessCondition
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
+from launch_ros.actions import LifecycleNode, Node
 from launch_ros.parameter_descriptions import ParameterValue
 
 PACKAGE = "vision_factory"
@@ -43,6 +49,11 @@ PARAMETER_ARGUMENTS: dict[str, tuple[str | None, type, str]] = {
         "raw",
         str,
         "raw (sensor_msgs/Image on image) or compressed (CompressedImage on image/compressed)",
+    ),
+    "autostart": (
+        "true",
+        bool,
+        "configure and activate at start; false: wait in 'unconfigured' for lifecycle transitions (ros2 lifecycle)",
     ),
     "execution_provider": (
         "cpu",
@@ -120,14 +131,20 @@ def generate_launch_description() -> LaunchDescription:
                 "else this default (shared memory); '' keeps Fast DDS defaults (multi-machine)",
             ),
             OpaqueFunction(function=export_fastdds_profile, args=[shared_memory_profile]),
-            Node(
-                package=PACKAGE,
-                executable="track_node",
-                name="track",
-                namespace=LaunchConfiguration("namespace"),
-                parameters=node_parameters(),
-                remappings=node_remappings(),
-                output="screen",
+            # autostart:=true: a plain Node action (the node walks configure and activate itself);
+            # autostart:=false: launch_ros's LifecycleNode, which follows its transitions and takes ChangeState events.
+            *(
+                action(
+                    package=PACKAGE,
+                    executable="track_node",
+                    name="track",
+                    namespace=LaunchConfiguration("namespace"),
+                    parameters=node_parameters(),
+                    remappings=node_remappings(),
+                    output="screen",
+                    condition=condition(LaunchConfiguration("autostart")),
+                )
+                for action, condition in ((Node, IfCondition), (LifecycleNode, UnlessCondition))
             ),
         ]
     )

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import rclpy
+from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
@@ -24,10 +25,12 @@ class NodeProcess:
         params_file: Path | None = None,
         namespace: str = "/t",
         module: str = "vision_factory.tracknet_onnx_node",
+        executable: list[str] | None = None,
     ):
         self.namespace = namespace
         self.log_path = log_dir / "node.log"
-        command = [sys.executable, "-m", module, "--ros-args", "-r", f"__ns:={namespace}"]
+        """``executable``: the command that starts the node instead of ``module`` (e.g. a generated package's)."""
+        command = [*(executable or [sys.executable, "-m", module]), "--ros-args", "-r", f"__ns:={namespace}"]
         if params_file:
             command += ["--params-file", str(params_file)]
         for key, value in params.items():
@@ -80,3 +83,33 @@ class Probe:
         self.executor.shutdown()
         self.node.destroy_node()
         rclpy.try_shutdown(context=self.context)
+
+
+class Lifecycle:
+    """A test client of a lifecycle node's services (``<node>/change_state``, ``<node>/get_state``), as
+    ``ros2 lifecycle`` is, on the probe's node."""
+
+    def __init__(self, probe: Probe, node: str):
+        self.probe = probe
+        self.change = probe.node.create_client(ChangeState, f"{node}/change_state")
+        self.get = probe.node.create_client(GetState, f"{node}/get_state")
+
+    def _call(self, client, request, timeout: float = 30):
+        if not client.service_is_ready():
+            assert self.probe.spin_until(client.service_is_ready, timeout), f"{client.srv_name} is not offered"
+            # The server's reply writer may match the client's reader a moment after the request side does:
+            # a request sent at once can be answered into the void.
+            self.probe.spin_until(lambda: False, 0.5)
+        future = client.call_async(request)
+        assert self.probe.spin_until(future.done, timeout), f"{client.srv_name} did not answer"
+        return future.result()
+
+    def state(self) -> str:
+        """The node's state: unconfigured, inactive, active or finalized."""
+        return self._call(self.get, GetState.Request()).current_state.label
+
+    def set(self, transition: str) -> bool:
+        """Trigger ``transition`` (configure, activate, deactivate, cleanup, shutdown); whether it succeeded."""
+        request = ChangeState.Request()
+        request.transition.label = transition
+        return self._call(self.change, request).success

@@ -181,7 +181,9 @@ def test_rtmpose_node_with_its_own_person_detector(tmp_path):
 def test_rtmpose_node_poses_the_people_of_a_detections_topic(tmp_path):
     pose_model = spot_finder(tmp_path / "spot.onnx")
     params = {"model_path": str(pose_model), "person_source": "topic", "person_class": "person"}
-    node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.rtmpose_onnx_node")
+    # queue_size 4: the three pairs come in a burst (a detector's default queue keeps only the newest frame)
+    live = {"qos_reliability": "reliable", "queue_size": "4"}
+    node = NodeProcess(tmp_path, {**params, **live}, module="vision_factory.rtmpose_onnx_node")
     probe = Probe()
     frames = _red_spots(_photo_frames()[:3])
     boxes = [[((100, 150, 260, 300), "person"), ((0, 0, 50, 50), "dog")] for _ in frames]

@@ -266,9 +266,9 @@ def test_problem_counts_are_logged_while_new_ones_come_and_only_then(capfd):
     context = rclpy.Context()
     rclpy.init(context=context)
     model = str(pypi_model(*NUDENET_MODEL))
-    node = _QuickReportingNode(
-        OnnxRunner, YOLO, context=context, parameter_overrides=[Parameter("model_path", value=model)]
-    )
+    # queue_size 4: the bad frames come in a burst (a detector's default queue keeps only the newest frame)
+    overrides = [Parameter("model_path", value=model), Parameter("queue_size", value=4)]
+    node = _QuickReportingNode(OnnxRunner, YOLO, context=context, parameter_overrides=overrides)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
     spinning = threading.Thread(target=lambda: executor.spin(), daemon=True)

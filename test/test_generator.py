@@ -21,6 +21,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from conftest import ROOT
+from ros_harness import Lifecycle, NodeProcess, Probe
 
 from vision_factory.cli import main
 from vision_factory.families.registry import NODE_FAMILIES
@@ -188,6 +189,29 @@ def test_generated_packages_run_standalone_and_pass_their_smoke_tests(installed,
             cwd=root,
         )
         assert smoke.returncode == 0 and "3 passed" in smoke.stdout, smoke.stdout + smoke.stderr
+
+
+def test_generated_node_is_a_lifecycle_node(installed, synthetic_models, tmp_path, monkeypatch):
+    """The generated package's own executable, driven over its lifecycle services: autostart:=false waits
+    unconfigured, configure and activate make it listen, shutdown ends it."""
+    executables, site, _ = installed
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    params = {"autostart": "false", "model_path": str(synthetic_models[""])}
+    node = NodeProcess(tmp_path, params, executable=[str(executables["onnx"])])
+    probe = Probe()
+    try:
+        lifecycle = Lifecycle(probe, "/t/tracknet")
+        assert lifecycle.state() == "unconfigured", node.log()
+        assert lifecycle.set("configure") and lifecycle.state() == "inactive"
+        assert probe.node.count_subscribers("/t/image") == 0
+        assert lifecycle.set("activate") and lifecycle.state() == "active"
+        assert probe.spin_until(lambda: probe.node.count_subscribers("/t/image") == 1, 10), node.log()
+        assert lifecycle.set("shutdown")
+        assert node.wait() == 0
+    finally:
+        probe.close()
+        node.stop()
+    assert "Traceback" not in node.log()
 
 
 def test_generated_nodes_match_this_packages_node(installed, synthetic_models, tmp_path, monkeypatch):

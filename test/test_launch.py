@@ -298,6 +298,7 @@ def test_launch_description(prefix, monkeypatch):
         "seq_len": "8",
         "bg_mode": "",
         "median_warmup": "0",
+        "autostart": "true",
         "params_file": str(share / "config" / "tracknet_onnx.yaml"),
         "namespace": "",
     }
@@ -321,6 +322,7 @@ def test_launch_description(prefix, monkeypatch):
         "bg_mode": "",
         "seq_len": 12,
         "median_warmup": 30,
+        "autostart": True,
     }
     assert overrides == expected
     assert {name: type(value) for name, value in overrides.items()} == {k: type(v) for k, v in expected.items()}
@@ -354,5 +356,11 @@ def test_launch_description(prefix, monkeypatch):
     assert exported("/etc/other.xml", "/etc/my_profile.xml") == "/etc/other.xml"
     assert exported("", None) is None and exported("", "/etc/my_profile.xml") == "/etc/my_profile.xml"
 
-    (node,) = [e for e in description.entities if isinstance(e, launch_ros.actions.Node)]
-    assert (node.node_package, node.node_executable) == (PACKAGE, "tracknet_node")
+    # autostart:=true runs a plain Node (the node walks configure and activate itself); autostart:=false runs
+    # launch_ros's LifecycleNode, which follows the node's transitions and takes ChangeState events.
+    nodes = [e for e in description.entities if isinstance(e, launch_ros.actions.Node)]
+    for autostart, action in (("true", launch_ros.actions.Node), ("false", launch_ros.actions.LifecycleNode)):
+        context.launch_configurations["autostart"] = autostart
+        (node,) = [node for node in nodes if node.condition.evaluate(context)]
+        assert type(node) is action
+        assert (node.node_package, node.node_executable) == (PACKAGE, "tracknet_node")

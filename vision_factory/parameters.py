@@ -38,7 +38,7 @@ IMAGE_INPUT_PARAMETERS = (
     ),
     Parameter("qos_reliability", "best_effort", "best_effort (cameras) or reliable"),
     Parameter("qos_depth", 5, "subscription history depth"),
-    Parameter("queue_size", 4, "frames waiting for inference; the oldest is dropped beyond"),
+    Parameter("queue_size", 4, "frames waiting for inference; the oldest is dropped beyond (families set the default)"),
     Parameter(
         "max_image_pixels",
         MAX_IMAGE_PIXELS,
@@ -56,6 +56,23 @@ IMAGE_INPUT_PARAMETERS = (
         0.1,
         "/diagnostics says WARN when more than this fraction of the frames that came in its window were dropped",
     ),
+)
+
+# How the node runs: its lifecycle start, stale frames, and listening only while listened to (ros/inference_node.py).
+RUNTIME_PARAMETERS = (
+    Parameter(
+        "autostart",
+        True,
+        "configure and activate at start; false: wait in 'unconfigured' for lifecycle transitions (ros2 lifecycle)",
+        launch_argument=True,
+    ),
+    Parameter(
+        "max_frame_age",
+        0,
+        "ms: a frame older than this (now - its header stamp) when inference would start is skipped, never "
+        "inferred (counted as 'stale frame'); 0: off",
+    ),
+    Parameter("lazy", False, "subscribe to images only while something subscribes to one of the node's outputs"),
 )
 
 

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..models.interface import Rule
-from ..parameters import IMAGE_INPUT_PARAMETERS, Parameter
+from ..parameters import IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter
 from ..runtime.runner import Runner
 
-# What every node imports from ROS (ball markers and pose skeletons are visualization_msgs).
+# What every node imports from ROS (ball markers and pose skeletons are visualization_msgs; rclpy.lifecycle's
+# services are lifecycle_msgs).
 NODE_ROS_DEPENDENCIES = (
     "rclpy",
     "rcl_interfaces",
+    "lifecycle_msgs",
     "std_msgs",
     "sensor_msgs",
     "geometry_msgs",
@@ -52,6 +54,9 @@ class Family:
     single_model: bool = True  # runs from one model file (rtmpose also needs a person detector)
     make: Callable[..., Any] | None = None  # (runner, **options) -> its Detector; None: not a detector
     options: tuple[str, ...] = ()  # the keyword options ``make`` takes (the adapter's own)
+    # The node's queue_size default: 1 keeps only the newest frame (a detector answers the freshest image); a
+    # family that needs every frame of a window (tracknet) or of a track (track) keeps a longer bounded queue.
+    queue_size: int = 1
 
     def __post_init__(self) -> None:
         node = (self.output_topic, self.output_message, self.inputs, self.outputs, self.ros_dependencies)
@@ -75,8 +80,12 @@ class Family:
 
     @property
     def node_parameters(self) -> tuple[Parameter, ...]:
-        """Every parameter of the node but the backend's."""
-        return (*self.parameters, *IMAGE_INPUT_PARAMETERS)
+        """Every parameter of the node but the backend's: its own, image input (with its queue_size), runtime."""
+        image_input = (
+            replace(parameter, default=self.queue_size) if parameter.name == "queue_size" else parameter
+            for parameter in IMAGE_INPUT_PARAMETERS
+        )
+        return (*self.parameters, *image_input, *RUNTIME_PARAMETERS)
 
     def detector(self, runner: Runner, **options: Any) -> Any:
         """The family's adapter on ``runner``. An option that is None or "" keeps the adapter's default, so unset

@@ -42,4 +42,5 @@ FAMILY = Family(
     topic_arguments=(("detections", "detections_topic", "/detections", "Detection2DArray to track"),),
     usage_arguments=("detections_topic:=/detector/detections", "reid_model_path:=/models/reid.onnx"),
     single_model=False,
+    queue_size=4,  # the tracker follows motion frame to frame: a bounded queue, not only the newest
 )

@@ -79,4 +79,5 @@ FAMILY = Family(
         "debug_image (sensor_msgs/Image, when subscribed)",
     ),
     ros_dependencies=NODE_ROS_DEPENDENCIES,
+    queue_size=4,  # every frame of a window counts: a bounded queue, not only the newest
 )

@@ -14,6 +14,9 @@ its detections down to track_low_threshold and the node publishes those above co
 ones that continue a track (families/tracking.published). The tracker starts a new stream (IDs from 1 again)
 when the frame size changes or a stamp goes back in time (ros/tracks.py).
 
+A managed (lifecycle) node as every node (ros/inference_node.py); its queue_size defaults to 1 (families/family.py):
+a detector answers the newest frame, never a backlog.
+
 ``run(RunnerClass, args, family)`` starts one of ``family`` (families/<name>.py's FAMILY) on that backend's
 runner; each package binds its own, and imports only its own family's module.
 """
@@ -46,40 +49,46 @@ from .tracks import TrackedStream
 
 class DetectionNode(InferenceNode):
     def __init__(self, runner_class: type[Runner], family: Family, **kwargs):
-        super().__init__(family.name, family.parameters, runner_class, **kwargs)
-        values = self.values
-        load = lambda path: self.load_runner(runner_class, path)  # noqa: E731
-        self.tracking = tracking_parameters.build(values, load) if "tracking" in values else None
+        self.family = family
+        super().__init__(family.name, family.node_parameters, runner_class, **kwargs)
+
+    def configure(self) -> None:
+        values, family = self.values, self.family
+        self.tracking = tracking_parameters.build(values, self.load_runner) if "tracking" in values else None
         self.stream = TrackedStream(self.tracking, self.get_logger()) if self.tracking else None
-        self.detector = family.build(tracking_parameters.detector_values(values), load)
+        self.detector = family.build(tracking_parameters.detector_values(values), self.load_runner)
         self.get_logger().info(f"{family.name} {values['model_path']}: {self.detector.runner.describe()}")
         self.confidence = values["confidence_threshold"]
         self.pose = family.keypoints
         self.keypoint_threshold = values.get("keypoint_threshold", 0.5)
         known_skeleton = self.pose and list(self.detector.keypoint_names) == list(COCO_KEYPOINTS)
         self.skeleton = COCO_SKELETON if known_skeleton else ()
-        output = family.output_topic
-        self.detections_pub = self.create_publisher(Detection2DArray, output, 10)
-        self.debug_pub = self.create_publisher(Image, "debug_image", 1)
-        self.marker_pub = self.create_publisher(MarkerArray, "pose_markers", 1) if self.pose else None
-        self.track_marker_pub = self.create_publisher(MarkerArray, "track_markers", 1) if self.tracking else None
+        self.detections_pub = self.create_output(Detection2DArray, family.output_topic, 10)
+        self.debug_pub = self.create_output(Image, "debug_image", 1)
+        self.marker_pub = self.create_output(MarkerArray, "pose_markers", 1) if self.pose else None
+        self.track_marker_pub = self.create_output(MarkerArray, "track_markers", 1) if self.tracking else None
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        labels_header = Header(stamp=self.get_clock().now().to_msg())
-        self.create_publisher(LabelInfo, "labels", latched).publish(
-            label_info_message(labels_header, self.detector.names, values["confidence_threshold"])
-        )
-        if values.get("person_source") == "topic":  # rtmpose's people from another node
-            self.person_class = values["person_class"]  # by name here: ids mean nothing across nodes
+        self.labels_pub = self.create_output(LabelInfo, "labels", latched, listened=False)
+        self.person_class = values.get("person_class", "")  # rtmpose's people from another node, by name
+        if self.tracking:
+            reid = "re-identification " + values["reid_model_path"] if self.tracking.embedder else "motion only"
+            self.get_logger().info(f"tracking ({reid}): Detection2D.id is the track ID")
+
+    def on_activate(self, state):
+        result = super().on_activate(state)
+        labels_header = Header(stamp=self.get_clock().now().to_msg())  # when published
+        self.labels_pub.publish(label_info_message(labels_header, self.detector.names, self.confidence))
+        return result
+
+    def listen(self) -> None:
+        if self.values.get("person_source") == "topic":  # rtmpose's people from another node
             hint = "is the detector running, and does it stamp its output with the image's header?"
             topic = self.subscribe_paired_images(Detection2DArray, "person_detections", "person detections", hint)
             people = self.resolve_topic_name("person_detections")
             self.get_logger().info(f"posing the people of {people}, paired with images by stamp")
         else:
             topic = self.subscribe_images()
-        if self.tracking:
-            reid = "re-identification " + values["reid_model_path"] if self.tracking.embedder else "motion only"
-            self.get_logger().info(f"tracking ({reid}): Detection2D.id is the track ID")
-        self.get_logger().info(f"listening on {topic}, publishing {self.resolve_topic_name(output)}")
+        self.get_logger().info(f"listening on {topic}, publishing {self.resolve_topic_name(self.family.output_topic)}")
 
     def process(self, item) -> None:
         image_msg, people_msg = item if isinstance(item, tuple) else (item, None)

@@ -1,11 +1,26 @@
-"""What every inference node shares: image subscription, a bounded queue drained by one
-inference thread, problems with frames reported once per kind and counted (the counts logged
-every minute while new ones come, and at stop), and a run loop that still publishes pending
-results on SIGINT/SIGTERM.
+"""What every inference node shares: the managed (lifecycle) node's transitions, image subscription, a bounded
+queue drained by one inference thread, problems with frames reported once per kind and counted (the counts logged
+every minute while new ones come, and at stop), and a run loop that still publishes pending results on
+SIGINT/SIGTERM.
+
+Lifecycle (rclpy.lifecycle; ``ros2 lifecycle set <node> <transition>``):
+  __init__    declares the parameters (a parameter of the wrong type stops the process)
+  configure   reads and checks them, loads the model, creates the publishers (``configure()``); a bad model or
+              parameter fails the transition with the reason logged, the node stays in 'unconfigured'
+  activate    enables the publishers, starts the inference thread and subscribes (``listen()``; with ``lazy``
+              only while something subscribes to an output)
+  deactivate  unsubscribes, stops the inference thread, drops the queued frames (counted as dropped; the
+              stream ends: ``on_idle``), disables the publishers
+  cleanup     forgets what configure made (the model, its session and memory, the publishers)
+  shutdown    answers the frames already accepted first (``close()``), then releases
+``autostart`` (default true) walks configure and activate at start, as a plain node starts.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import signal
 import threading
 import time
@@ -16,39 +31,48 @@ from typing import Any
 import rclpy
 from rclpy.exceptions import ParameterException
 from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
-from ..parameters import IMAGE_INPUT_PARAMETERS, Parameter
+from ..parameters import Parameter
 from ..runtime.runner import Runner
 from ..text import untrusted
 from .messages import message_to_bgr
 from .monitor import Monitor
-from .parameters import declare_parameters, image_input
+from .parameters import declare_parameters, image_input, parameter_values
 
 PAIRING_WINDOW = 30  # images (or their partners) kept while waiting for the partner of the same stamp
+START_UP_ERRORS = (ValueError, RuntimeError, ParameterException)  # a bad model or parameter: the reason is logged
+SUCCESS = TransitionCallbackReturn.SUCCESS
+FAILURE = TransitionCallbackReturn.FAILURE  # the transition failed, the node stays where it was
+ERROR = TransitionCallbackReturn.ERROR  # an unexpected exception: on_error, then back to unconfigured
 
 
 def stamp_of(header: Header) -> tuple[int, int]:
     return header.stamp.sec, header.stamp.nanosec
 
 
-class InferenceNode(Node):
-    """Subclasses implement ``process(item)``; ``enqueue`` hands items to the inference thread."""
+class InferenceNode(LifecycleNode):
+    """Subclasses implement ``configure()`` (load the model, create the publishers with ``create_output``),
+    ``listen()`` (subscribe with ``subscribe_images`` or ``subscribe_paired_images``) and ``process(item)``;
+    ``enqueue`` hands items to the inference thread. An item is an image message, or a tuple whose first element
+    is the image message (its header stamp is the frame's age)."""
 
     idle_timeout = 0.0  # seconds without items before ``on_idle`` runs once; 0 = never
     problems_period = 60.0  # seconds between the logged counts of problems while new ones come
+    lazy_period = 0.5  # seconds between looks at the outputs' subscribers, with ``lazy``
+    max_frame_age = 0  # ms; parameter values (set at configure) of the same names
+    lazy = False
 
     def __init__(self, name: str, parameters: tuple[Parameter, ...], runner_class: type[Runner], **kwargs):
+        """``parameters``: the node's all but the backend's (Family.node_parameters)."""
         super().__init__(name, **kwargs)
-        self.values = declare_parameters(self, (*parameters, *IMAGE_INPUT_PARAMETERS, *runner_class.PARAMETERS))
-        self.transport, self.image_qos = image_input(self.values)
-        self.monitor = Monitor(self, self.values)  # ~/debug/ latency, /diagnostics, the silence warning
-        self.runner_settings = {parameter.name: self.values[parameter.name] for parameter in runner_class.PARAMETERS}
-        self.queue_size = self.values["queue_size"]
-        self.max_image_pixels = self.values["max_image_pixels"]
+        self.runner_class = runner_class
+        self.parameter_list = (*parameters, *runner_class.PARAMETERS)
+        declare_parameters(self, self.parameter_list)
+        self.autostart = self.get_parameter("autostart").value
         self.frames_in = self.frames_dropped = self.frames_skipped = 0
         self.outputs = 0  # answers published (subclasses count them)
         self.problems: dict[str, int] = {}  # kind of problem -> frames it happened to, in order of first sight
@@ -58,23 +82,181 @@ class InferenceNode(Node):
         self._queue: deque = deque()
         self._wake = threading.Condition()
         self._running = False
-        self._worker = threading.Thread(target=self._work, name=f"{name}_inference", daemon=True)
+        self._worker: threading.Thread | None = None
+        self._inputs: list = []  # the subscriptions listen() made, while listening
+        self._outputs: list = []  # the publishers configure() made
+        self._listened: list = []  # those whose subscribers make a lazy node listen
+        self._lazy_timer = None
+        self._configured: set[str] | None = None  # the attributes configure() set, while configured
+        self.failure: Exception | None = None  # why the last configure failed
+        self._autostarting = False
+        self.finalized = False
+        self._closed = False
+        if self.autostart:
+            self.start()
 
-    def load_runner(self, runner_class: type[Runner], path: str) -> Runner:
-        return self.monitor.timed(runner_class.load(path, self.runner_settings, self.get_logger()), path)
+    # -- what subclasses implement --
+
+    def configure(self) -> None:
+        """Load the model from ``self.values`` and create the publishers (``create_output``); raise ValueError
+        (or RuntimeError) naming the problem and the fix for a bad model or parameter."""
+
+    def listen(self) -> None:
+        """Subscribe to the inputs (``subscribe_images`` or ``subscribe_paired_images``)."""
+        self.subscribe_images()
+
+    # -- lifecycle --
+
+    def start(self) -> None:
+        """autostart: configure and activate, as a plain node starts (subclasses set what configure needs before
+        calling InferenceNode.__init__). Raises why it failed (the node is destroyed), as a constructor would."""
+        self._autostarting = True
+        try:
+            started = self.trigger_configure() == SUCCESS and self.trigger_activate() == SUCCESS
+        finally:
+            self._autostarting = False
+        if not started:
+            self.destroy_node()
+            raise self.failure or RuntimeError("the configure or activate transition failed")
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        before = set(vars(self))
+        try:
+            self.values = parameter_values(self, self.parameter_list)
+            self.transport, self.image_qos = image_input(self.values)
+            self.runner_settings = {p.name: self.values[p.name] for p in self.runner_class.PARAMETERS}
+            self.queue_size = self.values["queue_size"]
+            self.max_image_pixels = self.values["max_image_pixels"]
+            self.max_frame_age = self.values["max_frame_age"]
+            self.lazy = self.values["lazy"]
+            self.monitor = Monitor(self, self.values)  # ~/debug/ latency, /diagnostics, the silence warning
+            self.configure()
+        except Exception as exc:
+            # The reason can quote the model file (names, metadata) and parameters: one line, of bounded length.
+            expected = isinstance(exc, START_UP_ERRORS)
+            # Without its traceback, whose frames would keep what configure had loaded alive.
+            self.failure = exc.with_traceback(None) if expected else RuntimeError(f"{_type_name(exc)}: {exc}")
+            self._configured = set(vars(self)) - before
+            self._release()
+            if not self._autostarting:
+                reason = untrusted(self.failure, 2000)  # can quote the model file (names, metadata): one bounded line
+                self.get_logger().error(f"cannot configure: {reason} (the node stays unconfigured)")
+            return FAILURE if expected else ERROR
+        self._configured = set(vars(self)) - before
+        return SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        result = super().on_activate(state)  # enables the lifecycle publishers
+        self._running = True
+        self._worker = threading.Thread(target=self._work, name=f"{self.get_name()}_inference", daemon=True)
+        self._worker.start()
+        if self.lazy:
+            self._lazy_timer = self.create_timer(self.lazy_period, self._follow_subscribers)
+            self.get_logger().info("lazy: listening only while something subscribes to an output")
+            self._follow_subscribers()
+        else:
+            self.listen()
+        return result
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_listening()
+        self._stop_worker()
+        with self._wake:
+            dropped, self._queue = list(self._queue), deque()
+            self.frames_dropped += len(dropped)
+        for item in dropped:
+            self._survive(self.on_dropped, item)
+        if dropped:
+            self.get_logger().info(f"deactivated: dropped {len(dropped)} queued frames")
+        self._survive(self.on_idle)  # the stream is over
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release()
+        return super().on_cleanup(state)
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.close()  # answers the frames already accepted, while the publishers are still enabled
+        self._release()
+        self.finalized = True
+        return super().on_shutdown(state)
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_listening()
+        self._stop_worker()
+        self._release()
+        return super().on_error(state)  # back to unconfigured
+
+    def _release(self) -> None:
+        """Forget what configure made: its publishers, and every attribute it set (the model and its session), so
+        their memory goes back."""
+        for publisher in self._outputs:
+            self.destroy_lifecycle_publisher(publisher)
+        if getattr(self, "monitor", None) is not None:
+            self.monitor.destroy()
+        self._outputs, self._listened = [], []
+        for name in self._configured or ():
+            delattr(self, name)
+        self._configured = None
+        gc.collect()
+        _return_freed_memory()
+
+    def create_output(self, message_type: type, topic: str, qos: Any, listened: bool = True) -> Any:
+        """A lifecycle publisher (publishes only while active), destroyed at cleanup; ``listened``: its subscribers
+        make a ``lazy`` node listen (not so for latched metadata such as labels)."""
+        publisher = self.create_lifecycle_publisher(message_type, topic, qos)
+        self._outputs.append(publisher)
+        if listened:
+            self._listened.append(publisher)
+        return publisher
+
+    def _follow_subscribers(self) -> None:
+        """lazy: listen while an output has a subscriber, stop when none has."""
+        wanted = any(publisher.get_subscription_count() > 0 for publisher in self._listened)
+        if wanted and not self._inputs:
+            self.get_logger().info("lazy: an output has a subscriber, listening")
+            self.listen()
+        elif not wanted and self._inputs:
+            self._stop_listening()
+            self.get_logger().info("lazy: no output has a subscriber, stopped listening")
+
+    def _stop_listening(self) -> None:
+        for subscription in self._inputs:
+            self.destroy_subscription(subscription)
+        self._inputs = []
+        if getattr(self, "monitor", None) is not None:
+            self.monitor.unwatch()  # no silence warning while not listening
+        images = getattr(self, "_images", None)
+        for _ in images or ():  # paired images still waiting for their partner
+            self._unpaired_image()
+        if images:
+            images.clear()
+            self._partners.clear()
+
+    def _stop_worker(self) -> None:
+        self._running = False
+        if self._lazy_timer is not None:
+            self.destroy_timer(self._lazy_timer)
+            self._lazy_timer = None
+        if self._worker is not None and self._worker.is_alive():
+            with self._wake:
+                self._wake.notify()
+            self._worker.join(timeout=5)
+        self._worker = None
+
+    def load_runner(self, path: str) -> Runner:
+        return self.monitor.timed(self.runner_class.load(path, self.runner_settings, self.get_logger()), path)
 
     def to_bgr(self, msg: Any) -> Any:
         """The BGR frame of an image message: within max_image_pixels, decoder complaints reported by ``warn``."""
         return message_to_bgr(msg, self.max_image_pixels, self.warn)
 
     def subscribe_images(self, callback: Callable[[Any], None] | None = None) -> str:
-        """Subscribe to image (raw) or image/compressed; start the inference thread. The topic subscribed."""
-        self._running = True
-        self._worker.start()
+        """Subscribe to image (raw) or image/compressed (until deactivated). The topic subscribed."""
         topic = "image" if self.transport == "raw" else "image/compressed"
         message_type = Image if self.transport == "raw" else CompressedImage
         callback = self.monitor.watch(topic, message_type, self.image_qos, callback or self.enqueue)
-        self.create_subscription(message_type, topic, callback, self.image_qos)
+        self._inputs.append(self.create_subscription(message_type, topic, callback, self.image_qos))
         return self.resolve_topic_name(topic)
 
     def subscribe_paired_images(self, message_type: type, topic: str, what: str, hint: str) -> str:
@@ -86,7 +268,7 @@ class InferenceNode(Node):
         self._partners: OrderedDict = OrderedDict()
         self._pairing = topic, what, hint
         images = self.subscribe_images(self._keep_image)
-        self.create_subscription(message_type, topic, self._keep_partner, 10)
+        self._inputs.append(self.create_subscription(message_type, topic, self._keep_partner, 10))
         return images
 
     def _keep_image(self, msg: Any) -> None:
@@ -130,7 +312,8 @@ class InferenceNode(Node):
             self._survive(self.on_dropped, dropped)
 
     def on_dropped(self, item: Any) -> None:
-        """Runs, on the receiving thread, for an item dropped from the full queue (already counted)."""
+        """Runs for an item dropped from the full queue (on the receiving thread) or at deactivate (already
+        counted)."""
 
     def process(self, item: Any) -> None:
         raise NotImplementedError
@@ -147,10 +330,27 @@ class InferenceNode(Node):
                 item = self._queue.popleft() if self._queue else None
             if item is not None:
                 last_item = time.monotonic()
-                self._survive(self.monitor.process, self.process, item)
+                if not self._stale(item):
+                    self._survive(self.monitor.process, self.process, item)
             elif self.idle_timeout > 0 and time.monotonic() - last_item > self.idle_timeout:
                 last_item = float("inf")
                 self._survive(self.on_idle)
+
+    def _stale(self, item: Any) -> bool:
+        """Whether ``item``, about to reach the model, is older than max_frame_age (then skipped, counted)."""
+        if not self.max_frame_age:
+            return False
+        stamp = (item[0] if isinstance(item, tuple) else item).header.stamp
+        age_ms = (self.get_clock().now().nanoseconds - (stamp.sec * 10**9 + stamp.nanosec)) / 1e6
+        if age_ms <= self.max_frame_age:
+            return False
+        self.skip(
+            "stale frame",
+            f"the frame is {age_ms:.0f} ms old (now - its header stamp) as inference would start, over "
+            f"max_frame_age {self.max_frame_age} ms: the node falls behind the camera (a faster model or "
+            "backend, or a lower camera rate), or the clocks differ (use_sim_time:=true for bags)",
+        )
+        return True
 
     def _survive(self, work: Callable[..., None], *arguments: Any) -> None:
         """Run ``work``; the inference thread must survive anything an item causes (reported once)."""
@@ -195,15 +395,18 @@ class InferenceNode(Node):
         self.get_logger().warning(f"frames with problems {'in all' if final else 'so far'}, by kind: {by_kind}")
 
     def close(self) -> None:
-        """Stop the inference thread, then process what is still queued."""
-        self._running = False
-        if self._worker.is_alive():
-            self._worker.join(timeout=5)
+        """Stop listening and the inference thread, then process what is still queued; log the counts (once)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop_worker()
         while self._queue:  # frames already accepted still get their answer
-            self._survive(self.monitor.process, self.process, self._queue.popleft())
-        for _ in getattr(self, "_images", ()):  # paired images still waiting for their partner at the end
-            self._unpaired_image()
-        self.finish()
+            item = self._queue.popleft()
+            if not self._stale(item):
+                self._survive(self.monitor.process, self.process, item)
+        self._stop_listening()  # paired images still waiting for their partner are counted
+        if self._configured is not None:
+            self.finish()
         self.log_problems(final=True)
         self.get_logger().info(self.counts())
 
@@ -225,19 +428,29 @@ def _type_name(exc: Exception) -> str:
     return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
 
 
+def _return_freed_memory() -> None:
+    """Hand the heap's free pages back to the system (glibc's malloc_trim), so that a model's freed memory shows
+    as such; elsewhere nothing (freed memory is reused by the next configure all the same)."""
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
 def spin(make_node: Callable[[], InferenceNode], name: str, args: list[str] | None = None) -> int:
-    """Run a node until SIGINT/SIGTERM, then ``close()`` it; 2 when it cannot start (the reason is logged)."""
+    """Run a node until SIGINT/SIGTERM or its shutdown transition, then shut it down (pending frames answered);
+    2 when it cannot start (the reason is logged). With autostart it is configured and activated first."""
     # Our own signal handling, so that pending results are still published on SIGINT/SIGTERM.
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        node = make_node()
-    except (ValueError, RuntimeError, ParameterException) as exc:
+        node = make_node()  # with autostart, configured and activated (or raises why not)
+    except START_UP_ERRORS as exc:
         # The reason can quote the model file (names, metadata) and parameters: one line, of bounded length.
         rclpy.logging.get_logger(name).fatal(f"cannot start: {untrusted(exc, 2000)}")
         rclpy.try_shutdown()
@@ -245,12 +458,13 @@ def spin(make_node: Callable[[], InferenceNode], name: str, args: list[str] | No
     executor = SingleThreadedExecutor()  # one executor: rclpy.spin_once would re-add the node every call
     executor.add_node(node)
     try:
-        while rclpy.ok():
+        while rclpy.ok() and not node.finalized:  # ros2 lifecycle set <node> shutdown ends the process too
             executor.spin_once(timeout_sec=0.2)  # returns often, so signal handlers run
     except KeyboardInterrupt:
         pass
     finally:
-        node.close()
+        if not node.finalized:
+            node.trigger_shutdown()  # answers the frames already accepted (close())
         node.destroy_node()
         rclpy.try_shutdown()
     return 0

@@ -94,7 +94,7 @@ class Monitor:
         self._last_frame = time.monotonic()
         self._waiting_since: float | None = None  # since when a publisher is there and no frame came
         self.silence = ""  # the reason while silent past silence_timeout, logged once until frames come
-        node.create_timer(DIAGNOSTICS_PERIOD_S, self.tick)
+        self._timer = node.create_timer(DIAGNOSTICS_PERIOD_S, self.tick)
 
     # --- hooks called by the node ---
 
@@ -114,8 +114,11 @@ class Monitor:
         self.models.append((str(path), runner.describe(), fallback))
         return runner
 
-    def forget_models(self) -> None:
-        """The node released its models: diagnostics stop naming them."""
+    def destroy(self) -> None:
+        """The node released what configure made (lifecycle cleanup): the monitor's publishers and timer go too."""
+        self.node.destroy_timer(self._timer)
+        for publisher in (*self.debug.values(), self.diagnostics):
+            self.node.destroy_publisher(publisher)
         self.models = []
 
     def watch(self, topic: str, message_type: type, qos: QoSProfile, callback: Callable[[Any], None]):

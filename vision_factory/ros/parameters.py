@@ -15,12 +15,18 @@ RELIABILITY = {"best_effort": ReliabilityPolicy.BEST_EFFORT, "reliable": Reliabi
 TRANSPORTS = ("raw", "compressed")
 
 
-def declare_parameters(node: Node, parameters: Iterable[Parameter]) -> dict[str, Any]:
-    """Declare each parameter with its description; their values by name. A required one left empty is an error."""
-    values = {}
+def declare_parameters(node: Node, parameters: Iterable[Parameter]) -> None:
+    """Declare each parameter with its description (values are read, and checked, by ``parameter_values``)."""
     for parameter in parameters:
         descriptor = ParameterDescriptor(description=parameter.description, dynamic_typing=parameter.dynamic_typing)
-        values[parameter.name] = node.declare_parameter(parameter.name, parameter.default, descriptor).value
+        node.declare_parameter(parameter.name, parameter.default, descriptor)
+
+
+def parameter_values(node: Node, parameters: Iterable[Parameter]) -> dict[str, Any]:
+    """The declared parameters' current values by name. A required one left empty is an error."""
+    values = {}
+    for parameter in parameters:
+        values[parameter.name] = node.get_parameter(parameter.name).value
         if parameter.required and values[parameter.name] in ("", None):
             raise ValueError(f"parameter {parameter.name} is empty: set it to the {parameter.description}")
     return values
@@ -36,6 +42,8 @@ def image_input(values: Mapping[str, Any]) -> tuple[str, QoSProfile]:
         raise ValueError(f"qos_depth must be >= 1, got {values['qos_depth']}")
     if values["queue_size"] < 1:
         raise ValueError(f"queue_size must be >= 1, got {values['queue_size']}")
+    if values["max_frame_age"] < 0:
+        raise ValueError(f"max_frame_age must be >= 0 ms (0: off), got {values['max_frame_age']}")
     if values["max_image_pixels"] < 0:
         raise ValueError(f"max_image_pixels must be >= 0 (0: no limit), got {values['max_image_pixels']}")
     qos = QoSProfile(

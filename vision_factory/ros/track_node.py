@@ -29,19 +29,24 @@ from .tracks import TrackedStream
 
 class TrackNode(InferenceNode):
     def __init__(self, runner_class: type[Runner], family: Family, **kwargs):
-        super().__init__(family.name, family.parameters, runner_class, **kwargs)
-        self.tracking = family.build(self.values, lambda path: self.load_runner(runner_class, path))
+        self.family = family
+        super().__init__(family.name, family.node_parameters, runner_class, **kwargs)
+
+    def configure(self) -> None:
+        self.tracking = self.family.build(self.values, self.load_runner)
         self.stream = TrackedStream(self.tracking, self.get_logger())
         self.classes: dict[str, int] = {}  # class name -> the tracker's class id, in order of first sight
-        self.tracks_pub = self.create_publisher(Detection2DArray, family.output_topic, 10)
-        self.marker_pub = self.create_publisher(MarkerArray, "track_markers", 1)
-        self.debug_pub = self.create_publisher(Image, "debug_image", 1)
+        self.tracks_pub = self.create_output(Detection2DArray, self.family.output_topic, 10)
+        self.marker_pub = self.create_output(MarkerArray, "track_markers", 1)
+        self.debug_pub = self.create_output(Image, "debug_image", 1)
+
+    def listen(self) -> None:
         hint = "is the detector running, and does it stamp its output with the image's header?"
         topic = self.subscribe_paired_images(Detection2DArray, "detections", "detections", hint)
         reid = "re-identification " + self.values["reid_model_path"] if self.tracking.embedder else "motion only"
         self.get_logger().info(
             f"tracking ({reid}) the detections of {self.resolve_topic_name('detections')} paired with {topic}, "
-            f"publishing {self.resolve_topic_name(family.output_topic)}"
+            f"publishing {self.resolve_topic_name(self.family.output_topic)}"
         )
 
     def process(self, item) -> None:

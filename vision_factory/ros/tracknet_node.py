@@ -31,20 +31,29 @@ from .messages import ball_message, bgr_to_message, trajectory_markers
 
 
 class TrackNetNode(InferenceNode):
+    """Its queue (queue_size, default 4: families/tracknet.py) is bounded but not 'newest only': every frame of a
+    window counts, so a detector's keep-the-newest default would cut the windows; a frame dropped from the full
+    queue, or at deactivate, is still answered, not seen (z = 0)."""
+
+    dropped_answers = 0  # ball messages for dropped frames (receiving thread)
+
     def __init__(self, runner_class: type[Runner], family: Family, **kwargs):
-        super().__init__(family.name, family.parameters, runner_class, **kwargs)
+        self.family = family
+        super().__init__(family.name, family.node_parameters, runner_class, **kwargs)
+
+    def configure(self) -> None:
         values = self.values
         self.idle_timeout = values["flush_timeout"]
-        logger = self.get_logger()
-        self.stream = family.build(values, lambda path: self.load_runner(runner_class, path))
-        logger.info(f"TrackNet {values['model_path']}: {self.stream.tracker.runner.describe()}")
-        self.ball_pub = self.create_publisher(PointStamped, "ball", 10)
-        self.marker_pub = self.create_publisher(MarkerArray, "ball_markers", 1)
-        self.debug_pub = self.create_publisher(Image, "debug_image", 1)
+        self.stream = self.family.build(values, self.load_runner)
+        self.get_logger().info(f"TrackNet {values['model_path']}: {self.stream.tracker.runner.describe()}")
+        self.ball_pub = self.create_output(PointStamped, "ball", 10)
+        self.marker_pub = self.create_output(MarkerArray, "ball_markers", 1)
+        self.debug_pub = self.create_output(Image, "debug_image", 1)
         self.trajectory: deque[tuple[int, int]] = deque(maxlen=values["trajectory_length"])
-        self.dropped_answers = 0  # ball messages for dropped frames (receiving thread)
+
+    def listen(self) -> None:
         topic = self.subscribe_images(self._receive)
-        logger.info(f"listening on {topic}, publishing {self.resolve_topic_name('ball')}")
+        self.get_logger().info(f"listening on {topic}, publishing {self.resolve_topic_name('ball')}")
 
     def _receive(self, msg) -> None:
         """Subscription callback: pre-process here, overlapping the inference of earlier frames.
@@ -117,7 +126,10 @@ class TrackNetNode(InferenceNode):
 
     def counts(self, outputs: int | None = None) -> str:
         """The closing line, with the answers to dropped frames among the outputs and the per-stage times."""
-        stats = self.stream.stats
+        stream = getattr(self, "stream", None)  # none before configure and after cleanup
+        if stream is None:
+            return super().counts(self.outputs + self.dropped_answers)
+        stats = stream.stats
         per_frame = lambda seconds: 1000 * seconds / max(1, stats.push_calls)  # noqa: E731
         return (
             f"{super().counts(self.outputs + self.dropped_answers)}; per frame: pre-processing "

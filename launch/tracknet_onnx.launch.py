@@ -47,6 +47,11 @@ PARAMETER_ARGUMENTS: dict[str, tuple[str | None, type, str]] = {
         str,
         "background mode: '', 'subtract', 'subtract_concat', 'concat'; must match the model",
     ),
+    "stride": (
+        "1",
+        int,
+        "the model runs once every stride frames (1..seq_len): 1 = full-overlap ensemble, seq_len = non-overlapping windows; every frame is still answered",
+    ),
     "median_warmup": (
         "0",
         int,

@@ -50,7 +50,7 @@ PARAMETER_ARGUMENTS: dict[str, tuple[str | None, type, str]] = {
     "stride": (
         "1",
         int,
-        "the model runs once every stride frames (1..seq_len): 1 = full-overlap ensemble, seq_len = non-overlapping windows; every frame is still answered",
+        "run the model once every stride frames, 1..seq_len (1: full overlap, seq_len: none)",
     ),
     "median_warmup": (
         "0",

@@ -7,6 +7,8 @@ definition names, and TrackNetV3's weights restricted to the windows covering ea
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 
 import numpy as np
@@ -233,3 +235,68 @@ def test_node_refuses_a_bad_stride_at_start_up(tmp_path, synthetic_models, strid
     node.stop()
     assert f"stride must be an integer from 1 to seq_len (8), got {stride}" in node.log()
     assert "Traceback" not in node.log()
+
+
+@pytest.fixture(scope="module")
+def rally(tmp_path_factory):
+    from vision_factory.tools.bags import write_ball_csv, write_image_bag
+
+    folder = tmp_path_factory.mktemp("rally")
+    clip = BallClip(num_frames=30, width=640, height=360, seed=4)
+    bag = write_image_bag(folder / "bag", clip.frames())
+    truth = write_ball_csv(folder / "truth.csv", [(i, t.visibility, t.x, t.y) for i, t in enumerate(clip.truth)])
+    return bag, truth, clip
+
+
+def test_eval_with_stride_scores_the_strided_tracker(tmp_path, rally, synthetic_models):
+    """eval --stride 8 runs the tracker with that stride over the bag: every frame has a row, equal to
+    a stride-8 tracker's answers; a stride beyond seq_len is refused before anything runs."""
+    from click.testing import CliRunner
+
+    from vision_factory.cli import main
+    from vision_factory.tools.bags import read_ball_csv
+    from vision_factory.tools.ball_eval import evaluate
+
+    def _row(p):
+        return p["Visibility"], float(p["X"]), float(p["Y"])
+
+    bag, truth, clip = rally
+    model = synthetic_models["subtract"]
+    arguments = ["eval", "--model-type", "tracknet", "--data", str(truth), "--model", str(model), "--source", str(bag)]
+    result = CliRunner().invoke(main, [*arguments, "--stride", "8", "--out", str(tmp_path / "eval")])
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    assert record["stride"] == 8 and "the model ran once every 8 frames" in result.output
+    tracker = TrackNetModuleONNX(model, 8, "subtract", median_warmup=10, heatmap_threshold=0.5, stride=8)
+    returned, flushed, _ = _stream(tracker, list(clip.frames()))
+    answers = {p["Frame"]: p for p in [p for p in returned if p] + flushed}
+    assert tracker.stats.inference_calls == 3  # stream frames 9..29: windows at 0, 8, then one for the end
+    rows = [(i, *(_row(answers[i]) if i in answers else (0, 0.0, 0.0))) for i in range(clip.num_frames)]
+    expected, _ = evaluate(read_ball_csv(truth), rows, (clip.width, clip.height))
+    assert record["metrics"] == dataclasses.asdict(expected) and expected.counts["TP"] > 0
+    bad = CliRunner().invoke(main, [*arguments, "--stride", "9", "--out", str(tmp_path / "bad")])
+    assert bad.exit_code == 1 and "stride must be an integer from 1 to seq_len (8), got 9" in bad.output
+
+
+def test_bench_with_stride_runs_the_model_once_every_stride_frames(tmp_path, synthetic_models):
+    """bench --stride 4: the pipeline runs the model on a quarter of the frames, the node answers
+    every frame; --stride without tracknet or beyond seq_len is refused."""
+    from click.testing import CliRunner
+
+    from vision_factory.cli import main
+
+    model = str(synthetic_models["subtract"])
+    arguments = ["bench", model, "--backends", "onnx:cpu", "--runs", "20", "--model-type", "tracknet"]
+    result = CliRunner().invoke(main, [*arguments, "--node", "--stride", "4", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "bench.json").read_text())
+    measured = report["results"][0]
+    assert report["stride"] == 4 and measured["pipeline"]["stride"] == 4
+    # 28 frames, the first 7 only feed the median: windows at stream frames 0, 4, 8, 12 of 21
+    assert measured["pipeline"]["frames"] == 28 and measured["pipeline"]["model_runs"] == 4
+    assert measured["node"]["frames"] == 60 and measured["node"]["steady_fps"] > 0
+    assert "stride 4: the model once every 4 frames" in result.output
+    beyond = CliRunner().invoke(main, [*arguments, "--stride", "9", "--out", str(tmp_path)])
+    assert beyond.exit_code == 1 and "stride must be an integer from 1 to seq_len (8), got 9" in beyond.output
+    other = CliRunner().invoke(main, ["bench", model, "--stride", "2", "--out", str(tmp_path)])
+    assert other.exit_code == 1 and "--stride needs --model-type tracknet" in other.output

@@ -26,8 +26,7 @@ PARAMETERS = (
     Parameter(
         "stride",
         1,
-        "the model runs once every stride frames (1..seq_len): 1 = full-overlap ensemble, seq_len = "
-        "non-overlapping windows; every frame is still answered",
+        "run the model once every stride frames, 1..seq_len (1: full overlap, seq_len: none)",
         launch_argument=True,
     ),
     Parameter("median_warmup", 0, "frames collected for the background median (bg modes)", launch_argument=True),

@@ -27,6 +27,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from report import environment, table
@@ -61,6 +62,34 @@ def measure(model: Path, stride: int, runs: int, clip_dir: Path, work: Path) -> 
         "eval": metrics,
         "load_avg_1min": [load_before, os.getloadavg()[0]],
     }
+
+
+def module_rounds(model: Path, strides: list[int], rounds: int, seq_len: int, timed: int) -> dict[int, list[float]]:
+    """TrackNetModuleONNX.push: seconds for ``timed`` frames per stride and round on one session, the
+    strides interleaved (forward, then backward, ...) so that a load that changes during the run weighs
+    on all of them alike."""
+    import numpy as np
+
+    from vision_factory.models.tracknet import TrackNetModuleONNX
+    from vision_factory.tools.synthetic import BallClip
+
+    clip = BallClip(num_frames=seq_len + timed, width=1280, height=720)
+    frames = list(clip.frames())
+    median = np.ascontiguousarray(clip.background[..., ::-1])
+    module = TrackNetModuleONNX(model, seq_len, "subtract", median=median)
+    seconds: dict[int, list[float]] = {stride: [] for stride in strides}
+    for round_index in range(rounds):
+        for stride in strides if round_index % 2 == 0 else strides[::-1]:
+            print(f"module rounds: {round_index + 1}/{rounds}, stride {stride} ...", file=sys.stderr, flush=True)
+            module.stride = stride  # the same session, a new stream
+            module.reset()
+            for frame in frames[:seq_len]:  # the window fills; the first window runs
+                module.push(frame)
+            start = time.perf_counter()
+            for frame in frames[seq_len:]:  # timed: a multiple of every stride
+                module.push(frame)
+            seconds[stride].append(time.perf_counter() - start)
+    return seconds
 
 
 def report(results: dict) -> str:
@@ -117,6 +146,13 @@ def main(argv: list[str] | None = None) -> int:
         "--runs", type=int, default=24, help="bench --runs: session runs; the pipeline times runs - 8 frames"
     )
     parser.add_argument("--eval-frames", type=int, default=90, help="frames of the demo clip (the demo's default 90)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=0,
+        help="also time the module with the strides interleaved on one session, this many rounds (0: not)",
+    )
+    parser.add_argument("--rounds-only", action="store_true", help="only the interleaved module rounds")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--work-dir", type=Path, help="keep the model, the clip and the reports here")
     args = parser.parse_args(argv)
@@ -131,6 +167,19 @@ def main(argv: list[str] | None = None) -> int:
     model = build_tracknet_model(
         work / f"tracknet_unet{args.width}_subtract_{args.seq_len}.onnx", args.seq_len, "subtract", args.width
     )
+    if args.rounds or args.rounds_only:
+        timed = max(args.strides)
+        seconds = module_rounds(model, args.strides, max(1, args.rounds), args.seq_len, timed)
+        fps = {stride: len(times) * timed / sum(times) for stride, times in seconds.items()}
+        rows = [[str(s), *seconds[s], fps[s], fps[s] / fps[args.strides[0]]] for s in fps]
+        header = ["stride", *(f"round {i + 1} s" for i in range(len(seconds[args.strides[0]]))), "fps", "x"]
+        title = f"TrackNetModuleONNX.push: seconds for {timed} frames per stride and round, interleaved; fps over all"
+        print(table(title, header, rows))
+        results_rounds = {"timed_frames": timed, "seconds": seconds, "fps": fps}
+        if args.rounds_only:
+            if args.json:
+                args.json.write_text(json.dumps(results_rounds, indent=2))
+            return 0
     clip_dir = work / "demo"
     clip_dir.mkdir(exist_ok=True)
     write_demo_clip(clip_dir, args.eval_frames)
@@ -141,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         "environment": environment(0),
         "strides": [measure(model, stride, args.runs, clip_dir, work) for stride in args.strides],
     }
+    if args.rounds:
+        results["module_rounds"] = results_rounds
     print(report(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

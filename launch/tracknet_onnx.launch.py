@@ -54,6 +54,11 @@ PARAMETER_ARGUMENTS: dict[str, tuple[str | None, type, str]] = {
         str,
         "background mode: '', 'subtract', 'subtract_concat', 'concat'; must match the model",
     ),
+    "stride": (
+        "1",
+        int,
+        "run the model once every stride frames, 1..seq_len (1: full overlap, seq_len: none)",
+    ),
     "median_warmup": (
         "0",
         int,

@@ -443,6 +443,13 @@ def generate(
 )
 @click.option("--node", is_flag=True, help="also run the ROS node on each onnx target (needs --model-type)")
 @click.option(
+    "--stride",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="tracknet: the model runs once every STRIDE frames (1..seq_len) in the pipeline and the node",
+)
+@click.option(
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -450,7 +457,9 @@ def generate(
     show_default=True,
     help="folder for bench.json and bench.png",
 )
-def bench(model: Path, targets: str, runs: int, warmup: int, model_type: str | None, node: bool, out_dir: Path) -> None:
+def bench(
+    model: Path, targets: str, runs: int, warmup: int, model_type: str | None, node: bool, stride: int, out_dir: Path
+) -> None:
     """Load time, first inference, latency p50/p90/p99, throughput and peak memory per backend.
 
     Each backend runs in its own process; one that cannot run here is listed with the reason.
@@ -465,7 +474,9 @@ def bench(model: Path, targets: str, runs: int, warmup: int, model_type: str | N
 
     with _reported():
         _show(
-            run_bench(model, targets, runs, warmup, model_type, node, out_dir, lambda text: click.echo(text, err=True))
+            run_bench(
+                model, targets, runs, warmup, model_type, node, out_dir, lambda text: click.echo(text, err=True), stride
+            )
         )
 
 
@@ -495,6 +506,13 @@ def bench(model: Path, targets: str, runs: int, warmup: int, model_type: str | N
 @click.option("--median-warmup", default=10, show_default=True, help="frames for the background median (bg modes)")
 @click.option("--heatmap-threshold", default=HEATMAP_THRESHOLD, show_default=True)
 @click.option("--tolerance", default=4.0, show_default=True, help="TP distance in 512x288 pixels")
+@click.option(
+    "--stride",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="tracknet --model: the model runs once every STRIDE frames (1..seq_len)",
+)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("vision_factory_eval"))
 def evaluate_command(
     model_type: str,
@@ -507,6 +525,7 @@ def evaluate_command(
     median_warmup: int,
     heatmap_threshold: float,
     tolerance: float,
+    stride: int,
     out_dir: Path,
 ) -> None:
     """Score ball tracking with TrackNet's metrics: accuracy, precision, recall, F1 (TP/FP1/FP2/FN/TN).
@@ -549,6 +568,7 @@ def evaluate_command(
                     median_warmup,
                     heatmap_threshold,
                     tolerance,
+                    stride,
                 )
             )
         else:

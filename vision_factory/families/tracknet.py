@@ -23,6 +23,12 @@ PARAMETERS = (
         launch_argument=True,
     ),
     Parameter("eval_mode", "weight", f"temporal ensemble: {' or '.join(EVAL_MODES)}"),
+    Parameter(
+        "stride",
+        1,
+        "run the model once every stride frames, 1..seq_len (1: full overlap, seq_len: none)",
+        launch_argument=True,
+    ),
     Parameter("median_warmup", 0, "frames collected for the background median (bg modes)", launch_argument=True),
     Parameter(
         "median_path",
@@ -50,6 +56,7 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> BallStream:
         values["median_warmup"],
         model_name=values["model_path"],
         heatmap_threshold=values["heatmap_threshold"],
+        stride=values["stride"],
     )
     make_refiner = None
     inpaint_path = values["inpaint_model_path"]

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..runtime.onnx_runner import OnnxRunner
 from ..runtime.providers import ProviderConfig, device_to_providers
-from .tracknet_stream import InpaintRefiner, TrackNetTracker, ensemble_weights
+from .tracknet_stream import InpaintRefiner, TrackNetTracker, check_stride, ensemble_weights
 
 __all__ = ["InpaintModuleONNX", "TrackNetModuleONNX"]
 
@@ -29,7 +29,12 @@ def _onnx_runner(
 
 
 class TrackNetModuleONNX(TrackNetTracker):
-    """TrackNetV3's streaming TrackNetModule on ONNX Runtime."""
+    """TrackNetV3's streaming TrackNetModule on ONNX Runtime.
+
+    The reference's parameters, then keyword-only additions: ``provider_config``,
+    ``heatmap_threshold`` and ``stride`` (the model runs once every ``stride`` frames, 1..seq_len;
+    see ``tracknet_stream``).
+    """
 
     def __init__(
         self,
@@ -43,8 +48,10 @@ class TrackNetModuleONNX(TrackNetTracker):
         *,
         provider_config: ProviderConfig | None = None,
         heatmap_threshold: float = 0.0,
+        stride: int = 1,
     ):
-        ensemble_weights(seq_len, eval_mode)  # reject a bad eval_mode before loading anything
+        ensemble_weights(seq_len, eval_mode)  # reject a bad eval_mode or stride before loading anything
+        check_stride(stride, seq_len)
         super().__init__(
             _onnx_runner(model_path, device, provider_config),
             seq_len,
@@ -54,6 +61,7 @@ class TrackNetModuleONNX(TrackNetTracker):
             median_warmup,
             model_name=str(model_path),
             heatmap_threshold=heatmap_threshold,
+            stride=stride,
         )
 
 

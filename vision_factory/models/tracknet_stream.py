@@ -21,6 +21,16 @@ no push of the warm-up stalls the stream.
 touching the stream, so that a caller can run it on another thread while ``push`` runs the
 previous frame's inference; ``push(frame, prepared=...)`` then only assembles the window,
 runs the model and decodes. The outputs are the same as without it.
+
+``stride`` (1..seq_len) runs the model once every ``stride`` frames: the windows start at the
+stream's frames 0, s, 2s, ... (s = stride), so 1 is the full-overlap ensemble above and
+``seq_len`` is TrackNetV3's non-overlapping evaluation. A frame's heatmap is the ensemble over
+the windows that ran and cover it, each weighted by ``ensemble_weights`` at the frame's position
+in it, divided by the sum of those weights (TrackNetV3's weights restricted to the covering
+windows, normalised). Each push still returns one prediction, the frame that just left the
+window (seq_len - 1 frames back, as with stride 1): every window covering it has run by then.
+``flush()`` answers the frames no window covered yet (the last stride - 1 at most) with one more
+window, of the stream's last ``seq_len`` frames, which only adds to those frames.
 """
 
 from __future__ import annotations
@@ -71,6 +81,17 @@ def ensemble_weights(seq_len: int, eval_mode: str) -> np.ndarray:
         ramp = np.array([min(i + 1, seq_len - i) for i in range(seq_len)], dtype=np.float32)
         return ramp / ramp.sum()
     raise ValueError(f"eval_mode must be one of {', '.join(EVAL_MODES)}, got '{eval_mode}'")
+
+
+def check_stride(stride: int, seq_len: int) -> int:
+    """``stride`` when it is an int in 1..seq_len, else a ValueError saying why and what to use."""
+    if isinstance(stride, bool) or not isinstance(stride, (int, np.integer)) or not 1 <= stride <= seq_len:
+        raise ValueError(
+            f"stride must be an integer from 1 to seq_len ({seq_len}), got {stride!r}: the model runs once "
+            f"every stride frames and every frame must fall in a window (1 = full overlap, {seq_len} = "
+            "non-overlapping windows)"
+        )
+    return int(stride)
 
 
 def heatmap_to_prediction(
@@ -257,9 +278,11 @@ class TrackNetTracker:
         median_warmup: int = 0,
         model_name: str = "TrackNet model",
         heatmap_threshold: float = 0.0,
+        stride: int = 1,
     ):
         if seq_len < 1:
             raise ValueError(f"seq_len must be >= 1, got {seq_len}")
+        self.stride = check_stride(stride, seq_len)
         if bg_mode not in BG_MODES:
             raise ValueError(f"bg_mode must be one of {BG_MODES}, got {bg_mode!r}")
         if median_warmup < 0:
@@ -332,6 +355,7 @@ class TrackNetTracker:
         self._ring = np.zeros((2 * self.seq_len, channels, HEIGHT, WIDTH), dtype=np.float32)
         self._filled = 0
         self._head = 0
+        self._stream_frames = 0  # frames in the window since the stream (or the last flush) began
         self._window_ids: deque[int] = deque(maxlen=self.seq_len)
         self._pending: dict[int, list] = {}  # frame id -> [sum, weight total, width, height]
         self._inferred_once = False
@@ -397,15 +421,24 @@ class TrackNetTracker:
         self.stats.preprocess_s += time.perf_counter() - start
         if self._filled < self.seq_len:
             return None
-        self._infer(self._window())
+        if (self._stream_frames - self.seq_len) % self.stride == 0:  # windows start at frames 0, s, 2s, ...
+            self._infer(self._window())
         return self._emit(self._window_ids[0])
 
     def flush(self) -> list[Prediction]:
-        """Emit every frame still waiting for later windows, in frame-id order, then clear the window."""
+        """Emit every frame still waiting for later windows, in frame-id order, then clear the window.
+
+        A stream shorter than a window is inferred once, left-padded; frames after the last window
+        that ran (stride > 1) get one more window, of the last seq_len frames, for them alone.
+        """
         if self._pending and not self._inferred_once:
             self._infer(self._padded_window())
+        uncovered = {fid for fid, entry in self._pending.items() if entry[1] == 0}
+        if uncovered:
+            self._infer(self._window(), only=uncovered)
         outputs = [self._emit(fid) for fid in sorted(self._pending)]
         self._filled = 0
+        self._stream_frames = 0
         self._window_ids.clear()
         self._inferred_once = False
         return outputs
@@ -447,6 +480,7 @@ class TrackNetTracker:
         self._ring[slot + self.seq_len] = feature
         self._head = (slot + 1) % self.seq_len
         self._filled = min(self._filled + 1, self.seq_len)
+        self._stream_frames += 1
 
     def _window(self) -> np.ndarray:
         window = self._ring[self._head : self._head + self.seq_len]
@@ -458,7 +492,8 @@ class TrackNetTracker:
         padding = np.repeat(newest[:1], self.seq_len - count, axis=0)
         return np.concatenate([padding, newest]).reshape(1, -1, HEIGHT, WIDTH)
 
-    def _infer(self, window: np.ndarray) -> None:
+    def _infer(self, window: np.ndarray, only: set[int] | None = None) -> None:
+        """Run the model on ``window`` and add its weighted heatmaps to its frames' sums (``only``: to those)."""
         if self.bg_mode == "concat":
             window = np.concatenate([self._median[None], window], axis=1)
         start = time.perf_counter()
@@ -469,6 +504,8 @@ class TrackNetTracker:
         start = time.perf_counter()
         offset = self.seq_len - len(self._window_ids)  # > 0 only for a padded window
         for position, fid in enumerate(self._window_ids):
+            if only is not None and fid not in only:
+                continue
             j = position + offset
             weight = self.weights[self.seq_len - 1 - j]
             entry = self._pending[fid]

@@ -96,12 +96,12 @@ class TrackerRun:
 
 
 def run_tracker(
-    source: Path, runner, seq_len: int, bg_mode: str, median_warmup: int, heatmap_threshold: float
+    source: Path, runner, seq_len: int, bg_mode: str, median_warmup: int, heatmap_threshold: float, stride: int = 1
 ) -> TrackerRun:
-    """Every frame of ``source`` through a TrackNetTracker on ``runner``; frames that only feed the
-    background median (the first median_warmup - 1) are 'no ball'."""
+    """Every frame of ``source`` through a TrackNetTracker on ``runner`` (the model once every ``stride``
+    frames); frames that only feed the background median (the first median_warmup - 1) are 'no ball'."""
     tracker = TrackNetTracker(
-        runner, seq_len, bg_mode, median_warmup=median_warmup, heatmap_threshold=heatmap_threshold
+        runner, seq_len, bg_mode, median_warmup=median_warmup, heatmap_threshold=heatmap_threshold, stride=stride
     )
     run = TrackerRun([], (0, 0), runs_on=runner.describe())
     tracker.on_peak = lambda fid, peak, anywhere: run.peaks.__setitem__(fid, (peak, _row(anywhere)))
@@ -136,16 +136,21 @@ def precision_recall_curve(
     return curve
 
 
-def track(model: Path, source: Path, target: str, median_warmup: int, heatmap_threshold: float) -> TrackerRun:
+def track(
+    model: Path, source: Path, target: str, median_warmup: int, heatmap_threshold: float, stride: int = 1
+) -> TrackerRun:
     """A TrackNet ``model`` on ``target`` (as runtime/backends.py reads it) over a bag or video."""
     from ..models.model_file import require_file_family
+    from ..models.tracknet_stream import check_stride
     from ..runtime.backends import load_target
 
     recognition = require_file_family(model, "tracknet")
+    seq_len = recognition.details["seq_len"]
+    check_stride(stride, seq_len)  # before the model loads
     bg_mode = recognition.details.get("bg_mode") or ""
     warmup = median_warmup if bg_mode else 0
     runner = load_target(target, model)
-    return run_tracker(source, runner, recognition.details["seq_len"], bg_mode, warmup, heatmap_threshold)
+    return run_tracker(source, runner, seq_len, bg_mode, warmup, heatmap_threshold, stride)
 
 
 def evaluate_tracking(
@@ -159,9 +164,11 @@ def evaluate_tracking(
     median_warmup: int = 10,
     heatmap_threshold: float = 0.5,
     tolerance: float = TOLERANCE_PX,
+    stride: int = 1,
 ) -> CommandReport:
     """`eval` for tracknet: a predictions CSV of frames ``size`` (WIDTHxHEIGHT), or ``model`` run over ``source``
-    (with a precision-recall curve), scored against the truth CSV ``data``; the report written in ``out_dir``."""
+    (once every ``stride`` frames, with a precision-recall curve), scored against the truth CSV ``data``; the
+    report written in ``out_dir``."""
     truth = read_ball_csv(data)
     if predictions is not None:
         if size is None:
@@ -169,10 +176,10 @@ def evaluate_tracking(
         rows, frame, curve = read_ball_csv(predictions), frame_size(size, "--frame-size"), None
         about = {"predictions": str(predictions)}
     elif model is not None and source is not None:
-        run = track(model, source, target, median_warmup, heatmap_threshold)
+        run = track(model, source, target, median_warmup, heatmap_threshold, stride)
         rows, frame = run.predictions, run.frame_size
         curve = precision_recall_curve(truth, run, tolerance)
-        about = {"model": str(model), "source": str(source), "runs_on": run.runs_on}
+        about = {"model": str(model), "source": str(source), "runs_on": run.runs_on, "stride": stride}
     else:
         raise UsageError("give --predictions CSV, or --model and --source to run the tracker")
     metrics, _ = evaluate(truth, rows, frame, tolerance)
@@ -201,7 +208,8 @@ def write_report(
         f"# Ball tracking: {about.get('predictions') or about.get('source')}",
         "",
         f"Truth `{about['truth']}`, {metrics.frames} frames of {frame_size[0]}x{frame_size[1]}, "
-        f"compared in {WIDTH}x{HEIGHT} with a {about['tolerance_px']} px tolerance.",
+        f"compared in {WIDTH}x{HEIGHT} with a {about['tolerance_px']} px tolerance"
+        + (f"; the model ran once every {about['stride']} frames." if about.get("stride", 1) > 1 else "."),
         "",
         "| accuracy | precision | recall | F1 | TP | FP1 | FP2 | FN | TN | mean TP error (px, 512x288) |",
         "|---|---|---|---|---|---|---|---|---|---|",

@@ -104,13 +104,14 @@ def _detection_pipeline(runner, model_type: str, frames: int) -> dict[str, float
     return {"frame_size": "1280x720", **split, "fps": 1000.0 / sum(split.values())}
 
 
-def _pipeline(runner, model: Path, frames: int) -> tuple[list[float], dict[str, float]]:
-    """Per-frame latency of the whole TrackNet pipeline on synthetic 1280x720 frames, and its stage split."""
+def _pipeline(runner, model: Path, frames: int, stride: int = 1) -> tuple[list[float], dict[str, float]]:
+    """Per-frame latency of the whole TrackNet pipeline on synthetic 1280x720 frames (the model once every
+    ``stride`` frames), and its stage split."""
     from ..models.tracknet_stream import TrackNetTracker
 
     details = require_file_family(model, "tracknet").details
     bg_mode = details.get("bg_mode") or ""
-    tracker = TrackNetTracker(runner, details["seq_len"], bg_mode, median_warmup=8 if bg_mode else 0)
+    tracker = TrackNetTracker(runner, details["seq_len"], bg_mode, median_warmup=8 if bg_mode else 0, stride=stride)
     clip = BallClip(num_frames=frames + 8, width=1280, height=720)
     latencies = []
     for index, frame in enumerate(clip.frames()):
@@ -126,11 +127,14 @@ def _pipeline(runner, model: Path, frames: int) -> tuple[list[float], dict[str, 
         "inference_ms": per_frame(stats.inference_s),
         "postprocess_ms": per_frame(stats.postprocess_s),
         "fps": 1000.0 / float(np.mean(latencies)),
+        "stride": stride,
+        "frames": stats.push_calls,  # the median warm-up's included
+        "model_runs": stats.inference_calls,
     }
     return latencies, split
 
 
-def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | None) -> BenchResult:
+def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | None, stride: int = 1) -> BenchResult:
     """Load, first run, then ``runs`` timed runs after ``warmup``; in this process (a bench worker)."""
     start = time.perf_counter()
     try:
@@ -152,15 +156,17 @@ def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | 
     for name, value in _percentile_summary(result.latencies_ms).items():
         setattr(result, name, value)
     if model_type == "tracknet":
-        _, result.pipeline = _pipeline(runner, model, runs)
+        _, result.pipeline = _pipeline(runner, model, runs, stride)
     elif model_type is not None:
         result.pipeline = _detection_pipeline(runner, model_type, runs)
     result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
 
 
-def _measure_in_worker(model: Path, target: str, runs: int, warmup: int, model_type: str | None) -> BenchResult:
-    arguments = json.dumps([str(model), target, runs, warmup, model_type])
+def _measure_in_worker(
+    model: Path, target: str, runs: int, warmup: int, model_type: str | None, stride: int = 1
+) -> BenchResult:
+    arguments = json.dumps([str(model), target, runs, warmup, model_type, stride])
     done = subprocess.run(
         [sys.executable, "-m", "vision_factory.tools.bench", arguments], capture_output=True, text=True
     )
@@ -171,7 +177,7 @@ def _measure_in_worker(model: Path, target: str, runs: int, warmup: int, model_t
     return BenchResult(**data)
 
 
-def _node(model: Path, result: BenchResult, bag: Path, work_dir: Path) -> dict[str, float]:
+def _node(model: Path, result: BenchResult, bag: Path, work_dir: Path, stride: int = 1) -> dict[str, float]:
     """The tracknet node on this target, fed over DDS by a replay, against the raw runtime.
 
     ONNX Runtime targets run this package's node; other backends run a package generated for
@@ -199,9 +205,11 @@ def _node(model: Path, result: BenchResult, bag: Path, work_dir: Path) -> dict[s
         "seq_len": str(details["seq_len"]),
         "bg_mode": details.get("bg_mode") or "",
         "median_warmup": "8" if details.get("bg_mode") else "0",
+        "stride": str(stride),
         **target.settings,
     }
-    replayed = replay(bag, work_dir / f"node_{result.target.replace(':', '_')}", params=params, executable=executable)
+    out = work_dir / f"node_{result.target.replace(':', '_')}_stride{stride}"
+    replayed = replay(bag, out, params=params, executable=executable)
     steady_fps = replayed.steady_fps(held_back=details["seq_len"] - 1)
     return {
         "frames": replayed.frames_sent,
@@ -223,14 +231,22 @@ def run_bench(
     model_type: str | None = None,
     node: bool = False,
     progress: Callable[[str], None] | None = None,
+    stride: int = 1,
 ) -> list[BenchResult]:
-    """Every target measured in its own worker; with ``node``, also the ROS node for each onnx target."""
+    """Every target measured in its own worker; with ``node``, also the ROS node for each onnx target.
+    ``stride``: tracknet's, the model once every ``stride`` frames in the pipeline and the node."""
     if not Path(model).is_file():
         raise ValueError(f"model file not found: {model}")
     if model_type is not None and model_type not in MODEL_TYPES:
         raise ValueError(f"--model-type {model_type} is not one of {', '.join(MODEL_TYPES)}")
     if node and model_type != "tracknet":
         raise ValueError("--node needs --model-type tracknet (the node of that family)")
+    if stride != 1:
+        if model_type != "tracknet":
+            raise ValueError("--stride needs --model-type tracknet (the family whose model runs over windows)")
+        from ..models.tracknet_stream import check_stride
+
+        check_stride(stride, require_file_family(Path(model), "tracknet").details["seq_len"])
     results = []
     with tempfile.TemporaryDirectory(prefix="vf_bench_") as scratch:
         work_dir = Path(scratch)
@@ -241,11 +257,11 @@ def run_bench(
         for label in (target.label for target in parse_targets(targets)):
             if progress:
                 progress(f"measuring {label} ...")
-            result = _measure_in_worker(Path(model), label, runs, warmup, model_type)
+            result = _measure_in_worker(Path(model), label, runs, warmup, model_type, stride)
             if bag is not None and result.available:
                 if progress:
                     progress(f"replaying {clip.num_frames} frames through the node on {label} ...")
-                result.node = _node(Path(model), result, bag, work_dir)
+                result.node = _node(Path(model), result, bag, work_dir, stride)
             results.append(result)
     return results
 
@@ -259,11 +275,18 @@ def bench(
     node: bool,
     out_dir: Path,
     progress: Callable[[str], None] | None = None,
+    stride: int = 1,
 ) -> CommandReport:
     """`bench`: ``run_bench``, its table, OUT/bench.json and the latency plot OUT/bench.png."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    results = run_bench(model, targets, runs, warmup, model_type, node, progress)
-    report = {"model": str(model), "runs": runs, "warmup": warmup, "results": [r.summary() for r in results]}
+    results = run_bench(model, targets, runs, warmup, model_type, node, progress, stride)
+    report = {
+        "model": str(model),
+        "runs": runs,
+        "warmup": warmup,
+        "stride": stride,
+        "results": [r.summary() for r in results],
+    }
     (out_dir / "bench.json").write_text(json.dumps(report, indent=2) + "\n")
     files = {"json": out_dir / "bench.json", "plot": plot(results, out_dir / "bench.png", model)}
     return CommandReport(table(results) + "\n", files)
@@ -289,6 +312,11 @@ def table(results: list[BenchResult]) -> str:
             lines.append(
                 f"{r.target} pipeline per {p['frame_size']} frame: pre {p['preprocess_ms']:.2f} ms, "
                 f"inference {p['inference_ms']:.2f} ms, post {p['postprocess_ms']:.2f} ms -> {p['fps']:.1f} frames/s"
+                + (
+                    f" (stride {p['stride']}: the model once every {p['stride']} frames)"
+                    if p.get("stride", 1) > 1
+                    else ""
+                )
             )
         if r.node:
             lines.append(
@@ -329,6 +357,6 @@ def plot(results: list[BenchResult], path: Path, model: Path) -> Path:
 
 
 if __name__ == "__main__":  # a bench worker: one target, result as JSON on the last line
-    model_path, target_label, run_count, warmup_count, family = json.loads(sys.argv[1])
-    outcome = measure(Path(model_path), target_label, run_count, warmup_count, family)
+    model_path, target_label, run_count, warmup_count, family, stride_frames = json.loads(sys.argv[1])
+    outcome = measure(Path(model_path), target_label, run_count, warmup_count, family, stride_frames)
     print(json.dumps(asdict(outcome)))

@@ -97,6 +97,14 @@ def demo(out_dir: Path, frames: int, size: str, inpaint: bool, log: Callable[[st
     return CommandReport(run_demo(out_dir, frames, width, height, inpaint=inpaint).text())
 
 
+def write_demo_clip(out_dir: Path, num_frames: int = 90, width: int = 1280, height: int = 720) -> tuple:
+    """The demo's clip: (BallClip, its bag out_dir/clip, its truth out_dir/truth.csv), as the demo replays it."""
+    clip = BallClip(num_frames, width, height)
+    bag = write_image_bag(out_dir / "clip", clip.frames())
+    truth = write_ball_csv(out_dir / "truth.csv", [(t.frame, t.visibility, round(t.x), round(t.y)) for t in clip.truth])
+    return clip, bag, truth
+
+
 def run_demo(
     out_dir: str | Path,
     num_frames: int = 90,
@@ -111,10 +119,8 @@ def run_demo(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     clear_earlier_run(out_dir, {name: out_dir / name for name in DEMO_OUTPUTS}, force=True)
-    clip = BallClip(num_frames, width, height)
+    clip, bag, _ = write_demo_clip(out_dir, num_frames, width, height)
     model = build_tracknet_model(out_dir / "tracknet_synthetic.onnx", seq_len, "subtract")
-    bag = write_image_bag(out_dir / "clip", clip.frames())
-    write_ball_csv(out_dir / "truth.csv", [(t.frame, t.visibility, round(t.x), round(t.y)) for t in clip.truth])
     params = {
         "model_path": str(model),
         "seq_len": str(seq_len),

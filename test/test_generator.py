@@ -21,6 +21,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from conftest import ROOT
+from generated import generate_and_install, install_like_colcon, site_packages
 from ros_harness import Lifecycle, NodeProcess, Probe
 
 from vision_factory.cli import main
@@ -129,34 +130,6 @@ def test_copied_modules_are_this_packages_own_bytes(tmp_path, family, backend):
         assert (target / "copy_check" / relative).read_bytes() == (SOURCE_ROOT / relative).read_bytes(), relative
 
 
-def _install_like_colcon(package_dir: Path, prefix: Path, executable: str = "tracknet_node") -> Path:
-    """What colcon's ament_python build does; returns the installed executable."""
-    subprocess.run(
-        [
-            sys.executable,
-            "setup.py",
-            "-q",
-            "build",
-            "--build-base",
-            str(prefix / "build" / package_dir.name),
-            "install",
-            "--prefix",
-            str(prefix),
-            "--record",
-            str(prefix / f"{package_dir.name}.record"),
-            "--single-version-externally-managed",
-        ],
-        cwd=package_dir,
-        check=True,
-        capture_output=True,
-    )
-    site = prefix / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
-    assert (site / package_dir.name / "__init__.py").is_file()
-    assert (prefix / "share" / "ament_index" / "resource_index" / "packages" / package_dir.name).is_file()
-    assert (prefix / "share" / package_dir.name / "package.xml").is_file()
-    return prefix / "lib" / package_dir.name / executable
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """Generated onnx and openvino TrackNet packages, installed into one prefix."""
@@ -165,9 +138,8 @@ def installed(tmp_path_factory):
     executables = {}
     for backend in ("onnx", "openvino"):
         package_dir = write_package("tracknet", backend, f"gen_tracknet_{backend}", root / "src")
-        executables[backend] = _install_like_colcon(package_dir, prefix)
-    site = next((prefix / "lib").glob("python*/site-packages"))
-    return executables, site, root
+        executables[backend] = install_like_colcon(package_dir, prefix)
+    return executables, site_packages(prefix), root
 
 
 def test_generated_packages_run_standalone_and_pass_their_smoke_tests(installed, synthetic_models):
@@ -260,12 +232,9 @@ def test_generated_openvino_detection_nodes_match_this_packages_onnx_nodes(tmp_p
             {"model_path": str(spot_finder(tmp_path / "spot.onnx")), "person_detector_path": fall},
         ),
     }
-    prefix = tmp_path / "install"
+    monkeypatch.setenv("PYTHONPATH", str(site_packages(tmp_path / "install")))
     for family, (frames, params) in cases.items():
-        package_dir = write_package(family, "openvino", f"gen_{family}_openvino", tmp_path / "src")
-        executable = _install_like_colcon(package_dir, prefix, f"{family}_node")
-        site = next((prefix / "lib").glob("python*/site-packages"))
-        monkeypatch.setenv("PYTHONPATH", str(site))
+        executable = generate_and_install(family, "openvino", f"gen_{family}_openvino", tmp_path)
         bag = write_image_bag(tmp_path / f"{family}_bag", frames)
         ours = replay(bag, tmp_path / f"{family}_onnx", node=family, params=params)
         theirs = replay(bag, tmp_path / f"{family}_openvino", node=family, params=params, executable=[str(executable)])

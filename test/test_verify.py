@@ -9,13 +9,19 @@ import logging
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from conftest import SHARED, pypi_model
-from test_real_models import NUDENET_MODEL
+from generated import generate_and_install, site_packages
+from test_detection_node import _photo_frames
+from test_real_models import NUDENET_MODEL, POSE_MODEL
 
+from vision_factory.cli import main
+from vision_factory.models.detections import COCO_KEYPOINTS
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import read_ball_csv, read_frames, write_image_bag
@@ -40,11 +46,32 @@ def _shapes_bag(tmp_path, count: int = 12):
     return write_image_bag(tmp_path / "bag", frames, fps=10, frame_id="shapes_camera")
 
 
-def _wrapper(tmp_path, body: str) -> list[str]:
-    """An executable: ``body`` (the planted fault) run in the node's process, then this package's yolo node."""
+def _wrapper(tmp_path, body: str, node: str = "yolo") -> list[str]:
+    """An executable: ``body`` (the planted fault) run in the node's process, then this package's ``node``."""
     script = tmp_path / "faulty_node.py"
-    script.write_text(textwrap.dedent(body) + "\nfrom vision_factory.yolo_onnx_node import main\n\nsys.exit(main())\n")
+    script.write_text(
+        textwrap.dedent(body) + f"\nfrom vision_factory.{node}_onnx_node import main\n\nsys.exit(main())\n"
+    )
     return [sys.executable, str(script)]
+
+
+# A detection node three times too slow for a 10 Hz camera: with queue_size 1 it drops frames.
+SLOW = textwrap.dedent(
+    """
+    import sys
+    import time
+    from vision_factory.ros.detection_node import DetectionNode
+
+    process = DetectionNode.process
+
+    def slow(self, item):
+        time.sleep(0.35)
+        process(self, item)
+
+    DetectionNode.process = slow
+    """
+)
+needs_pose_model = pytest.mark.skipif(not POSE_MODEL.is_file(), reason=f"{POSE_MODEL} not found")
 
 
 def _failed(report, name: str) -> str:
@@ -201,22 +228,7 @@ def test_verify_fails_a_node_that_restamps_headers(tmp_path):
 
 
 def test_verify_fails_a_node_that_drops_frames_under_load_and_the_cli_exits_non_zero(tmp_path):
-    script = _wrapper(
-        tmp_path,
-        """
-        import sys
-        import time
-        from vision_factory.ros.detection_node import DetectionNode
-
-        process = DetectionNode.process
-
-        def slow(self, item):
-            time.sleep(0.35)  # a node three times too slow for a 10 Hz camera
-            process(self, item)
-
-        DetectionNode.process = slow
-        """,
-    )
+    script = _wrapper(tmp_path, SLOW)
     command = [sys.executable, "-m", "vision_factory.cli", "verify", str(_shapes_bag(tmp_path))]
     command += ["--model-type", "yolo", "--model", str(SHAPES_MODEL), "--out", str(tmp_path / "v")]
     command += ["--executable", " ".join(script), "-p", "queue_size:=1", "--latency-budget-ms", "200"]
@@ -226,7 +238,95 @@ def test_verify_fails_a_node_that_drops_frames_under_load_and_the_cli_exits_non_
     assert any("every frame answered" in line and "dropped under load" in line for line in failed), done.stderr
     assert any("latency" in line and "over the budget of 200 ms" in line for line in failed), done.stderr
     assert "FAIL every frame answered" in done.stdout
-    assert json.loads((tmp_path / "v" / "verify.json").read_text())["verdict"] == "fail"
+    data = json.loads((tmp_path / "v" / "verify.json").read_text())
+    assert data["verdict"] == "fail" and data["node_counts"]["source"].startswith("/diagnostics")
+    assert "from /diagnostics" in done.stdout
+
+
+def test_verify_reads_the_nodes_counts_from_diagnostics_when_its_log_is_elsewhere(tmp_path):
+    # The node logs to a file of its own (as under a launch file's logging), not to what verify reads: its
+    # /diagnostics status still says it dropped the frames it did not answer.
+    executable = _wrapper(tmp_path, "import os\nos.dup2(os.open(os.devnull, os.O_WRONLY), 1)\nos.dup2(1, 2)\n" + SLOW)
+    bag = _shapes_bag(tmp_path, count=6)
+    report = verify(bag, "yolo", SHAPES_MODEL, tmp_path / "v", {"queue_size": "1"}, executable=executable)
+    cause = _failed(report, "every frame answered")
+    assert f"dropped under load: the node dropped {report.counts.dropped} frames" in cause, cause
+    assert 1 <= report.counts.dropped < 6 and report.counts.skipped == 0
+    assert report.counts.source == "/diagnostics (its last status, 'yolo: inference')"
+    assert "frames in" not in Path(report.node_log).read_text()  # no closing line to read
+
+
+def test_verify_falls_back_to_the_closing_log_line_for_a_node_without_diagnostics(tmp_path):
+    # An executable that publishes no /diagnostics (as an older build would): its closing log line is read.
+    no_diagnostics = "from vision_factory.ros.monitor import Monitor\nMonitor.tick = Monitor.watch_silence\n"
+    executable = _wrapper(tmp_path, SLOW + no_diagnostics)
+    bag = _shapes_bag(tmp_path, count=6)
+    report = verify(bag, "yolo", SHAPES_MODEL, tmp_path / "v", {"queue_size": "1"}, executable=executable)
+    assert "dropped under load" in _failed(report, "every frame answered")
+    assert report.counts.source.startswith("its closing log line (it published no /diagnostics")
+    assert 1 <= report.counts.dropped < 6
+    assert "from its closing log line" in (tmp_path / "v" / "verify.md").read_text()
+
+
+@needs_pose_model
+def test_verify_passes_the_yolo_pose_node_comparing_keypoints_on_photos(tmp_path):
+    frames = _photo_frames()  # six frames of people: four with one, two with two or three
+    bag = write_image_bag(tmp_path / "bag", frames, fps=5, frame_id="camera")
+    report = verify(bag, "yolo_pose", POSE_MODEL, tmp_path / "v")
+    assert report.passed, report.text()
+    (output,) = [check for check in report.checks if check.name == "boxes and keypoints within tolerance"]
+    people = sum(frame.model_count for frame in report.frames)
+    assert people >= 8 and all(frame.model_count >= 1 for frame in report.frames)
+    assert sum(frame.keypoints for frame in report.frames) == len(COCO_KEYPOINTS) * people  # every one compared
+    assert f"{len(COCO_KEYPOINTS) * people} keypoints compared" in output.numbers
+    assert max(frame.deviation_px for frame in report.frames) <= 1e-3
+    assert report.counts.source.startswith("/diagnostics") and report.counts.dropped == 0
+
+
+@needs_pose_model
+def test_verify_fails_a_pose_node_that_exchanges_left_and_right_keypoints(tmp_path):
+    executable = _wrapper(
+        tmp_path,
+        """
+        import sys
+        import numpy as np
+        from vision_factory.models.yolo import YoloDetector
+
+        detect = YoloDetector.detect
+        MIRRORED = [0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15]  # a flip index applied by mistake
+
+        def mirrored(self, image):
+            detections = detect(self, image)
+            for detection in detections:
+                detection.keypoints = np.asarray(detection.keypoints)[MIRRORED]
+            return detections
+
+        YoloDetector.detect = mirrored
+        """,
+        node="yolo_pose",
+    )
+    bag = write_image_bag(tmp_path / "bag", _photo_frames()[:4], fps=5)
+    report = verify(bag, "yolo_pose", POSE_MODEL, tmp_path / "v", executable=executable)
+    cause = _failed(report, "boxes and keypoints")
+    assert "the boxes agree, the keypoints do not" in cause and "left and right exchanged" in cause, cause
+    assert "wrong colour order" not in cause and "letterbox" not in cause
+    assert [check.passed for check in report.checks[:3]] == [True, True, True]  # answered, stamped, same classes
+
+
+def test_verify_passes_a_generated_packages_node(tmp_path, monkeypatch):
+    """A generated yolo package on ONNX Runtime, installed as colcon installs it, run as its own executable
+    (nothing of vision_factory on its path) and verified through the command line's --executable."""
+    executable = generate_and_install("yolo", "onnx", "gen_yolo_onnx", tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(site_packages(tmp_path / "install")))
+    bag = _shapes_bag(tmp_path, count=6)
+    arguments = ["verify", str(bag), "--model-type", "yolo", "--model", str(SHAPES_MODEL)]
+    arguments += ["--executable", str(executable), "-p", "confidence_threshold:=0.3", "--out", str(tmp_path / "v")]
+    done = CliRunner().invoke(main, arguments)
+    assert done.exit_code == 0, done.output
+    assert "verify: PASS" in done.output and "ok   boxes within tolerance: 6 of 6 answered frames" in done.output
+    data = json.loads((tmp_path / "v" / "verify.json").read_text())
+    assert sum(frame["model_count"] for frame in data["frames"]) >= 4  # boxes really compared
+    assert data["node_counts"]["source"].startswith("/diagnostics")
 
 
 def test_verify_refuses_what_it_cannot_compare_before_a_node_starts(tmp_path):

@@ -39,6 +39,9 @@ WINDOW_S = 10.0  # the diagnostics' window: rate, drops, skips and percentiles o
 SAMPLES = 2000  # per ring buffer (latency, processing time): bounded whatever the frame rate
 DIAGNOSTICS_PERIOD_S = 1.0
 DEBUG_TOPICS = ("processing_time_ms", "pipeline_latency_ms", "preprocess_ms", "inference_ms", "postprocess_ms")
+INFERENCE_STATUS = "{node}: inference"  # the name of the node's DiagnosticStatus, by the node's name
+# The status' keys of its counts since start (read by tools: replay, verify).
+FRAMES_IN, ANSWERED, DROPPED, SKIPPED = "frames in", "frames answered", "frames dropped", "frames skipped"
 PROFILE_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")  # the second: older name
 
 
@@ -271,10 +274,10 @@ class Monitor:
             latencies = [ms for at, ms in self._latencies if at > now - WINDOW_S]
             processing = [ms for at, ms in self._processing if at > now - WINDOW_S]
         values = {
-            "frames in": node.frames_in,
-            "frames answered": node.outputs,
-            "frames dropped": node.frames_dropped,
-            "frames skipped": node.frames_skipped,
+            FRAMES_IN: node.frames_in,
+            ANSWERED: node.outputs,
+            DROPPED: node.frames_dropped,
+            SKIPPED: node.frames_skipped,
         }
         for kind, count in dict(node.problems).items():
             values[f"problem: {kind}"] = count
@@ -292,7 +295,7 @@ class Monitor:
         main = main or (self.models[0][1] if self.models else None)
         return DiagnosticStatus(
             level=level,
-            name=f"{node.get_name()}: inference",
+            name=INFERENCE_STATUS.format(node=node.get_name()),
             message=message,
             hardware_id=f"{os.path.basename(self.model_path)} on {main}" if main else self.model_path,
             values=[KeyValue(key=key, value=untrusted(value, 500)) for key, value in values.items()],

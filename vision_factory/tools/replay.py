@@ -40,6 +40,9 @@ DETECTIONS = DETECTIONS_MESSAGE
 # latency itself, from each frame sent to its answer.
 NODE_TIMES = ("processing_time_ms", "preprocess_ms", "inference_ms", "postprocess_ms")
 DEBUG_MATCH_S = 3.0  # how long replay waits for the node's ~/debug/ topics once its output is there
+# The node publishes /diagnostics once a second (ros/monitor.py): how long replay waits, once the bag's frames are
+# answered, for a status published after that (its counts then include every frame).
+DIAGNOSTICS_WAIT_S = 2.5
 # A node that ends its stream after seconds without frames (flush_timeout) gets a short one: the bag ends.
 FLUSH_TIMEOUT = {"flush_timeout": "0.5"}
 # The track node tracks another node's detections: replay plays them from the bag, each with its image's stamp.
@@ -74,6 +77,9 @@ class ReplayResult:
     latencies_ms: list[float] = field(default_factory=list, repr=False)
     answered_ns: list[int] = field(default_factory=list, repr=False)  # when each answered frame's answer came
     sent_stamps: list[tuple[int, int]] = field(default_factory=list, repr=False)  # each frame's header stamp, sent
+    # With ``diagnostics``: the node's last /diagnostics status, its values by key and "name", "level", "message";
+    # {} when the node published none.
+    node_status: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> dict:
         data = asdict(self)
@@ -148,6 +154,7 @@ def replay(
     live_stamps: bool = False,
     latched: dict[str, str] | None = None,
     warm_up: bool = False,
+    diagnostics: bool = False,
 ) -> ReplayResult:
     """Play ``bag``'s image topic into a fresh ``node`` process and record its outputs.
 
@@ -166,6 +173,8 @@ def replay(
     once, transient local (e.g. ``{"labels": "vision_msgs/msg/LabelInfo"}``), recorded too. ``warm_up``:
     the bag's first image is sent once before the replay and its answer awaited and left out, so that
     a model's slow first inference does not count (a node with a flush_timeout then ends that stream).
+    ``diagnostics``: the node's own status on /diagnostics (its counts of frames in, answered, dropped,
+    skipped) is read, the last one published after the bag's frames were answered, into ``node_status``.
     """
     import rclpy
     from rclpy.node import Node
@@ -239,6 +248,11 @@ def replay(
         player.create_subscription(Float64, f"{namespace}/{node}/debug/{name}", _collect(times), reliable)
         for name, times in node_times.items()
     ]
+    statuses: list[tuple[float, bytes | None, object]] = []  # (monotonic s, publisher gid, DiagnosticStatus)
+    if diagnostics:
+        player.create_subscription(
+            message_class("diagnostic_msgs/msg/DiagnosticArray"), "/diagnostics", _collect_statuses(statuses), reliable
+        )
     publisher = player.create_publisher(message_class(msgtype), f"{namespace}/{input_topic}", reliable)
     fed_publishers = {
         name: player.create_publisher(message_class(spec.inputs[name]), f"{namespace}/{name}", reliable) for name in fed
@@ -294,6 +308,7 @@ def replay(
                 progress(index + 1, len(stamps))
         _wait_for_end(answered, done_frames, len(stamps), idle_s=3.0)
         wall_s = time.perf_counter() - start
+        node_status = _node_status(player, namespace, spec.main_output, statuses) if diagnostics else {}
     finally:
         process.terminate()
         try:
@@ -334,6 +349,7 @@ def replay(
         latencies_ms=latencies,
         answered_ns=sorted(done_frames[i] for i in range(len(sent_at)) if i in done_frames),
         sent_stamps=sent_stamps,
+        node_status=node_status,
     )
     outputs["summary"].write_text(json.dumps(result.summary(), indent=2))
     return result
@@ -413,6 +429,49 @@ def _wait_matched(subscriptions: list, timeout: float) -> None:
 
 def _collect(values: list[float]) -> Callable[[object], None]:
     return lambda message: values.append(message.data)
+
+
+def _collect_statuses(statuses: list) -> Callable[[object, dict], None]:
+    def callback(message, info) -> None:
+        gid = (info.get("publisher_gid") or {}).get("data")
+        statuses.extend((time.monotonic(), bytes(gid) if gid else None, status) for status in message.status)
+
+    return callback
+
+
+def _node_status(player, namespace: str, output: str, statuses: list) -> dict[str, str]:
+    """The last status the node under test (the one publishing ``output`` in ``namespace``) published on
+    /diagnostics under its own name, waiting up to DIAGNOSTICS_WAIT_S for one published from now on; {} when it
+    publishes none. A status is the node's by its name and, where the middleware tells, its publisher."""
+    from ..ros.monitor import INFERENCE_STATUS
+
+    outputs = player.get_publishers_info_by_topic(f"{namespace}/{output}")
+    nodes = [info.node_name for info in outputs if info.node_namespace == namespace]
+    publishers = [
+        info
+        for info in player.get_publishers_info_by_topic("/diagnostics")
+        if info.node_namespace == namespace and info.node_name in nodes
+    ]
+    if not publishers:
+        return {}
+    names = {INFERENCE_STATUS.format(node=info.node_name) for info in publishers}
+    gids = {bytes(info.endpoint_gid) for info in publishers}
+
+    def last(since: float):
+        for at, gid, status in reversed(list(statuses)):
+            if at >= since and status.name in names and (gid is None or gid in gids):
+                return status
+        return None
+
+    now = time.monotonic()
+    while time.monotonic() < now + DIAGNOSTICS_WAIT_S and last(now) is None:
+        time.sleep(0.05)
+    status = last(now) or last(0.0)
+    if status is None:
+        return {}
+    level = {0: "OK", 1: "WARN", 2: "ERROR", 3: "STALE"}.get(status.level[0] if status.level else 0, "?")
+    values = {value.key: value.value for value in status.values}
+    return {**values, "name": status.name, "level": level, "message": status.message}
 
 
 def _node_times(node_times: dict[str, list[float]]) -> dict[str, float]:

@@ -78,6 +78,7 @@ class FrameCheck:
     unpaired: int  # items of one side without a partner of the same class on the other
     node_count: int
     model_count: int
+    keypoints: int = 0  # keypoints compared (those of the paired items)
 
     def within(self, tolerance: Tolerance) -> bool:
         return self.unpaired == 0 and self.deviation_px <= tolerance.px and self.score_deviation <= tolerance.score
@@ -95,6 +96,23 @@ class Check:
 
 
 @dataclass
+class NodeCounts:
+    """The frames the node itself says it dropped (its queue full, or too old) and skipped (unusable), and where
+    that was read: its last /diagnostics status, else its closing log line, else nowhere."""
+
+    dropped: int
+    skipped: int
+    source: str  # one line, for the report
+
+    @property
+    def known(self) -> bool:
+        return self.source != NO_COUNTS
+
+
+NO_COUNTS = "none: the node published no /diagnostics status and logged no closing counts"
+
+
+@dataclass
 class VerifyReport:
     passed: bool
     checks: list[Check]
@@ -103,6 +121,7 @@ class VerifyReport:
     latency_ms_p50: float
     latency_ms_p99: float
     node_log: str
+    counts: NodeCounts
     files: dict[str, str] = field(default_factory=dict)
 
     def failures(self) -> list[str]:
@@ -115,6 +134,9 @@ class VerifyReport:
             if not check.passed:
                 lines.append(f"       {check.cause}")
         lines.append(f"pipeline latency: p50 {self.latency_ms_p50:.1f} ms, p99 {self.latency_ms_p99:.1f} ms")
+        lines.append(
+            f"node's counts (dropped {self.counts.dropped}, skipped {self.counts.skipped}) from {self.counts.source}"
+        )
         lines += [f"{name}: {path}" for name, path in self.files.items()]
         return "\n".join(lines)
 
@@ -151,7 +173,7 @@ def verify(
     framed = list(read_framed(bag, topic))
     frames = [frame for _, frame in framed]
     load = lambda path: load_target(backend, Path(path))  # noqa: E731
-    run_offline, model_names = _offline_runner(spec, offline_values, load)
+    run_offline, model_names, keypoint_names = _offline_runner(spec, offline_values, load)
     expected = run_offline(frames)  # before the node plays: a model that cannot load fails here, clearly
 
     node_params = {"model_path": str(model), **params}
@@ -169,23 +191,26 @@ def verify(
         live_stamps=True,
         latched=LABELS if detections else None,
         warm_up=True,
+        diagnostics=True,
     )
     answers = _answers(Path(result.output_bag), spec)
     node_names = _label_names(Path(result.output_bag)) if detections else None
     paired, by_order = _pair(answers, result.sent_stamps)
     frame_checks = [_compare(index, paired.get(index), expected[index]) for index in range(len(frames))]
     log = Path(result.node_log).read_text(errors="replace") if Path(result.node_log).is_file() else ""
+    counts = node_counts(result.node_status, log)
 
     checks = [
-        _answered_check(frame_checks, by_order, log, params),
+        _answered_check(frame_checks, by_order, counts, params),
         _stamp_check(answers, result.sent_stamps, [frame_id for frame_id, _ in framed]),
     ]
     if detections:
         checks.append(_class_check(answers, node_names, model_names, Path(model)))
     other_classes = not checks[-1].passed if detections else False
-    dropped = closing_counts(log)[0]
     checks.append(
-        _output_check(spec, frame_checks, paired, expected, tolerance, frames, run_offline, other_classes, dropped)
+        _output_check(
+            spec, frame_checks, paired, expected, tolerance, frames, run_offline, other_classes, counts, keypoint_names
+        )
     )
     latencies = [
         (answer.received_ns - (answer.stamp[0] * 10**9 + answer.stamp[1])) / 1e6
@@ -196,7 +221,7 @@ def verify(
     if latency_budget_ms is not None:
         checks.append(_latency_check(latencies, p50, p99, latency_budget_ms, rate))
     report = VerifyReport(
-        all(check.passed for check in checks), checks, frame_checks, tolerance, p50, p99, result.node_log
+        all(check.passed for check in checks), checks, frame_checks, tolerance, p50, p99, result.node_log, counts
     )
     _write(report, out_dir, spec, frames, paired, expected)
     return report
@@ -261,16 +286,16 @@ def _offline_values(
     return with_defaults(spec.parameters, {**given, "model_path": str(model)}, spec.name)
 
 
-def _offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callable, list[str] | None]:
+def _offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callable, list[str] | None, list[str]]:
     """The model offline as the node builds it: frames -> per frame, the items it gives (a fresh state per call:
-    TrackNet's stream); and its class names (None: the ball)."""
+    TrackNet's stream); its class names (None: the ball) and keypoint names ([] without)."""
     if spec.output_message == DETECTIONS_MESSAGE:
         detector = spec.build(values, load)
 
         def detect(frames: list[np.ndarray]) -> list[list[Item]]:
             return [[_detection_item(d) for d in detector.detect(frame)] for frame in frames]
 
-        return detect, list(detector.names)
+        return detect, list(detector.names), list(getattr(detector, "keypoint_names", []))
 
     def track(frames: list[np.ndarray]) -> list[list[Item]]:
         stream = spec.build(values, load)
@@ -281,7 +306,7 @@ def _offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callabl
         return [[_ball_item(balls[i]["X"], balls[i]["Y"], balls[i]["Visibility"] == 1)] for i in range(len(frames))]
 
     spec.build(values, load)  # the models load now: a bad one fails before the node plays
-    return track, None
+    return track, None, []
 
 
 def _detection_item(detection) -> Item:
@@ -354,7 +379,10 @@ def _compare(index: int, answer: Answer | None, expected: list[Item]) -> FrameCh
     deviation = max((_distance(a, b) for a, b in pairs), default=0.0)
     scores = [abs(a.score - b.score) for a, b in pairs]
     scores += [float(np.max(np.abs(a.point_scores - b.point_scores))) for a, b in pairs if a.point_scores.size]
-    return FrameCheck(index, True, deviation, max(scores, default=0.0), unpaired, len(answer.items), len(expected))
+    keypoints = sum(b.point_scores.size for _, b in pairs)
+    return FrameCheck(
+        index, True, deviation, max(scores, default=0.0), unpaired, len(answer.items), len(expected), keypoints
+    )
 
 
 def match(node: list[Item], model: list[Item]) -> tuple[list[tuple[Item, Item]], int]:
@@ -374,25 +402,38 @@ def match(node: list[Item], model: list[Item]) -> tuple[list[tuple[Item, Item]],
     return pairs, len(node) + len(model) - 2 * len(pairs)
 
 
-# The closing line every node logs: "frames in N, dropped D, skipped S, outputs O".
+# The closing line this package's nodes log: "frames in N, dropped D, skipped S, outputs O"; read only from an
+# executable that publishes no /diagnostics status of its own.
 COUNTS = re.compile(r"frames in (\d+), dropped (\d+), skipped (\d+)")
 
 
-def closing_counts(log: str) -> tuple[int, int]:
-    """(dropped, skipped) frames, as the node's closing line counts them; (0, 0) without one."""
+def node_counts(status: Mapping[str, str], log: str) -> NodeCounts:
+    """The node's counts from its last /diagnostics status (replay's ``node_status``), else from its closing log
+    line."""
+    from ..ros.monitor import DROPPED, SKIPPED
+
+    if status:
+        try:
+            dropped, skipped = int(status.get(DROPPED, "0")), int(status.get(SKIPPED, "0"))
+        except ValueError:
+            dropped = skipped = -1
+        if dropped >= 0 and skipped >= 0:
+            return NodeCounts(dropped, skipped, f"/diagnostics (its last status, {untrusted(status['name'], 80)!r})")
     counts = COUNTS.findall(log)
-    return (int(counts[-1][1]), int(counts[-1][2])) if counts else (0, 0)
+    if counts:
+        source = "its closing log line (it published no /diagnostics status of its own)"
+        return NodeCounts(int(counts[-1][1]), int(counts[-1][2]), source)
+    return NodeCounts(0, 0, NO_COUNTS)
 
 
-def _answered_check(frames: list[FrameCheck], by_order: bool, log: str, params: Mapping[str, str]) -> Check:
+def _answered_check(frames: list[FrameCheck], by_order: bool, counts: NodeCounts, params: Mapping[str, str]) -> Check:
     missing = [check.frame for check in frames if not check.answered]
     numbers = f"{len(frames) - len(missing)} of {len(frames)} frames answered"
     numbers += " (paired by order: the stamps are not the frames')" if by_order else ""
     if not missing:
         return Check("every frame answered", True, numbers)
     shown = ", ".join(str(frame) for frame in missing[:10]) + (", ..." if len(missing) > 10 else "")
-    counts = COUNTS.findall(log)
-    dropped, skipped = closing_counts(log)
+    dropped, skipped = counts.dropped, counts.skipped
     what = f"frames {shown}: no answer"
     if dropped:
         queue = params.get("queue_size", "its default")
@@ -403,8 +444,11 @@ def _answered_check(frames: list[FrameCheck], by_order: bool, log: str, params: 
         )
     elif skipped:
         cause = f"{what} — the node skipped {skipped} frames it could not use (its log names the problem)"
-    elif not counts:
-        cause = f"{what} — the node did not log its closing counts: did it crash or hang? (see its log)"
+    elif not counts.known:
+        cause = (
+            f"{what} — the node published no /diagnostics status and logged no closing counts: did it crash or "
+            "hang? (see its log)"
+        )
     else:
         cause = f"{what} — the node says it dropped and skipped none: were the answers published on another topic?"
     return Check("every frame answered", False, numbers, cause)
@@ -480,7 +524,8 @@ def _output_check(
     images: list[np.ndarray],
     run_offline: Callable,
     other_classes: bool,
-    dropped: int,
+    counts: NodeCounts,
+    keypoint_names: list[str],
 ) -> Check:
     what = "boxes" if spec.output_message == DETECTIONS_MESSAGE else "ball positions"
     if spec.keypoints:
@@ -494,6 +539,8 @@ def _output_check(
         f"{len(compared) - len(bad)} of {len(compared)} answered frames within {tolerance.px:g} px / score "
         f"{tolerance.score:g}; largest difference {deviation:.4g} px, score {scores:.4g}; {unpaired} unpaired"
     )
+    if spec.keypoints:
+        numbers += f"; {sum(check.keypoints for check in compared)} keypoints compared"
     if not bad:
         return Check(f"{what} within tolerance", True, numbers)
     worst = max(bad, key=lambda check: (check.severity(), check.score_deviation))
@@ -503,13 +550,14 @@ def _output_check(
         symptom = f"frame {worst.frame}: the node gives {worst.node_count} answers, the model {worst.model_count}"
     else:
         symptom = f"frame {worst.frame}: {what} differ by up to {worst.deviation_px:.4g} px"
-    if dropped and spec.output_message != DETECTIONS_MESSAGE:  # a stream: every later window lacks the frame
+    if counts.dropped and spec.output_message != DETECTIONS_MESSAGE:  # a stream: every later window lacks it
         cause = (
-            f"dropped under load: the node dropped {dropped} frames from its full queue and answered them 'not "
+            f"dropped under load: the node dropped {counts.dropped} frames from its full queue and answered them 'not "
             "seen'; its windows lack them, so its positions differ. Make it faster or give it a longer queue"
         )
     else:
-        cause = _cause(bad, paired, expected, tolerance, images, run_offline, other_classes)
+        cause = _keypoint_cause(bad, paired, expected, tolerance, keypoint_names) if spec.keypoints else None
+        cause = cause or _cause(bad, paired, expected, tolerance, images, run_offline, other_classes)
     return Check(f"{what} within tolerance", False, numbers, f"{symptom} — {cause}")
 
 
@@ -550,6 +598,64 @@ def _cause(bad, paired, expected, tolerance, images, run_offline, other_classes:
             "--backend), or slightly different pre-processing (interpolation, normalisation)"
         )
     return "the node's pre-processing or parameters differ from the model's (compare its parameters with -p)"
+
+
+def _keypoint_cause(bad, paired, expected, tolerance: Tolerance, names: list[str]) -> str | None:
+    """When every answer is paired and the boxes and their scores agree but keypoints do not: which keypoint
+    differs most, and whether the node's keypoints are the model's with left and right exchanged (tested: the
+    node's reordered by the names' left_/right_ pairs). None when the boxes disagree too."""
+    pairs = []
+    for check in bad:
+        if check.unpaired:
+            return None
+        pairs += match(paired[check.frame].items, expected[check.frame])[0]
+    if not pairs or any(a.points.size <= 4 for a, _ in pairs):
+        return None
+    if any(_box_deviation(a, b) > tolerance.px or abs(a.score - b.score) > tolerance.score for a, b in pairs):
+        return None
+    worst = max(pairs, key=lambda pair: np.max(np.abs(pair[0].points[4:] - pair[1].points[4:])))
+    difference = np.abs(worst[0].points[4:] - worst[1].points[4:]).reshape(-1, 2).max(axis=1)
+    index = int(np.argmax(difference))
+    name = untrusted(names[index], 40) if index < len(names) else f"keypoint {index}"
+    mirror = _left_right(names, len(difference))
+    if mirror is not None and all(
+        _distance(_reordered(a, mirror), b) <= tolerance.px
+        and float(np.max(np.abs(a.point_scores[mirror] - b.point_scores), initial=0.0)) <= tolerance.score
+        for a, b in pairs
+    ):
+        return (
+            f"the boxes agree, the keypoints do not ({name} differs by {difference[index]:.1f} px): the node's "
+            "keypoints are the model's with left and right exchanged (its left_* published as right_*) — it "
+            "reorders them (a flip index, or another keypoint order than the model's): publish them in the "
+            "model's order"
+        )
+    return (
+        f"the boxes agree, the keypoints do not ({name} differs by {difference[index]:.1f} px) — the node decodes "
+        "the keypoints differently from the model (their order, or their mapping back to the image)"
+    )
+
+
+def _box_deviation(a: Item, b: Item) -> float:
+    return float(np.max(np.abs(a.points[:4] - b.points[:4])))
+
+
+def _left_right(names: list[str], count: int) -> np.ndarray | None:
+    """The keypoint order with each left_X and right_X exchanged; None without such pairs."""
+    if len(names) != count:
+        return None
+    index = {name: i for i, name in enumerate(names)}
+    order = np.arange(count)
+    for i, name in enumerate(names):
+        side, _, part = name.partition("_")
+        other = {"left": "right", "right": "left"}.get(side)
+        if other and f"{other}_{part}" in index:
+            order[i] = index[f"{other}_{part}"]
+    return order if (order != np.arange(count)).any() else None
+
+
+def _reordered(item: Item, order: np.ndarray) -> Item:
+    keypoints = item.points[4:].reshape(-1, 2)[order].ravel()
+    return Item(item.name, item.score, np.concatenate([item.points[:4], keypoints]), item.point_scores[order])
 
 
 def _much_closer(again: list[FrameCheck], before: list[FrameCheck]) -> bool:
@@ -640,6 +746,7 @@ def _write(report: VerifyReport, out_dir: Path, spec: Family, images, paired, ex
         "checks": [asdict(check) for check in report.checks],
         "tolerance": asdict(report.tolerance),
         "latency_ms": {"p50": report.latency_ms_p50, "p99": report.latency_ms_p99},
+        "node_counts": asdict(report.counts),
         "worst_frames": [asdict(check) for check in listed],
         "frames": [asdict(check) for check in report.frames],
         "node_log": report.node_log,
@@ -666,6 +773,9 @@ def _markdown(report: VerifyReport, spec: Family, listed: Iterable[FrameCheck]) 
         "",
         f"Tolerance: {report.tolerance.px:g} px, score {report.tolerance.score:g}. Pipeline latency (answer "
         f"received minus the image's stamp): p50 {report.latency_ms_p50:.1f} ms, p99 {report.latency_ms_p99:.1f} ms.",
+        "",
+        f"The node's own counts: dropped {report.counts.dropped}, skipped {report.counts.skipped}, from "
+        f"{report.counts.source}.",
     ]
     causes = [f"- **{c.name}**: {c.cause}" for c in report.checks if not c.passed]
     if causes:

@@ -7,7 +7,9 @@ answered, its header stamp and frame_id carried, the class names the model's, bo
 and scores within the tolerance of the backend (``TOLERANCES``), and with a latency budget the p99 pipeline latency
 (when the answer came minus the image's header stamp). When something fails, each failed check names the likely
 cause from the symptom, testing what it can: the model on the colour-swapped frames, a consistent scale and shift
-of the boxes (letterbox), classes the model does not have, stamps that are the answers' publish times.
+of the boxes (letterbox), classes the model does not have, stamps that are the answers' publish times, keypoints
+with left and right exchanged. What the node itself counts (frames dropped, skipped) is read from its last
+/diagnostics status (replay's ``diagnostics``), from its closing log line only when it publishes none.
 """
 
 from __future__ import annotations

@@ -21,10 +21,11 @@ from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
+from ..images import ImageFormatError
 from ..parameters import IMAGE_INPUT_PARAMETERS, Parameter
 from ..runtime.runner import Runner
 from ..text import untrusted
-from .messages import message_to_bgr
+from .messages import image_from_cdr, message_to_bgr
 from .parameters import declare_parameters, image_input
 
 PAIRING_WINDOW = 30  # images (or their partners) kept while waiting for the partner of the same stamp
@@ -69,10 +70,23 @@ class InferenceNode(Node):
         """Subscribe to image (raw) or image/compressed; start the inference thread. The topic subscribed."""
         self._running = True
         self._worker.start()
-        topic = "image" if self.transport == "raw" else "image/compressed"
-        message_type = Image if self.transport == "raw" else CompressedImage
-        self.create_subscription(message_type, topic, callback or self.enqueue, self.image_qos)
-        return self.resolve_topic_name(topic)
+        callback = callback or self.enqueue
+        if self.transport == "raw":
+            # Raw: the serialized bytes, read as an ImageView whose pixels stay in them (messages.image_from_cdr).
+            take = lambda data: self._take_image(data, callback)  # noqa: E731
+            self.create_subscription(Image, "image", take, self.image_qos, raw=True)
+            return self.resolve_topic_name("image")
+        self.create_subscription(CompressedImage, "image/compressed", callback, self.image_qos)
+        return self.resolve_topic_name("image/compressed")
+
+    def _take_image(self, data: bytes, callback: Callable[[Any], None]) -> None:
+        try:
+            msg = image_from_cdr(data)
+        except ImageFormatError as exc:  # data that ends inside a field: counted and reported, never raised here
+            self.frames_in += 1
+            self.skip_error(exc)
+            return
+        callback(msg)
 
     def subscribe_paired_images(self, message_type: type, topic: str, what: str, hint: str) -> str:
         """Subscribe to the images and to ``topic`` (of ``message_type``, e.g. another node's detections, ``what``

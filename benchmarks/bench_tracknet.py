@@ -16,7 +16,11 @@ In one run it measures, for each model (``--backbone-widths``) and bg_mode, seq_
    frames/s and latency (image publish -> ball receive);
 4. the ratios node / raw session, module / raw session, the node's overhead per frame
    (1000 / node frames/s - session p50) and pre-processing ms per frame;
-5. the background median of a ``--median-warmup`` frame warm-up at ``--size``: the former
+5. with ``--baseline-code DIR`` (a checkout of the code before a change, e.g. ``git worktree add
+   DIR main``): the node from DIR against this checkout's, replayed alternately for ``--rounds``
+   rounds, each round with its own raw session p50 and load average; node / session and the
+   overhead per frame of each, as median [min-max] over the rounds;
+6. the background median of a ``--median-warmup`` frame warm-up at ``--size``: the former
    whole-stack ``np.median`` when the last warm-up frame arrives against ``WarmupMedian``,
    which builds the same median as the frames arrive (the last frame's cost, the most any
    warm-up frame costs, the whole warm-up), and the ratio. ``--median-only`` runs just this.
@@ -35,6 +39,7 @@ discovery range defaults to LOCALHOST here.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -225,8 +230,10 @@ def bench_replay(
     max_in_flight: int,
     work: Path,
     rate: float | None = None,
+    code: Path | None = None,
 ) -> dict:
-    """The real node, fed a synthetic bag as fast as it keeps up (or at ``rate`` x 30 fps)."""
+    """The real node, fed a synthetic bag as fast as it keeps up (or at ``rate`` x 30 fps); the node's code
+    from ``code`` (another checkout) when given, else this one's."""
     from vision_factory.tools.bags import write_image_bag
     from vision_factory.tools.replay import replay
 
@@ -242,7 +249,8 @@ def bench_replay(
         params["intra_op_threads"] = str(threads)
     out = Path(tempfile.mkdtemp(prefix=f"replay_{_label(mode)}_", dir=work))
     cpu_before = _cpu_seconds()
-    result = replay(bag, out, "tracknet", params=params, rate=rate, max_in_flight=max_in_flight)
+    with _node_code(code):
+        result = replay(bag, out, "tracknet", params=params, rate=rate, max_in_flight=max_in_flight)
     cpu_after = _cpu_seconds()
     # Steady state: from the first output to the last one not held back for the end-of-stream
     # flush (the last seq_len-1 frames only come out after flush_timeout without input).
@@ -268,6 +276,93 @@ def bench_replay(
         "player_cpu_ms_per_frame": 1e3 * (cpu_after[0] - cpu_before[0]) / max(1, result.frames_sent),
         "node_log": result.node_log,
     }
+
+
+@contextlib.contextmanager
+def _node_code(code: Path | None):
+    """Start the node with ``code``'s vision_factory: first on PYTHONPATH, and the working directory
+    (``python -m`` puts it before PYTHONPATH)."""
+    if code is None:
+        yield
+        return
+    saved_path, saved_cwd = os.environ.get("PYTHONPATH"), os.getcwd()
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(code.resolve()), saved_path]))
+    os.chdir(code)
+    try:
+        yield
+    finally:
+        os.chdir(saved_cwd)
+        if saved_path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved_path
+
+
+def _compare_code(model: Path, mode: str, clip, args, work: Path, timed: int) -> dict:
+    """The node of ``args.baseline_code`` ("before") against this checkout's ("after"), alternately."""
+    rounds: dict[str, list[dict]] = {"before": [], "after": []}
+    for index in range(args.rounds):
+        session = bench_session(model, timed, args.warmup, args.threads)["p50_ms"]
+        order = ("before", "after") if index % 2 == 0 else ("after", "before")
+        for name in order:
+            code = args.baseline_code if name == "before" else None
+            replayed = bench_replay(
+                model, mode, clip, args.replay_frames, args.seq_len, args.threads, args.max_in_flight, work, code=code
+            )
+            fps = replayed["steady_fps"]
+            rounds[name].append(
+                {
+                    "load_avg_1min": os.getloadavg()[0],
+                    "session_p50_ms": session,
+                    "steady_fps": fps,
+                    "node_vs_session": fps * session / 1000.0,
+                    "node_overhead_ms": 1000.0 / fps - session,
+                    "node_cpu_ms_per_frame": replayed["node_cpu_ms_per_frame"],
+                    "outputs": replayed["outputs"],
+                    "frames_sent": replayed["frames_sent"],
+                }
+            )
+    return rounds
+
+
+def _spread(values: list[float]) -> str:
+    return f"{fmt(float(np.median(values)))} [{fmt(min(values))}-{fmt(max(values))}]"
+
+
+def _compare_report(results: dict) -> str:
+    rows = []
+    for key, variants in results["compare"].items():
+        for name, rounds in variants.items():
+            column = lambda field, rounds=rounds: [entry[field] for entry in rounds]  # noqa: E731
+            rows.append(
+                [
+                    key,
+                    name,
+                    len(rounds),
+                    _spread(column("load_avg_1min")),
+                    _spread(column("session_p50_ms")),
+                    _spread(column("steady_fps")),
+                    _spread(column("node_vs_session")),
+                    _spread(column("node_overhead_ms")),
+                    _spread(column("node_cpu_ms_per_frame")),
+                ]
+            )
+    return table(
+        f"node before ({results['baseline_code']}) and after (this checkout), replayed alternately; "
+        "median [min-max] over the rounds",
+        [
+            "model bg_mode",
+            "code",
+            "rounds",
+            "load avg",
+            "session p50",
+            "steady fps",
+            "node/session",
+            "overhead ms",
+            "node CPU ms",
+        ],
+        rows,
+    )
 
 
 def _cpu_seconds() -> tuple[float, float]:
@@ -440,6 +535,8 @@ def report(results: dict) -> str:
                 ],
             ),
         ]
+    if results.get("compare"):
+        parts += ["", _compare_report(results)]
     if "median" in results:
         parts += ["", _median_report(results)]
     parts += [
@@ -523,6 +620,14 @@ def main(argv: list[str] | None = None) -> int:
         "--median-warmup", type=int, default=30, help="frames in the background-median warm-up timed (default 30)"
     )
     parser.add_argument("--median-only", action="store_true", help="time only the background median")
+    parser.add_argument(
+        "--baseline-code",
+        type=Path,
+        help="a checkout of the code before a change: its node replayed against this checkout's (see --rounds)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="alternate before/after replays with --baseline-code (default 3)"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--work-dir", type=Path, help="keep models, bags and replay outputs here (default: a temp dir)")
     args = parser.parse_args(argv)
@@ -535,7 +640,7 @@ def main(argv: list[str] | None = None) -> int:
         args.max_in_flight = args.seq_len + 4
     replay_modes = [] if args.no_replay else (args.replay_modes if args.replay_modes is not None else args.bg_modes[:1])
     temp = None if args.work_dir else tempfile.TemporaryDirectory(prefix="bench_tracknet_")
-    work = args.work_dir or Path(temp.name)
+    work = (args.work_dir or Path(temp.name)).resolve()  # absolute: --baseline-code replays run from there
     work.mkdir(parents=True, exist_ok=True)
     clip = BallClip(num_frames=60, width=width, height=height)
     frames = list(clip.frames())
@@ -559,6 +664,8 @@ def main(argv: list[str] | None = None) -> int:
         "replay": {},
         "ratios": {},
         "median": median,
+        "baseline_code": str(args.baseline_code) if args.baseline_code else None,
+        "compare": {},
     }
     for width in args.backbone_widths:
         timed = args.frames if width == 0 else args.heavy_frames
@@ -588,6 +695,9 @@ def main(argv: list[str] | None = None) -> int:
                     work,
                     args.replay_rate,
                 )
+                if args.baseline_code is not None:
+                    print(f"compare  {key} ({args.rounds} rounds, before/after) ...", file=sys.stderr, flush=True)
+                    results["compare"][key] = _compare_code(model, mode, clip, args, work, timed)
     for key, session in results["session"].items():
         session_fps = session["max_fps"]
         module = results["module"][key]

@@ -17,6 +17,7 @@ from conftest import pypi_model
 from onnx import TensorProto, helper, numpy_helper
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
+from rclpy.serialization import serialize_message
 from ros_harness import NodeProcess, Probe
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
@@ -28,6 +29,7 @@ from vision_factory.families.yolo import FAMILY as YOLO
 from vision_factory.images import SUPPORTED_ENCODINGS, compressed_to_bgr, image_to_bgr
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.ros.detection_node import DetectionNode
+from vision_factory.ros.messages import image_from_cdr, message_to_bgr
 from vision_factory.runtime.onnx_runner import OnnxRunner
 
 LOG = logging.getLogger("test")
@@ -222,6 +224,60 @@ def test_raw_campaign_of_varied_bad_messages_gives_a_few_safe_lines(tmp_path):
     assert not [line for line in lines if "forged" in line and not line.startswith("[WARN]")]  # no forged line
     assert max(len(line) for line in lines) < 1000  # untrusted text cut
     assert "\x1b" not in log
+
+
+@pytest.mark.parametrize("encoding", SUPPORTED_ENCODINGS)
+def test_images_read_from_their_serialized_bytes_equal_rclpy_messages(encoding):
+    """image_from_cdr (the nodes' raw subscription) gives the fields rclpy would, its pixels a view of the bytes."""
+    frame_rng = np.random.default_rng(3)
+    for index, (height, width) in enumerate(((5, 7), (2, 1), (33, 64))):
+        message = _padded_message(frame_rng, height, width, encoding, index)
+        message.header.frame_id = "é" * index  # text of any length, not only ASCII
+        message.header.stamp.sec = -index  # int32
+        message.is_bigendian = index % 2
+        data = serialize_message(message)
+        view = image_from_cdr(data)
+        assert (view.header, view.height, view.width, view.encoding, view.step) == (
+            message.header,
+            message.height,
+            message.width,
+            message.encoding,
+            message.step,
+        )
+        assert view.is_bigendian == message.is_bigendian and bytes(view.data) == bytes(message.data)
+        assert np.shares_memory(np.frombuffer(view.data, np.uint8), np.frombuffer(data, np.uint8))
+        assert np.array_equal(message_to_bgr(view), message_to_bgr(message))
+
+
+def test_serialized_images_cut_short_are_counted_and_the_node_goes_on(tmp_path):
+    """The node reads raw images from their serialized bytes (no rclpy deserialization): bytes that end inside a
+    field are one kind of problem, counted, and the frames after them are still answered with their headers."""
+    model = pypi_model(*NUDENET_MODEL)
+    good = PHOTOS["astronaut"][0][::4, ::4].copy()
+
+    def serialized(index: int) -> bytes:
+        height, width = good.shape[:2]
+        message = Image(header=_header(index), width=width, height=height, encoding="bgr8", step=3 * width)
+        message.data = good.tobytes()
+        return serialize_message(message)
+
+    whole = serialized(0)
+    cuts = [6, 12, 30, 40, 52, len(whole) - 1000]  # inside the stamp, frame_id, size, encoding, step, pixels
+    messages = [serialized(index) for index in range(400, 403)]
+    messages += [whole[:cut] for cut in cuts]
+    messages += [serialized(index) for index in range(403, 406)]
+    node = NodeProcess(tmp_path, {"model_path": str(model), **PARAMS}, module=MODULE)
+    probe = Probe()
+    try:
+        answers = probe.subscribe(Detection2DArray, "/t/detections")
+        _send(probe, probe.publisher(Image, "/t/image"), messages, answers, 6)
+    finally:
+        probe.close()
+        node.stop()
+    log = node.log()
+    assert sorted(_stamp(answer.header) for answer in answers) == list(range(400, 406)), log
+    assert _summary(log) == {"malformed image message": len(cuts)}, log
+    assert f"frames in {len(messages)}, dropped 0, skipped {len(cuts)}, outputs 6" in log
 
 
 def _lying_model(path) -> str:

@@ -200,7 +200,8 @@ def test_a_stream_after_idle_gets_a_fresh_nodes_answers(tmp_path, synthetic_mode
         "qos_reliability": "reliable",
         "qos_depth": "50",
         "queue_size": "50",
-        "flush_timeout": "0.3",
+        # Long enough that a stall of the loaded machine mid-stream is not taken for the end of the stream.
+        "flush_timeout": "1.0",
     }
     (tmp_path / "used").mkdir()
     (tmp_path / "fresh").mkdir()
@@ -214,7 +215,7 @@ def test_a_stream_after_idle_gets_a_fresh_nodes_answers(tmp_path, synthetic_mode
         to_fresh = probe.publisher(Image, "/fresh/image")
         assert probe.spin_until(lambda: to_fresh.get_subscription_count() > 0, 30), "fresh node never subscribed"
         _publish(probe, to_used, _frames(stream_a, 100), used_out, expected=stream_a.num_frames)
-        probe.spin_until(lambda: False, 1.0)  # > flush_timeout without frames: stream A is over
+        probe.spin_until(lambda: False, 2.5)  # > flush_timeout without frames: stream A is over
         del used_out[:]
         stream = _frames(stream_b, 500)
         _publish(probe, to_used, stream, used_out, expected=len(stream), timeout=10)

@@ -14,7 +14,7 @@ import onnx
 import pytest
 from click.testing import CliRunner
 from conftest import SHARED
-from test_generator import _install_like_colcon
+from generated import install_like_colcon
 
 from vision_factory.cli import main
 from vision_factory.families.registry import family
@@ -157,7 +157,7 @@ def test_openvino_int8_is_ir_the_runner_loads_and_a_generated_package_runs(split
     frames = [cv2.imread(str(path)) for path in sorted((split / "eval" / "images").iterdir())[:3]]
     expected = family("yolo").detector(runner)
     package_dir = write_package("yolo", "openvino", "gen_yolo_int8_openvino", tmp_path / "src")
-    executable = _install_like_colcon(package_dir, tmp_path / "install", "yolo_node")
+    executable = install_like_colcon(package_dir, tmp_path / "install", "yolo_node")
     monkeypatch.setenv("PYTHONPATH", str(next((tmp_path / "install" / "lib").glob("python*/site-packages"))))
     result = replay(
         write_image_bag(tmp_path / "bag", frames),

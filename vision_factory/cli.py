@@ -663,7 +663,12 @@ def compare(
     help="compare the result with the model on: a COCO data set (JSON or folder); tracknet: truth CSV",
 )
 @click.option("--source", type=click.Path(path_type=Path), help="tracknet: the bag or video of the --data CSV")
-@click.option("--detector", "detector_model", type=click.Path(dir_okay=False, path_type=Path), help="rtmpose")
+@click.option(
+    "--detector",
+    "detector_model",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="rtmpose, reid: the YOLO model finding the people whose crops calibrate",
+)
 @click.option("--imgsz", type=int, help="yolo models with dynamic input: the input size  [default: as the nodes]")
 @click.option("--input-size", help="fasterrcnn / rtmpose with dynamic input: WIDTHxHEIGHT")
 @click.option("--speed-runs", type=click.IntRange(min=1), default=50, show_default=True, help="timed runs of each")

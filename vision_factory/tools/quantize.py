@@ -3,7 +3,8 @@
 Calibration tensors are the ones the node would feed the model: the family is built from its parameters'
 defaults as a node builds it (families/<name>.py), on a runner that keeps a copy of each feed it runs,
 and the calibration frames go through it (letterbox for YOLO, TrackNet windows with the background median
-for TrackNet, crops for RTMPose). One reader serves every family; no pre-processing is written twice.
+for TrackNet, crops of the person detector's boxes for RTMPose and for re-identification embedders). One
+reader serves every family; no pre-processing is written twice.
 
 ONNX Runtime: static QDQ quantization, per-channel weights, after ``quant_pre_process``. The tail of the
 graph - the last Conv on every path to an output, and everything after it (for Ultralytics YOLO the
@@ -40,7 +41,7 @@ from ..runtime.runner import Runner
 from .commands import CommandReport, UsageError
 from .sources import read_image, source_frames
 
-QUANTIZE_TYPES = ("tracknet", *SINGLE_MODEL_DETECTORS, "rtmpose")  # the families a quantized model serves
+QUANTIZE_TYPES = ("tracknet", *SINGLE_MODEL_DETECTORS, "rtmpose", "reid")  # the families a quantized model serves
 BACKENDS = ("onnx", "openvino")
 PRECISIONS = ("int8", "fp16")
 METHODS = ("minmax", "entropy", "percentile")
@@ -112,7 +113,8 @@ def calibration_inputs(
 ) -> tuple[list[dict[str, np.ndarray]], int]:
     """The feeds the ``model_type`` node gives ``model`` for the first ``frames`` frames of ``source``, and the
     frames read: the family is built as the node builds it (detectors as `predict` builds them, with
-    ``options``), on ONNX Runtime, with ``model`` on a RecordingRunner; each frame goes through it."""
+    ``options``; reid as the tracker builds its embedder, on the boxes ``detector_model`` finds), on ONNX
+    Runtime, with ``model`` on a RecordingRunner; each frame goes through it."""
     if frames < 1:
         raise UsageError(f"--frames must be at least 1, got {frames}", "--frames")
     calibration = calibration_frames(source, frames)  # checks the source before the models load
@@ -129,6 +131,15 @@ def calibration_inputs(
         stream = family("tracknet").build(tracknet_values(model), load)
         read = sum(1 for index, frame in enumerate(calibration) if stream.push(frame, index) is not None)
         stream.flush()
+    elif model_type == "reid":
+        from .predict import build_detector
+
+        people = build_detector("yolo", detector_model, REFERENCE, options or {})
+        values = with_defaults(family("reid").parameters, {"reid_model_path": str(model)}, "reid")
+        embedder = family("reid").build(values, load)
+        read = sum(
+            1 for frame in calibration if embedder.embed(frame, [d.xyxy for d in people.detect(frame)]) is not None
+        )
     else:
         from .predict import build_detector
 
@@ -138,7 +149,7 @@ def calibration_inputs(
     if not feeds:
         raise ValueError(
             f"no calibration input: {read} frames of {source} gave the {model_type} model nothing to run "
-            "(tracknet: more frames than the median warm-up and seq_len; rtmpose: frames with people); give more "
+            "(tracknet: more frames than the median warm-up and seq_len; rtmpose, reid: frames with people); give more "
             "--frames or another --calibration source"
         )
     return feeds, read
@@ -156,9 +167,17 @@ def tracknet_values(model: Path, median_warmup: int = 10) -> dict[str, Any]:
 
 
 class FeedReader:
-    """ONNX Runtime's CalibrationDataReader over recorded feeds (each at most once)."""
+    """ONNX Runtime's CalibrationDataReader over recorded feeds (each at most once). Feeds of different shapes
+    (a batch of one crop per person: rtmpose, reid) are read one sample at a time: the histogram calibrators
+    (entropy, percentile) stack each tensor's values over the feeds, which takes one shape."""
 
     def __init__(self, feeds: Sequence[dict[str, np.ndarray]]):
+        if len({tuple((name, value.shape) for name, value in sorted(feed.items())) for feed in feeds}) > 1:
+            feeds = [
+                {name: value[row : row + 1] for name, value in feed.items()}
+                for feed in feeds
+                for row in range(min(len(value) for value in feed.values()))
+            ]
         self._feeds = iter(feeds)
 
     def get_next(self) -> dict[str, np.ndarray] | None:
@@ -390,6 +409,10 @@ def quantize(
     require_file_family(model, model_type, "quantize")
     if model_type == "rtmpose" and data is not None:
         raise UsageError("compare cannot run rtmpose over a data set on its own: leave out --data", "--data")
+    if model_type == "reid" and data is not None:
+        raise UsageError("compare has no data set for re-identification embeddings: leave out --data", "--data")
+    if model_type == "reid" and precision == "int8" and detector_model is None:
+        raise UsageError("reid calibrates on crops of people: give --detector, a YOLO model finding them", "--detector")
     if precision == "int8" and calibration is None:
         raise UsageError("int8 needs --calibration: a folder of images, a video or a rosbag2", "--calibration")
     if model_type == "tracknet" and data is not None and source is None:

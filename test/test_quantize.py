@@ -504,3 +504,13 @@ def test_reid_int8_calibrates_on_the_detectors_crops_keeps_the_embeddings_and_tr
         messages = read_messages(result.output_bag, "/" + NODES["yolo"].main_output)
         ids[name] = [[d.id for d in deserialize_message(m.data, Detection2DArray).detections] for m in messages]
     assert ids["int8"] == ids["fp32"] and {"1", "2"} <= {i for frame in ids["int8"] for i in frame}
+
+
+def test_a_model_with_nothing_to_quantize_outside_its_float_tail_is_refused(split, tmp_path):
+    """test_rtmpose's spot finder has no layer before its outputs' tail: an "int8" model of it would be the FP32
+    model relabelled. The command says so and writes nothing."""
+    out = tmp_path / "spot_int8.onnx"
+    model, options = spot_finder(tmp_path / "spot.onnx"), {"person_class": "circle"}
+    with pytest.raises(ValueError, match="nothing of spot.onnx was quantized: .*give --no-float-tail"):
+        quantize("rtmpose", model, split / "calibration", out, frames=2, options=options, detector_model=SHAPES_MODEL)
+    assert not out.exists()

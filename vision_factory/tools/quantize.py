@@ -309,6 +309,13 @@ def onnx_int8(
             nodes_to_exclude=excluded,
             extra_options={"CalibMaxIntermediateOutputs": 64} if method != "minmax" else {},
         )
+    if not any(node.op_type == "DequantizeLinear" for node in onnx.load(out, load_external_data=False).graph.node):
+        Path(out).unlink()
+        raise ValueError(
+            f"nothing of {Path(model).name} was quantized: it has no Conv, MatMul or Gemm layer outside the float "
+            f"tail ({len(excluded)} nodes kept in float); give --no-float-tail to quantize the tail too, or keep "
+            "the FP32 model"
+        )
     return f"onnxruntime {onnxruntime.__version__} static QDQ, per-channel int8 weights, {method} calibration", excluded
 
 

@@ -292,8 +292,6 @@ class TrackNetTracker:
         self.bg_mode = bg_mode
         self.eval_mode = eval_mode
         self.weights = ensemble_weights(seq_len, eval_mode)
-        self._position_weights = self.weights[::-1].copy()  # the weight of the window's j-th frame
-        self._scaled: np.ndarray | None = None  # the window's weighted heatmaps (_infer's buffer)
         self.median_warmup = median_warmup
         self.heatmap_threshold = heatmap_threshold
         # Called per emitted frame with its heatmap peak and its position at any threshold (threshold sweeps).
@@ -505,19 +503,14 @@ class TrackNetTracker:
         self._inferred_once = True
         start = time.perf_counter()
         offset = self.seq_len - len(self._window_ids)  # > 0 only for a padded window
-        # Every heatmap times its position's weight in one pass (the same products as one at a time), into a
-        # buffer kept between calls; then each frame's sum takes its row in place, with no temporary.
-        weights = self._position_weights
-        if self._scaled is None or self._scaled.shape != heatmaps.shape:
-            self._scaled = np.empty(heatmaps.shape, np.result_type(heatmaps, weights))
-        scaled = np.multiply(heatmaps, weights[:, None, None], out=self._scaled)
         for position, fid in enumerate(self._window_ids):
             if only is not None and fid not in only:
                 continue
             j = position + offset
+            weight = self.weights[self.seq_len - 1 - j]
             entry = self._pending[fid]
-            entry[0] += scaled[j]
-            entry[1] += weights[j]
+            entry[0] += weight * heatmaps[j]
+            entry[1] += weight
         self.stats.postprocess_s += time.perf_counter() - start
 
     def _emit(self, fid: int) -> Prediction:

@@ -44,6 +44,11 @@ from .messages import image_from_cdr, message_to_bgr
 from .monitor import Monitor
 from .parameters import declare_parameters, image_input, parameter_values
 
+try:  # rclpy's C++ executor (Jazzy and later): about 0.6 ms less per frame than the Python one
+    from rclpy.experimental import EventsExecutor as _Executor
+except ImportError:  # older rclpy
+    _Executor = SingleThreadedExecutor
+
 PAIRING_WINDOW = 30  # images (or their partners) kept while waiting for the partner of the same stamp
 START_UP_ERRORS = (ValueError, RuntimeError, ParameterException)  # a bad model or parameter: the reason is logged
 SUCCESS = TransitionCallbackReturn.SUCCESS
@@ -470,7 +475,7 @@ def spin(make_node: Callable[[], InferenceNode], name: str, args: list[str] | No
         rclpy.logging.get_logger(name).fatal(f"cannot start: {untrusted(exc, 2000)}")
         rclpy.try_shutdown()
         return 2
-    executor = SingleThreadedExecutor()  # one executor: rclpy.spin_once would re-add the node every call
+    executor = _Executor()  # one executor: rclpy.spin_once would re-add the node every call
     executor.add_node(node)
     try:
         while rclpy.ok() and not node.finalized:  # ros2 lifecycle set <node> shutdown ends the process too

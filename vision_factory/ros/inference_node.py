@@ -44,7 +44,7 @@ from .messages import image_from_cdr, message_to_bgr
 from .monitor import Monitor
 from .parameters import declare_parameters, image_input, parameter_values
 
-try:  # rclpy's C++ executor (Jazzy and later): about 0.6 ms less per frame than the Python one
+try:  # rclpy's C++ executor (Jazzy and later): 0.3-0.6 ms less CPU per frame (benchmarks/README.md)
     from rclpy.experimental import EventsExecutor as _Executor
 except ImportError:  # older rclpy
     _Executor = SingleThreadedExecutor

@@ -412,6 +412,7 @@ class NodeUnderTest:
             code = self.process.wait()
         self._log.close()
         self.executor.shutdown()
+        self._spinner.join(timeout=5)  # a spinning thread left inside rclpy at interpreter exit can abort the process
         self.node.destroy_node()
         import rclpy
 

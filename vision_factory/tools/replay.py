@@ -317,6 +317,7 @@ def replay(
             process.kill()
         log_file.close()
         executor.shutdown()
+        spinner.join(timeout=5)  # a spinning thread left inside rclpy at interpreter exit can abort the process
         player.destroy_node()
         rclpy.try_shutdown(context=context)
 

@@ -41,7 +41,7 @@ from ..parameters import Parameter
 from ..runtime.runner import Runner
 from ..text import untrusted
 from .messages import image_from_cdr, message_to_bgr
-from .monitor import Monitor
+from .monitor import Monitor, age_s
 from .parameters import declare_parameters, image_input, parameter_values
 
 try:  # rclpy's C++ executor (Jazzy and later): 0.3-0.6 ms less CPU per frame (benchmarks/README.md)
@@ -360,8 +360,7 @@ class InferenceNode(LifecycleNode):
         """Whether ``item``, about to reach the model, is older than max_frame_age (then skipped, counted)."""
         if not self.max_frame_age:
             return False
-        stamp = (item[0] if isinstance(item, tuple) else item).header.stamp
-        age_ms = (self.get_clock().now().nanoseconds - (stamp.sec * 10**9 + stamp.nanosec)) / 1e6
+        age_ms = 1000 * age_s(self, (item[0] if isinstance(item, tuple) else item).header)
         if age_ms <= self.max_frame_age:
             return False
         self.skip(

@@ -54,6 +54,12 @@ def qos_text(qos: QoSProfile) -> str:
     return text
 
 
+def age_s(node: Node, header: Header) -> float:
+    """Seconds from ``header``'s stamp to now on ``node``'s clock (the bag's with use_sim_time)."""
+    stamp = header.stamp
+    return (node.get_clock().now().nanoseconds - stamp.sec * 1_000_000_000 - stamp.nanosec) / 1e9
+
+
 class _FrameClock:
     """One frame's times on the inference thread (perf_counter seconds)."""
 
@@ -170,8 +176,7 @@ class Monitor:
 
     def answered(self, header: Header) -> None:
         """An answer for the frame of ``header`` was just published: its pipeline latency."""
-        stamp = header.stamp
-        latency = (self.node.get_clock().now().nanoseconds - stamp.sec * 1_000_000_000 - stamp.nanosec) / 1e9
+        latency = age_s(self.node, header)
         with self._lock:
             self._latencies.append((time.monotonic(), 1000 * latency))
         self._publish("pipeline_latency_ms", latency)

@@ -29,6 +29,7 @@ from vision_factory.families.registry import family
 from vision_factory.generator.package import write_package
 from vision_factory.parameters import with_defaults
 from vision_factory.runtime.backends import load_target
+from vision_factory.runtime.runner import Runner
 from vision_factory.tools.bags import read_ball_csv, read_messages, write_ball_csv, write_image_bag
 from vision_factory.tools.commands import UsageError
 from vision_factory.tools.compare import detection_differences
@@ -70,6 +71,41 @@ def int8(split):
     report = quantize("yolo", SHAPES_MODEL, split / "calibration", out, frames=6, data=split / "eval", speed_runs=3)
     saved = json.loads(next((split / "shapes_int8_quantize").glob("compare_*.json")).read_text())
     return out, report.shown(), saved
+
+
+def _openvino_int8(model_type: str, model: Path, calibration: Path, out: Path, **given) -> tuple[Runner, dict]:
+    """``quantize --backend openvino`` of ``model`` into the IR ``out``: checked to hold FakeQuantize ops, its
+    provenance read back by the OpenVINO runner, and every convolution of the float tail the metadata names
+    running in float there (fed by no FakeQuantize, its weights a float32 constant) while others run in int8.
+    The runner, and compare's saved report (None without ``data``)."""
+    import openvino as ov
+
+    report = quantize(model_type, model, calibration, out, "openvino", speed_runs=1, **given)
+    assert out.is_file() and out.with_suffix(".bin").is_file() and "NNCF" in report.text
+    runner = load_target("openvino:CPU", out)
+    metadata = runner.metadata
+    source = {prop.key: prop.value for prop in onnx.load(model).metadata_props}
+    assert {key: metadata[key] for key in source} == source  # the family's metadata comes through
+    assert metadata["quantization_precision"] == "int8" and "NNCF" in metadata["quantization_method"]
+    assert metadata["quantization_source_sha256"] == hashlib.sha256(model.read_bytes()).hexdigest()
+    assert metadata["quantization_calibration"] == str(calibration)
+    float_nodes = set(metadata["quantization_float_nodes"].split(": ", 1)[1].split(", "))
+    ops = ov.Core().read_model(str(out)).get_ops()
+    convs = [op for op in ops if op.get_type_name() in ("Convolution", "GroupConvolution")]
+    feeders = {op.get_friendly_name(): [i.get_source_output().get_node() for i in op.inputs()] for op in convs}
+    # OpenVINO's ONNX reader names a Conv with a bias NAME/WithoutBiases (and its bias Add NAME)
+    in_float = [name for name in feeders if name in float_nodes or name.rpartition("/")[0] in float_nodes]
+    assert in_float, sorted(float_nodes)
+    for name in in_float:
+        data, weights = feeders[name]
+        while weights.get_type_name() in ("Reshape", "Unsqueeze", "Squeeze", "Transpose"):  # a depthwise conv's
+            weights = weights.input(0).get_source_output().get_node()
+        assert data.get_type_name() != "FakeQuantize", name
+        assert weights.get_type_name() == "Constant" and weights.get_element_type() == ov.Type.f32, name
+    assert any(feeders[name][0].get_type_name() == "FakeQuantize" for name in feeders if name not in in_float)
+    summary = json.loads(report.files["summary"].read_text())
+    assert summary["runs_on"]["quantized"] == "openvino:CPU"
+    return runner, summary["comparison"]
 
 
 def test_int8_keeps_the_metadata_and_records_its_provenance(int8, split):
@@ -151,15 +187,8 @@ def test_int8_model_runs_in_the_yolo_node_and_differs_from_fp32_as_compare_says(
 
 def test_openvino_int8_is_ir_the_runner_loads_and_a_generated_package_runs(split, tmp_path, monkeypatch):
     out = tmp_path / "shapes_int8.xml"
-    report = quantize("yolo", SHAPES_MODEL, split / "calibration", out, "openvino", frames=6, speed_runs=2)
-    assert out.is_file() and out.with_suffix(".bin").is_file()
-    assert "NNCF" in report.text
-    import openvino as ov
-
-    assert any(op.get_type_name() == "FakeQuantize" for op in ov.Core().read_model(str(out)).get_ops())
-    runner = load_target("openvino:CPU", out)
-    assert runner.metadata["names"] == {p.key: p.value for p in onnx.load(SHAPES_MODEL).metadata_props}["names"]
-    assert runner.metadata["quantization_precision"] == "int8" and "NNCF" in runner.metadata["quantization_method"]
+    runner, _ = _openvino_int8("yolo", SHAPES_MODEL, split / "calibration", out, frames=6)
+    assert set(HEAD_CONVS) <= set(runner.metadata["quantization_float_nodes"].split(": ", 1)[1].split(", "))
     shown = CliRunner().invoke(main, ["inspect", str(out)])
     assert shown.exit_code == 0 and "quantization_source_sha256" in shown.output and "looks like: yolo" in shown.output
 
@@ -366,10 +395,8 @@ def test_yolo_pose_openvino_int8_loads_in_the_openvino_runner_with_its_provenanc
     for index in (0, 1):
         cv2.imwrite(str(calibration / f"{index}.png"), frames[index])
     out = tmp_path / "pose_int8.xml"
-    quantize("yolo_pose", POSE_MODEL, calibration, out, "openvino", frames=2, speed_runs=1)
-    runner = load_target("openvino:CPU", out)
-    assert runner.metadata["kpt_shape"] == "[17, 3]" and runner.metadata["quantization_precision"] == "int8"
-    assert runner.metadata["quantization_source_sha256"] == hashlib.sha256(POSE_MODEL.read_bytes()).hexdigest()
+    runner, _ = _openvino_int8("yolo_pose", POSE_MODEL, calibration, out, frames=2)
+    assert runner.metadata["kpt_shape"] == "[17, 3]"
     assert "/model.23/cv4.0/cv4.0.2/Conv" in runner.metadata["quantization_float_nodes"]
     fp32, int8 = (
         sorted(d.xyxy for d in family("yolo_pose").detector(model).detect(frames[4]) if d.score >= 0.5)

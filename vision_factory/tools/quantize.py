@@ -365,11 +365,16 @@ def save_openvino(ov_model, out: Path, precision: str, metadata: Mapping[str, st
 
 
 def _ignored_scope(ov_model, float_nodes: Sequence[str]):
-    """NNCF's IgnoredScope for the ONNX nodes in ``float_nodes`` that the OpenVINO model still names."""
+    """NNCF's IgnoredScope for the OpenVINO ops of the ONNX nodes in ``float_nodes``: the op of the node's name,
+    and the ops OpenVINO's ONNX reader splits the node into, named NAME/PART (a Conv with a bias becomes the
+    Convolution NAME/WithoutBiases and the Add NAME: the Convolution is the layer to keep in float)."""
     import nncf
 
-    names = {op.get_friendly_name() for op in ov_model.get_ops()}
-    return nncf.IgnoredScope(names=[name for name in float_nodes if name in names], validate=False)
+    kept = set(float_nodes)
+    names = [op.get_friendly_name() for op in ov_model.get_ops()]
+    return nncf.IgnoredScope(
+        names=[name for name in names if name in kept or name.rpartition("/")[0] in kept], validate=False
+    )
 
 
 # --- the command -------------------------------------------------------------------------------------

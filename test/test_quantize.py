@@ -253,6 +253,26 @@ def test_bad_input_is_refused_with_the_fix(split, tmp_path, arguments, message):
     assert not (tmp_path / "q.onnx").exists()
 
 
+@pytest.mark.parametrize(
+    "arguments,message",
+    [
+        (["--data", "{tmp}"], "rtmpose calibrates and compares on crops of people: give --detector"),
+        (["--data", "{tmp}/missing", "--detector", "{detector}"], "data source not found: {tmp}/missing"),
+        (["--data", "{tmp}", "--detector", "{detector}"], "holds no images"),
+    ],
+)
+def test_rtmpose_compares_on_the_people_of_data_a_detector_finds_else_is_refused(tmp_path, arguments, message):
+    """rtmpose and reid compare over frames, on the --detector's people: without it, or without frames, the
+    command says so before writing anything."""
+    model = spot_finder(tmp_path / "spot.onnx")
+    given = [part.format(tmp=tmp_path, detector=SHAPES_MODEL) for part in arguments]
+    command = ["quantize", "--model-type", "rtmpose", "--model", str(model), "--precision", "fp16"]
+    result = CliRunner().invoke(main, [*command, "--out", str(tmp_path / "q.onnx"), *given])
+    assert result.exit_code == 2, result.output
+    assert message.format(tmp=tmp_path) in result.output
+    assert not (tmp_path / "q.onnx").exists()
+
+
 def test_a_model_of_another_family_is_refused(split, tmp_path):
     with pytest.raises(ValueError, match="looks like a yolo model .*quantize needs a TrackNet model"):
         quantize("tracknet", SHAPES_MODEL, split / "calibration", tmp_path / "q.onnx")

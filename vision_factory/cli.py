@@ -660,14 +660,15 @@ def compare(
 @click.option(
     "--data",
     type=click.Path(path_type=Path),
-    help="compare the result with the model on: a COCO data set (JSON or folder); tracknet: truth CSV",
+    help="compare the result with the model on: a COCO data set (JSON or folder); tracknet: truth CSV; "
+    "rtmpose, reid: images, a video or a rosbag2 (the --detector's people)",
 )
 @click.option("--source", type=click.Path(path_type=Path), help="tracknet: the bag or video of the --data CSV")
 @click.option(
     "--detector",
     "detector_model",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="rtmpose, reid: the YOLO model finding the people whose crops calibrate",
+    help="rtmpose, reid: the YOLO model finding the people whose crops calibrate and compare",
 )
 @click.option("--imgsz", type=int, help="yolo models with dynamic input: the input size  [default: as the nodes]")
 @click.option("--input-size", help="fasterrcnn / rtmpose with dynamic input: WIDTHxHEIGHT")

@@ -15,7 +15,8 @@ inputs/outputs (ONNX Runtime CUDA/TensorRT), or IR compressed to FP16 (OpenVINO 
 
 Every quantized model keeps the source model's metadata (names, imgsz, kpt_shape, seq_len ...) and adds
 its provenance under ``quantization_*`` keys, which ``inspect`` shows. The command ends by comparing the
-quantized model with the source (``compare``'s report) and timing both on the same inputs, interleaved.
+quantized model with the source (``compare``'s report; for rtmpose and reid, which no data set scores, their
+outputs on the people the detector finds in frames) and timing both on the same inputs, interleaved.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from .commands import CommandReport, UsageError
 from .sources import read_image, source_frames
 
 QUANTIZE_TYPES = ("tracknet", *SINGLE_MODEL_DETECTORS, "rtmpose", "reid")  # the families a quantized model serves
+PEOPLE_TYPES = ("rtmpose", "reid")  # families run on the crops of the people a detector finds
 BACKENDS = ("onnx", "openvino")
 PRECISIONS = ("int8", "fp16")
 METHODS = ("minmax", "entropy", "percentile")
@@ -76,19 +78,18 @@ class RecordingRunner:
         return self.runner.describe()
 
 
-def calibration_frames(source: Path, count: int) -> Iterator[np.ndarray]:
-    """At most ``count`` BGR frames of ``source``: a folder of images (in name order), a video or a rosbag2."""
+def calibration_frames(source: Path, count: int | None, option: str = "--calibration") -> Iterator[np.ndarray]:
+    """At most ``count`` (None: all) BGR frames of ``source``: a folder of images (in name order), a video or a
+    rosbag2; ``option`` names it in errors."""
     source = Path(source)
     if not source.exists():
-        raise UsageError(
-            f"calibration source not found: {source}; give a folder of images, a video or a rosbag2", "--calibration"
-        )
+        what = option.lstrip("-")
+        raise UsageError(f"{what} source not found: {source}; give a folder of images, a video or a rosbag2", option)
     if source.is_dir() and not _is_bag(source):
         images = sorted(path for path in source.iterdir() if path.suffix.lower() in IMAGE_SUFFIXES)
         if not images:
             raise UsageError(
-                f"{source} holds no images ({', '.join(IMAGE_SUFFIXES)}) and is no rosbag2 (no metadata.yaml)",
-                "--calibration",
+                f"{source} holds no images ({', '.join(IMAGE_SUFFIXES)}) and is no rosbag2 (no metadata.yaml)", option
             )
         frames = (read_image(path) for path in images)
         frames = (frame for frame in frames if frame is not None)
@@ -372,13 +373,18 @@ NNCF_FLOAT_TYPES = ("Sigmoid", "Multiply")
 
 
 def _ignored_scope(ov_model, float_nodes: Sequence[str]):
-    """NNCF's IgnoredScope: the ONNX nodes in ``float_nodes`` that the OpenVINO model still names, and the
-    element-wise types of NNCF_FLOAT_TYPES."""
+    """NNCF's IgnoredScope: the element-wise types of NNCF_FLOAT_TYPES, and the OpenVINO ops of the ONNX nodes in
+    ``float_nodes``: the op of the node's name, and the ops OpenVINO's ONNX reader splits the node into, named
+    NAME/PART (a Conv with a bias becomes the Convolution NAME/WithoutBiases and the Add NAME: the Convolution is
+    the layer to keep in float)."""
     import nncf
 
-    names = {op.get_friendly_name() for op in ov_model.get_ops()}
+    kept = set(float_nodes)
+    names = [op.get_friendly_name() for op in ov_model.get_ops()]
     return nncf.IgnoredScope(
-        names=[name for name in float_nodes if name in names], types=list(NNCF_FLOAT_TYPES), validate=False
+        names=[name for name in names if name in kept or name.rpartition("/")[0] in kept],
+        types=list(NNCF_FLOAT_TYPES),
+        validate=False,
     )
 
 
@@ -424,12 +430,13 @@ def quantize(
     if backend == "onnx" and Path(out).suffix != ".onnx":
         raise UsageError(f"give --out as NAME.onnx (got {Path(out).name})", "--out")
     require_file_family(model, model_type, "quantize")
-    if model_type == "rtmpose" and data is not None:
-        raise UsageError("compare cannot run rtmpose over a data set on its own: leave out --data", "--data")
-    if model_type == "reid" and data is not None:
-        raise UsageError("compare has no data set for re-identification embeddings: leave out --data", "--data")
-    if model_type == "reid" and precision == "int8" and detector_model is None:
-        raise UsageError("reid calibrates on crops of people: give --detector, a YOLO model finding them", "--detector")
+    if model_type in PEOPLE_TYPES and detector_model is None and (data is not None or precision == "int8"):
+        raise UsageError(
+            f"{model_type} calibrates and compares on crops of people: give --detector, a YOLO model finding them",
+            "--detector",
+        )
+    if model_type in PEOPLE_TYPES and data is not None:
+        calibration_frames(data, 0, "--data")  # a folder of images, a video or a rosbag2: checked before the work
     if precision == "int8" and calibration is None:
         raise UsageError("int8 needs --calibration: a folder of images, a video or a rosbag2", "--calibration")
     if model_type == "tracknet" and data is not None and source is None:
@@ -477,7 +484,7 @@ def quantize(
     out_dir.mkdir(parents=True, exist_ok=True)
     comparison, compared = None, None
     if data is not None:
-        comparison = compare_models(model_type, model, out, target, data, source, out_dir)
+        comparison = compare_models(model_type, model, out, target, data, source, out_dir, options, detector_model)
         compared = max(out_dir.glob("compare_*.json"), key=lambda path: path.stat().st_mtime)
     summary = {
         "model_type": model_type,
@@ -550,7 +557,15 @@ def _random_input(info) -> np.ndarray:
 
 
 def compare_models(
-    model_type: str, model: Path, quantized: Path, target: str, data: Path, source: Path | None, out_dir: Path
+    model_type: str,
+    model: Path,
+    quantized: Path,
+    target: str,
+    data: Path,
+    source: Path | None,
+    out_dir: Path,
+    options: Mapping[str, Any] | None = None,
+    detector_model: Path | None = None,
 ) -> CommandReport:
     """`compare`: the source model on ONNX Runtime CPU (A) against the quantized one on ``target`` (B)."""
     configurations = ((Path(model), REFERENCE), (Path(quantized), target))
@@ -558,9 +573,79 @@ def compare_models(
         from .ball_eval import compare_tracking
 
         return compare_tracking(configurations, source, data, 10, 0.5, out_dir)
+    if model_type in PEOPLE_TYPES:
+        return compare_on_people(model_type, configurations, data, options or {}, detector_model, out_dir)
     from .coco_eval import compare_detections
 
     return compare_detections(model_type, configurations, data, out_dir)
+
+
+def compare_on_people(
+    model_type: str,
+    configurations: Sequence[tuple[Path, str]],
+    data: Path,
+    options: Mapping[str, Any],
+    detector_model: Path,
+    out_dir: Path,
+) -> CommandReport:
+    """`compare` for the families that work on the crops of the people ``detector_model`` finds (rtmpose, reid),
+    over every frame of ``data`` (a folder of images, a video or a rosbag2; no truth scores them): each
+    configuration built as its node builds it, the person detector on onnx:cpu for both. rtmpose: its
+    detections' differences (compare's, keypoints included); reid: the cosine of each person's two embeddings."""
+    from .compare import describe_comparison, detection_differences, save_comparison
+    from .predict import build_detector
+
+    frames = list(calibration_frames(data, None, "--data"))
+
+    loaded: list[Runner] = []  # the compared model's runner of each configuration
+
+    def loader(model: Path, target: str) -> Callable[[Any], Runner]:
+        """Loads ``model`` on ``target`` (kept in ``loaded``), the pipeline's other models on onnx:cpu."""
+
+        def load(path) -> Runner:
+            if Path(path).resolve() != Path(model).resolve():
+                return load_target(REFERENCE, Path(path))
+            loaded.append(load_target(target, Path(path)))
+            return loaded[-1]
+
+        return load
+
+    if model_type == "rtmpose":
+        results = []
+        for model, target in configurations:
+            detector = build_detector("rtmpose", model, target, options, detector_model, load=loader(model, target))
+            results.append(
+                [
+                    {
+                        "image_id": index,
+                        "category_id": found.class_id,
+                        "score": found.score,
+                        "bbox": [*found.xyxy[:2], found.xyxy[2] - found.xyxy[0], found.xyxy[3] - found.xyxy[1]],
+                        "keypoints": np.asarray(found.keypoints, dtype=np.float64).ravel().tolist(),
+                    }
+                    for index, frame in enumerate(frames)
+                    for found in detector.detect(frame)
+                ]
+            )
+        outputs = detection_differences(*results)
+    else:
+        people = build_detector("yolo", detector_model, REFERENCE, options)
+        boxes = [[found.xyxy for found in people.detect(frame)] for frame in frames]
+        if not any(boxes):
+            raise ValueError(
+                f"{Path(detector_model).name} finds no people in {data}: give --data with people to compare"
+            )
+        embeddings = []
+        for model, target in configurations:
+            values = with_defaults(family("reid").parameters, {"reid_model_path": str(model)}, "reid")
+            embedder = family("reid").build(values, loader(model, target))
+            embeddings.append(np.vstack([embedder.embed(frame, found) for frame, found in zip(frames, boxes) if found]))
+        cosine = np.sum(embeddings[0] * embeddings[1], axis=1)  # unit rows (all-zero for a box outside the frame)
+        outputs = {"frames": len(frames), "people": len(cosine), "cosine_min": float(cosine.min())}
+        outputs["cosine_mean"] = float(cosine.mean())
+    described = [runner.describe() for runner in loaded]
+    report, path = save_comparison(configurations, described, ("data", data), {"outputs": outputs}, out_dir)
+    return CommandReport(describe_comparison(report, path))
 
 
 def describe(out: Path, provenance: Provenance, speed: Mapping[str, float], comparison: CommandReport | None) -> str:

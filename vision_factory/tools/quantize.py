@@ -367,8 +367,8 @@ def save_openvino(ov_model, out: Path, precision: str, metadata: Mapping[str, st
 
 # Element-wise ops NNCF leaves unquantized: OpenVINO's CPU plugin runs an activation such as SiLU (Sigmoid and
 # Multiply) inside the INT8 convolution before it, but only if no FakeQuantize sits between them. Quantizing their
-# inputs (NNCF's default) made each one a separate kernel: shapes YOLOv8n 1.76x -> 2.16x, yolo11n-pose 1.81x ->
-# 2.43x the speed of FP32 ONNX Runtime, accuracy unchanged (benchmarks/README.md, Quantization).
+# inputs (NNCF's default) made each one a separate kernel. Side by side, the speed of FP32 ONNX Runtime: shapes
+# YOLOv8n 1.74x -> 2.22x, yolo11n-pose 2.08x -> 2.45x, fall detector 2.87x -> 3.39x (benchmarks/README.md).
 NNCF_FLOAT_TYPES = ("Sigmoid", "Multiply")
 
 

@@ -220,19 +220,34 @@ def test_openvino_int8_is_ir_the_runner_loads_and_a_generated_package_runs(split
     shown = CliRunner().invoke(main, ["inspect", str(out)])
     assert shown.exit_code == 0 and "quantization_source_sha256" in shown.output and "looks like: yolo" in shown.output
 
+    _generated_yolo_node_answers_as_its_runner("openvino", out, runner, split, tmp_path, monkeypatch, ": openvino 20")
+
+
+def test_onnx_int8_runs_in_a_generated_onnx_package_as_its_runner_does(int8, split, tmp_path, monkeypatch):
+    out = int8[0]
+    runner = load_target("onnx:cpu", out)
+    assert runner.metadata["quantization_precision"] == "int8"
+    _generated_yolo_node_answers_as_its_runner(
+        "onnx", out, runner, split, tmp_path, monkeypatch, "onnxruntime on CPUExecutionProvider"
+    )
+
+
+def _generated_yolo_node_answers_as_its_runner(backend, model, runner, split, tmp_path, monkeypatch, runs_on):
+    """A generated yolo package for ``backend``, installed colcon-style, loads ``model`` (its log names
+    ``runs_on``) and answers 3 held-out images over a replayed bag with what ``runner`` finds offline."""
     frames = [cv2.imread(str(path)) for path in sorted((split / "eval" / "images").iterdir())[:3]]
     expected = family("yolo").detector(runner)
-    package_dir = write_package("yolo", "openvino", "gen_yolo_int8_openvino", tmp_path / "src")
+    package_dir = write_package("yolo", backend, f"gen_yolo_int8_{backend}", tmp_path / "src")
     executable = install_like_colcon(package_dir, tmp_path / "install", "yolo_node")
     monkeypatch.setenv("PYTHONPATH", str(next((tmp_path / "install" / "lib").glob("python*/site-packages"))))
     result = replay(
         write_image_bag(tmp_path / "bag", frames),
         tmp_path / "generated",
         node="yolo",
-        params={"model_path": str(out)},
+        params={"model_path": str(model)},
         executable=[str(executable)],
     )
-    assert ": openvino 20" in Path(result.node_log).read_text()
+    assert runs_on in Path(result.node_log).read_text()
     records = json.loads(Path(result.detections_json).read_text())
     assert sum(len(record["detections"]) for record in records) >= 3
     for frame, record in zip(frames, records, strict=True):

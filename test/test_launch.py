@@ -298,6 +298,7 @@ def test_launch_description(prefix, monkeypatch):
         "seq_len": "8",
         "bg_mode": "",
         "median_warmup": "0",
+        "stride": "1",
         "autostart": "true",
         "params_file": str(share / "config" / "tracknet_onnx.yaml"),
         "namespace": "",
@@ -309,6 +310,7 @@ def test_launch_description(prefix, monkeypatch):
         model_path="123",
         seq_len="12",
         median_warmup="30",
+        stride="4",
         execution_provider="tensorrt,cuda,cpu",
         image_topic="/cam1/image_raw",
     )
@@ -322,6 +324,7 @@ def test_launch_description(prefix, monkeypatch):
         "bg_mode": "",
         "seq_len": 12,
         "median_warmup": 30,
+        "stride": 4,
         "autostart": True,
     }
     assert overrides == expected

@@ -460,48 +460,75 @@ def test_launch_autostart_false_waits_for_lifecycle_transitions(
 
 
 # An including launch file drives the node with launch_ros's ChangeState events: configure once the process has
-# started, activate once LifecycleNode reports the node inactive (its StateTransition event).
+# started, activate once LifecycleNode reports the node inactive (its StateTransition event). The test puts
+# PACKAGE, LAUNCH_FILE, NODE and ARGUMENTS above it.
 CHANGE_STATE_LAUNCH = """
+import os
+
+from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import EmitEvent, IncludeLaunchDescription, RegisterEventHandler
+from launch.actions import EmitEvent, IncludeLaunchDescription, LogInfo, RegisterEventHandler
 from launch.event_handlers import OnProcessStart
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch_ros.event_handlers import OnStateTransition
 from launch_ros.events.lifecycle import ChangeState
 from launch_ros.events.matchers import matches_node_name
 from lifecycle_msgs.msg import Transition
-from ament_index_python.packages import get_package_share_directory
 
 
 def change(transition):
-    matcher = matches_node_name("/cam1/yolo")
-    return EmitEvent(event=ChangeState(lifecycle_node_matcher=matcher, transition_id=transition))
+    return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_node_name(NODE), transition_id=transition))
 
 
 def generate_launch_description():
-    included = get_package_share_directory("vision_factory") + "/launch/yolo_onnx.launch.py"
-    arguments = {"model_path": MODEL, "autostart": "false", "namespace": "cam1"}
+    included = os.path.join(get_package_share_directory(PACKAGE), "launch", LAUNCH_FILE)
+    arguments = {**ARGUMENTS, "autostart": "false"}
     return LaunchDescription([
         IncludeLaunchDescription(PythonLaunchDescriptionSource(included), launch_arguments=arguments.items()),
         RegisterEventHandler(OnProcessStart(on_start=[change(Transition.TRANSITION_CONFIGURE)])),
         RegisterEventHandler(
-            OnStateTransition(goal_state="inactive", entities=[change(Transition.TRANSITION_ACTIVATE)])
+            OnStateTransition(
+                goal_state="inactive",
+                entities=[LogInfo(msg="seen inactive"), change(Transition.TRANSITION_ACTIVATE)],
+            )
         ),
+        RegisterEventHandler(OnStateTransition(goal_state="active", entities=[LogInfo(msg="seen active")])),
     ])
 """
 
 
-def test_launch_lifecycle_node_takes_change_state_events(run_launch, tmp_path):
-    from conftest import pypi_model
-    from test_real_models import NUDENET_MODEL
+@pytest.mark.parametrize("case", ["yolo in a namespace", "generated openvino tracknet package"])
+def test_launch_lifecycle_node_takes_change_state_events(case, run_launch, ros_env, model, tmp_path):
+    """autostart:=false starts launch_ros's LifecycleNode, in this package's launch files and in a generated
+    package's: it reports the node's transitions (StateTransition events) and takes ChangeState events."""
+    if case == "yolo in a namespace":
+        from conftest import pypi_model
+        from test_real_models import NUDENET_MODEL
 
-    launch_file = tmp_path / "cameras.launch.py"
-    launch_file.write_text(f"MODEL = {str(pypi_model(*NUDENET_MODEL))!r}\n{CHANGE_STATE_LAUNCH}")
+        package, launch_file, node = PACKAGE, "yolo_onnx.launch.py", "/cam1/yolo"
+        arguments = {"model_path": str(pypi_model(*NUDENET_MODEL)), "namespace": "cam1"}
+        listening = r"\[cam1\.yolo\]: listening on /camera/image_raw, publishing /cam1/detections"
+    else:
+        from generated import generate_and_install, site_packages
+
+        package, launch_file, node = "gen_tracknet_openvino", "tracknet_openvino.launch.py", "/tracknet"
+        generate_and_install("tracknet", "openvino", package, tmp_path / "generated")
+        install = tmp_path / "generated" / "install"
+        ros_env["AMENT_PREFIX_PATH"] = os.pathsep.join([str(install), ros_env["AMENT_PREFIX_PATH"]])
+        ros_env["PYTHONPATH"] = os.pathsep.join([str(site_packages(install)), ros_env["PYTHONPATH"]])
+        arguments = {"model_path": str(model), "bg_mode": "subtract"}
+        listening = r"\[tracknet\]: listening on /camera/image_raw, publishing /ball"
+    constants = {"PACKAGE": package, "LAUNCH_FILE": launch_file, "NODE": node, "ARGUMENTS": arguments}
+    launch_file = tmp_path / "including.launch.py"
+    launch_file.write_text("".join(f"{k} = {v!r}\n" for k, v in constants.items()) + CHANGE_STATE_LAUNCH)
     process, log_path = run_launch(launch_file=str(launch_file), package=None)
-    # Activated (it logs what it listens to only then), in its namespace.
-    wait_for_log(log_path, r"\[cam1\.yolo\]: listening on /camera/image_raw, publishing /cam1/detections", process)
+    wait_for_log(log_path, r"seen active", process)
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=30) == 0
+    # The node waited for launch's events (an autostarted node would be listening before any of them), and
+    # LifecycleNode saw each state it reached.
+    log = log_path.read_text()
+    assert log.index("seen inactive") < re.search(listening, log).start() < log.index("seen active"), log
 
 
 def test_launch_description(prefix, monkeypatch):

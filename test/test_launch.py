@@ -146,14 +146,23 @@ def ros_env(tmp_path, prefix) -> dict[str, str]:
 
 
 @pytest.fixture
-def run_launch(tmp_path, ros_env):
-    """Start `ros2 launch vision_factory tracknet_onnx.launch.py ARGS`; killed at teardown if still running."""
-    ros2 = shutil.which("ros2", path=os.pathsep.join([str(Path(sys.executable).parent), ros_env.get("PATH", "")]))
-    if ros2 is None:
+def ros2(ros_env) -> str:
+    """The ros2 command (ros2cli with ros2launch, ros2lifecycle), beside this Python first."""
+    found = shutil.which("ros2", path=os.pathsep.join([str(Path(sys.executable).parent), ros_env.get("PATH", "")]))
+    if found is None:
         pytest.skip("the ros2 command (ros2cli + ros2launch) is not on PATH")
+    return found
+
+
+@pytest.fixture
+def run_launch(tmp_path, ros_env, ros2):
+    """Start `ros2 launch vision_factory tracknet_onnx.launch.py ARGS` (or a launch file's path given as
+    launch_file with package=None); killed at teardown if still running."""
     started: list[subprocess.Popen] = []
 
-    def start(*arguments: str, launch_file: str = "tracknet_onnx.launch.py") -> tuple[subprocess.Popen, Path]:
+    def start(
+        *arguments: str, launch_file: str = "tracknet_onnx.launch.py", package: str | None = PACKAGE
+    ) -> tuple[subprocess.Popen, Path]:
         log_path = tmp_path / f"launch{len(started)}.log"
         # An ignored SIGINT (pytest started in the background by a shell) would be inherited and make
         # ros2 launch ignore SIGINT; a handled one is reset to the default in the child.
@@ -161,7 +170,7 @@ def run_launch(tmp_path, ros_env):
         try:
             with open(log_path, "wb") as log:
                 process = subprocess.Popen(
-                    [ros2, "launch", PACKAGE, launch_file, *arguments],
+                    [ros2, "launch", *filter(None, [package, launch_file]), *arguments],
                     env=ros_env,
                     cwd=tmp_path,
                     stdout=log,
@@ -269,6 +278,259 @@ def test_launch_seq_len_reaches_node(run_launch, model):
     assert "exit code 2" in log, log
 
 
+# Runs in its own process, as PROBE does. Drives the node's lifecycle with `ros2 lifecycle set` (driver "cli") or
+# over its change_state service (driver "service", as a system manager or launch's LifecycleNode calls it), sends
+# frames in each state and records the state and what came back.
+LIFECYCLE_PROBE = r"""
+import importlib, json, subprocess, sys, time
+import rclpy
+from lifecycle_msgs.srv import ChangeState, GetState
+from sensor_msgs.msg import Image
+from vision_factory.tools.synthetic import BallClip
+
+node_name, image_topic, output_topic, output_type, driver, ros2, out = sys.argv[1:8]
+module, _, name = output_type.rpartition(".")
+rclpy.init()
+node = rclpy.create_node("lifecycle_launch_probe")
+answers = []
+node.create_subscription(getattr(importlib.import_module(module), name), output_topic, answers.append, 100)
+publisher = node.create_publisher(Image, image_topic, 10)
+get_state = node.create_client(GetState, f"{node_name}/get_state")
+change_state = node.create_client(ChangeState, f"{node_name}/change_state")
+clip = BallClip(num_frames=60)
+sent = 0
+record = {"transitions": {}}
+
+
+def spin_until(condition, seconds):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.02)
+    return condition()
+
+
+def call(client, request):
+    assert spin_until(client.service_is_ready, 30), f"{client.srv_name} is not offered"
+    spin_until(lambda: False, 0.5)  # the reply writer can match a moment after the request reader
+    future = client.call_async(request)
+    assert spin_until(future.done, 30), f"{client.srv_name} did not answer"
+    return future.result()
+
+
+def state():
+    return call(get_state, GetState.Request()).current_state.label
+
+
+def transition(label):
+    if driver == "cli":
+        deadline = time.monotonic() + 30
+        while True:  # until the daemon has discovered the node (seconds here)
+            command = [ros2, "lifecycle", "set", node_name, label]
+            result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+            if "Node not found" not in result.stderr + result.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        done = result.returncode == 0 and "Transitioning successful" in result.stdout
+        record["transitions"][label] = done or (result.stdout + result.stderr)
+    else:
+        request = ChangeState.Request()
+        request.transition.label = label
+        record["transitions"][label] = call(change_state, request).success
+    return state()
+
+
+def send(count):
+    # Frames at 10/s with stamps 1000 + n; returns the stamps sent.
+    global sent
+    stamps = []
+    for _ in range(count):
+        image = clip.frame(sent % clip.num_frames)
+        msg = Image(height=image.shape[0], width=image.shape[1], encoding="bgr8", step=image.shape[1] * 3,
+                    data=image.tobytes())
+        msg.header.frame_id = "probe_camera"
+        msg.header.stamp.sec = 1000 + sent
+        publisher.publish(msg)
+        stamps.append(1000 + sent)
+        sent += 1
+        spin_until(lambda: False, 0.1)
+    return stamps
+
+
+def answered_while(count, seconds=1.5):
+    # How many answers came to ``count`` frames sent now (and up to ``seconds`` after).
+    before = len(answers)
+    send(count)
+    spin_until(lambda: False, seconds)
+    return len(answers) - before
+
+
+if driver == "cli":
+    # As users run it: through the ros2 daemon, started first (a ros2 command without one discovers the graph for
+    # --spin-time only, 0.5 s, and discovery can take seconds here).
+    subprocess.run([ros2, "daemon", "start"], check=True, timeout=60)
+record["unconfigured"] = state()
+spin_until(lambda: False, 1.0)  # time to discover the node's endpoints, if it had any
+record["unconfigured_subscribed"] = publisher.get_subscription_count()
+record["unconfigured_outputs"] = node.count_publishers(output_topic)
+record["unconfigured_answered"] = answered_while(5)
+
+record["inactive"] = transition("configure")
+record["inactive_outputs"] = spin_until(lambda: node.count_publishers(output_topic) > 0, 10)
+record["inactive_subscribed"] = publisher.get_subscription_count()
+record["inactive_answered"] = answered_while(5)
+
+record["active"] = transition("activate")
+record["active_subscribed"] = spin_until(lambda: publisher.get_subscription_count() > 0, 10)
+first = len(answers)
+record["active_sent"] = send(12)
+spin_until(lambda: len(answers) - first >= 12, 15)  # TrackNet's last ones come after flush_timeout (1 s)
+record["active_answered"] = [m.header.stamp.sec for m in answers[first:]]
+
+record["deactivated"] = transition("deactivate")
+record["deactivated_unsubscribed"] = spin_until(lambda: publisher.get_subscription_count() == 0, 10)
+record["deactivated_answered"] = answered_while(5)
+with open(out, "w") as f:
+    json.dump(record, f)
+node.destroy_node()
+rclpy.shutdown()
+"""
+
+# family: (launch file, node, output topic, output type, driver)
+LIFECYCLE_CASES = {
+    "tracknet": ("tracknet_onnx.launch.py", "/tracknet", "/ball", "geometry_msgs.msg.PointStamped", "cli"),
+    "yolo": ("yolo_onnx.launch.py", "/yolo", "/detections", "vision_msgs.msg.Detection2DArray", "service"),
+}
+
+
+@pytest.fixture
+def ros2_daemon(ros2, ros_env):
+    """Stops the ros2 daemon of the test's private domain, if the test started one."""
+    yield
+    subprocess.run([ros2, "daemon", "stop"], env=ros_env, capture_output=True, timeout=60)
+
+
+@pytest.mark.parametrize("family", LIFECYCLE_CASES)
+def test_launch_autostart_false_waits_for_lifecycle_transitions(
+    family, run_launch, ros_env, ros2, ros2_daemon, prefix, model, tmp_path
+):
+    """autostart:=false: the launched node waits unconfigured (no subscription, no output, nothing answered);
+    configure makes its outputs but it answers nothing while inactive; activate answers every frame, in order;
+    deactivate unsubscribes and it answers nothing again. TrackNet is driven with `ros2 lifecycle set`, YOLO over
+    its change_state service."""
+    launch_file, node_name, output_topic, output_type, driver = LIFECYCLE_CASES[family]
+    if family == "yolo":
+        from conftest import pypi_model
+        from test_real_models import NUDENET_MODEL
+
+        arguments = [f"model_path:={pypi_model(*NUDENET_MODEL)}"]
+    else:
+        arguments = [f"model_path:={model}", "bg_mode:=subtract", "median_warmup:=3"]
+    process, log_path = run_launch(*arguments, "autostart:=false", launch_file=launch_file)
+    wait_for_log(log_path, r"process started with pid \[(\d+)\]", process)
+
+    probe = tmp_path / "lifecycle_probe.py"
+    probe.write_text(LIFECYCLE_PROBE)
+    result_path = tmp_path / "lifecycle.json"
+    shm_profile = str(prefix / "share" / PACKAGE / "config" / "fastdds_shm.xml")
+    command = [sys.executable, str(probe), node_name, "/camera/image_raw", output_topic, output_type, driver]
+    subprocess.run(
+        [*command, ros2, str(result_path)],
+        env={**ros_env, "FASTDDS_DEFAULT_PROFILES_FILE": shm_profile},
+        cwd=tmp_path,
+        check=True,
+        timeout=180,
+    )
+    result = json.loads(result_path.read_text())
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 0
+    log = log_path.read_text()
+
+    assert result["transitions"] == {"configure": True, "activate": True, "deactivate": True}, log
+    assert (result["unconfigured"], result["inactive"], result["active"]) == ("unconfigured", "inactive", "active")
+    assert result["deactivated"] == "inactive", log
+    # No subscription and no output while unconfigured; outputs but no subscription while inactive; nothing
+    # answered in either, nor after deactivate, which unsubscribes.
+    silent = ("unconfigured_subscribed", "unconfigured_outputs", "unconfigured_answered", "inactive_subscribed")
+    silent += ("inactive_answered", "deactivated_answered")
+    assert {key: result[key] for key in silent} == dict.fromkeys(silent, 0), log
+    assert result["inactive_outputs"] and result["active_subscribed"] and result["deactivated_unsubscribed"], log
+    assert result["active_answered"] == result["active_sent"], log  # every frame, in order
+    # It took in only the frames sent while it was active.
+    assert "frames in 12, dropped 0, skipped 0, outputs 12" in log, log
+
+
+# An including launch file drives the node with launch_ros's ChangeState events: configure once the process has
+# started, activate once LifecycleNode reports the node inactive (its StateTransition event). The test puts
+# PACKAGE, LAUNCH_FILE, NODE and ARGUMENTS above it.
+CHANGE_STATE_LAUNCH = """
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import EmitEvent, IncludeLaunchDescription, LogInfo, RegisterEventHandler
+from launch.event_handlers import OnProcessStart
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch_ros.event_handlers import OnStateTransition
+from launch_ros.events.lifecycle import ChangeState
+from launch_ros.events.matchers import matches_node_name
+from lifecycle_msgs.msg import Transition
+
+
+def change(transition):
+    return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_node_name(NODE), transition_id=transition))
+
+
+def generate_launch_description():
+    included = os.path.join(get_package_share_directory(PACKAGE), "launch", LAUNCH_FILE)
+    arguments = {**ARGUMENTS, "autostart": "false"}
+    return LaunchDescription([
+        IncludeLaunchDescription(PythonLaunchDescriptionSource(included), launch_arguments=arguments.items()),
+        RegisterEventHandler(OnProcessStart(on_start=[change(Transition.TRANSITION_CONFIGURE)])),
+        RegisterEventHandler(
+            OnStateTransition(
+                goal_state="inactive",
+                entities=[LogInfo(msg="seen inactive"), change(Transition.TRANSITION_ACTIVATE)],
+            )
+        ),
+        RegisterEventHandler(OnStateTransition(goal_state="active", entities=[LogInfo(msg="seen active")])),
+    ])
+"""
+
+
+@pytest.mark.parametrize("case", ["yolo in a namespace", "generated openvino tracknet package"])
+def test_launch_lifecycle_node_takes_change_state_events(case, run_launch, ros_env, model, tmp_path):
+    """autostart:=false starts launch_ros's LifecycleNode, in this package's launch files and in a generated
+    package's: it reports the node's transitions (StateTransition events) and takes ChangeState events."""
+    if case == "yolo in a namespace":
+        from conftest import pypi_model
+        from test_real_models import NUDENET_MODEL
+
+        package, launch_file, node = PACKAGE, "yolo_onnx.launch.py", "/cam1/yolo"
+        arguments = {"model_path": str(pypi_model(*NUDENET_MODEL)), "namespace": "cam1"}
+        listening = r"\[cam1\.yolo\]: listening on /camera/image_raw, publishing /cam1/detections"
+    else:
+        from generated import generate_and_install, site_packages
+
+        package, launch_file, node = "gen_tracknet_openvino", "tracknet_openvino.launch.py", "/tracknet"
+        generate_and_install("tracknet", "openvino", package, tmp_path / "generated")
+        install = tmp_path / "generated" / "install"
+        ros_env["AMENT_PREFIX_PATH"] = os.pathsep.join([str(install), ros_env["AMENT_PREFIX_PATH"]])
+        ros_env["PYTHONPATH"] = os.pathsep.join([str(site_packages(install)), ros_env["PYTHONPATH"]])
+        arguments = {"model_path": str(model), "bg_mode": "subtract"}
+        listening = r"\[tracknet\]: listening on /camera/image_raw, publishing /ball"
+    constants = {"PACKAGE": package, "LAUNCH_FILE": launch_file, "NODE": node, "ARGUMENTS": arguments}
+    launch_file = tmp_path / "including.launch.py"
+    launch_file.write_text("".join(f"{k} = {v!r}\n" for k, v in constants.items()) + CHANGE_STATE_LAUNCH)
+    process, log_path = run_launch(launch_file=str(launch_file), package=None)
+    wait_for_log(log_path, r"seen active", process)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 0
+    # The node waited for launch's events (an autostarted node would be listening before any of them), and
+    # LifecycleNode saw each state it reached.
+    log = log_path.read_text()
+    assert log.index("seen inactive") < re.search(listening, log).start() < log.index("seen active"), log
+
+
 def test_launch_description(prefix, monkeypatch):
     """The launch file as data: arguments, typed parameter overrides, remappings, DDS profile."""
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
@@ -298,6 +560,7 @@ def test_launch_description(prefix, monkeypatch):
         "seq_len": "8",
         "bg_mode": "",
         "median_warmup": "0",
+        "stride": "1",
         "autostart": "true",
         "params_file": str(share / "config" / "tracknet_onnx.yaml"),
         "namespace": "",
@@ -309,6 +572,7 @@ def test_launch_description(prefix, monkeypatch):
         model_path="123",
         seq_len="12",
         median_warmup="30",
+        stride="4",
         execution_provider="tensorrt,cuda,cpu",
         image_topic="/cam1/image_raw",
     )
@@ -322,6 +586,7 @@ def test_launch_description(prefix, monkeypatch):
         "bg_mode": "",
         "seq_len": 12,
         "median_warmup": 30,
+        "stride": 4,
         "autostart": True,
     }
     assert overrides == expected

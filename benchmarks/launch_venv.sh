@@ -41,16 +41,11 @@ from pathlib import Path
 from vision_factory.tools import interfaces
 
 prefix = Path(sys.prefix)
-env = interfaces._build_environment(prefix)
-cmake, generator = interfaces._build_tools(env)
-python_include, numpy_include = interfaces._headers()
-build = tempfile.mkdtemp(prefix="composition_interfaces_build_")
-configure = [cmake, "-S", sys.argv[1], "-B", build, "-G", generator, "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_TESTING=OFF",
-             f"-DCMAKE_INSTALL_PREFIX={prefix}", f"-DCMAKE_PREFIX_PATH={prefix}", f"-DPython3_EXECUTABLE={sys.executable}",
-             f"-DPYTHON_INSTALL_DIR={interfaces.python_install_dir().as_posix()}",
-             f"-DCMAKE_PROJECT_INCLUDE={interfaces.share_path('interfaces', 'pip_prefix.cmake')}",
-             f"-DVF_PYTHON_INCLUDE={python_include}", f"-DVF_NUMPY_INCLUDE={numpy_include}"]
-for command in (configure, [cmake, "--build", build, "--parallel", "2"], [cmake, "--install", build]):
+env = interfaces.build_environment(prefix)
+cmake, generator = interfaces.build_tools(env)
+build = Path(tempfile.mkdtemp(prefix="composition_interfaces_build_"))
+configure = interfaces.configure_command(cmake, generator, Path(sys.argv[1]), build, prefix)
+for command in (configure, [cmake, "--build", str(build), "--parallel", "2"], [cmake, "--install", str(build)]):
     subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
 EOF
 

@@ -204,9 +204,9 @@ def install_vision_msgs(
             f"into a virtual environment and run {COMMAND} from it."
         )
     install_dir = python_install_dir()
-    env = _build_environment(prefix)
-    cmake, generator = _build_tools(env)
-    python_include, numpy_include = _headers()
+    env = build_environment(prefix)
+    cmake, generator = build_tools(env)
+    _headers()  # missing headers are reported before anything is built
 
     build_root = Path(tempfile.mkdtemp(prefix="vision_msgs_build_"))
     log_path = build_root / "build.log"
@@ -225,26 +225,7 @@ def install_vision_msgs(
             )
         build = build_root / "build"
         log(f"building vision_msgs ({chain.distro}) in {build_root} ...")
-        configure = [
-            cmake,
-            "-S",
-            str(share_path("interfaces", PACKAGE)),
-            "-B",
-            str(build),
-            "-G",
-            generator,
-            "-DCMAKE_BUILD_TYPE=Release",
-            "-DBUILD_TESTING=OFF",
-            f"-DCMAKE_INSTALL_PREFIX={prefix}",
-            f"-DCMAKE_PREFIX_PATH={prefix}",
-            f"-DPython3_EXECUTABLE={sys.executable}",
-            f"-DPYTHON_INSTALL_DIR={install_dir.as_posix()}",
-            # The wheels' exported targets name the include folders of the machine that built them; this hook
-            # points them at this machine's headers for this build only (see the file for why not patch them).
-            f"-DCMAKE_PROJECT_INCLUDE={share_path('interfaces', 'pip_prefix.cmake')}",
-            f"-DVF_PYTHON_INCLUDE={python_include}",
-            f"-DVF_NUMPY_INCLUDE={numpy_include}",
-        ]
+        configure = configure_command(cmake, generator, share_path("interfaces", PACKAGE), build, prefix)
         step.run(
             "configure",
             "CMake configure",
@@ -314,7 +295,33 @@ class _Steps:
             )
 
 
-def _build_environment(prefix: Path) -> dict[str, str]:
+def configure_command(cmake: str, generator: str, source: Path, build: Path, prefix: Path) -> list[str]:
+    """The CMake configure command of a ROS 2 interface package at ``source`` (vision_msgs, or another one such as
+    composition_interfaces for benchmarks/launch_venv.sh) built in ``build`` for the ros-* wheels under ``prefix``."""
+    python_include, numpy_include = _headers()
+    return [
+        cmake,
+        "-S",
+        str(source),
+        "-B",
+        str(build),
+        "-G",
+        generator,
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DBUILD_TESTING=OFF",
+        f"-DCMAKE_INSTALL_PREFIX={prefix}",
+        f"-DCMAKE_PREFIX_PATH={prefix}",
+        f"-DPython3_EXECUTABLE={sys.executable}",
+        f"-DPYTHON_INSTALL_DIR={python_install_dir().as_posix()}",
+        # The wheels' exported targets name the include folders of the machine that built them; this hook points
+        # them at this machine's headers for this build only (see the file for why not patch them).
+        f"-DCMAKE_PROJECT_INCLUDE={share_path('interfaces', 'pip_prefix.cmake')}",
+        f"-DVF_PYTHON_INCLUDE={python_include}",
+        f"-DVF_NUMPY_INCLUDE={numpy_include}",
+    ]
+
+
+def build_environment(prefix: Path) -> dict[str, str]:
     """This process's environment, with only this prefix for ament and CMake packages and its bin/ first."""
     env = dict(os.environ)
     env["AMENT_PREFIX_PATH"] = str(prefix)
@@ -324,7 +331,7 @@ def _build_environment(prefix: Path) -> dict[str, str]:
     return env
 
 
-def _build_tools(env: dict[str, str]) -> tuple[str, str]:
+def build_tools(env: dict[str, str]) -> tuple[str, str]:
     """CMake (new enough) and its generator, after checking for compilers; all that is missing in one error."""
     path = env["PATH"]
     problems = []

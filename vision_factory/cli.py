@@ -911,6 +911,45 @@ def track(
     click.echo(json.dumps(result.summary(), indent=2))
 
 
+@main.command("reid-tune")
+@click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="re-id model (ONNX)")
+@click.option(
+    "--frames",
+    "source",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="the frames of the truth: a folder of images (in name order), a video or a rosbag2",
+)
+@click.option(
+    "--truth",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="MOTChallenge ground truth of the people in them (gt.txt: frame,id,x,y,w,h,...; frames from 1)",
+)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="the tuned copy: NAME.onnx")
+@click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
+@click.option("--input-size", default="", help="WIDTHxHEIGHT crops, for a re-id model with a dynamic input size")
+def reid_tune(model: Path, source: Path, truth: Path, out: Path, target: str, input_size: str) -> None:
+    """The tracker's appearance thresholds for one re-id model, measured on your frames.
+
+    Embeds every person of the ground truth as the tracker does, measures the appearance
+    distance (1 - cos) / 2 of each crop to the same person's running feature and to other
+    people's, prints both distributions and chooses track_appearance_threshold,
+    track_appearance_veto and track_reentry_threshold (warning when the two overlap). Writes a
+    copy of the model with them in its metadata (`inspect` shows them); nodes and `track`
+    take them from there while track_thresholds_from_model is true.
+
+    \b
+    Example:
+      vision-factory reid-tune --model mobilenetv2-reid-embedder.onnx --frames frames/ \\
+          --truth gt.txt --out mobilenetv2-reid-tuned.onnx
+    """
+    from .tools.reid_tune import tune
+
+    with _reported():
+        _show(tune(model, source, truth, out, target, input_size, log=lambda text: click.echo(text, err=True)))
+
+
 @contextlib.contextmanager
 def _reported(*errors: type[Exception]) -> Iterator[None]:
     """A wrong option as Click's usage error (naming the option), a failure (ValueError, RuntimeError and

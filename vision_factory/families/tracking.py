@@ -1,6 +1,10 @@
 """Tracking parameters, shared by every detection family's node and the `track` tool: whether to track, the
 tracker's thresholds (defaults: models/tracker.py's TrackerConfig) and the optional re-identification model
-(families/reid.py's parameters; an empty reid_model_path tracks by motion only)."""
+(families/reid.py's parameters; an empty reid_model_path tracks by motion only).
+
+Appearance thresholds belong to the embedder: a re-id model tuned by `vision-factory reid-tune` carries its own in
+its metadata (MODEL_THRESHOLDS), which replace the parameters' values while ``track_thresholds_from_model`` is on.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from typing import Any
 from ..models.detections import Detection
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import Parameter
+from ..text import untrusted
 from . import reid
 from .family import LoadRunner
 
@@ -27,9 +32,22 @@ _THRESHOLDS = (
     ("track_reentry_threshold", "reentry_threshold", "appearance distance for re-entry of lost tracks; 0: off"),
     ("track_per_class", "per_class", "a track only takes detections of its class; false: any (e.g. Normal / Fall)"),
 )
+# appearance threshold parameter -> the re-id model's metadata key carrying its value (written by reid-tune)
+MODEL_THRESHOLDS = {
+    "track_appearance_threshold": "reid_appearance_threshold",
+    "track_appearance_veto": "reid_appearance_veto",
+    "track_reentry_threshold": "reid_reentry_threshold",
+}
+FROM_MODEL = Parameter(
+    "track_thresholds_from_model",
+    True,
+    "the re-id model's own appearance thresholds (metadata, from vision-factory reid-tune) replace the three "
+    "track_appearance_* / track_reentry_* values; false: the parameters'",
+)
 PARAMETERS = (
     Parameter("tracking", False, "give each detection a track ID (Detection2D.id)", launch_argument=True),
     *(Parameter(name, getattr(_DEFAULTS, field), description) for name, field, description in _THRESHOLDS),
+    FROM_MODEL,
     dataclasses.replace(
         reid.MODEL,
         required=False,
@@ -40,12 +58,48 @@ PARAMETERS = (
 
 
 def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Tracking | None:
-    """The node's or tool's Tracking from PARAMETERS values; None when ``tracking`` is off. Both models load now."""
+    """The node's or tool's Tracking from PARAMETERS values; None when ``tracking`` is off. Both models load now.
+    With ``track_thresholds_from_model`` on, thresholds in the re-id model's metadata replace the parameters' (the
+    Tracking's ``from_model`` lists them; a bad value is an error naming its key)."""
     if not values["tracking"]:
         return None
-    config = TrackerConfig(**{field: type(getattr(_DEFAULTS, field))(values[name]) for name, field, _ in _THRESHOLDS})
     embedder = reid.build(values, load_runner) if values["reid_model_path"] else None
-    return Tracking(Tracker(config), embedder)
+    from_model = {}
+    if embedder is not None and values[FROM_MODEL.name]:
+        from_model = model_thresholds(embedder.runner.metadata, values["reid_model_path"])
+    chosen = {**values, **from_model}
+    config = TrackerConfig(**{field: type(getattr(_DEFAULTS, field))(chosen[name]) for name, field, _ in _THRESHOLDS})
+    return Tracking(Tracker(config), embedder, from_model)
+
+
+def model_thresholds(metadata: Mapping[str, str], path: str) -> dict[str, float]:
+    """The appearance thresholds a re-id model's ``metadata`` carries (MODEL_THRESHOLDS), by parameter name. The
+    text is the model file's, untrusted: each must be a number in 0..1, else the error names the key and the fix."""
+    found = {}
+    for name, key in MODEL_THRESHOLDS.items():
+        if key not in metadata:
+            continue
+        text = metadata[key]
+        try:
+            value = float(text)
+        except (TypeError, ValueError):
+            value = float("nan")
+        if not 0 <= value <= 1:  # NaN fails too
+            raise ValueError(
+                f"reid_model_path {untrusted(path)}: its metadata {key} is {untrusted(repr(text), 60)}, not an "
+                f"appearance distance in 0..1; tune the model again with `vision-factory reid-tune`, or set "
+                f"{FROM_MODEL.name}: false to use the {name} parameter"
+            )
+        found[name] = value
+    return found
+
+
+def from_model_text(tracking: Tracking) -> str | None:
+    """The start-up log line naming the thresholds taken from the re-id model; None when none were."""
+    if not tracking.from_model:
+        return None
+    taken = ", ".join(f"{name} {value:g}" for name, value in tracking.from_model.items())
+    return f"thresholds from the re-id model's metadata: {taken} ({FROM_MODEL.name}: false for the parameters')"
 
 
 def detector_values(values: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -145,6 +145,19 @@ def assign(cost: np.ndarray, limit: float) -> list[tuple[int, int]]:
     return [(row, column) for row, column in pairs if cost[row, column] <= limit]
 
 
+def appearance_distance(tracks: np.ndarray, detections: np.ndarray) -> np.ndarray:
+    """[T, N] appearance distance (1 - cosine similarity) / 2, in 0..1, of unit features [T, D] and [N, D]: what
+    ``appearance_threshold``, ``appearance_veto`` and ``reentry_threshold`` are compared with."""
+    return ((1 - tracks @ detections.T) / 2).clip(0, 1)
+
+
+def blend_features(old: np.ndarray, fresh: np.ndarray, alpha: float) -> np.ndarray:
+    """Tracks' features [K, D] after taking the unit features ``fresh`` [K, D] of their new detections: the
+    exponential moving average ``alpha`` x old + (1 - alpha) x fresh, renormalised to unit length."""
+    blended = alpha * old + (1 - alpha) * fresh
+    return blended / np.maximum(np.linalg.norm(blended, axis=1, keepdims=True), 1e-12)
+
+
 class KalmanXYWH:
     """The constant-velocity filter of every track at once: stacked means [T, 8] and covariances [T, 8, 8]."""
 
@@ -311,8 +324,7 @@ class Tracker:
         present = np.flatnonzero(np.linalg.norm(features, axis=1) > 0.5)
         if with_feature and len(present):
             track_features = np.stack([tracks[row].feature for row in with_feature])
-            distance = (1 - track_features @ features[present].T) / 2
-            cost[np.ix_(with_feature, present)] = distance.clip(0, 1)
+            cost[np.ix_(with_feature, present)] = appearance_distance(track_features, features[present])
         return cost
 
     def _cost(
@@ -390,10 +402,8 @@ class Tracker:
         fresh = rows[learn] / norms[learn, None]
         known = np.array([track.feature is not None for track in learners], bool)
         if known.any():
-            alpha = self.config.ema_alpha
             old = np.stack([track.feature for track, has in zip(learners, known) if has])
-            blended = alpha * old + (1 - alpha) * fresh[known]
-            fresh[known] = blended / np.maximum(np.linalg.norm(blended, axis=1, keepdims=True), 1e-12)
+            fresh[known] = blend_features(old, fresh[known], self.config.ema_alpha)
         for track, feature in zip(learners, fresh):
             track.feature = feature
 
@@ -409,6 +419,7 @@ class Tracking:
 
     tracker: Tracker
     embedder: Embedder | None = None
+    from_model: dict[str, float] = field(default_factory=dict)  # thresholds taken from the re-id model's metadata
 
     def update(self, frame_bgr: np.ndarray, detections: Sequence[Detection]) -> list[int | None]:
         """The track ID of each of a frame's detections (None: not part of a confirmed track)."""

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from std_msgs.msg import Header
 
+from ..families.tracking import from_model_text
 from ..models.detections import Detection
 from ..models.tracker import Tracking
 from .inference_node import stamp_of
@@ -22,6 +23,9 @@ from .inference_node import stamp_of
 class TrackedStream:
     def __init__(self, tracking: Tracking, logger: Any):
         self.tracking, self.logger = tracking, logger
+        note = from_model_text(tracking)
+        if note:
+            logger.info(note)
         self.size: tuple[int, ...] | None = None
         self.stamp: tuple[int, int] | None = None
 

@@ -51,6 +51,7 @@ class TrackRun:
     boxes: int  # lines of tracks.txt
     track_ids: int  # distinct IDs
     reid: bool
+    thresholds_from_model: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -60,6 +61,7 @@ class TrackRun:
             "boxes": self.boxes,
             "track_ids": self.track_ids,
             "reid": self.reid,
+            "thresholds_from_model": self.thresholds_from_model,
         }
 
 
@@ -149,6 +151,7 @@ def track(
         len(rows),
         len({row[1] for row in rows}),
         bool(values["reid_model_path"]),
+        tracker.from_model,
     )
 
 

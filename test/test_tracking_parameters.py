@@ -52,3 +52,63 @@ def test_tracking_with_a_reid_model_gives_ids_from_its_features():
 def test_a_bad_reid_model_is_named_at_build(tmp_path):
     with pytest.raises(ValueError, match="reid_model_path.*missing.onnx"):
         tracking.build(_values(tracking=True, reid_model_path=str(tmp_path / "missing.onnx")), _load)
+
+
+def _with_metadata(tmp_path, entries: dict[str, str]):
+    """A copy of the shipped re-id model with ``entries`` added to its metadata (written here with onnx)."""
+    import onnx
+
+    model = onnx.load(REID_MODEL)
+    for key, value in entries.items():
+        prop = model.metadata_props.add()
+        prop.key, prop.value = key, value
+    path = tmp_path / "reid_with_thresholds.onnx"
+    onnx.save(model, path)
+    return str(path)
+
+
+def test_thresholds_in_the_reid_models_metadata_replace_the_parameters_unless_turned_off(tmp_path):
+    if not REID_MODEL.is_file():
+        pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
+    tuned = {"reid_appearance_threshold": "0.11", "reid_appearance_veto": "0.16", "reid_reentry_threshold": "0.09"}
+    path = _with_metadata(tmp_path, tuned)
+    given = dict(track_appearance_threshold=0.3, track_appearance_veto=0.5, track_reentry_threshold=0.2)
+    built = tracking.build(_values(tracking=True, reid_model_path=path, **given), _load)
+    config = built.tracker.config
+    assert (config.appearance_threshold, config.appearance_veto, config.reentry_threshold) == (0.11, 0.16, 0.09)
+    assert built.from_model == {
+        "track_appearance_threshold": 0.11,
+        "track_appearance_veto": 0.16,
+        "track_reentry_threshold": 0.09,
+    }
+    assert "track_appearance_veto 0.16" in tracking.from_model_text(built)
+    off = tracking.build(
+        _values(tracking=True, reid_model_path=path, track_thresholds_from_model=False, **given), _load
+    )
+    config = off.tracker.config
+    assert (config.appearance_threshold, config.appearance_veto, config.reentry_threshold) == (0.3, 0.5, 0.2)
+    assert off.from_model == {} and tracking.from_model_text(off) is None
+    # the untuned model carries none: the parameters stay, nothing is logged
+    plain = tracking.build(_values(tracking=True, reid_model_path=str(REID_MODEL), **given), _load)
+    assert plain.tracker.config.appearance_veto == 0.5 and tracking.from_model_text(plain) is None
+    # only one key in the model: only that parameter is replaced
+    one = tracking.build(
+        _values(tracking=True, reid_model_path=_with_metadata(tmp_path, {"reid_appearance_veto": "0.2"}), **given),
+        _load,
+    )
+    assert (one.tracker.config.appearance_threshold, one.tracker.config.appearance_veto) == (0.3, 0.2)
+
+
+@pytest.mark.parametrize("text", ["1.5", "-0.1", "nan", "0,15", "", "0.1\x1b[2J\nforged log line"])
+def test_a_bad_threshold_in_the_reid_models_metadata_is_refused_at_build(tmp_path, text):
+    if not REID_MODEL.is_file():
+        pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
+    path = _with_metadata(tmp_path, {"reid_appearance_veto": text})
+    with pytest.raises(ValueError) as error:
+        tracking.build(_values(tracking=True, reid_model_path=path), _load)
+    message = str(error.value)
+    assert "reid_appearance_veto" in message and "reid-tune" in message and "track_thresholds_from_model" in message
+    assert "\n" not in message and "\x1b" not in message  # the model's text is escaped
+    # turned off, the model's thresholds are not read: it builds with the parameters
+    built = tracking.build(_values(tracking=True, reid_model_path=path, track_thresholds_from_model=False), _load)
+    assert built.tracker.config.appearance_veto == TrackerConfig().appearance_veto

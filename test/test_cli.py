@@ -7,7 +7,9 @@ import subprocess
 import sys
 
 import cv2
-from conftest import ROOT
+import numpy as np
+import pytest
+from conftest import ROOT, SHARED
 
 from vision_factory.tools.bags import image_topics, write_image_bag
 from vision_factory.tools.synthetic import BallClip
@@ -101,3 +103,77 @@ def test_help_has_examples():
     for command in ("demo", "replay"):
         done = run_cli(command, "--help")
         assert done.returncode == 0 and "Example" in done.stdout
+
+
+def test_reid_tune_prints_the_distributions_and_inspect_shows_the_thresholds(tmp_path):
+    from test_tracking_reid import REID_MODEL, TUNING_SCENE, scene_files
+
+    if not REID_MODEL.is_file():
+        pytest.skip(f"no re-id model at {REID_MODEL}")
+    frames, truth = scene_files(tmp_path, TUNING_SCENE)
+    out = tmp_path / "tuned.onnx"
+    done = run_cli(
+        "reid-tune", "--model", str(REID_MODEL), "--frames", str(frames), "--truth", str(truth), "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    assert "same person" in done.stdout and "different people" in done.stdout and "p99=" in done.stdout
+    chosen = dict(line.split(": ") for line in done.stdout.splitlines() if line.startswith("track_"))
+    assert set(chosen) == {"track_appearance_threshold", "track_appearance_veto", "track_reentry_threshold"}
+    shown = run_cli("inspect", str(out))
+    assert shown.returncode == 0, shown.stderr
+    for name, value in chosen.items():
+        assert f"  {name.replace('track_', 'reid_')}: {value}" in shown.stdout
+    assert "reid_tune_source_sha256: " in shown.stdout and "reid_tune_crops: " in shown.stdout
+    # the input model as --out is refused
+    refused = run_cli(
+        "reid-tune", "--model", str(out), "--frames", str(frames), "--truth", str(truth), "--out", str(out)
+    )
+    assert refused.returncode == 2 and "--out must not be the input model" in refused.stderr
+
+
+def test_reid_tune_errors_name_the_problem_and_the_fix(tmp_path):
+    from test_tracking_reid import REID_MODEL
+
+    if not REID_MODEL.is_file():
+        pytest.skip(f"no re-id model at {REID_MODEL}")
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    for number in range(1, 4):
+        cv2.imwrite(str(frames / f"{number:04d}.png"), np.full((240, 320, 3), 60 * number, np.uint8))
+    people = "1,1,10,10,50,100,1,-1,-1,-1\n1,2,200,10,50,100,1,-1,-1,-1\n2,1,12,10,50,100,1,-1,-1,-1\n"
+    cases = {
+        "": "holds no boxes",
+        people.replace(",1,-1,-1,-1", ",0,-1,-1,-1"): "has no box to score",
+        people + "9,1,12,10,50,100,1,-1,-1,-1\n": "boxes up to frame 9 but the frames end at frame 3",
+        people.replace(",10,", ",5000,"): "has a pixel inside the frames (320x240)",
+    }
+    for index, (text, error) in enumerate(cases.items()):
+        truth = tmp_path / f"gt{index}.txt"
+        truth.write_text(text)
+        out = tmp_path / f"out{index}.onnx"
+        done = run_cli(
+            "reid-tune", "--model", str(REID_MODEL), "--frames", str(frames), "--truth", str(truth), "--out", str(out)
+        )
+        assert done.returncode == 1 and error in done.stderr, (text, done.stderr)
+        assert "give" in done.stderr and "Traceback" not in done.stderr
+        assert not out.exists()
+    # a detector is not a re-id model
+    detector = SHARED / "models" / "shapes-yolov8n.onnx"
+    if detector.is_file():
+        done = run_cli(
+            "reid-tune", "--model", str(detector), "--frames", str(frames), "--truth", str(truth), "--out", str(out)
+        )
+        assert done.returncode == 2 and "--model" in done.stderr and "looks like a yolo model" in done.stderr
+        assert "re-identification" in done.stderr
+    missing = run_cli(
+        "reid-tune",
+        "--model",
+        str(REID_MODEL),
+        "--frames",
+        str(tmp_path / "nowhere"),
+        "--truth",
+        str(truth),
+        "--out",
+        str(out),
+    )
+    assert missing.returncode == 2 and "--frames" in missing.stderr and "not found" in missing.stderr

@@ -80,13 +80,19 @@ class Choice:
 
 def scored_truth(truth: MotBoxes) -> MotBoxes:
     """The boxes of ``truth`` the tracker would meet: scored (tools/mot.prepare) and visible enough."""
-    scored = prepare(truth, boxes_from_rows([], "none")).truth
+    fix = "give MOTChallenge ground truth of the people in the frames (frame,id,x,y,w,h,1,-1,-1,-1 per box)"
+    if not len(truth):
+        raise ValueError(f"{truth.path} holds no boxes: {fix}")
+    try:
+        scored = prepare(truth, boxes_from_rows([], "none")).truth
+    except ValueError as exc:
+        raise ValueError(f"{exc}: {fix}") from None
     visible = (scored.visibility < 0) | (scored.visibility >= MIN_VISIBILITY)
     kept = scored.subset(visible)
     if not len(kept):
         raise ValueError(
             f"{truth.path} has no person box to measure: every box is unscored, a distractor or under "
-            f"{MIN_VISIBILITY:.0%} visible; give ground truth of the people in the frames"
+            f"{MIN_VISIBILITY:.0%} visible; {fix}"
         )
     return kept
 
@@ -99,12 +105,11 @@ def measure(embedder: ReidEmbedder, frames, truth: MotBoxes, ema_alpha: float) -
     features: dict[int, np.ndarray] = {}  # person -> unit EMA feature
     same, different = [], []
     crops = outside = read = 0
+    size = (0, 0)
     for number, frame in enumerate(frames, start=1):
-        read = number
+        read, size = number, frame.shape[:2]
         rows = by_frame.get(number)
         if rows is None:
-            if number >= last:
-                break
             continue
         boxes = truth.boxes[rows]
         xyxy = np.concatenate([boxes[:, :2], boxes[:, :2] + boxes[:, 2:]], axis=1)
@@ -124,6 +129,13 @@ def measure(embedder: ReidEmbedder, frames, truth: MotBoxes, ema_alpha: float) -
         for person, feature in zip(people[present], embedded[present]):
             old = features.get(int(person))
             features[int(person)] = feature if old is None else blend_features(old[None], feature[None], ema_alpha)[0]
+        if number == last:
+            break
+    if read >= last and not crops:
+        raise ValueError(
+            f"no box of the ground truth {truth.path} has a pixel inside the frames ({size[1]}x"
+            f"{size[0]}): give the frames the truth was made for, at the size it was made"
+        )
     if read < last:
         raise ValueError(
             f"the ground truth {truth.path} has boxes up to frame {last} but the frames end at frame {read}: give "
@@ -185,7 +197,7 @@ def tune(
     try:
         require_file_family(model, "reid", "reid-tune")
     except ValueError as exc:
-        raise UsageError(f"{exc}; give a re-identification model", "--model") from None
+        raise UsageError(str(exc), "--model") from None
     people = scored_truth(read_mot(truth))
     values = with_defaults(reid.PARAMETERS, {reid.MODEL.name: str(model), "reid_input_size": input_size}, "reid")
     embedder = reid.build(values, lambda path: load_target(target, Path(path)))

@@ -41,8 +41,8 @@ MODEL_THRESHOLDS = {
 FROM_MODEL = Parameter(
     "track_thresholds_from_model",
     True,
-    "the re-id model's own appearance thresholds (metadata, from vision-factory reid-tune) replace the three "
-    "track_appearance_* / track_reentry_* values; false: the parameters'",
+    "appearance, veto and re-entry thresholds from the re-id model's metadata (vision-factory reid-tune) when it "
+    "has them; false: these parameters'",
 )
 PARAMETERS = (
     Parameter("tracking", False, "give each detection a track ID (Detection2D.id)", launch_argument=True),

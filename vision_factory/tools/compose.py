@@ -168,7 +168,8 @@ def compose(scene: Scene) -> Composed:
 # 0.5, and the veto at cosine under 0.2) would link different people and veto none. Here appearance counts from
 # cosine 0.8 (distance 0.1), vetoes under 0.7 (0.15) and re-entry needs 0.8. track_buffer covers the longest time
 # someone is out of sight (about 45 frames); per_class is off because the fall detector calls one person Normal in
-# a frame and Fall in the next.
+# a frame and Fall in the next. These three thresholds are the hand-found reference: `vision-factory reid-tune`
+# (tools/reid_tune.py) measures them for any embedder and writes them into the model, which the tracker then uses.
 MOTION_OPTIONS = {"--track-buffer": 60, "--track-per-class": False}
 REID_OPTIONS = {
     **MOTION_OPTIONS,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 
@@ -177,3 +178,48 @@ def test_reid_tune_errors_name_the_problem_and_the_fix(tmp_path):
         str(out),
     )
     assert missing.returncode == 2 and "--frames" in missing.stderr and "not found" in missing.stderr
+
+
+def test_reid_tune_warns_when_the_embedder_cannot_tell_the_people_apart(tmp_path):
+    """Two 'people' of the truth who are the same photo (the astronaut twice, walking apart, their sizes changing
+    out of step): the different-people distances are as small as the same-person ones, the distributions overlap,
+    and the tool says so; each threshold keeps its side of the rule."""
+    from test_tracking_reid import REID_MODEL
+
+    from vision_factory.tools.compose import background, person
+
+    if not REID_MODEL.is_file():
+        pytest.skip(f"no re-id model at {REID_MODEL}")
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    rows = []
+    for number in range(1, 31):
+        frame = background((640, 360))
+        for who, x, height in (
+            (1, 40 + 3 * number, 130 + 4 * (number % 6)),
+            (2, 450 - 3 * number, 130 + 4 * ((number + 3) % 6)),
+        ):
+            crop = person("astronaut", height)
+            frame[100 : 100 + crop.shape[0], x : x + crop.shape[1]] = crop
+            rows.append(f"{number},{who},{x},100,{crop.shape[1]},{crop.shape[0]},1,-1,-1,-1\n")
+        cv2.imwrite(str(frames / f"{number:04d}.png"), frame)
+    truth = tmp_path / "gt.txt"
+    truth.write_text("".join(rows))
+    out = tmp_path / "tuned.onnx"
+    done = run_cli(
+        "reid-tune", "--model", str(REID_MODEL), "--frames", str(frames), "--truth", str(truth), "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    assert "warning: the distributions overlap" in done.stderr and "expect ID switches" in done.stderr
+    assert "overlapping: no threshold separates them" in done.stdout
+    chosen = {
+        key: float(value)
+        for key, value in (line.split(": ") for line in done.stdout.splitlines() if line.startswith("track_"))
+    }
+    same, different = (
+        dict(re.findall(r"p(\d+)=([\d.]+)", line)) for line in done.stdout.splitlines() if "pairs)" in line
+    )
+    assert float(same["99"]) >= float(different["1"])  # overlapping
+    assert chosen["track_appearance_veto"] == pytest.approx(float(same["99"]), abs=1e-4)
+    assert chosen["track_appearance_threshold"] == chosen["track_reentry_threshold"]
+    assert chosen["track_appearance_threshold"] == pytest.approx(float(different["1"]), abs=1e-4)

@@ -27,10 +27,13 @@ The rule (``choose``), "nearly all" being 99 % (``MARGIN`` 1 %):
   never breaks a true track, and below nearly all different-people distances to stop the wrong ones. When the two
   percentiles leave a gap (the distributions are apart), it takes the middle of the gap, as far from either kind
   as the data allows (another scene's distances drift either way);
-- when they overlap, no threshold separates the two kinds without error: the veto takes the split with the fewest
-  errors (same-person pairs over it plus different-people pairs at or under it, each kind weighted by its count's
-  inverse), appearance and re-entry the different-people 1st percentile (or the split, if lower), and a warning
-  says how many pairs of each kind fall on the wrong side.
+- when they overlap, no threshold separates the two kinds without error. Each threshold then keeps its own side
+  of the rule: the veto at the same-person 99th percentile (it breaks nearly no true track, and stops only the
+  different-people pairs above it), appearance and re-entry at the different-people 1st percentile (they link
+  nearly no stranger, and few of a person's own crops). Between the two the tracker goes by motion. A warning gives
+  the split with the fewest errors (same-person pairs over it plus different-people pairs at or under it, each
+  kind weighted by its count's inverse) and how many pairs of each kind fall on its wrong side; it is not used as
+  a threshold: a veto there would break the true tracks over it.
 
 Ground truth boxes that are not scored (flag / conf 0, distractor classes: tools/mot.prepare) and, in the MOT16+
 layout, boxes less than ``MIN_VISIBILITY`` visible are left out: a detector would not find them either.
@@ -74,7 +77,7 @@ class Distances:
 class Choice:
     thresholds: dict[str, float]  # tracking parameter -> value
     overlap: bool  # the same-person 99th percentile is not under the different-people 1st
-    split: float  # the distance with the fewest errors
+    split: float  # the distance with the fewest errors (reported, not a threshold)
     errors: tuple[int, int]  # (same-person pairs over the split, different-people pairs at or under it)
 
 
@@ -150,8 +153,8 @@ def choose(same: np.ndarray, different: np.ndarray) -> Choice:
     different_low = float(np.quantile(different, MARGIN))
     split, errors = least_error_split(same, different)
     overlap = same_high >= different_low
-    veto = split if overlap else (same_high + different_low) / 2
-    link = min(same_high, different_low, veto)
+    veto = same_high if overlap else (same_high + different_low) / 2
+    link = min(same_high, different_low)
     values = {
         "track_appearance_threshold": round(link, 4),
         "track_appearance_veto": round(veto, 4),
@@ -240,8 +243,8 @@ def provenance(model: Path, source: Path, truth: Path, distances: Distances, inp
         "truth": str(truth),
         "crops": f"{distances.crops} of {distances.people} people over {distances.frames} frames",
         "pairs": f"{len(distances.same)} same-person, {len(distances.different)} different-people",
-        "rule": f"appearance and re-entry at the same-person p{100 - round(100 * MARGIN)}, the veto midway to the "
-        f"different-people p{round(100 * MARGIN)} (overlapping: at the split with the fewest errors)",
+        "rule": f"appearance and re-entry at the lower, the veto at the higher of the same-person "
+        f"p{100 - round(100 * MARGIN)} and the different-people p{round(100 * MARGIN)} (apart: midway between them)",
     }
     if input_size:
         entries["input_size"] = input_size

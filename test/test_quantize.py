@@ -164,32 +164,13 @@ def test_int8_model_runs_in_the_yolo_node_and_differs_from_fp32_as_compare_says(
     images = truth["images"]
     frames = [cv2.imread(str(split / "eval" / "images" / image["file_name"])) for image in images]
     bag = write_image_bag(tmp_path / "bag", frames)
-    runs = {}
-    for name, model in (("fp32", SHAPES_MODEL), ("int8", out)):
-        result = replay(
-            bag, tmp_path / name, node="yolo", params={"model_path": str(model), "confidence_threshold": "0.25"}
-        )
-        assert result.missing_frames == [], Path(result.node_log).read_text()
-        runs[name] = json.loads(Path(result.detections_json).read_text())
-    results = {}
-    for name, records in runs.items():
-        results[name] = [
-            {
-                "image_id": image["id"],
-                "category_id": detection["class_id"],
-                "score": detection["score"],
-                "bbox": [*detection["xyxy"][:2], *np.subtract(detection["xyxy"][2:], detection["xyxy"][:2])],
-            }
-            for image, record in zip(images, records, strict=True)
-            for detection in record["detections"]
-        ]
-    assert sum(len(record["detections"]) for record in runs["int8"]) >= 6  # the quantized node answers, and finds
-    ours = detection_differences(results["fp32"], results["int8"])
+    models = {"fp32": SHAPES_MODEL, "int8": out}
+    results = _node_results(
+        bag, tmp_path, "yolo", models, [image["id"] for image in images], confidence_threshold="0.25"
+    )
+    assert len(results["int8"]) >= 6  # the quantized node answers, and finds
     reported = saved["outputs"]
-    for key in ("matched", "only_in_a", "only_in_b"):
-        assert ours[key] == reported[key], (key, ours, reported)
-    for key in ("box_delta_max_px", "score_delta_max"):
-        assert ours[key] == pytest.approx(reported[key], abs=1e-3), (key, ours, reported)
+    _assert_differences_as_reported(results, reported, ("box_delta_max_px", "score_delta_max"))
     assert reported["matched"] >= 6 and abs(saved["metrics"]["AP"]["difference"]) < 0.05
 
 
@@ -423,6 +404,29 @@ def _coco_results(records: list[dict], image_ids: list[int]) -> list[dict]:
     ]
 
 
+def _node_results(
+    bag: Path, tmp_path: Path, node: str, models: dict[str, Path], image_ids: list[int], **params: str
+) -> dict[str, list[dict]]:
+    """Each of ``models`` (by name) in the ``node`` node over ``bag`` (every frame answered), its detections as
+    COCO results."""
+    results = {}
+    for name, model in models.items():
+        result = replay(bag, tmp_path / name, node=node, params={"model_path": str(model), **params})
+        assert result.missing_frames == [], Path(result.node_log).read_text()
+        results[name] = _coco_results(json.loads(Path(result.detections_json).read_text()), image_ids)
+    return results
+
+
+def _assert_differences_as_reported(results: dict[str, list[dict]], reported: dict, measures: tuple[str, ...]) -> None:
+    """The fp32 and int8 nodes' results differ as compare reported: the same matched / only-in-one counts, and
+    ``measures`` (largest differences) within 1e-3."""
+    ours = detection_differences(results["fp32"], results["int8"])
+    for key in ("matched", "only_in_a", "only_in_b"):
+        assert ours[key] == reported[key], (key, ours, reported)
+    for key in measures:
+        assert ours[key] == pytest.approx(reported[key], abs=1e-3), (key, ours, reported)
+
+
 def test_yolo_pose_int8_runs_in_the_pose_node_and_differs_from_fp32_as_compare_says(tmp_path):
     """yolo11n-pose calibrated on real photos of people (astronaut, Grace Hopper, one side of each variant),
     compared on the others: the pose head's final convs (cv4 too) stay in float, the node answers with the
@@ -444,18 +448,10 @@ def test_yolo_pose_int8_runs_in_the_pose_node_and_differs_from_fp32_as_compare_s
     saved = json.loads(report.files["summary"].read_text())["comparison"]
 
     bag = write_image_bag(tmp_path / "bag", evaluation)
-    results = {}
-    for name, model in (("fp32", POSE_MODEL), ("int8", out)):
-        result = replay(bag, tmp_path / name, node="yolo_pose", params={"model_path": str(model)})
-        assert result.missing_frames == [], Path(result.node_log).read_text()
-        records = json.loads(Path(result.detections_json).read_text())
-        results[name] = _coco_results(records, [1, 2, 3])
+    results = _node_results(bag, tmp_path, "yolo_pose", {"fp32": POSE_MODEL, "int8": out}, [1, 2, 3])
     assert len(results["int8"]) >= 3 and all(len(r["keypoints"]) == 51 for r in results["int8"])
-    ours, reported = detection_differences(results["fp32"], results["int8"]), saved["outputs"]
-    for key in ("matched", "only_in_a", "only_in_b"):
-        assert ours[key] == reported[key], (key, ours, reported)
-    for key in ("box_delta_max_px", "score_delta_max", "keypoint_delta_max_px"):
-        assert ours[key] == pytest.approx(reported[key], abs=1e-3), (key, ours, reported)
+    reported = saved["outputs"]
+    _assert_differences_as_reported(results, reported, ("box_delta_max_px", "score_delta_max", "keypoint_delta_max_px"))
     assert reported["matched"] >= 3 and reported["box_delta_max_px"] < 20
 
 
@@ -491,18 +487,11 @@ def test_fasterrcnn_int8_runs_in_the_fasterrcnn_node_and_differs_from_fp32_as_co
     truth = json.loads((split / "eval" / "annotations.json").read_text())
     frames = [cv2.imread(str(split / "eval" / "images" / image["file_name"])) for image in truth["images"]]
     bag = write_image_bag(tmp_path / "bag", frames)
-    results = {}
-    for name, path in (("fp32", model), ("int8", out)):
-        result = replay(bag, tmp_path / name, node="fasterrcnn", params={"model_path": str(path)})
-        assert result.missing_frames == [], Path(result.node_log).read_text()
-        records = json.loads(Path(result.detections_json).read_text())
-        results[name] = _coco_results(records, [image["id"] for image in truth["images"]])
+    image_ids = [image["id"] for image in truth["images"]]
+    results = _node_results(bag, tmp_path, "fasterrcnn", {"fp32": model, "int8": out}, image_ids)
     assert len(results["int8"]) >= 6
-    ours, reported = detection_differences(results["fp32"], results["int8"]), saved["outputs"]
-    for key in ("matched", "only_in_a", "only_in_b"):
-        assert ours[key] == reported[key], (key, ours, reported)
-    for key in ("box_delta_max_px", "score_delta_max"):
-        assert ours[key] == pytest.approx(reported[key], abs=1e-3), (key, ours, reported)
+    reported = saved["outputs"]
+    _assert_differences_as_reported(results, reported, ("box_delta_max_px", "score_delta_max"))
     assert reported["matched"] >= 6
 
 

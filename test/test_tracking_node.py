@@ -66,9 +66,8 @@ def _offline(values: dict, frames: list[np.ndarray]) -> list[Detection2DArray]:
         ids = None
         if tracker is not None:
             tracks = tracker.update(frame, detections)
-            shown = tracking.published(detections, tracks, values["confidence_threshold"])
-            detections = [detections[i] for i in shown]
-            ids = [tracking.id_text(tracks[i]) for i in shown]
+            detections, tracks = tracking.published(detections, tracks, values["confidence_threshold"])
+            ids = [tracking.id_text(track) for track in tracks]
         messages.append(detections_message(_header(index), detections, detector.keypoint_names, ids))
     return messages
 

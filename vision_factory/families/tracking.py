@@ -111,11 +111,14 @@ def detector_values(values: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**values, "confidence_threshold": min(values["confidence_threshold"], values["track_low_threshold"])}
 
 
-def published(detections: Sequence[Detection], ids: Sequence[int | None], confidence: float) -> list[int]:
-    """Indices of the tracked detections a node publishes: those scoring above ``confidence`` (the node's
-    confidence_threshold, as without tracking), and the lower ones that continue a confirmed track (ByteTrack's
-    second stage: an occluded, blurred person keeps being reported under their ID)."""
-    return [index for index, (d, track) in enumerate(zip(detections, ids)) if d.score > confidence or track is not None]
+def published(
+    detections: Sequence[Detection], ids: Sequence[int | None], confidence: float
+) -> tuple[list[Detection], list[int | None]]:
+    """The tracked detections a node publishes, and their track IDs: those scoring above ``confidence`` (the
+    node's confidence_threshold, as without tracking), and the lower ones that continue a confirmed track
+    (ByteTrack's second stage: an occluded, blurred person keeps being reported under their ID)."""
+    kept = [(d, track) for d, track in zip(detections, ids) if d.score > confidence or track is not None]
+    return [d for d, _ in kept], [track for _, track in kept]
 
 
 def id_text(track: int | None) -> str:

@@ -108,8 +108,7 @@ class DetectionNode(InferenceNode):
         track_ids = None
         if self.tracking is not None:
             track_ids = self.stream.update(header, frame, detections)
-            shown = tracking_parameters.published(detections, track_ids, self.confidence)
-            detections, track_ids = [detections[i] for i in shown], [track_ids[i] for i in shown]
+            detections, track_ids = tracking_parameters.published(detections, track_ids, self.confidence)
         ids = None if track_ids is None else [tracking_parameters.id_text(track) for track in track_ids]
         self.detections_pub.publish(detections_message(header, detections, self.detector.keypoint_names, ids))
         self.outputs += 1

@@ -136,13 +136,18 @@ def predict_coco(detector, data: Path, iou_type: str) -> CocoPredictions:
             if category is None:
                 predictions.skipped[(detection.class_id, detection.class_name)] += 1
                 continue
-            x1, y1, x2, y2 = detection.xyxy
-            result = {"image_id": image["id"], "category_id": category, "score": detection.score}
-            result["bbox"] = [x1, y1, x2 - x1, y2 - y1]
-            if iou_type == "keypoints":
-                result["keypoints"] = np.asarray(detection.keypoints, dtype=np.float64).ravel().tolist()
-            predictions.results.append(result)
+            predictions.results.append(coco_result(image["id"], category, detection, iou_type == "keypoints"))
     return predictions
+
+
+def coco_result(image_id: int, category_id: int, detection, keypoints: bool = False) -> dict:
+    """One detection as a COCO result: its box as x, y, width, height, and with ``keypoints`` its keypoints flat."""
+    x1, y1, x2, y2 = detection.xyxy
+    result = {"image_id": image_id, "category_id": category_id, "score": detection.score}
+    result["bbox"] = [x1, y1, x2 - x1, y2 - y1]
+    if keypoints:
+        result["keypoints"] = np.asarray(detection.keypoints, dtype=np.float64).ravel().tolist()
+    return result
 
 
 @dataclass

@@ -592,6 +592,7 @@ def compare_on_people(
     over every frame of ``data`` (a folder of images, a video or a rosbag2; no truth scores them): each
     configuration built as its node builds it, the person detector on onnx:cpu for both. rtmpose: its
     detections' differences (compare's, keypoints included); reid: the cosine of each person's two embeddings."""
+    from .coco_eval import coco_result
     from .compare import describe_comparison, detection_differences, save_comparison
     from .predict import build_detector
 
@@ -616,13 +617,7 @@ def compare_on_people(
             detector = build_detector("rtmpose", model, target, options, detector_model, load=loader(model, target))
             results.append(
                 [
-                    {
-                        "image_id": index,
-                        "category_id": found.class_id,
-                        "score": found.score,
-                        "bbox": [*found.xyxy[:2], found.xyxy[2] - found.xyxy[0], found.xyxy[3] - found.xyxy[1]],
-                        "keypoints": np.asarray(found.keypoints, dtype=np.float64).ravel().tolist(),
-                    }
+                    coco_result(index, found.class_id, found, keypoints=True)
                     for index, frame in enumerate(frames)
                     for found in detector.detect(frame)
                 ]

@@ -54,7 +54,7 @@ from ..parameters import with_defaults
 from ..runtime.backends import load_target
 from .commands import CommandReport, UsageError
 from .mot import MotBoxes, boxes_from_rows, prepare, read_mot
-from .quantize import calibration_frames, sha256, source_metadata, write_onnx_metadata
+from .quantize import calibration_frames, sha256, write_onnx_metadata
 
 MARGIN = 0.01  # "nearly all": the 1st / 99th percentile
 MIN_VISIBILITY = 0.3  # MOT16+ truth boxes less visible than this are left out
@@ -120,7 +120,7 @@ def measure(embedder: ReidEmbedder, frames, truth: MotBoxes, ema_alpha: float) -
         present = np.linalg.norm(embedded, axis=1) > 0.5
         outside += int(np.count_nonzero(~present))
         people = truth.ids[rows]
-        known = [person for person in features]
+        known = list(features)
         if known:
             bank = np.stack([features[person] for person in known])
             distance = appearance_distance(bank, embedded[present])  # [known, crops]
@@ -256,9 +256,8 @@ def write_copy(model: Path, out: Path, metadata: Mapping[str, str]) -> None:
     import shutil
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    kept = source_metadata(model)
     shutil.copyfile(model, out)
-    write_onnx_metadata(out, kept | dict(metadata))
+    write_onnx_metadata(out, metadata)  # keeps the copy's other keys
 
 
 def percentiles(values: np.ndarray) -> str:

@@ -322,9 +322,10 @@ def _offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callabl
             answers = []
             for index, frame in enumerate(frames[:1] + frames):  # the warm-up frame, then the bag's
                 detections = detector.detect(frame)
-                ids = tracker.update(frame, detections)
-                shown = tracking_parameters.published(detections, ids, values["confidence_threshold"])
-                items = [_detection_item(detections[i], tracking_parameters.id_text(ids[i])) for i in shown]
+                shown, tracks = tracking_parameters.published(
+                    detections, tracker.update(frame, detections), values["confidence_threshold"]
+                )
+                items = [_detection_item(d, tracking_parameters.id_text(track)) for d, track in zip(shown, tracks)]
                 answers += [items] if index else []
             return answers
 

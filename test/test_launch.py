@@ -209,6 +209,25 @@ def process_environment(pid: int) -> dict[str, str] | None:
     return dict(item.split("=", 1) for item in items if "=" in item)
 
 
+def _probe_then_stop(tmp_path, name, source, arguments, ros_env, shm_profile, timeout, process, log_path):
+    """Run the probe script ``source`` (as NAME.py, with ``arguments`` and the path of its JSON result last) beside
+    the launched ``process`` on the shared-memory profile, then end the launch with SIGINT (it must exit 0):
+    the probe's result and the launch log."""
+    probe, result_path = tmp_path / f"{name}.py", tmp_path / f"{name}.json"
+    probe.write_text(source)
+    subprocess.run(
+        [sys.executable, str(probe), *arguments, str(result_path)],
+        env={**ros_env, "FASTDDS_DEFAULT_PROFILES_FILE": shm_profile},
+        cwd=tmp_path,
+        check=True,
+        timeout=timeout,
+    )
+    result = json.loads(result_path.read_text())
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 0
+    return result, log_path.read_text()
+
+
 def test_launch_tracks_frames(run_launch, ros_env, prefix, model, tmp_path):
     process, log_path = run_launch(f"model_path:={model}", "bg_mode:=subtract", f"median_warmup:={WARMUP}")
     wait_for_log(log_path, r"listening on /camera/image_raw, publishing /ball", process)
@@ -220,21 +239,8 @@ def test_launch_tracks_frames(run_launch, ros_env, prefix, model, tmp_path):
     if environment is not None:
         assert environment.get("FASTDDS_DEFAULT_PROFILES_FILE") == shm_profile
 
-    probe = tmp_path / "probe.py"
-    probe.write_text(PROBE)
-    result_path = tmp_path / "probe.json"
-    subprocess.run(
-        [sys.executable, str(probe), "/camera/image_raw", "/ball", str(FRAMES), str(result_path)],
-        env={**ros_env, "FASTDDS_DEFAULT_PROFILES_FILE": shm_profile},
-        cwd=tmp_path,
-        check=True,
-        timeout=120,
-    )
-    result = json.loads(result_path.read_text())
-
-    process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=30) == 0
-    log = log_path.read_text()
+    arguments = ["/camera/image_raw", "/ball", str(FRAMES)]
+    result, log = _probe_then_stop(tmp_path, "probe", PROBE, arguments, ros_env, shm_profile, 120, process, log_path)
     assert result["matched"], f"the probe never matched the node's topics:\n{log}"
 
     # One PointStamped per frame, in order, carrying that frame's header.
@@ -428,22 +434,11 @@ def test_launch_autostart_false_waits_for_lifecycle_transitions(
     process, log_path = run_launch(*arguments, "autostart:=false", launch_file=launch_file)
     wait_for_log(log_path, r"process started with pid \[(\d+)\]", process)
 
-    probe = tmp_path / "lifecycle_probe.py"
-    probe.write_text(LIFECYCLE_PROBE)
-    result_path = tmp_path / "lifecycle.json"
     shm_profile = str(prefix / "share" / PACKAGE / "config" / "fastdds_shm.xml")
-    command = [sys.executable, str(probe), node_name, "/camera/image_raw", output_topic, output_type, driver]
-    subprocess.run(
-        [*command, ros2, str(result_path)],
-        env={**ros_env, "FASTDDS_DEFAULT_PROFILES_FILE": shm_profile},
-        cwd=tmp_path,
-        check=True,
-        timeout=180,
+    arguments = [node_name, "/camera/image_raw", output_topic, output_type, driver, ros2]
+    result, log = _probe_then_stop(
+        tmp_path, "lifecycle_probe", LIFECYCLE_PROBE, arguments, ros_env, shm_profile, 180, process, log_path
     )
-    result = json.loads(result_path.read_text())
-    process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=30) == 0
-    log = log_path.read_text()
 
     assert result["transitions"] == {"configure": True, "activate": True, "deactivate": True}, log
     assert (result["unconfigured"], result["inactive"], result["active"]) == ("unconfigured", "inactive", "active")

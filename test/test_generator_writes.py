@@ -16,9 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from vision_factory.cli import main
+from vision_factory.files import Folder
 from vision_factory.generator.package import (
     GeneratorError,
-    _Folder,
     _make_staging,
     _stage_package,
     _write_tree,
@@ -145,7 +145,7 @@ def test_a_link_planted_inside_the_staging_folder_is_not_followed(tmp_path, outs
     staging.joinpath(*parents, name).symlink_to(outside if kind == "folder" else outside / "precious.txt")
     before = _snapshot(outside)
     files = {"package.xml": "<package/>", "launch/x.launch.py": "", f"{PACKAGE}/runtime/runner.py": "x = 1\n"}
-    with _Folder(os.open(staging / PACKAGE, os.O_RDONLY | os.O_DIRECTORY)) as folder:
+    with Folder(os.open(staging / PACKAGE, os.O_RDONLY | os.O_DIRECTORY)) as folder:
         with pytest.raises(OSError) as raised:
             _write_tree(folder, files)
     assert isinstance(raised.value, FileExistsError | NotADirectoryError) or raised.value.errno == errno.ELOOP
@@ -158,7 +158,7 @@ def test_staging_refuses_a_link_at_the_package_or_zip_name(tmp_path, outside):
     (staging / PACKAGE).symlink_to(outside)
     (staging / f"{PACKAGE}.zip").symlink_to(outside / "precious.txt")
     before = _snapshot(outside)
-    with _Folder(os.open(staging, os.O_RDONLY | os.O_DIRECTORY)) as folder:
+    with Folder(os.open(staging, os.O_RDONLY | os.O_DIRECTORY)) as folder:
         with pytest.raises(FileExistsError):
             _stage_package(folder, PACKAGE, {"package.xml": "<package/>"})
         with pytest.raises(FileExistsError):

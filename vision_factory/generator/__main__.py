@@ -5,11 +5,12 @@ Run it after editing a template that one of them comes from; test_generator chec
 
 from pathlib import Path
 
+from ..files import write_text
 from .package import own_files
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 if __name__ == "__main__":
     for path, template, content in own_files():
-        (ROOT / path).write_text(content)
+        write_text(ROOT / path, content)
         print(f"{path} <- templates/{template}")

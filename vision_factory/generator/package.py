@@ -33,6 +33,7 @@ import yaml
 from .. import __version__
 from ..families.family import Family
 from ..families.registry import NODE_FAMILIES, family
+from ..files import DIRECTORY_FLAGS, NEW_FILE_FLAGS, Folder, write_new
 from ..parameters import CAMERA_TOPIC, Parameter
 from ..runtime.backends import BACKENDS, Backend, backend
 from ..share import share_path
@@ -295,7 +296,7 @@ def write_package(
             raise GeneratorError(f"{out / existing[0]} already exists; pass --force to replace it")
         staging = _make_staging(out_fd, package, out)
         try:
-            with _Folder(os.open(staging, _DIRECTORY_FLAGS, dir_fd=out_fd)) as folder:
+            with Folder(os.open(staging, DIRECTORY_FLAGS, dir_fd=out_fd)) as folder:
                 _check_ours(folder.fd, out / staging)
                 _stage_package(folder, package, files)
                 if make_zip:
@@ -321,57 +322,17 @@ def _write_error(out: Path, exc: OSError) -> str:
     return f"cannot write {where}: {exc.strerror or exc}; choose a writable --out"
 
 
-_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class _Folder:
-    """A directory held open by descriptor, with its subfolders opened (never through a link) as needed."""
-
-    def __init__(self, fd: int):
-        self.fd = fd
-        self._children: dict[str, _Folder] = {}
-
-    def folder(self, name: str) -> _Folder:
-        """The subfolder ``name``, made if missing; a link or file there is an error."""
-        if name not in self._children:
-            try:
-                os.mkdir(name, dir_fd=self.fd)
-            except FileExistsError:
-                pass  # O_NOFOLLOW below refuses it unless it is a real folder
-            self._children[name] = _Folder(os.open(name, _DIRECTORY_FLAGS, dir_fd=self.fd))
-        return self._children[name]
-
-    def close(self) -> None:
-        for child in self._children.values():
-            child.close()
-        os.close(self.fd)
-
-    def __enter__(self) -> _Folder:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-def _write_new(dir_fd: int, name: str, content: str | bytes) -> None:
-    """A new file ``name`` in the folder ``dir_fd``: refused if anything, a link included, has that name."""
-    fd = os.open(name, _NEW_FILE_FLAGS, 0o666, dir_fd=dir_fd)
-    with os.fdopen(fd, "wb") as file:
-        file.write(content.encode() if isinstance(content, str) else content)
-
-
-def _write_tree(folder: _Folder, files: dict[str, str | bytes]) -> None:
+def _write_tree(folder: Folder, files: dict[str, str | bytes]) -> None:
     """``files``, by path relative to ``folder``, written as new files; a link met on the way is an error."""
     for relative, content in files.items():
         *parents, name = relative.split("/")
         parent = folder
         for part in parents:
             parent = parent.folder(part)
-        _write_new(parent.fd, name, content)
+        write_new(parent.fd, name, content)
 
 
-def _stage_package(staging: _Folder, package: str, files: dict[str, str | bytes]) -> None:
+def _stage_package(staging: Folder, package: str, files: dict[str, str | bytes]) -> None:
     """The package as the new folder ``package`` of the staging folder."""
     os.mkdir(package, dir_fd=staging.fd)  # fails on anything already there, a link included
     _write_tree(staging.folder(package), files)
@@ -379,7 +340,7 @@ def _stage_package(staging: _Folder, package: str, files: dict[str, str | bytes]
 
 def _write_zip(dir_fd: int, name: str, package: str, files: dict[str, str | bytes]) -> None:
     """The package's files as package/<path> in a new zip file ``name`` of the folder ``dir_fd``."""
-    fd = os.open(name, _NEW_FILE_FLAGS, 0o666, dir_fd=dir_fd)
+    fd = os.open(name, NEW_FILE_FLAGS, 0o666, dir_fd=dir_fd)
     now = time.localtime()[:6]
     with os.fdopen(fd, "wb") as file, zipfile.ZipFile(file, "w", zipfile.ZIP_DEFLATED) as bundle:
         for relative in sorted(files):

@@ -1,0 +1,232 @@
+"""Output files written safely, for every tool and the generator: never through a symbolic link, never onto one
+of the command's inputs, and all or nothing.
+
+A file is written under a new name of its own in the folder it belongs in (created with O_EXCL | O_NOFOLLOW, or
+inside a new private folder there when a library writes it by path), then renamed onto its name: a rename
+replaces the name and never writes through what was there. A symbolic link already at the name, dangling or not,
+is refused with an error rather than replaced, as is a folder, and a name that is one of the command's inputs
+(compared by identity, device and inode, so a hard link or another spelling of the path is caught too; an
+OpenVINO model stands for its .xml and its .bin).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO
+
+from .text import untrusted
+
+NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+Inputs = Iterable["str | os.PathLike[str] | None"]
+
+
+class UnsafeWrite(ValueError):
+    """An output that would be written through a link or onto an input: the message names the file and the fix."""
+
+
+def model_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The files a model path stands for: an OpenVINO IR is its .xml and the .bin beside it."""
+    path = Path(path)
+    return [path, path.with_suffix(".bin")] if path.suffix == ".xml" else [path]
+
+
+def _identities(inputs: Inputs) -> dict[tuple[int, int], Path]:
+    """(device, inode) -> path of each input that exists (through links: the file the input names)."""
+    found = {}
+    for given in inputs:
+        if given is None:
+            continue
+        for path in model_files(given):
+            try:
+                status = os.stat(path)
+            except OSError:
+                continue
+            found.setdefault((status.st_dev, status.st_ino), path)
+    return found
+
+
+def check_output(path: str | os.PathLike[str], inputs: Inputs = (), option: str | None = None) -> Path:
+    """``path`` if a file may be written there; else UnsafeWrite naming it, what is there, and the fix.
+
+    Refused: a symbolic link (dangling or not: the write would land wherever it points), a folder or other
+    non-file, and any of ``inputs`` (by identity: a hard link to an input is that input). ``option`` names the
+    option that chose the path, for the fix.
+    """
+    path = Path(path)
+    where = f"choose another {option}" if option else "choose another output folder"
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise UnsafeWrite(f"cannot write {path}: {exc.strerror}; {where}") from None
+    if stat.S_ISLNK(status.st_mode):
+        target = untrusted(os.readlink(path))
+        raise UnsafeWrite(
+            f"{path} is a symbolic link (to {target}); outputs are never written through links: remove the link "
+            f"or {where}"
+        )
+    if not stat.S_ISREG(status.st_mode):
+        raise UnsafeWrite(f"{path} exists and is not a file; remove it or {where}")
+    source = _identities(inputs).get((status.st_dev, status.st_ino))
+    if source is not None:
+        same = "" if os.path.abspath(source) == os.path.abspath(path) else f" (the same file as {source})"
+        raise UnsafeWrite(f"{path} is an input of this command{same}; it is never overwritten: {where}")
+    return path
+
+
+def check_outputs(paths: Iterable[str | os.PathLike[str]], inputs: Inputs = (), option: str | None = None) -> None:
+    """check_output for each of ``paths`` (e.g. before a long run whose outputs are written at its end)."""
+    inputs = list(inputs)
+    for path in paths:
+        check_output(path, inputs, option)
+
+
+@contextlib.contextmanager
+def staged(
+    path: str | os.PathLike[str],
+    inputs: Inputs = (),
+    option: str | None = None,
+    companions: Iterable[str] = (),
+) -> Iterator[Path]:
+    """A fresh path to write ``path``'s content at (by any library that writes by path: cv2.imwrite, onnx.save,
+    savefig ...), moved onto ``path`` when the block ends without error and removed otherwise.
+
+    The fresh path has ``path``'s name (libraries choose the format by the suffix) in a new private folder beside
+    ``path``. ``companions``: suffixes of files the library writes beside it (OpenVINO's .bin beside the .xml),
+    each checked and moved as well, before the main file.
+    """
+    path = Path(path)
+    inputs = list(inputs)
+    related = [path.with_suffix(suffix) for suffix in companions]
+    check_outputs([*related, path], inputs, option)
+    folder = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        os.mkdir(folder, 0o700)
+    except OSError as exc:
+        raise UnsafeWrite(f"cannot write in {path.parent}: {exc.strerror}; {_fix(option)}") from None
+    try:
+        fresh = folder / path.name
+        yield fresh
+        for target in [*related, path]:
+            check_output(target, inputs, option)  # again: something may have been put there meanwhile
+        for target in [*related, path]:
+            os.replace(folder / target.name, target)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _fix(option: str | None) -> str:
+    return f"choose another {option}" if option else "choose a writable output folder"
+
+
+def _new_beside(path: Path, option: str | None) -> tuple[int, Path]:
+    """A new file (descriptor, path) of an unpredictable name in ``path``'s folder, created never through a link."""
+    for _ in range(100):
+        fresh = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(fresh, NEW_FILE_FLAGS, 0o666), fresh
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise UnsafeWrite(f"cannot write {path}: {exc.strerror}; {_fix(option)}") from None
+    raise UnsafeWrite(f"cannot write {path}: every temporary name tried beside it exists")
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes, inputs: Inputs = (), option: str | None = None) -> Path:
+    """``data`` as the file ``path``, all or nothing, never through a link nor onto one of ``inputs``."""
+    path = check_output(path, inputs, option)
+    fd, fresh = _new_beside(path, option)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        check_output(path, inputs, option)
+        os.replace(fresh, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(fresh)
+        raise
+    return path
+
+
+def write_text(
+    path: str | os.PathLike[str], text: str, inputs: Inputs = (), option: str | None = None, encoding: str = "utf-8"
+) -> Path:
+    """``text`` as the file ``path`` (write_bytes' guarantees)."""
+    return write_bytes(path, text.encode(encoding), inputs, option)
+
+
+def copy_file(
+    source: str | os.PathLike[str], path: str | os.PathLike[str], inputs: Inputs = (), option: str | None = None
+) -> Path:
+    """A copy of ``source`` at ``path`` (write_bytes' guarantees; ``source`` is an input)."""
+    with staged(path, [source, *inputs], option) as fresh:
+        shutil.copyfile(source, fresh)
+    return Path(path)
+
+
+def open_new(
+    path: str | os.PathLike[str], inputs: Inputs = (), option: str | None = None, mode: str = "w", **kwargs
+) -> IO:
+    """``path`` opened for writing as a new, empty file (a log written as it goes): made under a fresh name and
+    renamed onto ``path`` at once, so an earlier file is replaced, never truncated, and no link is followed."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"open_new writes new files: mode 'w' or 'wb', not {mode!r}")
+    path = check_output(path, inputs, option)
+    fd, fresh = _new_beside(path, option)
+    try:
+        check_output(path, inputs, option)
+        os.replace(fresh, path)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(fresh)
+        raise
+    return os.fdopen(fd, mode, **kwargs)
+
+
+# --- a tree of new files under one folder, reached by descriptors (the generator's package) -----------------
+
+
+class Folder:
+    """A directory held open by descriptor, with its subfolders opened (never through a link) as needed."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._children: dict[str, Folder] = {}
+
+    def folder(self, name: str) -> Folder:
+        """The subfolder ``name``, made if missing; a link or file there is an error."""
+        if name not in self._children:
+            try:
+                os.mkdir(name, dir_fd=self.fd)
+            except FileExistsError:
+                pass  # O_NOFOLLOW below refuses it unless it is a real folder
+            self._children[name] = Folder(os.open(name, DIRECTORY_FLAGS, dir_fd=self.fd))
+        return self._children[name]
+
+    def close(self) -> None:
+        for child in self._children.values():
+            child.close()
+        os.close(self.fd)
+
+    def __enter__(self) -> Folder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def write_new(dir_fd: int, name: str, content: str | bytes) -> None:
+    """A new file ``name`` in the folder ``dir_fd``: refused if anything, a link included, has that name."""
+    fd = os.open(name, NEW_FILE_FLAGS, 0o666, dir_fd=dir_fd)
+    with os.fdopen(fd, "wb") as file:
+        file.write(content.encode() if isinstance(content, str) else content)

@@ -844,7 +844,8 @@ def predict(
     options = {**_given_detector_options(detector_options), "--person-class": person_class}
     with _reported():
         detector = build_detector(model_type, model, target, options, detector_model, detector_type)
-        for found in run_predict(detector, inputs, save):
+        protected = [model, detector_model, options.get("--labels")]
+        for found in run_predict(detector, inputs, save, protected):
             click.echo(json.dumps(found.record) if output_format == "json" else found.line())
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..files import open_new
 from ..images import bgr_to_image_fields, compressed_to_bgr, image_to_bgr
 from ..parameters import CAMERA_TOPIC
 
@@ -185,7 +186,7 @@ def write_messages(path: str | Path, messages: Iterable[RawMessage], storage: st
 def write_ball_csv(path: str | Path, rows: Iterable[tuple[int, int, int, int]]) -> Path:
     """TrackNet's ball CSV: Frame, Visibility, X, Y."""
     path = Path(path)
-    with path.open("w", newline="") as handle:
+    with open_new(path, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["Frame", "Visibility", "X", "Y"])
         writer.writerows(rows)

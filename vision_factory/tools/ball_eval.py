@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..files import staged, write_text
 from ..models.tracknet_stream import HEIGHT, WIDTH, TrackNetTracker
 from .bags import read_ball_csv
 from .commands import CommandReport, UsageError, frame_size
@@ -202,7 +203,7 @@ def write_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     record = {**about, "frame_size": list(frame_size), "metrics": asdict(metrics), "pr_curve": curve}
     files = {"json": out_dir / "eval.json", "markdown": out_dir / "eval.md"}
-    files["json"].write_text(json.dumps(record, indent=2) + "\n")
+    write_text(files["json"], json.dumps(record, indent=2) + "\n")
     counts = metrics.counts
     lines = [
         f"# Ball tracking: {about.get('predictions') or about.get('source')}",
@@ -219,7 +220,7 @@ def write_report(
     ]
     if metrics.missing_predictions:
         lines += ["", f"{metrics.missing_predictions} truth frames had no prediction row (counted as no ball)."]
-    files["markdown"].write_text("\n".join(lines) + "\n")
+    write_text(files["markdown"], "\n".join(lines) + "\n")
     files["trajectory"] = _plot_trajectory(out_dir / "trajectory.png", truth, predictions, frame_size)
     if curve:
         files["pr_curve"] = _plot_curve(out_dir / "pr_curve.png", curve)
@@ -247,7 +248,8 @@ def _plot_trajectory(path: Path, truth: Sequence[Row], predictions: Sequence[Row
     axes.legend()
     axes.set_title("ball trajectory (image pixels)")
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    with staged(path) as fresh:
+        figure.savefig(fresh, dpi=100)
     plt.close(figure)
     return path
 
@@ -265,7 +267,8 @@ def _plot_curve(path: Path, curve: list[dict[str, float]]) -> Path:
     axes.set_title("precision-recall over the heatmap threshold")
     axes.grid(alpha=0.3)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    with staged(path) as fresh:
+        figure.savefig(fresh, dpi=100)
     plt.close(figure)
     return path
 

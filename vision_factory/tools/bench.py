@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import SINGLE_MODEL, family, make_detector
+from ..files import staged, write_text
 from ..models.model_file import require_file_family
 from ..runtime.backends import load_target, parse_targets
 from ..runtime.runner import fixed_dim
@@ -287,7 +288,7 @@ def bench(
         "stride": stride,
         "results": [r.summary() for r in results],
     }
-    (out_dir / "bench.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_text(out_dir / "bench.json", json.dumps(report, indent=2) + "\n", [model])
     files = {"json": out_dir / "bench.json", "plot": plot(results, out_dir / "bench.png", model)}
     return CommandReport(table(results) + "\n", files)
 
@@ -351,7 +352,8 @@ def plot(results: list[BenchResult], path: Path, model: Path) -> Path:
     axes.set_title(f"{model.name}: {len(measured[0].latencies_ms) if measured else 0} runs per backend")
     axes.grid(axis="y", alpha=0.3)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    with staged(path, [model]) as fresh:
+        figure.savefig(fresh, dpi=100)
     plt.close(figure)
     return path
 

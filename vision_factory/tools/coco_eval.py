@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import FAMILIES, SINGLE_MODEL_DETECTORS, family
+from ..files import write_text
 from ..text import untrusted
 from .commands import CommandReport, UsageError
 from .compare import (
@@ -167,7 +168,7 @@ def run_and_score(model_type: str, model: Path, target: str, data: Path, predict
     runner = load_target(target, model)
     iou_type = IOU_TYPES[model_type]
     found = predict_coco(family(model_type).detector(runner, confidence=0.001), data, iou_type)
-    predictions.write_text(json.dumps(found.results))
+    write_text(predictions, json.dumps(found.results), [model, data])
     return ScoredRun(found, evaluate_coco(annotation_file(data), predictions, iou_type), runner.describe())
 
 
@@ -176,12 +177,12 @@ def write_report(out_dir: Path, record: dict[str, Any]) -> CommandReport:
     metrics; shown: the table."""
     metrics = record["metrics"]
     files = {"json": out_dir / "eval.json", "markdown": out_dir / "eval.md"}
-    files["json"].write_text(json.dumps(record, indent=2) + "\n")
+    write_text(files["json"], json.dumps(record, indent=2) + "\n", [record["data"], record["predictions"]])
     header = " | ".join(metrics)
     values = " | ".join(f"{value:.4f}" for value in metrics.values())
     table = f"| {header} |\n|{'---|' * len(metrics)}\n| {values} |\n"
     title = f"# {record['model_type']}: {record['predictions']}\n\nAgainst `{record['data']}` (pycocotools).\n\n"
-    files["markdown"].write_text(title + table)
+    write_text(files["markdown"], title + table, [record["data"], record["predictions"]])
     return CommandReport(table, files)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..files import write_text
 from ..models.detections import box_iou
 
 VERDICTS = ((0.001, "excellent"), (0.01, "good"))
@@ -107,7 +108,7 @@ def save_comparison(
     }
     path = Path(out_dir) / f"compare_{Path(over[1]).stem}_{names[0]}_vs_{names[1]}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n")
+    write_text(path, json.dumps(report, indent=2) + "\n", [model_a, model_b, over[1]])
     return report, path
 
 

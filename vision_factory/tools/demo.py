@@ -11,6 +11,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from ..files import staged
 from ..models.tracknet_stream import frames_before_stream
 from .bags import read_ball_csv, write_ball_csv, write_image_bag
 from .commands import CommandReport, frame_size
@@ -160,5 +161,6 @@ def draw_trajectories(clip: BallClip, frames: list[FrameResult], path: Path) -> 
             2 * scale,
             cv2.LINE_AA,
         )
-    cv2.imwrite(str(path), image)
+    with staged(path) as fresh:
+        cv2.imwrite(str(fresh), image)
     return path

@@ -23,6 +23,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from ..files import open_new
 from ..images import SUPPORTED_ENCODINGS
 
 ANSWER, REFUSE, EITHER = "answer", "refuse", "either"
@@ -312,7 +313,7 @@ class NodeUnderTest:
         for key, value in {**overrides, **params}.items():
             command += ["-p", f"{key}:={value}"]
         self.log_path = log_path
-        self._log = log_path.open("w")
+        self._log = open_new(log_path)
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
         self.context = rclpy.Context()
         rclpy.init(context=self.context)

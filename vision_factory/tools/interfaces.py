@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
+from ..files import write_text
 from ..share import share_path
 
 PACKAGE = "vision_msgs"
@@ -399,7 +400,7 @@ def _write_marker(prefix: Path, manifest: Path, chain: Toolchain) -> None:
         "python": sys.executable,
         "files": sorted(files),  # what --force removes before reinstalling
     }
-    marker_path(prefix).write_text(json.dumps(record, indent=1) + "\n")
+    write_text(marker_path(prefix), json.dumps(record, indent=1) + "\n")
 
 
 def _verify(expected: Path, log_path: Path, build_root: Path) -> Path:

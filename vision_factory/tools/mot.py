@@ -31,6 +31,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from ..files import open_new, write_text
 from ..text import untrusted
 from .commands import CommandReport, UsageError
 
@@ -181,7 +182,7 @@ def mot_line(frame: int, track_id: int, box: Iterable[float], score: float) -> s
 def write_mot(path: Path | str, boxes: MotBoxes) -> Path:
     """``boxes`` as a MOTChallenge file at ``path`` (frames in order; rows of one frame in their order)."""
     path = Path(path)
-    with open(path, "w", encoding="utf-8") as stream:
+    with open_new(path, encoding="utf-8") as stream:
         for rows in boxes.by_frame().values():
             for row in rows:
                 line = mot_line(boxes.frames[row], boxes.ids[row], boxes.boxes[row], boxes.scores[row])
@@ -444,7 +445,7 @@ def evaluate_tracks(data: Path, predictions: Path | None, out_dir: Path) -> Comm
         "hota_per_alpha": result.hota_per_alpha,
     }
     files = {"json": out_dir / "eval.json", "markdown": out_dir / "eval.md"}
-    files["json"].write_text(json.dumps(record, indent=2) + "\n")
+    write_text(files["json"], json.dumps(record, indent=2) + "\n", [data, predictions])
     metrics = result.metrics
     tables = "\n".join(
         f"| {' | '.join(names)} |\n|{'---|' * len(names)}\n| {' | '.join(format(metrics[n], spec) for n in names)} |\n"
@@ -460,7 +461,7 @@ def evaluate_tracks(data: Path, predictions: Path | None, out_dir: Path) -> Comm
         f"# Tracks: {predictions}\n\nAgainst `{data}`: boxes match at IoU >= {MATCH_IOU}; CLEAR MOT, IDF1 and MT/PT/ML "
         "from motmetrics, HOTA averaged over IoU thresholds 0.05-0.95; MOTP is the matched boxes' mean IoU.\n\n"
     )
-    files["markdown"].write_text(title + tables + ignored)
+    write_text(files["markdown"], title + tables + ignored, [data, predictions])
     return CommandReport(tables + ignored, files)
 
 

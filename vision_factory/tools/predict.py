@@ -90,26 +90,37 @@ class Prediction:
         return f"{self.record['image']}: {found or '-'}"
 
 
-def predict(detector: Detector, inputs: Iterable[Path], save: Path | None = None) -> Iterator[Prediction]:
-    """``detector`` on each image, and each frame of each video, in order; with ``save``, each drawn there."""
+def predict(
+    detector: Detector, inputs: Iterable[Path], save: Path | None = None, protected: Iterable[Path | None] = ()
+) -> Iterator[Prediction]:
+    """``detector`` on each image, and each frame of each video, in order; with ``save``, each drawn there, never
+    onto one of ``inputs`` or of the ``protected`` files (the model ...)."""
+    inputs = list(inputs)
+    protected = [*inputs, *protected]
     for path in inputs:
         for name, index, frame in file_frames(path):
             detections = detector.detect(frame)
             record = {"image": name, "width": frame.shape[1], "height": frame.shape[0]}
             record["detections"] = [detection.as_dict() for detection in detections]
             if save is not None:
-                save_annotated(save, path, index, frame, detections)
+                save_annotated(save, path, index, frame, detections, protected)
             yield Prediction(record, detections)
 
 
-def save_annotated(folder: Path, path: Path, index: int | None, frame: np.ndarray, detections) -> Path:
-    """``frame`` with its detections drawn, as FOLDER/<image's name>, or FOLDER/<video's stem>_<index>.jpg."""
+def save_annotated(
+    folder: Path, path: Path, index: int | None, frame: np.ndarray, detections, protected: Iterable[Path | None] = ()
+) -> Path:
+    """``frame`` with its detections drawn, as FOLDER/<image's name>, or FOLDER/<video's stem>_<index>.jpg; never
+    through a link, nor onto ``path`` or another of the ``protected`` files."""
     import cv2
 
+    from ..files import staged
     from ..models.drawing import draw_detections
 
     folder.mkdir(parents=True, exist_ok=True)
     suffix = f"_{index:06d}.jpg" if index is not None else path.suffix
     saved = folder / f"{path.stem}{suffix}"
-    cv2.imwrite(str(saved), draw_detections(frame, detections))
+    with staged(saved, [path, *protected], "--save folder") as fresh:
+        if not cv2.imwrite(str(fresh), draw_detections(frame, detections)):
+            raise ValueError(f"cannot write {saved}: OpenCV writes no {suffix} image")
     return saved

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import SINGLE_MODEL_DETECTORS, family
+from ..files import UnsafeWrite, check_outputs, model_files, staged, write_text
 from ..parameters import with_defaults
 from ..runtime.backends import load_target
 from ..runtime.runner import Runner
@@ -423,8 +424,6 @@ def quantize(
         raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}", "--precision")
     if method not in METHODS:
         raise UsageError(f"--method must be one of {', '.join(METHODS)}", "--method")
-    if Path(out).resolve() == Path(model).resolve():
-        raise UsageError("--out must not be the source model", "--out")
     if backend == "openvino" and Path(out).suffix != ".xml":
         raise UsageError(f"OpenVINO writes IR: give --out as NAME.xml (got {Path(out).name})", "--out")
     if backend == "onnx" and Path(out).suffix != ".onnx":
@@ -442,6 +441,12 @@ def quantize(
     if model_type == "tracknet" and data is not None and source is None:
         raise UsageError("tracknet compares over --source: the bag or video of the --data CSV", "--source")
     out = Path(out)
+    inputs = [model, calibration, data, source, detector_model]
+    written = model_files(out) if backend == "openvino" else [out]  # an IR is its .xml and its .bin
+    try:
+        check_outputs(written, inputs)
+    except UnsafeWrite as exc:
+        raise UsageError(str(exc), "--out") from None
     out.parent.mkdir(parents=True, exist_ok=True)
 
     feeds: list[dict[str, np.ndarray]] = []
@@ -449,11 +454,15 @@ def quantize(
         feeds, frames = calibration_inputs(model_type, model, calibration, frames, options, detector_model)
         log(f"calibration: {len(feeds)} inputs from {frames} frames of {calibration}")
     float_nodes: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="vf_quantize_") as work:  # lives until the model is saved
+    companions = [".bin"] if backend == "openvino" else []
+    with (
+        tempfile.TemporaryDirectory(prefix="vf_quantize_") as work,  # lives until the model is saved
+        staged(out, inputs, "--out", companions) as fresh,  # moved onto --out once written whole
+    ):
         if backend == "onnx" and precision == "int8":
-            how, float_nodes = onnx_int8(model, out, feeds, method, keep_tail)
+            how, float_nodes = onnx_int8(model, fresh, feeds, method, keep_tail)
         elif backend == "onnx":
-            how = onnx_fp16(model, out)
+            how = onnx_fp16(model, fresh)
         else:
             import onnx
 
@@ -474,9 +483,9 @@ def quantize(
         recorded = provenance.metadata()
         metadata = source_metadata(model) | recorded
         if backend == "openvino":
-            save_openvino(ov_model, out, precision, metadata)
+            save_openvino(ov_model, fresh, precision, metadata)
         else:
-            write_onnx_metadata(out, metadata)
+            write_onnx_metadata(fresh, metadata)
 
     target = RUNS_ON[backend]
     speed = speed_ratio(model, out, target, feeds or None, speed_runs, threads)
@@ -496,7 +505,7 @@ def quantize(
         "comparison": json.loads(compared.read_text()) if compared else None,
     }
     files = {"summary": out_dir / "quantize.json"}
-    files["summary"].write_text(json.dumps(summary, indent=2) + "\n")
+    write_text(files["summary"], json.dumps(summary, indent=2) + "\n", inputs)
     text = describe(out, provenance, speed, comparison) + "\n"
     return CommandReport(text, files, warnings=comparison.warnings if comparison else [])
 

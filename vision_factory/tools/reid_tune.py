@@ -41,13 +41,14 @@ layout, boxes less than ``MIN_VISIBILITY`` visible are left out: a detector woul
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..families import reid, tracking
+from ..files import UnsafeWrite, check_output, staged
 from ..models.reid import ReidEmbedder
 from ..models.tracker import TrackerConfig, appearance_distance, blend_features
 from ..parameters import with_defaults
@@ -193,8 +194,10 @@ def tune(
     model, out = Path(model), Path(out)
     if out.suffix != ".onnx":
         raise UsageError(f"give --out as NAME.onnx (got {out.name})", "--out")
-    if out.resolve() == model.resolve():
-        raise UsageError("--out must not be the input model: the tuned model is a copy", "--out")
+    try:
+        check_output(out, [model, source, truth], "--out (the tuned model is a copy)")
+    except UnsafeWrite as exc:
+        raise UsageError(str(exc), "--out") from None
     if not model.is_file():
         raise UsageError(f"model not found: {model}", "--model")
     try:
@@ -230,7 +233,7 @@ def tune(
     metadata = {tracking.MODEL_THRESHOLDS[name]: f"{value:g}" for name, value in choice.thresholds.items()}
     metadata |= provenance(model, source, truth, distances, input_size)
     log(f"measured {distances.crops} crops of {distances.people} people over {distances.frames} frames")
-    write_copy(model, out, metadata)
+    write_copy(model, out, metadata, [source, truth])
     text = describe(distances, choice, out) + "\n"
     return CommandReport(text, warnings=warnings)
 
@@ -251,13 +254,15 @@ def provenance(model: Path, source: Path, truth: Path, distances: Distances, inp
     return {KEY + key: value for key, value in entries.items()}
 
 
-def write_copy(model: Path, out: Path, metadata: Mapping[str, str]) -> None:
-    """A copy of ``model`` at ``out`` with ``metadata`` added to (or replacing keys of) its own."""
+def write_copy(model: Path, out: Path, metadata: Mapping[str, str], inputs: Iterable[Path] = ()) -> None:
+    """A copy of ``model`` at ``out`` with ``metadata`` added to (or replacing keys of) its own; never onto
+    ``model`` or another of the ``inputs``, nor through a link."""
     import shutil
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(model, out)
-    write_onnx_metadata(out, metadata)  # keeps the copy's other keys
+    with staged(out, [model, *inputs], "--out") as fresh:
+        shutil.copyfile(model, fresh)
+        write_onnx_metadata(fresh, metadata)  # keeps the copy's other keys
 
 
 def percentiles(values: np.ndarray) -> str:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..families.family import DETECTIONS_MESSAGE
 from ..families.registry import NODE_FAMILIES, family
+from ..files import open_new, write_text
 from ..share import share_path
 from .bags import BagError, RawMessage, image_topic, read_messages, topics_of_type, write_ball_csv, write_messages
 from .commands import UsageError
@@ -214,7 +215,7 @@ def replay(
         command += ["-p", f"{key}:={value or repr('')}"]  # values are YAML; '' is the empty string
     use_shared_memory_profile()
     log_path = outputs["log"]
-    log_file = log_path.open("w")
+    log_file = open_new(log_path, [bag, params_file])
     process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
 
     context = rclpy.Context()
@@ -352,7 +353,7 @@ def replay(
         sent_stamps=sent_stamps,
         node_status=node_status,
     )
-    outputs["summary"].write_text(json.dumps(result.summary(), indent=2))
+    write_text(outputs["summary"], json.dumps(result.summary(), indent=2), [bag, params_file])
     return result
 
 
@@ -536,7 +537,7 @@ def _write_detections_json(path: Path, items: list[tuple[int, bytes]], frame_of:
         if frame is not None:
             frames[frame] = [detection.as_dict() for detection in detections_from_message(msg)]
     records = [{"frame": frame, "detections": frames[frame]} for frame in sorted(frames)]
-    path.write_text(json.dumps(records))
+    write_text(path, json.dumps(records))
     return path
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from ..files import staged
 from ..models.tracknet_stream import BG_MODES, FEATURE_CHANNELS, HEIGHT, WIDTH
 
 # Wider than a ball at 512x288, so a flat ball becomes a single peak. (OpenVINO 2026.4's CPU
@@ -183,7 +184,8 @@ def build_tracknet_model(
     helper.set_model_props(model, props)
     onnx.checker.check_model(model)
     path = Path(path)
-    onnx.save(model, path)
+    with staged(path) as fresh:
+        onnx.save(model, fresh)
     return path
 
 
@@ -242,7 +244,8 @@ def build_inpaint_model(path: str | Path, seq_len: int = 16, sigma: float = 3.0)
     helper.set_model_props(model, {"model_name": "InpaintNet", "seq_len": str(seq_len), "synthetic": "true"})
     onnx.checker.check_model(model)
     path = Path(path)
-    onnx.save(model, path)
+    with staged(path) as fresh:
+        onnx.save(model, fresh)
     return path
 
 

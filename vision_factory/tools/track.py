@@ -9,6 +9,7 @@ it names, left out: the node's default), the tracking from the tracking paramete
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import numpy as np
 
 from ..families import tracking
 from ..families.registry import family
+from ..files import staged
 from ..models.detections import Detection
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import with_defaults
@@ -132,17 +134,19 @@ def track(
     out_dir.mkdir(parents=True, exist_ok=True)
     rows: list[tuple[int, int, float, float, float, float, float]] = []
     writer, frames = None, 0
-    try:
-        for frames, frame, (kept,) in tracked_frames(stream_frames(sources), detector, [tracker]):
-            rows.extend(_rows(frames, kept))
-            if save:
-                writer = writer or _open_video(outputs["video"], fps, frame.shape[:2])
-                writer.write(_annotated(frame, kept))
-    finally:
-        if writer is not None:
-            writer.release()
-    if frames == 0:
-        raise ValueError(f"no frames in {', '.join(map(str, sources))}")
+    with contextlib.ExitStack() as stack:  # the video is moved onto OUT/tracks.mp4 once written whole
+        video = stack.enter_context(staged(outputs["video"], [model, *sources])) if save else None
+        try:
+            for frames, frame, (kept,) in tracked_frames(stream_frames(sources), detector, [tracker]):
+                rows.extend(_rows(frames, kept))
+                if video is not None:
+                    writer = writer or _open_video(video, fps, frame.shape[:2])
+                    writer.write(_annotated(frame, kept))
+        finally:
+            if writer is not None:
+                writer.release()
+        if frames == 0:
+            raise ValueError(f"no frames in {', '.join(map(str, sources))}")
     write_mot(outputs["tracks"], boxes_from_rows(rows, str(outputs["tracks"])))
     return TrackRun(
         outputs["tracks"],

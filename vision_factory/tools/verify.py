@@ -26,6 +26,7 @@ import numpy as np
 
 from ..families.family import DETECTIONS_MESSAGE, Family
 from ..families.registry import NODE_FAMILIES
+from ..files import staged, write_text
 from ..parameters import with_defaults
 from ..runtime.backends import load_target
 from ..text import untrusted
@@ -800,7 +801,7 @@ def _latency_check(latencies: list[float], p50: float, p99: float, budget: float
 
 
 def _clear(out_dir: Path, force: bool) -> None:
-    earlier = [name for name in REPORT_FILES if (out_dir / name).exists()]
+    earlier = [name for name in REPORT_FILES if (out_dir / name).exists() or (out_dir / name).is_symlink()]
     if earlier and not force:
         raise FileExistsError(
             f"{out_dir} holds an earlier verification ({', '.join(earlier)}): choose another --out, or --force"
@@ -829,8 +830,8 @@ def _write(report: VerifyReport, out_dir: Path, spec: Family, images, paired, ex
         "node_log": report.node_log,
     }
     json_path, md_path = out_dir / "verify.json", out_dir / "verify.md"
-    json_path.write_text(json.dumps(data, indent=2, default=_number))
-    md_path.write_text(_markdown(report, spec, listed))
+    write_text(json_path, json.dumps(data, indent=2, default=_number))
+    write_text(md_path, _markdown(report, spec, listed))
     report.files = {"report": str(md_path), "json": str(json_path), **report.files}
 
 
@@ -905,7 +906,8 @@ def _draw(path: Path, image: np.ndarray, node: list[Item], model: list[Item]) ->
     legend = canvas.shape[0] - 9
     cv2.putText(canvas, "node", (8, legend), 0, 0.55, NODE_COLOUR, 2, cv2.LINE_AA)
     cv2.putText(canvas, "model offline", (80, legend), 0, 0.55, MODEL_COLOUR, 2, cv2.LINE_AA)
-    cv2.imwrite(str(path), canvas)
+    with staged(path) as fresh:
+        cv2.imwrite(str(fresh), canvas)
     return path
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from .parameters import MAX_IMAGE_PIXELS
 from .quiet import quietly
+from .text import untrusted
 
 
 class ImageFormatError(ValueError):
@@ -93,7 +94,7 @@ def image_to_bgr(
     if encoding not in _DIRECT:
         raise ImageFormatError(
             "unsupported encoding",
-            f"unsupported image encoding '{encoding}'; supported: {', '.join(SUPPORTED_ENCODINGS)}",
+            f"unsupported image encoding '{untrusted(encoding, 100)}'; supported: {', '.join(SUPPORTED_ENCODINGS)}",
         )
     channels, dtype, conversion = _DIRECT[encoding]
     if width <= 0 or height <= 0:

@@ -24,6 +24,12 @@ def untrusted(text: object, limit: int = DEFAULT_LIMIT) -> str:
     return escaped
 
 
+def markdown_cell(text: object) -> str:
+    """``text`` (already made printable, e.g. by ``untrusted``) as the cell of a Markdown table: on one line, and
+    each ``|``, which would end the cell and shift the row's columns, escaped as ``\\|``."""
+    return " ".join(str(text).splitlines()).replace("|", "\\|")
+
+
 def parse_size(text: str, name: str = "", example: str = "1280x720") -> tuple[int, int]:
     """'1280x720' (width x height) -> (width, height), both positive; else an error naming ``name``."""
     width, separator, height = text.lower().partition("x")

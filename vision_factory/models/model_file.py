@@ -106,19 +106,24 @@ def require_file_family(path: str | Path, family: str, user: str = "this command
 
 
 def describe(summary: ModelSummary, recognition: Recognition) -> str:
-    """The text ``vision-factory inspect`` prints."""
+    """The text ``vision-factory inspect`` prints: what the file says (names, dimensions, metadata, the reasons
+    quoting them) escaped, one line each (text.untrusted), so a file cannot move the cursor or forge a line."""
     lines = [
-        f"model: {summary.path}",
-        f"producer: {summary.producer or 'not recorded'}",
+        f"model: {untrusted(summary.path, 400)}",
+        f"producer: {untrusted(summary.producer) or 'not recorded'}",
         f"IR version {summary.ir_version}, opset {summary.opset or 'not declared'}",
     ]
     for title, tensors in (("inputs", summary.inputs), ("outputs", summary.outputs)):
-        width = max((len(tensor.name) for tensor in tensors), default=0)
+        names = [untrusted(tensor.name, 100) for tensor in tensors]
+        width = max(map(len, names), default=0)
         lines.append(f"{title}:" if tensors else f"{title}: none")
-        lines += [f"  {t.name.ljust(width)}  {shape_text(t.shape)} {t.dtype}" for t in tensors]
+        lines += [
+            f"  {name.ljust(width)}  {untrusted(shape_text(t.shape))} {untrusted(t.dtype)}"
+            for name, t in zip(names, tensors)
+        ]
     lines.append("metadata:" if summary.metadata else "metadata: none")
-    lines += [f"  {key}: {_cut(value)}" for key, value in summary.metadata.items()]
-    lines.append(f"looks like: {recognition.family} — {recognition.reason}")
+    lines += [f"  {untrusted(_decoded(key), 100)}: {_cut(value)}" for key, value in summary.metadata.items()]
+    lines.append(f"looks like: {recognition.family} — {untrusted(recognition.reason, 400)}")
     return "\n".join(lines)
 
 
@@ -157,13 +162,23 @@ def _dtype(elem_type: int) -> str:
 
 
 def _cut(value: str, limit: int = 100) -> str:
-    value = " ".join(value.split())
+    """A metadata value on one line: runs of white space as one space, escaped (text.untrusted), and cut to
+    ``limit`` characters."""
+    value = untrusted(" ".join(_decoded(value).split()), limit)
     return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def _decoded(value: object) -> str:
+    """Text as the file holds it; a string that is not UTF-8 (protobuf then gives its bytes) with U+FFFD for
+    each byte that is not."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _plain(value: object) -> object:
     if isinstance(value, dict):
-        return {str(key): _plain(item) for key, item in value.items()}
+        return {_decoded(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, bytes):  # metadata that is not UTF-8
+        return _decoded(value)
     if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
     return value

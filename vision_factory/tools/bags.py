@@ -13,6 +13,7 @@ import numpy as np
 from ..files import open_new
 from ..images import bgr_to_image_fields, compressed_to_bgr, image_to_bgr
 from ..parameters import CAMERA_TOPIC
+from ..text import untrusted
 
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 STORAGES = ("mcap", "sqlite3")
@@ -100,13 +101,15 @@ def read_messages(path: str | Path, topic: str) -> Iterator[RawMessage]:
     with _open(path) as reader:
         connections = [c for c in reader.connections if c.topic == topic]
         if not connections:
-            topics = ", ".join(sorted({c.topic for c in reader.connections})) or "none"
-            raise BagError(f"bag {path} has no topic {topic} (topics: {topics})")
+            topics = untrusted(", ".join(sorted({c.topic for c in reader.connections})) or "none", 400)
+            raise BagError(f"bag {path} has no topic {untrusted(topic, 200)} (topics: {topics})")
         try:
             for connection, timestamp, data in reader.messages(connections=connections):
                 yield RawMessage(connection.topic, connection.msgtype, timestamp, bytes(data))
         except Exception as exc:  # rosbags raises several types for damaged storage
-            raise BagError(f"bag {path} is damaged while reading {topic}: {exc}") from exc
+            raise BagError(
+                f"bag {path} is damaged while reading {untrusted(topic, 200)}: {untrusted(exc, 400)}"
+            ) from exc
 
 
 def image_topic(path: str | Path, topic: str | None = None) -> tuple[str, str]:
@@ -115,11 +118,13 @@ def image_topic(path: str | Path, topic: str | None = None) -> tuple[str, str]:
     if topic is None:
         if len(topics) != 1:
             raise BagError(
-                f"bag {path} has {len(topics)} image topics ({', '.join(topics) or 'none'}); pick one with --topic"
+                f"bag {path} has {len(topics)} image topics ({untrusted(', '.join(topics), 400) or 'none'}); "
+                "pick one with --topic"
             )
         topic = next(iter(topics))
     elif topic not in topics:
-        raise BagError(f"bag {path} has no image topic {topic} (image topics: {', '.join(topics) or 'none'})")
+        shown = untrusted(", ".join(topics), 400) or "none"
+        raise BagError(f"bag {path} has no image topic {untrusted(topic, 200)} (image topics: {shown})")
     return topic, topics[topic]
 
 
@@ -158,7 +163,7 @@ class _open:
             self.reader.open()
         except Exception as exc:
             raise BagError(
-                f"cannot read bag {self.path}: {exc}; give a rosbag2 folder (metadata.yaml with "
+                f"cannot read bag {self.path}: {untrusted(exc, 400)}; give a rosbag2 folder (metadata.yaml with "
                 f".mcap or .db3 files) or a single .mcap file"
             ) from exc
         return self.reader

@@ -20,6 +20,7 @@ from ..families.registry import family
 from ..models.detections import Detection, Detector
 from ..parameters import with_defaults
 from ..runtime.backends import load_target
+from ..text import untrusted
 from .commands import UsageError
 from .sources import file_frames
 
@@ -85,9 +86,10 @@ class Prediction:
     detections: list[Detection]
 
     def line(self) -> str:
-        """One line of text: the image and each detection's class and score."""
-        found = ", ".join(f"{d.class_name} {d.score:.2f}" for d in self.detections)
-        return f"{self.record['image']}: {found or '-'}"
+        """One line of text: the image and each detection's class and score (names from the model or a labels
+        file, and the file's name, escaped: text.untrusted)."""
+        found = ", ".join(f"{untrusted(d.class_name, 100)} {d.score:.2f}" for d in self.detections)
+        return f"{untrusted(self.record['image'], 400)}: {found or '-'}"
 
 
 def predict(

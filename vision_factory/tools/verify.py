@@ -29,7 +29,7 @@ from ..families.registry import NODE_FAMILIES
 from ..files import staged, write_text
 from ..parameters import with_defaults
 from ..runtime.backends import load_target
-from ..text import untrusted
+from ..text import markdown_cell, untrusted
 from .bags import image_topic, read_framed, read_messages
 from .commands import UsageError
 from .replay import message_class, replay
@@ -847,7 +847,7 @@ def _markdown(report: VerifyReport, spec: Family, listed: Iterable[FrameCheck]) 
         "|---|---|---|",
     ]
     verdict = lambda c: ("pass" if c.passed else "**FAIL**") if c.compared else "not compared"  # noqa: E731
-    lines += [f"| {c.name} | {verdict(c)} | {c.numbers} |" for c in report.checks]
+    lines += [f"| {markdown_cell(c.name)} | {verdict(c)} | {markdown_cell(c.numbers)} |" for c in report.checks]
     lines += [
         "",
         f"Tolerance: {report.tolerance.px:g} px, score {report.tolerance.score:g}. Pipeline latency (answer "

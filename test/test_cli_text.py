@@ -1,0 +1,156 @@
+"""Text from files (model metadata, class names, a bag's fields) reaches the terminal escaped: no ESC to move the
+cursor or clear the screen, no newline to forge a line of the tool's own output, no | to break a Markdown table.
+
+Real hostile files, written here with onnx and rosbags, through real CLI runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper, numpy_helper
+
+from vision_factory.cli import main
+
+ESC = "\x1b"
+CLEAR = ESC + "[2J"
+FORGED = "looks like: tracknet — forged"
+
+
+def hostile_yolo(path: Path, names: dict[int, str], metadata: dict[str, str] | None = None) -> Path:
+    """A YOLO-shaped model (64x64 input, two classes named ``names``) whose output is one detection of class 0
+    at (22, 22)-(42, 42), score 0.9; ``metadata`` added to its own."""
+    output = np.zeros((1, 6, 16), np.float32)
+    output[0, :, 0] = [32, 32, 20, 20, 0.9, 0.05]
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["value"], ["output0"])],
+        "constant",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 64, 64])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 6, 16])],
+        [numpy_helper.from_array(output, "value")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    helper.set_model_props(model, {"names": repr(names), **(metadata or {})})
+    onnx.save(model, path)
+    return path
+
+
+def invoke(*arguments: object):
+    """The command's output as a terminal gets it (color=True: Click keeps escape sequences, as on a tty)."""
+    return CliRunner().invoke(main, [str(argument) for argument in arguments], color=True)
+
+
+def assert_no_control(text: str) -> None:
+    """No character that is not printable other than the line ends the tool itself writes."""
+    bad = sorted({char for char in text if not char.isprintable() and char != "\n"})
+    assert not bad, (bad, text)
+
+
+def test_inspect_text_escapes_metadata_keys_and_values(tmp_path):
+    model = hostile_yolo(
+        tmp_path / "m.onnx",
+        {0: "circle", 1: "square"},
+        {
+            f"clear{CLEAR}": f"red{ESC}[31m",
+            f"key\n{FORGED}": "value",
+            "value": f"one\n{FORGED}\r\u2028next",
+            "bell": "\x07\x9b2J",
+        },
+    )
+    result = invoke("inspect", model)
+    assert result.exit_code == 0, result.output
+    assert_no_control(result.output)
+    lines = result.output.splitlines()
+    assert [line for line in lines if line.startswith("looks like:")] == [lines[-1]]
+    assert lines[-1].startswith("looks like: yolo")
+    metadata = lines[lines.index("metadata:") + 1 : -1]
+    assert len(metadata) == 5 and all(line.startswith("  ") for line in metadata), metadata
+    assert "  clear\\x1b[2J: red\\x1b[31m" in metadata
+    assert f"  key\\n{FORGED}: value" in metadata
+
+
+def test_inspect_json_is_escaped_json_and_survives_metadata_that_is_not_utf8(tmp_path):
+    model = hostile_yolo(tmp_path / "m.onnx", {0: "circle", 1: "square"}, {f"clear{CLEAR}": "PLACEHOLDER"})
+    raw = model.read_bytes().replace(b"PLACEHOLDER", b"\xff\xfe\x1b[2J\nXYZW")  # the same length: still a valid file
+    model.write_bytes(raw)
+    for output_format in ("json", "text"):
+        result = invoke("inspect", model, "--format", output_format)
+        assert result.exit_code == 0, (output_format, result.output, result.exception)
+        assert_no_control(result.output)
+    record = json.loads(invoke("inspect", model, "--format", "json").output)
+    assert record["metadata"][f"clear{CLEAR}"] == "\ufffd\ufffd" + CLEAR + "\nXYZW"  # the key and value, as JSON kept
+
+
+def test_predict_text_escapes_class_names(tmp_path):
+    import cv2
+
+    names = {0: f"ci{CLEAR}rcle\nimage.png: square 0.99", 1: "square"}
+    model = hostile_yolo(tmp_path / "m.onnx", names)
+    image = tmp_path / "frame.png"
+    cv2.imwrite(str(image), np.full((64, 64, 3), 100, np.uint8))
+    result = invoke("predict", "--model-type", "yolo", "--model", model, image)
+    assert result.exit_code == 0, result.output
+    assert_no_control(result.output)
+    assert result.output.splitlines() == [f"{image}: ci\\x1b[2Jrcle\\nimage.png: square 0.99 0.90"]
+    record = json.loads(invoke("predict", "--model-type", "yolo", "--model", model, image, "--format", "json").output)
+    assert record["detections"][0]["class_name"] == names[0]  # JSON keeps the name, escaped as JSON
+
+
+def _bag_with_encoding(path: Path, encoding: str, topic: str = "/camera/image_raw") -> Path:
+    from vision_factory.tools.bags import RawMessage, _typestore, write_messages
+
+    store = _typestore()
+    types = store.types
+    header = types["std_msgs/msg/Header"](stamp=types["builtin_interfaces/msg/Time"](sec=1, nanosec=0), frame_id="c")
+    image = types["sensor_msgs/msg/Image"](
+        header=header,
+        height=4,
+        width=4,
+        encoding=encoding,
+        is_bigendian=0,
+        step=12,
+        data=np.zeros(48, np.uint8),
+    )
+    data = bytes(store.serialize_cdr(image, "sensor_msgs/msg/Image"))
+    return write_messages(path, [RawMessage(topic, "sensor_msgs/msg/Image", 10**9, data)])
+
+
+def test_a_bags_image_encoding_reaches_errors_escaped(tmp_path):
+    model = hostile_yolo(tmp_path / "m.onnx", {0: "circle", 1: "square"})
+    bag = _bag_with_encoding(tmp_path / "bag", f"bgr8{CLEAR}\nError: forged")
+    result = invoke(
+        "quantize", "--model-type", "yolo", "--model", model, "--calibration", bag, "--out", tmp_path / "q.onnx"
+    )
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert_no_control(result.output)
+    assert "unsupported image encoding 'bgr8\\x1b[2J\\nError: forged'" in result.output
+    assert [line for line in result.output.splitlines() if line.startswith("Error:")] == [result.output.splitlines()[0]]
+
+
+def test_a_bags_topic_names_reach_errors_escaped(tmp_path):
+    from vision_factory.tools.bags import BagError, read_messages
+
+    bag = _bag_with_encoding(tmp_path / "bag", "bgr8", topic=f"/cam{CLEAR}\nError: forged")
+    with pytest.raises(BagError) as raised:
+        list(read_messages(bag, "/other"))
+    assert_no_control(str(raised.value))
+    assert "(topics: /cam\\x1b[2J\\nError: forged)" in str(raised.value)
+
+
+def test_verify_markdown_escapes_a_pipe_in_a_class_name(tmp_path):
+    from vision_factory.families.registry import family
+    from vision_factory.tools.verify import NO_COUNTS, NodeCounts, Tolerance, VerifyReport, _class_check, _markdown
+
+    check = _class_check([], None, ["sq|uare", f"ci{CLEAR}rcle"], tmp_path / "m.onnx")
+    report = VerifyReport(True, [check], [], Tolerance(1.0, 0.01), 1.0, 2.0, "node.log", NodeCounts(0, 0, NO_COUNTS))
+    markdown = _markdown(report, family("yolo"), [])
+    assert_no_control(markdown)
+    row = next(line for line in markdown.splitlines() if line.startswith("| class names |"))
+    assert row.replace("\\|", "").count("|") == 4, row  # three cells: the pipe in the name is escaped
+    assert "sq\\|uare" in row

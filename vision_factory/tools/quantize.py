@@ -444,7 +444,7 @@ def quantize(
     inputs = [model, calibration, data, source, detector_model]
     written = model_files(out) if backend == "openvino" else [out]  # an IR is its .xml and its .bin
     try:
-        check_outputs(written, inputs)
+        check_outputs(written, inputs, "--out")
     except UnsafeWrite as exc:
         raise UsageError(str(exc), "--out") from None
     out.parent.mkdir(parents=True, exist_ok=True)

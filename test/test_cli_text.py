@@ -102,7 +102,7 @@ def test_predict_text_escapes_class_names(tmp_path):
     assert record["detections"][0]["class_name"] == names[0]  # JSON keeps the name, escaped as JSON
 
 
-def _bag_with_encoding(path: Path, encoding: str, topic: str = "/camera/image_raw") -> Path:
+def _bag_with_encoding(path: Path, encoding: str, topic: str = "/camera/image_raw", topics: int = 1) -> Path:
     from vision_factory.tools.bags import RawMessage, _typestore, write_messages
 
     store = _typestore()
@@ -118,7 +118,8 @@ def _bag_with_encoding(path: Path, encoding: str, topic: str = "/camera/image_ra
         data=np.zeros(48, np.uint8),
     )
     data = bytes(store.serialize_cdr(image, "sensor_msgs/msg/Image"))
-    return write_messages(path, [RawMessage(topic, "sensor_msgs/msg/Image", 10**9, data)])
+    names = [topic + "_" * index for index in range(topics)]
+    return write_messages(path, [RawMessage(name, "sensor_msgs/msg/Image", 10**9, data) for name in names])
 
 
 def test_a_bags_image_encoding_reaches_errors_escaped(tmp_path):
@@ -141,6 +142,15 @@ def test_a_bags_topic_names_reach_errors_escaped(tmp_path):
         list(read_messages(bag, "/other"))
     assert_no_control(str(raised.value))
     assert "(topics: /cam\\x1b[2J\\nError: forged)" in str(raised.value)
+
+
+def test_replay_names_a_bags_topics_escaped(tmp_path):
+    bag = _bag_with_encoding(tmp_path / "bag", "bgr8", topic=f"/cam{CLEAR}\nError: forged", topics=2)
+    result = invoke("replay", bag, "--out", tmp_path / "out", "--node", "yolo")
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert_no_control(result.output)
+    assert "has 2 image topics (/cam\\x1b[2J\\nError: forged, /cam\\x1b[2J\\nError: forged_)" in result.output
+    assert len(result.output.splitlines()) == 1, result.output
 
 
 def test_verify_markdown_escapes_a_pipe_in_a_class_name(tmp_path):

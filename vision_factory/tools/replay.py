@@ -21,6 +21,7 @@ from ..families.family import DETECTIONS_MESSAGE
 from ..families.registry import NODE_FAMILIES, family
 from ..files import open_new, write_text
 from ..share import share_path
+from ..text import untrusted
 from .bags import BagError, RawMessage, image_topic, read_messages, topics_of_type, write_ball_csv, write_messages
 from .commands import UsageError
 
@@ -192,7 +193,9 @@ def replay(
     out_dir.mkdir(parents=True, exist_ok=True)
     stamps = [_stamp(message.data) for message in read_messages(bag, topic)]
     if len(set(stamps)) != len(stamps):
-        raise BagError(f"image headers in {bag}:{topic} repeat their stamps; replay needs one stamp per frame")
+        raise BagError(
+            f"image headers in {bag}:{untrusted(topic, 200)} repeat their stamps; replay needs one stamp per frame"
+        )
     frame_of = {stamp: index for index, stamp in enumerate(stamps)}
     fed = _fed_inputs(bag, node, spec, frame_of)
     if live_stamps and fed:  # the fed messages keep the bag's stamps: the node could pair nothing
@@ -364,7 +367,8 @@ def _fed_inputs(bag, node: str, spec: NodeSpec, frame_of: dict) -> dict[str, dic
     for name, msgtype in spec.inputs.items():
         found = topics_of_type(bag, msgtype)
         if len(found) != 1:
-            which = f"has {len(found)} {msgtype} topics ({', '.join(found)})" if found else f"has no {msgtype} topic"
+            shown = untrusted(", ".join(found), 400)  # topic names from the bag
+            which = f"has {len(found)} {msgtype} topics ({shown})" if found else f"has no {msgtype} topic"
             raise BagError(
                 f"the {node} node needs its {name} input with the images, by stamp: bag {bag} {which}; record one "
                 f"topic of the detections to track beside the images (or replay the detector itself with tracking "

@@ -576,3 +576,26 @@ def test_generated_node_without_ros_packages_says_what_to_do(tmp_path, missing, 
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"my_detector_node: the ROS 2 Python package {missing} is not installed" in done.stderr, done.stderr
     assert advice in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    "template,executable,refused",
+    [
+        ("package/node.py.j2", 'x"\nimport os  # ', "control character '\\n'"),
+        ("package/launch.py.j2", 'x", shell=True, y="', "'\"', not safe raw in python: render it with |py"),
+        ("package/config.yaml.j2", "x\\", "'\\\\', not safe raw in yaml: render it with |yaml"),
+    ],
+)
+def test_a_value_rendered_without_its_filter_is_refused_not_written(template, executable, refused):
+    """A template value given no escaping filter (here the node's command, which only the package name makes) is
+    rendered raw only where it cannot end a string or a line; anything else fails the rendering."""
+    from vision_factory.generator.package import template_context
+    from vision_factory.generator.render import RenderError, render
+    from vision_factory.runtime.backends import backend
+
+    context = template_context(NODE_FAMILIES["yolo"], backend("onnx"), "my_pkg", executable)
+    with pytest.raises(RenderError, match=re.escape(refused)):
+        render(template, **context)
+    extra = {"maintainer": "A&B <c>", "carries_tracker": False}
+    xml = render("package/package.xml.j2", **{**context, **extra})  # XML: escaped, not refused
+    assert ElementTree.fromstring(xml.encode()).find("maintainer").text == "A&B <c>"

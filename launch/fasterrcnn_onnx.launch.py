@@ -1,6 +1,7 @@
-"""Launch fasterrcnn_node: object detection with boxes, scores and labels outputs (FasterRCNN-style).
+"""Launch the node: object detection with boxes, scores and labels outputs (FasterRCNN-style), on ONNX Runtime.
 
-The node of vision_factory, on ONNX Runtime.
+Command fasterrcnn_node,
+of vision_factory.
 Rendered from vision_factory's templates/package/launch.py.j2: regenerate rather than edit.
 
 Usage:

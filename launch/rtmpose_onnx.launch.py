@@ -1,6 +1,7 @@
-"""Launch rtmpose_node: top-down RTMPose human pose estimation on person boxes.
+"""Launch the node: top-down RTMPose human pose estimation on person boxes, on ONNX Runtime.
 
-The node of vision_factory, on ONNX Runtime.
+Command rtmpose_node,
+of vision_factory.
 Rendered from vision_factory's templates/package/launch.py.j2: regenerate rather than edit.
 
 Usage:

@@ -1,6 +1,7 @@
-"""Launch track_node: multi-object tracking with optional re-identification of another node's detections.
+"""Launch the node: multi-object tracking with optional re-identification of another node's detections, on ONNX Runtime.
 
-The node of vision_factory, on ONNX Runtime.
+Command track_node,
+of vision_factory.
 Rendered from vision_factory's templates/package/launch.py.j2: regenerate rather than edit.
 
 Usage:

@@ -1,6 +1,7 @@
-"""Launch tracknet_node: TrackNetV3 ball tracking, with optional InpaintNet repair.
+"""Launch the node: TrackNetV3 ball tracking, with optional InpaintNet repair, on ONNX Runtime.
 
-The node of vision_factory, on ONNX Runtime.
+Command tracknet_node,
+of vision_factory.
 Rendered from vision_factory's templates/package/launch.py.j2: regenerate rather than edit.
 
 Usage:

@@ -1,6 +1,7 @@
-"""Launch yolo_pose_node: YOLO-pose human pose estimation (Ultralytics export).
+"""Launch the node: YOLO-pose human pose estimation (Ultralytics export), on ONNX Runtime.
 
-The node of vision_factory, on ONNX Runtime.
+Command yolo_pose_node,
+of vision_factory.
 Rendered from vision_factory's templates/package/launch.py.j2: regenerate rather than edit.
 
 Usage:

@@ -10,8 +10,8 @@ from pathlib import Path
 from vision_factory.generator.package import write_package
 
 
-def install_like_colcon(package_dir: Path, prefix: Path, executable: str = "tracknet_node") -> Path:
-    """What colcon's ament_python build does; returns the installed executable."""
+def install_like_colcon(package_dir: Path, prefix: Path) -> Path:
+    """What colcon's ament_python build does; returns the installed node executable (named after the package)."""
     subprocess.run(
         [
             sys.executable,
@@ -35,7 +35,9 @@ def install_like_colcon(package_dir: Path, prefix: Path, executable: str = "trac
     assert (site / package_dir.name / "__init__.py").is_file()
     assert (prefix / "share" / "ament_index" / "resource_index" / "packages" / package_dir.name).is_file()
     assert (prefix / "share" / package_dir.name / "package.xml").is_file()
-    return prefix / "lib" / package_dir.name / executable
+    executable = prefix / "lib" / package_dir.name / f"{package_dir.name}_node"
+    assert executable.is_file(), f"{executable} was not installed"
+    return executable
 
 
 def site_packages(prefix: Path) -> Path:
@@ -45,6 +47,6 @@ def site_packages(prefix: Path) -> Path:
 
 def generate_and_install(family: str, backend: str, package: str, root: Path) -> Path:
     """``family`` on ``backend`` generated as ``package`` into root/src and installed into root/install; its node's
-    executable (``<family>_node``). Run it with PYTHONPATH set to ``site_packages(root / "install")``."""
+    executable (``<package>_node``). Run it with PYTHONPATH set to ``site_packages(root / "install")``."""
     package_dir = write_package(family, backend, package, root / "src")
-    return install_like_colcon(package_dir, root / "install", f"{family}_node")
+    return install_like_colcon(package_dir, root / "install")

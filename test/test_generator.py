@@ -8,6 +8,8 @@ are compared with this package's own node on the same bag.
 from __future__ import annotations
 
 import ast
+import configparser
+import contextlib
 import json
 import os
 import re
@@ -26,7 +28,14 @@ from ros_harness import Lifecycle, NodeProcess, Probe
 
 from vision_factory.cli import main
 from vision_factory.families.registry import NODE_FAMILIES
-from vision_factory.generator.package import NO_WHEEL, SOURCE_ROOT, copied_modules, own_files, write_package
+from vision_factory.generator.package import (
+    MAX_PACKAGE_NAME,
+    NO_WHEEL,
+    SOURCE_ROOT,
+    copied_modules,
+    own_files,
+    write_package,
+)
 from vision_factory.runtime.backends import BACKENDS
 from vision_factory.tools.bags import read_ball_csv, write_image_bag
 from vision_factory.tools.replay import replay
@@ -74,8 +83,10 @@ def test_own_files_are_renders_of_the_templates():
 
 @pytest.mark.parametrize("family,backend", COMBINATIONS)
 def test_every_combination_renders_compiles_and_lints_clean(tmp_path, family, backend):
-    package = f"my_{family}_{backend}"
-    target = write_package(family, backend, package, tmp_path)
+    package = f"my_{family}_{backend}_{'x' * 50}"[:MAX_PACKAGE_NAME]  # the longest name: lines stay within the limit
+    target = write_package(
+        family, backend, package, tmp_path, **{k[2:].replace("-", "_"): v for k, v in HOSTILE.items()}
+    )
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(target)], check=True)
     settings = ["--config", str(ROOT / "ruff.toml"), "--config", f"lint.isort.known-first-party=['{package}']"]
     for command in (["check"], ["format", "--check"]):
@@ -367,3 +378,224 @@ def test_launch_usage_line_names_what_the_node_needs(family):
     assert {name for name, required in arguments.items() if required} <= set(given), usage
     if family == "track":
         assert "detections_topic" in given
+
+
+# Values an attacker or an unusual user gives to every option of `generate` that reaches a generated file: XML
+# that closes the element and adds a dependency, an ampersand and angle brackets, Python and YAML quotes and
+# backslashes, INI interpolation, Markdown that formats, links and ends table cells, Jinja, shell and non-ASCII.
+HOSTILE = {
+    "--maintainer": 'Eve</maintainer><exec_depend>python3-evil-pip</exec_depend><maintainer email="e@x">Eve',
+    "--maintainer-email": "eve.o+ros_1%x@lab-1.example.org",
+    "--license": 'AT&T <lab> """ \' \\ %(h)s `x` *b* _i_ | [l](http://e) ~~s~~ {{ j }} $(id) # Ève',
+}
+RUN_ARGUMENTS = "--ros-args -p model_path:=/path/to/model.onnx -r image:=/camera/image_raw"
+BENIGN = {"--maintainer": "Ada", "--maintainer-email": "ada@example.com", "--license": "MIT"}
+
+
+def _parse_every_file(package: Path) -> dict[str, object]:
+    """Every file of a generated package read with its own syntax's parser; what each gave, by relative path."""
+    from markdown_it import MarkdownIt  # markdown-it-py: with rich, from nncf (test extra)
+
+    parsed: dict[str, object] = {}
+    for path in sorted(p for p in package.rglob("*") if p.is_file()):
+        relative, text = str(path.relative_to(package)), path.read_text()
+        if path.suffix == ".xml":
+            parsed[relative] = ElementTree.fromstring(text.encode())
+        elif path.suffix == ".py":
+            parsed[relative] = ast.parse(text, relative)
+        elif path.suffix == ".yaml":
+            parsed[relative] = yaml.safe_load(text)
+        elif path.suffix == ".cfg":
+            config = configparser.ConfigParser()  # with its % interpolation, as setuptools reads setup.cfg
+            config.read_string(text)
+            parsed[relative] = {section: dict(config[section]) for section in config.sections()}
+        elif path.suffix == ".json":
+            parsed[relative] = json.loads(text)
+        elif path.suffix == ".md":
+            parsed[relative] = MarkdownIt("commonmark").enable("table").parse(text)
+        else:
+            assert relative == f"resource/{package.name}" and text == "", relative
+    return parsed
+
+
+def _markdown_text(tokens) -> str:
+    """The text a Markdown document shows (text and code), one line per inline token."""
+    return "\n".join(
+        "".join(child.content for child in token.children if child.type in ("text", "code_inline"))
+        for token in tokens
+        if token.type == "inline"
+    )
+
+
+def _setup_keywords(tree: ast.Module) -> dict[str, object]:
+    (call,) = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "setup"]
+    literals = {}
+    for keyword in call.keywords:
+        with contextlib.suppress(ValueError):  # name=PACKAGE, packages=find_packages(...): not literals
+            literals[keyword.arg] = ast.literal_eval(keyword.value)
+    return literals
+
+
+@pytest.mark.parametrize("family,backend", COMBINATIONS)
+def test_hostile_values_are_escaped_in_every_generated_file(tmp_path, family, backend):
+    """Each value `generate` renders reaches every generated file as data: each file parses with its own parser, the
+    structure is the one benign values give (no dependency added to package.xml) and the value reads back as given."""
+    parsed = {}
+    for name, values in (("hostile", HOSTILE), ("benign", BENIGN)):
+        arguments = ["--model", family, "--backend", backend, "--package-name", "my_pkg", "--out", str(tmp_path / name)]
+        result = _generate(*arguments, *[item for pair in values.items() for item in pair])
+        assert result.exit_code == 0, result.output
+        parsed[name] = _parse_every_file(tmp_path / name / "my_pkg")
+    hostile, benign = parsed["hostile"], parsed["benign"]
+    assert hostile.keys() == benign.keys()
+    # package.xml: the dependencies benign values give, one maintainer whose name, email and the license read back.
+    root = hostile["package.xml"]
+    depends = {
+        tag: [e.text for e in root.iter(tag)] for tag in ("depend", "exec_depend", "test_depend", "build_depend")
+    }
+    benign_root = benign["package.xml"]
+    assert depends == {tag: [e.text for e in benign_root.iter(tag)] for tag in depends}
+    assert "python3-evil-pip" not in depends["exec_depend"]
+    assert [child.tag for child in root] == [child.tag for child in benign_root]
+    (maintainer,) = root.findall("maintainer")
+    assert maintainer.text == HOSTILE["--maintainer"] and maintainer.get("email") == HOSTILE["--maintainer-email"]
+    assert root.find("license").text == HOSTILE["--license"]
+    # setup.py: the same literals; setup.cfg, YAML, JSON and every Python file as with benign values.
+    about = _setup_keywords(hostile["setup.py"])
+    assert (about["maintainer"], about["maintainer_email"], about["license"]) == tuple(HOSTILE.values())
+    assert {k: v for k, v in about.items() if k not in ("maintainer", "maintainer_email", "license")} == {
+        k: v
+        for k, v in _setup_keywords(benign["setup.py"]).items()
+        if k not in ("maintainer", "maintainer_email", "license")
+    }
+    for relative, value in hostile.items():
+        if relative.endswith((".yaml", ".cfg")):
+            assert value == benign[relative], relative
+        if relative.endswith(".py") and relative != "setup.py":
+            assert ast.dump(value) == ast.dump(benign[relative]), relative
+    # README: the document's structure is the benign one's, and it shows each value as given.
+    readme, benign_readme = hostile["README.md"], benign["README.md"]
+    assert [t.type for t in readme] == [t.type for t in benign_readme]
+    inline = [[c.type for c in t.children] for t in readme if t.type == "inline"]
+    assert inline == [[c.type for c in t.children] for t in benign_readme if t.type == "inline"]
+    shown = _markdown_text(readme)
+    assert all(value in shown for value in HOSTILE.values()), shown[:2000]
+    # ROS's own parser (colcon, rosdep, bloom) where installed: the same dependencies and maintainer.
+    try:
+        from catkin_pkg.package import parse_package_string
+    except ImportError:
+        return
+    package = parse_package_string((tmp_path / "hostile" / "my_pkg" / "package.xml").read_text())
+    assert [d.name for d in package.exec_depends] == depends["exec_depend"]
+    assert [(m.name, m.email) for m in package.maintainers] == [
+        (HOSTILE["--maintainer"], HOSTILE["--maintainer-email"])
+    ]
+
+
+@pytest.mark.parametrize(
+    "option,value,message",
+    [
+        ("--maintainer", "Eve\nEvil <evil@x.org>", "holds the control character '\\n'"),
+        ("--maintainer", "Eve\x1b[2J", "holds the control character '\\x1b'"),
+        ("--license", "MIT\r\nX", "holds the control character '\\r'"),
+        ("--license", "\u2028", "holds the control character"),
+        ("--maintainer-email", "e@x", "is not an email address ROS tools accept"),
+        ("--maintainer-email", 'e@x.org"><exec_depend>evil</exec_depend>', "give one like name@example.com"),
+        ("--maintainer", "x" * 101, "give 1 to 100 characters"),
+        ("--maintainer", " ", "give 1 to 100 characters"),
+    ],
+)
+def test_values_that_cannot_be_rendered_are_refused_naming_the_option(tmp_path, option, value, message):
+    result = _generate(
+        "--model", "yolo", "--backend", "onnx", "--package-name", "my_pkg", "--out", str(tmp_path), option, value
+    )
+    assert result.exit_code == 2 and f"Invalid value for {option}" in result.output, result.output
+    assert message in result.output and "Traceback" not in result.output, result.output
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_generated_commands_are_named_after_the_package(tmp_path, backend):
+    """No command of a generated package is one of vision_factory's (installing both replaced the package's node),
+    and its launch file starts the command its setup.py installs."""
+    import importlib.metadata
+
+    own = {entry.name for entry in importlib.metadata.distribution("vision_factory").entry_points}
+    assert {"vision-factory", "yolo_node", "tracknet_node"} <= own
+    executable = generate_and_install("yolo", backend, "my_detector", tmp_path)
+    target = tmp_path / "src" / "my_detector"
+    commands = {path.name for path in executable.parent.iterdir()}  # what the install put in lib/my_detector
+    assert executable.name == "my_detector_node" and all(command.startswith("my_detector_") for command in commands)
+    assert len(commands) == 1 + len(BACKENDS[backend].tools) and not commands & own, commands
+    launch = ast.parse((target / "launch" / f"yolo_{backend}.launch.py").read_text())
+    executables = {k.value.value for k in ast.walk(launch) if isinstance(k, ast.keyword) and k.arg == "executable"}
+    assert executables == {"my_detector_node"}
+    readme = (target / "README.md").read_text()
+    assert "my_detector_node " + RUN_ARGUMENTS in readme
+    assert "yolo_node" not in readme
+    # A package name whose node command would be vision_factory's own is refused.
+    refused = _generate("--model", "yolo", "--backend", backend, "--package-name", "yolo", "--out", str(tmp_path / "o"))
+    assert refused.exit_code != 0 and "its node command yolo_node would be vision_factory's own" in refused.output
+
+
+@pytest.mark.parametrize("family,backend", [("yolo", "onnx"), ("tracknet", "openvino"), ("yolo_pose", "tensorrt")])
+def test_readme_commands_are_one_per_line(tmp_path, family, backend):
+    """The rendered README's shell blocks: each line one command (a missing newline ran `... scipycolcon build`)."""
+    target = write_package(family, backend, "my_pkg", tmp_path)
+    lines = (target / "README.md").read_text().splitlines()
+    blocks = "\n".join(lines).split("```bash\n")[1:]
+    commands = [line for block in blocks for line in block.split("```")[0].splitlines() if not line.startswith("#")]
+    known = ("rosdep ", "colcon ", "source ", "ros2 ", "python3 ", "pip ", "vision-factory ", "my_pkg_node ")
+    assert commands and all(command.startswith(known) for command in commands), commands
+    assert "colcon build --packages-select my_pkg" in lines
+    rosdep = next(line for line in lines if line.startswith("rosdep install"))
+    assert rosdep.endswith(" ".join(BACKENDS[backend].pip) + (" scipy" if family != "tracknet" else "")), rosdep
+    if "vision_msgs" in NODE_FAMILIES[family].ros_dependencies:  # no wheel: vision_factory builds it
+        assert "pip install '.[ros]' '/path/to/vision_factory[ros]'" in lines, lines
+        assert lines.index("vision-factory install-vision-msgs") < lines.index("my_pkg_node " + RUN_ARGUMENTS)
+    else:
+        assert "pip install '.[ros]'" in lines and "vision-factory install-vision-msgs" not in lines
+
+
+@pytest.mark.parametrize(
+    "missing,advice",
+    [
+        ("vision_msgs", "build it into this environment once with `vision-factory install-vision-msgs` (where"),
+        ("rclpy", "Without one: pip install '.[ros]' in the folder of my_detector installs ROS 2 from PyPI wheels"),
+    ],
+)
+def test_generated_node_without_ros_packages_says_what_to_do(tmp_path, missing, advice):
+    """The installed command of a generated package, where a ROS 2 Python package cannot be imported (made so in its
+    interpreter, as on a pip-only machine before install-vision-msgs): a message naming it and the fix, no traceback."""
+    executable = generate_and_install("yolo", "onnx", "my_detector", tmp_path)
+    run = (
+        f"import runpy, sys; sys.modules[{missing!r}] = None; runpy.run_path({str(executable)!r}, run_name='__main__')"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site_packages(tmp_path / "install"))}
+    done = subprocess.run([sys.executable, "-c", run], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"my_detector_node: the ROS 2 Python package {missing} is not installed" in done.stderr, done.stderr
+    assert advice in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    "template,executable,refused",
+    [
+        ("package/node.py.j2", 'x"\nimport os  # ', "control character '\\n'"),
+        ("package/launch.py.j2", 'x", shell=True, y="', "'\"', not safe raw in python: render it with |py"),
+        ("package/config.yaml.j2", "x\\", "'\\\\', not safe raw in yaml: render it with |yaml"),
+    ],
+)
+def test_a_value_rendered_without_its_filter_is_refused_not_written(template, executable, refused):
+    """A template value given no escaping filter (here the node's command, which only the package name makes) is
+    rendered raw only where it cannot end a string or a line; anything else fails the rendering."""
+    from vision_factory.generator.package import template_context
+    from vision_factory.generator.render import RenderError, render
+    from vision_factory.runtime.backends import backend
+
+    context = template_context(NODE_FAMILIES["yolo"], backend("onnx"), "my_pkg", executable)
+    with pytest.raises(RenderError, match=re.escape(refused)):
+        render(template, **context)
+    extra = {"maintainer": "A&B <c>", "carries_tracker": False}
+    xml = render("package/package.xml.j2", **{**context, **extra})  # XML: escaped, not refused
+    assert ElementTree.fromstring(xml.encode()).find("maintainer").text == "A&B <c>"

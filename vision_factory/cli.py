@@ -14,6 +14,7 @@ import click
 
 from . import __version__
 from .families.registry import DETECTORS, FAMILIES, NODE_FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
+from .generator import ABOUT_DEFAULTS
 from .runtime.backends import BACKENDS, BENCH_TARGETS
 from .tools.commands import CommandReport, UsageError, node_default
 from .tools.mot import MODEL_TYPE as TRACK
@@ -371,9 +372,19 @@ def inspect(model: Path, output_format: str) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="check that this ONNX model is of the --model family before generating",
 )
-@click.option("--maintainer", default="Package maintainer", show_default=True, help="package.xml maintainer")
-@click.option("--maintainer-email", default="maintainer@example.com", show_default=True)
-@click.option("--license", "license_name", default="Apache-2.0", show_default=True)
+@click.option(
+    "--maintainer",
+    default=ABOUT_DEFAULTS["maintainer"],
+    show_default=True,
+    help="maintainer's name (package.xml, setup.py, README): one line, any characters, escaped in each file",
+)
+@click.option(
+    "--maintainer-email",
+    default=ABOUT_DEFAULTS["maintainer_email"],
+    show_default=True,
+    help="maintainer's email, as ROS tools accept it (name@example.com)",
+)
+@click.option("--license", "license_name", default=ABOUT_DEFAULTS["license"], show_default=True, help="license name")
 def generate(
     family_name: str,
     backend_name: str,

@@ -38,7 +38,9 @@ from ..parameters import CAMERA_TOPIC, Parameter
 from ..runtime.backends import BACKENDS, Backend, backend
 from ..share import share_path
 from ..text import untrusted
-from .render import render
+from ..tools.commands import UsageError
+from . import ABOUT_DEFAULTS, ABOUT_OPTIONS
+from .render import control_character, render
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent  # vision_factory/
 PACKAGE_CHARACTERS = re.compile(r"[a-z0-9_]+")
@@ -47,11 +49,9 @@ PACKAGE_NAME_RULE = (
     "underscore), starting with a letter, 2 to 50 characters, e.g. my_ball_tracker"
 )
 MAX_PACKAGE_NAME = 50  # in PACKAGE_NAME_RULE; longer names push rendered lines past the line length
-ABOUT_DEFAULTS = {
-    "maintainer": "Package maintainer",
-    "maintainer_email": "maintainer@example.com",
-    "license": "Apache-2.0",
-}
+MAX_ABOUT = 100  # characters of a maintainer, email or license (setup.py keeps within its line length)
+# The address catkin_pkg (colcon, rosdep, bloom) accepts in <maintainer email="...">; it refuses the package otherwise.
+EMAIL = re.compile(r"[-a-zA-Z0-9_%+]+(\.[-a-zA-Z0-9_%+]+)*@[-a-zA-Z0-9%]+(\.[-a-zA-Z0-9%]+)*\.[a-zA-Z]{2,}")
 ROS_WHEELS = {"rclpy": "ros-rclpy", "rcl_interfaces": "ros-rcl-interfaces"}  # others: ros-<name with dashes>
 NO_WHEEL = ("vision_msgs",)
 TRACKER_MODULE = "models/tracker.py"  # built on pip-only machines by `vision-factory install-vision-msgs`
@@ -83,10 +83,41 @@ def check_package_name(name: str) -> None:
         problem = "no trailing underscore"
     elif keyword.iskeyword(name) or name in sys.stdlib_module_names or name == "vision_factory":
         problem = "it would shadow a Python keyword or module; pick a more specific name"
+    elif node_executable(name) in {spec.executable for spec in NODE_FAMILIES.values()}:
+        problem = (
+            f"its node command {node_executable(name)} would be vision_factory's own, and installing both would "
+            f"replace one with the other; pick a more specific name, e.g. my_{name}"
+        )
     if problem:
         raise GeneratorError(
             f"package name '{untrusted(name)}' is not a valid ROS package name: {problem}. {PACKAGE_NAME_RULE}"
         )
+
+
+def node_executable(package: str) -> str:
+    """A generated package's node command: named after the package, so that no two packages' commands collide."""
+    return f"{package}_node"
+
+
+def check_about(about: dict[str, str]) -> None:
+    """Maintainer, email and license: one printable line each (escaped in every file), the email as ROS reads it."""
+    for key, value in about.items():
+        option = ABOUT_OPTIONS[key]
+        char = control_character(value)
+        if char is not None:
+            raise UsageError(
+                f"'{untrusted(value)}' holds the control character {char!r} (a newline, tab or escape): give it on one "
+                "line, without control characters",
+                option,
+            )
+        if not value.strip() or len(value) > MAX_ABOUT:
+            raise UsageError(f"give 1 to {MAX_ABOUT} characters (this has {len(value.strip())})", option)
+        if key == "maintainer_email" and not EMAIL.fullmatch(value):
+            raise UsageError(
+                f"'{untrusted(value)}' is not an email address ROS tools accept (catkin_pkg refuses the package.xml): "
+                "give one like name@example.com (letters, digits, . _ % + - before the @)",
+                option,
+            )
 
 
 def node_module_name(spec: Family, backend_spec: Backend) -> str:
@@ -120,8 +151,11 @@ def _usage_arguments(spec: Family, launch_parameters: list[dict[str, object]]) -
     return [*models, f"image_topic:={CAMERA_TOPIC}", *spec.usage_arguments]
 
 
-def template_context(spec: Family, backend_spec: Backend, package: str, **about: str) -> dict[str, object]:
-    """What every template may use; ``about``: maintainer, maintainer_email, license."""
+def template_context(
+    spec: Family, backend_spec: Backend, package: str, executable: str | None = None, **about: str
+) -> dict[str, object]:
+    """What every template may use; ``executable``: the node's command (default: named after the package);
+    ``about``: maintainer, maintainer_email, license."""
     parameters = (*spec.node_parameters, *backend_spec.parameters)
     launch_parameters = [_launch_argument(p) for p in parameters if p.launch_argument]
     return {
@@ -136,6 +170,8 @@ def template_context(spec: Family, backend_spec: Backend, package: str, **about:
         "launch_file": launch_file_name(spec, backend_spec),
         "config_file": config_file_name(spec, backend_spec),
         "node_module": node_module_name(spec, backend_spec),
+        "executable": executable or node_executable(package),
+        "tools": [(f"{package}_{script}", function) for script, function in backend_spec.tools],
         "camera_topic": CAMERA_TOPIC,
         "generator_version": __version__,
     }
@@ -150,7 +186,8 @@ def own_files() -> Iterator[tuple[str, str, str]]:
         template = f"runners/{spec.template}"
         yield f"vision_factory/runtime/{spec.runner_module}.py", template, render(template)
     for name in NODE_FAMILIES:
-        context = template_context(family(name), backend("onnx"), "vision_factory")
+        spec = family(name)
+        context = template_context(spec, backend("onnx"), "vision_factory", spec.executable)
         for path, template in (
             (f"vision_factory/{context['node_module']}.py", "package/node.py.j2"),
             (f"launch/{context['launch_file']}", "package/launch.py.j2"),
@@ -218,6 +255,7 @@ def _ros_wheel(dependency: str) -> str:
 def package_files(family_name: str, backend_name: str, package: str, **about: str) -> dict[str, str | bytes]:
     """Every file of the generated package, by path relative to the package directory."""
     check_package_name(package)
+    check_about(about)
     spec, backend_spec = family(family_name), backend(backend_name)  # every family runs on every backend
     if not spec.has_node:
         raise GeneratorError(

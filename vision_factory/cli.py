@@ -92,7 +92,13 @@ def demo(out_dir: Path, frames: int, size: str, inpaint: bool) -> None:
     type=click.FloatRange(min=0, min_open=True),
     help="play at recorded timing times RATE; default: as fast as the node keeps up",
 )
-@click.option("--storage", type=click.Choice(["mcap", "sqlite3"]), default="mcap", show_default=True)
+@click.option(
+    "--storage",
+    type=click.Choice(["mcap", "sqlite3"]),
+    default="mcap",
+    show_default=True,
+    help="rosbag2 storage of the bag of the node's outputs written to OUT (the input bag's is read as it is)",
+)
 @click.option(
     "--executable",
     help="command that starts the node instead of this package's, e.g. 'ros2 run my_tracker tracknet_node'",
@@ -114,7 +120,8 @@ def replay(
 
     Writes the node's messages to OUT/<node>_outputs (a bag), the ball as OUT/ball.csv in
     TrackNet's format (Frame, Visibility, X, Y) or the detections per frame as
-    OUT/detections.json (as `predict` writes them), its log to OUT/<node>_node.log and a
+    OUT/detections.json (a list of the records `predict --format json` prints, image
+    BAG:FRAME, class ids from the node's class map), its log to OUT/<node>_node.log and a
     summary to OUT/replay.json. An OUT holding an earlier run's outputs is refused before
     anything plays, unless --force (which replaces those outputs only).
 
@@ -513,7 +520,15 @@ def bench(
     show_default=True,
     help="tracknet --model: the model runs once every STRIDE frames (1..seq_len)",
 )
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("vision_factory_eval"))
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("vision_factory_eval"),
+    show_default=True,
+    help="folder for eval.json and eval.md (tracknet: also trajectory.png, pr_curve.png; a --model's "
+    "detections: predictions.json)",
+)
 def evaluate_command(
     model_type: str,
     data: Path,
@@ -828,8 +843,9 @@ def predict(
     outputs, NMS inside) gets the frame resized to its input, RGB, 0..1; rtmpose estimates the
     pose of each person that --detector finds (top-down, MMPose's crop and SimCC decoding).
 
-    JSON: one record per image (or video frame, as PATH:FRAME) with width, height and
-    detections [{xyxy, score, class_id, class_name, keypoints}] in image pixels.
+    JSON: one record per line per image (or video frame, as PATH:FRAME) with frame (the
+    index in its video, 0 for an image), width, height and detections [{xyxy, score,
+    class_id, class_name, keypoints}] in image pixels; `replay` writes the same records.
 
     \b
     Examples:

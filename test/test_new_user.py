@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import cv2
+import onnxruntime as ort
 import pytest
 from click.testing import CliRunner
 from conftest import SHARED
@@ -45,3 +46,54 @@ def test_replay_writes_detections_as_predict_prints_them(tmp_path):
         for a, b in zip(ours["detections"], theirs["detections"]):
             assert a["xyxy"] == pytest.approx(b["xyxy"], abs=1e-3)
             assert a["score"] == pytest.approx(b["score"], abs=1e-5)
+
+
+@needs_shapes
+def test_bench_node_runs_a_detector_node_on_each_target(tmp_path):
+    """`bench --node` replays frames through the detector's node, this package's (onnx:cpu) and a generated
+    package's (openvino:CPU), as help and README say for every family; it was refused for all but tracknet."""
+    result = CliRunner().invoke(
+        main,
+        ["bench", str(SHAPES_MODEL), "--model-type", "yolo", "--node", "--runs", "5", "--warmup", "1"]
+        + ["--backends", "onnx:cpu,openvino:CPU", "--out", str(tmp_path)],
+    )
+    assert result.exit_code == 0, result.output
+    results = json.loads((tmp_path / "bench.json").read_text())["results"]
+    assert [r["target"] for r in results] == ["onnx:cpu", "openvino:CPU"]
+    for measured in results:
+        assert measured["available"], measured
+        node = measured["node"]
+        assert node["frames"] == 60 and node["steady_fps"] > 0 and node["replay_fps"] > 0
+        assert 0 < node["node_processing_p50_ms"] <= node["node_processing_p99_ms"]
+    assert "openvino:CPU node over DDS: steady" in result.output
+
+
+@pytest.mark.skipif("CUDAExecutionProvider" in ort.get_available_providers(), reason="CUDA runs here")
+def test_bench_advice_for_an_absent_provider_names_a_bench_option(tmp_path):
+    """A provider this ONNX Runtime lacks is reported with what bench can do (its --backends), not with the node's
+    provider_fallback parameter, which bench does not take."""
+    model = tmp_path / "identity.onnx"
+    from vision_factory.runtime.availability import _identity_model
+
+    model.write_bytes(_identity_model())
+    result = CliRunner().invoke(
+        main, ["bench", str(model), "--backends", "onnx:cpu,onnx:cuda", "--runs", "2", "--out", str(tmp_path / "b")]
+    )
+    assert result.exit_code == 0, result.output
+    reason = json.loads((tmp_path / "b" / "bench.json").read_text())["results"][1]["reason"]
+    assert "CUDAExecutionProvider not available" in reason
+    assert "provider_fallback" not in reason and "leave onnx:cuda out of --backends" in reason
+
+
+def test_backends_lists_only_providers_that_run_here():
+    """`backends` lists the providers that run the model on this machine; one that serves it elsewhere (Azure, listed
+    by ONNX Runtime's builds) is not a place to run, and the note says why."""
+    result = CliRunner().invoke(main, ["backends"])
+    assert result.exit_code == 0, result.output
+    runs_on = [line for line in result.output.splitlines() if line.strip().startswith("runs on:")]
+    assert "  runs on: CPUExecutionProvider" in runs_on
+    assert not any("Azure" in line for line in runs_on)
+    if "AzureExecutionProvider" in ort.get_available_providers():
+        assert "note: AzureExecutionProvider is not a place to run: it sends the inputs to a model served on Azure" in (
+            result.output
+        )

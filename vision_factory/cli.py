@@ -448,7 +448,12 @@ def generate(
     type=click.Choice(list(SINGLE_MODEL)),
     help="also time the family's whole per-frame pipeline",
 )
-@click.option("--node", is_flag=True, help="also run the ROS node on each onnx target (needs --model-type)")
+@click.option(
+    "--node",
+    is_flag=True,
+    help="also replay 1280x720 frames over DDS through the family's ROS node on each target: this package's node "
+    "for onnx, a generated package's for the others (needs --model-type)",
+)
 @click.option(
     "--stride",
     type=click.IntRange(min=1),
@@ -476,6 +481,7 @@ def bench(
     Examples:
       vision-factory bench model.onnx --backends onnx:cpu,openvino:CPU
       vision-factory bench tracknet.onnx --model-type tracknet --node --runs 200
+      vision-factory bench yolov8n.onnx --model-type yolo --node --backends onnx:cpu,openvino:CPU
     """
     from .tools.bench import bench as run_bench
 

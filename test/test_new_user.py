@@ -9,6 +9,11 @@ import onnxruntime as ort
 import pytest
 from click.testing import CliRunner
 from conftest import SHARED
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from ros_harness import NodeProcess, Probe
+from sensor_msgs.msg import CompressedImage, Image
+from test_monitor import YOLO, _latest, _yolo_output
+from test_yolo import _constant_model
 
 from vision_factory.cli import main
 from vision_factory.tools.bags import write_image_bag
@@ -97,3 +102,34 @@ def test_backends_lists_only_providers_that_run_here():
         assert "note: AzureExecutionProvider is not a place to run: it sends the inputs to a model served on Azure" in (
             result.output
         )
+
+
+def test_a_node_without_a_publisher_names_the_image_topics_that_have_one(tmp_path):
+    """A live node on a topic nobody publishes, while images are published elsewhere (a remap left out), says so
+    after silence_timeout, once, naming those topics (at most NAMED_TOPICS) and their types, not its own."""
+    model = _constant_model(tmp_path / "m.onnx", _yolo_output())
+    node = NodeProcess(tmp_path, {"model_path": str(model), "silence_timeout": "1.0"}, module=YOLO)
+    probe = Probe()
+    try:
+        diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics")
+        cameras = [probe.publisher(CompressedImage, "/a_cam/image/compressed")]
+        cameras += [probe.publisher(Image, f"/cam{index}/image_raw") for index in range(10)]
+
+        def warned() -> bool:
+            status = _latest(diagnostics, "yolo: inference")
+            return status is not None and "no publisher on /t/image" in status.message
+
+        assert probe.spin_until(warned, 20), node.log()
+        assert _latest(diagnostics, "yolo: inference").level == DiagnosticStatus.WARN
+        probe.spin_until(lambda: False, 2.5)  # still no publisher: not said again
+    finally:
+        probe.close()
+        node.stop()
+    lines = [line for line in node.log().splitlines() if "no publisher on /t/image" in line]
+    assert len(lines) == 1, node.log()
+    assert (
+        "while image topics have publishers: /a_cam/image/compressed (CompressedImage), /cam0/image_raw (Image)"
+        in (lines[0])
+    )
+    assert "/cam6/image_raw (Image) and 3 more; remap this node's input" in lines[0]
+    assert "-r image:=TOPIC" in lines[0] and "debug_image" not in lines[0]  # the node's own images are not named

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import cv2
+import numpy as np
 import onnxruntime as ort
 import pytest
 from click.testing import CliRunner
@@ -16,8 +17,10 @@ from test_monitor import YOLO, _latest, _yolo_output
 from test_yolo import _constant_model
 
 from vision_factory.cli import main
+from vision_factory.tools import bags
 from vision_factory.tools.bags import write_image_bag
 from vision_factory.tools.replay import replay
+from vision_factory.tools.sources import video_frames
 
 SHAPES_MODEL = SHARED / "models" / "shapes-yolov8n.onnx"
 SHAPES_IMAGES = SHARED / "data" / "shapes-val" / "images"
@@ -133,3 +136,77 @@ def test_a_node_without_a_publisher_names_the_image_topics_that_have_one(tmp_pat
     )
     assert "/cam6/image_raw (Image) and 3 more; remap this node's input" in lines[0]
     assert "-r image:=TOPIC" in lines[0] and "debug_image" not in lines[0]  # the node's own images are not named
+
+
+def _invoke_bag(*arguments):
+    return CliRunner().invoke(main, ["bag", *map(str, arguments)])
+
+
+def _stamps_ns(bag, topic="/camera/image_raw") -> tuple[list[int], list[int]]:
+    """Bag times and header stamps of the topic's messages, in nanoseconds."""
+    store = bags._typestore()
+    messages = list(bags.read_messages(bag, topic))
+    headers = [store.deserialize_cdr(m.data, m.msgtype).header.stamp for m in messages]
+    return [m.timestamp_ns for m in messages], [s.sec * 10**9 + s.nanosec for s in headers]
+
+
+def test_bag_makes_a_rosbag_from_a_folder_of_images_that_reads_back_frame_for_frame(tmp_path):
+    rng = np.random.default_rng(7)
+    frames = [rng.integers(0, 256, (48, 64, 3), dtype=np.uint8) for _ in range(5)]
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for index, frame in enumerate(frames):  # names sort as the frames' order; a non-image file is not taken
+        cv2.imwrite(str(folder / f"frame_{index:03d}.png"), frame)
+    (folder / "notes.txt").write_text("not an image")
+    for name, extra in (("raw", ()), ("png", ("--compressed", "png"))):
+        out = tmp_path / f"{name}_bag"
+        result = _invoke_bag(folder, "--out", out, "--fps", "10", *extra)
+        assert result.exit_code == 0, result.output
+        assert f"5 images on /camera/image_raw as sensor_msgs/{'CompressedImage' if extra else 'Image'}" in (
+            result.output
+        )
+        kind = "sensor_msgs/msg/CompressedImage" if extra else "sensor_msgs/msg/Image"
+        assert bags.image_topics(out) == {"/camera/image_raw": kind}
+        back = list(bags.read_frames(out))
+        assert len(back) == len(frames) and all(np.array_equal(a, b) for a, b in zip(back, frames))
+        times, stamps = _stamps_ns(out)
+        assert times == stamps and np.diff(times).tolist() == [100_000_000] * 4  # 1/fps apart
+
+
+def test_bag_from_a_video_stamps_at_its_rate_on_the_topic_given(tmp_path):
+    video = tmp_path / "clip.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 25.0, (64, 48))
+    for index in range(6):
+        writer.write(np.full((48, 64, 3), 40 * index, np.uint8))
+    writer.release()
+    out = tmp_path / "bag"
+    result = _invoke_bag(video, "--out", out, "--topic", "/cam/image_raw", "--encoding", "rgb8")
+    assert result.exit_code == 0, result.output
+    expected = list(video_frames(video))
+    back = list(bags.read_frames(out, "/cam/image_raw"))
+    assert len(back) == 6 and all(np.array_equal(a, b) for a, b in zip(back, expected))
+    times, stamps = _stamps_ns(out, "/cam/image_raw")
+    assert times == stamps and np.diff(times).tolist() == [40_000_000] * 5  # the video's 25 fps
+
+
+def test_bag_refuses_to_write_over_anything_or_through_a_link(tmp_path):
+    folder = tmp_path / "images"
+    folder.mkdir()
+    cv2.imwrite(str(folder / "a.png"), np.zeros((48, 64, 3), np.uint8))
+    existing = tmp_path / "existing"
+    existing.write_text("keep me")
+    target = tmp_path / "elsewhere"
+    link = tmp_path / "link"
+    link.symlink_to(target)  # dangling: writing would create a bag outside the name given
+    for out in (existing, link, folder):
+        result = _invoke_bag(folder, "--out", out)
+        assert result.exit_code == 2 and f"{out} exists: bag writes a new bag only" in result.output, result.output
+    assert existing.read_text() == "keep me" and not target.exists() and sorted(folder.iterdir()) == [folder / "a.png"]
+    both = _invoke_bag(folder, "--out", tmp_path / "b", "--encoding", "rgb8", "--compressed", "jpeg")
+    assert both.exit_code == 2 and "--encoding and --compressed exclude each other" in both.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    none = _invoke_bag(empty, "--out", tmp_path / "c")
+    assert none.exit_code == 2 and "holds no image files" in none.output and not (tmp_path / "c").exists()
+    bad_topic = _invoke_bag(folder, "--out", tmp_path / "d", "--topic", "cam image")
+    assert bad_topic.exit_code == 2 and "is not a ROS topic name" in bad_topic.output

@@ -14,8 +14,12 @@ import click
 
 from . import __version__
 from .families.registry import DETECTORS, FAMILIES, NODE_FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
+from .images import OUTPUT_ENCODINGS
+from .parameters import CAMERA_TOPIC
 from .runtime.backends import BACKENDS, BENCH_TARGETS
+from .tools.bags import STORAGES
 from .tools.commands import CommandReport, UsageError, node_default
+from .tools.image_bag import DEFAULT_FPS
 from .tools.mot import MODEL_TYPE as TRACK
 from .tools.quantize import BACKENDS as QUANTIZE_BACKENDS
 from .tools.quantize import METHODS, PRECISIONS, QUANTIZE_TYPES
@@ -269,6 +273,52 @@ def verify(
         for failure in report.failures():
             click.echo(f"verify failed: {failure}", err=True)
         sys.exit(1)
+
+
+@main.command(name="bag")
+@click.argument("source", metavar="IMAGES_OR_VIDEO", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--out", type=click.Path(path_type=Path), required=True, help="the new bag (a folder; refused if it exists)"
+)
+@click.option("--topic", default=CAMERA_TOPIC, show_default=True, help="the image topic")
+@click.option(
+    "--fps",
+    type=click.FloatRange(min=0, min_open=True),
+    help=f"frames per second the stamps follow  [default: a video's own rate, else {DEFAULT_FPS:g}]",
+)
+@click.option(
+    "--encoding",
+    type=click.Choice(list(OUTPUT_ENCODINGS)),
+    help="sensor_msgs/Image pixel encoding  [default: bgr8]",
+)
+@click.option(
+    "--compressed",
+    type=click.Choice(["jpeg", "png"]),
+    help="write sensor_msgs/CompressedImage of this format instead of raw images",
+)
+@click.option("--storage", type=click.Choice(list(STORAGES)), default="mcap", show_default=True, help="rosbag2 storage")
+def bag(
+    source: Path, out: Path, topic: str, fps: float | None, encoding: str | None, compressed: str | None, storage: str
+) -> None:
+    """Make a rosbag2 of camera images from a folder of images or a video, without ROS.
+
+    A folder's image files (.jpg, .png, ...) are taken in name order, a video's frames in
+    order; each becomes one message on --topic, header and bag time stamped at --fps from
+    the first frame, frame_id 'camera'. The bag plays into a node with `ros2 bag play` or
+    `vision-factory replay`.
+
+    \b
+    Examples:
+      vision-factory bag frames/ --out street_bag
+      vision-factory bag rally.mp4 --out rally_bag --compressed jpeg
+      vision-factory bag frames/ --out cam_bag --topic /cam/image_raw --fps 15 --encoding rgb8
+    """
+    from .tools.image_bag import make_bag
+
+    if encoding and compressed:
+        raise click.UsageError("--encoding and --compressed exclude each other: raw images have an encoding")
+    with _reported():
+        _show(make_bag(source, out, topic, fps, encoding or "bgr8", compressed or "", storage))
 
 
 @main.command(name="install-vision-msgs")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 
+import click
 import cv2
 import numpy as np
 import onnxruntime as ort
 import pytest
 from click.testing import CliRunner
-from conftest import SHARED
+from conftest import ROOT, SHARED
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from ros_harness import NodeProcess, Probe
 from sensor_msgs.msg import CompressedImage, Image
@@ -19,6 +20,7 @@ from test_yolo import _constant_model
 from vision_factory.cli import main
 from vision_factory.tools import bags
 from vision_factory.tools.bags import write_image_bag
+from vision_factory.tools.demo import run_demo
 from vision_factory.tools.replay import replay
 from vision_factory.tools.sources import video_frames
 
@@ -210,3 +212,69 @@ def test_bag_refuses_to_write_over_anything_or_through_a_link(tmp_path):
     assert none.exit_code == 2 and "holds no image files" in none.output and not (tmp_path / "c").exists()
     bad_topic = _invoke_bag(folder, "--out", tmp_path / "d", "--topic", "cam image")
     assert bad_topic.exit_code == 2 and "is not a ROS topic name" in bad_topic.output
+
+
+def _apart(frame, others) -> bool:
+    """Whether ``frame``'s position is clear of every one of ``others``' markers (10 px wide)."""
+    return all(
+        abs(frame.predicted[1] - o.predicted[1]) + abs(frame.predicted[2] - o.predicted[2]) >= 12 for o in others
+    )
+
+
+def test_demo_marks_inpainted_positions_apart_and_says_what_its_latency_measures(tmp_path):
+    """The demo's picture marks the positions filled in where the ball was hidden in another colour than the
+    tracked ones (and its summary says how); its latency line says what it measures, beside the node's own time
+    per frame."""
+    report = run_demo(tmp_path / "demo", num_frames=48, width=640, height=360)
+    picture = cv2.imread(str(report.picture))
+    inpainted = [f for f in report.frames if f.status == "inpainted"]
+    tracked = [f for f in report.frames if f.status == "tracked"]
+    colours = {
+        status: {tuple(picture[f.predicted[2], f.predicted[1]]) for f in frames if _apart(f, others)}
+        for status, frames, others in (("inpainted", inpainted, tracked), ("tracked", tracked, inpainted))
+    }
+    assert colours["inpainted"] and colours["tracked"], report.text()
+    assert len(colours["inpainted"]) == len(colours["tracked"]) == 1  # one mark for each kind
+    assert colours["inpainted"] != colours["tracked"]
+    text = report.text()
+    assert "orange x: hidden ball, position filled in (InpaintNet)" in text
+    assert "red +: tracked by tracknet_node" in text
+    latency = next(line for line in text.splitlines() if line.startswith("latency from a frame sent to its ball"))
+    assert "Not the node's work" in latency and "up to 32 unanswered" in latency and "window of 8" in latency
+    assert "node's own time per frame (its ~/debug/processing_time_ms): p50" in text
+
+
+def _help(*command: str) -> str:
+    result = CliRunner().invoke(main, [*command, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _option_help(text: str, option: str) -> str:
+    """The help of ``option`` in a command's --help (200 columns: one line each)."""
+    line = next(line for line in text.splitlines() if line.strip().startswith(option + " "))
+    return line.strip()[len(option) :].strip()
+
+
+def test_every_option_of_eval_and_replay_has_help_and_track_describes_only_its_own_families():
+    eval_out = _option_help(_help("eval"), "--out")
+    assert "folder for eval.json and eval.md" in eval_out and "[default: vision_factory_eval]" in eval_out
+    storage = _option_help(_help("replay"), "--storage")
+    assert "storage of the bag of the node's outputs" in storage and "[default: mcap]" in storage
+    for command in ("replay", "bag", "bench", "predict", "track", "backends", "inspect", "verify", "demo"):
+        bare = [p.opts[0] for p in main.commands[command].params if isinstance(p, click.Option) and not p.help]
+        assert bare == [], (command, bare)  # options with no help
+    track = _help("track")
+    assert "rtmpose" not in track  # track takes yolo, yolo_pose, fasterrcnn
+    assert "fasterrcnn: WIDTHxHEIGHT for a model with dynamic input size" in track
+    assert "rtmpose: the detector's" in _help("predict")  # predict takes rtmpose
+
+
+def test_install_vision_msgs_states_the_time_it_takes_as_measured():
+    """13 s here with the toolchain installed, 103 s on a user's machine: the help and the README say so (they
+    said about a minute, 20-60 s)."""
+    text = " ".join(_help("install-vision-msgs").split())
+    assert "13 s to about two minutes" in text
+    readme = (ROOT / "README.md").read_text()
+    assert "13 s to about two minutes" in readme and "20–60 s" not in readme
+    assert "103 s on a user's machine" in readme

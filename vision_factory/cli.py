@@ -27,6 +27,7 @@ from .tools.quantize import METHODS, PRECISIONS, QUANTIZE_TYPES
 HEATMAP_THRESHOLD = node_default(FAMILIES["tracknet"].parameters, "heatmap_threshold")
 # eval's model types: the families it scores (tracknet: ball CSVs; those with a COCO iouType), and MOTChallenge tracks.
 EVAL_TYPES = (*(name for name, spec in FAMILIES.items() if name == "tracknet" or spec.iou_type), TRACK)
+FORMAT_HELP = "text for people, json for programs"
 # verify's model types: the nodes that answer each frame from one model (tools/verify.py).
 VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make is not None or name == "tracknet"]
 
@@ -330,7 +331,8 @@ def install_vision_msgs(force: bool, jobs: int | None, verbose: bool) -> None:
 
     The PyPI ros-* wheels have no vision_msgs: this builds the messages in interfaces/vision_msgs
     with the rosidl toolchain wheels (installed when missing) and CMake, into sys.prefix beside
-    the wheels (about a minute). Needs cmake and a C/C++ compiler. When vision_msgs is already
+    the wheels (13 s to about two minutes: longer when it installs the toolchain first). Needs cmake
+    and a C/C++ compiler. When vision_msgs is already
     importable (a ROS distribution's, installed with rosdep) it does nothing and says where it is.
 
     \b
@@ -366,7 +368,14 @@ def models() -> None:
 
 
 @main.command()
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help=FORMAT_HELP,
+)
 def backends(output_format: str) -> None:
     """Each backend with what can really run here: versions, providers, devices.
 
@@ -392,7 +401,14 @@ def backends(output_format: str) -> None:
 
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help=FORMAT_HELP,
+)
 def inspect(model: Path, output_format: str) -> None:
     """Inputs, outputs, opset, metadata of an ONNX model, and the family it looks like.
 
@@ -810,27 +826,34 @@ def quantize(
         )
 
 
-# The detector's options of predict and track: (option, click type, help); the node parameter each sets is
-# tools/predict.py's FINDING / POSING.
+# The detector's options of predict and track: (option, click type, help, help where rtmpose is a choice or
+# None: the same); the node parameter each sets is tools/predict.py's FINDING / POSING. track takes no rtmpose.
 DETECTOR_OPTIONS = (
-    ("--conf", float, "confidence threshold  [default: the nodes']"),
-    ("--iou", float, "NMS IoU threshold (yolo)  [default: the nodes']"),
-    ("--max-det", int, "detections per image at most  [default: the nodes']"),
-    ("--classes", str, "class ids or names to keep, e.g. 0,2 or person,car  [default: all]"),
+    ("--conf", float, "confidence threshold  [default: the nodes']", None),
+    ("--iou", float, "NMS IoU threshold (yolo)  [default: the nodes']", None),
+    ("--max-det", int, "detections per image at most  [default: the nodes']", None),
+    ("--classes", str, "class ids or names to keep, e.g. 0,2 or person,car  [default: all]", None),
     (
         "--imgsz",
         int,
         "input size for yolo models with dynamic input  [default: the size recorded in the model, as the nodes]",
+        None,
     ),
     (
         "--labels",
         click.Path(exists=True, dir_okay=False),
+        "class names, one per line, when the model's metadata has none",
         "class names, one per line, when the model's metadata has none (rtmpose: the detector's)",
     ),
-    ("--input-size", str, "fasterrcnn / rtmpose: WIDTHxHEIGHT for a model with dynamic input size"),
-    ("--resize", click.Choice(["stretch", "letterbox", "none"]), "fasterrcnn: fit frames by"),
-    ("--box-units", click.Choice(["auto", "normalized", "pixels"]), "fasterrcnn: boxes are in"),
-    ("--label-offset", int, "fasterrcnn: the label of class 0 (default 1: 0 is the background)"),
+    (
+        "--input-size",
+        str,
+        "fasterrcnn: WIDTHxHEIGHT for a model with dynamic input size",
+        "fasterrcnn / rtmpose: WIDTHxHEIGHT for a model with dynamic input size",
+    ),
+    ("--resize", click.Choice(["stretch", "letterbox", "none"]), "fasterrcnn: fit frames by", None),
+    ("--box-units", click.Choice(["auto", "normalized", "pixels"]), "fasterrcnn: boxes are in", None),
+    ("--label-offset", int, "fasterrcnn: the label of class 0 (default 1: 0 is the background)", None),
 )
 
 
@@ -840,18 +863,24 @@ def _detector_option_names() -> dict[str, str]:
     return FINDING | POSING
 
 
-def _detector_options(command):
-    """DETECTOR_OPTIONS, each passed to the command under its node parameter's name (None: not given)."""
-    names = _detector_option_names()
-    for option, kind, help_text in reversed(DETECTOR_OPTIONS):
-        command = click.option(option, names[option], type=kind, help=help_text)(command)
-    return command
+def _detector_options(rtmpose: bool):
+    """DETECTOR_OPTIONS, each passed to the command under its node parameter's name (None: not given), described
+    for a command that takes rtmpose (predict) or not (track)."""
+
+    def add(command):
+        names = _detector_option_names()
+        for option, kind, help_text, rtmpose_help in reversed(DETECTOR_OPTIONS):
+            text = (rtmpose_help or help_text) if rtmpose else help_text
+            command = click.option(option, names[option], type=kind, help=text)(command)
+        return command
+
+    return add
 
 
 def _given_detector_options(values: dict) -> dict:
     """The command's DETECTOR_OPTIONS values by option (as tools/predict.py takes them)."""
     names = _detector_option_names()
-    return {option: values[names[option]] for option, _, _ in DETECTOR_OPTIONS}
+    return {option: values[names[option]] for option, *_ in DETECTOR_OPTIONS}
 
 
 @main.command()
@@ -864,7 +893,7 @@ def _given_detector_options(values: dict) -> dict:
 )
 @click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="ONNX model")
 @click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
-@_detector_options
+@_detector_options(rtmpose=True)
 @click.option(
     "--detector",
     "detector_model",
@@ -879,7 +908,14 @@ def _given_detector_options(values: dict) -> dict:
     help="rtmpose: the person detector's family",
 )
 @click.option("--person-class", help="rtmpose: the detector's person class, name or id (default: 'person', else all)")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help=FORMAT_HELP,
+)
 @click.option("--save", type=click.Path(file_okay=False, path_type=Path), help="folder for annotated images")
 def predict(
     inputs: tuple[Path, ...],
@@ -944,7 +980,7 @@ def _tracking_options(command):
 )
 @click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="detector (ONNX)")
 @click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
-@_detector_options
+@_detector_options(rtmpose=False)
 @_tracking_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="folder")
 @click.option("--save", is_flag=True, help="also write OUT/tracks.mp4, each box labelled with its track ID")

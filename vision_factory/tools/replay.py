@@ -40,6 +40,7 @@ LABELS = {"labels": "vision_msgs/msg/LabelInfo"}  # the detection nodes' class m
 # Not its pipeline_latency_ms: that is measured from the image's stamp, a bag's recording time; replay times the
 # latency itself, from each frame sent to its answer.
 NODE_TIMES = ("processing_time_ms", "preprocess_ms", "inference_ms", "postprocess_ms")
+MAX_IN_FLIGHT = 32  # frames sent and not yet answered, at most, when replaying as fast as the node keeps up
 DEBUG_MATCH_S = 3.0  # how long replay waits for the node's ~/debug/ topics once its output is there
 # The node publishes /diagnostics once a second (ros/monitor.py): how long replay waits, once the bag's frames are
 # answered, for a status published after that (its counts then include every frame).
@@ -146,7 +147,7 @@ def replay(
     params_file: str | Path | None = None,
     topic: str | None = None,
     rate: float | None = None,
-    max_in_flight: int = 32,
+    max_in_flight: int = MAX_IN_FLIGHT,
     storage: str = "mcap",
     startup_timeout: float = 60.0,
     progress: Callable[[int, int], None] | None = None,

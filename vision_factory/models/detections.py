@@ -95,6 +95,19 @@ class Detection:
         return record
 
 
+def frame_record(image: str, frame: int, width: int, height: int, detections: Sequence[Detection]) -> dict:
+    """One frame's detections as the tools write them (``predict --format json``: one record per line;
+    ``replay``'s detections.json: a list of them): the image (a file, or PATH:FRAME of a video or a bag), the
+    frame's index in its video or bag (0 for an image file), its size, and each detection's ``as_dict``."""
+    return {
+        "image": image,
+        "frame": int(frame),
+        "width": int(width),
+        "height": int(height),
+        "detections": [detection.as_dict() for detection in detections],
+    }
+
+
 class Detector(Protocol):
     """A model family's adapter: BGR frame in, detections in frame pixels out."""
 

@@ -63,16 +63,28 @@ def detections_message(
     return Detection2DArray(header=header, detections=messages)
 
 
-def detections_from_message(message: Detection2DArray) -> list[Detection]:
-    """Boxes (and keypoints) back from a Detection2DArray, e.g. person boxes for a top-down pose model."""
+def detections_from_message(message: Detection2DArray, names: Sequence[str] = ()) -> list[Detection]:
+    """Boxes (and keypoints) back from a Detection2DArray, e.g. person boxes for a top-down pose model.
+
+    ``hypothesis.class_id`` is the class name (detection_message): its class id is its index in ``names`` (the
+    node's LabelInfo, label_names), -1 when not there."""
+    index = {}
+    for class_id, name in enumerate(names):
+        index.setdefault(name, class_id)
     detections = []
     for item in message.detections:
         centre, size = item.bbox.center.position, (item.bbox.size_x, item.bbox.size_y)
         xyxy = (centre.x - size[0] / 2, centre.y - size[1] / 2, centre.x + size[0] / 2, centre.y + size[1] / 2)
         head = item.results[0].hypothesis if item.results else ObjectHypothesis()
         keypoints = [(r.pose.pose.position.x, r.pose.pose.position.y, r.hypothesis.score) for r in item.results[1:]]
-        detections.append(Detection(xyxy, head.score, -1, head.class_id, keypoints or None))
+        detections.append(Detection(xyxy, head.score, index.get(head.class_id, -1), head.class_id, keypoints or None))
     return detections
+
+
+def label_names(message: LabelInfo) -> list[str]:
+    """The class names of a LabelInfo by class id (label_info_message's class map; an id left out: '')."""
+    by_id = {entry.class_id: entry.class_name for entry in message.class_map}
+    return [by_id.get(class_id, "") for class_id in range(max(by_id, default=-1) + 1)]
 
 
 def label_info_message(header: Header, names: Sequence[str], threshold: float) -> LabelInfo:

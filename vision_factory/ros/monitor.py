@@ -43,6 +43,9 @@ INFERENCE_STATUS = "{node}: inference"  # the name of the node's DiagnosticStatu
 # The status' keys of its counts since start (read by tools: replay, verify).
 FRAMES_IN, ANSWERED, DROPPED, SKIPPED = "frames in", "frames answered", "frames dropped", "frames skipped"
 PROFILE_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")  # the second: older name
+IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
+# With no publisher on its image topic: the image topics others publish that the warning names, at most.
+NAMED_TOPICS = 8
 
 
 def qos_text(qos: QoSProfile) -> str:
@@ -103,6 +106,7 @@ class Monitor:
         self._last_frame = time.monotonic()
         self._waiting_since: float | None = None  # since when a publisher is there and no frame came
         self.silence = ""  # the reason while silent past silence_timeout, logged once until frames come
+        self._unpublished = False  # the silence is "no publisher here, images elsewhere": said once, until one comes
         self._timer = node.create_timer(DIAGNOSTICS_PERIOD_S, self.tick)
 
     # --- hooks called by the node ---
@@ -145,7 +149,7 @@ class Monitor:
 
     def unwatch(self) -> None:
         """The image subscription is gone (e.g. a deactivated node): no silence watch until ``watch`` again."""
-        self.topic, self.silence, self._waiting_since = None, "", None
+        self.topic, self.silence, self._waiting_since, self._unpublished = None, "", None, False
 
     def process(self, work: Callable[[Any], None], item: Any) -> None:
         """``work(item)`` timed by stage; the times recorded and published unless the frame was skipped."""
@@ -209,9 +213,12 @@ class Monitor:
             return
         now = time.monotonic()
         publishers = self.node.get_publishers_info_by_topic(self.topic)
-        if not publishers:  # nobody to hear from: not silence
-            self._waiting_since, self.silence = None, ""
+        if not publishers:  # nobody to hear from: not silence, unless images are published on other topics
+            self._waiting_since = None
+            self._watch_unpublished(now)
             return
+        if self._unpublished:  # a publisher came: the silence watch starts afresh
+            self._unpublished, self.silence = False, ""
         if self._waiting_since is None:  # a publisher just came: it gets the whole timeout
             self._waiting_since = now
         if now - max(self._waiting_since, self._last_frame) < self.silence_timeout:
@@ -220,6 +227,47 @@ class Monitor:
         if not self.silence:
             self.silence = self.silence_reason(publishers)
             self.node.get_logger().warning(self.silence + " (logged once, until frames come)")
+
+    def _watch_unpublished(self, now: float) -> None:
+        """Warn once when no one published on the image topic for silence_timeout seconds while other image topics
+        have publishers (a remap left out or mistyped): the warning names them."""
+        if self._unpublished:
+            return
+        self.silence = ""
+        if now - self._last_frame < self.silence_timeout:
+            return
+        elsewhere = self.published_image_topics()
+        if not elsewhere:
+            return
+        self._unpublished = True
+        self.silence = self.unpublished_reason(elsewhere)
+        self.node.get_logger().warning(self.silence + " (logged once, until a publisher comes)")
+
+    def published_image_topics(self) -> list[tuple[str, str]]:
+        """(topic, type) of each image topic (IMAGE_TYPES) another node publishes on, sorted."""
+        me = (self.node.get_namespace().rstrip("/"), self.node.get_name())
+        found = []
+        for topic, types in self.node.get_topic_names_and_types():
+            kind = next((name for name in types if name in IMAGE_TYPES), None)
+            if kind is None or topic == self.topic:
+                continue
+            publishers = self.node.get_publishers_info_by_topic(topic)
+            if any((p.node_namespace.rstrip("/"), p.node_name) != me for p in publishers):
+                found.append((topic, kind))
+        return sorted(found)
+
+    def unpublished_reason(self, elsewhere: list[tuple[str, str]]) -> str:
+        """No publisher on the image topic while ``elsewhere`` (topic, type) has some: which, and the remap."""
+        named = ", ".join(
+            f"{untrusted(topic, 200)} ({kind.rsplit('/', 1)[-1]})" for topic, kind in elsewhere[:NAMED_TOPICS]
+        )
+        more = f" and {len(elsewhere) - NAMED_TOPICS} more" if len(elsewhere) > NAMED_TOPICS else ""
+        relative = "image/compressed" if self.topic.endswith("/compressed") else "image"  # as subscribe_images
+        return (
+            f"no publisher on {self.topic} ({self.message_type.rsplit('/', 1)[-1]}) for {self.silence_timeout:g} s, "
+            f"while image topics have publishers: {named}{more}; remap this node's input to one of them "
+            f"(--ros-args -r {relative}:=TOPIC; a CompressedImage topic needs -p input_transport:=compressed)"
+        )
 
     def silence_reason(self, publishers: list) -> str:
         """Why no frame comes from ``publishers``: the QoS or type mismatches found, else the likely causes."""

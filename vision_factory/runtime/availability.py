@@ -42,7 +42,12 @@ def onnxruntime_status(spec: Backend) -> BackendStatus:
     model = _identity_model()
     options = ort.SessionOptions()
     options.log_severity_level = 4
+    from .providers import REMOTE_PROVIDERS
+
     for provider in ort.get_available_providers():
+        if provider in REMOTE_PROVIDERS:
+            status.notes.append(f"{provider} is not a place to run: {REMOTE_PROVIDERS[provider]}")
+            continue
         try:
             session = ort.InferenceSession(model, options, providers=[provider])
             running = session.get_providers()[0]

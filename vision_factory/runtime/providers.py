@@ -29,6 +29,9 @@ PROVIDER_ALIASES: dict[str, str] = {
     "directml": "DmlExecutionProvider",
     "coreml": "CoreMLExecutionProvider",
 }
+# Providers an ONNX Runtime build lists that do not run the model on this machine, and why: never offered as a
+# place to run (`backends`, the available providers an error names).
+REMOTE_PROVIDERS = {"AzureExecutionProvider": "it sends the inputs to a model served on Azure, not run here"}
 FALLBACK_POLICIES = ("error", "cpu")
 GRAPH_OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
 
@@ -43,6 +46,20 @@ def _ort():
             "ONNX Runtime is not installed: pip install onnxruntime (or onnxruntime-gpu for CUDA/TensorRT; never both)"
         ) from exc
     return onnxruntime
+
+
+def local_providers() -> list[str]:
+    """The providers this ONNX Runtime lists as available, less REMOTE_PROVIDERS, in its order."""
+    return [name for name in _ort().get_available_providers() if name not in REMOTE_PROVIDERS]
+
+
+class ProviderUnavailable(RuntimeError):
+    """A requested execution provider that cannot run here. ``problem`` says which and why; the message adds the
+    node's fix (its provider_fallback parameter); a tool whose options differ gives its own fix after ``problem``."""
+
+    def __init__(self, problem: str, node_fix: str):
+        super().__init__(f"{problem}; {node_fix}")
+        self.problem = problem
 
 
 def resolve_provider_names(spec: str | Sequence[str]) -> list[str]:
@@ -197,13 +214,13 @@ def create_session(model_path: str | os.PathLike, config: ProviderConfig, logger
         Path(config.provider_options("TensorrtExecutionProvider")["trt_engine_cache_path"]).mkdir(
             parents=True, exist_ok=True
         )
-    available = set(ort.get_available_providers())
+    available = set(local_providers())
     missing = [name for name in wanted if name not in available]
     if missing and config.fallback == "error":
-        raise RuntimeError(
+        raise ProviderUnavailable(
             f"execution provider(s) {', '.join(missing)} not available in this ONNX Runtime "
-            f"(available: {', '.join(sorted(available))}); install the matching onnxruntime "
-            f"package or set provider_fallback to 'cpu' to run on CPU instead"
+            f"(available: {', '.join(sorted(available))})",
+            "install the matching onnxruntime package or set provider_fallback to 'cpu' to run on CPU instead",
         )
     usable = [name for name in wanted if name in available]
     if not usable:
@@ -222,7 +239,7 @@ def create_session(model_path: str | os.PathLike, config: ProviderConfig, logger
     message = fell_back(config, running)
     if message:
         if config.fallback == "error":
-            raise RuntimeError(message + "; check the driver/CUDA install or set provider_fallback to 'cpu'")
+            raise ProviderUnavailable(message, "check the driver/CUDA install or set provider_fallback to 'cpu'")
         logger.warning(message + "; falling back as provider_fallback='cpu' allows")
     logger.info(f"ONNX Runtime {ort.__version__} running {path.name} on {', '.join(running)}")
     return session

@@ -55,33 +55,63 @@ def write_image_bag(
     encoding: str = "bgr8",
     storage: str = "mcap",
     start_ns: int = 1_700_000_000_000_000_000,
+    compressed: str = "",
 ) -> Path:
-    """Write BGR frames as sensor_msgs/Image, stamped (header and bag time) at ``fps``."""
+    """Write BGR frames as sensor_msgs/Image in ``encoding``, or with ``compressed`` ("jpeg" or "png") as
+    sensor_msgs/CompressedImage of that format, stamped (header and bag time) at ``fps``."""
+    return write_image_bag_counted(path, frames, topic, fps, frame_id, encoding, storage, start_ns, compressed)[0]
+
+
+def write_image_bag_counted(
+    path: str | Path,
+    frames: Iterable[np.ndarray],
+    topic: str = CAMERA_TOPIC,
+    fps: float = 30.0,
+    frame_id: str = "camera",
+    encoding: str = "bgr8",
+    storage: str = "mcap",
+    start_ns: int = 1_700_000_000_000_000_000,
+    compressed: str = "",
+) -> tuple[Path, int]:
+    """write_image_bag, and how many frames it wrote."""
     from rosbags.rosbag2 import StoragePlugin, Writer
 
     store = _typestore()
-    Image = store.types["sensor_msgs/msg/Image"]
+    msgtype = IMAGE_TYPES[1] if compressed else IMAGE_TYPES[0]
     Header = store.types["std_msgs/msg/Header"]
     Time = store.types["builtin_interfaces/msg/Time"]
     plugin = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}[storage]
     path = Path(path)
+    count = 0
     with Writer(path, version=9, storage_plugin=plugin) as writer:
-        connection = writer.add_connection(topic, "sensor_msgs/msg/Image", typestore=store)
+        connection = writer.add_connection(topic, msgtype, typestore=store)
         for index, frame in enumerate(frames):
             stamp_ns = start_ns + round(index * 1e9 / fps)
-            width, height, enc, step, data = bgr_to_image_fields(frame, encoding)
             header = Header(stamp=Time(sec=stamp_ns // 10**9, nanosec=stamp_ns % 10**9), frame_id=frame_id)
-            message = Image(
-                header=header,
-                height=height,
-                width=width,
-                encoding=enc,
-                is_bigendian=0,
-                step=step,
-                data=np.frombuffer(data, np.uint8),
-            )
-            writer.write(connection, stamp_ns, store.serialize_cdr(message, "sensor_msgs/msg/Image"))
-    return path
+            message = _image_message(store, header, frame, encoding, compressed)
+            writer.write(connection, stamp_ns, store.serialize_cdr(message, msgtype))
+            count = index + 1
+    return path, count
+
+
+def _image_message(store, header, frame: np.ndarray, encoding: str, compressed: str):
+    if compressed:
+        import cv2
+
+        ok, data = cv2.imencode({"jpeg": ".jpg", "png": ".png"}[compressed], frame)
+        if not ok:
+            raise ValueError(f"cannot encode a {frame.shape} frame as {compressed}")
+        return store.types[IMAGE_TYPES[1]](header=header, format=compressed, data=np.asarray(data, np.uint8).ravel())
+    width, height, enc, step, data = bgr_to_image_fields(frame, encoding)
+    return store.types[IMAGE_TYPES[0]](
+        header=header,
+        height=height,
+        width=width,
+        encoding=enc,
+        is_bigendian=0,
+        step=step,
+        data=np.frombuffer(data, np.uint8),
+    )
 
 
 def image_topics(path: str | Path) -> dict[str, str]:

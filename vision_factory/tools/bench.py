@@ -24,6 +24,7 @@ from ..families.registry import SINGLE_MODEL, family, make_detector
 from ..files import staged, write_text
 from ..models.model_file import require_file_family
 from ..runtime.backends import load_target, parse_targets
+from ..runtime.providers import ProviderUnavailable
 from ..runtime.runner import fixed_dim
 from .bags import write_image_bag
 from .commands import CommandReport
@@ -82,13 +83,18 @@ def _random_feeds(runner) -> dict[str, np.ndarray]:
     return feeds
 
 
-def _detection_pipeline(runner, model_type: str, frames: int) -> dict[str, float]:
-    """Pre-processing, inference and decoding per 1280x720 frame (a photo, resized): yolo, yolo_pose, fasterrcnn."""
+def _detection_frame() -> np.ndarray:
+    """The frame detectors are timed on: a photo of a person, resized to 1280x720."""
     import cv2
     import matplotlib.cbook
 
     photo = cv2.imread(str(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)))
-    frame = cv2.resize(photo, (1280, 720))
+    return cv2.resize(photo, (1280, 720))
+
+
+def _detection_pipeline(runner, model_type: str, frames: int) -> dict[str, float]:
+    """Pre-processing, inference and decoding per 1280x720 frame (a photo, resized): yolo, yolo_pose, fasterrcnn."""
+    frame = _detection_frame()
     detector = make_detector(model_type, runner)
     stages = {"preprocess_ms": [], "inference_ms": [], "postprocess_ms": []}
     for _ in range(frames):
@@ -142,6 +148,9 @@ def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | 
         runner = load_target(target, model)
         load_ms = 1000 * (time.perf_counter() - start)
         feeds = _random_feeds(runner)
+    except ProviderUnavailable as exc:  # its own fix names the node's parameter; bench has options instead
+        fix = "install the matching onnxruntime package (onnxruntime-gpu for CUDA and TensorRT)"
+        return BenchResult(target, False, reason=f"{exc.problem}; {fix}, or leave {target} out of --backends")
     except (RuntimeError, ValueError) as exc:
         return BenchResult(target, False, reason=str(exc))
     result = BenchResult(target, True, runs_on=runner.describe(), load_ms=load_ms)
@@ -178,8 +187,19 @@ def _measure_in_worker(
     return BenchResult(**data)
 
 
-def _node(model: Path, result: BenchResult, bag: Path, work_dir: Path, stride: int = 1) -> dict[str, float]:
-    """The tracknet node on this target, fed over DDS by a replay, against the raw runtime.
+def _node_frames(model_type: str, count: int):
+    """``count`` 1280x720 frames for the node: a synthetic ball clip (tracknet), else the detectors' photo and its
+    mirror image in turn."""
+    if model_type == "tracknet":
+        return BallClip(num_frames=count, width=1280, height=720).frames()
+    frame = _detection_frame()
+    return (frame if index % 2 == 0 else frame[:, ::-1].copy() for index in range(count))
+
+
+def _node(
+    model: Path, result: BenchResult, bag: Path, work_dir: Path, stride: int = 1, model_type: str = "tracknet"
+) -> dict[str, float]:
+    """The ``model_type`` node on this target, fed over DDS by a replay, against the raw runtime.
 
     ONNX Runtime targets run this package's node; other backends run a package generated for
     them into ``work_dir``, so what is measured is what ``generate`` ships.
@@ -190,9 +210,9 @@ def _node(model: Path, result: BenchResult, bag: Path, work_dir: Path, stride: i
     target = parse_targets(result.target)[0]
     executable = None
     if target.backend.name != "onnx":
-        package = f"vf_bench_{target.backend.name}"
-        write_package("tracknet", target.backend.name, package, work_dir / "generated", force=True)
-        module = node_module_name(family("tracknet"), target.backend)
+        package = f"vf_bench_{model_type}_{target.backend.name}"
+        write_package(model_type, target.backend.name, package, work_dir / "generated", force=True)
+        module = node_module_name(family(model_type), target.backend)
         executable = [
             sys.executable,
             "-c",
@@ -200,18 +220,12 @@ def _node(model: Path, result: BenchResult, bag: Path, work_dir: Path, stride: i
             f"from {package}.{module} import main; sys.exit(main())",
         ]
 
-    details = require_file_family(model, "tracknet").details
-    params = {
-        "model_path": str(model),
-        "seq_len": str(details["seq_len"]),
-        "bg_mode": details.get("bg_mode") or "",
-        "median_warmup": "8" if details.get("bg_mode") else "0",
-        "stride": str(stride),
-        **target.settings,
-    }
+    params, held_back = {"model_path": str(model), **target.settings}, 0
+    if model_type == "tracknet":
+        params, held_back = _tracknet_node_params(model, stride, target.settings)
     out = work_dir / f"node_{result.target.replace(':', '_')}_stride{stride}"
-    replayed = replay(bag, out, params=params, executable=executable)
-    steady_fps = replayed.steady_fps(held_back=details["seq_len"] - 1)
+    replayed = replay(bag, out, node=model_type, params=params, executable=executable)
+    steady_fps = replayed.steady_fps(held_back=held_back)
     return {
         "frames": replayed.frames_sent,
         "steady_fps": steady_fps,  # without the first window's fill and the end-of-stream flush wait
@@ -222,6 +236,20 @@ def _node(model: Path, result: BenchResult, bag: Path, work_dir: Path, stride: i
         # the node's own per-frame times, from its ~/debug/ topics (ros/monitor.py)
         **{f"node_{name}": value for name, value in replayed.node_times_ms.items() if name != "frames"},
     }
+
+
+def _tracknet_node_params(model: Path, stride: int, settings: dict[str, str]) -> tuple[dict[str, str], int]:
+    """The tracknet node's parameters for ``model``, and the frames it holds back for the end of the stream."""
+    details = require_file_family(model, "tracknet").details
+    params = {
+        "model_path": str(model),
+        "seq_len": str(details["seq_len"]),
+        "bg_mode": details.get("bg_mode") or "",
+        "median_warmup": "8" if details.get("bg_mode") else "0",
+        "stride": str(stride),
+        **settings,
+    }
+    return params, details["seq_len"] - 1
 
 
 def run_bench(
@@ -240,8 +268,8 @@ def run_bench(
         raise ValueError(f"model file not found: {model}")
     if model_type is not None and model_type not in MODEL_TYPES:
         raise ValueError(f"--model-type {model_type} is not one of {', '.join(MODEL_TYPES)}")
-    if node and model_type != "tracknet":
-        raise ValueError("--node needs --model-type tracknet (the node of that family)")
+    if node and model_type is None:
+        raise ValueError(f"--node needs --model-type (the family whose node runs: {', '.join(MODEL_TYPES)})")
     if stride != 1:
         if model_type != "tracknet":
             raise ValueError("--stride needs --model-type tracknet (the family whose model runs over windows)")
@@ -252,17 +280,17 @@ def run_bench(
     with tempfile.TemporaryDirectory(prefix="vf_bench_") as scratch:
         work_dir = Path(scratch)
         bag = None
+        frames = max(60, runs)
         if node:  # one clip for every target
-            clip = BallClip(num_frames=max(60, runs), width=1280, height=720)
-            bag = write_image_bag(work_dir / "clip", clip.frames())
+            bag = write_image_bag(work_dir / "clip", _node_frames(model_type, frames))
         for label in (target.label for target in parse_targets(targets)):
             if progress:
                 progress(f"measuring {label} ...")
             result = _measure_in_worker(Path(model), label, runs, warmup, model_type, stride)
             if bag is not None and result.available:
                 if progress:
-                    progress(f"replaying {clip.num_frames} frames through the node on {label} ...")
-                result.node = _node(Path(model), result, bag, work_dir, stride)
+                    progress(f"replaying {frames} frames through the {model_type} node on {label} ...")
+                result.node = _node(Path(model), result, bag, work_dir, stride, model_type)
             results.append(result)
     return results
 

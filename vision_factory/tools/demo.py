@@ -15,9 +15,15 @@ from ..files import staged
 from ..models.tracknet_stream import frames_before_stream
 from .bags import read_ball_csv, write_ball_csv, write_image_bag
 from .commands import CommandReport, frame_size
-from .replay import ReplayResult, clear_earlier_run, replay
+from .replay import FLUSH_TIMEOUT, MAX_IN_FLIGHT, ReplayResult, clear_earlier_run, replay
 from .synthetic import BallClip, BallTruth, build_inpaint_model, build_tracknet_model
 
+# How the picture marks each kind of position: (label, BGR colour, OpenCV marker or None for a dot).
+MARKS = {
+    "truth": ("truth", (60, 220, 60), None),
+    "tracked": ("tracked by tracknet_node", (40, 40, 255), cv2.MARKER_CROSS),
+    "inpainted": ("hidden ball, position filled in (InpaintNet)", (0, 200, 255), cv2.MARKER_TILTED_CROSS),
+}
 # Everything a demo writes into its folder.
 DEMO_OUTPUTS = (
     "tracknet_synthetic.onnx",
@@ -63,6 +69,7 @@ class DemoReport:
     frames: list[FrameResult]
     replay: ReplayResult
     picture: Path
+    seq_len: int = 8
 
     def count(self, status: str) -> int:
         return sum(1 for f in self.frames if f.status == status)
@@ -83,11 +90,23 @@ class DemoReport:
             detail = f", error mean {sum(errors) / len(errors):.2f} px, max {max(errors):.2f} px" if errors else ""
             lines.append(f"{status:>10}: {self.count(status)} frames{detail}")
         replayed = self.replay
+        lines.append(f"node: {replayed.fps:.1f} frames/s over the whole replay")
+        processing = replayed.node_times_ms.get("processing_p50_ms")
+        if processing is not None:
+            lines.append(
+                f"node's own time per frame (its ~/debug/processing_time_ms): p50 {processing:.1f} ms, "
+                f"p99 {replayed.node_times_ms['processing_p99_ms']:.1f} ms"
+            )
         lines.append(
-            f"node: {replayed.fps:.1f} frames/s, "
-            f"latency p50 {replayed.latency_ms_p50:.0f} ms, p99 {replayed.latency_ms_p99:.0f} ms"
+            f"latency from a frame sent to its ball published: p50 {replayed.latency_ms_p50:.0f} ms, "
+            f"p99 {replayed.latency_ms_p99:.0f} ms. Not the node's work: the demo sends frames as fast as the node "
+            f"answers, up to {MAX_IN_FLIGHT} unanswered, so a frame waits in the queue; TrackNet answers a frame "
+            f"only once its window of {self.seq_len} is full, and the last {self.seq_len - 1} after "
+            f"{FLUSH_TIMEOUT['flush_timeout']} s without frames (the stream's end)"
         )
-        lines.append(f"picture: {self.picture}\noutputs: {replayed.output_bag}, {replayed.ball_csv}")
+        marks = "; ".join(f"{_mark_name(marker)}: {label}" for label, _, marker in MARKS.values())
+        lines.append(f"picture: {self.picture} ({marks})")
+        lines.append(f"outputs: {replayed.output_bag}, {replayed.ball_csv}")
         return "\n".join(lines)
 
 
@@ -136,21 +155,29 @@ def run_demo(
     untracked = frames_before_stream("subtract", median_warmup)
     frames = [FrameResult(t.frame, t, predicted.get(t.frame), t.frame < untracked) for t in clip.truth]
     picture = draw_trajectories(clip, frames, out_dir / "trajectory.png")
-    return DemoReport(frames, result, picture)
+    return DemoReport(frames, result, picture, seq_len)
+
+
+def _mark_name(marker: int | None) -> str:
+    return {None: "green dots", cv2.MARKER_CROSS: "red +", cv2.MARKER_TILTED_CROSS: "orange x"}[marker]
 
 
 def draw_trajectories(clip: BallClip, frames: list[FrameResult], path: Path) -> Path:
-    """The true trajectory (green) and the tracked one (red) over the clip's middle frame."""
+    """The true trajectory (MARKS' truth) and the node's positions over the clip's background: tracked ones and
+    those filled in where the ball was hidden (inpainted) each marked as MARKS says, with a legend."""
     image = clip.background.copy()
     truth = [(round(f.truth.x), round(f.truth.y)) for f in frames if f.truth.visibility]
-    tracked = [(f.predicted[1], f.predicted[2]) for f in frames if f.seen]
     scale = max(1, clip.width // 640)
-    cv2.polylines(image, [np.array(truth, np.int32).reshape(-1, 1, 2)], False, (60, 220, 60), scale)
+    colour = MARKS["truth"][1]
+    cv2.polylines(image, [np.array(truth, np.int32).reshape(-1, 1, 2)], False, colour, scale)
     for x, y in truth:
-        cv2.circle(image, (x, y), 3 * scale, (60, 220, 60), -1)
-    for x, y in tracked:
-        cv2.drawMarker(image, (x, y), (40, 40, 255), cv2.MARKER_CROSS, 10 * scale, 2 * scale)
-    for row, (text, colour) in enumerate([("truth", (60, 220, 60)), ("tracked by tracknet_node", (40, 40, 255))]):
+        cv2.circle(image, (x, y), 3 * scale, colour, -1)
+    for status in ("tracked", "inpainted"):  # inpainted last: on top where they meet
+        _, colour, marker = MARKS[status]
+        for f in frames:
+            if f.status == status:
+                cv2.drawMarker(image, (f.predicted[1], f.predicted[2]), colour, marker, 10 * scale, 2 * scale)
+    for row, (text, colour, _) in enumerate(MARKS.values()):
         cv2.putText(
             image,
             text,

@@ -17,7 +17,7 @@ import numpy as np
 from ..families.detection import input_shape
 from ..families.family import LoadRunner
 from ..families.registry import family
-from ..models.detections import Detection, Detector
+from ..models.detections import Detection, Detector, frame_record
 from ..parameters import with_defaults
 from ..runtime.backends import load_target
 from ..text import untrusted
@@ -82,7 +82,7 @@ def build_detector(
 
 @dataclass
 class Prediction:
-    record: dict[str, Any]  # image (PATH, or PATH:FRAME of a video), width, height, detections
+    record: dict[str, Any]  # models/detections.py's frame_record: image, frame, width, height, detections
     detections: list[Detection]
 
     def line(self) -> str:
@@ -102,8 +102,7 @@ def predict(
     for path in inputs:
         for name, index, frame in file_frames(path):
             detections = detector.detect(frame)
-            record = {"image": name, "width": frame.shape[1], "height": frame.shape[0]}
-            record["detections"] = [detection.as_dict() for detection in detections]
+            record = frame_record(name, index or 0, frame.shape[1], frame.shape[0], detections)
             if save is not None:
                 save_annotated(save, path, index, frame, detections, protected)
             yield Prediction(record, detections)

@@ -37,10 +37,12 @@ class NodeSpec:
 
 
 DETECTIONS = DETECTIONS_MESSAGE
+LABELS = {"labels": "vision_msgs/msg/LabelInfo"}  # the detection nodes' class map, published once (latched)
 # The node's own per-frame times it publishes on ~/debug/ (ros/monitor.py), read into ReplayResult.node_times_ms.
 # Not its pipeline_latency_ms: that is measured from the image's stamp, a bag's recording time; replay times the
 # latency itself, from each frame sent to its answer.
 NODE_TIMES = ("processing_time_ms", "preprocess_ms", "inference_ms", "postprocess_ms")
+MAX_IN_FLIGHT = 32  # frames sent and not yet answered, at most, when replaying as fast as the node keeps up
 DEBUG_MATCH_S = 3.0  # how long replay waits for the node's ~/debug/ topics once its output is there
 # The node publishes /diagnostics once a second (ros/monitor.py): how long replay waits, once the bag's frames are
 # answered, for a status published after that (its counts then include every frame).
@@ -147,7 +149,7 @@ def replay(
     params_file: str | Path | None = None,
     topic: str | None = None,
     rate: float | None = None,
-    max_in_flight: int = 32,
+    max_in_flight: int = MAX_IN_FLIGHT,
     storage: str = "mcap",
     startup_timeout: float = 60.0,
     progress: Callable[[int, int], None] | None = None,
@@ -224,7 +226,8 @@ def replay(
     context = rclpy.Context()
     rclpy.init(context=context)
     player = Node("vf_replay_player", context=context)
-    recorded = {**spec.outputs, **(latched or {})}
+    detections_out = spec.outputs[spec.main_output] == DETECTIONS  # its class map read for detections.json
+    recorded = {**spec.outputs, **(LABELS if detections_out else {}), **(latched or {})}
     received: dict[str, list[tuple[int, bytes]]] = {name: [] for name in recorded}
     done_frames: dict[int, int] = {}  # frame index -> receive time (ns)
     answered = threading.Condition()
@@ -336,7 +339,9 @@ def replay(
     ball_csv = _write_ball_csv(outputs["ball_csv"], received["ball"], frame_of) if "ball_csv" in outputs else None
     detections_json = None
     if "detections_json" in outputs:
-        detections_json = _write_detections_json(outputs["detections_json"], received[spec.main_output], frame_of)
+        detections_json = _write_detections_json(
+            outputs["detections_json"], received[spec.main_output], received["labels"], bag, topic, frame_of
+        )
     latencies = [(done_frames[i] - sent_at[i]) / 1e6 for i in range(len(sent_at)) if i in done_frames]
     result = ReplayResult(
         frames_sent=len(sent_at),
@@ -528,21 +533,45 @@ def _write_ball_csv(path: Path, items: list[tuple[int, bytes]], frame_of: dict) 
     return write_ball_csv(path, [rows[frame] for frame in sorted(rows)])
 
 
-def _write_detections_json(path: Path, items: list[tuple[int, bytes]], frame_of: dict) -> Path:
-    """Per frame, in frame order: {"frame": i, "detections": [as `predict` writes them, class_id -1]}."""
+def _write_detections_json(
+    path: Path, items: list[tuple[int, bytes]], labels: list[tuple[int, bytes]], bag, topic: str, frame_of: dict
+) -> Path:
+    """A list, in frame order, of each answered frame's record as `predict --format json` prints it
+    (models/detections.py's frame_record; image BAG:FRAME), class ids from the node's LabelInfo (``labels``)."""
     from rclpy.serialization import deserialize_message
 
-    from ..ros.detection_messages import detections_from_message
+    from ..models.detections import frame_record
+    from ..ros.detection_messages import detections_from_message, label_names
 
+    names = label_names(deserialize_message(labels[-1][1], message_class(LABELS["labels"]))) if labels else []
     frames = {}
     for _, data in items:
         msg = deserialize_message(data, message_class(DETECTIONS))
         frame = frame_of.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
         if frame is not None:
-            frames[frame] = [detection.as_dict() for detection in detections_from_message(msg)]
-    records = [{"frame": frame, "detections": frames[frame]} for frame in sorted(frames)]
+            frames[frame] = detections_from_message(msg, names)
+    sizes = _frame_sizes(bag, topic, frames)
+    records = [frame_record(f"{bag}:{frame}", frame, *sizes[frame], frames[frame]) for frame in sorted(frames)]
     write_text(path, json.dumps(records))
     return path
+
+
+def _frame_sizes(bag, topic: str, frames) -> dict[int, tuple[int, int]]:
+    """(width, height) of the bag's image of each of ``frames`` (indices in bag order)."""
+    from rclpy.serialization import deserialize_message
+
+    from ..images import compressed_header
+
+    sizes = {}
+    for index, message in enumerate(read_messages(bag, topic)):
+        if index in frames:
+            msg = deserialize_message(message.data, message_class(message.msgtype))
+            if message.msgtype.endswith("CompressedImage"):
+                _, width, height = compressed_header(msg.data)
+            else:
+                width, height = msg.width, msg.height
+            sizes[index] = (int(width), int(height))
+    return sizes
 
 
 def _tail(path: Path, lines: int = 20) -> str:

@@ -32,9 +32,8 @@ from ..runtime.backends import load_target
 from ..text import markdown_cell, untrusted
 from .bags import image_topic, read_framed, read_messages
 from .commands import UsageError
-from .replay import message_class, replay
+from .replay import LABELS, message_class, replay
 
-LABELS = {"labels": "vision_msgs/msg/LabelInfo"}  # the detection nodes' class map, published once (latched)
 REPORT_FILES = ("verify.json", "verify.md", "worst_frame.png")
 WORST_LISTED = 5
 

@@ -1,0 +1,109 @@
+"""vision-factory bag: a rosbag2 of camera images made from a folder of images or a video, without ROS."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from ..text import untrusted
+from .bags import write_image_bag_counted
+from .commands import CommandReport, UsageError
+from .sources import VIDEO_SUFFIXES, is_video, read_image, video_frames
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+DEFAULT_FPS = 30.0  # a folder of images, or a video that records no rate
+# A ROS 2 topic name: tokens of letters, digits and underscores, not starting with a digit, separated by '/'.
+TOPIC_NAME = re.compile(r"/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def folder_images(folder: Path) -> list[Path]:
+    """The image files of ``folder`` (IMAGE_SUFFIXES, any case), sorted by name: the bag's frame order."""
+    images = sorted(path for path in folder.iterdir() if path.is_file() and path.suffix.lower() in IMAGE_SUFFIXES)
+    if not images:
+        raise UsageError(f"{folder} holds no image files ({', '.join(IMAGE_SUFFIXES)})", "IMAGES_OR_VIDEO")
+    return images
+
+
+def _image_frames(images: list[Path]) -> Iterator[np.ndarray]:
+    for path in images:
+        frame = read_image(path)
+        if frame is None:
+            raise ValueError(f"{untrusted(str(path), 300)} is not a readable image: remove it or convert it")
+        yield frame
+
+
+def video_rate(path: Path) -> float:
+    """The frames per second a video records, or 0.0 when it records none."""
+    import cv2
+
+    capture = cv2.VideoCapture(str(path))
+    if not capture.isOpened():
+        raise ValueError(f"cannot open video {untrusted(str(path), 300)}")
+    rate = float(capture.get(cv2.CAP_PROP_FPS) or 0.0)
+    capture.release()
+    return rate if math.isfinite(rate) and rate > 0 else 0.0
+
+
+def make_bag(
+    source: Path,
+    out: Path,
+    topic: str,
+    fps: float | None = None,
+    encoding: str = "bgr8",
+    compressed: str = "",
+    storage: str = "mcap",
+) -> CommandReport:
+    """A new rosbag2 ``out`` of ``source``'s frames (a folder's images by name, or a video's) on ``topic``,
+    stamped at ``fps`` (default: the video's rate, else DEFAULT_FPS): sensor_msgs/Image in ``encoding``, or with
+    ``compressed`` (jpeg, png) sensor_msgs/CompressedImage. ``out`` must not exist (nor be a link)."""
+    if not TOPIC_NAME.fullmatch(topic):
+        raise UsageError(f"'{untrusted(topic, 200)}' is not a ROS topic name (e.g. /camera/image_raw)", "--topic")
+    topic = topic if topic.startswith("/") else f"/{topic}"
+    if fps is not None and not (math.isfinite(fps) and fps > 0):
+        raise UsageError(f"{fps} is not a frame rate: give frames per second > 0", "--fps")
+    if out.exists() or out.is_symlink():
+        raise UsageError(f"{untrusted(str(out), 300)} exists: bag writes a new bag only; give a new name", "--out")
+    notes = []
+    if source.is_dir():
+        frames, what = _image_frames(folder_images(source)), "images"
+        rate = fps or DEFAULT_FPS
+    elif is_video(source):
+        frames, what = video_frames(source), "video frames"
+        recorded = video_rate(source)
+        rate = fps or recorded or DEFAULT_FPS
+        if not fps and not recorded:
+            notes.append(f"the video records no frame rate: stamped at {DEFAULT_FPS:g} fps (set --fps)")
+    else:
+        raise UsageError(
+            f"{untrusted(str(source), 300)} is neither a folder of images nor a video ({', '.join(VIDEO_SUFFIXES)})",
+            "IMAGES_OR_VIDEO",
+        )
+    try:
+        path, count = write_image_bag_counted(
+            out, frames, topic, rate, encoding=encoding, compressed=compressed, storage=storage
+        )
+    except BaseException:
+        _remove_partial(out)
+        raise
+    if count == 0:
+        _remove_partial(out)
+        raise ValueError(f"{untrusted(str(source), 300)} has no frames: no bag written")
+    kind = f"sensor_msgs/CompressedImage ({compressed})" if compressed else f"sensor_msgs/Image ({encoding})"
+    text = (
+        f"{count} {what} on {topic} as {kind}, stamped at {rate:g} fps "
+        f"(0 to {(count - 1) / rate:.3f} s)\n"
+        f"next: vision-factory replay {path} --out RUN --node yolo -p model_path:=MODEL.onnx\n"
+    )
+    return CommandReport(text, {"bag": path}, notes)
+
+
+def _remove_partial(out: Path) -> None:
+    """The folder this command created for a bag it did not finish (only its own files: it was new)."""
+    import shutil
+
+    if out.is_dir() and not out.is_symlink():
+        shutil.rmtree(out)

@@ -114,6 +114,13 @@ def test_a_dynamic_yolo_whose_metadata_imgsz_is_beyond_the_bound_is_refused_unle
             id="yolo fixed input size",
         ),
         pytest.param(
+            {"input": [1, 3, 256, 192]},
+            {"simcc_x": [1, MAX_KEYPOINTS + 1, 384], "simcc_y": [1, MAX_KEYPOINTS + 1, 512]},
+            {},
+            ("the keypoints of output simcc_x", str(MAX_KEYPOINTS + 1), f"1..{MAX_KEYPOINTS}"),
+            id="rtmpose keypoints",
+        ),
+        pytest.param(
             {"crops": [100_000, 3, 256, 128]},
             {"features": [100_000, 512]},
             {},
@@ -156,3 +163,26 @@ def test_mot_eval_refuses_more_identities_than_the_bound_before_motmetrics_alloc
     total = truth_ids + predicted_ids
     assert_refused(done, f"{truth_ids} + {predicted_ids} = {total} identities", f"bound of {MAX_IDENTITIES}", "GiB")
     assert not (tmp_path / "eval" / "eval.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("size", "metadata", "named"),
+    [
+        (6000, {}, ("input images [1, 3, 6000, 6000]", "36000000 pixels", str(MAX_INPUT_PIXELS))),
+        (
+            320,
+            {"labels": "\n".join(f"class {n}" for n in range(MAX_CLASSES + 1))},
+            ("metadata labels", str(MAX_CLASSES + 1), f"0..{MAX_CLASSES}"),
+        ),
+    ],
+    ids=["fixed input size", "labels"],
+)
+def test_predict_refuses_a_fasterrcnn_stating_a_size_beyond_the_bound(tmp_path, image, size, metadata, named):
+    model = onnx_model(
+        tmp_path / "fasterrcnn.onnx",
+        {"images": [1, 3, size, size]},
+        {"boxes": [1, "detections", 4], "scores": [1, "detections"], "labels": [1, "detections"]},
+        metadata,
+    )
+    done = run_cli("predict", "--model-type", "fasterrcnn", "--model", str(model), str(image))
+    assert_refused(done, *named)

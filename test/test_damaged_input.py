@@ -19,7 +19,7 @@ from test_cli import run_cli
 from test_coco_eval import _truth
 
 from vision_factory.cli import main
-from vision_factory.tools.bags import RawMessage, _typestore, write_image_bag, write_messages
+from vision_factory.tools.bags import RawMessage, _typestore, write_ball_csv, write_image_bag, write_messages
 
 DETECTOR = SHARED / "models" / "shapes-yolov8n.onnx"
 START_NS = 1_700_000_000_000_000_000  # write_image_bag's first stamp
@@ -218,3 +218,15 @@ def test_an_mcap_that_yields_fewer_messages_than_its_index_lists_is_reported(tmp
     done = run_cli("track", "--model-type", "yolo", "--model", str(DETECTOR), str(whole), "--out", str(tmp_path / "t"))
     assert done.returncode == 0, done.stderr
     shutil.rmtree(tmp_path / "t")
+
+
+@pytest.mark.parametrize("damaged", ["truth", "predictions"])
+def test_eval_refuses_a_ball_csv_with_a_non_finite_position_naming_the_line(tmp_path, damaged):
+    rows = {name: [(frame, 1, 100.0 + frame, 50.0) for frame in range(5)] for name in ("truth", "predictions")}
+    rows[damaged][3] = (3, 1, float("nan"), 50.0)
+    files = {name: write_ball_csv(tmp_path / f"{name}.csv", found) for name, found in rows.items()}
+    done = run_cli(
+        "eval", "--model-type", "tracknet", "--data", str(files["truth"]), "--predictions", str(files["predictions"]),
+        "--frame-size", "512x288", "--out", str(tmp_path / "eval"),
+    )  # fmt: skip
+    assert_refused(done, f"{files[damaged]} line 5", "nan, 50.0 is not a finite position")

@@ -234,7 +234,12 @@ def read_ball_csv(path: str | Path) -> list[tuple[int, int, float, float]]:
             raise ValueError(
                 f"{path} lacks column(s) {', '.join(sorted(missing))}: TrackNet's CSV is Frame,Visibility,X,Y"
             )
+        rows = []
         try:
-            return [(int(row["Frame"]), int(row["Visibility"]), float(row["X"]), float(row["Y"])) for row in reader]
+            for row in reader:
+                rows.append((int(row["Frame"]), int(row["Visibility"]), float(row["X"]), float(row["Y"])))
+                if not np.isfinite(rows[-1][2:]).all():
+                    raise ValueError(f"X, Y {row['X']}, {row['Y']} is not a finite position (NaN or infinity)")
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{path} line {reader.line_num}: {exc}") from exc
+            raise ValueError(f"{path} line {reader.line_num}: {untrusted(exc)}") from exc
+        return rows

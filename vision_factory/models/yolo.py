@@ -36,7 +36,7 @@ class YoloDetector:
         shape = runner.inputs[0].shape
         fixed = [fixed_dim(d) for d in shape[2:4]]
         self.dynamic = None in fixed
-        if image_size <= 0:  # the size it was exported for, as Ultralytics recorded it
+        if self.dynamic and image_size <= 0:  # the size it was exported for, as Ultralytics recorded it
             image_size = recorded_imgsz(runner.metadata)
         self.size = (image_size, image_size) if self.dynamic else (fixed[0], fixed[1])
         self.pose, self.confidence, self.iou = pose, confidence, iou

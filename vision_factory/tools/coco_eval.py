@@ -64,7 +64,7 @@ def _is_number(value: Any) -> bool:
 def _id(entry: Any, path: Path, where: str, name: str = "id") -> int | str:
     value = _field(entry, path, where, name)
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise _entry(path, where, f"'{name}' is {untrusted(value, 60)}: COCO ids are whole numbers")
+        raise _entry(path, where, f"'{name}' is {untrusted(value, 60)}: COCO ids are whole numbers (or text)")
     return value
 
 
@@ -122,8 +122,9 @@ def check_truth(truth: Any, path: Path, iou_type: str) -> dict[str, Any]:
             raise _entry(path, where, f"'image_id' {untrusted(annotation['image_id'], 40)} is no image of 'images'")
         _id(annotation, path, where, "category_id")
         _finite(annotation, path, where, "bbox", 4)
-        if not _is_number(_field(annotation, path, where, "area")):
-            raise _entry(path, where, f"'area' is {untrusted(annotation['area'], 40)}, not a number")
+        area = _field(annotation, path, where, "area")
+        if not (_is_number(area) and np.isfinite(area) and area >= 0):
+            raise _entry(path, where, f"'area' is {untrusted(area, 40)}, not a finite number >= 0")
         if _field(annotation, path, where, "iscrowd") not in (0, 1):
             raise _entry(path, where, f"'iscrowd' is {untrusted(annotation['iscrowd'], 40)}, not 0 or 1")
         if iou_type == "keypoints":

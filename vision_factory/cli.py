@@ -421,7 +421,7 @@ def inspect(model: Path, output_format: str) -> None:
 
     with _reported():
         summary = summarize(model)
-    recognition = recognise(summary)
+        recognition = recognise(summary)
     if output_format == "json":
         click.echo(json.dumps(as_dict(summary, recognition), indent=2))
     else:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..runtime.runner import Runner, TensorInfo, fixed_dim, tensor_text, tensors_text
+from .bounds import MAX_CLASSES, check_count, check_input_size
 from .detections import Detection
 from .fasterrcnn_interface import COUNT_NAMES, DETECTION_ROLES
 from .geometry import RESIZE_MODES, FrameFit, fit_frame
@@ -67,11 +68,14 @@ def metadata_labels(metadata: dict[str, str]) -> list[str]:
         value = ast.literal_eval(text)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         value = None
-    if isinstance(value, list | tuple):
-        return [str(name) for name in value]
     if isinstance(value, dict):
         return class_names({"names": text})
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    if isinstance(value, list | tuple):
+        labels = [str(name) for name in value]
+    else:
+        labels = [line.strip() for line in text.splitlines() if line.strip()]
+    check_count("metadata labels: the number of class names", len(labels), MAX_CLASSES, minimum=0)
+    return labels
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,8 @@ class ImageInput:
         spatial = shape[-3:-1] if channels_last else shape[-2:]
         height, width = (fixed_dim(d) for d in spatial)
         size = (height, width) if height and width else None
+        if size is not None:  # the frame is resized to it
+            check_input_size(f"input {tensor_text(info)}: the fixed size", height, width)
         return cls(info.name, channels_last, len(shape) == 4, size, info.dtype)
 
     def tensor(self, image_bgr: np.ndarray, rgb: bool = True) -> np.ndarray:

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..runtime.runner import TensorInfo
+from ..runtime.runner import TensorInfo, tensor_text
+from .bounds import MAX_BATCH, check_count, check_input_size
 
 Dim = int | str | None  # fixed size, named dynamic size, unknown
 
@@ -84,9 +85,21 @@ def image_input(model: Interface) -> TensorInfo | None:
     return model.inputs[0] if len(shape) == 4 and batch_ok(shape[0]) and shape[1] == 3 else None
 
 
+def check_image_input(image: TensorInfo) -> None:
+    """A BoundError when the fixed batch or height x width of an image input [B, C, H, W] is past the bounds
+    (models/bounds.py): the adapters allocate a batch of inputs that size."""
+    batch, _, height, width = image.shape
+    key = f"input {tensor_text(image)}"
+    if isinstance(batch, int):
+        check_count(f"{key}: the fixed batch", batch, MAX_BATCH)
+    if isinstance(height, int) and isinstance(width, int):
+        check_input_size(f"{key}: the fixed size", height, width)
+
+
 def image_details(image: TensorInfo | None) -> dict[str, object]:
     if image is None:
         return {"input_size": None, "dynamic_input": None}
+    check_image_input(image)
     height, width = image.shape[2:]
     return {"input_size": (height, width), "dynamic_input": not (isinstance(height, int) and isinstance(width, int))}
 

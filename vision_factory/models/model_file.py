@@ -47,16 +47,24 @@ def summarize(path: str | Path) -> ModelSummary:
         raise ValueError(_unreadable(path, f"{type(error).__name__}: {error}")) from error
     if not model.HasField("graph") or model.ir_version <= 0:
         raise ValueError(_unreadable(path, "it parses but holds no graph"))
-    initializers = {tensor.name for tensor in model.graph.initializer}  # listed as inputs before IR 4
+    initializers = {_text(tensor.name) for tensor in model.graph.initializer}  # listed as inputs before IR 4
     return ModelSummary(
         path=str(path),
-        inputs=tuple(_tensor(value) for value in model.graph.input if value.name not in initializers),
+        inputs=tuple(_tensor(value) for value in model.graph.input if _text(value.name) not in initializers),
         outputs=tuple(_tensor(value) for value in model.graph.output),
         opset=next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), 0),
         ir_version=model.ir_version,
-        producer=" ".join(part for part in (model.producer_name, model.producer_version) if part),
-        metadata={prop.key: prop.value for prop in model.metadata_props},
+        producer=" ".join(_text(part) for part in (model.producer_name, model.producer_version) if part),
+        metadata={_text(prop.key): _text(prop.value) for prop in model.metadata_props},
     )
+
+
+def _text(value: str | bytes) -> str:
+    """A metadata key or value as text: protobuf gives the bytes of one that is not UTF-8, shown here with each
+    byte that is not as a \\xNN escape (and a note that says so), so that inspect reports it rather than failing."""
+    if isinstance(value, str):
+        return value
+    return value.decode("utf-8", "backslashreplace") + " (not UTF-8: the file's metadata is damaged)"
 
 
 def _summarize_ir(path: Path) -> ModelSummary:
@@ -122,7 +130,7 @@ def describe(summary: ModelSummary, recognition: Recognition) -> str:
             for name, t in zip(names, tensors)
         ]
     lines.append("metadata:" if summary.metadata else "metadata: none")
-    lines += [f"  {untrusted(_decoded(key), 100)}: {_cut(value)}" for key, value in summary.metadata.items()]
+    lines += [f"  {untrusted(key, 100)}: {_cut(value)}" for key, value in summary.metadata.items()]
     lines.append(f"looks like: {recognition.family} — {untrusted(recognition.reason, 400)}")
     return "\n".join(lines)
 
@@ -141,17 +149,17 @@ def _unreadable(path: Path, reason: str) -> str:
 def _tensor(value: onnx.ValueInfoProto) -> TensorInfo:
     kind = value.type.WhichOneof("value")
     if kind != "tensor_type":  # sequence, map, optional: no shape to report
-        return TensorInfo(value.name, (), (kind or "undefined").removesuffix("_type"))
+        return TensorInfo(_text(value.name), (), (kind or "undefined").removesuffix("_type"))
     tensor = value.type.tensor_type
     shape = tuple(_dim(dim) for dim in tensor.shape.dim)
-    return TensorInfo(value.name, shape, _dtype(tensor.elem_type))
+    return TensorInfo(_text(value.name), shape, _dtype(tensor.elem_type))
 
 
 def _dim(dim: onnx.TensorShapeProto.Dimension) -> int | str | None:
     kind = dim.WhichOneof("value")
     if kind == "dim_value":
         return dim.dim_value
-    return dim.dim_param if kind == "dim_param" and dim.dim_param else None
+    return _text(dim.dim_param) if kind == "dim_param" and dim.dim_param else None
 
 
 def _dtype(elem_type: int) -> str:
@@ -164,21 +172,13 @@ def _dtype(elem_type: int) -> str:
 def _cut(value: str, limit: int = 100) -> str:
     """A metadata value on one line: runs of white space as one space, escaped (text.untrusted), and cut to
     ``limit`` characters."""
-    value = untrusted(" ".join(_decoded(value).split()), limit)
+    value = untrusted(" ".join(value.split()), limit)
     return value if len(value) <= limit else value[: limit - 1] + "…"
-
-
-def _decoded(value: object) -> str:
-    """Text as the file holds it; a string that is not UTF-8 (protobuf then gives its bytes) with U+FFFD for
-    each byte that is not."""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _plain(value: object) -> object:
     if isinstance(value, dict):
-        return {_decoded(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, bytes):  # metadata that is not UTF-8
-        return _decoded(value)
+        return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
     return value

@@ -7,7 +7,7 @@ input's. Ultralytics exports (a ``task`` in the metadata: a classifier [1, 1000]
 from __future__ import annotations
 
 from ..runtime.runner import TensorInfo, shape_text
-from .interface import Interface, Recognition, Rule
+from .interface import Interface, Recognition, Rule, check_image_input
 
 EMBEDDING_DIMS = (32, 4096)  # DeepSORT's 128, OSNet's 512, MobileNetV2's 1280, ResNet-50's 2048 all lie within
 NEEDS = "a re-identification embedding model ([B, 3, H, W] crops in, one [B, D] feature per crop out)"
@@ -31,6 +31,7 @@ def _reid(model: Interface) -> Recognition | None:
     batch = image.shape[0] if isinstance(image.shape[0], int) else None
     if dim is None or (batch is not None and isinstance(output.shape[0], int) and output.shape[0] != batch):
         return None
+    check_image_input(image)
     height, width = image.shape[2:]
     reason = (
         f"image input {image.name} {shape_text(image.shape)} and one output {output.name} {shape_text(output.shape)}: "

@@ -3,7 +3,8 @@ that recognises it: one image input, two outputs simcc_x [B, K, W x split] and s
 
 from __future__ import annotations
 
-from ..runtime.runner import TensorInfo, shape_text
+from ..runtime.runner import TensorInfo, shape_text, tensor_text
+from .bounds import MAX_KEYPOINTS, check_count
 from .interface import Dim, Interface, Recognition, Rule, batch_ok, count_text, image_details, image_input
 
 SIMCC_NAMES = ("simcc_x", "simcc_y")
@@ -63,6 +64,8 @@ def _rtmpose(model: Interface) -> Recognition | None:
             f"input {image.name} {shape_text(image.shape)} is wide and high"
         )
     keypoints = x.shape[1] if len(x.shape) == 3 and isinstance(x.shape[1], int) else None
+    if keypoints is not None:
+        check_count(f"the keypoints of output {tensor_text(x)}", keypoints, MAX_KEYPOINTS)
     reason = f"{evidence}: an RTMPose-style SimCC pose model with {count_text(keypoints, 'keypoint', 'keypoints')}"
     details = {
         "keypoints": keypoints,

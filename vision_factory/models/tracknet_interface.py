@@ -5,6 +5,7 @@ the number of input channels a (seq_len, bg_mode) pair takes."""
 from __future__ import annotations
 
 from ..runtime.runner import shape_text
+from .bounds import MAX_SEQ_LEN, check_count
 from .interface import Interface, Recognition, Rule, batch_ok, count_text, int_or_none
 
 HEIGHT = 288
@@ -27,6 +28,13 @@ def input_channels(bg_mode: str, seq_len: int) -> int:
     return FEATURE_CHANNELS[bg_mode] * seq_len + (3 if bg_mode == "concat" else 0)
 
 
+def _window(frames: object, meta_len: int | None, axis: str) -> int | None:
+    """seq_len: the fixed frame ``axis`` of the model, else the metadata's; a BoundError past bounds.MAX_SEQ_LEN."""
+    if isinstance(frames, int):
+        return check_count(axis, frames, MAX_SEQ_LEN)
+    return None if meta_len is None else check_count("metadata seq_len", meta_len, MAX_SEQ_LEN)
+
+
 def _tracknet(model: Interface) -> Recognition | None:
     if len(model.inputs) != 1 or len(model.outputs) != 1:
         return None
@@ -38,7 +46,7 @@ def _tracknet(model: Interface) -> Recognition | None:
     channels, frames = x[1], y[1]
     meta_len, meta_mode = int_or_none(model.metadata.get("seq_len")), model.metadata.get("bg_mode")
     seen = f"one input {shape_text(x)} and one output {shape_text(y)} of {HEIGHT}x{WIDTH} heatmaps"
-    seq_len = frames if isinstance(frames, int) else meta_len
+    seq_len = _window(frames, meta_len, f"the frames of output {shape_text(y)}")
     if seq_len is None:
         reason = f"{seen}, but the number of frames is dynamic and there is no seq_len metadata to tell it"
         return Recognition("tracknet", reason, {"seq_len": None, "bg_mode": meta_mode})
@@ -94,7 +102,7 @@ def _inpaintnet(model: Interface) -> Recognition | None:
     lengths = {tensor.shape[1] for tensor in tensors if isinstance(tensor.shape[1], int)}
     if len(lengths) > 1:
         return None
-    seq_len = next(iter(lengths)) if lengths else int_or_none(model.metadata.get("seq_len"))
+    seq_len = _window(next(iter(lengths), None), int_or_none(model.metadata.get("seq_len")), "the fixed frame axis")
     source = "" if lengths or seq_len is None else " (seq_len from metadata)"
     reason = (
         f"inputs {coords.name} {shape_text(coords.shape)} and {mask.name} {shape_text(mask.shape)} and output "

@@ -5,6 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 
+from ..text import untrusted
+from .bounds import KEYPOINT_DIMS, MAX_CLASSES, MAX_KEYPOINTS, check_count, check_input_size
+
 DEFAULT_IMGSZ = 640  # Ultralytics' default input size
 
 
@@ -20,8 +23,11 @@ def metadata_literal(metadata: Mapping[str, str], key: str) -> object:
 
 
 def class_names(metadata: Mapping[str, str]) -> list[str]:
-    """Ultralytics' ``names``, "{0: 'person', 1: 'bicycle'}", as a list in class order; [] when absent."""
+    """Ultralytics' ``names``, "{0: 'person', 1: 'bicycle'}", as a list in class order; [] when absent.
+    More than MAX_CLASSES names is a BoundError."""
     names = metadata_literal(metadata, "names")
+    if isinstance(names, dict | list | tuple):
+        check_count("metadata names: the number of class names", len(names), MAX_CLASSES, minimum=0)
     if isinstance(names, dict) and all(isinstance(key, int) for key in names):
         return [str(names[key]) for key in sorted(names)]
     if isinstance(names, list | tuple):
@@ -30,15 +36,32 @@ def class_names(metadata: Mapping[str, str]) -> list[str]:
 
 
 def recorded_imgsz(metadata: Mapping[str, str]) -> int:
-    """The input size the model was exported for (the larger side of ``imgsz``); DEFAULT_IMGSZ when not recorded."""
+    """The input size the model was exported for (the larger side of ``imgsz``); DEFAULT_IMGSZ when not recorded.
+    A square input of that side beyond bounds.MAX_INPUT_PIXELS is a BoundError, raised before it is allocated."""
     recorded = metadata_literal(metadata, "imgsz")
     sizes = [v for v in (recorded if isinstance(recorded, list | tuple) else [recorded]) if isinstance(v, int)]
-    return max(sizes, default=DEFAULT_IMGSZ)
+    size = max(sizes, default=DEFAULT_IMGSZ)
+    key = f"metadata imgsz {untrusted(metadata.get('imgsz'), 40)}: the input"
+    check_input_size(key, size, size, "give the input size yourself (predict --imgsz, the node's image_size)")
+    return size
 
 
 def keypoint_shape(metadata: Mapping[str, str]) -> tuple[int, int] | None:
-    """``kpt_shape`` (keypoints, values per keypoint) as Ultralytics records it for pose models; None if absent."""
+    """``kpt_shape`` (keypoints, values per keypoint) as Ultralytics records it for pose models; None if absent.
+    A ``kpt_shape`` that is not [keypoints, 2 or 3], or of more than MAX_KEYPOINTS keypoints, is a ValueError."""
+    if "kpt_shape" not in metadata:
+        return None
     shape = metadata_literal(metadata, "kpt_shape")
-    if isinstance(shape, list | tuple) and len(shape) == 2 and all(isinstance(n, int) for n in shape):
-        return shape[0], shape[1]
-    return None
+    if not (isinstance(shape, list | tuple) and len(shape) == 2 and all(type(n) is int for n in shape)):
+        raise ValueError(
+            f"metadata kpt_shape {untrusted(metadata['kpt_shape'], 40)} is not [keypoints, values per keypoint] "
+            f"(e.g. [17, 3]): the model file's metadata is damaged; fix or remove its kpt_shape"
+        )
+    keypoints, dims = shape
+    check_count("metadata kpt_shape keypoints", keypoints, MAX_KEYPOINTS)
+    if dims not in KEYPOINT_DIMS:
+        raise ValueError(
+            f"metadata kpt_shape {untrusted(metadata['kpt_shape'], 40)} has {dims} values per keypoint; "
+            f"Ultralytics writes {' or '.join(map(str, KEYPOINT_DIMS))} (x, y and visibility)"
+        )
+    return keypoints, dims

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..runtime.runner import Runner, fixed_dim
+from .bounds import MAX_CLASSES, check_count
 from .detections import Detection, keypoint_names, nms
 from .geometry import FrameFit, letterbox
-from .ultralytics import class_names, metadata_literal, recorded_imgsz
+from .ultralytics import class_names, keypoint_shape, recorded_imgsz
 
 
 class YoloDetector:
@@ -35,14 +36,14 @@ class YoloDetector:
         shape = runner.inputs[0].shape
         fixed = [fixed_dim(d) for d in shape[2:4]]
         self.dynamic = None in fixed
-        if image_size <= 0:  # the size it was exported for, as Ultralytics recorded it
+        if self.dynamic and image_size <= 0:  # the size it was exported for, as Ultralytics recorded it
             image_size = recorded_imgsz(runner.metadata)
         self.size = (image_size, image_size) if self.dynamic else (fixed[0], fixed[1])
         self.pose, self.confidence, self.iou = pose, confidence, iou
         self.max_detections = max_detections
         self.keep_classes(classes)
-        kpt_shape = (metadata_literal(runner.metadata, "kpt_shape") or [17, 3]) if pose else [0, 0]
-        self.keypoint_count, self.keypoint_dims = int(kpt_shape[0]), int(kpt_shape[1])
+        kpt_shape = (keypoint_shape(runner.metadata) or (17, 3)) if pose else (0, 0)
+        self.keypoint_count, self.keypoint_dims = kpt_shape
         channels = runner.outputs[0].shape[1:]
         extra = self.keypoint_count * self.keypoint_dims
         known = [c for c in channels if isinstance(c, int)]
@@ -52,6 +53,7 @@ class YoloDetector:
         self.class_count = self.channels - 4 - extra
         if self.class_count < 1:
             raise ValueError(f"output has {self.channels} channels: too few for 4 box values plus classes")
+        check_count(f"the classes of the output's {self.channels} channels", self.class_count, MAX_CLASSES)
         names = list(names or class_names(runner.metadata))
         if names and len(names) != self.class_count:
             raise ValueError(f"{len(names)} class names given for a model with {self.class_count} classes")

@@ -7,6 +7,7 @@ import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -127,19 +128,49 @@ def topics_of_type(path: str | Path, msgtype: str) -> list[str]:
 
 
 def read_messages(path: str | Path, topic: str) -> Iterator[RawMessage]:
-    """The raw messages of one topic in bag time order."""
+    """The raw messages of one topic in bag time order. A bag that gives fewer messages than its metadata (or its
+    mcap summary) counts for the topic is damaged: a BagError after the last message read says how many."""
     with _open(path) as reader:
         connections = [c for c in reader.connections if c.topic == topic]
         if not connections:
             topics = untrusted(", ".join(sorted({c.topic for c in reader.connections})) or "none", 400)
             raise BagError(f"bag {path} has no topic {untrusted(topic, 200)} (topics: {topics})")
+        listed, read = sum(connection.msgcount for connection in connections), 0
         try:
             for connection, timestamp, data in reader.messages(connections=connections):
+                read += 1
                 yield RawMessage(connection.topic, connection.msgtype, timestamp, bytes(data))
         except Exception as exc:  # rosbags raises several types for damaged storage
             raise BagError(
                 f"bag {path} is damaged while reading {untrusted(topic, 200)}: {untrusted(exc, 400)}"
             ) from exc
+        if read < listed:  # a record whose length is damaged ends its chunk early, and rosbags says nothing
+            raise BagError(
+                f"bag {path} is damaged: it gave {read} of the {listed} messages its index lists on "
+                f"{untrusted(topic, 200)}; "
+                "re-record it, or recover what is left (e.g. `mcap recover`) into a new bag"
+            )
+
+
+def decode(raw: RawMessage, path: str | Path, index: int | None = None) -> Any:
+    """The message ``raw`` holds, deserialised as the type its topic declares; a BagError naming the topic, the
+    declared type and the fix when its bytes are not that type (rosbags raises SerdeError, struct.error and
+    others)."""
+    try:
+        return _typestore().deserialize_cdr(raw.data, raw.msgtype)
+    except Exception as exc:
+        which = f"message {index + 1}" if index is not None else "a message"
+        raise BagError(
+            f"bag {path}: {which} on {untrusted(raw.topic)} is not the {untrusted(raw.msgtype)} the topic declares "
+            f"({type(exc).__name__}: {untrusted(exc)}); the bag's topic type is wrong or its data damaged: record "
+            "the topic again with its real type, or pick another topic with --topic"
+        ) from exc
+
+
+def header_stamp(raw: RawMessage, path: str | Path, index: int | None = None) -> tuple[int, int]:
+    """(sec, nanosec) of the header of ``raw``, a message that has one (decoded as its topic declares)."""
+    stamp = decode(raw, path, index).header.stamp
+    return stamp.sec, stamp.nanosec
 
 
 def image_topic(path: str | Path, topic: str | None = None) -> tuple[str, str]:
@@ -167,9 +198,8 @@ def read_frames(path: str | Path, topic: str | None = None) -> Iterator[np.ndarr
 def read_framed(path: str | Path, topic: str | None = None) -> Iterator[tuple[str, np.ndarray]]:
     """(header.frame_id, BGR frame) of each image of the bag's image topic, in bag time order."""
     topic, _ = image_topic(path, topic)
-    store = _typestore()
-    for raw in read_messages(path, topic):
-        msg = store.deserialize_cdr(raw.data, raw.msgtype)
+    for index, raw in enumerate(read_messages(path, topic)):
+        msg = decode(raw, path, index)
         if raw.msgtype.endswith("CompressedImage"):
             yield msg.header.frame_id, compressed_to_bgr(msg.data)
         else:
@@ -240,7 +270,12 @@ def read_ball_csv(path: str | Path) -> list[tuple[int, int, float, float]]:
             raise ValueError(
                 f"{path} lacks column(s) {', '.join(sorted(missing))}: TrackNet's CSV is Frame,Visibility,X,Y"
             )
+        rows = []
         try:
-            return [(int(row["Frame"]), int(row["Visibility"]), float(row["X"]), float(row["Y"])) for row in reader]
+            for row in reader:
+                rows.append((int(row["Frame"]), int(row["Visibility"]), float(row["X"]), float(row["Y"])))
+                if not np.isfinite(rows[-1][2:]).all():
+                    raise ValueError(f"X, Y {row['X']}, {row['Y']} is not a finite position (NaN or infinity)")
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{path} line {reader.line_num}: {exc}") from exc
+            raise ValueError(f"{path} line {reader.line_num}: {untrusted(exc)}") from exc
+        return rows

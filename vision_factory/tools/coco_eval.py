@@ -41,24 +41,135 @@ def _load_json(path: Path, what: str) -> Any:
         raise ValueError(f"{what} {path} is not valid JSON: {exc}") from exc
 
 
+class CocoFormatError(ValueError):
+    """A COCO annotation or results file whose structure pycocotools would trip on, or score wrongly."""
+
+
+def _entry(path: Path, where: str, problem: str) -> CocoFormatError:
+    return CocoFormatError(f"{path}: {where} {problem}")
+
+
+def _field(entry: Any, path: Path, where: str, name: str) -> Any:
+    """``entry[name]``; an error naming the file, the entry and the field when the entry is no object or lacks it."""
+    if not isinstance(entry, dict):
+        raise _entry(path, where, f"is {untrusted(type(entry).__name__)}, not an object {{...}}")
+    if name not in entry:
+        raise _entry(path, where, f"has no '{name}' field")
+    return entry[name]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _id(entry: Any, path: Path, where: str, name: str = "id") -> int | str:
+    value = _field(entry, path, where, name)
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise _entry(path, where, f"'{name}' is {untrusted(value, 60)}: COCO ids are whole numbers (or text)")
+    return value
+
+
+def _finite(entry: Any, path: Path, where: str, name: str, length: int | None = None) -> list[float]:
+    """The list of finite numbers ``entry[name]`` (of ``length`` numbers, or a multiple of 3 when None)."""
+    values = _field(entry, path, where, name)
+    sized = isinstance(values, list) and (len(values) == length if length else len(values) % 3 == 0)
+    if not sized or not all(_is_number(value) for value in values):
+        shape = f"{length} numbers" if length else "x, y, v numbers (3 per keypoint)"
+        raise _entry(path, where, f"'{name}' is {untrusted(values, 80)}, not a list of {shape}")
+    if not all(np.isfinite(values)):
+        raise _entry(path, where, f"'{name}' {untrusted(values, 80)} is not finite (NaN or infinity): fix or drop it")
+    if name == "bbox" and (values[2] < 0 or values[3] < 0):
+        raise _entry(path, where, f"'bbox' {values} has a negative width or height (COCO boxes are x, y, w, h)")
+    return values
+
+
+def _unique(ids: list[int | str], path: Path, section: str) -> None:
+    seen: dict[int | str, int] = {}
+    for index, value in enumerate(ids):
+        if value in seen:
+            raise _entry(
+                path, f"{section}[{index}]", f"repeats the id {untrusted(value, 40)} of {section}[{seen[value]}]"
+            )
+        seen[value] = index
+
+
+def check_truth(truth: Any, path: Path, iou_type: str) -> dict[str, Any]:
+    """``truth`` when it is a COCO annotation file pycocotools can score for ``iou_type`` (bbox or keypoints); else
+    a CocoFormatError naming the file, the entry (e.g. annotations[3]) and the field."""
+    sections = ("images", "annotations", "categories")
+    if not isinstance(truth, dict) or not set(sections) <= set(truth):
+        raise CocoFormatError(f"{path} is not a COCO annotation file: it needs images, annotations and categories")
+    for section in sections:
+        if not isinstance(truth[section], list):
+            raise CocoFormatError(f"{path}: '{section}' is {type(truth[section]).__name__}, not a list")
+    for index, image in enumerate(truth["images"]):
+        for size in ("width", "height"):
+            if isinstance(image, dict) and size in image:
+                value = image[size]
+                if not (_is_number(value) and value > 0):
+                    raise _entry(path, f"images[{index}]", f"'{size}' is {untrusted(value, 40)}, not a positive size")
+    image_ids = [_id(image, path, f"images[{index}]") for index, image in enumerate(truth["images"])]
+    _unique(image_ids, path, "images")
+    categories = [_id(category, path, f"categories[{index}]") for index, category in enumerate(truth["categories"])]
+    _unique(categories, path, "categories")
+    for index, category in enumerate(truth["categories"]):
+        if not isinstance(_field(category, path, f"categories[{index}]", "name"), str):
+            raise _entry(path, f"categories[{index}]", "'name' is not text")
+    images, ids = set(image_ids), []
+    for index, annotation in enumerate(truth["annotations"]):
+        where = f"annotations[{index}]"
+        ids.append(_id(annotation, path, where))
+        if _id(annotation, path, where, "image_id") not in images:
+            raise _entry(path, where, f"'image_id' {untrusted(annotation['image_id'], 40)} is no image of 'images'")
+        _id(annotation, path, where, "category_id")
+        _finite(annotation, path, where, "bbox", 4)
+        area = _field(annotation, path, where, "area")
+        if not (_is_number(area) and np.isfinite(area) and area >= 0):
+            raise _entry(path, where, f"'area' is {untrusted(area, 40)}, not a finite number >= 0")
+        if _field(annotation, path, where, "iscrowd") not in (0, 1):
+            raise _entry(path, where, f"'iscrowd' is {untrusted(annotation['iscrowd'], 40)}, not 0 or 1")
+        if iou_type == "keypoints":
+            _finite(annotation, path, where, "keypoints")
+            if not isinstance(_field(annotation, path, where, "num_keypoints"), int):
+                raise _entry(path, where, "'num_keypoints' is not a whole number")
+    _unique(ids, path, "annotations")
+    return truth
+
+
+def check_results(results: Any, path: Path, iou_type: str, truth: dict[str, Any], truth_path: Path) -> list:
+    """``results`` when it is a list of COCO detections of ``truth``'s images, with finite boxes (and keypoints);
+    else a CocoFormatError naming the file, the entry and the field (pycocotools scores a NaN box as a match)."""
+    if not isinstance(results, list):
+        raise CocoFormatError(f"{path} is not a COCO results file: it must be a list of detections")
+    images = {image["id"] for image in truth["images"]}
+    for index, result in enumerate(results):
+        where = f"[{index}] (detection {index + 1})"
+        _id(result, path, where, "image_id")
+        _id(result, path, where, "category_id")
+        score = _field(result, path, where, "score")
+        if not (_is_number(score) and np.isfinite(score)):
+            raise _entry(path, where, f"'score' is {untrusted(score, 40)}, not a finite number")
+        if iou_type == "bbox" or "bbox" in result:
+            _finite(result, path, where, "bbox", 4)
+        if iou_type == "keypoints":
+            _finite(result, path, where, "keypoints")
+    unknown = {result["image_id"] for result in results} - images
+    if unknown:
+        shown = untrusted(sorted(unknown, key=str)[:5], 120)
+        raise CocoFormatError(f"{path} has detections for image ids {shown} not in {truth_path}")
+    return results
+
+
 def evaluate_coco(truth_path: Path, results_path: Path, iou_type: str) -> dict[str, float]:
     """Metrics of a COCO results file (a list of detections) against a COCO annotation file."""
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
-    truth = _load_json(truth_path, "COCO annotations")
-    if not isinstance(truth, dict) or not {"images", "annotations", "categories"} <= set(truth):
-        raise ValueError(f"{truth_path} is not a COCO annotation file: it needs images, annotations and categories")
-    results = _load_json(results_path, "COCO results")
-    if not isinstance(results, list):
-        raise ValueError(f"{results_path} is not a COCO results file: it must be a list of detections")
+    truth = check_truth(_load_json(truth_path, "COCO annotations"), truth_path, iou_type)
+    results = check_results(_load_json(results_path, "COCO results"), results_path, iou_type, truth, truth_path)
     names = ("AP", "AP50", "AP75", "AR100") if iou_type == "bbox" else ("AP", "AP50", "AP75", "AR20")
     if not results:
         return dict.fromkeys(names, 0.0)
-    known = {image["id"] for image in truth["images"]}
-    unknown = {result.get("image_id") for result in results} - known
-    if unknown:
-        raise ValueError(f"{results_path} has detections for image ids {sorted(unknown)[:5]} not in {truth_path}")
     with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
         ground_truth = COCO()
         ground_truth.dataset = truth
@@ -123,10 +234,12 @@ def predict_coco(detector, data: Path, iou_type: str) -> CocoPredictions:
     categories as ``category_ids`` says; detections of a class without one are counted, not kept.
     """
     annotations = annotation_file(data)
-    truth = _load_json(annotations, "COCO annotations")
+    truth = check_truth(_load_json(annotations, "COCO annotations"), annotations, iou_type)
     category_of = category_ids(list(detector.names), truth["categories"])
     predictions = CocoPredictions([])
-    for image in truth["images"]:
+    for index, image in enumerate(truth["images"]):
+        if not isinstance(_field(image, annotations, f"images[{index}]", "file_name"), str):
+            raise _entry(annotations, f"images[{index}]", "'file_name' is not text")
         candidates = [annotations.parent / "images" / image["file_name"], annotations.parent / image["file_name"]]
         path = next((p for p in candidates if p.is_file()), None)
         frame = read_image(path) if path else None

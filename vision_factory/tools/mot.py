@@ -41,6 +41,9 @@ MAX_LINE_CHARS = 1024  # a MOTChallenge line is under 100 characters; a longer o
 MIN_COLUMNS, MAX_COLUMNS = 6, 10
 MOT15_COLUMNS = 10  # frame,id,x,y,w,h,conf,x3d,y3d,z3d; fewer: frame,id,x,y,w,h,flag,class,visibility (MOT16+)
 DISTRACTOR_CLASSES = {2: "person on vehicle", 7: "static person", 8: "distractor", 12: "reflection"}
+# Truth and predicted identities together: motmetrics' IDF1 assignment builds three square float64 matrices of that
+# side (4096: 384 MiB) and solves an assignment over them. MOT20's sequences have at most about 1,200 truth tracks.
+MAX_IDENTITIES = 4096
 HOTA_ALPHAS = np.arange(1, 20) * 0.05  # localisation thresholds 0.05, 0.10, ..., 0.95
 _EPS = np.finfo(float).eps
 _FIELD = re.compile(r"\s*,\s*|\s+")  # commas (with optional spaces), or whitespace alone, as motmetrics reads
@@ -276,6 +279,20 @@ def prepare(truth: MotBoxes, predictions: MotBoxes) -> Scoring:
     )
 
 
+def check_identities(scoring: Scoring) -> None:
+    """A ValueError when the truth and predicted identities scored number more than MAX_IDENTITIES together,
+    before motmetrics allocates its IDF1 matrices (three of that side squared)."""
+    truth, predicted = (len(np.unique(boxes.ids)) for boxes in (scoring.truth, scoring.predictions))
+    total = truth + predicted
+    if total > MAX_IDENTITIES:
+        need = 3 * total**2 * 8 / 2**30
+        raise ValueError(
+            f"{scoring.truth.path} and {scoring.predictions.path} hold {truth} + {predicted} = {total} identities, "
+            f"more than the bound of {MAX_IDENTITIES} identities together: IDF1's assignment (motmetrics) would "
+            f"take {need:.1f} GiB; score a shorter sequence or split it"
+        )
+
+
 # motmetrics' metric name -> the name reported here; MOTP is turned into mean IoU (see clear_and_identity).
 MOTMETRICS_NAMES = {
     "mota": "MOTA",
@@ -411,6 +428,7 @@ class TrackMetrics:
 def evaluate(truth: MotBoxes, predictions: MotBoxes) -> TrackMetrics:
     """Every metric of ``predictions`` (a tracker's boxes) against ``truth`` (ground truth), over one sequence."""
     scoring = prepare(truth, predictions)
+    check_identities(scoring)
     found = hota(scoring)
     per_alpha = found.pop("per_alpha")
     return TrackMetrics({**found, **clear_and_identity(scoring)}, per_alpha, scoring)

@@ -22,7 +22,16 @@ from ..families.registry import NODE_FAMILIES, family
 from ..files import open_new, write_text
 from ..share import share_path
 from ..text import untrusted
-from .bags import BagError, RawMessage, image_topic, read_messages, topics_of_type, write_ball_csv, write_messages
+from .bags import (
+    BagError,
+    RawMessage,
+    header_stamp,
+    image_topic,
+    read_messages,
+    topics_of_type,
+    write_ball_csv,
+    write_messages,
+)
 from .commands import UsageError
 
 
@@ -193,7 +202,7 @@ def replay(
     outputs = output_paths(out_dir, node)
     clear_earlier_run(out_dir, outputs, force)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stamps = [_stamp(message.data) for message in read_messages(bag, topic)]
+    stamps = [header_stamp(message, bag, index) for index, message in enumerate(read_messages(bag, topic))]
     if len(set(stamps)) != len(stamps):
         raise BagError(
             f"image headers in {bag}:{untrusted(topic, 200)} repeat their stamps; replay needs one stamp per frame"
@@ -380,8 +389,8 @@ def _fed_inputs(bag, node: str, spec: NodeSpec, frame_of: dict) -> dict[str, dic
                 f"on, e.g. --node yolo -p tracking:=true -p model_path:=..., or run vision-factory track)"
             )
         by_frame: dict[int, list[bytes]] = {}
-        for message in read_messages(bag, found[0]):
-            frame = frame_of.get(_stamp(message.data))
+        for index, message in enumerate(read_messages(bag, found[0])):
+            frame = frame_of.get(header_stamp(message, bag, index))
             if frame is not None:
                 by_frame.setdefault(frame, []).append(message.data)
         fed[name] = by_frame

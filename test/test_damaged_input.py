@@ -1,0 +1,232 @@
+"""Damaged input is reported, clearly, never a traceback and never scored as if it were whole: malformed COCO
+files (the entry and the field named), non-finite boxes, non-UTF-8 model metadata, a kpt_shape that is no shape,
+bags whose topic type lies, and an mcap that yields fewer messages than its index lists. Each case is a real file
+made here, given to the real command."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+
+import cv2
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import SHARED
+from test_bounds import assert_refused, onnx_model
+from test_cli import run_cli
+from test_coco_eval import _truth
+
+from vision_factory.cli import main
+from vision_factory.tools.bags import RawMessage, _typestore, write_ball_csv, write_image_bag, write_messages
+
+DETECTOR = SHARED / "models" / "shapes-yolov8n.onnx"
+START_NS = 1_700_000_000_000_000_000  # write_image_bag's first stamp
+FPS = 30.0
+
+
+def _results(truth: dict) -> list[dict]:
+    """The truth itself as results (AP 1.0)."""
+    return [
+        {"image_id": a["image_id"], "category_id": a["category_id"], "bbox": list(a["bbox"]), "score": 0.9}
+        for a in truth["annotations"]
+    ]
+
+
+def _set(path: tuple, value):
+    def change(document):
+        *parents, last = path
+        for key in parents:
+            document = document[key]
+        if value is _DELETE:
+            del document[last]
+        else:
+            document[last] = value
+
+    return change
+
+
+_DELETE = object()
+
+# (which file, the change, what the error names): the shapes found to give tracebacks or wrong scores.
+COCO_DAMAGE = {
+    "image id a list (unhashable)": ("truth", _set(("images", 0, "id"), [1]), "images[0] 'id' is [1]"),
+    "annotation without id": ("truth", _set(("annotations", 2, "id"), _DELETE), "annotations[2] has no 'id' field"),
+    "annotation without iscrowd": (
+        "truth",
+        _set(("annotations", 0, "iscrowd"), _DELETE),
+        "annotations[0] has no 'iscrowd' field",
+    ),
+    "annotation without bbox": ("truth", _set(("annotations", 1, "bbox"), _DELETE), "annotations[1] has no 'bbox'"),
+    "annotation without area": ("truth", _set(("annotations", 4, "area"), _DELETE), "annotations[4] has no 'area'"),
+    "annotation bbox of three numbers": (
+        "truth",
+        _set(("annotations", 3, "bbox"), [1, 2, 3]),
+        "annotations[3] 'bbox' is [1, 2, 3], not a list of 4 numbers",
+    ),
+    "annotation image_id a list": ("truth", _set(("annotations", 1, "image_id"), [2]), "annotations[1] 'image_id'"),
+    "annotation a list": ("truth", _set(("annotations", 0), [1, 2]), "annotations[0] is list, not an object"),
+    "annotations an object": ("truth", _set(("annotations",), {}), "'annotations' is dict, not a list"),
+    "category without id": ("truth", _set(("categories", 1, "id"), _DELETE), "categories[1] has no 'id' field"),
+    "NaN truth box": (
+        "truth",
+        _set(("annotations", 3, "bbox"), [150, float("nan"), 100, 100]),
+        "annotations[3] 'bbox' [150, nan, 100, 100] is not finite",
+    ),
+    "result image_id a list (unhashable)": ("results", _set((0, "image_id"), [1]), "[0] (detection 1) 'image_id'"),
+    "result without score": ("results", _set((2, "score"), _DELETE), "[2] (detection 3) has no 'score' field"),
+    "result without category_id": ("results", _set((1, "category_id"), _DELETE), "has no 'category_id' field"),
+    "result a number": ("results", _set((3,), 7), "[3] (detection 4) is int, not an object"),
+    "NaN result box": (
+        "results",
+        _set((4, "bbox"), [float("nan")] * 4),
+        "[4] (detection 5) 'bbox' [nan, nan, nan, nan] is not finite",
+    ),
+    "infinite result box": ("results", _set((0, "bbox"), [10, 10, float("inf"), 100]), "'bbox' [10, 10, inf, 100]"),
+    "NaN score": ("results", _set((1, "score"), float("nan")), "[1] (detection 2) 'score' is nan"),
+}
+
+
+@pytest.mark.parametrize("case", list(COCO_DAMAGE))
+def test_eval_names_the_file_entry_and_field_of_a_damaged_coco_file(tmp_path, case):
+    damaged, change, named = COCO_DAMAGE[case]
+    truth = _truth()
+    results = _results(truth)
+    change(truth if damaged == "truth" else results)
+    files = {"truth": tmp_path / "truth.json", "results": tmp_path / "results.json"}
+    files["truth"].write_text(json.dumps(truth))
+    files["results"].write_text(json.dumps(results))
+    arguments = ["--data", str(files["truth"]), "--predictions", str(files["results"]), "--out", str(tmp_path / "o")]
+    done = CliRunner().invoke(main, ["eval", "--model-type", "yolo", *arguments])
+    assert done.exit_code == 1 and isinstance(done.exception, SystemExit), (done.output, done.exception)
+    assert done.output.startswith(f"Error: {files[damaged]}: "), done.output
+    assert named in done.output, done.output
+    assert not (tmp_path / "o" / "eval.json").exists()
+
+
+def test_the_undamaged_coco_files_score_ap_one(tmp_path):
+    """The files the damage above is made to, whole: they score, so each error is the damage's."""
+    truth = _truth()
+    (tmp_path / "truth.json").write_text(json.dumps(truth))
+    (tmp_path / "results.json").write_text(json.dumps(_results(truth)))
+    done = CliRunner().invoke(
+        main,
+        ["eval", "--model-type", "yolo", "--data", str(tmp_path / "truth.json"),
+         "--predictions", str(tmp_path / "results.json"), "--out", str(tmp_path / "o")],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert json.loads((tmp_path / "o" / "eval.json").read_text())["metrics"]["AP"] == pytest.approx(1.0)
+
+
+def _with_metadata(tmp_path, key: bytes, value: bytes):
+    """A YOLO model file whose metadata has this key and value, bytes as they are (protobuf keeps what is not
+    UTF-8 in a proto2 string)."""
+    model = onnx_model(
+        tmp_path / "model.onnx",
+        {"images": [1, 3, 64, 64]},
+        {"output0": [1, 6, 84]},
+        {"KEYKEYKEY": "VALUEVALUEVALUE", "task": "detect"},
+    )
+    data = model.read_bytes()
+    assert len(key) == len(b"KEYKEYKEY") and len(value) == len(b"VALUEVALUEVALUE")
+    model.write_bytes(data.replace(b"KEYKEYKEY", key).replace(b"VALUEVALUEVALUE", value))
+    return model
+
+
+def test_inspect_reports_metadata_that_is_not_utf8_in_text_and_json(tmp_path):
+    model = _with_metadata(tmp_path, b"key\xff\xfeabcd", b"caf\xe9 \xc3( bytes!!")
+    text = run_cli("inspect", str(model))
+    assert text.returncode == 0 and "Traceback" not in text.stderr, text.stderr
+    assert "not UTF-8" in text.stdout and "xff" in text.stdout and "caf" in text.stdout, text.stdout
+    assert "looks like: yolo" in text.stdout
+    shown = run_cli("inspect", "--format", "json", str(model))
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+    metadata = json.loads(shown.stdout)["metadata"]
+    damaged = [key for key in metadata if key.startswith("key")]
+    assert len(damaged) == 1 and "not UTF-8" in damaged[0] and metadata[damaged[0]].startswith("caf\\xe9 \\xc3(")
+    assert json.loads(shown.stdout)["recognition"]["family"] == "yolo"
+
+
+@pytest.mark.parametrize("kpt_shape", ["5", "{'a': 1}", "[17]", "[17, 'x']", "[17, 4]", "not a literal"])
+def test_predict_refuses_a_kpt_shape_that_is_no_shape(tmp_path, kpt_shape):
+    model = onnx_model(
+        tmp_path / "pose.onnx",
+        {"images": [1, 3, 64, 64]},
+        {"output0": [1, 56, 84]},
+        {"task": "pose", "kpt_shape": kpt_shape, "names": "{0: 'person'}"},
+    )
+    image = tmp_path / "frame.png"
+    cv2.imwrite(str(image), np.zeros((48, 64, 3), np.uint8))
+    done = run_cli("predict", "--model-type", "yolo_pose", "--model", str(model), str(image))
+    assert_refused(done, f"metadata kpt_shape {kpt_shape}")
+
+
+@pytest.fixture(scope="module")
+def lying_bag(tmp_path_factory):
+    """A bag whose image topic says sensor_msgs/msg/Image and holds std_msgs/msg/String."""
+    store = _typestore()
+    data = store.serialize_cdr(store.types["std_msgs/msg/String"](data="not an image"), "std_msgs/msg/String")
+    messages = [RawMessage("/camera/image_raw", "sensor_msgs/msg/Image", START_NS + i, bytes(data)) for i in range(3)]
+    return write_messages(tmp_path_factory.mktemp("lying") / "bag", messages)
+
+
+LYING = ("message 1 on /camera/image_raw is not the sensor_msgs/msg/Image the topic declares", "--topic")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("track", "--model-type", "yolo", "--model", str(DETECTOR), "{bag}", "--out", "{out}"),
+        ("verify", "{bag}", "--model-type", "yolo", "--model", str(DETECTOR), "--out", "{out}"),
+        ("quantize", "--model-type", "yolo", "--model", str(DETECTOR), "--calibration", "{bag}", "--out", "{out}.onnx"),
+        ("replay", "{bag}", "--node", "yolo", "--out", "{out}", "-p", f"model_path:={DETECTOR}"),
+    ],
+    ids=lambda command: command[0],
+)
+def test_a_bag_whose_topic_type_lies_is_named_with_its_topic_type_and_fix(tmp_path, lying_bag, command):
+    done = run_cli(*(part.format(bag=lying_bag, out=tmp_path / "out") for part in command))
+    assert_refused(done, f"bag {lying_bag}", *LYING)
+
+
+def _damaged_mcap(folder, frames: int = 12, damaged: int = 6):
+    """A bag written by tools/bags.py whose message ``damaged`` (from 0) has its record length one byte longer:
+    rosbags reads that message (it decodes) and then nothing more of the chunk, and says nothing."""
+    bag = write_image_bag(folder, [np.full((16, 16, 3), 10 * i, np.uint8) for i in range(frames)], fps=FPS)
+    (mcap,) = bag.glob("*.mcap")
+    data = bytearray(mcap.read_bytes())
+    # An MCAP message record: opcode 0x05, length (u64), channel id (u16), sequence (u32), log time (u64), ...
+    log_time = struct.pack("<Q", START_NS + round(damaged * 1e9 / FPS))
+    header = 1 + 8 + 2 + 4  # opcode, length, channel id, sequence: then the log time
+    (record,) = [p - header for p in range(len(data)) if data.startswith(log_time, p) and data[p - header] == 0x05]
+    length = struct.unpack_from("<Q", data, record + 1)[0]
+    struct.pack_into("<Q", data, record + 1, length + 1)
+    mcap.write_bytes(bytes(data))
+    return bag
+
+
+def test_an_mcap_that_yields_fewer_messages_than_its_index_lists_is_reported(tmp_path):
+    bag = _damaged_mcap(tmp_path / "damaged")
+    whole = write_image_bag(tmp_path / "whole", [np.zeros((16, 16, 3), np.uint8)] * 12, fps=FPS)
+    for command in (
+        ("track", "--model-type", "yolo", "--model", str(DETECTOR), "{bag}", "--out", "{out}"),
+        ("replay", "{bag}", "--node", "yolo", "--out", "{out}", "-p", f"model_path:={DETECTOR}"),
+    ):
+        done = run_cli(*(part.format(bag=bag, out=tmp_path / command[0]) for part in command))
+        assert_refused(done, f"bag {bag} is damaged: it gave 7 of the 12 messages its index lists on /camera/image_raw")
+    # The same bag undamaged: track reads all 12 frames.
+    done = run_cli("track", "--model-type", "yolo", "--model", str(DETECTOR), str(whole), "--out", str(tmp_path / "t"))
+    assert done.returncode == 0, done.stderr
+    shutil.rmtree(tmp_path / "t")
+
+
+@pytest.mark.parametrize("damaged", ["truth", "predictions"])
+def test_eval_refuses_a_ball_csv_with_a_non_finite_position_naming_the_line(tmp_path, damaged):
+    rows = {name: [(frame, 1, 100.0 + frame, 50.0) for frame in range(5)] for name in ("truth", "predictions")}
+    rows[damaged][3] = (3, 1, float("nan"), 50.0)
+    files = {name: write_ball_csv(tmp_path / f"{name}.csv", found) for name, found in rows.items()}
+    done = run_cli(
+        "eval", "--model-type", "tracknet", "--data", str(files["truth"]), "--predictions", str(files["predictions"]),
+        "--frame-size", "512x288", "--out", str(tmp_path / "eval"),
+    )  # fmt: skip
+    assert_refused(done, f"{files[damaged]} line 5", "nan, 50.0 is not a finite position")

@@ -52,7 +52,7 @@ PARAMETER_ARGUMENTS: dict[str, tuple[str | None, type, str]] = {
     "bg_mode": (
         "model",
         str,
-        "background mode: '', 'subtract', 'subtract_concat', 'concat', or 'model': the model's (its metadata, else its input channels); must match the model",
+        "'', 'subtract', 'subtract_concat', 'concat', or 'model': the model's own (metadata, else input channels)",
     ),
     "stride": (
         "1",

@@ -26,8 +26,8 @@ PARAMETERS = (
     Parameter(
         "bg_mode",
         BG_MODE_FROM_MODEL,
-        f"background mode: {', '.join(repr(mode) for mode in BG_MODES)}, or {BG_MODE_FROM_MODEL!r}: the model's "
-        "(its metadata, else its input channels); must match the model",
+        f"{', '.join(repr(mode) for mode in BG_MODES)}, or {BG_MODE_FROM_MODEL!r}: the model's own (metadata, else "
+        "input channels)",
         launch_argument=True,
     ),
     Parameter("eval_mode", "weight", f"temporal ensemble: {' or '.join(EVAL_MODES)}"),

@@ -148,11 +148,14 @@ class BallStream:
         return len(self._tags) + len(self._undelivered)
 
     def flush(self) -> list[Tagged]:
-        """End the stream: everything still pending, in frame order; the next push starts a fresh stream."""
-        outputs = self._take_undelivered() + self._refine(self.tracker.flush())
-        if self.refiner is not None:
-            outputs += self._finish(self.refiner.flush())
-        self.reset()
+        """End the stream: everything still pending, in frame order; the next push starts a fresh stream (even
+        when this raises: nothing of this stream is left to the next)."""
+        try:
+            outputs = self._take_undelivered() + self._refine(self.tracker.flush())
+            if self.refiner is not None:
+                outputs += self._finish(self.refiner.flush())
+        finally:
+            self.reset()
         return outputs
 
     def _refine(self, predictions: list[Prediction]) -> list[Tagged]:

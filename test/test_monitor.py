@@ -195,6 +195,7 @@ def test_diagnostics_warn_on_drops_and_err_when_every_frame_is_skipped(tmp_path)
         for status in errors():
             found = re.search(r"every frame of the last 10 s was skipped \((\d+)\): see the node's log", status.message)
             assert found and 1 <= int(found[1]) <= 3, status.message
+            assert "(skipped since start, by kind: unsupported encoding: 3)" in status.message  # what it saw
     finally:
         probe.close()
         node.stop()

@@ -336,8 +336,8 @@ class Monitor:
         if skipped and skipped + dropped >= came:
             kinds = ", ".join(f"{untrusted(kind, 100)}: {count}" for kind, count in dict(self.node.problems).items())
             errors.append(
-                f"every frame of the last {WINDOW_S:g} s was skipped ({skipped}; since start, by kind: {kinds}): the "
-                "node's log gives the reason and fix of each kind"
+                f"every frame of the last {WINDOW_S:g} s was skipped ({skipped}): see the node's log for the reason "
+                f"and fix of each kind (skipped since start, by kind: {kinds})"
             )
         if came and dropped > self.drop_warn_fraction * came:
             warnings.append(

@@ -51,9 +51,9 @@ PARAMETER_ARGUMENTS: dict[str, tuple[str | None, type, str]] = {
         "frames per TrackNet window; must match the model",
     ),
     "bg_mode": (
-        "",
+        "model",
         str,
-        "background mode: '', 'subtract', 'subtract_concat', 'concat'; must match the model",
+        "'', 'subtract', 'subtract_concat', 'concat', or 'model': the model's own (metadata, else input channels)",
     ),
     "stride": (
         "1",
@@ -61,9 +61,9 @@ PARAMETER_ARGUMENTS: dict[str, tuple[str | None, type, str]] = {
         "run the model once every stride frames, 1..seq_len (1: full overlap, seq_len: none)",
     ),
     "median_warmup": (
-        "0",
+        "10",
         int,
-        "frames collected for the background median (bg modes)",
+        "frames collected for the background median at the start of each stream (bg modes; unused with median_path)",
     ),
     "inpaint_model_path": (
         "",

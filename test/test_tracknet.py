@@ -150,10 +150,11 @@ def test_given_median_is_used_as_is(synthetic_models, small_clip):
         TrackNetModuleONNX(synthetic_models["concat"], 8, "concat", median=np.zeros((3, 100, 100), np.uint8))
 
 
-def test_bg_mode_without_median_fails_clearly_on_first_push(synthetic_models, small_clip):
-    module = TrackNetModuleONNX(synthetic_models["subtract"], 8, "subtract")
-    with pytest.raises(ValueError, match="median"):
-        module.push(small_clip.frame(0))
+@pytest.mark.parametrize("bg_mode", ["subtract", "subtract_concat", "concat"])
+def test_bg_mode_without_median_is_refused_at_construction(synthetic_models, bg_mode):
+    """Neither a median nor a warm-up: refused when made, not by skipping every frame that comes."""
+    with pytest.raises(ValueError, match="needs a background median: pass median= or median_warmup > 0"):
+        TrackNetModuleONNX(synthetic_models[bg_mode], 8, bg_mode)
 
 
 def test_short_stream_flush_still_infers_every_frame(synthetic_models):

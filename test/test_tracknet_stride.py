@@ -292,8 +292,9 @@ def test_bench_with_stride_runs_the_model_once_every_stride_frames(tmp_path, syn
     report = json.loads((tmp_path / "bench.json").read_text())
     measured = report["results"][0]
     assert report["stride"] == 4 and measured["pipeline"]["stride"] == 4
-    # 28 frames, the first 7 only feed the median: windows at stream frames 0, 4, 8, 12 of 21
-    assert measured["pipeline"]["frames"] == 28 and measured["pipeline"]["model_runs"] == 4
+    # 30 frames (the node's default 10-frame warm-up), the first 9 only feed the median: windows at stream frames
+    # 0, 4, 8, 12 of 21
+    assert measured["pipeline"]["frames"] == 30 and measured["pipeline"]["model_runs"] == 4
     assert measured["node"]["frames"] == 60 and measured["node"]["steady_fps"] > 0
     assert "stride 4: the model once every 4 frames" in result.output
     beyond = CliRunner().invoke(main, [*arguments, "--stride", "9", "--out", str(tmp_path)])

@@ -26,6 +26,7 @@ from .tools.quantize import BACKENDS as QUANTIZE_BACKENDS
 from .tools.quantize import METHODS, PRECISIONS, QUANTIZE_TYPES
 
 HEATMAP_THRESHOLD = node_default(FAMILIES["tracknet"].parameters, "heatmap_threshold")
+MEDIAN_WARMUP = node_default(FAMILIES["tracknet"].parameters, "median_warmup")
 # eval's model types: the families it scores (tracknet: ball CSVs; those with a COCO iouType), and MOTChallenge tracks.
 EVAL_TYPES = (*(name for name, spec in FAMILIES.items() if name == "tracknet" or spec.iou_type), TRACK)
 FORMAT_HELP = "text for people, json for programs"
@@ -593,7 +594,9 @@ def bench(
 @click.option("--model", type=click.Path(dir_okay=False, path_type=Path), help="model to run over --source")
 @click.option("--source", type=click.Path(path_type=Path), help="rosbag2 or video the model runs over")
 @click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
-@click.option("--median-warmup", default=10, show_default=True, help="frames for the background median (bg modes)")
+@click.option(
+    "--median-warmup", default=MEDIAN_WARMUP, show_default=True, help="frames for the background median (bg modes)"
+)
 @click.option("--heatmap-threshold", default=HEATMAP_THRESHOLD, show_default=True)
 @click.option("--tolerance", default=4.0, show_default=True, help="TP distance in 512x288 pixels")
 @click.option(
@@ -692,7 +695,7 @@ def evaluate_command(
     type=click.Path(path_type=Path),
     help="tracknet: truth CSV, for metric differences; yolo: the COCO data set both run over (JSON or folder)",
 )
-@click.option("--median-warmup", default=10, show_default=True)
+@click.option("--median-warmup", default=MEDIAN_WARMUP, show_default=True)
 @click.option("--heatmap-threshold", default=HEATMAP_THRESHOLD, show_default=True)
 @click.option(
     "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("vision_factory_compare")

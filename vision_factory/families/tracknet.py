@@ -7,19 +7,27 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..models.ball_stream import BallStream, load_median
-from ..models.recognition import load_checked
+from ..models.recognition import load_checked, require_family
 from ..models.tracknet_interface import BG_MODES, HEIGHT, TRACKNET, WIDTH
-from ..models.tracknet_stream import EVAL_MODES, InpaintRefiner, TrackNetTracker
+from ..models.tracknet_stream import EVAL_MODES, MEDIAN_MODES, InpaintRefiner, TrackNetTracker, check_input_frame
 from ..parameters import Parameter
+from ..text import untrusted
 from .family import IMAGE_INPUTS, NODE_ROS_DEPENDENCIES, Family, LoadRunner
+
+# bg_mode's default: the model's own (its bg_mode metadata, else what its input channels mean).
+BG_MODE_FROM_MODEL = "model"
+# Frames of the background-median warm-up unless given: the node's default, which eval, bench and quantize read
+# from PARAMETERS (tools.commands.node_default).
+MEDIAN_WARMUP = 10
 
 PARAMETERS = (
     Parameter("model_path", "", "TrackNet model file (.onnx)", launch_argument=True, required=True),
     Parameter("seq_len", 8, "frames per TrackNet window; must match the model", launch_argument=True),
     Parameter(
         "bg_mode",
-        "",
-        f"background mode: {', '.join(repr(mode) for mode in BG_MODES)}; must match the model",
+        BG_MODE_FROM_MODEL,
+        f"{', '.join(repr(mode) for mode in BG_MODES)}, or {BG_MODE_FROM_MODEL!r}: the model's own (metadata, else "
+        "input channels)",
         launch_argument=True,
     ),
     Parameter("eval_mode", "weight", f"temporal ensemble: {' or '.join(EVAL_MODES)}"),
@@ -29,7 +37,12 @@ PARAMETERS = (
         "run the model once every stride frames, 1..seq_len (1: full overlap, seq_len: none)",
         launch_argument=True,
     ),
-    Parameter("median_warmup", 0, "frames collected for the background median (bg modes)", launch_argument=True),
+    Parameter(
+        "median_warmup",
+        MEDIAN_WARMUP,
+        "frames collected for the background median at the start of each stream (bg modes; unused with median_path)",
+        launch_argument=True,
+    ),
     Parameter(
         "median_path",
         "",
@@ -44,15 +57,43 @@ PARAMETERS = (
 )
 
 
+def model_bg_mode(bg_mode: str, found: str | None, model: str) -> str:
+    """``bg_mode`` as given, or for BG_MODE_FROM_MODEL the one the model's recognition ``found``."""
+    if bg_mode != BG_MODE_FROM_MODEL:
+        return bg_mode
+    if found is None:
+        raise ValueError(
+            f"model_path {untrusted(model)} does not tell its bg_mode (no bg_mode metadata, and its input channels "
+            f"fit none or it takes any number); set bg_mode to one of {', '.join(map(repr, BG_MODES))}"
+        )
+    return found
+
+
+def check_median_source(bg_mode: str, median_warmup: int, median_path: str) -> None:
+    """A bg mode that needs a background median gets one: from median_path or a warm-up of at least one frame."""
+    if bg_mode in MEDIAN_MODES and not median_path and median_warmup < 1:
+        raise ValueError(
+            f"bg_mode {bg_mode!r} needs a background median, but median_warmup is {median_warmup} and no median_path "
+            f"is given: every frame would be skipped; set median_warmup to the frames to build it from at the start "
+            f"of each stream (default {MEDIAN_WARMUP}), or median_path to a background image"
+        )
+
+
 def build(values: Mapping[str, Any], load_runner: LoadRunner) -> BallStream:
     """A BallStream configured by ``PARAMETERS`` values; both models load now, so bad ones fail at start-up."""
     # Each model's family is checked as it loads, before the adapters check its shapes.
+    path = values["model_path"]
+    runner = load_runner(path)
+    found = require_family(runner, "tracknet", f"model_path {untrusted(path)}", FAMILY.executable).details
+    check_input_frame(runner.inputs[0].shape, untrusted(path))  # a model of no family: its shape, before bg_mode
+    bg_mode = model_bg_mode(values["bg_mode"], found.get("bg_mode"), path)
+    check_median_source(bg_mode, values["median_warmup"], values["median_path"])
     tracker = TrackNetTracker(
-        load_checked(load_runner, values["model_path"], "tracknet", "model_path", FAMILY.executable),
+        runner,
         values["seq_len"],
-        values["bg_mode"],
+        bg_mode,
         values["eval_mode"],
-        load_median(values["median_path"], values["bg_mode"]),
+        load_median(values["median_path"], bg_mode),
         values["median_warmup"],
         model_name=values["model_path"],
         heatmap_threshold=values["heatmap_threshold"],

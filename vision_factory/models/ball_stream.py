@@ -64,6 +64,9 @@ class BallStream:
       ``restart_after`` consecutive frames of one new size, the stream is flushed and
       restarted at that size.
     - A frame whose ``push`` raises leaves nothing behind (no tag kept for it).
+    - ``flush()`` ends the stream: the next frame starts one as on a fresh BallStream (median
+      warm-up, window, InpaintNet buffer, frame size), whatever came before; only ``stats`` and
+      ``restarts`` go on.
     """
 
     def __init__(
@@ -116,8 +119,7 @@ class BallStream:
                     f"frame size changed from {self.size[0]}x{self.size[1]} to {size[0]}x{size[1]}; "
                     f"skipping such frames, the tracker restarts after {self.restart_after} in a row"
                 )
-            outputs = self.flush()
-            self.reset()
+            outputs = self.flush()  # the old stream's end; this frame starts a new one
             self.restarts += 1
         frame_id = self._next_id
         self._tags[frame_id] = tag
@@ -146,10 +148,14 @@ class BallStream:
         return len(self._tags) + len(self._undelivered)
 
     def flush(self) -> list[Tagged]:
-        """Everything still pending, in frame order (end of stream)."""
-        outputs = self._take_undelivered() + self._refine(self.tracker.flush())
-        if self.refiner is not None:
-            outputs += self._finish(self.refiner.flush())
+        """End the stream: everything still pending, in frame order; the next push starts a fresh stream (even
+        when this raises: nothing of this stream is left to the next)."""
+        try:
+            outputs = self._take_undelivered() + self._refine(self.tracker.flush())
+            if self.refiner is not None:
+                outputs += self._finish(self.refiner.flush())
+        finally:
+            self.reset()
         return outputs
 
     def _refine(self, predictions: list[Prediction]) -> list[Tagged]:

@@ -5,11 +5,13 @@ ensemble and the decoding on top of a ``Runner`` of any backend; ``models.trackn
 binds them to ONNX Runtime as TrackNetV3's ``TrackNetModule`` and ``InpaintModule``.
 
 Differences from the reference, on purpose:
-- ``reset()`` clears everything for a new stream (window, sums, warm-up, counters);
+- ``reset()`` clears everything for a new stream (window, sums, warm-up, counters, stats);
   a median given to the constructor is configuration and is kept.
-- ``flush()`` emits every pending frame exactly once. When a stream ends before the
-  first full window, the frames it has are still inferred once, with the window
-  left-padded by repeating its oldest frame, instead of being reported as misses.
+- ``flush()`` ends the stream: it emits every pending frame exactly once, and the next push
+  starts a new stream as ``reset()`` would (a warm-up median is the stream's, never the
+  next one's; only the stats go on). When a stream ends before the first full window, the
+  frames it has are still inferred once, with the window left-padded by repeating its oldest
+  frame, instead of being reported as misses.
 
 As the reference does, the ``median_warmup``-th frame completes the background median and is
 then the stream's first frame: with ``median_warmup=W`` and ``seq_len=L`` the first prediction
@@ -265,6 +267,15 @@ def _check_metadata(metadata: dict[str, str], expected: dict[str, object], model
             )
 
 
+def check_input_frame(shape: tuple, model_name: str) -> None:
+    """A TrackNet input is [1, C, 288, 512] (C and the size may be dynamic): a clear error for any other."""
+    if len(shape) != 4:
+        raise ValueError(f"{model_name} has a {len(shape)}-D input; TrackNet takes [1, C, 288, 512]")
+    size = (fixed_dim(shape[2]), fixed_dim(shape[3]))
+    if size not in ((HEIGHT, WIDTH), (None, None)):
+        raise ValueError(f"{model_name} input is {size[0]}x{size[1]}; TrackNet takes {HEIGHT}x{WIDTH}")
+
+
 class TrackNetTracker:
     """Streaming TrackNet on a Runner: push BGR frames, get one ball prediction per frame."""
 
@@ -298,6 +309,11 @@ class TrackNetTracker:
         self.on_peak: Callable[[int, float, Prediction], None] | None = None
         self._check_model(model_name)
         self._given_median = None if median is None else self._validate_median(median)
+        if self.needs_median and self._given_median is None and median_warmup == 0:
+            raise ValueError(
+                f"bg_mode={bg_mode!r} needs a background median: pass median= or median_warmup > 0 (frames of each "
+                "stream to build it from)"
+            )
         self._input_name = runner.inputs[0].name
         self.reset()
 
@@ -305,17 +321,13 @@ class TrackNetTracker:
         _check_metadata(self.runner.metadata, {"seq_len": self.seq_len, "bg_mode": self.bg_mode}, model_name)
         channels = input_channels(self.bg_mode, self.seq_len)
         shape = self.runner.inputs[0].shape
-        if len(shape) != 4:
-            raise ValueError(f"{model_name} has a {len(shape)}-D input; TrackNet takes [1, C, 288, 512]")
+        check_input_frame(shape, model_name)
         found = fixed_dim(shape[1])
         if found is not None and found != channels:
             raise ValueError(
                 f"{model_name} takes {found} input channels but seq_len={self.seq_len}, "
                 f"bg_mode={self.bg_mode!r} needs {channels}; check seq_len and bg_mode"
             )
-        size = (fixed_dim(shape[2]), fixed_dim(shape[3]))
-        if size not in ((HEIGHT, WIDTH), (None, None)):
-            raise ValueError(f"{model_name} input is {size[0]}x{size[1]}; TrackNet takes {HEIGHT}x{WIDTH}")
 
     def _validate_median(self, median: np.ndarray) -> np.ndarray:
         median = np.asarray(median)
@@ -342,10 +354,20 @@ class TrackNetTracker:
         """True while pushed frames go to the median warm-up and yield no prediction."""
         return self.needs_median and self._median is None
 
+    @property
+    def warmup_frames(self) -> int:
+        """Frames the median warm-up holds so far (0 when not waiting for a median)."""
+        return self._warmup.seen if self.waiting_for_median and self._warmup is not None else 0
+
     def reset(self) -> None:
         """Forget the stream: window, running sums, warm-up frames, counters and stats."""
         self.stats = StreamStats()
         self.img_scaler: tuple[float, float] | None = None
+        self._new_stream()
+
+    def _new_stream(self) -> None:
+        """The next push starts a stream as on a fresh tracker (the stats go on; ``img_scaler`` stays the last
+        stream's until the new one's first frame sets it)."""
         self._median = self._given_median
         self._warmup = WarmupMedian(self.median_warmup) if self.median_warmup > 0 else None
         self._counter = 0
@@ -398,10 +420,6 @@ class TrackNetTracker:
         fid = self._counter if frame_id is None else int(frame_id)
         height, width = frame_bgr.shape[:2]
         if self.waiting_for_median:
-            if self.median_warmup <= 0:
-                raise ValueError(
-                    f"bg_mode={self.bg_mode!r} needs a background median: pass median= or median_warmup > 0"
-                )
             self._collect_warmup(frame_bgr)
             if self._median is None:
                 self._count_push(width, height)
@@ -426,7 +444,8 @@ class TrackNetTracker:
         return self._emit(self._window_ids[0])
 
     def flush(self) -> list[Prediction]:
-        """Emit every frame still waiting for later windows, in frame-id order, then clear the window.
+        """End the stream: emit every frame still waiting for later windows, in frame-id order; the next push
+        starts a new stream as on a fresh tracker (a new median warm-up, window and frame count; the stats go on).
 
         A stream shorter than a window is inferred once, left-padded; frames after the last window
         that ran (stride > 1) get one more window, of the last seq_len frames, for them alone.
@@ -437,17 +456,14 @@ class TrackNetTracker:
         if uncovered:
             self._infer(self._window(), only=uncovered)
         outputs = [self._emit(fid) for fid in sorted(self._pending)]
-        self._filled = 0
-        self._stream_frames = 0
-        self._window_ids.clear()
-        self._inferred_once = False
+        self._new_stream()
         return outputs
 
     def _count_push(self, width: int, height: int) -> None:
         self.stats.push_calls += 1
-        self._counter += 1
-        if self.img_scaler is None:
+        if self._counter == 0:  # the stream's first frame
             self.img_scaler = (width / WIDTH, height / HEIGHT)
+        self._counter += 1
 
     def _collect_warmup(self, frame_bgr: np.ndarray) -> None:
         start = time.perf_counter()

@@ -19,12 +19,15 @@ provider that fell back, silence) or ERROR (every frame of the window skipped), 
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 import threading
 import time
 import weakref
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -104,6 +107,7 @@ class Monitor:
         self.message_type = ""  # its type, e.g. sensor_msgs/msg/Image
         self.qos: QoSProfile | None = None  # the subscription's
         self._last_frame = time.monotonic()
+        self._arrivals = 0  # frames that came on the topic since it was watched (for the silence's diagnosis)
         self._waiting_since: float | None = None  # since when a publisher is there and no frame came
         self.silence = ""  # the reason while silent past silence_timeout, logged once until frames come
         self._unpublished = False  # the silence is "no publisher here, images elsewhere": said once, until one comes
@@ -143,6 +147,7 @@ class Monitor:
 
         def arrived(msg: Any) -> None:
             self._last_frame = time.monotonic()
+            self._arrivals += 1
             callback(msg)
 
         return arrived
@@ -293,17 +298,36 @@ class Monitor:
                 )
         if mismatches:
             return f"{text}: {'; '.join(mismatches)}"
+        if self._arrivals:  # frames did come: not a transport that never delivers
+            return f"{text}. {self._seen()}"
         return f"{text}. Likely causes: {self._transport_cause()}; or {self._qos_cause(publishers)}"
+
+    def _seen(self) -> str:
+        """What the node saw of the frames that came before a silence: how many, when, and what became of them."""
+        node = self.node
+        ago = time.monotonic() - self._last_frame
+        came = self._arrivals
+        text = f"{came} frame{'s' * (came != 1)} came before (the last {ago:.1f} s ago), so frames do reach this node"
+        skipped = node.frames_skipped
+        if skipped:
+            kinds = ", ".join(f"{untrusted(kind, 100)}: {count}" for kind, count in dict(node.problems).items())
+            every = "every one" if skipped >= node.frames_in else f"{skipped} of {node.frames_in}"
+            text += (
+                f"; {every} skipped, by kind: {kinds} (the first of each kind is logged above with its reason and fix)"
+            )
+        waiting = getattr(node, "waiting_for", None)  # what the node's stream still waits for (TrackNet)
+        reason = waiting() if waiting is not None else ""
+        if reason:
+            text += f"; {reason}"
+        return f"{text}. The publisher paused or stopped sending (the end of a bag or a stream)"
 
     def _transport_cause(self) -> str:
         profile = next((f"{name}={os.environ[name]}" for name in PROFILE_VARIABLES if os.environ.get(name)), "")
         here = f"this node runs with {untrusted(profile, 300)}" if profile else "this node runs on Fast DDS defaults"
-        package = __package__.split(".")[0]  # vision_factory, or a generated package (its own copy of the profile)
         return (
             f"camera-sized messages over Fast DDS's default UDP transport are lost or stall, and two processes with "
             f"different transport profiles may not reach each other ({here}): start the camera and this node with "
-            f"the same shared-memory profile, export FASTDDS_DEFAULT_PROFILES_FILE=$(ros2 pkg prefix {package})"
-            f"/share/{package}/config/fastdds_shm.xml"
+            f"the same shared-memory profile, export FASTDDS_DEFAULT_PROFILES_FILE={shm_profile()}"
         )
 
     def _qos_cause(self, publishers: list) -> str:
@@ -358,7 +382,11 @@ class Monitor:
         """ERROR / WARN / OK and the reason, from the window's counts and the node's state."""
         errors, warnings = [], []
         if skipped and skipped + dropped >= came:
-            errors.append(f"every frame of the last {WINDOW_S:g} s was skipped ({skipped}): see the node's log")
+            kinds = ", ".join(f"{untrusted(kind, 100)}: {count}" for kind, count in dict(self.node.problems).items())
+            errors.append(
+                f"every frame of the last {WINDOW_S:g} s was skipped ({skipped}): see the node's log for the reason "
+                f"and fix of each kind (skipped since start, by kind: {kinds})"
+            )
         if came and dropped > self.drop_warn_fraction * came:
             warnings.append(
                 f"{dropped} of {came} frames of the last {WINDOW_S:g} s dropped (over drop_warn_fraction "
@@ -377,6 +405,24 @@ class Monitor:
         if self.topic is not None and came == 0:
             return DiagnosticStatus.OK, f"waiting for frames on {self.topic}"
         return DiagnosticStatus.OK, "answering"
+
+
+def shm_profile() -> str:
+    """The path of this package's Fast DDS shared-memory profile, config/fastdds_shm.xml, as installed (colcon, pip)
+    or in a source checkout: vision_factory's share path helper where it is there; a generated package (which has
+    no such helper) installs it under <prefix>/share/<package>/config."""
+    package = __package__.split(".")[0]  # vision_factory, or a generated package (its own copy of the profile)
+    try:
+        share_path = importlib.import_module(f"{package}.share").share_path
+        return str(share_path("config", "fastdds_shm.xml"))
+    except (ImportError, AttributeError, FileNotFoundError):
+        pass
+    try:  # a generated package built with colcon
+        from ament_index_python.packages import get_package_share_directory
+
+        return str(Path(get_package_share_directory(package)) / "config" / "fastdds_shm.xml")
+    except (ImportError, LookupError, OSError, ValueError):
+        return str(Path(sys.prefix) / "share" / package / "config" / "fastdds_shm.xml")
 
 
 def _type_name(message_type: type) -> str:

@@ -36,6 +36,7 @@ class TrackNetNode(InferenceNode):
     queue, or at deactivate, is still answered, not seen (z = 0)."""
 
     dropped_answers = 0  # ball messages for dropped frames (receiving thread)
+    ended_in_warmup = ""  # how the last stream ended inside its median warm-up, if it did (for the silence warning)
 
     def __init__(self, runner_class: type[Runner], family: Family, **kwargs):
         self.family = family
@@ -45,7 +46,16 @@ class TrackNetNode(InferenceNode):
         values = self.values
         self.idle_timeout = values["flush_timeout"]
         self.stream = self.family.build(values, self.load_runner)
-        self.get_logger().info(f"TrackNet {values['model_path']}: {self.stream.tracker.runner.describe()}")
+        tracker = self.stream.tracker
+        given = "" if values["bg_mode"] == tracker.bg_mode else " (the model's)"
+        median = ""
+        if tracker.needs_median:
+            warmup = f"the first {tracker.median_warmup} frames of each stream"
+            source = "median_path" if values["median_path"] else warmup
+            median = f", background median from {source}"
+        self.get_logger().info(
+            f"TrackNet {values['model_path']}: {tracker.runner.describe()}; bg_mode {tracker.bg_mode!r}{given}{median}"
+        )
         self.ball_pub = self.create_output(PointStamped, "ball", 10)
         self.marker_pub = self.create_output(MarkerArray, "ball_markers", 1)
         self.debug_pub = self.create_output(Image, "debug_image", 1)
@@ -93,12 +103,30 @@ class TrackNetNode(InferenceNode):
     def on_idle(self) -> None:
         """No frame for flush_timeout: the stream is over. Publish what is pending and forget the
         stream (window, median warm-up, frame size, trajectory): the next starts as on a fresh node."""
+        tracker = self.stream.tracker
+        if tracker.warmup_frames:
+            self.ended_in_warmup = (
+                f"the last stream ended after {tracker.warmup_frames} frames, inside its {tracker.median_warmup}-frame "
+                "background-median warm-up (median_warmup): its frames were answered 'no ball' (z = 0)"
+            )
+        elif tracker.stats.push_calls:
+            self.ended_in_warmup = ""
         outputs = self.stream.flush()
         if outputs:
             self.get_logger().info(f"no frame for {self.idle_timeout:.1f}s: flushed {len(outputs)} pending")
         self._publish(outputs)
-        self.stream.reset()
         self.trajectory.clear()
+
+    def waiting_for(self) -> str:
+        """What the stream waits for now, or how the last one ended (the monitor's silence warning)."""
+        stream = getattr(self, "stream", None)
+        if stream is not None and stream.tracker.warmup_frames:
+            tracker = stream.tracker
+            return (
+                f"the stream's background-median warm-up holds {tracker.warmup_frames} of its {tracker.median_warmup} "
+                "frames (median_warmup): until then frames are answered 'no ball' (z = 0)"
+            )
+        return self.ended_in_warmup
 
     def _publish(self, outputs) -> None:
         for (header, debug_frame), prediction in outputs:

@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from ..families.tracknet import PARAMETERS
 from ..files import staged, write_text
 from ..models.tracknet_stream import HEIGHT, WIDTH, TrackNetTracker
 from .bags import read_ball_csv
-from .commands import CommandReport, UsageError, frame_size
+from .commands import CommandReport, UsageError, frame_size, node_default
 from .compare import describe_comparison, metric_differences, save_comparison
 from .sources import source_frames
 
@@ -138,9 +139,10 @@ def precision_recall_curve(
 
 
 def track(
-    model: Path, source: Path, target: str, median_warmup: int, heatmap_threshold: float, stride: int = 1
+    model: Path, source: Path, target: str, median_warmup: int | None, heatmap_threshold: float, stride: int = 1
 ) -> TrackerRun:
-    """A TrackNet ``model`` on ``target`` (as runtime/backends.py reads it) over a bag or video."""
+    """A TrackNet ``model`` on ``target`` (as runtime/backends.py reads it) over a bag or video; ``median_warmup``
+    None: the node's default."""
     from ..models.model_file import require_file_family
     from ..models.tracknet_stream import check_stride
     from ..runtime.backends import load_target
@@ -149,6 +151,8 @@ def track(
     seq_len = recognition.details["seq_len"]
     check_stride(stride, seq_len)  # before the model loads
     bg_mode = recognition.details.get("bg_mode") or ""
+    if median_warmup is None:
+        median_warmup = node_default(PARAMETERS, "median_warmup")
     warmup = median_warmup if bg_mode else 0
     runner = load_target(target, model)
     return run_tracker(source, runner, seq_len, bg_mode, warmup, heatmap_threshold, stride)
@@ -162,7 +166,7 @@ def evaluate_tracking(
     model: Path | None = None,
     source: Path | None = None,
     target: str = "onnx:cpu",
-    median_warmup: int = 10,
+    median_warmup: int | None = None,
     heatmap_threshold: float = 0.5,
     tolerance: float = TOLERANCE_PX,
     stride: int = 1,
@@ -302,7 +306,7 @@ def compare_tracking(
     configurations: Sequence[tuple[Path, str]],
     source: Path | None,
     data: Path | None,
-    median_warmup: int,
+    median_warmup: int | None,
     heatmap_threshold: float,
     out_dir: Path,
 ) -> CommandReport:

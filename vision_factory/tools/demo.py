@@ -11,10 +11,11 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from ..families.tracknet import PARAMETERS
 from ..files import staged
 from ..models.tracknet_stream import frames_before_stream
 from .bags import read_ball_csv, write_ball_csv, write_image_bag
-from .commands import CommandReport, frame_size
+from .commands import CommandReport, frame_size, node_default
 from .replay import FLUSH_TIMEOUT, MAX_IN_FLIGHT, ReplayResult, clear_earlier_run, replay
 from .synthetic import BallClip, BallTruth, build_inpaint_model, build_tracknet_model
 
@@ -132,10 +133,12 @@ def run_demo(
     height: int = 720,
     seq_len: int = 8,
     inpaint: bool = True,
-    median_warmup: int = 10,
+    median_warmup: int | None = None,
 ) -> DemoReport:
     """The demo into ``out_dir``; what an earlier demo wrote there (its own file names, nothing else) is replaced."""
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # a demo stays on this machine
+    if median_warmup is None:  # the node's own default
+        median_warmup = node_default(PARAMETERS, "median_warmup")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     clear_earlier_run(out_dir, {name: out_dir / name for name in DEMO_OUTPUTS}, force=True)

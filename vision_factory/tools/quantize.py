@@ -40,7 +40,7 @@ from ..files import UnsafeWrite, check_outputs, model_files, staged, write_text
 from ..parameters import with_defaults
 from ..runtime.backends import load_target
 from ..runtime.runner import Runner
-from .commands import CommandReport, UsageError
+from .commands import CommandReport, UsageError, node_default
 from .sources import read_image, source_frames
 
 QUANTIZE_TYPES = ("tracknet", *SINGLE_MODEL_DETECTORS, "rtmpose", "reid")  # the families a quantized model serves
@@ -157,14 +157,18 @@ def calibration_inputs(
     return feeds, read
 
 
-def tracknet_values(model: Path, median_warmup: int = 10) -> dict[str, Any]:
-    """The tracknet node's parameter values for ``model``: seq_len and bg_mode as the model records them."""
+def tracknet_values(model: Path, median_warmup: int | None = None) -> dict[str, Any]:
+    """The tracknet node's parameter values for ``model``: seq_len and bg_mode as the model records them, the
+    median warm-up the node's default unless given."""
     from ..models.model_file import require_file_family
 
     details = require_file_family(model, "tracknet", "quantize").details
     bg_mode = details.get("bg_mode") or ""
     given = {"model_path": str(model), "seq_len": details["seq_len"], "bg_mode": bg_mode}
-    given["median_warmup"] = median_warmup if bg_mode else 0
+    if median_warmup is not None:
+        given["median_warmup"] = median_warmup
+    if not bg_mode:
+        given["median_warmup"] = 0
     return with_defaults(family("tracknet").parameters, given, "tracknet")
 
 
@@ -581,7 +585,8 @@ def compare_models(
     if model_type == "tracknet":
         from .ball_eval import compare_tracking
 
-        return compare_tracking(configurations, source, data, 10, 0.5, out_dir)
+        threshold = node_default(family("tracknet").parameters, "heatmap_threshold")
+        return compare_tracking(configurations, source, data, None, threshold, out_dir)
     if model_type in PEOPLE_TYPES:
         return compare_on_people(model_type, configurations, data, options or {}, detector_model, out_dir)
     from .coco_eval import compare_detections

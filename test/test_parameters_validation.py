@@ -76,7 +76,7 @@ def test_a_bad_value_set_at_run_time_is_refused_with_its_range(yolo_node, name, 
     before = yolo_node.get_parameter(name).value
     (result,) = yolo_node.set_parameters([Parameter(name, value=value)])
     assert not result.successful
-    assert result.reason == f"{name} {value!r} is not valid: it takes {valid}", result.reason
+    assert result.reason == f"{name} must be {valid}, not {value!r}", result.reason
     assert yolo_node.get_parameter(name).value == before  # kept
 
 
@@ -126,25 +126,31 @@ def test_values_are_read_as_ros_reads_them(text):
 @pytest.mark.parametrize(
     "params,message",
     [
-        pytest.param({"max_detections": "-3"}, "max_detections -3 is not valid: it takes an integer >= 1", id="max"),
+        pytest.param({"max_detections": "-3"}, "max_detections must be an integer >= 1, not -3", id="max"),
         pytest.param(
             {"confidence_threshold": ".nan"},
-            "confidence_threshold nan is not valid: it takes a finite number in 0..1",
+            "confidence_threshold must be a finite number in 0..1, not nan",
             id="nan",
         ),
         pytest.param(
-            {"qos_depth": str(2**31)}, f"qos_depth {2**31} is not valid: it takes an integer in 1..10000", id="qos"
+            {"qos_depth": str(2**31)}, f"qos_depth must be an integer in 1..10000, not {2**31}", id="qos"
         ),
         pytest.param(
             {"intra_op_threads": "10000"},
-            "intra_op_threads 10000 is not valid: it takes an integer in 0..256",
+            "intra_op_threads must be an integer in 0..256, not 10000",
             id="threads",
         ),
         pytest.param(
             {"tracking": "true", "track_buffer": "-1"},
-            "track_buffer -1 is not valid: it takes an integer >= 0",
+            "track_buffer must be an integer >= 0, not -1",
             id="buffer",
         ),
+        pytest.param(
+            {"confidence_threshold": "abc"},
+            "confidence_threshold must be a finite number in 0..1, not 'abc'",
+            id="text",
+        ),
+        pytest.param({"confidence_threshold": "1"}, "confidence_threshold 1 is an integer to ROS", id="integer"),
         pytest.param({"labels_path": "{fifo}"}, "is not a regular file", id="fifo"),
         pytest.param({"labels_path": "/dev/zero"}, "labels_path /dev/zero is not a regular file", id="zero"),
     ],
@@ -176,7 +182,7 @@ def test_a_node_names_the_parameters_it_does_not_have_with_the_closest(tmp_path)
         assert probe.spin_until(future.done, 10)
         (result,) = future.result().results
         assert not result.successful
-        assert result.reason == "confidence_threshold nan is not valid: it takes a finite number in 0..1"
+        assert result.reason == "confidence_threshold must be a finite number in 0..1, not nan"
     finally:
         probe.close()
         node.stop()
@@ -194,9 +200,9 @@ def _bag(tmp_path, count: int = 2):
 @pytest.mark.parametrize(
     "param,message",
     [
-        ("max_detections:=-3", "max_detections -3 is not valid: it takes an integer >= 1"),
+        ("max_detections:=-3", "max_detections must be an integer >= 1, not -3"),
         ("confidence_treshold:=0.3", "the yolo node has no parameter confidence_treshold (did you mean "),
-        ("confidence_threshold:=abc", "confidence_threshold 'abc' is not valid: it takes a finite number in 0..1"),
+        ("confidence_threshold:=abc", "confidence_threshold must be a finite number in 0..1, not 'abc'"),
         ("confidence_threshold:=1", "write 1.0"),
     ],
 )
@@ -213,7 +219,7 @@ def test_verify_refuses_a_bad_or_misspelt_parameter_before_running(tmp_path, par
 @pytest.mark.parametrize(
     "param,message",
     [
-        ("max_detections:=-3", "max_detections -3 is not valid: it takes an integer >= 1"),
+        ("max_detections:=-3", "max_detections must be an integer >= 1, not -3"),
         ("confidence_treshold:=0.3", "the yolo node has no parameter confidence_treshold (did you mean "),
     ],
 )

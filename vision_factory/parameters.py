@@ -85,24 +85,30 @@ class Parameter:
         shown = repr(value) if isinstance(value, str) else str(value)
         if len(shown) > 80:
             shown = shown[:77] + "..."
-        return f"{self.name} {shown} is not valid: it takes {self.valid}"
+        return f"{self.name} must be {self.valid}, not {shown}"
 
     def from_text(self, text: str) -> Any:
         """The value of ``-p NAME:=TEXT`` as ROS reads it (rcl's YAML scalars: quoted text stays text; true/false,
         yes/no, on/off; integers; numbers, .nan and .inf), checked (``check``). A number where an integer is
         wanted, an integer where a floating-point number is (ROS refuses it: write 1.0), or text where a number
         is: ValueError naming the parameter and what it takes."""
-        if self.dynamic_typing:
-            return text
+        if self.dynamic_typing or not isinstance(text, str):  # a value already typed: checked as it is
+            return self.check(text)
         value = ros_scalar(text)
         if isinstance(self.default, float) and isinstance(value, int) and not isinstance(value, bool):
-            raise ValueError(
-                f"{self.name} {text} is an integer to ROS, and the parameter a floating-point number: write "
-                f"{value}.0 (it takes {self.valid})"
-            )
+            raise ValueError(self.type_refusal(value))
         if isinstance(self.default, str) and not isinstance(value, str):
             value = text  # the tools pass text parameters quoted (``ros_text``), as the text given
         return self.check(value)
+
+    def type_refusal(self, value: Any) -> str:
+        """Why ROS refuses ``value`` (of another type than the default's) for this parameter, and the fix."""
+        if isinstance(self.default, float) and isinstance(value, int) and not isinstance(value, bool):
+            return (
+                f"{self.name} {value} is an integer to ROS, and the parameter a floating-point number: write "
+                f"{value}.0 (it takes {self.valid})"
+            )
+        return self._refusal(value)
 
 
 # rcl's YAML scalars (rcl_yaml_param_parser), as a -p value is read.

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
@@ -19,14 +20,18 @@ ROS_PARAMETERS = ("use_sim_time", "start_type_description_service")
 
 def declare_parameters(node: Node, parameters: Iterable[Parameter]) -> None:
     """Declare each parameter with its description and valid values (``ros2 param describe`` shows both); values
-    are checked by ``parameter_values`` at configure and by ``refuse_invalid`` when set."""
+    are checked by ``parameter_values`` at configure and by ``refuse_invalid`` when set. A start-up value of
+    another type (text for a number, 1 for a floating-point number) is a ValueError naming the fix."""
     for parameter in parameters:
         descriptor = ParameterDescriptor(
             description=parameter.description,
             additional_constraints=parameter.valid,
             dynamic_typing=parameter.dynamic_typing,
         )
-        node.declare_parameter(parameter.name, parameter.default, descriptor)
+        try:
+            node.declare_parameter(parameter.name, parameter.default, descriptor)
+        except InvalidParameterTypeException:  # a start-up value of another type: said in the table's words
+            raise ValueError(parameter.type_refusal(node._parameter_overrides[parameter.name].value)) from None
 
 
 def refuse_invalid(parameters: Iterable[Parameter]) -> Callable[[list], SetParametersResult]:

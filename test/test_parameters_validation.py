@@ -132,9 +132,7 @@ def test_values_are_read_as_ros_reads_them(text):
             "confidence_threshold must be a finite number in 0..1, not nan",
             id="nan",
         ),
-        pytest.param(
-            {"qos_depth": str(2**31)}, f"qos_depth must be an integer in 1..10000, not {2**31}", id="qos"
-        ),
+        pytest.param({"qos_depth": str(2**31)}, f"qos_depth must be an integer in 1..10000, not {2**31}", id="qos"),
         pytest.param(
             {"intra_op_threads": "10000"},
             "intra_op_threads must be an integer in 0..256, not 10000",

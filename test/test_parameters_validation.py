@@ -258,3 +258,23 @@ def test_a_labels_file_is_read_within_its_bound(tmp_path):
     labels.write_bytes(b"\xff\xfe circle\n")
     with pytest.raises(ValueError, match="is not UTF-8 text"):
         read_labels(str(labels))
+
+
+@needs_shapes
+@pytest.mark.parametrize(
+    "command,message",
+    [
+        (["predict", "--conf", "nan"], "confidence_threshold must be a finite number in 0..1, not nan"),
+        (["predict", "--max-det", "0"], "max_detections must be an integer >= 1, not 0"),
+        (["predict", "--iou", "1.5"], "iou_threshold must be a finite number in 0..1, not 1.5"),
+        (["track", "--track-match-threshold", "nan"], "track_match_threshold must be a finite number in 0..1, not nan"),
+    ],
+)
+def test_the_tools_refuse_what_the_node_refuses(tmp_path, command, message):
+    """predict and track take the node's parameters through the same table: the same values are refused."""
+    image = str(sorted(SHAPES_IMAGES.glob("*.jpg"))[0])
+    model = ["--model-type", "yolo", "--model", str(SHAPES_MODEL), image]
+    out = ["--out", str(tmp_path / "t")] if command[0] == "track" else []
+    result = CliRunner().invoke(main, [*command, *model, *out])
+    assert result.exit_code != 0 and message in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -71,8 +72,8 @@ class Parameter:
             valid = isinstance(value, int) and not isinstance(value, bool)
         elif expected is float:
             valid = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        else:
-            valid = isinstance(value, expected)
+        else:  # text; a path given as one (os.PathLike) is taken as its text
+            valid = isinstance(value, str | os.PathLike)
         if valid and expected in (int, float):
             valid = (self.minimum is None or value >= self.minimum) and (self.maximum is None or value <= self.maximum)
         if valid and self.choices:
@@ -232,9 +233,13 @@ RUNTIME_PARAMETERS = (
 
 
 def with_defaults(parameters: Iterable[Parameter], values: Mapping[str, Any], owner: str) -> dict[str, Any]:
-    """Defaults overlaid with ``values``; a name not in ``parameters`` is an error naming the known ones."""
-    known = {parameter.name: parameter.default for parameter in parameters}
-    unknown = sorted(set(values) - set(known))
+    """Defaults overlaid with ``values``; a name not in ``parameters`` is an error naming the known ones, a value
+    not valid for its parameter (``Parameter.check``) one naming the parameter, the value and the valid values:
+    the tools (predict, track, quantize, verify) and the runners take their settings through here."""
+    by_name = {parameter.name: parameter for parameter in parameters}
+    unknown = sorted(set(values) - set(by_name))
     if unknown:
-        raise ValueError(f"unknown {owner} setting(s) {', '.join(unknown)}: known are {', '.join(known)}")
-    return {**known, **values}
+        raise ValueError(f"unknown {owner} setting(s) {', '.join(unknown)}: known are {', '.join(by_name)}")
+    for name, value in values.items():
+        by_name[name].check(value)
+    return {**{name: parameter.default for name, parameter in by_name.items()}, **values}

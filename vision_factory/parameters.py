@@ -39,7 +39,7 @@ class Parameter:
 
     @property
     def kind(self) -> str:
-        """What the value is, in words: 'true or false', 'an integer', 'a number', 'text'."""
+        """What the value is, in words: 'true or false', 'an integer', 'a finite number', 'text'."""
         if self.dynamic_typing:
             return "text or a list"
         if isinstance(self.default, bool):

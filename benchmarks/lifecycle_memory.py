@@ -2,18 +2,26 @@
 """Resident memory of a node through its lifecycle: what configure takes and cleanup gives back.
 
     python benchmarks/lifecycle_memory.py [--model ../shared/models/yolo11n-pose.onnx] [--family yolo_pose]
-                                          [--cycles 3]
+                                          [--cycles 3] [--import-first]
 
-One process, one real node (ONNX Runtime on CPU; no DDS traffic needed): VmRSS from /proc/self/status
-before configure, after configure, after the first frames through the model (ONNX Runtime sizes its memory
-arena on the first runs), and after cleanup; then ``--cycles`` more configure / frames / cleanup rounds, so a
-leak would show as a cleanup level that keeps rising. Linux only (/proc).
+One process, one real node (ONNX Runtime on CPU; no DDS traffic needed): from /proc/self/status, VmRSS and its
+two parts, RssAnon (private memory: the model, its session and arenas, Python objects) and RssFile (pages of
+mapped files: the libraries' code), before configure, after configure, after the first frames through the model
+(ONNX Runtime sizes its memory arena on the first runs), and after cleanup; then ``--cycles`` more configure /
+frames / cleanup rounds, so a leak would show as a cleanup level that keeps rising. Each cleanup's line says
+what share of what its configure and frames took it gave back.
+
+The first configure also imports ONNX Runtime and runs its code for the first time: its module objects and the
+pages of its library that ran stay for the life of the process (no cleanup can unload a Python extension; the
+code pages are the file's, shared and dropped by the kernel under pressure). ``--import-first`` imports it before
+the first measure, so that the first cycle shows what the model itself holds. Linux only (/proc).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import sys
 from pathlib import Path
 
@@ -29,10 +37,23 @@ from vision_factory.runtime.onnx_runner import OnnxRunner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_detection import shared_dir  # noqa: E402  (the shared models folder, found as the tests find it)
 
+MEASURES = ("VmRSS", "RssAnon", "RssFile")
 
-def resident_mib() -> float:
+
+def resident_mib() -> dict[str, float]:
+    """VmRSS, RssAnon and RssFile of this process, MiB."""
     with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+        fields = dict(line.split(":", 1) for line in status if ":" in line)
+    return {name: int(fields[name].split()[0]) / 1024 for name in MEASURES}
+
+
+def given_back(taken: dict[str, float], kept: dict[str, float], base: dict[str, float]) -> str:
+    """The share of what was taken since ``base`` (at its highest, ``taken``) that is back at ``kept``."""
+    shares = []
+    for name in MEASURES:
+        grown = taken[name] - base[name]
+        shares.append(f"{name} {100 * (taken[name] - kept[name]) / grown:.0f} %" if grown > 0.5 else f"{name} --")
+    return ", ".join(shares)
 
 
 def main() -> None:
@@ -41,30 +62,39 @@ def main() -> None:
     parser.add_argument("--family", default="yolo_pose")
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--frames", type=int, default=5, help="frames through the model after each configure")
+    parser.add_argument("--import-first", action="store_true", help="import ONNX Runtime before the first measure")
     options = parser.parse_args()
+    if options.import_first:
+        importlib.import_module("onnxruntime")
 
     rclpy.init()
     overrides = [Parameter("autostart", value=False), Parameter("model_path", value=str(options.model))]
     node = DetectionNode(OnnxRunner, family(options.family), parameter_overrides=overrides)
     frame = np.random.default_rng(0).integers(0, 255, (720, 1280, 3), dtype=np.uint8)
     gc.collect()
-    rows = [("before configure", resident_mib())]
+    rows = [("before configure", resident_mib(), "")]
     for cycle in range(1 + options.cycles):
+        start = rows[-1][1]
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS, node.failure
         if cycle == 0:
-            rows.append(("after configure", resident_mib()))
+            rows.append(("after configure", resident_mib(), ""))
         for _ in range(options.frames):
             node.detector.detect(frame)
-        rows.append((f"cycle {cycle + 1}: after {options.frames} frames", resident_mib()))
+        rows.append((f"cycle {cycle + 1}: after {options.frames} frames", resident_mib(), ""))
+        taken = rows[-1][1]
         assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
-        rows.append((f"cycle {cycle + 1}: after cleanup", resident_mib()))
+        kept = resident_mib()
+        rows.append((f"cycle {cycle + 1}: after cleanup", kept, f"gave back {given_back(taken, kept, start)}"))
     node.destroy_node()
     rclpy.shutdown()
 
-    print(f"{options.family} {options.model.name}, ONNX Runtime on CPU, 1280x720 frames")
+    imported = " (ONNX Runtime imported first)" if options.import_first else ""
+    print(f"{options.family} {options.model.name}, ONNX Runtime on CPU, 1280x720 frames{imported}; MiB")
     base = rows[0][1]
-    for label, mib in rows:
-        print(f"  {label:<32} {mib:8.1f} MiB  ({mib - base:+.1f})")
+    print(f"  {'':<32} {'VmRSS':>16} {'RssAnon':>16} {'RssFile':>16}")
+    for label, mib, note in rows:
+        cells = " ".join(f"{mib[name]:7.1f} ({mib[name] - base[name]:+6.1f})" for name in MEASURES)
+        print(f"  {label:<32} {cells}  {note}")
 
 
 if __name__ == "__main__":

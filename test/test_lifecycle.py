@@ -7,6 +7,7 @@ import gc
 import re
 import weakref
 
+import cv2
 import pytest
 from conftest import SHARED
 from geometry_msgs.msg import PointStamped
@@ -19,6 +20,7 @@ from std_msgs.msg import Header
 from test_detection_node import _photo_frames
 from vision_msgs.msg import Detection2DArray
 
+from vision_factory.families.yolo import FAMILY as YOLO
 from vision_factory.families.yolo_pose import FAMILY as YOLO_POSE
 from vision_factory.ros.detection_node import DetectionNode
 from vision_factory.ros.messages import bgr_to_message
@@ -245,6 +247,61 @@ def test_cleanup_releases_the_model():
         assert runner() is None and not hasattr(node, "detector")
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS  # and loads again
         assert node.detector.runner is not None
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+
+
+SHAPES_MODEL = SHARED / "models" / "shapes-yolov8n.onnx"
+REID_MODEL = SHARED / "models" / "mobilenetv2-reid-embedder.onnx"
+
+
+class _WatchedRunner(OnnxRunner):
+    """The real ONNX Runtime runner; each one loaded, and its session, is watched by a weak reference."""
+
+    loaded: list = []
+
+    @classmethod
+    def load(cls, *arguments, **options):
+        runner = super().load(*arguments, **options)
+        cls.loaded += [weakref.ref(runner), weakref.ref(runner.session)]
+        return runner
+
+
+@pytest.mark.skipif(
+    not (SHAPES_MODEL.is_file() and REID_MODEL.is_file()), reason="shared shapes or re-id model not found"
+)
+def test_cleanup_lets_go_of_every_model_and_session_and_configures_again():
+    """A tracking detector holds two models (the detector, the re-id embedder): after cleanup neither runner nor
+    session is alive (nothing of what configure made holds them: the stream, the monitor's timed runner, the
+    publishers), and a configure after it loads both again and answers as before. (What this gives back to the
+    system is measured by benchmarks/lifecycle_memory.py, not asserted here.)"""
+    import rclpy
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    overrides = [
+        Parameter("autostart", value=False),
+        Parameter("model_path", value=str(SHAPES_MODEL)),
+        Parameter("tracking", value=True),
+        Parameter("reid_model_path", value=str(REID_MODEL)),
+    ]
+    node = DetectionNode(_WatchedRunner, YOLO, context=context, parameter_overrides=overrides)
+    frame = cv2.imread(str(sorted((SHARED / "data" / "shapes-val" / "images").glob("*.jpg"))[0]))
+    try:
+        _WatchedRunner.loaded = []
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS, node.failure
+        first = [(d.class_id, d.score) for d in node.detector.detect(frame)]
+        assert first and len(_WatchedRunner.loaded) == 4  # two runners and their sessions
+        node.tracking.embedder.embed(frame, [d.xyxy for d in node.detector.detect(frame)])
+        assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+        gc.collect()
+        assert all(alive() is None for alive in _WatchedRunner.loaded)
+        assert not any(hasattr(node, name) for name in ("detector", "tracking", "stream", "monitor"))
+
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS, node.failure
+        assert [(d.class_id, d.score) for d in node.detector.detect(frame)] == first
+        assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
     finally:
         node.destroy_node()
         rclpy.try_shutdown(context=context)

@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from ..models.detections import Detector
 from ..models.recognition import load_checked
-from ..parameters import Parameter
+from ..parameters import FRACTION, Parameter
 from ..text import parse_size, untrusted
 from .family import NODE_ROS_DEPENDENCIES, Family, LoadRunner
 
+MAX_LABELS_BYTES = 1 << 20  # a labels file larger than 1 MiB is no list of class names
+
 MODEL = Parameter("model_path", "", "model file (.onnx)", launch_argument=True, required=True)
 LABELS = Parameter("labels_path", "", "class names, one per line; empty: the model's metadata")
-CONFIDENCE = Parameter("confidence_threshold", 0.25, "detections scoring at or below this are dropped", True)
-MAX_DETECTIONS = Parameter("max_detections", 300, "detections per frame at most")
+CONFIDENCE = Parameter(
+    "confidence_threshold", 0.25, "detections scoring at or below this are dropped", True, **FRACTION
+)
+MAX_DETECTIONS = Parameter("max_detections", 300, "detections per frame at most", minimum=1)
 CLASSES = Parameter("classes", "", "class ids or names to keep, comma-separated (0,2 or person,car); empty: all")
-IOU = Parameter("iou_threshold", 0.7, "NMS IoU threshold")
-IMAGE_SIZE = Parameter("image_size", 0, "input size for models with dynamic input; 0: the model's recorded imgsz")
+IOU = Parameter("iou_threshold", 0.7, "NMS IoU threshold", **FRACTION)
+IMAGE_SIZE = Parameter(
+    "image_size", 0, "input size for models with dynamic input; 0: the model's recorded imgsz", minimum=0
+)
 INPUT_SIZE = Parameter("input_size", "", "WIDTHxHEIGHT fed to a model with dynamic input; empty: its fixed size")
-KEYPOINT_THRESHOLD = Parameter("keypoint_threshold", 0.5, "keypoints scoring below this are not drawn (markers)")
+KEYPOINT_THRESHOLD = Parameter(
+    "keypoint_threshold", 0.5, "keypoints scoring below this are not drawn (markers)", **FRACTION
+)
 
 ROS_DEPENDENCIES = (*NODE_ROS_DEPENDENCIES, "vision_msgs")
 NODE_MODULE = "detection_node"
@@ -37,15 +46,29 @@ def outputs(topic: str, keypoints: bool) -> tuple[str, ...]:
 
 
 def read_labels(path: str) -> list[str] | None:
-    """Class names, one per line (blank lines ignored); None for no file."""
+    """Class names, one per line (blank lines ignored); None for no file. Only a regular file of UTF-8 text of at
+    most MAX_LABELS_BYTES is read (a device such as /dev/zero, or a FIFO, would be read forever)."""
     if not path:
         return None
+    shown = untrusted(path, 200)
+    fix = "give a text file with one class name per line"
     try:
-        names = [line.strip() for line in Path(path).read_text().splitlines() if line.strip()]
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO's open would wait for a writer
+        with os.fdopen(descriptor, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise ValueError(f"labels_path {shown} is not a regular file: {fix}")
+            data = file.read(MAX_LABELS_BYTES + 1)
     except OSError as exc:
-        raise ValueError(f"labels_path {path}: {exc.strerror}; give a text file with one class name per line") from exc
+        raise ValueError(f"labels_path {shown}: {exc.strerror}; {fix}") from None
+    if len(data) > MAX_LABELS_BYTES:
+        raise ValueError(f"labels_path {shown} is larger than {MAX_LABELS_BYTES} bytes, no list of class names: {fix}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"labels_path {shown} is not UTF-8 text: {fix}") from None
+    names = [line.strip() for line in text.splitlines() if line.strip()]
     if not names:
-        raise ValueError(f"labels_path {path} holds no class names: write one per line")
+        raise ValueError(f"labels_path {shown} holds no class names: write one per line")
     return names
 
 

@@ -28,7 +28,12 @@ PARAMETERS = (
     Parameter("reid_input_size", "", "WIDTHxHEIGHT crops are resized to, for a dynamic-size model; empty: its own"),
     Parameter("reid_mean", "", "RGB mean in 0..1, e.g. 0.485,0.456,0.406; empty: the model's metadata, else ImageNet"),
     Parameter("reid_std", "", "RGB std in 0..1; empty: metadata, else ImageNet (mean 0,0,0 and std 1,1,1: only /255)"),
-    Parameter("reid_batch", 0, "crops per model run at most; 0: a fixed-batch model's batch, else all crops at once"),
+    Parameter(
+        "reid_batch",
+        0,
+        "crops per model run at most; 0: a fixed-batch model's batch, else all crops at once",
+        minimum=0,
+    ),
 )
 
 

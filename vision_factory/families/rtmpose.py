@@ -13,7 +13,7 @@ from ..models.detections import Detector
 from ..models.recognition import load_checked
 from ..models.rtmpose import RTMPoseEstimator, TopDownPose
 from ..models.rtmpose_interface import RTMPOSE
-from ..parameters import Parameter
+from ..parameters import FRACTION, Parameter
 from ..runtime.runner import Runner
 from . import yolo
 from .detection import (
@@ -42,7 +42,7 @@ PARAMETERS = (
     Parameter("person_detector_path", "", "YOLO model finding the people (person_source detector)", True),
     Parameter("person_class", "", "the detector's person class, name or id; empty: 'person', else every class"),
     Parameter("labels_path", "", "class names of the person detector, one per line; empty: its metadata"),
-    Parameter("confidence_threshold", 0.25, "person detections scoring at or below this are dropped", True),
+    Parameter("confidence_threshold", 0.25, "person detections scoring at or below this are dropped", True, **FRACTION),
     IOU,
     MAX_DETECTIONS,
     IMAGE_SIZE,

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..models.detections import Detection
 from ..models.tracker import Tracker, TrackerConfig, Tracking
-from ..parameters import Parameter
+from ..parameters import FRACTION, Parameter
 from ..text import untrusted
 from . import reid
 from .family import LoadRunner
@@ -44,9 +44,21 @@ FROM_MODEL = Parameter(
     "appearance, veto and re-entry thresholds from the re-id model's metadata (vision-factory reid-tune) when it "
     "has them; false: these parameters'",
 )
+
+
+def _bounds(default: object) -> dict:
+    """A threshold's valid values: 0..1 (scores, IoU and appearance distances, costs); a count of frames: >= 0."""
+    if isinstance(default, bool):
+        return {}
+    return {"minimum": 0} if isinstance(default, int) else FRACTION
+
+
 PARAMETERS = (
     Parameter("tracking", False, "give each detection a track ID (Detection2D.id)", launch_argument=True),
-    *(Parameter(name, getattr(_DEFAULTS, field), description) for name, field, description in _THRESHOLDS),
+    *(
+        Parameter(name, getattr(_DEFAULTS, field), description, **_bounds(getattr(_DEFAULTS, field)))
+        for name, field, description in _THRESHOLDS
+    ),
     FROM_MODEL,
     dataclasses.replace(
         reid.MODEL,

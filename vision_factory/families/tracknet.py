@@ -10,7 +10,7 @@ from ..models.ball_stream import BallStream, load_median
 from ..models.recognition import load_checked, require_family
 from ..models.tracknet_interface import BG_MODES, HEIGHT, TRACKNET, WIDTH
 from ..models.tracknet_stream import EVAL_MODES, MEDIAN_MODES, InpaintRefiner, TrackNetTracker, check_input_frame
-from ..parameters import Parameter
+from ..parameters import FRACTION, Parameter
 from ..text import untrusted
 from .family import IMAGE_INPUTS, NODE_ROS_DEPENDENCIES, Family, LoadRunner
 
@@ -22,7 +22,7 @@ MEDIAN_WARMUP = 10
 
 PARAMETERS = (
     Parameter("model_path", "", "TrackNet model file (.onnx)", launch_argument=True, required=True),
-    Parameter("seq_len", 8, "frames per TrackNet window; must match the model", launch_argument=True),
+    Parameter("seq_len", 8, "frames per TrackNet window; must match the model", launch_argument=True, minimum=1),
     Parameter(
         "bg_mode",
         BG_MODE_FROM_MODEL,
@@ -30,7 +30,7 @@ PARAMETERS = (
         "input channels)",
         launch_argument=True,
     ),
-    Parameter("eval_mode", "weight", f"temporal ensemble: {' or '.join(EVAL_MODES)}"),
+    Parameter("eval_mode", "weight", f"temporal ensemble: {' or '.join(EVAL_MODES)}", choices=EVAL_MODES),
     Parameter(
         "stride",
         1,
@@ -49,11 +49,11 @@ PARAMETERS = (
         "background median instead of the warm-up: an image, or .npy of HxWx3 RGB uint8 at frame size "
         f"(concat: also 3x{HEIGHT}x{WIDTH})",
     ),
-    Parameter("heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'"),
+    Parameter("heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'", **FRACTION),
     Parameter("inpaint_model_path", "", "InpaintNet model file; empty disables refinement", launch_argument=True),
-    Parameter("inpaint_seq_len", 16, "frames per InpaintNet window"),
-    Parameter("flush_timeout", 1.0, "seconds without frames that end a stream, 0 = never"),
-    Parameter("trajectory_length", 30, "positions in ball_markers"),
+    Parameter("inpaint_seq_len", 16, "frames per InpaintNet window", minimum=1),
+    Parameter("flush_timeout", 1.0, "seconds without frames that end a stream, 0 = never", minimum=0.0),
+    Parameter("trajectory_length", 30, "positions in ball_markers", minimum=0),
 )
 
 

@@ -4,9 +4,12 @@ every minute while new ones come, and at stop), and a run loop that still publis
 SIGINT/SIGTERM.
 
 Lifecycle (rclpy.lifecycle; ``ros2 lifecycle set <node> <transition>``):
-  __init__    declares the parameters (a parameter of the wrong type stops the process)
-  configure   reads and checks them, loads the model, creates the publishers (``configure()``); a bad model or
-              parameter fails the transition with the reason logged, the node stays in 'unconfigured'
+  __init__    declares the parameters (a parameter of the wrong type stops the process; one the node does not have
+              is named in a warning, with the closest it has); a value set later that is not valid for its
+              parameter (e.g. a NaN or negative threshold) is refused, the reason naming its valid values
+  configure   reads and checks them (each against its valid values: families/*.py, parameters.py), loads the
+              model, creates the publishers (``configure()``); a bad model or parameter fails the transition with
+              the reason logged, the node stays in 'unconfigured'
   activate    enables the publishers, starts the inference thread and subscribes (``listen()``; with ``lazy``
               only while something subscribes to an output)
   deactivate  unsubscribes, stops the inference thread, drops the queued frames (counted as dropped; the
@@ -42,7 +45,7 @@ from ..runtime.runner import Runner
 from ..text import untrusted
 from .messages import image_from_cdr, message_to_bgr
 from .monitor import Monitor, age_s
-from .parameters import declare_parameters, image_input, parameter_values
+from .parameters import declare_parameters, image_input, parameter_values, refuse_invalid, undeclared_overrides
 
 try:  # rclpy's C++ executor (Jazzy and later): 0.3-0.6 ms less CPU per frame (benchmarks/README.md)
     from rclpy.experimental import EventsExecutor as _Executor
@@ -78,6 +81,14 @@ class InferenceNode(LifecycleNode):
         self.runner_class = runner_class
         self.parameter_list = (*parameters, *runner_class.PARAMETERS)
         declare_parameters(self, self.parameter_list)
+        # Values given at start-up are checked at configure; those set later, here, as they come.
+        self.add_on_set_parameters_callback(refuse_invalid(self.parameter_list))
+        unknown = undeclared_overrides(self, (parameter.name for parameter in self.parameter_list))
+        if unknown:
+            self.get_logger().warning(
+                f"ignoring parameters {name} does not have: {untrusted(', '.join(unknown), 1000)} "
+                "(`ros2 param list` on the running node lists its own)"
+            )
         self.autostart = self.get_parameter("autostart").value
         self.frames_in = self.frames_dropped = self.frames_skipped = 0
         self.outputs = 0  # answers published (subclasses count them)

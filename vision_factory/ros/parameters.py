@@ -1,51 +1,80 @@
-"""Declaring parameter lists on a node, and the image subscription's QoS."""
+"""Declaring parameter lists on a node, checking their values (at start-up, at configure and when set at run time),
+and the image subscription's QoS."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from ..parameters import Parameter
+from ..parameters import RELIABILITIES, Parameter, closest
 
-RELIABILITY = {"best_effort": ReliabilityPolicy.BEST_EFFORT, "reliable": ReliabilityPolicy.RELIABLE}
-TRANSPORTS = ("raw", "compressed")
+RELIABILITY = dict(zip(RELIABILITIES, (ReliabilityPolicy.BEST_EFFORT, ReliabilityPolicy.RELIABLE)))
+# Parameters every rclpy node declares itself.
+ROS_PARAMETERS = ("use_sim_time", "start_type_description_service")
 
 
 def declare_parameters(node: Node, parameters: Iterable[Parameter]) -> None:
-    """Declare each parameter with its description (values are read, and checked, by ``parameter_values``)."""
+    """Declare each parameter with its description and valid values (``ros2 param describe`` shows both); values
+    are checked by ``parameter_values`` at configure and by ``refuse_invalid`` when set. A start-up value of
+    another type (text for a number, 1 for a floating-point number) is a ValueError naming the fix."""
     for parameter in parameters:
-        descriptor = ParameterDescriptor(description=parameter.description, dynamic_typing=parameter.dynamic_typing)
-        node.declare_parameter(parameter.name, parameter.default, descriptor)
+        descriptor = ParameterDescriptor(
+            description=parameter.description,
+            additional_constraints=parameter.valid,
+            dynamic_typing=parameter.dynamic_typing,
+        )
+        try:
+            node.declare_parameter(parameter.name, parameter.default, descriptor)
+        except InvalidParameterTypeException:  # a start-up value of another type: said in the table's words
+            raise ValueError(parameter.type_refusal(node._parameter_overrides[parameter.name].value)) from None
+
+
+def refuse_invalid(parameters: Iterable[Parameter]) -> Callable[[list], SetParametersResult]:
+    """A set-parameters callback (``add_on_set_parameters_callback``) that refuses a value not valid for its
+    parameter, the reason naming the parameter, the value and the valid values."""
+    by_name = {parameter.name: parameter for parameter in parameters}
+
+    def callback(changes: list) -> SetParametersResult:
+        for change in changes:
+            parameter = by_name.get(change.name)
+            if parameter is None:
+                continue
+            try:
+                parameter.check(change.value)
+            except ValueError as exc:
+                return SetParametersResult(successful=False, reason=str(exc))
+        return SetParametersResult(successful=True)
+
+    return callback
 
 
 def parameter_values(node: Node, parameters: Iterable[Parameter]) -> dict[str, Any]:
-    """The declared parameters' current values by name. A required one left empty is an error."""
+    """The declared parameters' current values by name, each checked (``Parameter.check``: a ValueError names the
+    parameter, its value and the valid values). A required one left empty is an error."""
     values = {}
     for parameter in parameters:
-        values[parameter.name] = node.get_parameter(parameter.name).value
+        values[parameter.name] = parameter.check(node.get_parameter(parameter.name).value)
         if parameter.required and values[parameter.name] in ("", None):
             raise ValueError(f"parameter {parameter.name} is empty: set it to the {parameter.description}")
     return values
 
 
+def undeclared_overrides(node: Node, names: Iterable[str]) -> list[str]:
+    """The parameters given to ``node`` at start-up (-p, a parameters file) that it does not have (``names``: its
+    own), each as 'NAME (did you mean X?)': ROS ignores them silently."""
+    known = [*names, *ROS_PARAMETERS]
+    given = getattr(node, "_parameter_overrides", {})  # rclpy keeps no public list of the start-up values
+    return [f"{name}{closest(name, known)}" for name in sorted(set(given) - set(known)) if not node.has_parameter(name)]
+
+
 def image_input(values: Mapping[str, Any]) -> tuple[str, QoSProfile]:
-    """The image transport and subscriber QoS from IMAGE_INPUT_PARAMETERS values (default: sensor data QoS)."""
-    if values["input_transport"] not in TRANSPORTS:
-        raise ValueError(f"input_transport must be 'raw' or 'compressed', got '{values['input_transport']}'")
-    if values["qos_reliability"] not in RELIABILITY:
-        raise ValueError(f"qos_reliability must be 'best_effort' or 'reliable', got '{values['qos_reliability']}'")
-    if values["qos_depth"] < 1:
-        raise ValueError(f"qos_depth must be >= 1, got {values['qos_depth']}")
-    if values["queue_size"] < 1:
-        raise ValueError(f"queue_size must be >= 1, got {values['queue_size']}")
-    if values["max_frame_age"] < 0:
-        raise ValueError(f"max_frame_age must be >= 0 ms (0: off), got {values['max_frame_age']}")
-    if values["max_image_pixels"] < 0:
-        raise ValueError(f"max_image_pixels must be >= 0 (0: no limit), got {values['max_image_pixels']}")
+    """The image transport and subscriber QoS from IMAGE_INPUT_PARAMETERS values (checked by ``parameter_values``;
+    default: sensor data QoS)."""
     qos = QoSProfile(
         history=HistoryPolicy.KEEP_LAST, depth=values["qos_depth"], reliability=RELIABILITY[values["qos_reliability"]]
     )

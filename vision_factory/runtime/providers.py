@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..parameters import Parameter, with_defaults
+from ..parameters import MAX_THREADS, Parameter, with_defaults
 from .runner import default_cache_dir, model_file
 
 PROVIDER_ALIASES: dict[str, str] = {
@@ -104,12 +104,24 @@ PARAMETERS = (
         dynamic_typing=True,
     ),
     Parameter("provider_fallback", "error", f"when a requested provider cannot run: {' or '.join(FALLBACK_POLICIES)}"),
-    Parameter("device_id", 0, "GPU index for CUDA / TensorRT / ROCm / DirectML"),
-    Parameter("cuda_mem_limit_mb", 0, "CUDA arena limit in MiB, 0 = none"),
+    Parameter("device_id", 0, "GPU index for CUDA / TensorRT / ROCm / DirectML", minimum=0),
+    Parameter("cuda_mem_limit_mb", 0, "CUDA arena limit in MiB, 0 = none", minimum=0),
     Parameter("trt_cache_dir", "", "TensorRT provider engine cache, default $ROS_HOME/<package>/trt_cache"),
     Parameter("trt_fp16", False, "let the TensorRT provider build fp16 engines"),
-    Parameter("intra_op_threads", 0, "threads inside an operator, 0 = ONNX Runtime decides"),
-    Parameter("inter_op_threads", 0, "threads across operators, 0 = ONNX Runtime decides"),
+    Parameter(
+        "intra_op_threads",
+        0,
+        f"threads inside an operator, 0 = ONNX Runtime decides; at most {MAX_THREADS}",
+        minimum=0,
+        maximum=MAX_THREADS,
+    ),
+    Parameter(
+        "inter_op_threads",
+        0,
+        f"threads across operators, 0 = ONNX Runtime decides; at most {MAX_THREADS}",
+        minimum=0,
+        maximum=MAX_THREADS,
+    ),
     Parameter("graph_optimization", "all", f"graph optimisation level: {', '.join(GRAPH_OPTIMIZATION_LEVELS)}"),
 )
 
@@ -157,9 +169,9 @@ class ProviderConfig:
             raise ValueError(
                 f"graph_optimization '{self.graph_optimization}' is not one of {', '.join(GRAPH_OPTIMIZATION_LEVELS)}"
             )
+        checked = {parameter.name: parameter for parameter in PARAMETERS}  # their valid values
         for field in ("device_id", "cuda_mem_limit_mb", "intra_op_threads", "inter_op_threads"):
-            if getattr(self, field) < 0:
-                raise ValueError(f"{field} must be >= 0, got {getattr(self, field)}")
+            checked[field].check(getattr(self, field))
 
     def provider_options(self, name: str) -> dict[str, str]:
         if name == "CUDAExecutionProvider":

@@ -20,6 +20,8 @@ import numpy as np
 from ..families.family import DETECTIONS_MESSAGE
 from ..families.registry import NODE_FAMILIES, family
 from ..files import open_new, write_text
+from ..parameters import Parameter, Value, checked_values, ros_text
+from ..runtime.backends import BACKENDS
 from ..share import share_path
 from ..text import untrusted
 from .bags import (
@@ -139,6 +141,23 @@ def message_class(msgtype: str):
     return getattr(importlib.import_module(f"{package}.msg"), name)
 
 
+def node_parameters(node: str) -> tuple[Parameter, ...]:
+    """Every parameter a ``node`` of this family can have: its own, and each backend's (an --executable may run
+    any backend)."""
+    spec = NODE_FAMILIES[node]
+    return (*spec.node_parameters, *(parameter for backend in BACKENDS.values() for parameter in backend.parameters))
+
+
+def checked_overrides(node: str, params: dict[str, str]) -> dict[str, Value]:
+    """``-p`` values (NAME: TEXT) for a ``node`` read as ROS reads them and checked against its parameters before
+    anything runs: a name the node does not have (ROS would ignore it silently; the closest is named) or a value
+    not valid for its parameter is a UsageError naming it."""
+    try:
+        return checked_values(node_parameters(node), params, f"the {node} node")
+    except ValueError as exc:
+        raise UsageError(str(exc), "--param") from None
+
+
 def parse_overrides(items: Iterable[str]) -> dict[str, str]:
     """Node parameters given as NAME:=VALUE (the ros2 run syntax), by name."""
     overrides = {}
@@ -197,6 +216,7 @@ def replay(
     if node not in NODES:
         raise ValueError(f"unknown node '{node}': choose one of {', '.join(NODES)}")
     spec = NODES[node]
+    given = checked_overrides(node, params or {})  # before anything plays
     topic, msgtype = image_topic(bag, topic)
     out_dir = Path(out_dir)
     outputs = output_paths(out_dir, node)
@@ -215,25 +235,26 @@ def replay(
     namespace = f"/vf_replay_{os.getpid()}"
     input_topic = "image" if msgtype.endswith("/Image") else "image/compressed"
     overrides = {
-        "qos_reliability": "reliable",
-        "qos_depth": str(max_in_flight),
-        **spec.parameters,
-        **({"queue_size": str(max_in_flight + 1)} if rate is None else {}),
-        **(params or {}),
+        **checked_overrides(node, {"qos_reliability": "reliable", "qos_depth": str(max_in_flight), **spec.parameters}),
+        **({"queue_size": max_in_flight + 1} if rate is None else {}),
+        **given,
         **({"input_transport": "compressed"} if input_topic.endswith("compressed") else {}),
     }
     command = [*(executable or [sys.executable, "-m", spec.module]), "--ros-args", "-r", f"__ns:={namespace}"]
     if params_file:
         command += ["--params-file", str(params_file)]
+    dynamic = {parameter.name for parameter in node_parameters(node) if parameter.dynamic_typing}
     for key, value in overrides.items():
-        command += ["-p", f"{key}:={value or repr('')}"]  # values are YAML; '' is the empty string
+        # As ROS reads it back: text quoted; a parameter of any type (a text or a list) as it was given.
+        command += ["-p", f"{key}:={value if key in dynamic else ros_text(value)}"]
     use_shared_memory_profile()
     log_path = outputs["log"]
     log_file = open_new(log_path, [bag, params_file])
     process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
 
     context = rclpy.Context()
-    rclpy.init(context=context)
+    # Not this process's command line: rcl would read its -p NAME:=VALUE as remap rules (and warn they are deprecated).
+    rclpy.init(args=[], context=context)
     player = Node("vf_replay_player", context=context)
     detections_out = spec.outputs[spec.main_output] == DETECTIONS  # its class map read for detections.json
     recorded = {**spec.outputs, **(LABELS if detections_out else {}), **(latched or {})}

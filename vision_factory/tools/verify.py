@@ -32,7 +32,7 @@ from ..runtime.backends import load_target
 from ..text import markdown_cell, untrusted
 from .bags import image_topic, read_framed, read_messages
 from .commands import UsageError
-from .replay import LABELS, message_class, replay
+from .replay import LABELS, checked_overrides, message_class, replay
 
 REPORT_FILES = ("verify.json", "verify.md", "worst_frame.png")
 WORST_LISTED = 5
@@ -169,7 +169,8 @@ def verify(
     offline model too (``params`` override it)."""
     spec = _family(model_type)
     params = dict(params or {})
-    offline_values = _offline_values(spec, Path(model), params, _file_values(params_file))
+    given = checked_overrides(model_type, params)  # names and values as the node would take them, or refused
+    offline_values = _offline_values(spec, Path(model), given, _file_values(params_file))
     tolerance = tolerance_for(backend)
     if tolerance_px is not None:
         tolerance = Tolerance(tolerance_px, tolerance.score)
@@ -248,23 +249,6 @@ def _family(model_type: str) -> Family:
     return spec
 
 
-def _typed(text: str, default: Any) -> Any:
-    """A ``-p`` value (YAML, as ros2 reads it) as the type of the parameter's default."""
-    import yaml
-
-    try:
-        value = yaml.safe_load(text) if text != "" else ""
-    except yaml.YAMLError:
-        value = text
-    if isinstance(default, bool):
-        return bool(value)
-    if isinstance(default, float) and isinstance(value, int | float):
-        return float(value)
-    if isinstance(default, str):
-        return text if value is not None else ""
-    return value
-
-
 def _file_values(params_file: str | Path | None) -> dict[str, Any]:
     """Every ``ros__parameters`` value of a ROS 2 parameters YAML (any node's section), by name."""
     if params_file is None:
@@ -283,15 +267,20 @@ def _file_values(params_file: str | Path | None) -> dict[str, Any]:
 
 
 def _offline_values(
-    spec: Family, model: Path, params: Mapping[str, str], file_values: Mapping[str, Any] | None = None
+    spec: Family, model: Path, params: Mapping[str, Any], file_values: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """The family's parameter values for the offline model: the node's defaults, those of the family in
-    ``file_values`` (typed, from a parameters file) then in ``params`` (text, as ``-p``); model_path excepted:
-    the offline model is ``model``. With ``tracking`` on, the offline model is the detector and its tracker."""
-    defaults = {parameter.name: parameter.default for parameter in spec.parameters}
-    given = {name: value for name, value in (file_values or {}).items() if name in defaults}
-    given.update({name: _typed(value, defaults[name]) for name, value in params.items() if name in defaults})
+    ``file_values`` (from a parameters file) then in ``params`` (``-p`` values, checked: ``checked_overrides``),
+    each checked against its parameter's valid values; model_path excepted: the offline model is ``model``. With
+    ``tracking`` on, the offline model is the detector and its tracker."""
+    own = {parameter.name: parameter for parameter in spec.parameters}
+    given = {name: value for name, value in {**(file_values or {}), **params}.items() if name in own}
     given.pop("model_path", None)
+    for name, value in given.items():
+        try:
+            own[name].check(value)
+        except ValueError as exc:
+            raise UsageError(str(exc), "--param" if name in params else "--params-file") from None
     if given.get("person_source") == "topic":
         raise UsageError(
             "verify runs rtmpose with its own person detector (person_source detector): with person_source topic "

@@ -13,6 +13,10 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+# How long a test waits for what a node does in its own time (start, topics matched, an answer, a status): a wait
+# ends as soon as its condition holds, so the bound only says when to give up; on a loaded machine a node takes
+# tens of seconds to start. A test asserts what happens, never how soon.
+PATIENCE_S = 120.0
 
 
 class NodeProcess:

@@ -10,8 +10,9 @@ import cv2
 import numpy as np
 import pytest
 from conftest import SHARED, pypi_model
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.qos import DurabilityPolicy, QoSProfile
-from ros_harness import NodeProcess, Probe
+from ros_harness import PATIENCE_S, NodeProcess, Probe
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from test_fasterrcnn import wrap_yolo
@@ -26,6 +27,7 @@ from vision_factory.models.fasterrcnn import FasterRCNNDetector
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.parameters import with_defaults
 from vision_factory.ros.detection_messages import detections_message
+from vision_factory.ros.inference_node import PAIRING_WINDOW
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import write_image_bag
@@ -189,6 +191,7 @@ def test_rtmpose_node_poses_the_people_of_a_detections_topic(tmp_path):
     boxes = [[((100, 150, 260, 300), "person"), ((0, 0, 50, 50), "dog")] for _ in frames]
     try:
         poses = probe.subscribe(Detection2DArray, "/t/poses")
+        diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics")
         images = probe.publisher(Image, "/t/image")
         people = probe.publisher(Detection2DArray, "/t/person_detections")
         ready = lambda: images.get_subscription_count() and people.get_subscription_count()  # noqa: E731
@@ -207,7 +210,15 @@ def test_rtmpose_node_poses_the_people_of_a_detections_topic(tmp_path):
             header.stamp.sec = 200 + index
             images.publish(bgr_to_message(frames[0], header))
             probe.spin_until(lambda: False, 0.02)
-        probe.spin_until(lambda: False, 3.0)  # all delivered before the node stops
+
+        # All delivered before the node stops: it counts an image as in once PAIRING_WINDOW newer ones came (or at
+        # its stop), so its count of frames in reaches 3 + 40 - PAIRING_WINDOW with the last image.
+        def all_delivered() -> bool:
+            status = next((s for a in reversed(diagnostics) for s in a.status if s.name == "rtmpose: inference"), None)
+            return status is not None and any(v.key == "frames in" and v.value == delivered for v in status.values)
+
+        delivered = str(3 + 40 - PAIRING_WINDOW)
+        assert probe.spin_until(all_delivered, PATIENCE_S), node.log()
     finally:
         probe.close()
         node.stop()

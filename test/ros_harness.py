@@ -98,7 +98,7 @@ class Lifecycle:
         self.change = probe.node.create_client(ChangeState, f"{node}/change_state")
         self.get = probe.node.create_client(GetState, f"{node}/get_state")
 
-    def _call(self, client, request, timeout: float = 30):
+    def _call(self, client, request, timeout: float = PATIENCE_S):
         if not client.service_is_ready():
             assert self.probe.spin_until(client.service_is_ready, timeout), f"{client.srv_name} is not offered"
             # The server's reply writer may match the client's reader a moment after the request side does:

@@ -86,18 +86,18 @@ def test_yolo_pose_node_publishes_keypoints_markers_labels_and_a_debug_image(tmp
         markers = probe.subscribe(MarkerArray, "/t/pose_markers")
         debug = probe.subscribe(Image, "/t/debug_image")
         publisher = probe.publisher(Image, "/t/image")
-        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, 30), node.log()
+        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, PATIENCE_S), node.log()
         frame = _photo_frames()[4]  # two people
         header = Header(frame_id="camera")
         header.stamp.sec, header.stamp.nanosec = 12, 345
         probe.spin_until(lambda: False, 0.5)  # let the debug and marker subscriptions match
         publisher.publish(bgr_to_message(frame, header))
-        assert probe.spin_until(lambda: poses and markers and debug, 30), node.log()
+        assert probe.spin_until(lambda: poses and markers and debug, PATIENCE_S), node.log()
         # LabelInfo is transient local: a subscriber that comes late still gets the class map.
         labels = []
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         probe.node.create_subscription(LabelInfo, "/t/labels", labels.append, latched)
-        assert probe.spin_until(lambda: labels, 10)
+        assert probe.spin_until(lambda: labels, PATIENCE_S)
     finally:
         probe.close()
         node.stop()
@@ -195,7 +195,7 @@ def test_rtmpose_node_poses_the_people_of_a_detections_topic(tmp_path):
         images = probe.publisher(Image, "/t/image")
         people = probe.publisher(Detection2DArray, "/t/person_detections")
         ready = lambda: images.get_subscription_count() and people.get_subscription_count()  # noqa: E731
-        assert probe.spin_until(ready, 30), node.log()
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
         for index, frame in enumerate(frames):
             header = Header(frame_id="camera")
             header.stamp.sec = 100 + index
@@ -204,7 +204,7 @@ def test_rtmpose_node_poses_the_people_of_a_detections_topic(tmp_path):
             # The pairing by stamp works whichever of the two comes first.
             for message, publisher in ((image, images), (detections, people))[:: 1 if index % 2 else -1]:
                 publisher.publish(message)
-        assert probe.spin_until(lambda: len(poses) == len(frames), 30), node.log()
+        assert probe.spin_until(lambda: len(poses) == len(frames), PATIENCE_S), node.log()
         for index in range(40):  # images whose person detections never come
             header = Header(frame_id="camera")
             header.stamp.sec = 200 + index

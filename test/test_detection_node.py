@@ -10,8 +10,9 @@ import cv2
 import numpy as np
 import pytest
 from conftest import SHARED, pypi_model
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.qos import DurabilityPolicy, QoSProfile
-from ros_harness import NodeProcess, Probe
+from ros_harness import PATIENCE_S, NodeProcess, Probe
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from test_fasterrcnn import wrap_yolo
@@ -26,6 +27,7 @@ from vision_factory.models.fasterrcnn import FasterRCNNDetector
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.parameters import with_defaults
 from vision_factory.ros.detection_messages import detections_message
+from vision_factory.ros.inference_node import PAIRING_WINDOW
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import write_image_bag
@@ -84,18 +86,18 @@ def test_yolo_pose_node_publishes_keypoints_markers_labels_and_a_debug_image(tmp
         markers = probe.subscribe(MarkerArray, "/t/pose_markers")
         debug = probe.subscribe(Image, "/t/debug_image")
         publisher = probe.publisher(Image, "/t/image")
-        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, 30), node.log()
+        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, PATIENCE_S), node.log()
         frame = _photo_frames()[4]  # two people
         header = Header(frame_id="camera")
         header.stamp.sec, header.stamp.nanosec = 12, 345
         probe.spin_until(lambda: False, 0.5)  # let the debug and marker subscriptions match
         publisher.publish(bgr_to_message(frame, header))
-        assert probe.spin_until(lambda: poses and markers and debug, 30), node.log()
+        assert probe.spin_until(lambda: poses and markers and debug, PATIENCE_S), node.log()
         # LabelInfo is transient local: a subscriber that comes late still gets the class map.
         labels = []
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         probe.node.create_subscription(LabelInfo, "/t/labels", labels.append, latched)
-        assert probe.spin_until(lambda: labels, 10)
+        assert probe.spin_until(lambda: labels, PATIENCE_S)
     finally:
         probe.close()
         node.stop()
@@ -189,10 +191,11 @@ def test_rtmpose_node_poses_the_people_of_a_detections_topic(tmp_path):
     boxes = [[((100, 150, 260, 300), "person"), ((0, 0, 50, 50), "dog")] for _ in frames]
     try:
         poses = probe.subscribe(Detection2DArray, "/t/poses")
+        diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics")
         images = probe.publisher(Image, "/t/image")
         people = probe.publisher(Detection2DArray, "/t/person_detections")
         ready = lambda: images.get_subscription_count() and people.get_subscription_count()  # noqa: E731
-        assert probe.spin_until(ready, 30), node.log()
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
         for index, frame in enumerate(frames):
             header = Header(frame_id="camera")
             header.stamp.sec = 100 + index
@@ -201,13 +204,21 @@ def test_rtmpose_node_poses_the_people_of_a_detections_topic(tmp_path):
             # The pairing by stamp works whichever of the two comes first.
             for message, publisher in ((image, images), (detections, people))[:: 1 if index % 2 else -1]:
                 publisher.publish(message)
-        assert probe.spin_until(lambda: len(poses) == len(frames), 30), node.log()
+        assert probe.spin_until(lambda: len(poses) == len(frames), PATIENCE_S), node.log()
         for index in range(40):  # images whose person detections never come
             header = Header(frame_id="camera")
             header.stamp.sec = 200 + index
             images.publish(bgr_to_message(frames[0], header))
             probe.spin_until(lambda: False, 0.02)
-        probe.spin_until(lambda: False, 3.0)  # all delivered before the node stops
+
+        # All delivered before the node stops: it counts an image as in once PAIRING_WINDOW newer ones came (or at
+        # its stop), so its count of frames in reaches 3 + 40 - PAIRING_WINDOW with the last image.
+        def all_delivered() -> bool:
+            status = next((s for a in reversed(diagnostics) for s in a.status if s.name == "rtmpose: inference"), None)
+            return status is not None and any(v.key == "frames in" and v.value == delivered for v in status.values)
+
+        delivered = str(3 + 40 - PAIRING_WINDOW)
+        assert probe.spin_until(all_delivered, PATIENCE_S), node.log()
     finally:
         probe.close()
         node.stop()

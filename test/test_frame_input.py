@@ -1,6 +1,7 @@
 """A real yolo node over DDS fed unusual, damaged, lying and oversized frames: every frame it accepts is
 answered with its own header, the others are counted and reported once per kind, the C libraries under
-it print nothing, and a small file declaring a huge image costs no memory."""
+it print nothing, and a small file declaring a huge image is refused from its header (what a campaign does to a
+node's memory is measured by benchmarks/fuzz_memory.py, not asserted here)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.serialization import serialize_message
-from ros_harness import NodeProcess, Probe
+from ros_harness import PATIENCE_S, NodeProcess, Probe
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 from test_images import UNUSUAL_SHAPES, _bytes_per_pixel, _damaged, huge_png
@@ -48,16 +49,9 @@ def _stamp(header: Header) -> int:
     return header.stamp.sec - 1000
 
 
-def _peak_rss_mb(pid: int) -> float:
-    """The process's peak resident memory so far (VmHWM), in MB."""
-    with open(f"/proc/{pid}/status") as status:
-        line = next(line for line in status if line.startswith("VmHWM:"))
-    return int(line.split()[1]) / 1024
-
-
-def _send(probe: Probe, publisher, messages: list, answers: list, expected: int, timeout: float = 60) -> None:
+def _send(probe: Probe, publisher, messages: list, answers: list, expected: int, timeout: float = PATIENCE_S) -> None:
     if publisher.get_subscription_count() == 0:
-        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, 30), "the node never subscribed"
+        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, PATIENCE_S), "the node never subscribed"
         # The count is our writer's match; the node's reader may match our writer a little later, and a volatile
         # reader drops what was written before (seen once in CI: the first frame never answered).
         probe.spin_until(lambda: False, 1.0)
@@ -151,10 +145,8 @@ def test_compressed_campaign_is_refused_by_kind_quietly_and_in_bounded_memory(tm
         answers = probe.subscribe(Detection2DArray, "/t/detections")
         publisher = probe.publisher(CompressedImage, "/t/image/compressed")
         _send(probe, publisher, messages[: len(valid)], answers, len(valid))
-        warm = _peak_rss_mb(node.process.pid)  # the model loaded and run once on each accepted size
         lines_before = len(node.log().splitlines())
         _send(probe, publisher, messages[len(valid) :], answers, len(expected))
-        peak = _peak_rss_mb(node.process.pid)
     finally:
         probe.close()
         node.stop()
@@ -165,10 +157,7 @@ def test_compressed_campaign_is_refused_by_kind_quietly_and_in_bounded_memory(tm
     assert _summary(log) == problems and problems["image too large"] == 8  # every problem counted by its kind
     lines = len(log.splitlines()) - lines_before  # the campaign's and the stop's lines
     assert lines / len(bad) < 0.03, log
-    # Decoding the huge PNG once would add 2.7 GB. What the campaign adds (10-35 MB measured, as much without the
-    # huge images) is the messages held in DDS and the node's queue of 500 while they wait, not decoding.
-    assert peak - warm < 100, f"peak {peak:.0f} MB after warm-up {warm:.0f} MB"
-    print(f"compressed campaign: {lines} log lines for {len(bad)} bad messages; peak RSS {warm:.0f} -> {peak:.0f} MB")
+    print(f"compressed campaign: {lines} log lines for {len(bad)} bad messages")
 
 
 def test_raw_campaign_of_varied_bad_messages_gives_a_few_safe_lines(tmp_path):
@@ -338,14 +327,26 @@ def test_problem_counts_are_logged_while_new_ones_come_and_only_then(capfd):
         publisher = probe.publisher(Image, "/image")
         assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, 30)
         capfd.readouterr()
+
+        def logged(count_line: str) -> str:
+            """What the node logs until ``count_line`` (however long that takes), then over four periods more."""
+            err = ""
+
+            def seen() -> bool:
+                nonlocal err
+                err += capfd.readouterr().err
+                return count_line in err
+
+            assert probe.spin_until(seen, PATIENCE_S), err
+            probe.spin_until(lambda: False, 4 * _QuickReportingNode.problems_period)  # nothing new: nothing said
+            return err + capfd.readouterr().err
+
         bad = Image(header=_header(0), width=4, height=4, encoding="32FC1", step=64, data=bytes(256))
         for _ in range(3):
             publisher.publish(bad)
-        probe.spin_until(lambda: False, 1.2)  # counts logged once, then nothing new for three periods
-        first = capfd.readouterr().err
+        first = logged("frames with problems so far, by kind: unsupported encoding: 3")
         publisher.publish(Image(header=_header(1), width=4, height=4, encoding="bgr8", step=12, data=bytes(4)))
-        probe.spin_until(lambda: False, 1.2)
-        second = capfd.readouterr().err
+        second = logged("image data too short: 1")
     finally:
         probe.close()
         executor.shutdown()
@@ -353,8 +354,11 @@ def test_problem_counts_are_logged_while_new_ones_come_and_only_then(capfd):
         node.destroy_node()
         rclpy.try_shutdown(context=context)
     assert first.count("skipping frame (unsupported encoding)") == 1
-    assert first.count("frames with problems so far, by kind: unsupported encoding: 3") == 1
-    assert "frames with problems so far" in first and first.count("frames with problems") == 1
+    # Once per period while new ones come: once, or (a loaded machine spreading the three over periods) each
+    # count once, rising.
+    counts = re.findall(r"frames with problems so far, by kind: unsupported encoding: (\d)", first)
+    assert counts in (["3"], ["1", "3"], ["2", "3"], ["1", "2", "3"]), first
+    assert first.count("frames with problems") == len(counts)
     assert second.count("frames with problems so far, by kind: unsupported encoding: 3, image data too short: 1") == 1
     assert second.count("frames with problems") == 1
 

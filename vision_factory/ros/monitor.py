@@ -2,9 +2,12 @@
 second, and a warning when a camera is on the image topic but no frame arrives.
 
 ``~/debug/`` (std_msgs/Float64, milliseconds; published only while something subscribes to that topic):
-  processing_time_ms    the inference thread's time on one frame: from taking it off the queue to its answer
-                        published (plus pre-processing done for it on the receiving thread, TrackNet)
-  pipeline_latency_ms   at each answer published: now minus the image's header stamp
+  processing_time_ms    the inference thread's time on one frame: from taking it off the queue until it is done
+                        with it (its answer and the markers and debug image after it published), plus pre-processing
+                        done for it on the receiving thread (TrackNet); perf_counter, a monotonic clock
+  pipeline_latency_ms   at each answer published: now minus the image's header stamp, on the node's ROS clock (the
+                        stamp's): transport, queue and processing up to the answer. Not comparable with the
+                        processing time: another clock, and the work after the answer is in one and not the other
   preprocess_ms         the frame's time before its first model run (image conversion, resizing, tensors)
   inference_ms          the time inside the model runs for the frame (every runner the node loaded)
   postprocess_ms        the rest: decoding, tracking, between and after the runs, publishing

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -354,7 +354,7 @@ class NodeUnderTest:
                 played.answers[index] = message
             self._lock.notify_all()
 
-    def wait_ready(self, timeout: float = 60) -> None:
+    def wait_ready(self, timeout: float = 300) -> None:
         deadline = time.monotonic() + timeout
         while self.publisher.get_subscription_count() == 0:
             if self.process.poll() is not None:
@@ -363,8 +363,17 @@ class NodeUnderTest:
                 raise TimeoutError(f"the node never subscribed:\n{self.log()[-3000:]}")
             time.sleep(0.05)
 
-    def play(self, shots: Sequence[Shot], rate: float | None = None, gap: float = 0.01, settle: float = 2.0) -> Played:
-        """Publish ``shots`` (at ``rate`` per second, or ``gap`` seconds apart), then wait until answers
+    def play(
+        self,
+        shots: Sequence[Shot],
+        rate: float | None = None,
+        gap: float = 0.01,
+        settle: float = 2.0,
+        until: Collection[int] = (),
+        timeout: float = 600.0,
+    ) -> Played:
+        """Publish ``shots`` (at ``rate`` per second, or ``gap`` seconds apart), then wait until the shots of
+        index ``until`` are answered (at most ``timeout`` s, or until the node exits) and then until answers
         stop coming for ``settle`` seconds. Stamps are assigned here, unique across calls."""
         played = Played()
         with self._lock:
@@ -384,8 +393,19 @@ class NodeUnderTest:
             else:
                 time.sleep(gap)
             self.publisher.publish(shot.message)
+        self.wait_answered(until, timeout)
         self.wait_quiet(settle)
         return played
+
+    def wait_answered(self, indexes: Collection[int], timeout: float) -> None:
+        """Return once the shots of ``indexes`` are answered, the node has exited, or after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while not set(indexes) <= self._played.answers.keys() and self.process.poll() is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._lock.wait(timeout=min(left, 1.0))
 
     def wait_quiet(self, settle: float) -> None:
         """Return once no answer came for ``settle`` seconds."""

@@ -3,7 +3,7 @@
 ONNX Runtime multiplies uint8 activations by int8 weights. On an x86 CPU with VNNI (AVX-512 VNNI, AVX-VNNI or
 AMX-INT8) the products are summed in 32 bits; without it (AVX2, or AVX-512 without VNNI) its kernels use
 ``vpmaddubsw``, which adds pairs of products in 16 bits and saturates. Weights quantized to 7 bits
-(``reduce_range``: [-64, 63]) keep every pair within 16 bits. Measured on shapes-YOLOv8n (shapes-val AP):
+(``reduce_range``: [-64, 64]) keep every pair within 16 bits. Measured on shapes-YOLOv8n (shapes-val AP):
 full-range weights lose 0.14-0.15 AP on an AVX2-only CPU (an AMD EPYC, and qemu's EPYC-Rome model) and
 nothing on an AVX-512 VNNI Xeon; 7-bit weights hold on both (README, quantization).
 

@@ -309,7 +309,7 @@ def onnx_int8(
     reduce_range: bool = False,
 ) -> tuple[str, list[str]]:
     """``model`` quantized by ONNX Runtime (QDQ, per-channel int8 weights, uint8 activations) into ``out``;
-    what did it, and the nodes kept in float. ``reduce_range``: 7-bit weights ([-64, 63]), for CPUs without
+    what did it, and the nodes kept in float. ``reduce_range``: 7-bit weights ([-64, 64]), for CPUs without
     VNNI (runtime/cpu.py)."""
     import onnx
     import onnxruntime

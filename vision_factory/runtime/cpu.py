@@ -5,7 +5,9 @@ AMX-INT8) the products are summed in 32 bits; without it (AVX2, or AVX-512 witho
 ``vpmaddubsw``, which adds pairs of products in 16 bits and saturates. Weights quantized to 7 bits
 (``reduce_range``: [-64, 64]) keep every pair within 16 bits. Measured on shapes-YOLOv8n (shapes-val AP):
 full-range weights lose 0.14-0.15 AP on an AVX2-only CPU (an AMD EPYC, and qemu's EPYC-Rome model) and
-nothing on an AVX-512 VNNI Xeon; 7-bit weights hold on both (README, quantization).
+nothing on an AVX-512 VNNI Xeon; 7-bit weights hold on both (README, quantization). OpenVINO's CPU plugin
+(oneDNN) loses accuracy alike unless NNCF's overflow fix gives every layer 7-bit weights (re-id embeddings under
+qemu's EPYC-Rome: mean cosine to FP32 0.93 against 0.97).
 
 CPU kinds: ``vnni`` (full-range int8 weights hold), ``avx2`` (x86 without VNNI: they saturate), ``other``
 (not x86: no known saturation). The kind comes from the instruction set the process sees through ``cpuid``
@@ -93,8 +95,8 @@ def int8_warning(metadata: Mapping[str, str], kind: str, runtime: str = "ONNX Ru
         return ""
     return (
         f"this int8 model was quantized for CPUs with VNNI (full-range int8 weights), and this CPU has none "
-        f"(AVX2 or AVX-512 without VNNI): {runtime}'s int8 kernels saturate here and lose accuracy (shapes "
-        "YOLOv8n: AP 0.42 -> 0.29); quantize it again on this CPU or with --target-cpu avx2 (7-bit weights)"
+        f"(AVX2 or AVX-512 without VNNI): {runtime}'s int8 kernels saturate here and lose accuracy; quantize it "
+        "again on this CPU or with --target-cpu avx2 (7-bit weights)"
     )
 
 

@@ -847,7 +847,7 @@ def test_a_full_range_int8_model_says_once_that_a_cpu_without_vnni_loses_accurac
         again = OnnxRunner(made["vnni"], config, logger, cpu_kind="avx2")
     assert first.cpu_warning == again.cpu_warning != ""
     assert [record.getMessage() for record in caplog.records] == [f"{made['vnni']}: {first.cpu_warning}"]
-    assert "quantized for CPUs with VNNI" in first.cpu_warning and "this CPU has none" in first.cpu_warning
+    assert "quantized for vnni CPUs" in first.cpu_warning and "this CPU has no VNNI" in first.cpu_warning
     assert "--target-cpu avx2" in first.cpu_warning and "ONNX Runtime's int8 kernels" in first.cpu_warning
 
     ir = tmp_path / "shapes_vnni.xml"  # OpenVINO's CPU plugin saturates alike without NNCF's overflow fix

@@ -78,23 +78,23 @@ def this_cpu() -> str:
     return cpu_kind(cpu_flags(), platform.machine())
 
 
-def made_for(metadata: Mapping[str, str]) -> str | None:
-    """The CPU kind a quantized model's metadata says it was made for; None for a model quantize did not
-    make as int8. An int8 model from before the kind was recorded was made with full-range weights: vnni."""
-    if metadata.get(QUANTIZATION_KEY + "precision") != "int8":
-        return None
-    return metadata.get(QUANTIZATION_KEY + "target_cpu") or (
-        "avx2" if metadata.get(QUANTIZATION_KEY + "reduce_range") == "true" else "vnni"
+def full_range_int8(metadata: Mapping[str, str]) -> bool:
+    """Whether a model's metadata says quantize made it int8 with full-range weights (made for VNNI CPUs, or
+    for a CPU that is not x86, or before the choice was recorded)."""
+    return (
+        metadata.get(QUANTIZATION_KEY + "precision") == "int8"
+        and metadata.get(QUANTIZATION_KEY + "reduce_range") != "true"
     )
 
 
 def int8_warning(metadata: Mapping[str, str], kind: str, runtime: str = "ONNX Runtime") -> str:
-    """What to say when a model with ``metadata`` runs on a CPU of ``kind``: '' unless it is int8 made for
-    VNNI CPUs (full-range weights) and ``kind`` is avx2, where it loses accuracy."""
-    if made_for(metadata) != "vnni" or kind != "avx2":
+    """What to say when a model with ``metadata`` runs on a CPU of ``kind``: '' unless it is int8 with full-range
+    weights and ``kind`` is avx2, where it loses accuracy."""
+    if not full_range_int8(metadata) or kind != "avx2":
         return ""
+    made_for = metadata.get(QUANTIZATION_KEY + "target_cpu") or "vnni"
     return (
-        f"this int8 model was quantized for CPUs with VNNI (full-range int8 weights), and this CPU has none "
+        f"this int8 model was quantized for {made_for} CPUs (full-range int8 weights), and this CPU has no VNNI "
         f"(AVX2 or AVX-512 without VNNI): {runtime}'s int8 kernels saturate here and lose accuracy; quantize it "
         "again on this CPU or with --target-cpu avx2 (7-bit weights)"
     )

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Quantization benchmark: `vision-factory quantize` on four models, each against its FP32 ONNX Runtime self.
 
-    python benchmarks/bench_quantize.py [--out DIR] [--speed-runs N] [--skip NAME,...] [--json out.json]
+    python benchmarks/bench_quantize.py [--out DIR] [--speed-runs N] [--skip NAME,...] [--target-cpus auto,avx2]
+        [--json out.json]
 
 For each model and backend (onnx: ONNX Runtime INT8 QDQ; openvino: NNCF INT8 IR) it runs the tool's own
 ``quantize`` (vision_factory.tools.quantize), which times the FP32 model on ONNX Runtime CPU and the
@@ -20,6 +21,11 @@ runs ``compare`` over the data set. Every speed ratio is from one run, both mode
   calibrated on 40 frames of one BallClip (seed 7) and evaluated on the demo clip (90 frames of 1280x720,
   seed 0) against its truth: F1 and accuracy from eval's definitions.
 
+``--target-cpus`` (default ``auto``: this CPU's kind) quantizes each model for each CPU kind given (vnni: full-range
+int8 weights; avx2: 7-bit weights, which ONNX Runtime's kernels do not saturate on CPUs without VNNI), all timed
+and compared here: the table names this CPU (its model name and kind). Every model is kept whatever it lost
+(``--accept-loss``); the table gives the loss against the command's default limit.
+
 It is a benchmark, not a test: nothing is asserted. The machine has 2 cores shared with other work; the
 ratios are taken side by side in one run, so contention slows both models, but they still move between runs.
 """
@@ -29,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import sys
 import tempfile
 from pathlib import Path
@@ -212,11 +219,11 @@ def _fall_model() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))).parent / FALL[2]
 
 
-def run(case: dict, backend: str, work: Path, speed_runs: int, threads: int) -> dict:
+def run(case: dict, backend: str, work: Path, speed_runs: int, threads: int, target_cpu: str = "auto") -> dict:
     from vision_factory.tools.quantize import quantize
 
     suffix = ".xml" if backend == "openvino" else ".onnx"
-    out = work / f"{case['name']}_{backend}_int8{suffix}"
+    out = work / f"{case['name']}_{backend}_{target_cpu}_int8{suffix}"
     report = quantize(
         case["model_type"],
         case["model"],
@@ -228,19 +235,35 @@ def run(case: dict, backend: str, work: Path, speed_runs: int, threads: int) -> 
         source=case.get("source"),
         speed_runs=speed_runs,
         threads=threads,
+        target_cpu=target_cpu,
+        accept_loss=True,
     )
     print(report.shown(), file=sys.stderr)
     return json.loads(report.files["summary"].read_text())
 
 
+def cpu_name() -> str:
+    """This CPU's model name (lscpu's, from /proc/cpuinfo) and its kind for int8 (runtime/cpu.py)."""
+    from vision_factory.runtime.cpu import this_cpu
+
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as file:
+            name = next((line.partition(":")[2].strip() for line in file if line.startswith("model name")), "")
+    except OSError:
+        name = ""
+    return f"{name or platform.processor() or platform.machine()} ({this_cpu()})"
+
+
 def row(name: str, backend: str, summary: dict) -> list:
     speed, comparison = summary["speed"], summary["comparison"] or {}
+    loss = summary.get("loss")
     metrics, outputs = comparison.get("metrics", {}), comparison.get("outputs", {})
     first = "AP" if "AP" in metrics else "f1"
     second = "AP50" if "AP50" in metrics else "accuracy"
     return [
         name,
         backend,
+        summary["metadata"].get("quantization_target_cpu", "-"),
         speed["fp32_ms"],
         speed["quantized_ms"],
         speed["ratio"],
@@ -248,7 +271,7 @@ def row(name: str, backend: str, summary: dict) -> list:
         _signed(metrics.get(first, {}).get("difference")),
         _signed(metrics.get(second, {}).get("difference")),
         _outputs(outputs),
-        comparison.get("verdict", "-"),
+        f"{loss['value']:.4f} {'>' if loss['value'] > loss['limit'] else '<='} {loss['limit']:g}" if loss else "-",
     ]
 
 
@@ -276,20 +299,23 @@ def main() -> None:
     parser.add_argument("--backends", default="onnx,openvino")
     parser.add_argument("--skip", default="", help="cases to leave out: shapes, pose, fall, tracknet")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads of each runtime, 0 = its default")
+    parser.add_argument("--target-cpus", default="auto", help="CPU kinds to quantize for: auto, vnni, avx2")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     work = args.out or Path(tempfile.mkdtemp(prefix="vf_bench_quantize_"))
     work.mkdir(parents=True, exist_ok=True)
-    rows, results = [], {"environment": environment(args.threads), "cases": {}}
+    rows, results = [], {"environment": environment(args.threads) | {"cpu": cpu_name()}, "cases": {}}
     for case in cases(work, {item.strip() for item in args.skip.split(",") if item.strip()}):
         for backend in args.backends.split(","):
-            summary = run(case, backend, work, args.speed_runs, args.threads)
-            results["cases"][f"{case['name']} {backend}"] = summary
-            rows.append(row(case["name"], backend, summary))
+            for target_cpu in args.target_cpus.split(","):
+                summary = run(case, backend, work, args.speed_runs, args.threads, target_cpu)
+                results["cases"][f"{case['name']} {backend} {target_cpu}"] = summary
+                rows.append(row(case["name"], backend, summary))
     header = [
         "model",
         "backend",
+        "made for",
         "fp32 ms",
         "int8 ms",
         "speed x",
@@ -297,10 +323,11 @@ def main() -> None:
         "d AP/F1",
         "d AP50/acc",
         "outputs",
-        "verdict",
+        "loss / limit",
     ]
     title = (
-        f"INT8 against FP32 ONNX Runtime CPU, side by side in one run (median ms per inference, threads {args.threads})"
+        f"INT8 against FP32 ONNX Runtime CPU on {cpu_name()}, side by side in one run (median ms per inference, "
+        f"threads {args.threads})"
     )
     print(table(title, header, rows))
     print(f"load average at the end: {fmt(os.getloadavg()[0])}; work folder: {work}")

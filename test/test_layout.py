@@ -180,6 +180,7 @@ SHARED = [
     "ros/monitor.py",
     "ros/parameters.py",
     "runtime/__init__.py",
+    "runtime/cpu.py",
     "runtime/providers.py",
     "runtime/runner.py",
     "text.py",

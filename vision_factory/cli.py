@@ -23,7 +23,7 @@ from .tools.commands import CommandReport, UsageError, node_default
 from .tools.image_bag import DEFAULT_FPS
 from .tools.mot import MODEL_TYPE as TRACK
 from .tools.quantize import BACKENDS as QUANTIZE_BACKENDS
-from .tools.quantize import METHODS, PRECISIONS, QUANTIZE_TYPES
+from .tools.quantize import LOSSES, METHODS, PRECISIONS, QUANTIZE_TYPES, TARGET_CPUS
 
 HEATMAP_THRESHOLD = node_default(FAMILIES["tracknet"].parameters, "heatmap_threshold")
 MEDIAN_WARMUP = node_default(FAMILIES["tracknet"].parameters, "median_warmup")
@@ -777,6 +777,21 @@ def compare(
 @click.option(
     "--threads", type=click.IntRange(min=0), default=0, show_default=True, help="CPU threads when timing, 0 = default"
 )
+@click.option(
+    "--target-cpu",
+    type=click.Choice(TARGET_CPUS),
+    default="auto",
+    show_default=True,
+    help="int8: the CPU it runs on: vnni (AVX-512 VNNI, AVX-VNNI, AMX), avx2 (x86 without VNNI: 7-bit weights, "
+    "which its int8 kernels do not saturate), auto = this CPU's kind",
+)
+@click.option(
+    "--max-loss",
+    type=click.FloatRange(min=0),
+    help="with --data: the accuracy loss above which the command fails and renames the model NAME.rejected.EXT  "
+    f"[default: {'; '.join(f'{key}: {what} {limit:g}' for key, (what, limit) in LOSSES.items())}]",
+)
+@click.option("--accept-loss", is_flag=True, help="keep the model under --out whatever accuracy it lost")
 def quantize(
     model_type: str,
     model: Path,
@@ -794,6 +809,9 @@ def quantize(
     input_size: str | None,
     speed_runs: int,
     threads: int,
+    target_cpu: str,
+    max_loss: float | None,
+    accept_loss: bool,
 ) -> None:
     """An INT8 (or FP16) copy of a model, checked against it.
 
@@ -802,8 +820,11 @@ def quantize(
     ONNX Runtime static QDQ, per-channel weights; openvino: NNCF post-training quantization,
     written as IR. The last conv on each path to the outputs and what follows (YOLO: the
     head's final convs, concat and decode) stay in float. FP16 is for GPU targets. The model
-    keeps its metadata and records its provenance (`inspect` shows it). Then both models are
-    timed on the same inputs in turn, and with --data compared as `compare` does.
+    keeps its metadata and records its provenance (`inspect` shows it). INT8 is made for the
+    CPU kind of --target-cpu (recorded too): ONNX Runtime's int8 kernels saturate on x86 CPUs
+    without VNNI unless the weights take 7 bits. Then both models are timed on the same inputs
+    in turn, and with --data compared as `compare` does: an accuracy loss over --max-loss fails
+    the command (exit 1) and leaves the model as NAME.rejected.EXT, unless --accept-loss.
 
     \b
     Examples:
@@ -814,12 +835,13 @@ def quantize(
       vision-factory quantize --model-type tracknet --model tracknet.onnx --calibration rally_bag \\
           --out tracknet_int8.onnx --data truth.csv --source rally.mp4
     """
+    from .tools.quantize import AccuracyLost
     from .tools.quantize import quantize as run_quantize
 
     options = {"--imgsz": imgsz, "--input-size": input_size}
     with _reported():
-        _show(
-            run_quantize(
+        try:
+            report = run_quantize(
                 model_type,
                 model,
                 calibration,
@@ -836,8 +858,14 @@ def quantize(
                 speed_runs=speed_runs,
                 threads=threads,
                 log=lambda text: click.echo(text, err=True),
+                target_cpu=target_cpu,
+                max_loss=max_loss,
+                accept_loss=accept_loss,
             )
-        )
+        except AccuracyLost as lost:
+            _show(lost.report)
+            raise
+        _show(report)
 
 
 # The detector's options of predict and track: (option, click type, help, help where rtmpose is a choice or

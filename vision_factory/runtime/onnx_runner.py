@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .cpu import warn_once
 from .providers import PARAMETERS as PROVIDER_PARAMETERS
 from .providers import ProviderConfig, create_session, fell_back
 from .runner import Logger, TensorInfo
@@ -38,13 +39,19 @@ class OnnxRunner:
     backend = "onnx"
     PARAMETERS = PROVIDER_PARAMETERS
 
-    def __init__(self, model_path: str | os.PathLike, config: ProviderConfig, logger: Logger):
+    def __init__(
+        self, model_path: str | os.PathLike, config: ProviderConfig, logger: Logger, cpu_kind: str | None = None
+    ):
         self.session = create_session(model_path, config, logger)
         self.inputs = [_tensor(i) for i in self.session.get_inputs()]
         self.outputs = [_tensor(o) for o in self.session.get_outputs()]
         self.metadata = dict(self.session.get_modelmeta().custom_metadata_map)
         self._output_names = [o.name for o in self.outputs]
         self.fallback = fell_back(config, self.providers)  # '' unless provider_fallback let it run elsewhere
+        # an int8 model made for another kind of CPU than ``cpu_kind`` (None: this one), said once per model
+        self.cpu_warning = ""
+        if self.providers[0] == "CPUExecutionProvider":
+            self.cpu_warning = warn_once(str(model_path), self.metadata, logger, cpu_kind)
 
     @classmethod
     def load(cls, model_path: str | os.PathLike, settings: Mapping[str, Any], logger: Logger) -> OnnxRunner:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..parameters import Parameter, with_defaults
+from .cpu import warn_once
 from .runner import Logger, TensorInfo, default_cache_dir, model_file
 
 PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
@@ -57,6 +58,8 @@ class OpenVinoRunner:
         cache_dir: str = "",
         inference_precision: str = "f32",
         inference_threads: int = 0,
+        logger: Logger | None = None,
+        cpu_kind: str | None = None,
     ):
         ov = _openvino()
         path = model_file(model_path)
@@ -93,10 +96,15 @@ class OpenVinoRunner:
         # ONNX metadata_props arrive in the model's runtime info, under "framework".
         framework = model.get_rt_info()["framework"] if model.has_rt_info(["framework"]) else {}
         self.metadata = {key: value.astype(str) for key, value in framework.items()}
+        # an int8 model made for another kind of CPU than ``cpu_kind`` (None: this one), said once per model
+        self.cpu_warning = ""
+        on_cpu = any(name.startswith("CPU") for name in self.compiled.get_property("EXECUTION_DEVICES"))
+        if logger is not None and on_cpu:
+            self.cpu_warning = warn_once(str(path), self.metadata, logger, cpu_kind, runtime="OpenVINO")
 
     @classmethod
     def load(cls, model_path: str | os.PathLike, settings: Mapping[str, Any], logger: Logger) -> OpenVinoRunner:
-        return cls(model_path, **with_defaults(cls.PARAMETERS, settings, "OpenVINO"))  # logs nothing itself
+        return cls(model_path, **with_defaults(cls.PARAMETERS, settings, "OpenVINO"), logger=logger)
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         results = self.request.infer(feeds)  # copies the outputs, so the next run cannot overwrite them

@@ -39,6 +39,7 @@ from ..families.registry import SINGLE_MODEL_DETECTORS, family
 from ..files import UnsafeWrite, check_outputs, model_files, staged, write_text
 from ..parameters import with_defaults
 from ..runtime.backends import load_target
+from ..runtime.cpu import this_cpu
 from ..runtime.runner import Runner
 from .commands import CommandReport, UsageError, node_default
 from .sources import read_image, source_frames
@@ -57,6 +58,19 @@ TAIL_OPS = ("Conv", "ConvTranspose")  # the walk back from the outputs stops at 
 DECODE_FEEDS = ("Reshape", "Transpose", "Softmax", "Flatten", "Squeeze", "Unsqueeze")
 THREADS = {"onnx": "intra_op_threads", "openvino": "inference_threads"}  # each backend's CPU threads setting
 KEY = "quantization_"  # metadata keys of the provenance
+# --target-cpu: the CPU kind the int8 model is made for (runtime/cpu.py). avx2 (x86 without VNNI): 7-bit weights
+# (ONNX Runtime's reduce_range, NNCF's overflow fix on every layer), which its int8 kernels do not saturate with.
+TARGET_CPUS = ("auto", "vnni", "avx2")
+# The accuracy loss compare's report gives for each family, and the largest the command accepts by default
+# (--max-loss): (what it is, default). Detectors: AP (pycocotools, keypoint AP for pose) of the source model less
+# the quantized one's; tracknet: F1 likewise (eval's); reid: 1 - the mean cosine of each person's two
+# embeddings; rtmpose: the largest distance between a keypoint of the two (px; all keypoints, however confident).
+LOSSES = {
+    "detectors": ("AP lost", 0.03),
+    "tracknet": ("F1 lost", 0.03),
+    "reid": ("1 - mean cosine", 0.05),
+    "rtmpose": ("largest keypoint difference (px)", 10.0),
+}
 
 
 # --- calibration: the family's own input tensors -------------------------------------------------------
@@ -237,6 +251,7 @@ class Provenance:
     backend: str
     method: str  # e.g. "onnxruntime 1.32.0 QDQ, per-channel, MinMax"
     float_nodes: list[str] = field(default_factory=list)
+    target_cpu: str = ""  # int8: the CPU kind it is made for (runtime/cpu.py CPU_KINDS)
 
     def metadata(self) -> dict[str, str]:
         """The ``quantization_*`` metadata entries: short values first (inspect shows each on a line)."""
@@ -246,11 +261,18 @@ class Provenance:
             "source_sha256": sha256(self.source),
             "method": self.method,
         }
+        if self.target_cpu:
+            entries |= {"target_cpu": self.target_cpu, "reduce_range": str(self.reduce_range).lower()}
         if self.calibration is not None:
             entries |= {"calibration": str(self.calibration), "frames": str(self.frames), "inputs": str(self.tensors)}
         if self.float_nodes:
             entries["float_nodes"] = f"{len(self.float_nodes)}: " + ", ".join(self.float_nodes)
         return {KEY + key: value for key, value in entries.items()}
+
+    @property
+    def reduce_range(self) -> bool:
+        """7-bit weights: made for CPUs without VNNI."""
+        return self.target_cpu == "avx2"
 
 
 def _set_metadata(model, entries: Mapping[str, str]) -> None:
@@ -284,10 +306,16 @@ def named_nodes(model: Path, out: Path) -> Path:
 
 
 def onnx_int8(
-    model: Path, out: Path, feeds: Sequence[dict[str, np.ndarray]], method: str, keep_tail: bool = True
+    model: Path,
+    out: Path,
+    feeds: Sequence[dict[str, np.ndarray]],
+    method: str,
+    keep_tail: bool = True,
+    reduce_range: bool = False,
 ) -> tuple[str, list[str]]:
     """``model`` quantized by ONNX Runtime (QDQ, per-channel int8 weights, uint8 activations) into ``out``;
-    what did it, and the nodes kept in float."""
+    what did it, and the nodes kept in float. ``reduce_range``: 7-bit weights ([-64, 64]), for CPUs without
+    VNNI (runtime/cpu.py)."""
     import onnx
     import onnxruntime
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
@@ -311,6 +339,7 @@ def onnx_int8(
             per_channel=True,
             activation_type=QuantType.QUInt8,
             weight_type=QuantType.QInt8,
+            reduce_range=reduce_range,
             calibrate_method=methods[method],
             nodes_to_exclude=excluded,
             extra_options={"CalibMaxIntermediateOutputs": 64} if method != "minmax" else {},
@@ -322,7 +351,11 @@ def onnx_int8(
             f"tail ({len(excluded)} nodes kept in float); give --no-float-tail to quantize the tail too, or keep "
             "the FP32 model"
         )
-    return f"onnxruntime {onnxruntime.__version__} static QDQ, per-channel int8 weights, {method} calibration", excluded
+    weights = "7-bit (reduce_range)" if reduce_range else "int8"
+    return (
+        f"onnxruntime {onnxruntime.__version__} static QDQ, per-channel {weights} weights, {method} calibration",
+        excluded,
+    )
 
 
 def onnx_fp16(model: Path, out: Path) -> str:
@@ -335,9 +368,16 @@ def onnx_fp16(model: Path, out: Path) -> str:
     return "onnxruntime.transformers float16 (inputs and outputs float32)"
 
 
-def openvino_model(model: Path, precision: str, feeds: Sequence[dict[str, np.ndarray]], float_nodes: Sequence[str]):
-    """``model`` as an OpenVINO model: int8 by NNCF post-training quantization (``float_nodes`` ignored), or as
-    it is (fp16: its weights are compressed as it is saved, ``save_openvino``); the model, and what did it."""
+def openvino_model(
+    model: Path,
+    precision: str,
+    feeds: Sequence[dict[str, np.ndarray]],
+    float_nodes: Sequence[str],
+    reduce_range: bool = False,
+):
+    """``model`` as an OpenVINO model: int8 by NNCF post-training quantization (``float_nodes`` ignored;
+    ``reduce_range``: 7-bit weights in every layer, NNCF's overflow fix, for CPUs without VNNI), or as it is
+    (fp16: its weights are compressed as it is saved, ``save_openvino``); the model, and what did it."""
     import openvino as ov
 
     ov_model = ov.Core().read_model(str(model))
@@ -349,15 +389,24 @@ def openvino_model(model: Path, precision: str, feeds: Sequence[dict[str, np.nda
     except ImportError:
         raise RuntimeError("OpenVINO INT8 needs NNCF: pip install nncf (or the openvino extra)") from None
 
+    from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
+
     set_log_level(logging.WARNING)  # its per-node notes and progress bars are not this command's output
+    # NNCF's default fixes the overflow in the first layer only
+    overflow = OverflowFix.ENABLE if reduce_range else OverflowFix.FIRST_LAYER
     ov_model = nncf.quantize(
         ov_model,
         nncf.Dataset(list(feeds)),
         preset=nncf.QuantizationPreset.MIXED,
         subset_size=len(feeds),
         ignored_scope=_ignored_scope(ov_model, float_nodes),
+        advanced_parameters=AdvancedQuantizationParameters(overflow_fix=overflow),
     )
-    return ov_model, f"NNCF {nncf.__version__} post-training quantization (mixed preset), OpenVINO {ov.__version__}"
+    weights = ", 7-bit weights (overflow fix on every layer)" if reduce_range else ""
+    return (
+        ov_model,
+        f"NNCF {nncf.__version__} post-training quantization (mixed preset{weights}), OpenVINO {ov.__version__}",
+    )
 
 
 def save_openvino(ov_model, out: Path, precision: str, metadata: Mapping[str, str]) -> None:
@@ -414,10 +463,15 @@ def quantize(
     threads: int = 0,
     out_dir: Path | None = None,
     log: Callable[[str], None] = lambda text: None,
+    target_cpu: str = "auto",
+    max_loss: float | None = None,
+    accept_loss: bool = False,
 ) -> CommandReport:
     """`vision-factory quantize`: ``model`` (FP32 ONNX of family ``model_type``) as ``precision`` for ``backend``
-    into ``out``, calibrated on ``frames`` frames of ``calibration``; then compared with ``model`` over ``data``
-    (COCO data set; tracknet: truth CSV with ``source``) and timed against it."""
+    into ``out``, calibrated on ``frames`` frames of ``calibration``, for ``target_cpu`` (TARGET_CPUS; auto: this
+    one); then compared with ``model`` over ``data`` (COCO data set; tracknet: truth CSV with ``source``) and
+    timed against it. When the comparison's accuracy loss (LOSSES) exceeds ``max_loss`` (None: the family's
+    default) the model is renamed NAME.rejected.EXT and AccuracyLost raised, unless ``accept_loss``."""
     from ..models.model_file import require_file_family
 
     if model_type not in QUANTIZE_TYPES:
@@ -428,6 +482,10 @@ def quantize(
         raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}", "--precision")
     if method not in METHODS:
         raise UsageError(f"--method must be one of {', '.join(METHODS)}", "--method")
+    if target_cpu not in TARGET_CPUS:
+        raise UsageError(f"--target-cpu must be one of {', '.join(TARGET_CPUS)}", "--target-cpu")
+    if max_loss is not None and not (np.isfinite(max_loss) and max_loss >= 0):
+        raise UsageError(f"--max-loss must be a number >= 0, got {max_loss}", "--max-loss")
     if backend == "openvino" and Path(out).suffix != ".xml":
         raise UsageError(f"OpenVINO writes IR: give --out as NAME.xml (got {Path(out).name})", "--out")
     if backend == "onnx" and Path(out).suffix != ".onnx":
@@ -447,6 +505,7 @@ def quantize(
     out = Path(out)
     inputs = [model, calibration, data, source, detector_model]
     written = model_files(out) if backend == "openvino" else [out]  # an IR is its .xml and its .bin
+    written += [rejected_name(path) for path in written]  # where a model that lost too much goes instead
     try:
         check_outputs(written, inputs, "--out")
     except UnsafeWrite as exc:
@@ -458,13 +517,16 @@ def quantize(
         feeds, frames = calibration_inputs(model_type, model, calibration, frames, options, detector_model)
         log(f"calibration: {len(feeds)} inputs from {frames} frames of {calibration}")
     float_nodes: list[str] = []
+    kind = (this_cpu() if target_cpu == "auto" else target_cpu) if precision == "int8" else ""
+    if kind:
+        log(f"int8 for {kind} CPUs ({'detected here' if target_cpu == 'auto' else '--target-cpu'})")
     companions = [".bin"] if backend == "openvino" else []
     with (
         tempfile.TemporaryDirectory(prefix="vf_quantize_") as work,  # lives until the model is saved
         staged(out, inputs, "--out", companions) as fresh,  # moved onto --out once written whole
     ):
         if backend == "onnx" and precision == "int8":
-            how, float_nodes = onnx_int8(model, fresh, feeds, method, keep_tail)
+            how, float_nodes = onnx_int8(model, fresh, feeds, method, keep_tail, kind == "avx2")
         elif backend == "onnx":
             how = onnx_fp16(model, fresh)
         else:
@@ -473,7 +535,7 @@ def quantize(
             named = named_nodes(model, Path(work) / "named.onnx")
             if precision == "int8" and keep_tail:
                 float_nodes = float_tail(onnx.load(named, load_external_data=False).graph)
-            ov_model, how = openvino_model(named, precision, feeds, float_nodes)
+            ov_model, how = openvino_model(named, precision, feeds, float_nodes, kind == "avx2")
         provenance = Provenance(
             Path(model),
             calibration if precision == "int8" else None,
@@ -483,6 +545,7 @@ def quantize(
             backend,
             how,
             float_nodes,
+            kind,
         )
         recorded = provenance.metadata()
         metadata = source_metadata(model) | recorded
@@ -508,10 +571,73 @@ def quantize(
         "speed": speed | {"threads": threads},
         "comparison": json.loads(compared.read_text()) if compared else None,
     }
+    loss = accuracy_loss(model_type, summary["comparison"], max_loss) if compared else None
+    rejected = loss is not None and loss["value"] > loss["limit"] and not accept_loss
+    if rejected:
+        out = reject(out)
+        summary["out"] = str(out)
+    if loss is not None:
+        summary["loss"] = loss | {"accepted": not rejected}
     files = {"summary": out_dir / "quantize.json"}
     write_text(files["summary"], json.dumps(summary, indent=2) + "\n", inputs)
-    text = describe(out, provenance, speed, comparison) + "\n"
-    return CommandReport(text, files, warnings=comparison.warnings if comparison else [])
+    text = describe(out, provenance, speed, comparison, loss) + "\n"
+    report = CommandReport(text, files, warnings=comparison.warnings if comparison else [])
+    if rejected:
+        raise AccuracyLost(report, loss_text(loss, out, provenance))
+    return report
+
+
+class AccuracyLost(ValueError):
+    """The quantized model lost more accuracy than allowed; ``report`` is the command's report all the same."""
+
+    def __init__(self, report: CommandReport, message: str):
+        super().__init__(message)
+        self.report = report
+
+
+def accuracy_loss(model_type: str, comparison: Mapping[str, Any], limit: float | None = None) -> dict[str, Any]:
+    """The accuracy the quantized model lost in ``comparison`` (compare's saved report), as LOSSES defines it for
+    ``model_type``: {"loss": what, "value", "limit"} (``limit`` None: the family's default)."""
+    key = model_type if model_type in LOSSES else "detectors"
+    what, default = LOSSES[key]
+    if key == "reid":
+        value = 1.0 - comparison["outputs"]["cosine_mean"]
+    elif key == "rtmpose":
+        value = comparison["outputs"].get("keypoint_delta_max_px", 0.0)
+    else:
+        metric = comparison["metrics"]["f1" if key == "tracknet" else "AP"]
+        value = metric["a"] - metric["b"]
+    return {"loss": what, "value": float(value), "limit": float(default if limit is None else limit)}
+
+
+def loss_text(loss: Mapping[str, Any], out: Path, provenance: Provenance) -> str:
+    """Why the command failed, and the ways on."""
+    cpu = (
+        f"; it was made for {provenance.target_cpu} CPUs and compared on this one, which has no VNNI: give "
+        "--target-cpu avx2 (or auto)"
+        if provenance.target_cpu == "vnni" and this_cpu() == "avx2"
+        else ""
+    )
+    return (
+        f"the quantized model lost more accuracy than allowed: {loss['loss']} {loss['value']:.4f} > --max-loss "
+        f"{loss['limit']:g}; written as {out} (not under the --out name){cpu}; try more --frames or another "
+        "--method, or give --accept-loss (or a larger --max-loss) to keep it"
+    )
+
+
+def rejected_name(out: Path) -> Path:
+    """Where a quantized model that lost more than allowed is written instead of ``out``: NAME.rejected.EXT."""
+    return out.with_name(f"{out.stem}.rejected{out.suffix}")
+
+
+def reject(out: Path) -> Path:
+    """The quantized model at ``out`` renamed rejected_name(out) (an IR's .bin with it; both names were checked
+    before the work: no link, no input); the new path."""
+    renamed = rejected_name(out)
+    if out.suffix == ".xml":
+        out.with_suffix(".bin").replace(rejected_name(out.with_suffix(".bin")))
+    out.replace(renamed)
+    return renamed
 
 
 def source_metadata(model: Path) -> dict[str, str]:
@@ -657,8 +783,17 @@ def compare_on_people(
     return CommandReport(describe_comparison(report, path))
 
 
-def describe(out: Path, provenance: Provenance, speed: Mapping[str, float], comparison: CommandReport | None) -> str:
+def describe(
+    out: Path,
+    provenance: Provenance,
+    speed: Mapping[str, float],
+    comparison: CommandReport | None,
+    loss: Mapping[str, Any] | None = None,
+) -> str:
     lines = [f"wrote {out}: {provenance.precision} for {provenance.backend} ({provenance.method})"]
+    if provenance.target_cpu:
+        weights = "7-bit weights (reduce_range)" if provenance.reduce_range else "full-range int8 weights"
+        lines.append(f"made for {provenance.target_cpu} CPUs: {weights}")
     if provenance.float_nodes:
         lines.append(f"kept in float: {len(provenance.float_nodes)} nodes: {', '.join(provenance.float_nodes)}")
     lines.append(
@@ -667,6 +802,9 @@ def describe(out: Path, provenance: Provenance, speed: Mapping[str, float], comp
     )
     if comparison is not None:
         lines.append(comparison.shown())
+        if loss is not None:
+            within = "within" if loss["value"] <= loss["limit"] else "OVER"
+            lines.append(f"accuracy loss: {loss['loss']} {loss['value']:.4f}, {within} --max-loss {loss['limit']:g}")
     else:
         lines.append("no --data: accuracy not compared (give --data to run compare)")
     return "\n".join(lines)

@@ -119,6 +119,13 @@ def test_the_undamaged_coco_files_score_ap_one(tmp_path):
     assert json.loads((tmp_path / "o" / "eval.json").read_text())["metrics"]["AP"] == pytest.approx(1.0)
 
 
+@pytest.fixture
+def image_file(tmp_path):
+    path = tmp_path / "frame.png"
+    cv2.imwrite(str(path), np.zeros((48, 64, 3), np.uint8))
+    return path
+
+
 def _with_metadata(tmp_path, key: bytes, value: bytes):
     """A YOLO model file whose metadata has this key and value, bytes as they are (protobuf keeps what is not
     UTF-8 in a proto2 string)."""
@@ -146,6 +153,13 @@ def test_inspect_reports_metadata_that_is_not_utf8_in_text_and_json(tmp_path):
     damaged = [key for key in metadata if key.startswith("key")]
     assert len(damaged) == 1 and "not UTF-8" in damaged[0] and metadata[damaged[0]].startswith("caf\\xe9 \\xc3(")
     assert json.loads(shown.stdout)["recognition"]["family"] == "yolo"
+
+
+def test_a_model_whose_metadata_is_not_utf8_is_refused_at_load_naming_the_problem(tmp_path, image_file):
+    # ONNX Runtime raises UnicodeDecodeError for the whole metadata map: predict (and a node) say what it is.
+    model = _with_metadata(tmp_path, b"key\xff\xfeabcd", b"caf\xe9 \xc3( bytes!!")
+    done = run_cli("predict", "--model-type", "yolo", "--model", str(model), str(image_file))
+    assert_refused(done, "its metadata is not UTF-8", "export the model again")
 
 
 @pytest.mark.parametrize("kpt_shape", ["5", "{'a': 1}", "[17]", "[17, 'x']", "[17, 4]", "not a literal"])

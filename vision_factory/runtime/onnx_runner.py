@@ -45,7 +45,14 @@ class OnnxRunner:
         self.session = create_session(model_path, config, logger)
         self.inputs = [_tensor(i) for i in self.session.get_inputs()]
         self.outputs = [_tensor(o) for o in self.session.get_outputs()]
-        self.metadata = dict(self.session.get_modelmeta().custom_metadata_map)
+        try:
+            self.metadata = dict(self.session.get_modelmeta().custom_metadata_map)
+        except UnicodeDecodeError as error:  # ONNX Runtime gives no map at all then
+            raise ValueError(
+                f"{model_path}: its metadata is not UTF-8 (byte {error.object[error.start : error.end]!r} at "
+                f"{error.start}): the file is damaged or its exporter wrote bytes, not text; export the model again, "
+                "or rewrite its metadata (onnx.load, fix metadata_props, onnx.save)"
+            ) from None
         self._output_names = [o.name for o in self.outputs]
         self.fallback = fell_back(config, self.providers)  # '' unless provider_fallback let it run elsewhere
         # an int8 model made for another kind of CPU than ``cpu_kind`` (None: this one), said once per model

@@ -27,6 +27,7 @@ from vision_factory.models.yolo import YoloDetector
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import read_ball_csv, read_frames, write_image_bag
 from vision_factory.tools.commands import UsageError
+from vision_factory.tools.replay import END_IDLE_S, replay
 from vision_factory.tools.synthetic import BallClip, build_tracknet_model
 from vision_factory.tools.verify import verify
 
@@ -243,6 +244,25 @@ def test_verify_fails_a_node_that_restamps_headers(tmp_path):
     by_name = {check.name: check for check in report.checks}
     assert by_name["every frame answered"].passed  # paired by order: nothing was dropped
     assert by_name["boxes within tolerance"].passed  # the answers themselves are right
+
+
+def test_replay_waits_for_a_node_whose_every_frame_takes_longer_than_the_end_wait(tmp_path):
+    # 4 s a frame (a heavy model on a loaded machine): longer than replay's END_IDLE_S with no answer, yet the node
+    # answers every frame it keeps. Replay (as verify runs it) times the warm-up frame and waits as the pace needs.
+    executable = _wrapper(tmp_path, SLOW.replace("time.sleep(0.35)", f"time.sleep({END_IDLE_S + 1})"))
+    bag = _shapes_bag(tmp_path, count=2)
+    result = replay(
+        bag,
+        tmp_path / "r",
+        node="yolo",
+        params={"model_path": str(SHAPES_MODEL), **KEEP_EVERY_FRAME},
+        executable=executable,
+        warm_up=True,
+    )
+    assert result.missing_frames == [] and result.outputs == 2, result
+    # The replay ended after the answers, not before them (a node drains its queue as it stops, so the answers
+    # were counted even then, but frames/s was over a wall time that ended before them).
+    assert result.latency_ms_p99 <= result.wall_s * 1000, result
 
 
 def test_verify_fails_a_node_that_drops_frames_under_load_and_the_cli_exits_non_zero(tmp_path):

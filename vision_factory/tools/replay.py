@@ -55,6 +55,8 @@ LABELS = {"labels": "vision_msgs/msg/LabelInfo"}  # the detection nodes' class m
 NODE_TIMES = ("processing_time_ms", "preprocess_ms", "inference_ms", "postprocess_ms")
 MAX_IN_FLIGHT = 32  # frames sent and not yet answered, at most, when replaying as fast as the node keeps up
 DEBUG_MATCH_S = 3.0  # how long replay waits for the node's ~/debug/ topics once its output is there
+END_IDLE_S = 3.0  # once every frame is sent: how long with no answer ends the replay, at least
+END_WAIT_MAX_S = 30.0  # ... and at most (see _wait_for_end)
 # The node publishes /diagnostics once a second (ros/monitor.py): how long replay waits, once the bag's frames are
 # answered, for a status published after that (its counts then include every frame).
 DIAGNOSTICS_WAIT_S = 2.5
@@ -305,11 +307,15 @@ def replay(
         for waited in (*fed_publishers.values(), publisher):
             _wait_for_node(process, waited, player, f"{namespace}/{spec.main_output}", startup_timeout, log_path)
         _wait_matched(timers, DEBUG_MATCH_S)  # the node's times from the first frame on (a node without: none)
+        idle_s = END_IDLE_S
         if warm_up:
             first = next(iter(read_messages(bag, topic)))
+            warm_up_start = time.monotonic()
             publisher.publish(_restamped(first.data, time.time_ns())[0])
             with answered:  # its answer (frame -1: no frame of the bag's) is not the replay's
                 answered.wait_for(lambda: done_frames or process.poll() is not None, timeout=startup_timeout)
+            # A node whose one frame takes longer than END_IDLE_S (a heavy model, a loaded machine) is given longer.
+            idle_s = max(idle_s, 2 * (time.monotonic() - warm_up_start))
             # A node that ends a stream after a pause (flush_timeout) starts the bag afresh.
             time.sleep(2 * float(overrides.get("flush_timeout", 0)))
             with answered:
@@ -343,7 +349,7 @@ def replay(
             publisher.publish(data)
             if progress:
                 progress(index + 1, len(stamps))
-        _wait_for_end(answered, done_frames, len(stamps), idle_s=3.0)
+        _wait_for_end(answered, done_frames, len(stamps), idle_s)
         wall_s = time.perf_counter() - start
         node_status = _node_status(player, namespace, spec.main_output, statuses) if diagnostics else {}
     finally:
@@ -540,13 +546,20 @@ def _wait_in_flight(answered, done_frames, index, max_in_flight, process, log_pa
 
 
 def _wait_for_end(answered, done_frames, total: int, idle_s: float) -> None:
-    """Until every frame is answered, or no answer came for ``idle_s`` seconds."""
+    """Until every frame is answered, or no answer came for longer than the node's own pace allows: ``idle_s``
+    seconds, or ten times the longest gap between two of its answers so far where that is longer (a slow model
+    on a loaded machine), at most END_WAIT_MAX_S."""
     with answered:
+        times = sorted(done_frames.values())  # receive times (ns) of the answers so far
+        gaps = [(b - a) / 1e9 for a, b in zip(times, times[1:])]
+        allowed = min(max(idle_s, 10 * max(gaps, default=0.0)), END_WAIT_MAX_S)
         last_count, last_change = len(done_frames), time.monotonic()
-        while len(done_frames) < total and time.monotonic() - last_change < idle_s:
+        while len(done_frames) < total and time.monotonic() - last_change < allowed:
             answered.wait(timeout=0.1)
             if len(done_frames) != last_count:
-                last_count, last_change = len(done_frames), time.monotonic()
+                now = time.monotonic()
+                allowed = min(max(allowed, 10 * (now - last_change)), END_WAIT_MAX_S)
+                last_count, last_change = len(done_frames), now
 
 
 def _write_ball_csv(path: Path, items: list[tuple[int, bytes]], frame_of: dict) -> Path:

@@ -122,7 +122,7 @@ def test_recognition_rules_import_no_adapter():
 
 def test_the_registry_and_the_rules_know_the_same_families():
     # InpaintNet: TrackNet's companion, no node; track: no model of its own (its re-id model is reid's)
-    assert set(recognition.FAMILIES) == {*FAMILIES, "inpaintnet"} - {"track"}
+    assert set(recognition.FAMILY_NAMES) == {*FAMILIES, "inpaintnet"} - {"track"}
     assert [name for name, spec in FAMILIES.items() if spec.rule is None] == ["track"]
     for name, spec in FAMILIES.items():
         assert spec.rule is None or (spec.rule.family == name and spec.rule in recognition.RULES)

@@ -28,8 +28,8 @@ from vision_factory.runtime.openvino_runner import OpenVinoRunner
 from vision_factory.tools.synthetic import build_inpaint_model, build_tracknet_model
 
 LOG = logging.getLogger("test")
-NODE_FAMILIES = ("tracknet", "yolo", "yolo_pose", "fasterrcnn", "rtmpose")
-MODEL_FAMILIES = (*NODE_FAMILIES, "inpaintnet", "reid")
+NODE_FAMILY_NAMES = ("tracknet", "yolo", "yolo_pose", "fasterrcnn", "rtmpose")
+MODEL_FAMILY_NAMES = (*NODE_FAMILY_NAMES, "inpaintnet", "reid")
 # What each node says it needs, written out here (not read from the code under test).
 NEEDS = {
     "tracknet": "tracknet_node needs a TrackNet model ([1, C, 288, 512] in, [1, L, 288, 512] out)",
@@ -102,7 +102,7 @@ def node_parameters(family: str, models: dict[str, Path], model: Path) -> dict[s
 
 
 @pytest.mark.parametrize(
-    "family,wrong", [(family, wrong) for family in NODE_FAMILIES for wrong in MODEL_FAMILIES if wrong != family]
+    "family,wrong", [(family, wrong) for family in NODE_FAMILY_NAMES for wrong in MODEL_FAMILY_NAMES if wrong != family]
 )
 def test_every_node_family_names_a_model_of_every_other_family(family_models, family, wrong):
     model = family_models[wrong]
@@ -113,7 +113,7 @@ def test_every_node_family_names_a_model_of_every_other_family(family_models, fa
     assert "What decided it: " in message
 
 
-@pytest.mark.parametrize("wrong", [family for family in MODEL_FAMILIES if family != "reid"])
+@pytest.mark.parametrize("wrong", [family for family in MODEL_FAMILY_NAMES if family != "reid"])
 def test_the_reid_model_names_a_model_of_every_other_family(family_models, wrong):
     """reid has no node, but its model parameter is checked by the same rules."""
     model = family_models[wrong]
@@ -122,7 +122,7 @@ def test_the_reid_model_names_a_model_of_every_other_family(family_models, wrong
     assert str(raised.value).startswith(f"reid_model_path {model} {SEEN[wrong]}; {REID_NEEDS}"), str(raised.value)
 
 
-@pytest.mark.parametrize("family", NODE_FAMILIES)
+@pytest.mark.parametrize("family", NODE_FAMILY_NAMES)
 def test_every_node_family_takes_its_own_synthetic_model(family_models, family):
     built = build(family, node_parameters(family, family_models, family_models[family]))
     assert built is not None
@@ -172,7 +172,7 @@ def test_model_text_in_the_error_is_escaped(tmp_path):
     assert "output0\\n[FATAL] [tracknet]: forged \\x1b[31m [1, 7, 84]" in message
 
 
-@pytest.mark.parametrize("wrong", MODEL_FAMILIES)
+@pytest.mark.parametrize("wrong", MODEL_FAMILY_NAMES)
 def test_inspect_and_every_backend_agree(family_models, wrong):
     """The file as inspect reads it and the model as ONNX Runtime and OpenVINO load it are recognised alike."""
     path = family_models[wrong]

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from vision_factory.cli import main
-from vision_factory.files import UnsafeWrite, check_output, copy_file, open_new, staged, write_text
+from vision_factory.files import UnsafeWrite, check_output, open_new, staged, write_text
 
 VICTIM = b"precious bytes that no tool may change\n"
 
@@ -77,7 +77,6 @@ def _writers(inputs):
         "write_text": lambda path: write_text(path, "new", inputs),
         "staged": by_library,
         "open_new": streamed,
-        "copy_file": lambda path: copy_file(path.parent / "source.txt", path, inputs),
     }
 
 
@@ -87,20 +86,18 @@ WAYS = list(_writers(()))
 @pytest.mark.parametrize("way", WAYS)
 def test_a_link_at_the_output_is_refused_and_its_target_kept(tmp_path, way):
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "source.txt").write_text("source")
     target = victim(tmp_path / "elsewhere")
     link = tmp_path / "out" / "report.json"
     link.symlink_to(target)
     with pytest.raises(UnsafeWrite, match="report.json is a symbolic link .*remove the link or choose another"):
         _writers(())[way](link)
     assert target.read_bytes() == VICTIM and link.is_symlink()
-    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["report.json", "source.txt"]  # no litter
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["report.json"]  # no litter
 
 
 @pytest.mark.parametrize("way", WAYS)
 def test_a_dangling_link_at_the_output_creates_nothing_where_it_points(tmp_path, way):
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "source.txt").write_text("source")
     target = tmp_path / "elsewhere" / "planted.json"
     target.parent.mkdir()
     link = tmp_path / "out" / "report.json"
@@ -114,7 +111,6 @@ def test_a_dangling_link_at_the_output_creates_nothing_where_it_points(tmp_path,
 def test_an_input_is_never_written_whatever_its_name(tmp_path, way):
     """The same file by a hard link, or by another spelling of its path: compared by identity."""
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "source.txt").write_text("source")
     model = victim(tmp_path / "models")
     hard = tmp_path / "out" / "model_copy.onnx"
     os.link(model, hard)
@@ -129,14 +125,13 @@ def test_an_input_is_never_written_whatever_its_name(tmp_path, way):
 def test_a_file_is_replaced_whole_and_its_other_links_keep_the_old_bytes(tmp_path, way):
     """A rename replaces the name: a hard link elsewhere to the old file (not an input) still holds it."""
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "source.txt").write_text("new")
     path = tmp_path / "out" / "report.json"
     path.write_bytes(VICTIM)
     kept = tmp_path / "kept.json"
     os.link(path, kept)
     _writers(())[way](path)
     assert path.read_text() == "new" and kept.read_bytes() == VICTIM
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.json", "source.txt"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.json"]
 
 
 def test_an_openvino_model_is_its_xml_and_its_bin(tmp_path):

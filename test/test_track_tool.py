@@ -18,7 +18,7 @@ import skimage.data
 from conftest import SHARED, pypi_model
 from test_cli import run_cli
 
-from vision_factory.tools.mot import iou_matrix, read_mot
+from vision_factory.tools.mot import iou_ltwh, read_mot
 from vision_factory.tools.track import track
 
 NUDENET_MODEL = ("nudenet", "3.4.2", "nudenet/320n.onnx")
@@ -64,7 +64,7 @@ def _check_one_stable_track(tracks_file, boxes):
     lines = tracks_file.read_text().splitlines()
     assert all(LINE.match(line) for line in lines), lines
     tracks = read_mot(tracks_file)
-    person = np.array([iou_matrix(boxes[frame - 1], box)[0, 0] for frame, box in zip(tracks.frames, tracks.boxes)])
+    person = np.array([iou_ltwh(boxes[frame - 1], box)[0, 0] for frame, box in zip(tracks.frames, tracks.boxes)])
     on_person = person > 0.5  # the face box was read by eye, generously
     # The person is found and tracked in every frame (frames from 1), always with one ID, the stream's first.
     assert sorted(tracks.frames[on_person].tolist()) == list(range(1, len(boxes) + 1))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from vision_factory.models.detections import Detection
-from vision_factory.models.tracker import Tracker, TrackerConfig, assign, iou_matrix
+from vision_factory.models.tracker import Tracker, TrackerConfig, assign, iou_xyxy
 
 W, H = 40, 80  # box size
 
@@ -209,7 +209,7 @@ def test_assignment_with_a_cost_limit_is_lapjvs():
     assert assign(np.zeros((0, 3)), 0.8) == [] and assign(np.array([[0.9]]), 0.8) == []
 
 
-def test_iou_matrix():
+def test_iou_xyxy():
     a = np.array([[0, 0, 10, 10], [0, 0, 0, 0]], float)
     b = np.array([[5, 0, 15, 10], [20, 20, 30, 30]], float)
-    np.testing.assert_allclose(iou_matrix(a, b), [[50 / 150, 0], [0, 0]], atol=1e-9)
+    np.testing.assert_allclose(iou_xyxy(a, b), [[50 / 150, 0], [0, 0]], atol=1e-9)

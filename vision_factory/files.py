@@ -164,15 +164,6 @@ def write_text(
     return write_bytes(path, text.encode(encoding), inputs, option)
 
 
-def copy_file(
-    source: str | os.PathLike[str], path: str | os.PathLike[str], inputs: Inputs = (), option: str | None = None
-) -> Path:
-    """A copy of ``source`` at ``path`` (write_bytes' guarantees; ``source`` is an input)."""
-    with staged(path, [source, *inputs], option) as fresh:
-        shutil.copyfile(source, fresh)
-    return Path(path)
-
-
 def open_new(
     path: str | os.PathLike[str], inputs: Inputs = (), option: str | None = None, mode: str = "w", **kwargs
 ) -> IO:

@@ -64,7 +64,6 @@ _DIRECT = {
 }
 SUPPORTED_ENCODINGS = tuple(_DIRECT)
 _PACKED_422 = {"uyvy": "UYVY", "yuv422": "UYVY", "yuyv": "YUYV", "yuv422_yuy2": "YUYV"}
-COMPRESSED_FORMATS = ("jpeg", "png")
 
 
 def check_pixels(width: int, height: int, max_pixels: int, what: str = "image") -> None:

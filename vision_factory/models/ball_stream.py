@@ -12,15 +12,15 @@ import numpy as np
 
 from ..text import untrusted
 from .tracknet_stream import (
+    BallRow,
     InpaintRefiner,
-    Prediction,
     PreparedFrame,
     StreamStats,
     TrackNetTracker,
     median_problem,
 )
 
-Tagged = tuple[Any, Prediction]
+Tagged = tuple[Any, BallRow]
 
 
 def load_median(path: str, bg_mode: str) -> np.ndarray | None:
@@ -158,7 +158,7 @@ class BallStream:
             self.reset()
         return outputs
 
-    def _refine(self, predictions: list[Prediction]) -> list[Tagged]:
+    def _refine(self, predictions: list[BallRow]) -> list[Tagged]:
         if self._make_refiner is None or not predictions:
             return self._finish(predictions)
         if self.refiner is None:
@@ -167,5 +167,5 @@ class BallStream:
         refined = [self.refiner.push(prediction) for prediction in predictions]
         return self._finish([prediction for prediction in refined if prediction])
 
-    def _finish(self, predictions: list[Prediction]) -> list[Tagged]:
+    def _finish(self, predictions: list[BallRow]) -> list[Tagged]:
         return [(self._tags.pop(prediction["Frame"]), prediction) for prediction in predictions]

@@ -20,11 +20,11 @@ from .rtmpose_interface import RTMPOSE
 from .tracknet_interface import INPAINTNET, TRACKNET
 from .yolo_interface import YOLO, YOLO_POSE
 
-__all__ = ["FAMILIES", "RULES", "Recognition", "WrongFamily", "load_checked", "recognise", "require_family"]
+__all__ = ["FAMILY_NAMES", "RULES", "Recognition", "WrongFamily", "load_checked", "recognise", "require_family"]
 
 # Tried in this order; the first that matches wins (a pose model also fits the detector's rule).
 RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE, REID)
-FAMILIES = tuple(rule.family for rule in RULES)
+FAMILY_NAMES = tuple(rule.family for rule in RULES)
 _NEEDS = {rule.family: rule.needs for rule in RULES}
 
 
@@ -50,7 +50,7 @@ def fits(recognition: Recognition, family: str) -> bool:
 def needs(family: str) -> str:
     """What a ``family`` model looks like, for errors."""
     if family not in _NEEDS:
-        raise ValueError(f"unknown model family '{family}': choose one of {', '.join(FAMILIES)}")
+        raise ValueError(f"unknown model family '{family}': choose one of {', '.join(FAMILY_NAMES)}")
     return _NEEDS[family]
 
 

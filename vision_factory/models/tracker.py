@@ -119,8 +119,8 @@ def xywh_to_xyxy(boxes: np.ndarray) -> np.ndarray:
     return np.concatenate([boxes[:, :2] - boxes[:, 2:] / 2, boxes[:, :2] + boxes[:, 2:] / 2], axis=1)
 
 
-def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """[A, B] IoU of xyxy boxes."""
+def iou_xyxy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[A, B] IoU of boxes as x1, y1, x2, y2 (corners; ``tools.mot.iou_ltwh`` takes MOT's left, top, w, h)."""
     top_left = np.maximum(a[:, None, :2], b[None, :, :2])
     bottom_right = np.minimum(a[:, None, 2:], b[None, :, 2:])
     intersection = np.prod((bottom_right - top_left).clip(0), axis=2)
@@ -309,7 +309,7 @@ class Tracker:
     def _iou(tracks: list[Track], boxes: np.ndarray) -> np.ndarray:
         if not tracks or not len(boxes):
             return np.zeros((len(tracks), len(boxes)))
-        return iou_matrix(xywh_to_xyxy(np.stack([track.mean[:4] for track in tracks])), boxes)
+        return iou_xyxy(xywh_to_xyxy(np.stack([track.mean[:4] for track in tracks])), boxes)
 
     def _other_class(self, tracks: list[Track], classes: np.ndarray) -> np.ndarray:
         """[T, N] True where the pair is refused for its classes (never, unless ``per_class``)."""

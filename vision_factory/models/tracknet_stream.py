@@ -51,7 +51,7 @@ from .tracknet_interface import BG_MODES, FEATURE_CHANNELS, HEIGHT, WIDTH, input
 EVAL_MODES = ("average", "weight")
 MEDIAN_MODES = ("subtract", "subtract_concat", "concat")  # the bg modes that need a background median
 
-Prediction = dict[str, int]
+BallRow = dict[str, int]  # one row of the ball CSV: Frame, X, Y, Visibility (tools.predict.Prediction is a detector's)
 
 
 @dataclass
@@ -98,7 +98,7 @@ def check_stride(stride: int, seq_len: int) -> int:
 
 def heatmap_to_prediction(
     heatmap: np.ndarray, frame_id: int, width: int, height: int, threshold: float = 0.0
-) -> Prediction:
+) -> BallRow:
     """First row-major peak of a 288x512 heatmap, scaled to the source frame's pixels.
 
     A map whose maximum is <= ``threshold`` is a miss.
@@ -306,7 +306,7 @@ class TrackNetTracker:
         self.median_warmup = median_warmup
         self.heatmap_threshold = heatmap_threshold
         # Called per emitted frame with its heatmap peak and its position at any threshold (threshold sweeps).
-        self.on_peak: Callable[[int, float, Prediction], None] | None = None
+        self.on_peak: Callable[[int, float, BallRow], None] | None = None
         self._check_model(model_name)
         self._given_median = None if median is None else self._validate_median(median)
         if self.needs_median and self._given_median is None and median_warmup == 0:
@@ -404,7 +404,7 @@ class TrackNetTracker:
 
     def push(
         self, frame_bgr: np.ndarray, frame_id: int | None = None, prepared: PreparedFrame | None = None
-    ) -> Prediction | None:
+    ) -> BallRow | None:
         """Add a BGR uint8 frame; return the prediction of the frame that just left the window.
 
         ``prepared``: ``prepare(frame_bgr)``'s result, whose feature is used when still valid.
@@ -443,7 +443,7 @@ class TrackNetTracker:
             self._infer(self._window())
         return self._emit(self._window_ids[0])
 
-    def flush(self) -> list[Prediction]:
+    def flush(self) -> list[BallRow]:
         """End the stream: emit every frame still waiting for later windows, in frame-id order; the next push
         starts a new stream as on a fresh tracker (a new median warm-up, window and frame count; the stats go on).
 
@@ -529,7 +529,7 @@ class TrackNetTracker:
             entry[1] += weight
         self.stats.postprocess_s += time.perf_counter() - start
 
-    def _emit(self, fid: int) -> Prediction:
+    def _emit(self, fid: int) -> BallRow:
         start = time.perf_counter()
         total, weight, width, height = self._pending.pop(fid)
         heatmap = total / max(np.float32(1e-6), weight)
@@ -559,16 +559,16 @@ class InpaintRefiner:
 
     def reset(self) -> None:
         self.stats = StreamStats()
-        self._buffer: deque[tuple[Prediction, np.ndarray, float]] = deque(maxlen=self.seq_len)
+        self._buffer: deque[tuple[BallRow, np.ndarray, float]] = deque(maxlen=self.seq_len)
 
-    def _normalise(self, prediction: Prediction) -> tuple[np.ndarray, float]:
+    def _normalise(self, prediction: BallRow) -> tuple[np.ndarray, float]:
         if prediction["Visibility"] == 1 and prediction["X"] > 0 and prediction["Y"] > 0:
             sx, sy = self.img_scaler
             coords = np.clip([prediction["X"] / (WIDTH * sx), prediction["Y"] / (HEIGHT * sy)], 0, 1)
             return coords.astype(np.float32), 0.0
         return np.zeros(2, np.float32), 1.0
 
-    def push(self, prediction: Prediction) -> Prediction | None:
+    def push(self, prediction: BallRow) -> BallRow | None:
         """Add one TrackNet prediction; once L are buffered, return the oldest, repaired."""
         self.stats.push_calls += 1
         start = time.perf_counter()
@@ -593,7 +593,7 @@ class InpaintRefiner:
         self.stats.postprocess_s += time.perf_counter() - start
         return {"Frame": oldest["Frame"], "X": x, "Y": y, "Visibility": 0 if x == 0 and y == 0 else 1}
 
-    def flush(self) -> list[Prediction]:
+    def flush(self) -> list[BallRow]:
         """Emit the frames not yet emitted, as they came in (masked ones as misses)."""
         outputs = []
         for prediction, _, mask in self._buffer:

@@ -23,7 +23,6 @@ import numpy as np
 
 from .mot import MotBoxes, boxes_from_rows
 
-FPS = 30.0
 MIN_VISIBLE = 0.3  # fraction of a person's pixels that must be visible for a ground truth box
 
 # name: (source, person's box in the photo x1, y1, x2, y2, read by eye)

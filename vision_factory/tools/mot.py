@@ -209,9 +209,10 @@ def boxes_from_rows(rows: Iterable[tuple[int, int, float, float, float, float, f
     )
 
 
-def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU of every box of ``a`` [N, 4] with every box of ``b`` [M, 4], boxes as x, y, w, h (0 where they do not
-    overlap, so two empty boxes are 0, not undefined)."""
+def iou_ltwh(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every box of ``a`` [N, 4] with every box of ``b`` [M, 4], boxes as MOT's left, top, width, height
+    (0 where they do not overlap, so two empty boxes are 0, not undefined; ``models.tracker.iou_xyxy`` takes
+    corners)."""
     a, b = np.asarray(a, dtype=np.float64).reshape(-1, 4), np.asarray(b, dtype=np.float64).reshape(-1, 4)
     low = np.maximum(a[:, None, :2], b[None, :, :2])
     high = np.minimum(a[:, None, :2] + a[:, None, 2:], b[None, :, :2] + b[None, :, 2:])
@@ -236,7 +237,7 @@ class Scoring:
         empty = np.zeros(0, dtype=np.int64)
         for frame in sorted(truth.keys() | predictions.keys()):
             rows, found = truth.get(frame, empty), predictions.get(frame, empty)
-            yield frame, rows, found, iou_matrix(self.truth.boxes[rows], self.predictions.boxes[found])
+            yield frame, rows, found, iou_ltwh(self.truth.boxes[rows], self.predictions.boxes[found])
 
 
 def prepare(truth: MotBoxes, predictions: MotBoxes) -> Scoring:
@@ -264,7 +265,7 @@ def prepare(truth: MotBoxes, predictions: MotBoxes) -> Scoring:
         mine = predictions.by_frame()
         for frame, rows in truth.by_frame().items():
             if frame in mine and distractor[rows].any():
-                overlap = iou_matrix(truth.boxes[rows], predictions.boxes[mine[frame]])
+                overlap = iou_ltwh(truth.boxes[rows], predictions.boxes[mine[frame]])
                 overlap[overlap < MATCH_IOU - _EPS] = 0.0
                 matched_rows, matched_columns = linear_sum_assignment(-overlap)
                 matched = overlap[matched_rows, matched_columns] > 0

@@ -808,8 +808,3 @@ def describe(
     else:
         lines.append("no --data: accuracy not compared (give --data to run compare)")
     return "\n".join(lines)
-
-
-def provenance_of(metadata: Mapping[str, str]) -> dict[str, str]:
-    """The ``quantization_*`` entries of a model's metadata, without the prefix."""
-    return {key.removeprefix(KEY): value for key, value in metadata.items() if key.startswith(KEY)}

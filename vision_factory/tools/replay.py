@@ -47,7 +47,6 @@ class NodeSpec:
     inputs: dict[str, str] = field(default_factory=dict)
 
 
-DETECTIONS = DETECTIONS_MESSAGE
 LABELS = {"labels": "vision_msgs/msg/LabelInfo"}  # the detection nodes' class map, published once (latched)
 # The node's own per-frame times it publishes on ~/debug/ (ros/monitor.py), read into ReplayResult.node_times_ms.
 # Not its pipeline_latency_ms: that is measured from the image's stamp, a bag's recording time; replay times the
@@ -63,7 +62,7 @@ DIAGNOSTICS_WAIT_S = 2.5
 # A node that ends its stream after seconds without frames (flush_timeout) gets a short one: the bag ends.
 FLUSH_TIMEOUT = {"flush_timeout": "0.5"}
 # The track node tracks another node's detections: replay plays them from the bag, each with its image's stamp.
-FED_INPUTS = {"track": {topic: DETECTIONS for topic, *_ in family("track").topic_arguments}}
+FED_INPUTS = {"track": {topic: DETECTIONS_MESSAGE for topic, *_ in family("track").topic_arguments}}
 NODES = {
     name: NodeSpec(
         f"vision_factory.{name}_onnx_node",
@@ -258,7 +257,7 @@ def replay(
     # Not this process's command line: rcl would read its -p NAME:=VALUE as remap rules (and warn they are deprecated).
     rclpy.init(args=[], context=context)
     player = Node("vf_replay_player", context=context)
-    detections_out = spec.outputs[spec.main_output] == DETECTIONS  # its class map read for detections.json
+    detections_out = spec.outputs[spec.main_output] == DETECTIONS_MESSAGE  # its class map read for detections.json
     recorded = {**spec.outputs, **(LABELS if detections_out else {}), **(latched or {})}
     received: dict[str, list[tuple[int, bytes]]] = {name: [] for name in recorded}
     done_frames: dict[int, int] = {}  # frame index -> receive time (ns)
@@ -434,7 +433,7 @@ def output_paths(out_dir: Path, node: str) -> dict[str, Path]:
     }
     if "ball" in spec.outputs:
         paths["ball_csv"] = out_dir / "ball.csv"
-    if spec.outputs[spec.main_output] == DETECTIONS:
+    if spec.outputs[spec.main_output] == DETECTIONS_MESSAGE:
         paths["detections_json"] = out_dir / "detections.json"
     return paths
 
@@ -589,7 +588,7 @@ def _write_detections_json(
     names = label_names(deserialize_message(labels[-1][1], message_class(LABELS["labels"]))) if labels else []
     frames = {}
     for _, data in items:
-        msg = deserialize_message(data, message_class(DETECTIONS))
+        msg = deserialize_message(data, message_class(DETECTIONS_MESSAGE))
         frame = frame_of.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
         if frame is not None:
             frames[frame] = detections_from_message(msg, names)

@@ -94,6 +94,7 @@ def test_tracknet_arguments_and_their_defaults():
         (str, "tensorrt,cuda,cpu", "tensorrt,cuda,cpu"),
         (int, "12", 12),
         (int, "-3", -3),
+        (int, str(-(2**63)), -(2**63)),
         (float, "0.5", 0.5),
         (float, "1", 1.0),
         (bool, "true", True),
@@ -110,6 +111,8 @@ def test_typed_values(value_type, text, value):
     [
         (int, "8.0", "seq_len:='8.0' is not a whole number: give digits, e.g. seq_len:=8"),
         (int, "", "seq_len:='' is not a whole number"),
+        (int, "9" * 5000, "is out of a ROS integer's range (64 bits): give a smaller one"),
+        (int, str(2**63), "is out of a ROS integer's range"),
         (float, "fast", "seq_len:='fast' is not a finite number: give one, e.g. seq_len:=0.5"),
         (float, "nan", "is not a finite number"),
         (bool, "yes", "seq_len:='yes' is not a boolean: give seq_len:=true or seq_len:=false"),

@@ -84,9 +84,11 @@ def typed_value(name: str, text: str, value_type: type) -> Value:
             return BOOLEANS[text.lower()]
         raise LaunchArgumentError(f"{shown} is not a boolean: give {name}:=true or {name}:=false")
     if value_type is int:
-        if INTEGER.fullmatch(text.strip()):
-            return int(text)
-        raise LaunchArgumentError(f"{shown} is not a whole number: give digits, e.g. {name}:=8")
+        if not INTEGER.fullmatch(text.strip()):
+            raise LaunchArgumentError(f"{shown} is not a whole number: give digits, e.g. {name}:=8")
+        if len(text.strip()) > 20 or not -(2**63) <= int(text) < 2**63:  # int() of thousands of digits is refused
+            raise LaunchArgumentError(f"{shown} is out of a ROS integer's range (64 bits): give a smaller one")
+        return int(text)
     if value_type is float:
         try:
             number = float(text)

@@ -9,6 +9,8 @@
 # The commits are those checked (see the README, "Lifecycle, fresh frames and lazy nodes"): the newest rolling
 # snapshot that could be had then, from before ROS 2 Kilted branched (launch 3.7.1, launch_ros 0.28.0, ros2cli
 # 0.36.1); the ros-* runtime wheels are Kilted's. Needs git, cmake, g++ and network access to PyPI and GitHub.
+# Where GitHub is out of reach, LAUNCH_VENV_GIT names where to clone from instead, {name} standing for the
+# repository's name (e.g. LAUNCH_VENV_GIT='/srv/mirror/ros2+{name}/repo'); the same commits are checked out.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 VENV="${1:-/tmp/launchvenv}"
@@ -20,10 +22,12 @@ declare -A COMMITS=(
   [rcl_interfaces]=f6b3741d921ef5414125091b2ccc74b863be3c24   # composition_interfaces 2.2.0
   [rosidl_runtime_py]=3327b1dc488af514017c5446ffff12d102bbe94a  # 0.14.0 (for ros2service, ros2param)
 )
+GITHUB='https://github.com/ros2/{name}.git'
+GIT_SOURCE="${LAUNCH_VENV_GIT:-$GITHUB}"
 mkdir -p "$SOURCES"
 for name in "${!COMMITS[@]}"; do
   if [ ! -d "$SOURCES/$name/.git" ]; then
-    git clone -q "https://github.com/ros2/$name.git" "$SOURCES/$name"
+    git clone -q "${GIT_SOURCE//\{name\}/$name}" "$SOURCES/$name"
   fi
   git -C "$SOURCES/$name" checkout -q "${COMMITS[$name]}"
 done

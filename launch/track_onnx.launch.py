@@ -10,8 +10,11 @@ Usage:
         detections_topic:=/detector/detections \\
         reid_model_path:=/models/reid.onnx
 
-`--show-args` lists every argument. Parameters that are not arguments come from params_file
-(default: config/track_onnx.yaml); the arguments always override the same keys of that file.
+`--show-args` lists every argument, with its description and default:
+reid_model_path, input_transport, autostart, execution_provider, image_topic, detections_topic,
+namespace, params_file, fastdds_profile.
+Parameters that are not arguments come from params_file (default:
+config/track_onnx.yaml); the arguments always override the same keys of that file.
 
 fastdds_profile is exported as FASTDDS_DEFAULT_PROFILES_FILE for the node. Its default, which
 `--show-args` shows, is config/fastdds_shm.xml (shared memory for camera-sized frames, UDP on
@@ -23,129 +26,23 @@ The node is a managed (lifecycle) node. autostart:=true (the default) has it con
 start, as a plain node; autostart:=false starts it as launch_ros's LifecycleNode, waiting in 'unconfigured' for
 its transitions (`ros2 lifecycle set /track configure`, then `activate`; or ChangeState events
 from another launch file), so a system manager decides when it loads its model and works.
+
+What it does is NodeLaunch's, from ros/launch_description.py of the package
+vision_factory; this file names the family, backend and package.
 """
 
-from __future__ import annotations
+from vision_factory.families.track import FAMILY
+from vision_factory.ros.launch_description import NodeLaunch
+from vision_factory.runtime.onnx_runner import OnnxRunner
 
-import os
-
-from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
-from launch.conditions import IfCondition, UnlessCondition
-from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import LifecycleNode, Node
-from launch_ros.parameter_descriptions import ParameterValue
-
-PACKAGE = "vision_factory"
-
-# Node parameters that are launch arguments too: name -> (default, None when required; type; description).
-PARAMETER_ARGUMENTS: dict[str, tuple[str | None, type, str]] = {
-    "reid_model_path": (
-        "",
-        str,
-        "re-identification model (.onnx) for the tracker; empty: track by motion only",
-    ),
-    "input_transport": (
-        "raw",
-        str,
-        "raw (sensor_msgs/Image on image) or compressed (CompressedImage on image/compressed)",
-    ),
-    "autostart": (
-        "true",
-        bool,
-        "configure and activate at start; false: wait in 'unconfigured' for lifecycle transitions (ros2 lifecycle)",
-    ),
-    "execution_provider": (
-        "cpu",
-        str,
-        "ONNX Runtime provider(s): cpu, cuda, tensorrt, openvino, rocm, dml, coreml; a list: tensorrt,cuda,cpu",
-    ),
-}
+LAUNCH = NodeLaunch(
+    FAMILY,
+    OnnxRunner,
+    package="vision_factory",
+    executable="track_node",
+    config_file="track_onnx.yaml",
+)
 
 
-def node_parameters() -> list:
-    """params_file, then the arguments as typed overrides (the later value wins)."""
-    # ParameterValue fixes each type: a bare substitution would be YAML-parsed, so e.g. a numeric
-    # model path would arrive as an int and seq_len:=8.0 as a double, which the node rejects.
-    overrides = {
-        name: ParameterValue(LaunchConfiguration(name), value_type=value_type)
-        for name, (_, value_type, _) in PARAMETER_ARGUMENTS.items()
-    }
-    return [LaunchConfiguration("params_file"), overrides]
-
-
-def node_remappings() -> list:
-    """The node's relative image topics onto image_topic (raw and compressed), and its other inputs."""
-    image_topic = LaunchConfiguration("image_topic")
-    return [
-        ("image", image_topic),
-        ("image/compressed", [image_topic, "/compressed"]),
-        ("detections", LaunchConfiguration("detections_topic")),
-    ]
-
-
-PROFILE_VARIABLE = "FASTDDS_DEFAULT_PROFILES_FILE"
-
-
-def export_fastdds_profile(context, default: str) -> list:
-    """The node's FASTDDS_DEFAULT_PROFILES_FILE: fastdds_profile when given, else the variable as it is when set
-    (decided at launch time, so a launch file including this one can set it first), else ``default``; '' leaves
-    the variable alone."""
-    profile = LaunchConfiguration("fastdds_profile").perform(context)
-    if not profile or (profile == default and PROFILE_VARIABLE in context.environment):
-        return []
-    return [SetEnvironmentVariable(PROFILE_VARIABLE, profile)]
-
-
-def generate_launch_description() -> LaunchDescription:
-    share = get_package_share_directory(PACKAGE)
-    shared_memory_profile = os.path.join(share, "config", "fastdds_shm.xml")
-    return LaunchDescription(
-        [
-            *(
-                DeclareLaunchArgument(name, default_value=default, description=description)
-                if default is not None
-                else DeclareLaunchArgument(name, description=description)
-                for name, (default, _, description) in PARAMETER_ARGUMENTS.items()
-            ),
-            DeclareLaunchArgument(
-                "image_topic",
-                default_value="/camera/image_raw",
-                description="camera topic; compressed input reads <image_topic>/compressed",
-            ),
-            DeclareLaunchArgument(
-                "detections_topic",
-                default_value="/detections",
-                description="Detection2DArray to track",
-            ),
-            DeclareLaunchArgument("namespace", default_value="", description="ROS namespace of the node"),
-            DeclareLaunchArgument(
-                "params_file",
-                default_value=os.path.join(share, "config", "track_onnx.yaml"),
-                description="YAML file with the node's other parameters",
-            ),
-            DeclareLaunchArgument(
-                "fastdds_profile",
-                default_value=shared_memory_profile,
-                description="Fast DDS XML profile for the node; not given: $FASTDDS_DEFAULT_PROFILES_FILE when set, "
-                "else this default (shared memory); '' keeps Fast DDS defaults (multi-machine)",
-            ),
-            OpaqueFunction(function=export_fastdds_profile, args=[shared_memory_profile]),
-            # autostart:=true: a plain Node action (the node walks configure and activate itself);
-            # autostart:=false: launch_ros's LifecycleNode, which follows its transitions and takes ChangeState events.
-            *(
-                action(
-                    package=PACKAGE,
-                    executable="track_node",
-                    name="track",
-                    namespace=LaunchConfiguration("namespace"),
-                    parameters=node_parameters(),
-                    remappings=node_remappings(),
-                    output="screen",
-                    condition=condition(LaunchConfiguration("autostart")),
-                )
-                for action, condition in ((Node, IfCondition), (LifecycleNode, UnlessCondition))
-            ),
-        ]
-    )
+def generate_launch_description():
+    return LAUNCH.description()

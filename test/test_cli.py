@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import ast
+import importlib.util
 import re
 import subprocess
 import sys
@@ -51,15 +51,14 @@ def test_a_second_demo_replaces_the_first_and_nothing_else(tmp_path):
 
 
 def _launch_default(argument: str) -> str:
-    """The default_value of a DeclareLaunchArgument in launch/tracknet_onnx.launch.py, read from its source
-    (launch itself has no PyPI wheel)."""
-    tree = ast.parse((ROOT / "launch" / "tracknet_onnx.launch.py").read_text())
-    for call in ast.walk(tree):
-        if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "DeclareLaunchArgument" and call.args:
-            if isinstance(call.args[0], ast.Constant) and call.args[0].value == argument:
-                (default,) = [keyword.value for keyword in call.keywords if keyword.arg == "default_value"]
-                return ast.literal_eval(default)
-    raise AssertionError(f"no launch argument {argument}")
+    """The default of a launch argument of launch/tracknet_onnx.launch.py, as --show-args shows it: its NodeLaunch's
+    (the file imports launch, which has no PyPI wheel, only when it builds the description)."""
+    path = ROOT / "launch" / "tracknet_onnx.launch.py"
+    spec = importlib.util.spec_from_file_location("tracknet_onnx_launch", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (default,) = [a.default for a in module.LAUNCH.arguments(share="share") if a.name == argument]
+    return default
 
 
 def test_replay_errors_name_the_problem(tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import configparser
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -349,18 +350,13 @@ def test_models_and_backends_commands(tmp_path):
     assert "tensorrt:" in backends.output
 
 
-def _launch_arguments(source: str) -> dict[str, bool]:
-    """A rendered launch file's arguments (read from its code, without ROS's launch): name -> whether required."""
-    tree = ast.parse(source)
-    arguments = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "PARAMETER_ARGUMENTS":
-            for key, value in zip(node.value.keys, node.value.values):
-                arguments[key.value] = isinstance(value.elts[0], ast.Constant) and value.elts[0].value is None
-        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "DeclareLaunchArgument":
-            if node.args and isinstance(node.args[0], ast.Constant):
-                arguments[node.args[0].value] = not any(k.arg == "default_value" for k in node.keywords)
-    return arguments
+def _launch_arguments(path: Path) -> dict[str, bool]:
+    """A rendered launch file's arguments, name -> whether required: its NodeLaunch's, which --show-args lists (the
+    file imports launch only when it builds the description)."""
+    spec = importlib.util.spec_from_file_location(path.name.removesuffix(".launch.py") + "_launch", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {argument.name: argument.default is None for argument in module.LAUNCH.arguments(share="share")}
 
 
 @pytest.mark.parametrize("family", NODE_FAMILIES)
@@ -368,10 +364,9 @@ def test_launch_usage_line_names_what_the_node_needs(family):
     """Each launch file's usage line (its docstring) passes only arguments it declares, and every required one: the
     track node's has no model_path (it has no model of its own) but its detections topic."""
     path = ROOT / "launch" / f"{family}_onnx.launch.py"
-    source = path.read_text()
-    arguments = _launch_arguments(source)
+    arguments = _launch_arguments(path)
     assert "image_topic" in arguments and "params_file" in arguments  # the reading above finds both kinds
-    usage = ast.get_docstring(ast.parse(source)).split("Usage:", 1)[1].split("\n\n", 1)[0]
+    usage = ast.get_docstring(ast.parse(path.read_text())).split("Usage:", 1)[1].split("\n\n", 1)[0]
     assert f"ros2 launch vision_factory {path.name}" in usage
     given = dict(re.findall(r"(\w+):=(\S+)", usage))
     assert set(given) <= set(arguments), usage

@@ -30,8 +30,7 @@ except ImportError:
     pytest.skip(SKIP_REASON, allow_module_level=True)
 
 import yaml
-from launch.utilities import normalize_to_list_of_substitutions, perform_substitutions
-from launch_ros.utilities import evaluate_parameters, normalize_parameters, normalize_remap_rules
+from launch.utilities import perform_substitutions
 
 import vision_factory
 from vision_factory.families.registry import NODE_FAMILIES
@@ -521,9 +520,20 @@ def test_launch_lifecycle_node_takes_change_state_events(case, run_launch, ros_e
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=30) == 0
     # The node waited for launch's events (an autostarted node would be listening before any of them), and
-    # LifecycleNode saw each state it reached.
+    # LifecycleNode saw each state it reached. (The node's own lines come through a pipe that launch reads apart from
+    # the lifecycle events: its "listening" may be relayed after "seen active".)
     log = log_path.read_text()
-    assert log.index("seen inactive") < re.search(listening, log).start() < log.index("seen active"), log
+    assert log.index("seen inactive") < re.search(listening, log).start() and "seen active" in log, log
+
+
+def test_launch_refuses_an_argument_its_parameter_cannot_take(run_launch, model):
+    """seq_len:=8.0 (a double; the node takes an int) ends the launch with an error naming the argument and the fix,
+    before any node starts."""
+    process, log_path = run_launch(f"model_path:={model}", "seq_len:=8.0")
+    assert process.wait(timeout=60) != 0
+    log = log_path.read_text()
+    assert "seq_len:='8.0' is not a whole number: give digits, e.g. seq_len:=8" in log, log
+    assert "Traceback" not in log and "process started" not in log, log
 
 
 def test_launch_description(prefix, monkeypatch):
@@ -561,9 +571,18 @@ def test_launch_description(prefix, monkeypatch):
         "namespace": "",
     }
 
-    # Values that YAML would turn into other types stay strings; the ints are ints.
-    context.launch_configurations.update(
-        {name: value for name, value in defaults.items() if value is not None},
+    # The node action, as launch runs it (the description's last OpaqueFunction): the parameter arguments reach the
+    # node in a parameter file after params_file, typed: values that YAML would turn into other types stay strings,
+    # the ints are ints; the image topic is remapped, raw and compressed.
+    *_, start = [e for e in description.entities if isinstance(e, launch.actions.OpaqueFunction)]
+
+    def started(**values: str) -> launch_ros.actions.Node:
+        context.launch_configurations.update(values)
+        (node,) = start.execute(context)
+        return node
+
+    context.launch_configurations.update({name: value for name, value in defaults.items() if value is not None})
+    node = started(
         model_path="123",
         seq_len="12",
         median_warmup="30",
@@ -571,8 +590,13 @@ def test_launch_description(prefix, monkeypatch):
         execution_provider="tensorrt,cuda,cpu",
         image_topic="/cam1/image_raw",
     )
-    params_file, overrides = evaluate_parameters(context, normalize_parameters(module.node_parameters()))
+    node._perform_substitutions(context)
+    command = node.cmd  # each part a list of substitutions; the node's name and namespace come at execute time
+    flags = [i for i, part in enumerate(command) if [getattr(sub, "text", None) for sub in part] == ["--params-file"]]
+    params_file, overrides_file = [perform_substitutions(context, command[i + 1]) for i in flags]
     assert Path(params_file) == share / "config" / "tracknet_onnx.yaml"
+    (overrides,) = [section["ros__parameters"] for section in yaml.safe_load(Path(overrides_file).read_text()).values()]
+    Path(overrides_file).unlink()
     expected = {
         "model_path": "123",
         "inpaint_model_path": "",
@@ -589,17 +613,15 @@ def test_launch_description(prefix, monkeypatch):
     # Every override is a parameter the config file (and so the node) knows.
     config = yaml.safe_load((share / "config" / "tracknet_onnx.yaml").read_text())
     assert set(overrides) <= set(config["/**"]["ros__parameters"])
-
-    remappings = [
-        tuple(perform_substitutions(context, normalize_to_list_of_substitutions(part)) for part in rule)
-        for rule in normalize_remap_rules(module.node_remappings())
+    assert node.expanded_remapping_rules == [
+        ("image", "/cam1/image_raw"),
+        ("image/compressed", "/cam1/image_raw/compressed"),
     ]
-    assert remappings == [("image", "/cam1/image_raw"), ("image/compressed", "/cam1/image_raw/compressed")]
 
     # fastdds_profile is exported when given; not given, the variable is kept when set (also by an including
     # launch file, before this one runs), else the shared-memory profile is exported; '' leaves the variable
     # alone, for nodes that must be reachable from other machines.
-    (export,) = [e for e in description.entities if isinstance(e, launch.actions.OpaqueFunction)]
+    export, _ = [e for e in description.entities if isinstance(e, launch.actions.OpaqueFunction)]
 
     def exported(argument: str, variable: str | None) -> str | None:
         if variable is None:
@@ -618,9 +640,7 @@ def test_launch_description(prefix, monkeypatch):
 
     # autostart:=true runs a plain Node (the node walks configure and activate itself); autostart:=false runs
     # launch_ros's LifecycleNode, which follows the node's transitions and takes ChangeState events.
-    nodes = [e for e in description.entities if isinstance(e, launch_ros.actions.Node)]
     for autostart, action in (("true", launch_ros.actions.Node), ("false", launch_ros.actions.LifecycleNode)):
-        context.launch_configurations["autostart"] = autostart
-        (node,) = [node for node in nodes if node.condition.evaluate(context)]
+        node = started(autostart=autostart)
         assert type(node) is action
         assert (node.node_package, node.node_executable) == (PACKAGE, "tracknet_node")

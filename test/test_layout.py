@@ -157,7 +157,8 @@ def test_family_options_are_the_adapters_keyword_arguments(name, adapter, skip):
     assert list(family(name).options) == options
 
 
-# What a generated package copies of this package's modules: its own family's, every family's (light) rule.
+# What a generated package copies of this package's modules: its own family's, every family's (light) rule, and what
+# its launch file runs.
 SHARED = [
     "families/__init__.py",
     "families/family.py",
@@ -176,6 +177,7 @@ SHARED = [
     "quiet.py",
     "ros/__init__.py",
     "ros/inference_node.py",
+    "ros/launch_description.py",
     "ros/messages.py",
     "ros/monitor.py",
     "ros/parameters.py",

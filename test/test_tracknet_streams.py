@@ -213,6 +213,7 @@ def test_the_defaults_agree_everywhere(synthetic_models):
     import yaml
     from click.testing import CliRunner
     from conftest import ROOT
+    from test_launch_support import launch_of
 
     from vision_factory.cli import main
     from vision_factory.tools.bench import _median_warmup
@@ -223,7 +224,8 @@ def test_the_defaults_agree_everywhere(synthetic_models):
     assert default == 10
     config = yaml.safe_load((ROOT / "config" / "tracknet_onnx.yaml").read_text())["/**"]["ros__parameters"]
     assert config["median_warmup"] == default and config["bg_mode"] == "model"
-    assert f'"median_warmup": (\n        "{default}",' in (ROOT / "launch" / "tracknet_onnx.launch.py").read_text()
+    launch = launch_of(ROOT / "launch" / "tracknet_onnx.launch.py")
+    assert {a.name: a.default for a in launch.parameters()}["median_warmup"] == str(default)
     for command in ("eval", "compare"):
         help_text = CliRunner().invoke(main, [command, "--help"]).output
         assert f"[default: {default}]" in help_text.split("--median-warmup")[1].split("--")[0], command

@@ -2,9 +2,10 @@
 
 A generated package holds three kinds of files:
 - copies of this package's own modules, byte for byte: the family's module (families/<name>.py),
-  its node and everything they import (pre/post-processing, image conversion, parameters, every
-  family's recognition rule), found by following relative imports, so there is one source for that
-  code and no hand-kept second copy; no other family's module or adapter;
+  its node, what its launch file runs (ros/launch_description.py) and everything they import
+  (pre/post-processing, image conversion, parameters, every family's recognition rule), found by
+  following relative imports, so there is one source for that code and no hand-kept second copy;
+  no other family's module or adapter;
 - the backend's runner, rendered from templates/runners/;
 - the package's own wiring, rendered from templates/package/.
 Some of vision_factory's own files are renders of the same templates (``own_files``).
@@ -23,6 +24,7 @@ import secrets
 import shutil
 import stat
 import sys
+import textwrap
 import time
 import zipfile
 from collections.abc import Iterator
@@ -34,7 +36,8 @@ from .. import __version__
 from ..families.family import Family
 from ..families.registry import NODE_FAMILIES, family
 from ..files import DIRECTORY_FLAGS, NEW_FILE_FLAGS, Folder, write_new
-from ..parameters import CAMERA_TOPIC, Parameter
+from ..parameters import CAMERA_TOPIC
+from ..ros.launch_description import Argument, NodeLaunch
 from ..runtime.backends import BACKENDS, Backend, backend
 from ..share import share_path
 from ..text import untrusted
@@ -54,6 +57,7 @@ MAX_ABOUT = 100  # characters of a maintainer, email or license (setup.py keeps 
 EMAIL = re.compile(r"[-a-zA-Z0-9_%+]+(\.[-a-zA-Z0-9_%+]+)*@[-a-zA-Z0-9%]+(\.[-a-zA-Z0-9%]+)*\.[a-zA-Z]{2,}")
 ROS_WHEELS = {"rclpy": "ros-rclpy", "rcl_interfaces": "ros-rcl-interfaces"}  # others: ros-<name with dashes>
 NO_WHEEL = ("vision_msgs",)
+LAUNCH_MODULE = "ros/launch_description.py"  # what the launch file runs (it imports it from the package)
 TRACKER_MODULE = "models/tracker.py"  # built on pip-only machines by `vision-factory install-vision-msgs`
 
 
@@ -132,21 +136,10 @@ def config_file_name(spec: Family, backend_spec: Backend) -> str:
     return f"{spec.name}_{backend_spec.name}.yaml"
 
 
-def _launch_argument(parameter: Parameter) -> dict[str, object]:
-    default = parameter.default
-    text = str(default).lower() if isinstance(default, bool) else str(default)
-    return {
-        "name": parameter.name,
-        "launch_default": None if parameter.required else text,
-        "type_name": type(default).__name__,
-        "description": parameter.description,
-    }
-
-
-def _usage_arguments(spec: Family, launch_parameters: list[dict[str, object]]) -> list[str]:
+def _usage_arguments(spec: Family, launch_parameters: list[Argument]) -> list[str]:
     """The launch usage line's ``argument:=example``: each required model (a path under /models), the camera topic,
     then the family's ``usage_arguments``."""
-    required = [str(p["name"]) for p in launch_parameters if p["launch_default"] is None]
+    required = [argument.name for argument in launch_parameters if argument.default is None]
     models = [f"{name}:=/models/{name.removesuffix('_path')}.onnx" for name in required]
     return [*models, f"image_topic:={CAMERA_TOPIC}", *spec.usage_arguments]
 
@@ -157,7 +150,9 @@ def template_context(
     """What every template may use; ``executable``: the node's command (default: named after the package);
     ``about``: maintainer, maintainer_email, license."""
     parameters = (*spec.node_parameters, *backend_spec.parameters)
-    launch_parameters = [_launch_argument(p) for p in parameters if p.launch_argument]
+    executable = executable or node_executable(package)
+    launch = NodeLaunch(spec, backend_spec.runner(), package, executable, config_file_name(spec, backend_spec))
+    launch_parameters = launch.parameters
     return {
         **ABOUT_DEFAULTS,
         **about,
@@ -166,11 +161,12 @@ def template_context(
         "backend": backend_spec,
         "parameters": parameters,
         "launch_parameters": launch_parameters,
+        "launch_argument_lines": textwrap.wrap(", ".join(a.name for a in launch.arguments(share="")) + ".", 100),
         "usage_arguments": _usage_arguments(spec, launch_parameters),
         "launch_file": launch_file_name(spec, backend_spec),
         "config_file": config_file_name(spec, backend_spec),
         "node_module": node_module_name(spec, backend_spec),
-        "executable": executable or node_executable(package),
+        "executable": executable,
         "tools": [(f"{package}_{script}", function) for script, function in backend_spec.tools],
         "camera_topic": CAMERA_TOPIC,
         "generator_version": __version__,
@@ -220,10 +216,12 @@ def _relative_imports(path: Path) -> set[Path]:
 
 
 def copied_modules(spec: Family, backend_spec: Backend) -> list[str]:
-    """Paths (relative to vision_factory/) of the modules a package needs, roots excluded from rendering."""
+    """Paths (relative to vision_factory/) of the modules a package needs, roots excluded from rendering: the
+    family's, its node's, the runner's and the launch file's, and what they import."""
     rendered = SOURCE_ROOT / "runtime" / f"{backend_spec.runner_module}.py"
     seen: set[Path] = set()
     pending = [SOURCE_ROOT / "families" / f"{spec.name}.py", SOURCE_ROOT / "ros" / f"{spec.node_module}.py", rendered]
+    pending.append(SOURCE_ROOT / LAUNCH_MODULE)
     while pending:
         path = pending.pop()
         if path in seen:

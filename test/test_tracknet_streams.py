@@ -225,7 +225,7 @@ def test_the_defaults_agree_everywhere(synthetic_models):
     config = yaml.safe_load((ROOT / "config" / "tracknet_onnx.yaml").read_text())["/**"]["ros__parameters"]
     assert config["median_warmup"] == default and config["bg_mode"] == "model"
     launch = launch_of(ROOT / "launch" / "tracknet_onnx.launch.py")
-    assert {a.name: a.default for a in launch.parameters()}["median_warmup"] == str(default)
+    assert {a.name: a.default for a in launch.parameters}["median_warmup"] == str(default)
     for command in ("eval", "compare"):
         help_text = CliRunner().invoke(main, [command, "--help"]).output
         assert f"[default: {default}]" in help_text.split("--median-warmup")[1].split("--")[0], command

@@ -27,7 +27,7 @@ from ..runtime.backends import load_target, parse_targets
 from ..runtime.providers import ProviderUnavailable
 from ..runtime.runner import fixed_dim
 from .bags import write_image_bag
-from .commands import CommandReport, node_default
+from .commands import CommandReport
 from .synthetic import BallClip
 
 MODEL_TYPES = SINGLE_MODEL  # the families whose per-frame pipeline runs from the one model
@@ -111,30 +111,23 @@ def _detection_pipeline(runner, model_type: str, frames: int) -> dict[str, float
     return {"frame_size": "1280x720", **split, "fps": 1000.0 / sum(split.values())}
 
 
-def _median_warmup(bg_mode: str) -> int:
-    """The tracknet node's default median warm-up for a model of ``bg_mode`` (none without a background)."""
-    from ..families.tracknet import PARAMETERS  # not family(): the worker's __main__ has a global of that name
-
-    return node_default(PARAMETERS, "median_warmup") if bg_mode else 0
-
-
 def _pipeline(runner, model: Path, frames: int, stride: int = 1) -> tuple[list[float], dict[str, float]]:
-    """Per-frame latency of the whole TrackNet pipeline on synthetic 1280x720 frames (the model once every
-    ``stride`` frames), and its stage split."""
-    from ..models.tracknet_stream import TrackNetTracker
+    """Per-frame latency of the tracknet node's whole pipeline (families/pipeline.py, with its parameter defaults)
+    on synthetic 1280x720 frames (the model once every ``stride`` frames), and its stage split."""
+    from ..families.tracknet import FAMILY  # not family(): the worker's __main__ has a global of that name
+    from .ball_eval import tracknet_values
 
-    details = require_file_family(model, "tracknet").details
-    bg_mode = details.get("bg_mode") or ""
-    warmup = _median_warmup(bg_mode)
-    tracker = TrackNetTracker(runner, details["seq_len"], bg_mode, median_warmup=warmup, stride=stride)
+    values = tracknet_values(model, stride=stride)
+    stream = FAMILY.pipeline(values, lambda path: runner)
+    warmup = values["median_warmup"]
     clip = BallClip(num_frames=frames + warmup, width=1280, height=720)
     latencies = []
     for index, frame in enumerate(clip.frames()):
         start = time.perf_counter()
-        tracker.push(frame)
-        if index >= warmup + details["seq_len"]:  # after the median warm-up and the first full window
+        stream.push(frame, index)
+        if index >= warmup + values["seq_len"]:  # after the median warm-up and the first full window
             latencies.append(1000 * (time.perf_counter() - start))
-    stats = tracker.stats
+    stats = stream.stats
     per_frame = lambda seconds: 1000 * seconds / max(1, stats.push_calls)
     split = {
         "frame_size": f"{clip.width}x{clip.height}",
@@ -248,16 +241,12 @@ def _node(
 
 def _tracknet_node_params(model: Path, stride: int, settings: dict[str, str]) -> tuple[dict[str, str], int]:
     """The tracknet node's parameters for ``model``, and the frames it holds back for the end of the stream."""
-    details = require_file_family(model, "tracknet").details
-    params = {
-        "model_path": str(model),
-        "seq_len": str(details["seq_len"]),
-        "bg_mode": details.get("bg_mode") or "",
-        "median_warmup": str(_median_warmup(details.get("bg_mode") or "")),
-        "stride": str(stride),
-        **settings,
-    }
-    return params, details["seq_len"] - 1
+    from .ball_eval import tracknet_values
+
+    values = tracknet_values(model, stride=stride)
+    names = ("model_path", "seq_len", "bg_mode", "median_warmup", "stride")
+    params = {**{name: str(values[name]) for name in names}, **settings}
+    return params, values["seq_len"] - 1
 
 
 def run_bench(

@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from ..families.registry import SINGLE_MODEL, family, make_detector
+from ..families.registry import SINGLE_MODEL, family
 from ..files import staged, write_text
 from ..models.model_file import require_file_family
+from ..parameters import with_defaults
 from ..runtime.backends import load_target, parse_targets
 from ..runtime.providers import ProviderUnavailable
 from ..runtime.runner import fixed_dim
@@ -92,10 +93,15 @@ def _detection_frame() -> np.ndarray:
     return cv2.resize(photo, (1280, 720))
 
 
-def _detection_pipeline(runner, model_type: str, frames: int) -> dict[str, float]:
-    """Pre-processing, inference and decoding per 1280x720 frame (a photo, resized): yolo, yolo_pose, fasterrcnn."""
+def _detection_pipeline(runner, model: Path, model_type: str, frames: int) -> dict[str, float]:
+    """Pre-processing, inference and decoding per 1280x720 frame (a photo, resized): yolo, yolo_pose, fasterrcnn;
+    the detector of the node's pipeline (families/pipeline.py) with the node's parameter defaults."""
+    from ..families.registry import FAMILIES  # not family(): the worker's __main__ has a global of that name
+
+    spec = FAMILIES[model_type]
+    values = with_defaults(spec.parameters, {"model_path": str(model)}, model_type)
+    detector = spec.pipeline(values, lambda path: runner).detector
     frame = _detection_frame()
-    detector = make_detector(model_type, runner)
     stages = {"preprocess_ms": [], "inference_ms": [], "postprocess_ms": []}
     for _ in range(frames):
         times = [time.perf_counter()]
@@ -169,7 +175,7 @@ def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | 
     if model_type == "tracknet":
         _, result.pipeline = _pipeline(runner, model, runs, stride)
     elif model_type is not None:
-        result.pipeline = _detection_pipeline(runner, model_type, runs)
+        result.pipeline = _detection_pipeline(runner, model, model_type, runs)
     result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
 

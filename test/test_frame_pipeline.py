@@ -4,20 +4,23 @@ the tools run. The same frames through the pipeline built from the node's parame
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
 import skimage.data
+from click.testing import CliRunner
 from conftest import pypi_model
 
+from vision_factory.cli import main
 from vision_factory.families.pipeline import DetectionPipeline, StreamRule
 from vision_factory.families.registry import FAMILIES, family
 from vision_factory.parameters import with_defaults
 from vision_factory.runtime.backends import load_target
 from vision_factory.tools import ball_eval
-from vision_factory.tools.bags import write_image_bag
+from vision_factory.tools.bags import write_ball_csv, write_image_bag
 from vision_factory.tools.synthetic import BallClip
 from vision_factory.tools.track import track_frames
 
@@ -136,19 +139,28 @@ def test_eval_runs_the_node_pipeline_through_a_frame_size_change(tmp_path, synth
 
 
 def test_eval_with_inpaintnet_is_the_node_pipeline_with_it(tmp_path, synthetic_models):
-    """With InpaintNet in the node's values, eval's run_stream answers every frame as that pipeline does."""
+    """With --inpaint-model, eval answers every frame as the node's pipeline with InpaintNet does (the node's
+    inpaint_model_path); eval.json names the InpaintNet model."""
     clip = BallClip(num_frames=40, width=1280, height=720, seed=4)
     bag = write_image_bag(tmp_path / "bag", clip.frames())
-    values = ball_eval.tracknet_values(
-        synthetic_models["subtract"], inpaint_model_path=str(synthetic_models["inpaint"])
-    )
-    run = ball_eval.run_stream(bag, family("tracknet").pipeline(values, _load))
+    model, inpaint = synthetic_models["subtract"], synthetic_models["inpaint"]
+    run = ball_eval.track(model, bag, "onnx:cpu", None, 0.5, inpaint_model=inpaint)
+    values = ball_eval.tracknet_values(model, inpaint_model_path=str(inpaint))
     stream = family("tracknet").pipeline(values, _load)
+    assert stream.refiner is None
     answered = {}
     for index, frame in enumerate(clip.frames()):
         answered.update(stream.push(frame, index))
     answered.update(stream.flush())
+    assert stream.refiner is not None  # InpaintNet ran
     assert sorted(answered) == list(range(clip.num_frames))
     assert run.predictions == [
         (i, answered[i]["Visibility"], float(answered[i]["X"]), float(answered[i]["Y"])) for i in range(clip.num_frames)
     ]
+
+    truth = write_ball_csv(tmp_path / "truth.csv", [(i, t.visibility, t.x, t.y) for i, t in enumerate(clip.truth)])
+    out = tmp_path / "eval"
+    arguments = ["--data", str(truth), "--model", str(model), "--source", str(bag), "--inpaint-model", str(inpaint)]
+    result = CliRunner().invoke(main, ["eval", "--model-type", "tracknet", "--out", str(out), *arguments])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "eval.json").read_text())["inpaint_model"] == str(inpaint)

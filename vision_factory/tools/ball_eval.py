@@ -178,16 +178,23 @@ def precision_recall_curve(
 
 
 def track(
-    model: Path, source: Path, target: str, median_warmup: int | None, heatmap_threshold: float, stride: int = 1
+    model: Path,
+    source: Path,
+    target: str,
+    median_warmup: int | None,
+    heatmap_threshold: float,
+    stride: int = 1,
+    inpaint_model: Path | None = None,
 ) -> TrackerRun:
-    """A TrackNet ``model`` on ``target`` (as runtime/backends.py reads it) over a bag or video; ``median_warmup``
-    None: the node's default."""
+    """A TrackNet ``model`` on ``target`` (as runtime/backends.py reads it) over a bag or video, as the node runs
+    it (with InpaintNet ``inpaint_model`` when given); ``median_warmup`` None: the node's default."""
     from ..models.model_file import require_file_family
     from ..models.tracknet_stream import check_stride
     from ..runtime.backends import load_target
 
     check_stride(stride, require_file_family(model, "tracknet").details["seq_len"])  # before the model loads
-    values = tracknet_values(model, median_warmup, heatmap_threshold=heatmap_threshold, stride=stride)
+    inpaint = {"inpaint_model_path": str(inpaint_model)} if inpaint_model is not None else {}
+    values = tracknet_values(model, median_warmup, heatmap_threshold=heatmap_threshold, stride=stride, **inpaint)
     return run_stream(source, pipeline(values, lambda path: load_target(target, Path(path))))
 
 
@@ -203,10 +210,12 @@ def evaluate_tracking(
     heatmap_threshold: float = 0.5,
     tolerance: float = TOLERANCE_PX,
     stride: int = 1,
+    inpaint_model: Path | None = None,
 ) -> CommandReport:
     """`eval` for tracknet: a predictions CSV of frames ``size`` (WIDTHxHEIGHT), or ``model`` run over ``source``
-    (once every ``stride`` frames, with a precision-recall curve), scored against the truth CSV ``data``; the
-    report written in ``out_dir``."""
+    (once every ``stride`` frames, with a precision-recall curve; ``inpaint_model``: InpaintNet repairing the
+    track, as the node's inpaint_model_path), scored against the truth CSV ``data``; the report written in
+    ``out_dir``."""
     truth = read_ball_csv(data)
     if predictions is not None:
         if size is None:
@@ -214,10 +223,12 @@ def evaluate_tracking(
         rows, frame, curve = read_ball_csv(predictions), frame_size(size, "--frame-size"), None
         about = {"predictions": str(predictions)}
     elif model is not None and source is not None:
-        run = track(model, source, target, median_warmup, heatmap_threshold, stride)
+        run = track(model, source, target, median_warmup, heatmap_threshold, stride, inpaint_model)
         rows, frame = run.predictions, run.frame_size
         curve = precision_recall_curve(truth, run, tolerance)
         about = {"model": str(model), "source": str(source), "runs_on": run.runs_on, "stride": stride}
+        if inpaint_model is not None:
+            about["inpaint_model"] = str(inpaint_model)
     else:
         raise UsageError("give --predictions CSV, or --model and --source to run the tracker")
     metrics, _ = evaluate(truth, rows, frame, tolerance)

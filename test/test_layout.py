@@ -187,8 +187,15 @@ SHARED = [
     "runtime/runner.py",
     "text.py",
 ]
-# The tracker and its re-identification embedder (on the package's own runner), in every detection node.
-TRACKER = ["families/reid.py", "families/tracking.py", "models/reid.py", "models/tracker.py", "ros/tracks.py"]
+# The tracker and its re-identification embedder (on the package's own runner), in every detection node, with the
+# frame pipeline holding it and the new-stream rule (families/pipeline.py).
+TRACKER = [
+    "families/pipeline.py",
+    "families/reid.py",
+    "families/tracking.py",
+    "models/reid.py",
+    "models/tracker.py",
+]
 CARRIED = {
     "tracknet": [
         "families/tracknet.py",
@@ -214,6 +221,7 @@ CARRIED = {
         "models/drawing.py",
         "ros/detection_messages.py",
         "ros/track_node.py",
+        "ros/tracks.py",
         *TRACKER,
     ],
 }

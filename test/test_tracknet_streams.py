@@ -216,7 +216,7 @@ def test_the_defaults_agree_everywhere(synthetic_models):
     from test_launch_support import launch_of
 
     from vision_factory.cli import main
-    from vision_factory.tools.bench import _median_warmup
+    from vision_factory.tools.bench import _tracknet_node_params
     from vision_factory.tools.commands import node_default
     from vision_factory.tools.quantize import tracknet_values
 
@@ -229,7 +229,10 @@ def test_the_defaults_agree_everywhere(synthetic_models):
     for command in ("eval", "compare"):
         help_text = CliRunner().invoke(main, [command, "--help"]).output
         assert f"[default: {default}]" in help_text.split("--median-warmup")[1].split("--")[0], command
-    assert _median_warmup("subtract") == default and _median_warmup("") == 0
+    bench_node = {
+        mode: _tracknet_node_params(synthetic_models[mode], 1, {})[0]["median_warmup"] for mode in ("subtract", "")
+    }
+    assert bench_node == {"subtract": str(default), "": "0"}
     values = tracknet_values(synthetic_models["subtract"])
     assert values["median_warmup"] == default and values["bg_mode"] == "subtract"
 

@@ -607,6 +607,12 @@ def bench(
     help="tracknet --model: the model runs once every STRIDE frames (1..seq_len)",
 )
 @click.option(
+    "--inpaint-model",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="tracknet --model: InpaintNet model repairing its track, as the node's inpaint_model_path (the "
+    "precision-recall curve stays TrackNet's)",
+)
+@click.option(
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -627,6 +633,7 @@ def evaluate_command(
     heatmap_threshold: float,
     tolerance: float,
     stride: int,
+    inpaint_model: Path | None,
     out_dir: Path,
 ) -> None:
     """Score ball tracking with TrackNet's metrics: accuracy, precision, recall, F1 (TP/FP1/FP2/FN/TN).
@@ -670,6 +677,7 @@ def evaluate_command(
                     heatmap_threshold,
                     tolerance,
                     stride,
+                    inpaint_model,
                 )
             )
         else:

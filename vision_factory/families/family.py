@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -57,6 +57,9 @@ class Family:
     # The node's queue_size default: 1 keeps only the newest frame (a detector answers the freshest image); a
     # family that needs every frame of a window (tracknet) or of a track (track) keeps a longer bounded queue.
     queue_size: int = 1
+    # (Family, parameter values, LoadRunner) -> the frame pipeline its node and the tools run (families/pipeline.py);
+    # None: it has none (reid, track)
+    make_pipeline: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         node = (self.output_topic, self.output_message, self.inputs, self.outputs, self.ros_dependencies)
@@ -86,6 +89,13 @@ class Family:
             for parameter in IMAGE_INPUT_PARAMETERS
         )
         return (*self.parameters, *image_input, *RUNTIME_PARAMETERS)
+
+    def pipeline(self, values: Mapping[str, Any], load_runner: LoadRunner) -> Any:
+        """The frame pipeline the family's node runs (and every tool that runs its model), from the node's
+        parameter ``values``: a DetectionPipeline, or tracknet's BallStream (families/pipeline.py)."""
+        if self.make_pipeline is None:
+            raise ValueError(f"{self.name} has no frame pipeline")
+        return self.make_pipeline(self, values, load_runner)
 
     def detector(self, runner: Runner, **options: Any) -> Any:
         """The family's adapter on ``runner``. An option that is None or "" keeps the adapter's default, so unset

@@ -26,6 +26,7 @@ from .detection import (
     read_labels,
 )
 from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+from .pipeline import DetectionPipeline
 
 # Parameters passed to the adapter as they are, under their own names.
 AS_IS = (
@@ -77,5 +78,6 @@ FAMILY = Family(
     ros_dependencies=ROS_DEPENDENCIES,
     iou_type="bbox",
     make=FasterRCNNDetector,
+    make_pipeline=DetectionPipeline.build,
     options=OPTIONS,
 )

@@ -29,6 +29,7 @@ from .detection import (
     outputs,
 )
 from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+from .pipeline import DetectionPipeline
 
 PERSON_SOURCES = ("detector", "topic")
 PARAMETERS = (
@@ -107,5 +108,6 @@ FAMILY = Family(
     iou_type="keypoints",
     single_model=False,
     make=make,
+    make_pipeline=DetectionPipeline.build,
     options=OPTIONS,
 )

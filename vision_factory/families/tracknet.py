@@ -111,12 +111,18 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> BallStream:
     return BallStream(tracker, make_refiner)
 
 
+def pipeline(family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> BallStream:
+    """tracknet's frame pipeline (Family.pipeline): the BallStream ``build`` makes."""
+    return build(values, load_runner)
+
+
 FAMILY = Family(
     name="tracknet",
     summary="TrackNetV3 ball tracking, with optional InpaintNet repair",
     rule=TRACKNET,
     parameters=PARAMETERS,
     build=build,
+    make_pipeline=pipeline,
     output_topic="ball",
     output_message="geometry_msgs/msg/PointStamped",
     node_module="tracknet_node",

@@ -25,6 +25,7 @@ from .detection import (
     read_labels,
 )
 from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+from .pipeline import DetectionPipeline
 
 PARAMETERS = (MODEL, LABELS, CONFIDENCE, IOU, MAX_DETECTIONS, CLASSES, IMAGE_SIZE)
 OPTIONS = ("confidence", "iou", "max_detections", "classes", "image_size", "names")  # YoloDetector's, but pose
@@ -63,5 +64,6 @@ FAMILY = Family(
     ros_dependencies=ROS_DEPENDENCIES,
     iou_type="bbox",
     make=make,
+    make_pipeline=DetectionPipeline.build,
     options=OPTIONS,
 )

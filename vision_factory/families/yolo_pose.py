@@ -12,6 +12,7 @@ from ..runtime.runner import Runner
 from . import tracking, yolo
 from .detection import KEYPOINT_THRESHOLD, NODE_MODULE, ROS_DEPENDENCIES, build_detector, outputs
 from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+from .pipeline import DetectionPipeline
 
 PARAMETERS = (*yolo.PARAMETERS, KEYPOINT_THRESHOLD)
 
@@ -39,5 +40,6 @@ FAMILY = Family(
     keypoints=True,
     iou_type="keypoints",
     make=make,
+    make_pipeline=DetectionPipeline.build,
     options=yolo.OPTIONS,
 )

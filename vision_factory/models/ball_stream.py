@@ -142,6 +142,10 @@ class BallStream:
         outputs, self._undelivered = self._undelivered, []
         return outputs
 
+    def tag(self, frame_id: int) -> Any:
+        """The tag of the pending frame the tracker numbers ``frame_id`` (e.g. in its ``on_peak``)."""
+        return self._tags[frame_id]
+
     @property
     def pending(self) -> int:
         """Frames pushed whose prediction is not out yet."""

@@ -12,7 +12,8 @@ With ``tracking`` on (yolo, yolo_pose, fasterrcnn: families/tracking.py's parame
 detection's track ID, empty when it is not (yet) part of a confirmed track; the detector then hands the tracker
 its detections down to track_low_threshold and the node publishes those above confidence_threshold and the lower
 ones that continue a track (families/tracking.published). The tracker starts a new stream (IDs from 1 again)
-when the frame size changes or a stamp goes back in time (ros/tracks.py).
+when the frame size changes or a stamp goes back in time (families/pipeline.py's StreamRule). The node runs
+its family's frame pipeline (Family.pipeline), as verify, track and the other tools do.
 
 A managed (lifecycle) node as every node (ros/inference_node.py); its queue_size defaults to 1 (families/family.py):
 a detector answers the newest frame, never a backlog.
@@ -42,9 +43,8 @@ from .detection_messages import (
     skeleton_markers,
     track_markers,
 )
-from .inference_node import InferenceNode, spin
+from .inference_node import InferenceNode, spin, stamp_of
 from .messages import bgr_to_message
-from .tracks import TrackedStream
 
 
 class DetectionNode(InferenceNode):
@@ -54,9 +54,11 @@ class DetectionNode(InferenceNode):
 
     def configure(self) -> None:
         values, family = self.values, self.family
-        self.tracking = tracking_parameters.build(values, self.load_runner) if "tracking" in values else None
-        self.stream = TrackedStream(self.tracking, self.get_logger()) if self.tracking else None
-        self.detector = family.build(tracking_parameters.detector_values(values), self.load_runner)
+        self.pipeline = family.pipeline(values, self.load_runner)  # families/pipeline.py, as the tools run it
+        self.tracking, self.detector = self.pipeline.tracking, self.pipeline.detector
+        note = tracking_parameters.from_model_text(self.tracking) if self.tracking else None
+        if note:
+            self.get_logger().info(note)
         self.get_logger().info(f"{family.name} {values['model_path']}: {self.detector.runner.describe()}")
         self.confidence = values["confidence_threshold"]
         self.pose = family.keypoints
@@ -97,18 +99,16 @@ class DetectionNode(InferenceNode):
         except ImageFormatError as exc:
             self.skip_error(exc)
             return
-        if people_msg is None:
-            detections = self.detector.detect(frame)
-        else:
+        people = None
+        if people_msg is not None:
             people = detections_from_message(people_msg)
             if self.person_class:
                 people = [person for person in people if person.class_name == self.person_class]
-            detections = self.detector.pose(frame, people)
         header = image_msg.header
-        track_ids = None
-        if self.tracking is not None:
-            track_ids = self.stream.update(header, frame, detections)
-            detections, track_ids = tracking_parameters.published(detections, track_ids, self.confidence)
+        result = self.pipeline.push(frame, stamp_of(header), people)
+        if result.new_stream:
+            self.get_logger().info(f"new stream ({result.new_stream}): tracks reset, IDs count from 1 again")
+        detections, track_ids = result.detections, result.track_ids
         ids = None if track_ids is None else [tracking_parameters.id_text(track) for track in track_ids]
         self.detections_pub.publish(detections_message(header, detections, self.detector.keypoint_names, ids))
         self.outputs += 1

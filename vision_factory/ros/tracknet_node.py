@@ -45,7 +45,7 @@ class TrackNetNode(InferenceNode):
     def configure(self) -> None:
         values = self.values
         self.idle_timeout = values["flush_timeout"]
-        self.stream = self.family.build(values, self.load_runner)
+        self.stream = self.family.pipeline(values, self.load_runner)  # families/pipeline.py, as the tools run it
         tracker = self.stream.tracker
         given = "" if values["bg_mode"] == tracker.bg_mode else " (the model's)"
         median = ""

@@ -16,15 +16,18 @@ from typing import Any
 
 import numpy as np
 
-from ..families.tracknet import PARAMETERS
+from ..families.tracknet import FAMILY, PARAMETERS
 from ..files import staged, write_text
-from ..models.tracknet_stream import HEIGHT, WIDTH, TrackNetTracker
+from ..models.ball_stream import BallStream, FrameSizeChanged
+from ..models.tracknet_stream import HEIGHT, WIDTH
+from ..parameters import with_defaults
 from .bags import read_ball_csv
-from .commands import CommandReport, UsageError, frame_size, node_default
+from .commands import CommandReport, UsageError, frame_size
 from .compare import describe_comparison, metric_differences, save_comparison
 from .sources import source_frames
 
 Row = tuple[int, int, float, float]  # Frame, Visibility, X, Y
+pipeline = FAMILY.pipeline  # the tracknet node's frame pipeline (families/pipeline.py)
 CASES = ("TP", "FP1", "FP2", "FN", "TN")
 TOLERANCE_PX = 4.0
 
@@ -97,25 +100,61 @@ class TrackerRun:
     runs_on: str = ""
 
 
+def tracknet_values(
+    model: Path, median_warmup: int | None = None, user: str = "this command", **given: Any
+) -> dict[str, Any]:
+    """The tracknet node's parameter values for the model file ``model``: seq_len and bg_mode as the model records
+    them, the median warm-up the node's default unless given (none without a background), the rest the node's
+    defaults unless ``given``. What eval, compare, bench and quantize build the node's pipeline from."""
+    from ..models.model_file import require_file_family
+
+    details = require_file_family(model, "tracknet", user).details
+    return _values(str(model), details["seq_len"], details.get("bg_mode") or "", median_warmup, **given)
+
+
+def _values(model: str, seq_len: int, bg_mode: str, median_warmup: int | None, **given: Any) -> dict[str, Any]:
+    given = {"model_path": model, "seq_len": seq_len, "bg_mode": bg_mode, **given}
+    if median_warmup is not None:
+        given["median_warmup"] = median_warmup
+    if not bg_mode:
+        given["median_warmup"] = 0
+    return with_defaults(PARAMETERS, given, "tracknet")
+
+
 def run_tracker(
     source: Path, runner, seq_len: int, bg_mode: str, median_warmup: int, heatmap_threshold: float, stride: int = 1
 ) -> TrackerRun:
-    """Every frame of ``source`` through a TrackNetTracker on ``runner`` (the model once every ``stride``
-    frames); frames that only feed the background median (the first median_warmup - 1) are 'no ball'."""
-    tracker = TrackNetTracker(
-        runner, seq_len, bg_mode, median_warmup=median_warmup, heatmap_threshold=heatmap_threshold, stride=stride
+    """``run_stream`` of the node's pipeline on a loaded TrackNet ``runner`` with those parameter values."""
+    values = _values(
+        runner.describe(), seq_len, bg_mode, median_warmup, heatmap_threshold=heatmap_threshold, stride=stride
     )
-    run = TrackerRun([], (0, 0), runs_on=runner.describe())
-    tracker.on_peak = lambda fid, peak, anywhere: run.peaks.__setitem__(fid, (peak, _row(anywhere)))
+    return run_stream(source, pipeline(values, lambda path: runner))
+
+
+def run_stream(source: Path, stream: BallStream) -> TrackerRun:
+    """Every frame of ``source`` through the node's pipeline ``stream`` (families/pipeline.py: BallStream, with
+    InpaintNet when its values name one), numbered from 0. A frame the stream skips (a frame size changed, until it
+    restarts at the new size) and the frames that only feed the background median are 'no ball', as the node
+    answers them (or does not)."""
+    run = TrackerRun([], (0, 0), runs_on=stream.tracker.runner.describe())
+
+    def peak(frame_id: int, value: float, anywhere: dict) -> None:
+        tag = stream.tag(frame_id)
+        run.peaks[tag] = (value, _row({**anywhere, "Frame": tag}))
+
+    stream.tracker.on_peak = peak
     outputs = []
+    index = -1
     for index, frame in enumerate(source_frames(source)):
         run.frame_size = (frame.shape[1], frame.shape[0])
-        prediction = tracker.push(frame, index)
-        outputs += [prediction] if prediction else []
-    if run.frame_size == (0, 0):
+        try:
+            outputs += stream.push(frame, index)
+        except FrameSizeChanged:
+            continue
+    if index < 0:
         raise ValueError(f"{source} holds no frames")
-    outputs += tracker.flush()
-    answered = {prediction["Frame"]: _row(prediction) for prediction in outputs}
+    outputs += stream.flush()
+    answered = {tag: _row({**prediction, "Frame": tag}) for tag, prediction in outputs}
     run.predictions = [answered.get(frame, (frame, 0, 0.0, 0.0)) for frame in range(index + 1)]
     return run
 
@@ -139,23 +178,24 @@ def precision_recall_curve(
 
 
 def track(
-    model: Path, source: Path, target: str, median_warmup: int | None, heatmap_threshold: float, stride: int = 1
+    model: Path,
+    source: Path,
+    target: str,
+    median_warmup: int | None,
+    heatmap_threshold: float,
+    stride: int = 1,
+    inpaint_model: Path | None = None,
 ) -> TrackerRun:
-    """A TrackNet ``model`` on ``target`` (as runtime/backends.py reads it) over a bag or video; ``median_warmup``
-    None: the node's default."""
+    """A TrackNet ``model`` on ``target`` (as runtime/backends.py reads it) over a bag or video, as the node runs
+    it (with InpaintNet ``inpaint_model`` when given); ``median_warmup`` None: the node's default."""
     from ..models.model_file import require_file_family
     from ..models.tracknet_stream import check_stride
     from ..runtime.backends import load_target
 
-    recognition = require_file_family(model, "tracknet")
-    seq_len = recognition.details["seq_len"]
-    check_stride(stride, seq_len)  # before the model loads
-    bg_mode = recognition.details.get("bg_mode") or ""
-    if median_warmup is None:
-        median_warmup = node_default(PARAMETERS, "median_warmup")
-    warmup = median_warmup if bg_mode else 0
-    runner = load_target(target, model)
-    return run_tracker(source, runner, seq_len, bg_mode, warmup, heatmap_threshold, stride)
+    check_stride(stride, require_file_family(model, "tracknet").details["seq_len"])  # before the model loads
+    inpaint = {"inpaint_model_path": str(inpaint_model)} if inpaint_model is not None else {}
+    values = tracknet_values(model, median_warmup, heatmap_threshold=heatmap_threshold, stride=stride, **inpaint)
+    return run_stream(source, pipeline(values, lambda path: load_target(target, Path(path))))
 
 
 def evaluate_tracking(
@@ -170,10 +210,12 @@ def evaluate_tracking(
     heatmap_threshold: float = 0.5,
     tolerance: float = TOLERANCE_PX,
     stride: int = 1,
+    inpaint_model: Path | None = None,
 ) -> CommandReport:
     """`eval` for tracknet: a predictions CSV of frames ``size`` (WIDTHxHEIGHT), or ``model`` run over ``source``
-    (once every ``stride`` frames, with a precision-recall curve), scored against the truth CSV ``data``; the
-    report written in ``out_dir``."""
+    (once every ``stride`` frames, with a precision-recall curve; ``inpaint_model``: InpaintNet repairing the
+    track, as the node's inpaint_model_path), scored against the truth CSV ``data``; the report written in
+    ``out_dir``."""
     truth = read_ball_csv(data)
     if predictions is not None:
         if size is None:
@@ -181,10 +223,12 @@ def evaluate_tracking(
         rows, frame, curve = read_ball_csv(predictions), frame_size(size, "--frame-size"), None
         about = {"predictions": str(predictions)}
     elif model is not None and source is not None:
-        run = track(model, source, target, median_warmup, heatmap_threshold, stride)
+        run = track(model, source, target, median_warmup, heatmap_threshold, stride, inpaint_model)
         rows, frame = run.predictions, run.frame_size
         curve = precision_recall_curve(truth, run, tolerance)
         about = {"model": str(model), "source": str(source), "runs_on": run.runs_on, "stride": stride}
+        if inpaint_model is not None:
+            about["inpaint_model"] = str(inpaint_model)
     else:
         raise UsageError("give --predictions CSV, or --model and --source to run the tracker")
     metrics, _ = evaluate(truth, rows, frame, tolerance)

@@ -20,14 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from ..families.registry import SINGLE_MODEL, family, make_detector
+from ..families.registry import SINGLE_MODEL, family
 from ..files import staged, write_text
 from ..models.model_file import require_file_family
+from ..parameters import with_defaults
 from ..runtime.backends import load_target, parse_targets
 from ..runtime.providers import ProviderUnavailable
 from ..runtime.runner import fixed_dim
 from .bags import write_image_bag
-from .commands import CommandReport, node_default
+from .commands import CommandReport
 from .synthetic import BallClip
 
 MODEL_TYPES = SINGLE_MODEL  # the families whose per-frame pipeline runs from the one model
@@ -92,10 +93,15 @@ def _detection_frame() -> np.ndarray:
     return cv2.resize(photo, (1280, 720))
 
 
-def _detection_pipeline(runner, model_type: str, frames: int) -> dict[str, float]:
-    """Pre-processing, inference and decoding per 1280x720 frame (a photo, resized): yolo, yolo_pose, fasterrcnn."""
+def _detection_pipeline(runner, model: Path, model_type: str, frames: int) -> dict[str, float]:
+    """Pre-processing, inference and decoding per 1280x720 frame (a photo, resized): yolo, yolo_pose, fasterrcnn;
+    the detector of the node's pipeline (families/pipeline.py) with the node's parameter defaults."""
+    from ..families.registry import FAMILIES  # not family(): the worker's __main__ has a global of that name
+
+    spec = FAMILIES[model_type]
+    values = with_defaults(spec.parameters, {"model_path": str(model)}, model_type)
+    detector = spec.pipeline(values, lambda path: runner).detector
     frame = _detection_frame()
-    detector = make_detector(model_type, runner)
     stages = {"preprocess_ms": [], "inference_ms": [], "postprocess_ms": []}
     for _ in range(frames):
         times = [time.perf_counter()]
@@ -111,30 +117,23 @@ def _detection_pipeline(runner, model_type: str, frames: int) -> dict[str, float
     return {"frame_size": "1280x720", **split, "fps": 1000.0 / sum(split.values())}
 
 
-def _median_warmup(bg_mode: str) -> int:
-    """The tracknet node's default median warm-up for a model of ``bg_mode`` (none without a background)."""
-    from ..families.tracknet import PARAMETERS  # not family(): the worker's __main__ has a global of that name
-
-    return node_default(PARAMETERS, "median_warmup") if bg_mode else 0
-
-
 def _pipeline(runner, model: Path, frames: int, stride: int = 1) -> tuple[list[float], dict[str, float]]:
-    """Per-frame latency of the whole TrackNet pipeline on synthetic 1280x720 frames (the model once every
-    ``stride`` frames), and its stage split."""
-    from ..models.tracknet_stream import TrackNetTracker
+    """Per-frame latency of the tracknet node's whole pipeline (families/pipeline.py, with its parameter defaults)
+    on synthetic 1280x720 frames (the model once every ``stride`` frames), and its stage split."""
+    from ..families.tracknet import FAMILY  # not family(): the worker's __main__ has a global of that name
+    from .ball_eval import tracknet_values
 
-    details = require_file_family(model, "tracknet").details
-    bg_mode = details.get("bg_mode") or ""
-    warmup = _median_warmup(bg_mode)
-    tracker = TrackNetTracker(runner, details["seq_len"], bg_mode, median_warmup=warmup, stride=stride)
+    values = tracknet_values(model, stride=stride)
+    stream = FAMILY.pipeline(values, lambda path: runner)
+    warmup = values["median_warmup"]
     clip = BallClip(num_frames=frames + warmup, width=1280, height=720)
     latencies = []
     for index, frame in enumerate(clip.frames()):
         start = time.perf_counter()
-        tracker.push(frame)
-        if index >= warmup + details["seq_len"]:  # after the median warm-up and the first full window
+        stream.push(frame, index)
+        if index >= warmup + values["seq_len"]:  # after the median warm-up and the first full window
             latencies.append(1000 * (time.perf_counter() - start))
-    stats = tracker.stats
+    stats = stream.stats
     per_frame = lambda seconds: 1000 * seconds / max(1, stats.push_calls)
     split = {
         "frame_size": f"{clip.width}x{clip.height}",
@@ -176,7 +175,7 @@ def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | 
     if model_type == "tracknet":
         _, result.pipeline = _pipeline(runner, model, runs, stride)
     elif model_type is not None:
-        result.pipeline = _detection_pipeline(runner, model_type, runs)
+        result.pipeline = _detection_pipeline(runner, model, model_type, runs)
     result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
 
@@ -248,16 +247,12 @@ def _node(
 
 def _tracknet_node_params(model: Path, stride: int, settings: dict[str, str]) -> tuple[dict[str, str], int]:
     """The tracknet node's parameters for ``model``, and the frames it holds back for the end of the stream."""
-    details = require_file_family(model, "tracknet").details
-    params = {
-        "model_path": str(model),
-        "seq_len": str(details["seq_len"]),
-        "bg_mode": details.get("bg_mode") or "",
-        "median_warmup": str(_median_warmup(details.get("bg_mode") or "")),
-        "stride": str(stride),
-        **settings,
-    }
-    return params, details["seq_len"] - 1
+    from .ball_eval import tracknet_values
+
+    values = tracknet_values(model, stride=stride)
+    names = ("model_path", "seq_len", "bg_mode", "median_warmup", "stride")
+    params = {**{name: str(values[name]) for name in names}, **settings}
+    return params, values["seq_len"] - 1
 
 
 def run_bench(

@@ -41,6 +41,7 @@ from ..parameters import with_defaults
 from ..runtime.backends import load_target
 from ..runtime.cpu import this_cpu
 from ..runtime.runner import Runner
+from .ball_eval import tracknet_values
 from .commands import CommandReport, UsageError, node_default
 from .sources import read_image, source_frames
 
@@ -144,7 +145,7 @@ def calibration_inputs(
         return recorders[-1]
 
     if model_type == "tracknet":
-        stream = family("tracknet").build(tracknet_values(model), load)
+        stream = family("tracknet").pipeline(tracknet_values(model, user="quantize"), load)
         read = sum(1 for index, frame in enumerate(calibration) if stream.push(frame, index) is not None)
         stream.flush()
     elif model_type == "reid":
@@ -169,21 +170,6 @@ def calibration_inputs(
             "--frames or another --calibration source"
         )
     return feeds, read
-
-
-def tracknet_values(model: Path, median_warmup: int | None = None) -> dict[str, Any]:
-    """The tracknet node's parameter values for ``model``: seq_len and bg_mode as the model records them, the
-    median warm-up the node's default unless given."""
-    from ..models.model_file import require_file_family
-
-    details = require_file_family(model, "tracknet", "quantize").details
-    bg_mode = details.get("bg_mode") or ""
-    given = {"model_path": str(model), "seq_len": details["seq_len"], "bg_mode": bg_mode}
-    if median_warmup is not None:
-        given["median_warmup"] = median_warmup
-    if not bg_mode:
-        given["median_warmup"] = 0
-    return with_defaults(family("tracknet").parameters, given, "tracknet")
 
 
 class FeedReader:

@@ -1,10 +1,10 @@
 """vision-factory track: a detector and the tracker over a stream of frames, the tracks in MOTChallenge format.
 
-The detector is built from the options as `predict` builds it (tools/predict.py: each option is the node parameter
-it names, left out: the node's default), the tracking from the tracking parameters of families/tracking.py (each
-``--track-*`` / ``--reid*`` option is the parameter it names, left out: its default), as a node with
-``tracking: true`` builds both. Frames come from images (in the order given), one video or one rosbag2
-(tools/sources.py); they are one stream, numbered from 1.
+It runs the node's frame pipeline (Family.pipeline, families/pipeline.py) with the node's parameter values: the
+detector's from the options as `predict` takes them (tools/predict.py: each option is the node parameter it names,
+left out: the node's default), the tracking parameters of families/tracking.py (each ``--track-*`` / ``--reid*``
+option is the parameter it names, left out: its default), as a node with ``tracking: true`` has them. Frames come
+from images (in the order given), one video or one rosbag2 (tools/sources.py); they are one stream, numbered from 1.
 """
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ from typing import Any
 import numpy as np
 
 from ..families import tracking
+from ..families.pipeline import DetectionPipeline
 from ..families.registry import family
 from ..files import staged
 from ..models.detections import Detection
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import with_defaults
 from ..runtime.backends import load_target
-from .commands import UsageError, node_default
+from .commands import UsageError
 from .mot import MotBoxes, boxes_from_rows, write_mot
-from .predict import build_detector
+from .predict import FINDING, POSING, node_values
 from .replay import clear_earlier_run
 from .sources import is_video, read_image, source_frames
 
@@ -73,16 +74,6 @@ def tracking_values(options: Mapping[str, Any]) -> dict[str, Any]:
     return with_defaults(tracking.PARAMETERS, {**given, "tracking": True}, "tracking")
 
 
-def _with_tracking(model_type: str, options: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
-    """The detector's options as a tracking node has them: its confidence lowered to track_low_threshold
-    (tracking.detector_values), so that ByteTrack's second stage sees the low-score detections."""
-    confidence = options.get("--conf")
-    if confidence is None:
-        confidence = node_default(family(model_type).parameters, "confidence_threshold")
-    lowered = tracking.detector_values({**values, "confidence_threshold": confidence})
-    return {**options, "--conf": lowered["confidence_threshold"]}
-
-
 def stream_frames(sources: Iterable[Path]) -> Iterator[np.ndarray]:
     """The BGR frames of ``sources``: image files in order, or one video, or one rosbag2 (folder or file)."""
     sources = [Path(source) for source in sources]
@@ -126,9 +117,7 @@ def track(
         raise UsageError(f"track runs {', '.join(SINGLE_MODEL_DETECTORS)} models, not {model_type}", "--model-type")
     outputs = {"tracks": out_dir / TRACKS_FILE, "video": out_dir / VIDEO_FILE}
     clear_earlier_run(out_dir, outputs, force)
-    values = tracking_values(tracking_options or {})
-    detector = build_detector(model_type, model, target, _with_tracking(model_type, detector_options or {}, values))
-    tracker = tracking.build(values, lambda path: load_target(target, Path(path)))
+    (pipeline,) = build_pipelines(model_type, model, target, detector_options, [tracking_options or {}])
     sources = [Path(source) for source in sources]
     fps = _video_fps(sources[0]) if len(sources) == 1 and is_video(sources[0]) else IMAGE_FPS
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -137,7 +126,7 @@ def track(
     with contextlib.ExitStack() as stack:  # the video is moved onto OUT/tracks.mp4 once written whole
         video = stack.enter_context(staged(outputs["video"], [model, *sources])) if save else None
         try:
-            for frames, frame, (kept,) in tracked_frames(stream_frames(sources), detector, [tracker]):
+            for frames, frame, (kept,) in tracked_frames(stream_frames(sources), [pipeline]):
                 rows.extend(_rows(frames, kept))
                 if video is not None:
                     writer = writer or _open_video(video, fps, frame.shape[:2])
@@ -154,8 +143,8 @@ def track(
         frames,
         len(rows),
         len({row[1] for row in rows}),
-        bool(values["reid_model_path"]),
-        tracker.from_model,
+        pipeline.tracking.embedder is not None,
+        pipeline.tracking.from_model,
     )
 
 
@@ -163,11 +152,12 @@ Kept = list[tuple[Detection, int]]  # a frame's detections that have a track ID,
 
 
 def tracked_frames(
-    frames: Iterable[np.ndarray], detector, trackings: Sequence[Tracking]
+    frames: Iterable[np.ndarray], pipelines: Sequence[DetectionPipeline]
 ) -> Iterator[tuple[int, np.ndarray, list[Kept]]]:
-    """Each frame's number (from 1), the frame and, per tracking of ``trackings``, its tracked detections: the
-    detector runs once a frame, every tracking updates on its detections (to compare configurations on one run).
-    A frame of another size than the first is an error (tracks are in the stream's pixels)."""
+    """Each frame's number (from 1), the frame and, per pipeline of ``pipelines`` (``build_pipelines``'), its
+    tracked detections: the detector (the pipelines share it) runs once a frame, every pipeline's tracking updates
+    on its detections (to compare configurations on one run). A frame of another size than the first is an error
+    (tracks are in the stream's pixels)."""
     size = None
     for number, frame in enumerate(frames, start=1):
         if size is None:
@@ -177,11 +167,12 @@ def tracked_frames(
                 f"frame {number} is {frame.shape[1]}x{frame.shape[0]}, the stream's first "
                 f"{size[1]}x{size[0]}: a stream's frames have one size (tracks are in its pixels)"
             )
-        detections = detector.detect(frame)
+        detections = pipelines[0].detector.detect(frame)
         kept = []
-        for tracker in trackings:
-            ids = tracker.update(frame, detections)
-            kept.append([(detection, track_id) for detection, track_id in zip(detections, ids) if track_id is not None])
+        for pipeline in pipelines:
+            found = pipeline.track(frame, detections, number)
+            tracked = zip(found.detections, found.track_ids)
+            kept.append([(detection, track_id) for detection, track_id in tracked if track_id is not None])
         yield number, frame, kept
 
 
@@ -191,6 +182,30 @@ def _rows(number: int, kept: Kept) -> Iterator[tuple[int, int, float, float, flo
         yield number, track_id, x1, y1, x2 - x1, y2 - y1, detection.score
 
 
+def build_pipelines(
+    model_type: str,
+    model: Path,
+    target: str,
+    detector_options: Mapping[str, Any] | None,
+    tracking_options: Sequence[Mapping[str, Any]],
+) -> list[DetectionPipeline]:
+    """The node's frame pipeline (Family.pipeline: families/pipeline.py) for the detector's options (predict's
+    FINDING / POSING, each the node parameter it names) and each of ``tracking_options`` (TRACKING's), sharing one
+    detector: the pipeline of the lowest track_low_threshold builds it (its confidence lowered to that, as a
+    tracking node's is), the others track its detections."""
+    load = lambda path: load_target(target, Path(path))  # noqa: E731
+    given = node_values(model_type, model, detector_options or {}, FINDING | POSING)
+    configurations = [{**given, **tracking_values(options)} for options in tracking_options]
+    lowest = min(range(len(configurations)), key=lambda index: configurations[index]["track_low_threshold"])
+    first = family(model_type).pipeline(configurations[lowest], load)
+    return [
+        first
+        if index == lowest
+        else DetectionPipeline(first.detector, tracking.build(values, load), values["confidence_threshold"])
+        for index, values in enumerate(configurations)
+    ]
+
+
 def build_trackings(
     model_type: str,
     model: Path,
@@ -198,12 +213,9 @@ def build_trackings(
     detector_options: Mapping[str, Any] | None,
     tracking_options: Sequence[Mapping[str, Any]],
 ) -> tuple[Any, list[Tracking]]:
-    """The detector and one Tracking per ``tracking_options`` (TRACKING's options), as ``track`` builds them; the
-    detector's confidence goes down to the lowest track_low_threshold among them."""
-    configurations = [tracking_values(options) for options in tracking_options]
-    lowest = min(configurations, key=lambda values: values["track_low_threshold"])
-    detector = build_detector(model_type, model, target, _with_tracking(model_type, detector_options or {}, lowest))
-    return detector, [tracking.build(values, lambda path: load_target(target, Path(path))) for values in configurations]
+    """The detector and one Tracking per ``tracking_options``, as ``build_pipelines`` builds them."""
+    pipelines = build_pipelines(model_type, model, target, detector_options, tracking_options)
+    return pipelines[0].detector, [pipeline.tracking for pipeline in pipelines]
 
 
 def track_frames(
@@ -216,10 +228,10 @@ def track_frames(
 ) -> list[MotBoxes]:
     """``track`` without files, for several tracking configurations at once: the frames (BGR arrays, in order)
     through the detector once and through the tracking of each ``tracking_options`` (TRACKING's options, as
-    ``track`` takes them; built by ``build_trackings``); the tracks of each, as ``track`` writes them."""
-    detector, trackings = build_trackings(model_type, model, target, detector_options, tracking_options)
-    rows: list[list] = [[] for _ in trackings]
-    for number, _, kept in tracked_frames(frames, detector, trackings):
+    ``track`` takes them; built by ``build_pipelines``); the tracks of each, as ``track`` writes them."""
+    pipelines = build_pipelines(model_type, model, target, detector_options, tracking_options)
+    rows: list[list] = [[] for _ in pipelines]
+    for number, _, kept in tracked_frames(frames, pipelines):
         for found, into in zip(kept, rows):
             into.extend(_rows(number, found))
     return [boxes_from_rows(found, f"tracks {index + 1}") for index, found in enumerate(rows)]

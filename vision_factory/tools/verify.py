@@ -294,41 +294,36 @@ def _offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callabl
     """The model offline as the node builds it: frames -> per frame, the items it gives (a fresh state per call:
     TrackNet's stream, the tracker); its class names (None: the ball) and keypoint names ([] without).
 
-    With ``tracking`` on, as a detection node tracks (ros/detection_node.py): the detector at the tracking's
-    confidence (tracking.detector_values), the Tracking updated frame by frame in order, the detections it
-    publishes (tracking.published) each with its track ID. The tracker first sees the bag's first frame once, as
+    It is the family's frame pipeline, the node's (Family.pipeline, families/pipeline.py). With ``tracking`` on:
+    the detector at the tracking's confidence, the Tracking updated frame by frame in order, the detections the
+    node publishes each with its track ID. The tracker first sees the bag's first frame once, as
     the node does: replay's warm-up frame (its answer is not compared, but the node's tracker has seen it)."""
+    pipeline = spec.pipeline(values, load)  # the models load now: a bad one fails before the node plays
     if spec.output_message == DETECTIONS_MESSAGE:
-        from ..families import tracking as tracking_parameters
-
-        tracker = tracking_parameters.build(values, load) if "tracking" in values else None
-        detector = spec.build(tracking_parameters.detector_values(values), load)
+        from ..families.tracking import id_text
 
         def detect(frames: list[np.ndarray]) -> list[list[Item]]:
-            if tracker is None:
-                return [[_detection_item(d) for d in detector.detect(frame)] for frame in frames]
-            tracker.reset()
+            pipeline.reset()
+            if pipeline.tracking is None:
+                return [[_detection_item(d) for d in pipeline.push(frame).detections] for frame in frames]
             answers = []
             for index, frame in enumerate(frames[:1] + frames):  # the warm-up frame, then the bag's
-                detections = detector.detect(frame)
-                shown, tracks = tracking_parameters.published(
-                    detections, tracker.update(frame, detections), values["confidence_threshold"]
-                )
-                items = [_detection_item(d, tracking_parameters.id_text(track)) for d, track in zip(shown, tracks)]
+                found = pipeline.push(frame)
+                items = [_detection_item(d, id_text(track)) for d, track in zip(found.detections, found.track_ids)]
                 answers += [items] if index else []
             return answers
 
+        detector = pipeline.detector
         return detect, list(detector.names), list(getattr(detector, "keypoint_names", []))
 
     def track(frames: list[np.ndarray]) -> list[list[Item]]:
-        stream = spec.build(values, load)
+        pipeline.reset()
         balls: dict[int, dict] = {}
         for index, frame in enumerate(frames):
-            balls.update(stream.push(frame, index))
-        balls.update(stream.flush())
+            balls.update(pipeline.push(frame, index))
+        balls.update(pipeline.flush())
         return [[_ball_item(balls[i]["X"], balls[i]["Y"], balls[i]["Visibility"] == 1)] for i in range(len(frames))]
 
-    spec.build(values, load)  # the models load now: a bad one fails before the node plays
     return track, None, []
 
 

@@ -1,0 +1,99 @@
+"""One frame pipeline per family: what its node runs on each frame, and what the tools run (verify's offline
+model, track, eval, bench, quantize's calibration), built once by ``Family.pipeline(values, load_runner)`` from the
+node's parameter values (their defaults: the family's parameter table).
+
+A pipeline takes a stream's frames in order with ``push(frame, stamp)`` and forgets the stream with ``reset()``:
+- detection and pose families: ``DetectionPipeline`` below, one ``Detected`` per frame;
+- tracknet: models/ball_stream.py's ``BallStream`` (with InpaintNet when given): ``(stamp, prediction)`` pairs, up
+  to seq_len frames after their frame, and ``flush()`` ends the stream with what is still pending.
+No ROS here: a node converts its messages, a tool reads its files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..models.detections import Detection, Detector
+from ..models.tracker import Tracking
+from . import tracking as tracking_parameters
+from .family import Family, LoadRunner
+
+
+@dataclass
+class Detected:
+    """A frame's published detections and, with tracking on, each one's track ID (None: no confirmed track)."""
+
+    detections: list[Detection]
+    track_ids: list[int | None] | None = None  # None: tracking off
+    new_stream: str = ""  # why this frame started a new stream (tracks reset, IDs from 1 again); "": it did not
+
+
+class StreamRule:
+    """When a tracker's stream starts anew: the frame size changes or a stamp goes back in time (a bag played
+    again, a camera driver restarted, another camera on the topic). A gap alone does not: a robot that stops
+    publishing for a while and resumes keeps its tracks (the tracker counts frames, not seconds)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.size: tuple[int, ...] | None = None
+        self.stamp: Any = None
+
+    def new_stream(self, size: tuple[int, ...], stamp: Any = None) -> str:
+        """Why a frame of ``size`` (height, width) and ``stamp`` (comparable, e.g. (sec, nanosec); None: not
+        compared) starts a new stream; "" when it does not (the first frame needs no reset)."""
+        reason = ""
+        if self.size is not None and size != self.size:
+            reason = f"the frame size changed from {self.size[1]}x{self.size[0]} to {size[1]}x{size[0]}"
+        elif self.stamp is not None and stamp is not None and stamp < self.stamp:
+            reason = "a stamp went back in time"
+        self.size = size
+        if stamp is not None:
+            self.stamp = stamp
+        return reason
+
+
+class DetectionPipeline:
+    """A detection or pose family's frame pipeline: the detector and, with ``tracking`` on, its tracker and the
+    new-stream rule. With tracking on the detector hands the tracker its detections down to track_low_threshold
+    (tracking.detector_values) and ``push`` returns those above confidence_threshold and the lower ones that
+    continue a track (tracking.published)."""
+
+    def __init__(self, detector: Detector, tracking: Tracking | None, confidence: float):
+        self.detector, self.tracking, self.confidence = detector, tracking, confidence
+        self.rule = StreamRule()
+
+    @classmethod
+    def build(cls, family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> DetectionPipeline:
+        """``family``'s pipeline from its node's parameter values; every model loads now (the re-id model first)."""
+        tracking = tracking_parameters.build(values, load_runner) if "tracking" in values else None
+        detector = family.build(tracking_parameters.detector_values(values), load_runner)
+        return cls(detector, tracking, values["confidence_threshold"])
+
+    def push(self, frame: np.ndarray, stamp: Any = None, people: Sequence[Detection] | None = None) -> Detected:
+        """The frame's detections (``people``: the person boxes a top-down pose model poses, instead of its own
+        detector's), tracked when tracking is on."""
+        detections = self.detector.detect(frame) if people is None else self.detector.pose(frame, people)
+        return self.track(frame, detections, stamp)
+
+    def track(self, frame: np.ndarray, detections: Sequence[Detection], stamp: Any = None) -> Detected:
+        """``push`` after the detector: ``detections`` of ``frame`` through the tracker (when on)."""
+        if self.tracking is None:
+            return Detected(list(detections))
+        reason = self.rule.new_stream(frame.shape[:2], stamp)
+        if reason:
+            self.tracking.reset()
+        ids = self.tracking.update(frame, detections)
+        shown, ids = tracking_parameters.published(detections, ids, self.confidence)
+        return Detected(shown, ids, reason)
+
+    def reset(self) -> None:
+        """Forget the stream: the next frame starts a new one (tracks from 1 again)."""
+        self.rule.reset()
+        if self.tracking is not None:
+            self.tracking.reset()

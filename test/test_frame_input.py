@@ -325,7 +325,7 @@ def test_problem_counts_are_logged_while_new_ones_come_and_only_then(capfd):
     probe = Probe()
     try:
         publisher = probe.publisher(Image, "/image")
-        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, 30)
+        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, PATIENCE_S)
         capfd.readouterr()
 
         def logged(count_line: str) -> str:

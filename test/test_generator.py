@@ -25,7 +25,7 @@ import yaml
 from click.testing import CliRunner
 from conftest import ROOT
 from generated import generate_and_install, install_like_colcon, site_packages
-from ros_harness import Lifecycle, NodeProcess, Probe
+from ros_harness import PATIENCE_S, Lifecycle, NodeProcess, Probe
 
 from vision_factory.cli import main
 from vision_factory.families.registry import NODE_FAMILIES
@@ -189,7 +189,7 @@ def test_generated_node_is_a_lifecycle_node(installed, synthetic_models, tmp_pat
         assert lifecycle.set("configure") and lifecycle.state() == "inactive"
         assert probe.node.count_subscribers("/t/image") == 0
         assert lifecycle.set("activate") and lifecycle.state() == "active"
-        assert probe.spin_until(lambda: probe.node.count_subscribers("/t/image") == 1, 10), node.log()
+        assert probe.spin_until(lambda: probe.node.count_subscribers("/t/image") == 1, PATIENCE_S), node.log()
         assert lifecycle.set("shutdown")
         assert node.wait() == 0
     finally:

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import ROOT, SHARED
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from ros_harness import NodeProcess, Probe
+from ros_harness import PATIENCE_S, NodeProcess, Probe
 from sensor_msgs.msg import CompressedImage, Image
 from test_monitor import YOLO, _latest, _yolo_output
 from test_yolo import _constant_model
@@ -126,7 +126,7 @@ def test_a_node_without_a_publisher_names_the_image_topics_that_have_one(tmp_pat
             status = _latest(diagnostics, "yolo: inference")
             return status is not None and "no publisher on /t/image" in status.message
 
-        assert probe.spin_until(warned, 20), node.log()
+        assert probe.spin_until(warned, PATIENCE_S), node.log()
         assert _latest(diagnostics, "yolo: inference").level == DiagnosticStatus.WARN
         probe.spin_until(lambda: False, 2.5)  # still no publisher: not said again
     finally:

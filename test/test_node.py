@@ -8,7 +8,7 @@ import re
 import pytest
 from conftest import ROOT
 from geometry_msgs.msg import PointStamped
-from ros_harness import NodeProcess, Probe
+from ros_harness import PATIENCE_S, NodeProcess, Probe
 from rosbags.typesys import Stores, get_typestore
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
@@ -62,8 +62,8 @@ def test_node_outputs_equal_the_core_module(tmp_path, clip, synthetic_models):
     assert read_ball_csv(result.ball_csv) == expected
 
 
-def _publish(probe: Probe, publisher, messages, outputs: list, expected: int, timeout: float = 20) -> None:
-    assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, 30), "node never subscribed"
+def _publish(probe: Probe, publisher, messages, outputs: list, expected: int, timeout: float = PATIENCE_S) -> None:
+    assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, PATIENCE_S), "node never subscribed"
     for message in messages:
         publisher.publish(message)
         probe.spin_until(lambda: False, 0.02)
@@ -213,13 +213,15 @@ def test_a_stream_after_idle_gets_a_fresh_nodes_answers(tmp_path, synthetic_mode
         fresh_out = probe.subscribe(PointStamped, "/fresh/ball")
         to_used = probe.publisher(Image, "/used/image")
         to_fresh = probe.publisher(Image, "/fresh/image")
-        assert probe.spin_until(lambda: to_fresh.get_subscription_count() > 0, 30), "fresh node never subscribed"
+        assert probe.spin_until(lambda: to_fresh.get_subscription_count() > 0, PATIENCE_S), (
+            "fresh node never subscribed"
+        )
         _publish(probe, to_used, _frames(stream_a, 100), used_out, expected=stream_a.num_frames)
         probe.spin_until(lambda: False, 2.5)  # > flush_timeout without frames: stream A is over
         del used_out[:]
         stream = _frames(stream_b, 500)
-        _publish(probe, to_used, stream, used_out, expected=len(stream), timeout=10)
-        _publish(probe, to_fresh, stream, fresh_out, expected=len(stream), timeout=10)
+        _publish(probe, to_used, stream, used_out, expected=len(stream))
+        _publish(probe, to_fresh, stream, fresh_out, expected=len(stream))
         probe.spin_until(lambda: False, 0.5)  # nothing more comes
     finally:
         probe.close()
@@ -249,10 +251,10 @@ def test_no_frame_lost_at_camera_rate(tmp_path, synthetic_models):
     try:
         outputs = probe.subscribe(PointStamped, "/t/ball")
         publisher = probe.publisher(Image, "/t/image")
-        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, 30), "node never subscribed"
+        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, PATIENCE_S), "node never subscribed"
         waiting = list(messages)
         timer = probe.node.create_timer(1 / 15, lambda: waiting and publisher.publish(waiting.pop(0)))
-        probe.spin_until(lambda: len(outputs) >= len(messages), 30)
+        probe.spin_until(lambda: len(outputs) >= len(messages), PATIENCE_S)
         probe.node.destroy_timer(timer)
         probe.spin_until(lambda: False, 0.5)
     finally:
@@ -276,10 +278,10 @@ def test_dropped_frames_are_still_answered(tmp_path):
     try:
         outputs = probe.subscribe(PointStamped, "/t/ball")
         publisher = probe.publisher(Image, "/t/image")
-        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, 30), "node never subscribed"
+        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, PATIENCE_S), "node never subscribed"
         for message in messages:  # a burst, no pause
             publisher.publish(message)
-        probe.spin_until(lambda: len(outputs) >= len(messages), 20)
+        probe.spin_until(lambda: len(outputs) >= len(messages), PATIENCE_S)
         probe.spin_until(lambda: False, 0.5)
     finally:
         probe.close()

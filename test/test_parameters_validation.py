@@ -25,7 +25,7 @@ from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
-from ros_harness import NodeProcess, Probe
+from ros_harness import PATIENCE_S, NodeProcess, Probe
 
 from vision_factory.cli import main
 from vision_factory.families.registry import NODE_FAMILIES
@@ -175,9 +175,9 @@ def test_a_node_names_the_parameters_it_does_not_have_with_the_closest(tmp_path)
     probe = Probe()
     try:
         client = AsyncParameterClient(probe.node, "/t/yolo")
-        assert probe.spin_until(client.services_are_ready, 30), node.log()
+        assert probe.spin_until(client.services_are_ready, PATIENCE_S), node.log()
         future = client.set_parameters([Parameter("confidence_threshold", value=math.nan)])
-        assert probe.spin_until(future.done, 10)
+        assert probe.spin_until(future.done, PATIENCE_S)
         (result,) = future.result().results
         assert not result.successful
         assert result.reason == "confidence_threshold must be a finite number in 0..1, not nan"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import SHARED, pypi_model
 from rclpy.serialization import deserialize_message, serialize_message
-from ros_harness import NodeProcess, Probe
+from ros_harness import PATIENCE_S, NodeProcess, Probe
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from test_real_models import FALL_MODEL, PHOTOS
@@ -79,13 +79,13 @@ def _run_node(tmp_path, params: dict, frames: list[np.ndarray], markers: bool = 
         published = probe.subscribe(Detection2DArray, "/t/detections")
         paths = probe.subscribe(MarkerArray, "/t/track_markers") if markers else []
         publisher = probe.publisher(Image, "/t/image")
-        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, 30), node.log()
+        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, PATIENCE_S), node.log()
         probe.spin_until(lambda: False, 0.5)  # let the marker subscription match
         for index, frame in enumerate(frames):
             publisher.publish(bgr_to_message(frame, _header(index)))
             # one at a time: the node's queue must not drop a frame, the tracker needs them all
-            assert probe.spin_until(lambda count=index + 1: len(published) >= count, 30), node.log()
-        probe.spin_until(lambda: len(paths) >= len(frames) or not markers, 10)
+            assert probe.spin_until(lambda count=index + 1: len(published) >= count, PATIENCE_S), node.log()
+        probe.spin_until(lambda: len(paths) >= len(frames) or not markers, PATIENCE_S)
     finally:
         probe.close()
         node.stop()
@@ -215,13 +215,13 @@ def test_track_node_gives_another_nodes_detections_the_ids_of_the_offline_tracke
         images = probe.publisher(Image, "/t/image")
         detections = probe.publisher(Detection2DArray, "/t/detections")
         ready = lambda: images.get_subscription_count() > 0 and detections.get_subscription_count() > 0  # noqa: E731
-        assert probe.spin_until(ready, 30), node.log()
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
         for index, (frame, message) in enumerate(zip(frames, inputs)):
             image = bgr_to_message(frame, _header(index))
             first, second = ((images, image), (detections, message))[:: 1 if index % 2 else -1]
             first[0].publish(first[1])
             second[0].publish(second[1])
-            assert probe.spin_until(lambda count=index + 1: len(tracks) >= count, 30), node.log()
+            assert probe.spin_until(lambda count=index + 1: len(tracks) >= count, PATIENCE_S), node.log()
     finally:
         probe.close()
         assert node.stop() == 0

@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 import pytest
 from geometry_msgs.msg import PointStamped
-from ros_harness import NodeProcess, Probe
+from ros_harness import PATIENCE_S, NodeProcess, Probe
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 
@@ -278,16 +278,16 @@ def test_the_silence_warning_says_what_the_node_saw(tmp_path, synthetic_models):
         answers = probe.subscribe(PointStamped, "/w/ball")
         to_skipped, to_warming = probe.publisher(Image, "/s/image"), probe.publisher(Image, "/w/image")
         ready = lambda: to_skipped.get_subscription_count() > 0 and to_warming.get_subscription_count() > 0  # noqa: E731
-        assert probe.spin_until(ready, 30), skipped.log() + warming.log()
+        assert probe.spin_until(ready, PATIENCE_S), skipped.log() + warming.log()
         probe.spin_until(lambda: False, 1.0)  # the nodes' readers match the probe's writers
         before = {node: len(node.log().splitlines()) for node in (skipped, warming)}  # a silence before frames
         for index in range(3):  # 320x180 frames: not the median's 640x360 (skipped); inside a 10-frame warm-up
             to_skipped.publish(_frame(index, clip, 100 + index))
             to_warming.publish(_frame(index, clip, 100 + index))
             probe.spin_until(lambda: False, 0.05)
-        assert probe.spin_until(lambda: len(answers) == 3, 20)
+        assert probe.spin_until(lambda: len(answers) == 3, PATIENCE_S)
         said = lambda: all(_said_after_three(node, before[node]) for node in (skipped, warming))  # noqa: E731
-        assert probe.spin_until(said, 20), skipped.log() + warming.log()
+        assert probe.spin_until(said, PATIENCE_S), skipped.log() + warming.log()
     finally:
         probe.close()
         skipped.stop()

@@ -17,7 +17,7 @@ import pytest
 from conftest import dense_tracknet_model
 from geometry_msgs.msg import PointStamped
 from reference_tracknet import ReferenceTrackNet, weights
-from ros_harness import NodeProcess, Probe
+from ros_harness import PATIENCE_S, NodeProcess, Probe
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 
@@ -208,11 +208,11 @@ def test_node_with_stride_answers_each_frame_once_with_its_own_stamp(tmp_path, s
     try:
         outputs = probe.subscribe(PointStamped, "/t/ball")
         publisher = probe.publisher(Image, "/t/image")
-        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, 30), "node never subscribed"
+        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, PATIENCE_S), "node never subscribed"
         for message in _messages(clip, 100):
             publisher.publish(message)
             probe.spin_until(lambda: False, 0.02)
-        probe.spin_until(lambda: len(outputs) >= clip.num_frames, 20)
+        probe.spin_until(lambda: len(outputs) >= clip.num_frames, PATIENCE_S)
         probe.spin_until(lambda: False, 0.5)  # nothing more comes
     finally:
         probe.close()

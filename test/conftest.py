@@ -94,3 +94,24 @@ def dense_tracknet_model(path: Path, seq_len: int, bg_mode: str, seed: int = 0) 
     helper.set_model_props(model, {"seq_len": str(seq_len), "bg_mode": bg_mode})
     onnx.save(model, path)
     return path
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))  # shared helpers: test/support/*.py
+
+from support import tiers  # noqa: E402
+
+_reach = tiers.Reach()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with its tier (test/support/tiers.py): unit, or what it starts (dds, subprocess...)."""
+    for item in items:
+        for kind in sorted(tiers.tier(item, _reach)):
+            item.add_marker(kind)
+
+
+@pytest.fixture(autouse=True)
+def _unit_guard(request, monkeypatch):
+    """A unit test that starts a ROS 2 context, a process or a connection fails (the tier's rule is checked)."""
+    if request.node.get_closest_marker("unit") is not None:
+        tiers.guard(monkeypatch)

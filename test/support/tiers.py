@@ -1,0 +1,176 @@
+"""Test tiers, decided from what a test reaches rather than marked by hand.
+
+A test is ``dds`` when its code, its fixtures or the helpers they call (followed through test/ and vision_factory/
+functions, transitively) reach something that starts a ROS 2 context, and ``subprocess`` when they reach something
+that starts a process; ``slow`` when pure but listed in SLOW; else ``unit``. The rule reads code, so it is checked
+at run time: every ``unit`` test runs under ``guard`` (conftest), which makes starting a ROS context, a process or
+a network connection fail the test. ``python -m pytest -m unit`` is the tier to run on every commit.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import socket
+import sys
+import types
+from pathlib import Path
+
+TEST_DIR = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = TEST_DIR.parent / "vision_factory"
+
+# Modules whose use means the tier: a name bound to one of them (or to a member of one) in reached code.
+DDS_MODULES = ("launch", "launch_ros", "launch_testing")
+DDS_STARTERS = {"init", "create_node", "Node", "LifecycleNode", "Context"}  # of rclpy (a module or its member)
+PROCESS_MODULES = ("subprocess", "multiprocessing", "concurrent.futures.process", "pty")
+# Helpers (by their module-level name in test/ or vision_factory/) that start DDS or a process.
+DDS_NAMES = {"NodeProcess", "Probe", "Lifecycle"}
+PROCESS_NAMES = {"NodeProcess", "run_cli", "generate_and_install", "install_like_colcon", "pypi_model"}
+PROCESS_ATTRIBUTES = {"system", "popen", "fork", "posix_spawn", "posix_spawnp", "execv", "execvp"}  # of os
+
+# Pure tests that take long (over ~2 s each on 2 cores): run with the DDS and model tiers, not on every commit.
+# Keys: "module.py::test name" (without parameters).
+SLOW: set[str] = set()
+
+
+def _code_objects(code: types.CodeType):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _ours(obj) -> bool:
+    """Defined in test/ or vision_factory/ (followed), not in a library."""
+    try:
+        path = Path(inspect.getfile(obj)).resolve()
+    except (TypeError, OSError):
+        return False
+    return path.is_relative_to(TEST_DIR) or path.is_relative_to(PACKAGE_DIR)
+
+
+def _module_kind(module: types.ModuleType) -> set[str]:
+    name = module.__name__
+    kinds = set()
+    if any(name == m or name.startswith(m + ".") for m in DDS_MODULES):
+        kinds.add("dds")
+    if any(name == m or name.startswith(m + ".") for m in PROCESS_MODULES):
+        kinds.add("subprocess")
+    return kinds
+
+
+def _is_node(cls: type) -> bool:
+    return any(base.__module__.startswith("rclpy.") and base.__name__ in DDS_STARTERS for base in cls.__mro__)
+
+
+class Reach:
+    """What a set of functions reaches, memoised across tests."""
+
+    def __init__(self):
+        self._seen: dict[int, set[str]] = {}
+
+    def of(self, func) -> set[str]:
+        func = inspect.unwrap(func)
+        if isinstance(func, (staticmethod, classmethod)):
+            func = func.__func__
+        key = id(func)
+        if key in self._seen:
+            return self._seen[key]
+        self._seen[key] = kinds = set()  # a cycle reaches nothing more
+        code = getattr(func, "__code__", None)
+        if code is None:
+            if inspect.isclass(func):
+                for member in vars(func).values():
+                    if inspect.isfunction(member) or isinstance(member, (staticmethod, classmethod, property)):
+                        kinds |= self.of(member.fget if isinstance(member, property) else member)
+            return kinds
+        names = {name for c in _code_objects(code) for name in c.co_names}
+        scope = dict(vars(sys.modules["builtins"]))
+        scope.update(getattr(func, "__globals__", {}))
+        if func.__closure__:
+            for name, cell in zip(code.co_freevars, func.__closure__):
+                try:
+                    scope[name] = cell.cell_contents
+                except ValueError:
+                    pass
+            names |= set(code.co_freevars)
+        for name in names:
+            value = scope.get(name)
+            if value is None:
+                continue
+            if name in DDS_NAMES and _ours(value):
+                kinds.add("dds")
+            if name in PROCESS_NAMES and _ours(value):
+                kinds.add("subprocess")
+            if isinstance(value, types.ModuleType):
+                kinds |= _module_kind(value)
+                if value.__name__.split(".")[0] == "rclpy" and names & DDS_STARTERS:
+                    kinds.add("dds")
+                if value is os and names & PROCESS_ATTRIBUTES:
+                    kinds.add("subprocess")
+                if value is socket and "socket" in names:
+                    kinds.add("network")
+                if _ours(value):  # module.function: follow the functions named in this code
+                    for attribute in names:
+                        member = getattr(value, attribute, None)
+                        if (inspect.isfunction(member) or inspect.isclass(member)) and _ours(member):
+                            kinds |= self.of(member)
+                continue
+            if isinstance(value, type) and _is_node(value):
+                kinds.add("dds")
+            module = getattr(value, "__module__", None)
+            if isinstance(module, str) and module in sys.modules:
+                kinds |= _module_kind(sys.modules[module])
+                if module.split(".")[0] == "rclpy" and getattr(value, "__name__", "") in DDS_STARTERS:
+                    kinds.add("dds")
+            if (inspect.isfunction(value) or inspect.isclass(value)) and _ours(value):
+                kinds |= self.of(value)
+        return kinds
+
+
+def tier(item, reach: Reach) -> set[str]:
+    """The markers of a collected test: some of dds, subprocess, network, slow; or unit."""
+    kinds = set(reach.of(item.function))
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        for definition in (info.name2fixturedefs.get(name, ()) if info else ()):
+            if _ours(definition.func) and definition.func is not guard and name != "_unit_guard":
+                kinds |= reach.of(definition.func)
+    if not kinds and f"{Path(item.path).name}::{item.originalname}" in SLOW:
+        kinds.add("slow")
+    return kinds or {"unit"}
+
+
+def guard(monkeypatch) -> None:
+    """Make starting a ROS 2 context, a process or an internet connection fail the test."""
+
+    def refused(what):
+        def refuse(*args, **kwargs):
+            raise AssertionError(f"a unit test must not start {what} (tiers in test/support/tiers.py)")
+
+        return refuse
+
+    import subprocess
+
+    import _posixsubprocess
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refused("a process (subprocess.Popen)"))
+    monkeypatch.setattr(_posixsubprocess, "fork_exec", refused("a process (fork_exec)"))
+    for name in ("fork", "system", "posix_spawn", "posix_spawnp", "popen"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, refused(f"a process (os.{name})"))
+    original_connect = socket.socket.connect
+
+    def connect(self, address):
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            raise AssertionError("a unit test must not open a network connection (tiers in test/support/tiers.py)")
+        return original_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    try:
+        import rclpy
+        import rclpy.context
+    except ImportError:  # without ROS nothing can start DDS
+        return
+    monkeypatch.setattr(rclpy, "init", refused("a ROS 2 context (rclpy.init)"))
+    monkeypatch.setattr(rclpy.context.Context, "init", refused("a ROS 2 context (Context.init)"))

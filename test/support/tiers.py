@@ -133,7 +133,7 @@ def tier(item, reach: Reach) -> set[str]:
     kinds = set(reach.of(item.function))
     info = getattr(item, "_fixtureinfo", None)
     for name in getattr(item, "fixturenames", ()):
-        for definition in (info.name2fixturedefs.get(name, ()) if info else ()):
+        for definition in info.name2fixturedefs.get(name, ()) if info else ():
             if _ours(definition.func) and definition.func is not guard and name != "_unit_guard":
                 kinds |= reach.of(definition.func)
     if not kinds and f"{Path(item.path).name}::{item.originalname}" in SLOW:
@@ -150,9 +150,8 @@ def guard(monkeypatch) -> None:
 
         return refuse
 
-    import subprocess
-
     import _posixsubprocess
+    import subprocess
 
     monkeypatch.setattr(subprocess.Popen, "__init__", refused("a process (subprocess.Popen)"))
     monkeypatch.setattr(_posixsubprocess, "fork_exec", refused("a process (fork_exec)"))

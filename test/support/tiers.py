@@ -28,9 +28,49 @@ DDS_NAMES = {"NodeProcess", "Probe", "Lifecycle"}
 PROCESS_NAMES = {"NodeProcess", "run_cli", "generate_and_install", "install_like_colcon", "pypi_model"}
 PROCESS_ATTRIBUTES = {"system", "popen", "fork", "posix_spawn", "posix_spawnp", "execv", "execvp"}  # of os
 
-# Pure tests that take long (over ~2 s each on 2 cores): run with the DDS and model tiers, not on every commit.
-# Keys: "module.py::test name" (without parameters).
-SLOW: set[str] = set()
+# Tests that start a process through code the rule cannot follow (a click command run by name: `bench` measures
+# each target in a child process), found by running the unit tier under ``guard``. Keys: "module.py::test name".
+STARTS_A_PROCESS = {
+    "test_bench.py::test_bench_every_field_and_unavailable_backends_with_reasons",
+    "test_bench.py::test_bench_through_the_nodes",
+    "test_fasterrcnn.py::test_bench_times_the_fasterrcnn_pipeline",
+    "test_new_user.py::test_bench_advice_for_an_absent_provider_names_a_bench_option",
+    "test_new_user.py::test_bench_node_runs_a_detector_node_on_each_target",
+    "test_safe_writes.py::test_bench_never_writes_through_a_link",
+    "test_tracknet_stride.py::test_bench_with_stride_runs_the_model_once_every_stride_frames",
+    "test_yolo.py::test_bench_times_the_yolo_pipeline",
+}
+
+# Pure tests of which a case took 0.6 s or more (setup included) in a run of the unit tier on 2 busy cores: they
+# run with the other tiers, not on every commit. Keys: "module.py::test name" (all its parameters).
+SLOW = {
+    "test_ball_eval.py::test_compare_onnx_runtime_and_openvino",
+    "test_ball_eval.py::test_eval_reads_a_video",
+    "test_ball_eval.py::test_eval_runs_the_tracker_over_a_bag",
+    "test_ball_stream.py::test_failed_frames_leave_nothing_behind",
+    "test_fasterrcnn.py::test_compare_a_fasterrcnn_model_with_itself_on_two_backends",
+    "test_fasterrcnn.py::test_predict_and_eval_run_a_fasterrcnn_model",
+    "test_generator.py::test_hostile_values_are_escaped_in_every_generated_file",
+    "test_quantize.py::test_fasterrcnn_openvino_int8_detects_as_fp32_does_and_differs_as_compare_says",
+    "test_quantize.py::test_fp16_models_load_and_stay_close",
+    "test_quantize.py::test_int8_keeps_the_metadata_and_records_its_provenance",
+    "test_quantize.py::test_yolo_pose_openvino_int8_loads_in_the_openvino_runner_with_its_provenance",
+    "test_reid.py::test_fixed_batch_and_dynamic_batch_models_give_the_same_embeddings",
+    "test_safe_writes.py::test_reid_tune_out_hard_linked_to_the_model_is_a_clear_refusal",
+    "test_tracking_reid.py::test_reid_tune_measures_the_embedder_and_writes_its_thresholds_into_a_copy",
+    "test_tracking_reid.py::test_the_truth_is_the_pasted_crop_and_someone_hides_for_over_a_second",
+    "test_tracknet.py::test_module_matches_reference_exactly",
+    "test_tracknet.py::test_prepare_ahead_gives_the_same_outputs",
+    "test_tracknet_streams.py::test_a_stream_cut_inside_its_warm_up_leaves_nothing_to_the_next",
+    "test_tracknet_streams.py::test_bad_frames_between_streams_leave_nothing_behind",
+    "test_tracknet_streams.py::test_streams_of_different_sizes_each_start_fresh",
+    "test_tracknet_streams.py::test_the_same_clip_twice_is_answered_as_by_a_fresh_stream",
+    "test_tracknet_stride.py::test_stride_equals_the_windowed_evaluation",
+    "test_yolo.py::test_compare_onnx_runtime_and_openvino_on_a_real_detector",
+    "test_yolo.py::test_eval_runs_the_model_over_a_coco_folder",
+    "test_yolo.py::test_nms_limit_is_the_first_picks_of_the_full_run",
+    "test_yolo.py::test_shapes_model_reaches_its_validation_ap",
+}
 
 
 def _code_objects(code: types.CodeType):
@@ -136,7 +176,10 @@ def tier(item, reach: Reach) -> set[str]:
         for definition in info.name2fixturedefs.get(name, ()) if info else ():
             if _ours(definition.func) and definition.func is not guard and name != "_unit_guard":
                 kinds |= reach.of(definition.func)
-    if not kinds and f"{Path(item.path).name}::{item.originalname}" in SLOW:
+    key = f"{Path(item.path).name}::{item.originalname}"
+    if key in STARTS_A_PROCESS:
+        kinds.add("subprocess")
+    if not kinds and key in SLOW:
         kinds.add("slow")
     return kinds or {"unit"}
 

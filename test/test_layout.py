@@ -182,6 +182,7 @@ SHARED = [
     "runtime/__init__.py",
     "runtime/providers.py",
     "runtime/runner.py",
+    "streaming.py",
     "text.py",
 ]
 # The tracker and its re-identification embedder (on the package's own runner), in every detection node.

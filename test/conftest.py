@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import tiers  # test/support/: helpers the test modules share
 
 ROOT = Path(__file__).resolve().parent.parent
 # Real models and data shared beside the repository (never committed); tests using them skip without.
@@ -95,10 +96,6 @@ def dense_tracknet_model(path: Path, seq_len: int, bg_mode: str, seed: int = 0) 
     onnx.save(model, path)
     return path
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))  # shared helpers: test/support/*.py
-
-from support import tiers  # noqa: E402
 
 _reach = tiers.Reach()
 

@@ -14,9 +14,9 @@ import cv2
 import numpy as np
 import pytest
 from geometry_msgs.msg import PointStamped
-from ros_harness import NodeProcess, Probe
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
+from support.ros_harness import NodeProcess, Probe
 
 from vision_factory.families.registry import family
 from vision_factory.models.ball_stream import BallStream, FrameSizeChanged

@@ -62,10 +62,6 @@ def test_the_guard_refuses_a_ros_context_a_process_and_a_connection():
 
 
 def test_each_test_is_marked_with_its_tier(request):
-    marks = {
-        item.originalname: {mark.name for mark in item.iter_markers()} & {"unit", "dds", "subprocess", "slow"}
-        for item in request.session.items
-        if item.path == request.node.path
-    }
-    assert marks["test_the_guard_refuses_a_ros_context_a_process_and_a_connection"] == {"dds", "subprocess"}
-    assert marks["test_each_test_is_marked_with_its_tier"] == {"unit"}  # so it runs under the guard
+    assert request.node.get_closest_marker("unit") is not None  # it starts nothing: it runs under the guard
+    guard_test = globals()["test_the_guard_refuses_a_ros_context_a_process_and_a_connection"]  # by name: not reached
+    assert tiers.Reach().of(guard_test) == {"dds", "network", "subprocess"}

@@ -148,7 +148,7 @@ class Reach:
                     kinds.add("dds")
                 if value is os and names & PROCESS_ATTRIBUTES:
                     kinds.add("subprocess")
-                if value is socket and "socket" in names:
+                if value is socket and names & {"create_connection", "connect", "connect_ex"}:
                     kinds.add("network")
                 if _ours(value):  # module.function: follow the functions named in this code
                     for attribute in names:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import tiers  # test/support/: helpers the test modules share
 
 ROOT = Path(__file__).resolve().parent.parent
 # Real models and data shared beside the repository (never committed); tests using them skip without.
@@ -94,3 +95,20 @@ def dense_tracknet_model(path: Path, seq_len: int, bg_mode: str, seed: int = 0) 
     helper.set_model_props(model, {"seq_len": str(seq_len), "bg_mode": bg_mode})
     onnx.save(model, path)
     return path
+
+
+_reach = tiers.Reach()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with its tier (test/support/tiers.py): unit, or what it starts (dds, subprocess...)."""
+    for item in items:
+        for kind in sorted(tiers.tier(item, _reach)):
+            item.add_marker(kind)
+
+
+@pytest.fixture(autouse=True)
+def _unit_guard(request, monkeypatch):
+    """A unit test that starts a ROS 2 context, a process or a connection fails (the tier's rule is checked)."""
+    if request.node.get_closest_marker("unit") is not None:
+        tiers.guard(monkeypatch)

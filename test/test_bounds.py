@@ -7,47 +7,13 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
-from test_cli import run_cli
+from support.cli import assert_refused, run_cli
+from support.models import onnx_model
 
 from vision_factory.models.bounds import MAX_CLASSES, MAX_INPUT_PIXELS, MAX_KEYPOINTS, MAX_SEQ_LEN
 from vision_factory.tools.bags import write_ball_csv, write_image_bag
 from vision_factory.tools.mot import MAX_IDENTITIES
-
-
-def onnx_model(path, inputs: dict[str, list], outputs: dict[str, list], metadata: dict[str, str]):
-    """A runnable model with these inputs and outputs (each output zeros of its shape, dynamic axes 1, plus the mean
-    of the first input) and this metadata."""
-    nodes = [helper.make_node("ReduceMean", [next(iter(inputs))], ["mean"], keepdims=0)]
-    for name, shape in outputs.items():
-        fixed = [dim if isinstance(dim, int) else 1 for dim in shape]
-        dims = helper.make_tensor(f"{name}_shape", TensorProto.INT64, [len(fixed)], fixed)
-        nodes += [
-            helper.make_node("Constant", [], [f"{name}_dims"], value=dims),
-            helper.make_node("ConstantOfShape", [f"{name}_dims"], [f"{name}_zeros"]),
-            helper.make_node("Add", [f"{name}_zeros", "mean"], [name]),
-        ]
-    graph = helper.make_graph(
-        nodes,
-        "hostile",
-        [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name, shape in inputs.items()],
-        [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name, shape in outputs.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    model.ir_version = 8
-    helper.set_model_props(model, metadata)
-    onnx.save(model, path)
-    return path
-
-
-def assert_refused(done, *named: str) -> None:
-    """A clear error (exit 1, no traceback) naming each of ``named``."""
-    assert done.returncode == 1, (done.stdout, done.stderr)
-    assert "Traceback" not in done.stderr, done.stderr
-    for text in named:
-        assert text in done.stderr, done.stderr
 
 
 @pytest.fixture

@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import subprocess
-import sys
 
 import cv2
 import numpy as np
 import pytest
 from conftest import ROOT, SHARED
+from support.cli import run_cli
 
 from vision_factory.tools.bags import image_topics, write_image_bag
 from vision_factory.tools.synthetic import BallClip
-
-
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "vision_factory.cli", *args], capture_output=True, text=True, timeout=timeout
-    )
 
 
 def test_demo_tracks_the_ball_and_draws_it(tmp_path):
@@ -106,7 +99,8 @@ def test_help_has_examples():
 
 
 def test_reid_tune_prints_the_distributions_and_inspect_shows_the_thresholds(tmp_path):
-    from test_tracking_reid import REID_MODEL, TUNING_SCENE, scene_files
+    from support.data import TUNING_SCENE, scene_files
+    from support.real_models import REID_MODEL
 
     if not REID_MODEL.is_file():
         pytest.skip(f"no re-id model at {REID_MODEL}")
@@ -132,7 +126,7 @@ def test_reid_tune_prints_the_distributions_and_inspect_shows_the_thresholds(tmp
 
 
 def test_reid_tune_errors_name_the_problem_and_the_fix(tmp_path):
-    from test_tracking_reid import REID_MODEL
+    from support.real_models import REID_MODEL
 
     if not REID_MODEL.is_file():
         pytest.skip(f"no re-id model at {REID_MODEL}")
@@ -183,7 +177,7 @@ def test_reid_tune_warns_when_the_embedder_cannot_tell_the_people_apart(tmp_path
     """Two 'people' of the truth who are the same photo (the astronaut twice, walking apart, their sizes changing
     out of step): the different-people distances are as small as the same-person ones, the distributions overlap,
     and the tool says so; each threshold keeps its side of the rule."""
-    from test_tracking_reid import REID_MODEL
+    from support.real_models import REID_MODEL
 
     from vision_factory.tools.compose import background, person
 

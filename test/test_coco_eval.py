@@ -9,32 +9,13 @@ import math
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from support.data import _truth
 
 from vision_factory.cli import main
 
 THRESHOLDS = np.linspace(0.5, 0.95, 10)
 # COCO's per-keypoint sigmas (nose, eyes, ears, shoulders, elbows, wrists, hips, knees, ankles).
 SIGMAS = np.array([26, 25, 25, 35, 35, 79, 79, 72, 72, 62, 62, 107, 107, 87, 87, 89, 89]) / 1000.0
-
-
-def _boxes():
-    """Three images, five 100x100 boxes of two classes."""
-    placements = [(1, 1, 10, 10), (1, 2, 200, 50), (2, 1, 30, 300), (3, 2, 150, 150), (3, 1, 400, 20)]
-    return [(image, category, x, y, 100.0, 100.0) for image, category, x, y in placements]
-
-
-def _truth(keypoints: bool = False) -> dict:
-    annotations = []
-    for index, (image, category, x, y, w, h) in enumerate(_boxes(), start=1):
-        annotation = {"id": index, "image_id": image, "category_id": category, "bbox": [x, y, w, h]}
-        annotation |= {"area": w * h, "iscrowd": 0}
-        if keypoints:
-            points = [[x + 5 + 5 * k, y + 10 + 4 * k, 2] for k in range(17)]
-            annotation |= {"keypoints": [v for point in points for v in point], "num_keypoints": 17}
-        annotations.append(annotation)
-    categories = [{"id": 1, "name": "person", "keypoints": [f"k{i}" for i in range(17)]}, {"id": 2, "name": "ball"}]
-    images = [{"id": i, "width": 640, "height": 480, "file_name": f"{i}.jpg"} for i in (1, 2, 3)]
-    return {"images": images, "annotations": annotations, "categories": categories}
 
 
 def _eval(tmp_path, model_type, truth, results):
@@ -136,7 +117,7 @@ def test_detections_of_a_class_without_a_category_are_skipped_and_counted(tmp_pa
     skipped (AP 1.0): given the last category (square) it would rank first as a false square and
     halve the square's AP (0.75 overall)."""
     import cv2
-    from test_yolo import _constant_model
+    from support.models import _constant_model
 
     output = np.zeros((1, 7, 16), np.float32)  # 4 box values + 3 classes, 16 anchors; input pixels = image pixels
     output[0, :, 0] = [60, 60, 40, 40, 0.9, 0, 0]  # circle

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import SHARED
-from test_bounds import assert_refused, onnx_model
-from test_cli import run_cli
-from test_coco_eval import _truth
+from support.cli import assert_refused, run_cli
+from support.data import _truth
+from support.models import onnx_model
 
 from vision_factory.cli import main
 from vision_factory.tools.bags import RawMessage, _typestore, write_ball_csv, write_image_bag, write_messages

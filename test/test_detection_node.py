@@ -9,15 +9,15 @@ import logging
 import cv2
 import numpy as np
 import pytest
-from conftest import SHARED, pypi_model
+from conftest import pypi_model
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.qos import DurabilityPolicy, QoSProfile
-from ros_harness import PATIENCE_S, NodeProcess, Probe
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
-from test_fasterrcnn import wrap_yolo
-from test_real_models import FALL_MODEL, NUDENET_MODEL, PHOTOS, POSE_MODEL
-from test_rtmpose import spot_finder
+from support.data import _photo_frames, _red_spots
+from support.models import spot_finder, wrap_yolo
+from support.real_models import FALL_MODEL, NUDENET_MODEL, POSE_MODEL, SHAPES_IMAGES
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 from vision_msgs.msg import Detection2DArray, LabelInfo
 from visualization_msgs.msg import Marker, MarkerArray
 
@@ -34,14 +34,6 @@ from vision_factory.tools.bags import write_image_bag
 from vision_factory.tools.replay import replay
 
 LOG = logging.getLogger("test")
-SHAPES_IMAGES = SHARED / "data" / "shapes-val" / "images"
-
-
-def _photo_frames() -> list[np.ndarray]:
-    """Six frames of two sizes and content: the photos, mirrored, scaled, and with a second person."""
-    astronaut, grace = PHOTOS["astronaut"][0], PHOTOS["grace_hopper"][0]
-    both = np.hstack([astronaut, cv2.resize(grace, (512, 512), interpolation=cv2.INTER_AREA)])
-    return [astronaut, grace, astronaut[:, ::-1].copy(), cv2.resize(grace, (768, 900)), both, both[:, ::-1].copy()]
 
 
 def _replayed(tmp_path, frames, node: str, params: dict[str, str]) -> list[list[dict]]:
@@ -146,19 +138,6 @@ def test_fasterrcnn_node_on_a_wrapped_real_yolo(tmp_path):
     for frame, detections in zip(frames, published):
         _same(detections, detector.detect(frame))
     assert sum(map(len, published)) >= 10
-
-
-def _red_spots(frames: list[np.ndarray]) -> list[np.ndarray]:
-    """Each frame with a red 9x9 spot on the person, brightest at its centre: spot_finder puts every keypoint there."""
-    spotted = []
-    for index, frame in enumerate(frames):
-        frame = frame.copy()
-        frame[..., 2] = frame[..., 2] // 4  # no other pixel nearly as red as the spot, even after the crop's scaling
-        x, y = 150 + 5 * index, 200 + 7 * index
-        offsets = np.abs(np.arange(-4, 5))
-        frame[y - 4 : y + 5, x - 4 : x + 5, 2] = 255 - 20 * np.maximum.outer(offsets, offsets)  # peak in the middle
-        spotted.append(frame)
-    return spotted
 
 
 def test_rtmpose_node_with_its_own_person_detector(tmp_path):

@@ -22,7 +22,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHARED
 from onnx import TensorProto, helper, numpy_helper
-from test_images import UNUSUAL_SHAPES
+from support.data import UNUSUAL_SHAPES
+from support.models import SHAPES_MODEL, wrap_yolo
 
 from vision_factory.cli import main
 from vision_factory.families.registry import make_detector, option_names
@@ -31,7 +32,6 @@ from vision_factory.models.model_file import recognise, summarize
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.runtime.onnx_runner import OnnxRunner
 
-SHAPES_MODEL = SHARED / "models" / "shapes-yolov8n.onnx"
 SHAPES_IMAGES = SHARED / "data" / "shapes-val" / "images"
 LOG = logging.getLogger("test")
 needs_shapes = pytest.mark.skipif(
@@ -41,108 +41,6 @@ needs_shapes = pytest.mark.skipif(
 
 def _runner(path: Path) -> OnnxRunner:
     return OnnxRunner.load(path, {}, LOG)
-
-
-def _const(name: str, value, dtype=np.float32) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
-
-
-def wrap_yolo(path: Path, style: str = "tflite", confidence: float = 0.25, iou: float = 0.7) -> Path:
-    """shapes-yolov8n with its decoding and NMS inside, in one of two detection-API layouts.
-
-    ``tflite``: input ``images`` [1, 3, 256, 256]; outputs ``location`` [1, n, 4] normalised x1, y1,
-    x2, y2, ``score`` [1, n], ``category`` [1, n] int64 counting classes from 1.
-    ``torchvision``: input ``image`` [3, 256, 256]; outputs ``boxes`` [n, 4] in input pixels,
-    ``labels`` [n] int64 from 1, ``scores`` [n], in torchvision's order.
-    """
-    model = onnx.load(SHAPES_MODEL)
-    graph = model.graph
-    size = graph.input[0].type.tensor_type.shape.dim[2].dim_value
-    classes = graph.output[0].type.tensor_type.shape.dim[1].dim_value - 4
-    graph.initializer.extend(
-        [
-            _const("c_two", 2.0),
-            _const("c_size", float(size)),
-            _const("c_depth", [classes], np.int64),
-            _const("c_onehot", [0.0, 1.0]),
-            _const("c_axis2", [2], np.int64),
-            _const("c_last", [-1], np.int64),
-            _const("c_one", 1, np.int64),
-            _const("c_col2", [2], np.int64),
-            _const("c_max_out", [300], np.int64),
-            _const("c_iou", [iou]),
-            _const("c_score", [confidence]),
-            _const("s0", [0], np.int64),
-            _const("s2", [2], np.int64),
-            _const("s4", [4], np.int64),
-            _const("s_end", [1 << 30], np.int64),
-        ]
-    )
-    nodes = [
-        helper.make_node("Transpose", ["output0"], ["preds"], perm=[0, 2, 1]),  # [1, N, 4 + classes]
-        helper.make_node("Slice", ["preds", "s0", "s2", "c_axis2"], ["cxcy"]),
-        helper.make_node("Slice", ["preds", "s2", "s4", "c_axis2"], ["wh"]),
-        helper.make_node("Slice", ["preds", "s4", "s_end", "c_axis2"], ["cls"]),
-        helper.make_node("Div", ["wh", "c_two"], ["half"]),
-        helper.make_node("Sub", ["cxcy", "half"], ["top_left"]),
-        helper.make_node("Add", ["cxcy", "half"], ["bottom_right"]),
-        helper.make_node("Concat", ["top_left", "bottom_right"], ["corners"], axis=-1),
-        helper.make_node("Div", ["corners", "c_size"], ["normalised"]),  # [1, N, 4]
-        helper.make_node("ReduceMax", ["cls", "c_axis2"], ["best"], keepdims=0),  # [1, N]
-        helper.make_node("ArgMax", ["cls"], ["label0"], axis=2, keepdims=0),  # [1, N] int64
-        # NMS scores per class, zero but for each anchor's best class: YOLO's class-aware NMS.
-        helper.make_node("OneHot", ["label0", "c_depth", "c_onehot"], ["onehot"], axis=-1),
-        helper.make_node("Unsqueeze", ["best", "c_last"], ["best_1"]),
-        helper.make_node("Mul", ["onehot", "best_1"], ["masked"]),
-        helper.make_node("Transpose", ["masked"], ["nms_scores"], perm=[0, 2, 1]),  # [1, classes, N]
-        helper.make_node(
-            "NonMaxSuppression", ["normalised", "nms_scores", "c_max_out", "c_iou", "c_score"], ["selected"]
-        ),
-        helper.make_node("Gather", ["selected", "c_col2"], ["picked_2d"], axis=1),  # [K, 1]
-        helper.make_node("Squeeze", ["picked_2d", "c_last"], ["picked"]),  # [K]
-    ]
-    if style == "tflite":
-        nodes += [
-            helper.make_node("Gather", ["normalised", "picked"], ["location"], axis=1),
-            helper.make_node("Gather", ["best", "picked"], ["score"], axis=1),
-            helper.make_node("Gather", ["label0", "picked"], ["label_k"], axis=1),
-            helper.make_node("Add", ["label_k", "c_one"], ["category"]),
-        ]
-        outputs = [
-            helper.make_tensor_value_info("location", TensorProto.FLOAT, [1, "n", 4]),
-            helper.make_tensor_value_info("score", TensorProto.FLOAT, [1, "n"]),
-            helper.make_tensor_value_info("category", TensorProto.INT64, [1, "n"]),
-        ]
-    else:
-        nodes += [
-            helper.make_node("Squeeze", ["corners", "s0"], ["corners_0"]),
-            helper.make_node("Squeeze", ["best", "s0"], ["best_0"]),
-            helper.make_node("Squeeze", ["label0", "s0"], ["label0_0"]),
-            helper.make_node("Gather", ["corners_0", "picked"], ["boxes"], axis=0),
-            helper.make_node("Gather", ["best_0", "picked"], ["scores"], axis=0),
-            helper.make_node("Gather", ["label0_0", "picked"], ["label_k"], axis=0),
-            helper.make_node("Add", ["label_k", "c_one"], ["labels"]),
-        ]
-        outputs = [
-            helper.make_tensor_value_info("boxes", TensorProto.FLOAT, ["n", 4]),
-            helper.make_tensor_value_info("labels", TensorProto.INT64, ["n"]),
-            helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["n"]),
-        ]
-        # An unbatched [3, H, W] input, as torchvision's exports take.
-        original = graph.input[0].name
-        for node in graph.node:
-            node.input[:] = ["batched_image" if name == original else name for name in node.input]
-        graph.node.insert(0, helper.make_node("Unsqueeze", ["image", "s0"], ["batched_image"]))
-        del graph.input[:]
-        graph.input.append(helper.make_tensor_value_info("image", TensorProto.FLOAT, [3, size, size]))
-    graph.node.extend(nodes)
-    del graph.output[:]
-    graph.output.extend(outputs)
-    del model.metadata_props[:]
-    helper.set_model_props(model, {"names": "{0: 'circle', 1: 'square', 2: 'triangle'}"})
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
-    return path
 
 
 def _frames(count: int = 20) -> list[np.ndarray]:

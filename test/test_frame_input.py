@@ -19,11 +19,11 @@ from onnx import TensorProto, helper, numpy_helper
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.serialization import serialize_message
-from ros_harness import PATIENCE_S, NodeProcess, Probe
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
-from test_images import UNUSUAL_SHAPES, _bytes_per_pixel, _damaged, huge_png
-from test_real_models import NUDENET_MODEL, PHOTOS
+from support.data import UNUSUAL_SHAPES, _bytes_per_pixel, _damaged, huge_png
+from support.real_models import NUDENET_MODEL, PHOTOS
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 from vision_msgs.msg import Detection2DArray
 
 from vision_factory.families.yolo import FAMILY as YOLO

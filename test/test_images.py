@@ -12,6 +12,7 @@ import zlib
 import cv2
 import numpy as np
 import pytest
+from support.data import UNUSUAL_SHAPES, _bytes_per_pixel, _damaged, huge_png
 
 from vision_factory.images import (
     SUPPORTED_ENCODINGS,
@@ -116,17 +117,6 @@ def test_bad_images_are_clear_errors(bgr):
         image_to_bgr(0, 48, "bgr8", 0, b"")
 
 
-# Frames that are valid but unusual: extreme aspect ratios, tiny, odd sizes.
-UNUSUAL_SHAPES = [(1, 20000), (20000, 1), (3, 1600), (1600, 3), (600, 1), (1, 600), (1, 1), (2, 2), (3, 5), (7, 9)]
-
-
-def _bytes_per_pixel(encoding: str) -> int:
-    """From the encoding's name alone (not from the code under test)."""
-    channels = {"bgra": 4, "rgba": 4, "bgr": 3, "rgb": 3, "8UC3": 3, "uyvy": 2, "yuyv": 2, "yuv422": 2}
-    count = next((value for key, value in channels.items() if encoding.startswith(key)), 1)
-    return count * (2 if "16" in encoding else 1)
-
-
 @pytest.mark.parametrize("encoding", SUPPORTED_ENCODINGS)
 def test_every_encoding_converts_unusual_shapes_with_padded_rows(encoding):
     rng = np.random.default_rng(0)
@@ -157,26 +147,6 @@ def test_raw_images_beyond_max_pixels_are_refused():
     assert image_to_bgr(width, height, "mono8", width, bytes(width * height), max_pixels=0).shape == (height, width, 3)
     with pytest.raises(ImageFormatError, match="image too large|larger than max_image_pixels"):
         image_to_bgr(64, 48, "bgr8", 192, bytes(192 * 48), max_pixels=64 * 47)
-
-
-def huge_png(width: int = 30000, height: int = 30000) -> bytes:
-    """A valid 8-bit grey PNG of ``width`` x ``height`` zeros, under a megabyte: deflate segments of 100 zero
-    rows, each compressed independently (full flush), repeated; the zlib trailer's Adler-32 computed for all."""
-    rows = bytes(width + 1) * 100  # filter byte + pixels, 100 rows
-    compressor = zlib.compressobj(9)
-    first = compressor.compress(rows) + compressor.flush(zlib.Z_FULL_FLUSH)
-    segment = compressor.compress(rows) + compressor.flush(zlib.Z_FULL_FLUSH)
-    end = compressor.flush()[:-4]  # final empty block, without the compressor's Adler-32 of what it saw
-    adler = 1
-    for _ in range(height // 100):
-        adler = zlib.adler32(rows, adler)
-    stream = first + segment * (height // 100 - 1) + end + struct.pack(">I", adler)
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", stream) + chunk(b"IEND", b"")
 
 
 def test_huge_png_is_refused_from_its_header_without_decoding():
@@ -223,24 +193,6 @@ def test_compressed_headers_give_the_declared_size_whatever_comes_before_it(bgr)
         with pytest.raises(ImageFormatError) as error:
             compressed_header(cut)
         assert error.value.kind == kind
-
-
-def _damaged(data: bytes, rng: np.random.Generator) -> bytes:
-    """Cut short, bytes overwritten, a run of random bytes, or a piece missing: as a lossy link or a fuzzer does."""
-    damaged = bytearray(data)
-    way = rng.integers(0, 4)
-    if way == 0:
-        return bytes(damaged[: rng.integers(1, len(damaged))])
-    if way == 1:
-        for _ in range(rng.integers(1, 10)):
-            damaged[rng.integers(0, len(damaged))] = rng.integers(0, 256)
-    elif way == 2:
-        start = rng.integers(0, len(damaged))
-        damaged[start : start + 20] = rng.integers(0, 256, 20, dtype=np.uint8).tobytes()
-    else:
-        start = rng.integers(2, len(damaged))
-        del damaged[start : start + rng.integers(1, 50)]
-    return bytes(damaged)
 
 
 def test_damaged_compressed_data_is_an_error_or_a_warning_and_the_libraries_print_nothing(bgr, capfd):

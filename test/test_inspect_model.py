@@ -10,51 +10,12 @@ import onnx
 import pytest
 from conftest import SHARED
 from onnx import TensorProto, helper
+from support.models import build_model
 
 from vision_factory.models.model_file import as_dict, describe, recognise, summarize
 from vision_factory.tools.synthetic import build_inpaint_model, build_tracknet_model
 
 SHARED_MODELS = SHARED / "models"
-
-
-def build_model(
-    path: Path,
-    inputs: dict[str, list],
-    outputs: dict[str, list],
-    metadata: dict[str, str] | None = None,
-    int_outputs: tuple[str, ...] = (),
-) -> Path:
-    """A valid model with the declared interface: each output is zeros of its shape plus the first input's mean."""
-    nodes = [helper.make_node("ReduceMean", [next(iter(inputs))], ["mean"], keepdims=0)]
-    for name, shape in outputs.items():
-        fixed = [dim if isinstance(dim, int) else 1 for dim in shape]  # dynamic dims get size 1 at run time
-        shape_tensor = helper.make_tensor(f"{name}_shape", TensorProto.INT64, [len(fixed)], fixed)
-        nodes += [
-            helper.make_node("Constant", [], [f"{name}_dims"], value=shape_tensor),
-            helper.make_node("ConstantOfShape", [f"{name}_dims"], [f"{name}_zeros"]),
-        ]
-        if name in int_outputs:
-            nodes += [
-                helper.make_node("Add", [f"{name}_zeros", "mean"], [f"{name}_float"]),
-                helper.make_node("Cast", [f"{name}_float"], [name], to=TensorProto.INT64),
-            ]
-        else:
-            nodes.append(helper.make_node("Add", [f"{name}_zeros", "mean"], [name]))
-    graph = helper.make_graph(
-        nodes,
-        "test_model",
-        [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name, shape in inputs.items()],
-        [
-            helper.make_tensor_value_info(name, TensorProto.INT64 if name in int_outputs else TensorProto.FLOAT, shape)
-            for name, shape in outputs.items()
-        ],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], producer_name="test")
-    model.ir_version = 8
-    helper.set_model_props(model, metadata or {})
-    onnx.checker.check_model(model, full_check=True)
-    onnx.save(model, path)
-    return path
 
 
 def inspect(path: Path):

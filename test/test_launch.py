@@ -261,7 +261,7 @@ def test_launch_tracks_frames(run_launch, ros_env, prefix, model, tmp_path):
 
 
 def test_rtmpose_launch_remaps_its_person_detections(run_launch, tmp_path):
-    from test_rtmpose import spot_finder
+    from support.models import spot_finder
 
     model = spot_finder(tmp_path / "spot.onnx")
     arguments = (f"model_path:={model}", "person_source:=topic", "person_detections_topic:=/people/detections")
@@ -425,7 +425,7 @@ def test_launch_autostart_false_waits_for_lifecycle_transitions(
     launch_file, node_name, output_topic, output_type, driver = LIFECYCLE_CASES[family]
     if family == "yolo":
         from conftest import pypi_model
-        from test_real_models import NUDENET_MODEL
+        from support.real_models import NUDENET_MODEL
 
         arguments = [f"model_path:={pypi_model(*NUDENET_MODEL)}"]
     else:
@@ -497,13 +497,13 @@ def test_launch_lifecycle_node_takes_change_state_events(case, run_launch, ros_e
     package's: it reports the node's transitions (StateTransition events) and takes ChangeState events."""
     if case == "yolo in a namespace":
         from conftest import pypi_model
-        from test_real_models import NUDENET_MODEL
+        from support.real_models import NUDENET_MODEL
 
         package, launch_file, node = PACKAGE, "yolo_onnx.launch.py", "/cam1/yolo"
         arguments = {"model_path": str(pypi_model(*NUDENET_MODEL)), "namespace": "cam1"}
         listening = r"\[cam1\.yolo\]: listening on /camera/image_raw, publishing /cam1/detections"
     else:
-        from generated import generate_and_install, site_packages
+        from support.generated import generate_and_install, site_packages
 
         package, launch_file, node = "gen_tracknet_openvino", "tracknet_openvino.launch.py", "/tracknet"
         generate_and_install("tracknet", "openvino", package, tmp_path / "generated")

@@ -5,12 +5,12 @@ the Fast DDS profile rule and which node action autostart picks. (test_launch.py
 from __future__ import annotations
 
 import ast
-import importlib.util
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import ROOT
+from support.launch import launch_of
 
 from vision_factory.families.registry import NODE_FAMILIES, family
 from vision_factory.generator.package import package_files
@@ -24,14 +24,6 @@ from vision_factory.ros.launch_description import (
 from vision_factory.runtime.onnx_runner import OnnxRunner
 
 SHARE = "/opt/ros/share/vision_factory"
-
-
-def launch_of(path: Path) -> NodeLaunch:
-    """The NodeLaunch of a rendered launch file, imported as ros2 launch imports it (launch is not imported)."""
-    spec = importlib.util.spec_from_file_location(path.name.removesuffix(".launch.py") + "_launch", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.LAUNCH
 
 
 def top_level_imports(path: Path) -> list[str]:

@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from test_inspect_model import build_model
+from support.models import build_model
 
 from vision_factory.families.registry import FAMILIES, NODE_FAMILIES, family
 from vision_factory.generator.package import SOURCE_ROOT, copied_modules, package_files
@@ -185,6 +185,7 @@ SHARED = [
     "runtime/cpu.py",
     "runtime/providers.py",
     "runtime/runner.py",
+    "streaming.py",
     "text.py",
 ]
 # The tracker and its re-identification embedder (on the package's own runner), in every detection node, with the

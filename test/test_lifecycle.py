@@ -14,10 +14,10 @@ from geometry_msgs.msg import PointStamped
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
-from ros_harness import PATIENCE_S, Lifecycle, NodeProcess, Probe
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
-from test_detection_node import _photo_frames
+from support.data import _photo_frames
+from support.ros_harness import PATIENCE_S, Lifecycle, NodeProcess, Probe
 from vision_msgs.msg import Detection2DArray
 
 from vision_factory.families.yolo import FAMILY as YOLO

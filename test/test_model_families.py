@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from ros_harness import NodeProcess
-from test_inspect_model import build_model
+from support.models import build_model
+from support.ros_harness import NodeProcess
 
 from vision_factory.cli import main
 from vision_factory.families.registry import family as family_spec

@@ -18,10 +18,11 @@ from geometry_msgs.msg import PointStamped
 from onnx import TensorProto, helper, numpy_helper
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
-from ros_harness import PATIENCE_S, RELIABLE, NodeProcess, Probe
 from sensor_msgs.msg import Image
 from std_msgs.msg import Float64, Header
-from test_yolo import _constant_model
+from support.models import _constant_model
+from support.nodes import YOLO, _latest, _yolo_output
+from support.ros_harness import PATIENCE_S, RELIABLE, NodeProcess, Probe
 from vision_msgs.msg import Detection2DArray
 
 from vision_factory.ros.messages import bgr_to_message
@@ -30,14 +31,6 @@ from vision_factory.share import share_path
 from vision_factory.tools.bags import write_image_bag
 from vision_factory.tools.replay import replay
 from vision_factory.tools.synthetic import BallClip
-
-YOLO = "vision_factory.yolo_onnx_node"
-
-
-def _yolo_output() -> np.ndarray:
-    output = np.zeros((1, 6, 100), np.float32)  # 4 box + 2 classes, 100 anchors
-    output[0, :, 0] = [100, 100, 50, 40, 0.1, 0.9]
-    return output
 
 
 def _slow_model(path) -> str:
@@ -74,11 +67,6 @@ def _frame(probe: Probe, index: int, size=(96, 128)) -> Image:
 
 def _values(status: DiagnosticStatus) -> dict[str, str]:
     return {item.key: item.value for item in status.values}
-
-
-def _latest(diagnostics: list, name: str) -> DiagnosticStatus | None:
-    statuses = [status for array in diagnostics for status in array.status if status.name == name]
-    return statuses[-1] if statuses else None
 
 
 def _wait_matched(probe: Probe, subscriptions: list, publisher, node: NodeProcess) -> None:

@@ -18,7 +18,7 @@ import motmetrics
 import numpy as np
 import pytest
 from conftest import pypi_model
-from test_cli import run_cli
+from support.cli import run_cli
 
 from vision_factory.tools.mot import (
     HOTA_ALPHAS,

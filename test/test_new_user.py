@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 from conftest import ROOT, SHARED
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from ros_harness import PATIENCE_S, NodeProcess, Probe
 from sensor_msgs.msg import CompressedImage, Image
-from test_monitor import YOLO, _latest, _yolo_output
-from test_yolo import _constant_model
+from support.models import _constant_model
+from support.nodes import YOLO, _latest, _yolo_output
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 
 from vision_factory.cli import main
 from vision_factory.ros.monitor import NAMED_TOPICS

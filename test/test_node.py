@@ -8,10 +8,10 @@ import re
 import pytest
 from conftest import ROOT
 from geometry_msgs.msg import PointStamped
-from ros_harness import PATIENCE_S, NodeProcess, Probe
 from rosbags.typesys import Stores, get_typestore
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 
 from vision_factory.models.ball_stream import BallStream
 from vision_factory.models.tracknet import TrackNetModuleONNX

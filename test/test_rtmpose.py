@@ -16,12 +16,12 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import onnx
 import pytest
 from click.testing import CliRunner
 from conftest import SHARED
 from onnx import TensorProto, helper, numpy_helper
-from test_images import UNUSUAL_SHAPES
+from support.data import UNUSUAL_SHAPES
+from support.models import H, K, W, _save, spot_finder
 
 from vision_factory.cli import main
 from vision_factory.families.registry import make_detector
@@ -33,20 +33,11 @@ from vision_factory.runtime.onnx_runner import OnnxRunner
 SHAPES_MODEL = SHARED / "models" / "shapes-yolov8n.onnx"
 SHAPES_IMAGE = SHARED / "data" / "shapes-val" / "images" / "0001.jpg"  # two triangles and a circle
 LOG = logging.getLogger("test")
-H, W, K = 256, 192, 17  # RTMPose-m body: input 192x256, SimCC lengths 384 and 512
 needs_shapes = pytest.mark.skipif(not SHAPES_MODEL.exists(), reason=f"shared model not found at {SHAPES_MODEL}")
 
 
 def _runner(path: Path) -> OnnxRunner:
     return OnnxRunner.load(path, {}, LOG)
-
-
-def _save(graph: onnx.GraphProto, path: Path) -> Path:
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    model.ir_version = 8
-    onnx.checker.check_model(model, full_check=True)
-    onnx.save(model, path)
-    return path
 
 
 def constant_simcc(path: Path, simcc_x: np.ndarray, simcc_y: np.ndarray, names=("simcc_x", "simcc_y"), batch=1):
@@ -58,36 +49,6 @@ def constant_simcc(path: Path, simcc_x: np.ndarray, simcc_y: np.ndarray, names=(
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, H, W])],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(v.shape)) for n, v in outputs.items()],
         [numpy_helper.from_array(v.astype(np.float32), f"{n}_value") for n, v in outputs.items()],
-    )
-    return _save(graph, path)
-
-
-def spot_finder(path: Path, batch: int | str = "batch") -> Path:
-    """simcc_x[b, k, 2u + i] = max over rows of the red channel at column u (i = 0, 1); simcc_y alike."""
-    constants = [
-        numpy_helper.from_array(np.array(v, np.int64), n)
-        for n, v in (("zero", [0]), ("one", [1]), ("axis1", [1]), ("h", [2]), ("w", [3]), ("last", [-1]))
-    ]
-    constants.append(numpy_helper.from_array(np.array([1, K, 1], np.int64), "tiles"))
-    constants.append(numpy_helper.from_array(np.array([0, 1, -1], np.int64), "flat"))
-    nodes = [helper.make_node("Slice", ["input", "zero", "one", "axis1"], ["red"])]  # [B, 1, H, W]: R of RGB
-    for axis, reduced, out in (("x", "h", "simcc_x"), ("y", "w", "simcc_y")):
-        nodes += [
-            helper.make_node("ReduceMax", ["red", reduced], [f"{axis}_line"], keepdims=0),  # [B, 1, L]
-            helper.make_node("Unsqueeze", [f"{axis}_line", "last"], [f"{axis}_col"]),  # [B, 1, L, 1]
-            helper.make_node("Concat", [f"{axis}_col", f"{axis}_col"], [f"{axis}_pair"], axis=-1),  # [B, 1, L, 2]
-            helper.make_node("Reshape", [f"{axis}_pair", "flat"], [f"{axis}_split"]),  # [B, 1, 2L]
-            helper.make_node("Tile", [f"{axis}_split", "tiles"], [out]),  # [B, K, 2L]
-        ]
-    graph = helper.make_graph(
-        nodes,
-        "spot",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, H, W])],
-        [
-            helper.make_tensor_value_info("simcc_x", TensorProto.FLOAT, [batch, K, 2 * W]),
-            helper.make_tensor_value_info("simcc_y", TensorProto.FLOAT, [batch, K, 2 * H]),
-        ],
-        constants,
     )
     return _save(graph, path)
 

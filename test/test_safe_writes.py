@@ -240,7 +240,8 @@ def test_quantize_never_writes_through_a_link_at_out(tmp_path, dangling):
 
 
 def test_reid_tune_out_hard_linked_to_the_model_is_a_clear_refusal(tmp_path):
-    from test_tracking_reid import REID_MODEL, TUNING_SCENE, scene_files
+    from support.data import TUNING_SCENE, scene_files
+    from support.real_models import REID_MODEL
 
     if not REID_MODEL.is_file():
         pytest.skip(f"no re-id model at {REID_MODEL}")

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import skimage.data
 from conftest import SHARED, pypi_model
-from test_cli import run_cli
+from support.cli import run_cli
 
 from vision_factory.tools.mot import iou_ltwh, read_mot
 from vision_factory.tools.track import track

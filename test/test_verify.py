@@ -16,10 +16,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import SHARED, pypi_model
-from generated import generate_and_install, site_packages
-from test_detection_node import _photo_frames
-from test_real_models import FALL_MODEL, NUDENET_MODEL, POSE_MODEL
-from test_tracking_node import REID_MODEL, _walk
+from support.data import _photo_frames, _walk
+from support.generated import generate_and_install, site_packages
+from support.real_models import FALL_MODEL, NUDENET_MODEL, POSE_MODEL, REID_MODEL
 
 from vision_factory.cli import main
 from vision_factory.models.detections import COCO_KEYPOINTS

@@ -10,12 +10,11 @@ from pathlib import Path
 import cv2
 import matplotlib.cbook
 import numpy as np
-import onnx
 import pytest
 from click.testing import CliRunner
 from conftest import SHARED
-from onnx import TensorProto, helper, numpy_helper
-from test_images import UNUSUAL_SHAPES
+from support.data import UNUSUAL_SHAPES
+from support.models import _constant_model
 
 from vision_factory.cli import main
 from vision_factory.models.detections import nms
@@ -95,28 +94,6 @@ def test_nms_limit_is_the_first_picks_of_the_full_run(limit):
     scores, classes = rng.random(2000), rng.integers(0, 4, 2000)
     full = _reference_nms(boxes, scores, classes, 0.45)
     assert nms(boxes, scores, classes, 0.45, limit=limit).tolist() == full[:limit]
-
-
-def _constant_model(
-    path: Path, output: np.ndarray, size: int = 256, names: str = "{0: 'circle', 1: 'square'}", dynamic: bool = False
-) -> Path:
-    """An image model that returns ``output`` whatever the input (its shape is what counts).
-
-    ``dynamic``: its input is [1, 3, h, w] and ``size`` is the imgsz recorded in its metadata, as
-    Ultralytics records the size it exported for."""
-    shape = [1, 3, "h", "w"] if dynamic else [1, 3, size, size]
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["value"], ["output0"])],
-        "constant",
-        [helper.make_tensor_value_info("images", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, list(output.shape))],
-        [numpy_helper.from_array(output.astype(np.float32), "value")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    helper.set_model_props(model, {"names": names, **({"imgsz": f"[{size}, {size}]"} if dynamic else {})})
-    onnx.save(model, path)
-    return path
 
 
 @pytest.mark.parametrize("transposed", [False, True])

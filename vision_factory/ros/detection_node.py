@@ -36,6 +36,7 @@ from ..images import ImageFormatError
 from ..models.detections import COCO_KEYPOINTS, COCO_SKELETON
 from ..models.drawing import draw_detections
 from ..runtime.runner import Runner
+from ..streaming import stamp_of
 from .detection_messages import (
     detections_from_message,
     detections_message,
@@ -43,7 +44,7 @@ from .detection_messages import (
     skeleton_markers,
     track_markers,
 )
-from .inference_node import InferenceNode, spin, stamp_of
+from .inference_node import InferenceNode, spin
 from .messages import bgr_to_message
 
 

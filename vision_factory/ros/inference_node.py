@@ -27,7 +27,6 @@ import gc
 import signal
 import threading
 import time
-from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -37,14 +36,14 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
-from std_msgs.msg import Header
 
 from ..images import ImageFormatError
 from ..parameters import Parameter
 from ..runtime.runner import Runner
+from ..streaming import PAIRING_WINDOW, FrameQueue, Pairing, ProblemLog, stale_age_ms
 from ..text import untrusted
 from .messages import image_from_cdr, message_to_bgr
-from .monitor import Monitor, age_s
+from .monitor import Monitor
 from .parameters import declare_parameters, image_input, parameter_values, refuse_invalid, undeclared_overrides
 
 try:  # rclpy's C++ executor (Jazzy and later): 0.3-0.6 ms less CPU per frame (benchmarks/README.md)
@@ -52,15 +51,10 @@ try:  # rclpy's C++ executor (Jazzy and later): 0.3-0.6 ms less CPU per frame (b
 except ImportError:  # older rclpy
     _Executor = SingleThreadedExecutor
 
-PAIRING_WINDOW = 30  # images (or their partners) kept while waiting for the partner of the same stamp
 START_UP_ERRORS = (ValueError, RuntimeError, ParameterException)  # a bad model or parameter: the reason is logged
 SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE  # the transition failed, the node stays where it was
 ERROR = TransitionCallbackReturn.ERROR  # an unexpected exception: on_error, then back to unconfigured
-
-
-def stamp_of(header: Header) -> tuple[int, int]:
-    return header.stamp.sec, header.stamp.nanosec
 
 
 class InferenceNode(LifecycleNode):
@@ -90,14 +84,12 @@ class InferenceNode(LifecycleNode):
                 "(`ros2 param list` on the running node lists its own)"
             )
         self.autostart = self.get_parameter("autostart").value
-        self.frames_in = self.frames_dropped = self.frames_skipped = 0
+        self.frames_in = self.frames_dropped = 0
         self.outputs = 0  # answers published (subclasses count them)
-        self.problems: dict[str, int] = {}  # kind of problem -> frames it happened to, in order of first sight
-        self._problems_logged = 0  # of the frames counted in problems, at the last count logged
-        self._problems_lock = threading.Lock()  # problems come from the executor and the inference thread
+        self._problems = ProblemLog(self.problems_period)  # from the executor and the inference thread
+        self.problems = self._problems.counts  # kind of problem -> frames it happened to, in order of first sight
         self.create_timer(self.problems_period, self.log_problems)
-        self._queue: deque = deque()
-        self._wake = threading.Condition()
+        self._queue = FrameQueue()
         self._running = False
         self._worker: threading.Thread | None = None
         self._inputs: list = []  # the subscriptions listen() made, while listening
@@ -142,7 +134,7 @@ class InferenceNode(LifecycleNode):
             self.values = parameter_values(self, self.parameter_list)
             self.transport, self.image_qos = image_input(self.values)
             self.runner_settings = {p.name: self.values[p.name] for p in self.runner_class.PARAMETERS}
-            self.queue_size = self.values["queue_size"]
+            self.queue_size = self._queue.size = self.values["queue_size"]
             self.max_image_pixels = self.values["max_image_pixels"]
             self.max_frame_age = self.values["max_frame_age"]
             self.lazy = self.values["lazy"]
@@ -178,9 +170,8 @@ class InferenceNode(LifecycleNode):
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._stop_listening()
         self._stop_worker()
-        with self._wake:
-            dropped, self._queue = list(self._queue), deque()
-            self.frames_dropped += len(dropped)
+        dropped = self._queue.drain()
+        self.frames_dropped += len(dropped)
         for item in dropped:
             self._survive(self.on_dropped, item)
         if dropped:
@@ -243,12 +234,9 @@ class InferenceNode(LifecycleNode):
         self._inputs = []
         if getattr(self, "monitor", None) is not None:
             self.monitor.unwatch()  # no silence warning while not listening
-        images = getattr(self, "_images", None)
-        for _ in images or ():  # paired images still waiting for their partner
+        pairs = getattr(self, "_pairs", None)
+        for _ in range(pairs.clear() if pairs else 0):  # paired images still waiting for their partner
             self._unpaired_image()
-        if images:
-            images.clear()
-            self._partners.clear()
 
     def _stop_worker(self) -> None:
         self._running = False
@@ -256,8 +244,7 @@ class InferenceNode(LifecycleNode):
             self.destroy_timer(self._lazy_timer)
             self._lazy_timer = None
         if self._worker is not None and self._worker.is_alive():
-            with self._wake:
-                self._wake.notify()
+            self._queue.wake()
             self._worker.join(timeout=5)
         self._worker = None
 
@@ -295,30 +282,23 @@ class InferenceNode(LifecycleNode):
         in words) and enqueue (image, partner) once both of one stamp are in, keeping the newest unpaired of each.
         An image whose partner never comes is refused (counted as "image without ``what``", reported with
         ``hint``, how to fix it). The image topic."""
-        self._images: OrderedDict = OrderedDict()
-        self._partners: OrderedDict = OrderedDict()
+        self._pairs = Pairing(PAIRING_WINDOW)
         self._pairing = topic, what, hint
         images = self.subscribe_images(self._keep_image)
         self._inputs.append(self.create_subscription(message_type, topic, self._keep_partner, 10))
         return images
 
     def _keep_image(self, msg: Any) -> None:
-        self._pair(msg, self._images, self._partners, lambda partner: (msg, partner))
+        self._paired(*self._pairs.image(msg))
 
     def _keep_partner(self, msg: Any) -> None:
-        self._pair(msg, self._partners, self._images, lambda image: (image, msg))
+        self._paired(*self._pairs.partner(msg))
 
-    def _pair(self, msg: Any, mine: OrderedDict, theirs: OrderedDict, item: Callable[[Any], Any]) -> None:
-        stamp = stamp_of(msg.header)
-        partner = theirs.pop(stamp, None)
-        if partner is not None:
-            self.enqueue(item(partner))
-            return
-        mine[stamp] = msg
-        while len(mine) > PAIRING_WINDOW:
-            mine.popitem(last=False)
-            if mine is self._images:
-                self._unpaired_image()
+    def _paired(self, pair: tuple | None, unpaired: int) -> None:
+        if pair is not None:
+            self.enqueue(pair)
+        for _ in range(unpaired):
+            self._unpaired_image()
 
     def _unpaired_image(self) -> None:
         """An image whose partner never came: refused (counted and reported), not lost silently."""
@@ -331,15 +311,10 @@ class InferenceNode(LifecycleNode):
 
     def enqueue(self, item: Any) -> None:
         """Hand an item to the inference thread; drop the oldest when the queue is full (``on_dropped``)."""
-        dropped = None
-        with self._wake:
-            self.frames_in += 1
-            if len(self._queue) >= self.queue_size:
-                dropped = self._queue.popleft()
-                self.frames_dropped += 1
-            self._queue.append(item)
-            self._wake.notify()
+        self.frames_in += 1
+        dropped = self._queue.put(item)
         if dropped is not None:
+            self.frames_dropped += 1
             self._survive(self.on_dropped, dropped)
 
     def on_dropped(self, item: Any) -> None:
@@ -355,10 +330,7 @@ class InferenceNode(LifecycleNode):
     def _work(self) -> None:
         last_item = time.monotonic()
         while self._running:
-            with self._wake:
-                if not self._queue:
-                    self._wake.wait(timeout=0.05)
-                item = self._queue.popleft() if self._queue else None
+            item = self._queue.take(timeout=0.05)
             if item is not None:
                 last_item = time.monotonic()
                 if not self._stale(item):
@@ -369,10 +341,8 @@ class InferenceNode(LifecycleNode):
 
     def _stale(self, item: Any) -> bool:
         """Whether ``item``, about to reach the model, is older than max_frame_age (then skipped, counted)."""
-        if not self.max_frame_age:
-            return False
-        age_ms = 1000 * age_s(self, (item[0] if isinstance(item, tuple) else item).header)
-        if age_ms <= self.max_frame_age:
+        age_ms = stale_age_ms(item, self.get_clock().now().nanoseconds, self.max_frame_age)
+        if age_ms is None:
             return False
         self.skip(
             "stale frame",
@@ -404,25 +374,15 @@ class InferenceNode(LifecycleNode):
         self._problem(kind, "frame answered despite a problem", detail, skipped=False)
 
     def _problem(self, kind: str, what: str, detail: str, skipped: bool) -> None:
-        with self._problems_lock:
-            first = kind not in self.problems
-            self.problems[kind] = self.problems.get(kind, 0) + 1
-            self.frames_skipped += skipped
-        if first:
-            self.get_logger().warning(
-                f"{what} ({kind}): {untrusted(detail)} (logged once per kind; counts follow every "
-                f"{self.problems_period:g} s while more come, and at stop)"
-            )
+        first = self._problems.count(kind, what, untrusted(detail), skipped)
+        if first is not None:
+            self.get_logger().warning(first)
 
     def log_problems(self, final: bool = False) -> None:
         """Log the count of each kind of problem: when new ones came since the last count, or ``final``ly."""
-        with self._problems_lock:
-            counts, total = dict(self.problems), sum(self.problems.values())
-            if total == self._problems_logged and not (final and total):
-                return
-            self._problems_logged = total
-        by_kind = ", ".join(f"{kind}: {count}" for kind, count in counts.items())
-        self.get_logger().warning(f"frames with problems {'in all' if final else 'so far'}, by kind: {by_kind}")
+        summary = self._problems.summary(final)
+        if summary is not None:
+            self.get_logger().warning(summary)
 
     def close(self) -> None:
         """Stop listening and the inference thread, then process what is still queued; log the counts (once)."""
@@ -430,8 +390,7 @@ class InferenceNode(LifecycleNode):
             return
         self._closed = True
         self._stop_worker()
-        while self._queue:  # frames already accepted still get their answer
-            item = self._queue.popleft()
+        while (item := self._queue.take()) is not None:  # frames already accepted still get their answer
             if not self._stale(item):
                 self._survive(self.monitor.process, self.process, item)
         self._stop_listening()  # paired images still waiting for their partner are counted
@@ -439,6 +398,11 @@ class InferenceNode(LifecycleNode):
             self.finish()
         self.log_problems(final=True)
         self.get_logger().info(self.counts())
+
+    @property
+    def frames_skipped(self) -> int:
+        """Frames skipped for a problem (counted by ``skip``)."""
+        return self._problems.skipped
 
     def finish(self) -> None:
         """Runs at close once every queued item is processed, before the closing lines (e.g. flush a stream)."""

@@ -15,7 +15,7 @@ from ..families.pipeline import StreamRule
 from ..families.tracking import from_model_text
 from ..models.detections import Detection
 from ..models.tracker import Tracking
-from .inference_node import stamp_of
+from ..streaming import stamp_of
 
 
 class TrackedStream:

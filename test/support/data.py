@@ -1,0 +1,123 @@
+"""Frames, images, scenes and annotations the tests share."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import cv2
+import numpy as np
+from support.real_models import PHOTOS
+
+from vision_factory.tools.compose import SCENES, compose
+from vision_factory.tools.mot import write_mot
+
+TUNING_SCENE = "hide_behind_person"  # the scene reid-tune measures the embedder on
+
+
+def scene_files(folder: Path, name: str) -> tuple[Path, Path]:
+    """The frames of scene ``name`` as PNG files in folder/frames and its truth as folder/gt.txt."""
+    composed = compose(next(scene for scene in SCENES if scene.name == name))
+    frames = folder / "frames"
+    frames.mkdir(parents=True)
+    for number, frame in enumerate(composed.frames, start=1):
+        cv2.imwrite(str(frames / f"{number:04d}.png"), frame)
+    return frames, write_mot(folder / "gt.txt", composed.truth)
+
+
+def _walk(count: int = 8) -> list[np.ndarray]:
+    """Real photos of two people side by side, seen through a 640-pixel window sliding 24 pixels a frame: both
+    move left across the picture, as if the camera panned."""
+    astronaut, grace = PHOTOS["astronaut"][0], PHOTOS["grace_hopper"][0]
+    scene = np.hstack([astronaut, cv2.resize(grace, (512, 512), interpolation=cv2.INTER_AREA)])
+    return [scene[:, 24 * i : 24 * i + 640].copy() for i in range(count)]
+
+
+def _photo_frames() -> list[np.ndarray]:
+    """Six frames of two sizes and content: the photos, mirrored, scaled, and with a second person."""
+    astronaut, grace = PHOTOS["astronaut"][0], PHOTOS["grace_hopper"][0]
+    both = np.hstack([astronaut, cv2.resize(grace, (512, 512), interpolation=cv2.INTER_AREA)])
+    return [astronaut, grace, astronaut[:, ::-1].copy(), cv2.resize(grace, (768, 900)), both, both[:, ::-1].copy()]
+
+
+def _red_spots(frames: list[np.ndarray]) -> list[np.ndarray]:
+    """Each frame with a red 9x9 spot on the person, brightest at its centre: spot_finder puts every keypoint there."""
+    spotted = []
+    for index, frame in enumerate(frames):
+        frame = frame.copy()
+        frame[..., 2] = frame[..., 2] // 4  # no other pixel nearly as red as the spot, even after the crop's scaling
+        x, y = 150 + 5 * index, 200 + 7 * index
+        offsets = np.abs(np.arange(-4, 5))
+        frame[y - 4 : y + 5, x - 4 : x + 5, 2] = 255 - 20 * np.maximum.outer(offsets, offsets)  # peak in the middle
+        spotted.append(frame)
+    return spotted
+
+
+# Frames that are valid but unusual: extreme aspect ratios, tiny, odd sizes.
+UNUSUAL_SHAPES = [(1, 20000), (20000, 1), (3, 1600), (1600, 3), (600, 1), (1, 600), (1, 1), (2, 2), (3, 5), (7, 9)]
+
+
+def _bytes_per_pixel(encoding: str) -> int:
+    """From the encoding's name alone (not from the code under test)."""
+    channels = {"bgra": 4, "rgba": 4, "bgr": 3, "rgb": 3, "8UC3": 3, "uyvy": 2, "yuyv": 2, "yuv422": 2}
+    count = next((value for key, value in channels.items() if encoding.startswith(key)), 1)
+    return count * (2 if "16" in encoding else 1)
+
+
+def huge_png(width: int = 30000, height: int = 30000) -> bytes:
+    """A valid 8-bit grey PNG of ``width`` x ``height`` zeros, under a megabyte: deflate segments of 100 zero
+    rows, each compressed independently (full flush), repeated; the zlib trailer's Adler-32 computed for all."""
+    rows = bytes(width + 1) * 100  # filter byte + pixels, 100 rows
+    compressor = zlib.compressobj(9)
+    first = compressor.compress(rows) + compressor.flush(zlib.Z_FULL_FLUSH)
+    segment = compressor.compress(rows) + compressor.flush(zlib.Z_FULL_FLUSH)
+    end = compressor.flush()[:-4]  # final empty block, without the compressor's Adler-32 of what it saw
+    adler = 1
+    for _ in range(height // 100):
+        adler = zlib.adler32(rows, adler)
+    stream = first + segment * (height // 100 - 1) + end + struct.pack(">I", adler)
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", stream) + chunk(b"IEND", b"")
+
+
+def _damaged(data: bytes, rng: np.random.Generator) -> bytes:
+    """Cut short, bytes overwritten, a run of random bytes, or a piece missing: as a lossy link or a fuzzer does."""
+    damaged = bytearray(data)
+    way = rng.integers(0, 4)
+    if way == 0:
+        return bytes(damaged[: rng.integers(1, len(damaged))])
+    if way == 1:
+        for _ in range(rng.integers(1, 10)):
+            damaged[rng.integers(0, len(damaged))] = rng.integers(0, 256)
+    elif way == 2:
+        start = rng.integers(0, len(damaged))
+        damaged[start : start + 20] = rng.integers(0, 256, 20, dtype=np.uint8).tobytes()
+    else:
+        start = rng.integers(2, len(damaged))
+        del damaged[start : start + rng.integers(1, 50)]
+    return bytes(damaged)
+
+
+def _boxes():
+    """Three images, five 100x100 boxes of two classes."""
+    placements = [(1, 1, 10, 10), (1, 2, 200, 50), (2, 1, 30, 300), (3, 2, 150, 150), (3, 1, 400, 20)]
+    return [(image, category, x, y, 100.0, 100.0) for image, category, x, y in placements]
+
+
+def _truth(keypoints: bool = False) -> dict:
+    annotations = []
+    for index, (image, category, x, y, w, h) in enumerate(_boxes(), start=1):
+        annotation = {"id": index, "image_id": image, "category_id": category, "bbox": [x, y, w, h]}
+        annotation |= {"area": w * h, "iscrowd": 0}
+        if keypoints:
+            points = [[x + 5 + 5 * k, y + 10 + 4 * k, 2] for k in range(17)]
+            annotation |= {"keypoints": [v for point in points for v in point], "num_keypoints": 17}
+        annotations.append(annotation)
+    categories = [{"id": 1, "name": "person", "keypoints": [f"k{i}" for i in range(17)]}, {"id": 2, "name": "ball"}]
+    images = [{"id": i, "width": 640, "height": 480, "file_name": f"{i}.jpg"} for i in (1, 2, 3)]
+    return {"images": images, "annotations": annotations, "categories": categories}

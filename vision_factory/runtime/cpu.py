@@ -92,7 +92,8 @@ def int8_warning(metadata: Mapping[str, str], kind: str, runtime: str = "ONNX Ru
     weights and ``kind`` is avx2, where it loses accuracy."""
     if not full_range_int8(metadata) or kind != "avx2":
         return ""
-    made_for = metadata.get(QUANTIZATION_KEY + "target_cpu") or "vnni"
+    made_for = metadata.get(QUANTIZATION_KEY + "target_cpu")
+    made_for = made_for if made_for in CPU_KINDS else "vnni"  # metadata is the file's text: only a known kind
     return (
         f"this int8 model was quantized for {made_for} CPUs (full-range int8 weights), and this CPU has no VNNI "
         f"(AVX2 or AVX-512 without VNNI): {runtime}'s int8 kernels saturate here and lose accuracy; quantize it "

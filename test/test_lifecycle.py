@@ -70,8 +70,11 @@ def test_detection_node_walks_its_lifecycle_over_the_services(tmp_path):
         # Parameters are read at configure: set the model, then configure again.
         parameters = AsyncParameterClient(probe.node, "/t/yolo_pose")
         assert probe.spin_until(lambda: parameters.services_are_ready(), PATIENCE_S)
-        future = parameters.set_parameters([Parameter("model_path", value=str(POSE_MODEL))])
-        assert probe.spin_until(future.done, PATIENCE_S) and future.result().results[0].successful
+        assert (
+            probe.answer(lambda: parameters.set_parameters([Parameter("model_path", value=str(POSE_MODEL))]))
+            .results[0]
+            .successful
+        )
         assert lifecycle.set("configure") and lifecycle.state() == "inactive", node.log()
         images.publish(_image(frame, 1))
         probe.spin_until(lambda: False, 1.0)

@@ -176,9 +176,9 @@ def test_a_node_names_the_parameters_it_does_not_have_with_the_closest(tmp_path)
     try:
         client = AsyncParameterClient(probe.node, "/t/yolo")
         assert probe.spin_until(client.services_are_ready, PATIENCE_S), node.log()
-        future = client.set_parameters([Parameter("confidence_threshold", value=math.nan)])
-        assert probe.spin_until(future.done, PATIENCE_S)
-        (result,) = future.result().results
+        (result,) = probe.answer(
+            lambda: client.set_parameters([Parameter("confidence_threshold", value=math.nan)])
+        ).results
         assert not result.successful
         assert result.reason == "confidence_threshold must be a finite number in 0..1, not nan"
     finally:

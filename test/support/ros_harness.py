@@ -83,6 +83,17 @@ class Probe:
             self.executor.spin_once(timeout_sec=0.05)
         return condition()
 
+    def answer(self, ask, timeout: float = PATIENCE_S, again_s: float = 5.0):
+        """The result of ``ask()`` (a service call returning its future, one that changes nothing if made twice),
+        asked again every ``again_s`` without an answer: a reply written before the server's reply writer matched
+        our reader is lost (a race of DDS services, seen in CI: no answer in 120 s)."""
+        deadline, future = time.monotonic() + timeout, None
+        while future is None or not future.done():
+            assert time.monotonic() < deadline, "the service never answered"
+            future = ask()
+            self.spin_until(future.done, again_s)
+        return future.result()
+
     def close(self) -> None:
         self.executor.shutdown()
         self.node.destroy_node()

@@ -23,7 +23,7 @@ from onnx import helper, numpy_helper
 from rclpy.serialization import deserialize_message
 from support.data import _photo_frames, _red_spots, _walk
 from support.generated import install_like_colcon, site_packages
-from support.models import spot_finder, wrap_yolo
+from support.models import spot_finder, tracknet_windows, wrap_yolo
 from support.real_models import FALL_MODEL, POSE_MODEL, REID_MODEL
 from vision_msgs.msg import Detection2DArray
 
@@ -263,6 +263,31 @@ def test_fp16_models_load_and_stay_close(split, tmp_path):
         assert np.abs(output - fp32)[:, :4].max() < 2.0 and np.abs(output - fp32)[:, 4:].max() < 0.02, backend
     graph = onnx.load(tmp_path / "shapes_fp16.onnx").graph
     assert any(init.data_type == onnx.TensorProto.FLOAT16 for init in graph.initializer)
+
+
+def test_fp16_keeps_the_float_tail_in_float32_so_a_heatmap_peak_stays_where_fp32_puts_it(tmp_path):
+    # Found on a lent H200: the fp16 file rounded TrackNet's sigmoid to float16 (steps of 0.0005 below 1), the
+    # plateau round the peak became ties and the first row-major peak, the ball, moved to the plateau's corner
+    # (CUDA: 9.6 px off on average, F1 0.93 -> 0.23). The tail must compute in float32 up to the output.
+    model = build_tracknet_model(tmp_path / "tracknet.onnx", seq_len=8, bg_mode="concat")
+    half = tmp_path / "tracknet_fp16.onnx"
+    report = quantize("tracknet", model, None, half, "onnx", "fp16", speed_runs=1)
+    assert "tail of 7 nodes float32" in report.text
+    graph = onnx.load(half).graph
+    (writer,) = [node for node in graph.node if "heatmap" in node.output]
+    assert writer.op_type == "Mul"  # the tail's last node writes the output: no float16 Cast before it
+    fp32, fp16 = load_target("onnx:cpu", model), load_target("onnx:cpu", half)
+    windows = tracknet_windows(model)
+    assert len(windows) >= 20
+    moved = []
+    for window in windows:
+        a, b = fp32.run({"input": window})[0][0], fp16.run({"input": window})[0][0]
+        for map_a, map_b in zip(a, b):
+            if map_a.max() > 0.5:
+                peak_a = np.array(np.unravel_index(np.argmax(map_a), map_a.shape))
+                peak_b = np.array(np.unravel_index(np.argmax(map_b), map_b.shape))
+                moved.append(int(np.abs(peak_a - peak_b).max()))
+    assert moved and max(moved) <= 1, moved
 
 
 @pytest.mark.parametrize(

@@ -264,3 +264,30 @@ def spot_finder(path: Path, batch: int | str = "batch") -> Path:
         constants,
     )
     return _save(graph, path)
+
+
+def tracknet_windows(model: Path, frames: int = 40) -> list[np.ndarray]:
+    """The inputs the tracknet node's pipeline gives its model over a ball clip (Family.pipeline, recorded)."""
+    feeds: list[np.ndarray] = []
+
+    class Recording:
+        def __init__(self, runner):
+            self.runner = runner
+
+        def __getattr__(self, name):
+            return getattr(self.runner, name)
+
+        def run(self, feed):
+            feeds.append(np.array(next(iter(feed.values())), copy=True))
+            return self.runner.run(feed)
+
+    from vision_factory.families.registry import family
+    from vision_factory.runtime.backends import load_target
+    from vision_factory.tools.ball_eval import tracknet_values
+    from vision_factory.tools.synthetic import BallClip
+
+    values = tracknet_values(model)
+    stream = family("tracknet").pipeline(values, lambda path: Recording(load_target("onnx:cpu", path)))
+    for index, frame in enumerate(BallClip(num_frames=frames).frames()):
+        stream.push(frame, index)
+    return feeds

@@ -240,8 +240,11 @@ def _start_runtime() -> None:
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.log_severity_level = 3
-    session = ort.InferenceSession(PROBE_MODEL, options, providers=["CPUExecutionProvider"])
-    session.run(None, {"x": np.zeros(1, np.float32)})
+    try:
+        session = ort.InferenceSession(PROBE_MODEL, options, providers=["CPUExecutionProvider"])
+        session.run(None, {"x": np.zeros(1, np.float32)})
+    except Exception as exc:  # a broken install: ORT raises its own types
+        raise RuntimeError(f"ONNX Runtime {ort.__version__} cannot run a one-node model: {exc}") from exc
 
 
 def prepare_runtime(settings: Mapping[str, Any]) -> str:

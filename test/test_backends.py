@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import importlib.util
 
+import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 from click.testing import CliRunner
 from conftest import ROOT
 
 from vision_factory.cli import main
 from vision_factory.runtime.backends import BACKENDS, BENCH_TARGETS, load_target, parse_targets, statuses
+from vision_factory.runtime.runner import PROBE_MODEL
 from vision_factory.text import parse_size
 
 
@@ -52,6 +56,31 @@ def test_a_backend_that_cannot_load_is_an_error_message_not_a_traceback(syntheti
     result = CliRunner().invoke(main, [*arguments, "--backend", "tensorrt"])
     assert result.exit_code == 1 and "Error: TensorRT is not installed: pip install tensorrt" in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_the_probe_model_is_a_valid_identity_model():
+    model = onnx.load_from_string(PROBE_MODEL)
+    onnx.checker.check_model(model, full_check=True)
+    assert [node.op_type for node in model.graph.node] == ["Identity"]
+    session = ort.InferenceSession(PROBE_MODEL, providers=["CPUExecutionProvider"])
+    assert session.run(None, {"x": np.array([2.5], np.float32)})[0].tolist() == [2.5]
+
+
+def test_prepare_loads_each_runtime_here_and_names_what_its_settings_ask_that_is_not_here():
+    """``Runner.prepare``, what a node does at creation: '' when the settings' provider or device is here, else
+    why not; a runtime that is not installed is an error naming its install."""
+    onnx_runner, openvino_runner, tensorrt_runner = (BACKENDS[name].runner() for name in BACKENDS)
+    assert onnx_runner.prepare({}) == "" and onnx_runner.prepare({"execution_provider": "cpu"}) == ""
+    assert "unknown execution provider 'gpu'" in onnx_runner.prepare({"execution_provider": "gpu"})
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        missing = onnx_runner.prepare({"execution_provider": "cuda"})
+        assert "CUDAExecutionProvider not available in this ONNX Runtime" in missing and "provider_fallback" in missing
+        assert onnx_runner.prepare({"execution_provider": "cuda", "provider_fallback": "cpu"}) == ""
+    assert openvino_runner.prepare({"device": "CPU"}) == ""
+    assert "OpenVINO device 'NPU.3' is not available here" in openvino_runner.prepare({"device": "NPU.3"})
+    if importlib.util.find_spec("tensorrt") is None:
+        with pytest.raises(RuntimeError, match="TensorRT is not installed: pip install tensorrt"):
+            tensorrt_runner.prepare({})
 
 
 def test_one_size_parser_reads_width_then_height():

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import gc
+import importlib.util
 import re
 import weakref
 
 import cv2
+import onnxruntime as ort
 import pytest
 from conftest import SHARED
 from geometry_msgs.msg import PointStamped
@@ -25,6 +27,7 @@ from vision_factory.families.yolo_pose import FAMILY as YOLO_POSE
 from vision_factory.ros.detection_node import DetectionNode
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.runtime.tensorrt_runner import TensorRtRunner
 from vision_factory.tools.synthetic import BallClip
 
 POSE_MODEL = SHARED / "models" / "yolo11n-pose.onnx"
@@ -250,6 +253,59 @@ def test_cleanup_releases_the_model():
         assert runner() is None and not hasattr(node, "detector")
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS  # and loads again
         assert node.detector.runner is not None
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+
+
+class _PreparedRunner(OnnxRunner):
+    """The real ONNX Runtime runner; the settings of each ``prepare`` and each model loaded are recorded."""
+
+    prepared: list = []
+    loaded: list = []
+
+    @classmethod
+    def prepare(cls, settings):
+        cls.prepared.append(dict(settings))
+        return super().prepare(settings)
+
+    @classmethod
+    def load(cls, model_path, *arguments, **options):
+        cls.loaded.append(str(model_path))
+        return super().load(model_path, *arguments, **options)
+
+
+@needs_pose_model
+def test_the_node_loads_its_runtime_when_made_and_says_then_what_it_cannot_run(capfd):
+    """The backend's runtime is part of the unconfigured node: loaded when the node is made, with its start-up
+    parameters, before any model; a provider they ask for that is not here is named then, configure still fails
+    on it, and a runtime that is not installed stops the node from being made."""
+    import rclpy
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("CUDA runs here")
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    _PreparedRunner.prepared, _PreparedRunner.loaded = [], []
+    overrides = [
+        Parameter("autostart", value=False),
+        Parameter("model_path", value=str(POSE_MODEL)),
+        Parameter("execution_provider", value="cuda"),
+    ]
+    node = DetectionNode(_PreparedRunner, YOLO_POSE, context=context, parameter_overrides=overrides)
+    try:
+        made = capfd.readouterr().err
+        assert [settings["execution_provider"] for settings in _PreparedRunner.prepared] == ["cuda"]
+        assert _PreparedRunner.loaded == [] and not hasattr(node, "detector")
+        assert "configure will fail unless this is mended: execution provider(s) CUDAExecutionProvider" in made
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+        assert "CUDAExecutionProvider not available" in str(node.failure)
+        node.set_parameters([Parameter("execution_provider", value="cpu")])
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS, node.failure
+        assert _PreparedRunner.loaded == [str(POSE_MODEL)] * 2 and len(_PreparedRunner.prepared) == 1
+        if importlib.util.find_spec("tensorrt") is None:
+            with pytest.raises(RuntimeError, match="TensorRT is not installed: pip install tensorrt"):
+                DetectionNode(TensorRtRunner, YOLO_POSE, context=context, parameter_overrides=overrides[:2])
     finally:
         node.destroy_node()
         rclpy.try_shutdown(context=context)

@@ -85,9 +85,9 @@ def test_bench_advice_for_an_absent_provider_names_a_bench_option(tmp_path):
     """A provider this ONNX Runtime lacks is reported with what bench can do (its --backends), not with the node's
     provider_fallback parameter, which bench does not take."""
     model = tmp_path / "identity.onnx"
-    from vision_factory.runtime.availability import _identity_model
+    from vision_factory.runtime.runner import PROBE_MODEL
 
-    model.write_bytes(_identity_model())
+    model.write_bytes(PROBE_MODEL)
     result = CliRunner().invoke(
         main, ["bench", str(model), "--backends", "onnx:cpu,onnx:cuda", "--runs", "2", "--out", str(tmp_path / "b")]
     )

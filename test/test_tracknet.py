@@ -10,6 +10,7 @@ import pytest
 from conftest import dense_tracknet_model
 from support.reference_tracknet import ReferenceInpaint, ReferenceTrackNet
 
+from vision_factory.families.registry import family
 from vision_factory.models.tracknet import InpaintModuleONNX, TrackNetModuleONNX
 from vision_factory.models.tracknet_stream import (
     WarmupMedian,
@@ -17,7 +18,9 @@ from vision_factory.models.tracknet_stream import (
     frames_before_stream,
     heatmap_to_prediction,
 )
+from vision_factory.runtime.backends import load_target
 from vision_factory.runtime.providers import ProviderConfig
+from vision_factory.tools.ball_eval import tracknet_values
 from vision_factory.tools.synthetic import BallClip
 
 BG_MODES = ["", "subtract", "subtract_concat", "concat"]
@@ -155,6 +158,18 @@ def test_bg_mode_without_median_is_refused_at_construction(synthetic_models, bg_
     """Neither a median nor a warm-up: refused when made, not by skipping every frame that comes."""
     with pytest.raises(ValueError, match="needs a background median: pass median= or median_warmup > 0"):
         TrackNetModuleONNX(synthetic_models[bg_mode], 8, bg_mode)
+
+
+def test_the_node_says_the_median_rule_in_its_parameters_words(synthetic_models):
+    """The tracker holds the rule; the family's build (node, eval, bench) gives its reason with the parameters'
+    names, median_warmup and median_path, not the tracker's median=."""
+    values = tracknet_values(synthetic_models["subtract"], median_warmup=0)
+    with pytest.raises(ValueError) as refused:
+        family("tracknet").build(values, lambda path: load_target("onnx:cpu", path))
+    assert str(refused.value).startswith(
+        "bg_mode 'subtract' needs a background median, but median_warmup is 0 and no median_path is given"
+    )
+    assert "median=" not in str(refused.value)
 
 
 def test_short_stream_flush_still_infers_every_frame(synthetic_models):

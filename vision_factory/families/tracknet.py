@@ -9,7 +9,7 @@ from typing import Any
 from ..models.ball_stream import BallStream, load_median
 from ..models.recognition import load_checked, require_family
 from ..models.tracknet_interface import BG_MODES, HEIGHT, TRACKNET, WIDTH
-from ..models.tracknet_stream import EVAL_MODES, MEDIAN_MODES, InpaintRefiner, TrackNetTracker, check_input_frame
+from ..models.tracknet_stream import EVAL_MODES, InpaintRefiner, MedianMissing, TrackNetTracker, check_input_frame
 from ..parameters import FRACTION, Parameter
 from ..text import untrusted
 from .family import IMAGE_INPUTS, NODE_ROS_DEPENDENCIES, Family, LoadRunner
@@ -69,16 +69,6 @@ def model_bg_mode(bg_mode: str, found: str | None, model: str) -> str:
     return found
 
 
-def check_median_source(bg_mode: str, median_warmup: int, median_path: str) -> None:
-    """A bg mode that needs a background median gets one: from median_path or a warm-up of at least one frame."""
-    if bg_mode in MEDIAN_MODES and not median_path and median_warmup < 1:
-        raise ValueError(
-            f"bg_mode {bg_mode!r} needs a background median, but median_warmup is {median_warmup} and no median_path "
-            f"is given: every frame would be skipped; set median_warmup to the frames to build it from at the start "
-            f"of each stream (default {MEDIAN_WARMUP}), or median_path to a background image"
-        )
-
-
 def build(values: Mapping[str, Any], load_runner: LoadRunner) -> BallStream:
     """A BallStream configured by ``PARAMETERS`` values; both models load now, so bad ones fail at start-up."""
     # Each model's family is checked as it loads, before the adapters check its shapes.
@@ -87,18 +77,24 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> BallStream:
     found = require_family(runner, "tracknet", f"model_path {untrusted(path)}", FAMILY.executable).details
     check_input_frame(runner.inputs[0].shape, untrusted(path))  # a model of no family: its shape, before bg_mode
     bg_mode = model_bg_mode(values["bg_mode"], found.get("bg_mode"), path)
-    check_median_source(bg_mode, values["median_warmup"], values["median_path"])
-    tracker = TrackNetTracker(
-        runner,
-        values["seq_len"],
-        bg_mode,
-        values["eval_mode"],
-        load_median(values["median_path"], bg_mode),
-        values["median_warmup"],
-        model_name=values["model_path"],
-        heatmap_threshold=values["heatmap_threshold"],
-        stride=values["stride"],
-    )
+    try:
+        tracker = TrackNetTracker(
+            runner,
+            values["seq_len"],
+            bg_mode,
+            values["eval_mode"],
+            load_median(values["median_path"], bg_mode),
+            values["median_warmup"],
+            model_name=values["model_path"],
+            heatmap_threshold=values["heatmap_threshold"],
+            stride=values["stride"],
+        )
+    except MedianMissing:  # the tracker's rule, in the words of the node's parameters
+        raise ValueError(
+            f"bg_mode {bg_mode!r} needs a background median, but median_warmup is {values['median_warmup']} and no "
+            "median_path is given: every frame would be skipped; set median_warmup to the frames to build it from "
+            f"at the start of each stream (default {MEDIAN_WARMUP}), or median_path to a background image"
+        ) from None
     make_refiner = None
     inpaint_path = values["inpaint_model_path"]
     if inpaint_path:

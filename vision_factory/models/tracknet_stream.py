@@ -216,6 +216,18 @@ class MedianSizeMismatch(ValueError):
     kind = "frame size differs from the background median"
 
 
+class MedianMissing(ValueError):
+    """A bg mode that needs a background median given neither one nor a warm-up: every frame would be skipped.
+    The one check of that rule; callers with other names for the two (the node's parameters) translate it."""
+
+    def __init__(self, bg_mode: str):
+        super().__init__(
+            f"bg_mode={bg_mode!r} needs a background median: pass median= or median_warmup > 0 (frames of each "
+            "stream to build it from)"
+        )
+        self.bg_mode = bg_mode
+
+
 @dataclass
 class PreparedFrame:
     """A frame and its TrackNet feature, computed by ``TrackNetTracker.prepare`` ahead of ``push``."""
@@ -310,10 +322,7 @@ class TrackNetTracker:
         self._check_model(model_name)
         self._given_median = None if median is None else self._validate_median(median)
         if self.needs_median and self._given_median is None and median_warmup == 0:
-            raise ValueError(
-                f"bg_mode={bg_mode!r} needs a background median: pass median= or median_warmup > 0 (frames of each "
-                "stream to build it from)"
-            )
+            raise MedianMissing(bg_mode)
         self._input_name = runner.inputs[0].name
         self.reset()
 

@@ -6,7 +6,9 @@ SIGINT/SIGTERM.
 Lifecycle (rclpy.lifecycle; ``ros2 lifecycle set <node> <transition>``):
   __init__    declares the parameters (a parameter of the wrong type stops the process; one the node does not have
               is named in a warning, with the closest it has); a value set later that is not valid for its
-              parameter (e.g. a NaN or negative threshold) is refused, the reason naming its valid values
+              parameter (e.g. a NaN or negative threshold) is refused, the reason naming its valid values; loads
+              the backend's runtime (``Runner.prepare``: not installed stops the node; a provider or device
+              that is not here is named)
   configure   reads and checks them (each against its valid values: families/*.py, parameters.py), loads the
               model, creates the publishers (``configure()``); a bad model or parameter fails the transition with
               the reason logged, the node stays in 'unconfigured'
@@ -14,7 +16,7 @@ Lifecycle (rclpy.lifecycle; ``ros2 lifecycle set <node> <transition>``):
               only while something subscribes to an output)
   deactivate  unsubscribes, stops the inference thread, drops the queued frames (counted as dropped; the
               stream ends: ``on_idle``), disables the publishers
-  cleanup     forgets what configure made (the model, its session and memory, the publishers)
+  cleanup     forgets what configure made (the model, its session and memory, the publishers); the runtime stays
   shutdown    answers the frames already accepted first (``close()``), then releases
 ``autostart`` (default true) walks configure and activate at start, as a plain node starts.
 """
@@ -84,6 +86,7 @@ class InferenceNode(LifecycleNode):
                 "(`ros2 param list` on the running node lists its own)"
             )
         self.autostart = self.get_parameter("autostart").value
+        self._prepare_runtime()
         self.frames_in = self.frames_dropped = 0
         self.outputs = 0  # answers published (subclasses count them)
         self._problems = ProblemLog(self.problems_period)  # from the executor and the inference thread
@@ -127,6 +130,20 @@ class InferenceNode(LifecycleNode):
         if not started:
             self.destroy_node()
             raise self.failure or RuntimeError("the configure or activate transition failed")
+
+    def _prepare_runtime(self) -> None:
+        """Load the backend's runtime and its process-wide state (``Runner.prepare``): part of the unconfigured
+        node, so that configure loads the model alone and cleanup gives back what it took. A runtime that is
+        not installed stops the node here (RuntimeError); a provider or device its start-up parameters ask for
+        that is not here is said now (with autostart, configure says it next, as its failure)."""
+        settings = {p.name: self.get_parameter(p.name).value for p in self.runner_class.PARAMETERS}
+        try:
+            problem = self.runner_class.prepare(settings)
+        except RuntimeError:
+            self.destroy_node()
+            raise
+        if problem and not self.autostart:
+            self.get_logger().warning(f"configure will fail unless this is mended: {untrusted(problem, 2000)}")
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         before = set(vars(self))

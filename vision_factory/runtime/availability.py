@@ -9,6 +9,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .runner import PROBE_MODEL
+
 if TYPE_CHECKING:
     from .backends import Backend
 
@@ -22,24 +24,12 @@ class BackendStatus:
     notes: list[str] = field(default_factory=list)  # what is listed but cannot run, and why
 
 
-def _identity_model() -> bytes:
-    """A one-node ONNX model, to find out which providers can really create a session."""
-    from onnx import TensorProto, helper
-
-    tensor = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1]) for name in ("x", "y")]
-    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe", [tensor[0]], [tensor[1]])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    return model.SerializeToString()
-
-
 def onnxruntime_status(spec: Backend) -> BackendStatus:
     try:
         ort = importlib.import_module("onnxruntime")
     except ImportError:
         return BackendStatus(spec.name, False, notes=[spec.install_hint])
     status = BackendStatus(spec.name, True, ort.__version__)
-    model = _identity_model()
     options = ort.SessionOptions()
     options.log_severity_level = 4
     from .providers import REMOTE_PROVIDERS
@@ -49,7 +39,7 @@ def onnxruntime_status(spec: Backend) -> BackendStatus:
             status.notes.append(f"{provider} is not a place to run: {REMOTE_PROVIDERS[provider]}")
             continue
         try:
-            session = ort.InferenceSession(model, options, providers=[provider])
+            session = ort.InferenceSession(PROBE_MODEL, options, providers=[provider])
             running = session.get_providers()[0]
         except Exception as exc:  # a provider listed by the build whose libraries or device are missing
             running, reason = None, str(exc).splitlines()[0][:160]

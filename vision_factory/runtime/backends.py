@@ -35,7 +35,7 @@ class Backend:
     tools: tuple[tuple[str, str], ...] = ()  # (executable, function in the runner module)
 
     def runner(self) -> type[Runner]:
-        """The runner class, imported on first use (its runtime itself is imported when a model loads)."""
+        """The runner class, imported on first use (its runtime itself by its ``prepare`` or a model's load)."""
         module = importlib.import_module(f"{__package__}.{self.runner_module}")
         return getattr(module, self.runner_class)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from .cpu import warn_once
 from .providers import PARAMETERS as PROVIDER_PARAMETERS
-from .providers import ProviderConfig, create_session, fell_back
+from .providers import ProviderConfig, create_session, fell_back, prepare_runtime
 from .runner import Logger, TensorInfo
 
 # ONNX element types as numpy names, so every backend describes tensors alike.
@@ -59,6 +59,10 @@ class OnnxRunner:
         self.cpu_warning = ""
         if self.providers[0] == "CPUExecutionProvider":
             self.cpu_warning = warn_once(str(model_path), self.metadata, logger, cpu_kind)
+
+    @classmethod
+    def prepare(cls, settings: Mapping[str, Any]) -> str:
+        return prepare_runtime(settings)
 
     @classmethod
     def load(cls, model_path: str | os.PathLike, settings: Mapping[str, Any], logger: Logger) -> OnnxRunner:

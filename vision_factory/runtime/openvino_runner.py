@@ -5,6 +5,7 @@ Rendered from vision_factory's templates/runners/openvino.py.j2: regenerate rath
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -13,7 +14,7 @@ import numpy as np
 
 from ..parameters import Parameter, with_defaults
 from .cpu import warn_once
-from .runner import Logger, TensorInfo, default_cache_dir, model_file
+from .runner import PROBE_MODEL, Logger, TensorInfo, default_cache_dir, model_file
 
 PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 PRECISIONS = ("f32", "bf16", "f16", "")
@@ -103,6 +104,18 @@ class OpenVinoRunner:
             self.cpu_warning = warn_once(str(path), self.metadata, logger, cpu_kind, runtime="OpenVINO")
 
     @classmethod
+    def prepare(cls, settings: Mapping[str, Any]) -> str:
+        """OpenVINO's plugins and frontend loaded (a Core compiles PROBE_MODEL for the device, once per device);
+        '' when ``settings``' device is here and compiles, else why not."""
+        ov = _openvino()
+        try:
+            device = with_defaults(cls.PARAMETERS, settings, "OpenVINO")["device"]
+            _start_device(ov, device)
+        except (ValueError, RuntimeError) as problem:
+            return str(problem)
+        return ""
+
+    @classmethod
     def load(cls, model_path: str | os.PathLike, settings: Mapping[str, Any], logger: Logger) -> OpenVinoRunner:
         return cls(model_path, **with_defaults(cls.PARAMETERS, settings, "OpenVINO"), logger=logger)
 
@@ -113,6 +126,18 @@ class OpenVinoRunner:
     def describe(self) -> str:
         executing = ", ".join(self.compiled.get_property("EXECUTION_DEVICES"))
         return f"openvino {self.version} on {self.device} (executing on {executing}, {self.precision})"
+
+
+@functools.cache
+def _start_device(ov, device: str) -> None:
+    """What OpenVINO loads once per process for ``device`` (the ONNX frontend, the device's plugin and its
+    libraries' set-up), loaded by compiling PROBE_MODEL there; a RuntimeError naming the device when it cannot."""
+    core = ov.Core()
+    _check_device(device, core.available_devices)
+    try:
+        core.compile_model(core.read_model(PROBE_MODEL, b""), device).create_infer_request()
+    except Exception as exc:
+        raise RuntimeError(f"OpenVINO cannot compile for {device}: {exc}") from exc
 
 
 def _check_device(device: str, available: list[str]) -> None:

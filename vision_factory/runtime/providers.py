@@ -7,6 +7,7 @@ that really run are read back from the session and checked against the request.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -14,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..parameters import MAX_THREADS, Parameter, with_defaults
-from .runner import default_cache_dir, model_file
+from .runner import PROBE_MODEL, default_cache_dir, model_file
 
 PROVIDER_ALIASES: dict[str, str] = {
     "cpu": "CPUExecutionProvider",
@@ -211,6 +214,54 @@ def _session_options(config: ProviderConfig):
     return options
 
 
+def _usable(wanted: Sequence[str], fallback: str) -> list[str]:
+    """Those of the ``wanted`` providers this ONNX Runtime has, in order; a ProviderUnavailable when one is missing
+    and ``fallback`` is "error", a RuntimeError when none is there."""
+    available = set(local_providers())
+    missing = [name for name in wanted if name not in available]
+    if missing and fallback == "error":
+        raise ProviderUnavailable(
+            f"execution provider(s) {', '.join(missing)} not available in this ONNX Runtime "
+            f"(available: {', '.join(sorted(available))})",
+            "install the matching onnxruntime package or set provider_fallback to 'cpu' to run on CPU instead",
+        )
+    usable = [name for name in wanted if name in available]
+    if not usable:
+        raise RuntimeError(f"no usable execution provider among {', '.join(wanted)}")
+    return usable
+
+
+@functools.cache
+def _start_runtime() -> None:
+    """ONNX Runtime's process-wide state, made once: the environment, the operator schemas, the CPU provider's
+    kernel registry and its math library's set-up, which the first session creates and no session's end frees;
+    a session of PROBE_MODEL on one thread makes them and goes."""
+    ort = _ort()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    try:
+        session = ort.InferenceSession(PROBE_MODEL, options, providers=["CPUExecutionProvider"])
+        session.run(None, {"x": np.zeros(1, np.float32)})
+    except Exception as exc:  # a broken install: ORT raises its own types
+        raise RuntimeError(f"ONNX Runtime {ort.__version__} cannot run a one-node model: {exc}") from exc
+
+
+def prepare_runtime(settings: Mapping[str, Any]) -> str:
+    """``Runner.prepare`` for ONNX Runtime: its process-wide state made (RuntimeError when it is not installed);
+    '' when the providers ``settings`` ask for are in this ONNX Runtime (or may fall back), else why not. Whether
+    a GPU provider really starts is only known when a model's session is created (configure)."""
+    _start_runtime()
+    try:
+        values = with_defaults(PARAMETERS, settings, "ONNX Runtime")
+        wanted = resolve_provider_names(values["execution_provider"])
+        fallback = values["provider_fallback"]
+        _usable([*wanted, *(["CPUExecutionProvider"] if fallback == "cpu" else [])], fallback)
+    except (ValueError, RuntimeError) as problem:
+        return str(problem)
+    return ""
+
+
 def create_session(model_path: str | os.PathLike, config: ProviderConfig, logger=log):
     """Create an InferenceSession and check that the requested providers really run.
 
@@ -226,17 +277,7 @@ def create_session(model_path: str | os.PathLike, config: ProviderConfig, logger
         Path(config.provider_options("TensorrtExecutionProvider")["trt_engine_cache_path"]).mkdir(
             parents=True, exist_ok=True
         )
-    available = set(local_providers())
-    missing = [name for name in wanted if name not in available]
-    if missing and config.fallback == "error":
-        raise ProviderUnavailable(
-            f"execution provider(s) {', '.join(missing)} not available in this ONNX Runtime "
-            f"(available: {', '.join(sorted(available))})",
-            "install the matching onnxruntime package or set provider_fallback to 'cpu' to run on CPU instead",
-        )
-    usable = [name for name in wanted if name in available]
-    if not usable:
-        raise RuntimeError(f"no usable execution provider among {', '.join(wanted)}")
+    usable = _usable(wanted, config.fallback)
     try:
         session = ort.InferenceSession(
             str(path),

@@ -16,6 +16,13 @@ from ..text import untrusted
 
 Logger = logging.Logger | Any  # a logging.Logger or an rclpy logger: both have info/warning
 
+# A one-node ONNX model, y = Identity(x) for float[1] (IR 8, opset 13), serialized: what a runtime is started
+# with before any model of the user's (``Runner.prepare``), and what finds the providers that really run.
+PROBE_MODEL = (
+    b'\x08\x08:;\n\x10\n\x01x\x12\x01y"\x08Identity\x12\x05probeZ\x0f\n\x01x\x12\n\n\x08\x08\x01\x12\x04\n\x02\x08\x01'
+    b"b\x0f\n\x01y\x12\n\n\x08\x08\x01\x12\x04\n\x02\x08\x01B\x04\n\x00\x10\r"
+)
+
 
 @dataclass(frozen=True)
 class TensorInfo:
@@ -52,6 +59,15 @@ class Runner(Protocol):
     inputs: list[TensorInfo]
     outputs: list[TensorInfo]
     metadata: dict[str, str]
+
+    @classmethod
+    def prepare(cls, settings: Mapping[str, Any]) -> str:
+        """Load the backend's runtime and create its process-wide state (its environment, kernel registries,
+        plugins: what stays for the life of the process) with no model of the user's, once per process; a node
+        does it at creation, so that configure loads only the model and cleanup gives back what it took.
+        Raises RuntimeError naming the install when the runtime is not installed. Returns '' when ``settings``
+        (values for some of ``PARAMETERS``) ask for what runs here, else why not (a provider, a device)."""
+        ...
 
     @classmethod
     def load(cls, model_path: str | os.PathLike, settings: Mapping[str, Any], logger: Logger) -> Runner:

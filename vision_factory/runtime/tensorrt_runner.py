@@ -325,6 +325,19 @@ class TensorRtRunner:
             raise
 
     @classmethod
+    def prepare(cls, settings: Mapping[str, Any]) -> str:
+        """TensorRT and the CUDA runtime loaded, the logger made, the device made current (its CUDA context:
+        once per process); '' when ``settings``' device is here, else why not."""
+        _tensorrt()
+        _trt_logger()
+        cudart = _cudart()
+        try:
+            _select_gpu(cudart, EngineOptions.from_settings(settings).device_id)
+        except (ValueError, RuntimeError) as problem:
+            return str(problem)
+        return ""
+
+    @classmethod
     def load(cls, model_path: str | os.PathLike, settings: Mapping[str, Any], logger: Logger) -> TensorRtRunner:
         return cls(model_path, EngineOptions.from_settings(settings), logger)
 

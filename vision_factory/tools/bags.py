@@ -60,21 +60,6 @@ def write_image_bag(
 ) -> Path:
     """Write BGR frames as sensor_msgs/Image in ``encoding``, or with ``compressed`` ("jpeg" or "png") as
     sensor_msgs/CompressedImage of that format, stamped (header and bag time) at ``fps``."""
-    return write_image_bag_counted(path, frames, topic, fps, frame_id, encoding, storage, start_ns, compressed)[0]
-
-
-def write_image_bag_counted(
-    path: str | Path,
-    frames: Iterable[np.ndarray],
-    topic: str = CAMERA_TOPIC,
-    fps: float = 30.0,
-    frame_id: str = "camera",
-    encoding: str = "bgr8",
-    storage: str = "mcap",
-    start_ns: int = 1_700_000_000_000_000_000,
-    compressed: str = "",
-) -> tuple[Path, int]:
-    """write_image_bag, and how many frames it wrote."""
     from rosbags.rosbag2 import StoragePlugin, Writer
 
     store = _typestore()
@@ -83,7 +68,6 @@ def write_image_bag_counted(
     Time = store.types["builtin_interfaces/msg/Time"]
     plugin = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}[storage]
     path = Path(path)
-    count = 0
     with Writer(path, version=9, storage_plugin=plugin) as writer:
         connection = writer.add_connection(topic, msgtype, typestore=store)
         for index, frame in enumerate(frames):
@@ -91,8 +75,7 @@ def write_image_bag_counted(
             header = Header(stamp=Time(sec=stamp_ns // 10**9, nanosec=stamp_ns % 10**9), frame_id=frame_id)
             message = _image_message(store, header, frame, encoding, compressed)
             writer.write(connection, stamp_ns, store.serialize_cdr(message, msgtype))
-            count = index + 1
-    return path, count
+    return path
 
 
 def _image_message(store, header, frame: np.ndarray, encoding: str, compressed: str):

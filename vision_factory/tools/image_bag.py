@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..text import untrusted
-from .bags import write_image_bag_counted
+from .bags import write_image_bag
 from .commands import CommandReport, UsageError
 from .sources import VIDEO_SUFFIXES, is_video, read_image, video_frames
 
@@ -82,9 +82,17 @@ def make_bag(
             f"{untrusted(str(source), 300)} is neither a folder of images nor a video ({', '.join(VIDEO_SUFFIXES)})",
             "IMAGES_OR_VIDEO",
         )
+    count = 0  # frames handed to the bag (all of them written when it returns)
+
+    def counted(frames: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+        nonlocal count
+        for frame in frames:
+            count += 1
+            yield frame
+
     try:
-        path, count = write_image_bag_counted(
-            out, frames, topic, rate, encoding=encoding, compressed=compressed, storage=storage
+        path = write_image_bag(
+            out, counted(frames), topic, rate, encoding=encoding, compressed=compressed, storage=storage
         )
     except BaseException:
         _remove_partial(out)

@@ -13,7 +13,7 @@ import importlib.util
 import cv2
 import numpy as np
 import pytest
-from support.models import tracknet_windows
+from support.models import spot_finder, tracknet_windows, wrap_yolo
 from support.real_models import PHOTOS, POSE_MODEL, SHAPES_IMAGES
 
 from vision_factory.families.registry import family
@@ -82,9 +82,9 @@ def test_tensorrt_provider_without_its_libraries_is_refused_at_load_not_run_else
     assert "TensorrtExecutionProvider" not in fallback.get_providers()
 
 
-def _detections(model_type: str, model, target: str, images: list[np.ndarray]) -> list[list]:
+def _detections(model_type: str, model, target: str, images: list[np.ndarray], **given) -> list[list]:
     spec = family(model_type)
-    values = with_defaults(spec.parameters, {"model_path": str(model)}, spec.name)
+    values = with_defaults(spec.parameters, {"model_path": str(model), **given}, spec.name)
     pipeline = spec.pipeline(values, lambda path: load_target(target, path))
     return [pipeline.push(image).detections for image in images]
 
@@ -105,14 +105,21 @@ def _largest_difference(a: list, b: list) -> tuple[float, float]:
 
 
 @needs_cuda
-@pytest.mark.parametrize("model_type", ["yolo", "yolo_pose"])
-def test_cuda_detections_are_the_cpus_within_verifys_gpu_tolerance(model_type):
+@pytest.mark.parametrize("model_type", ["yolo", "yolo_pose", "fasterrcnn", "rtmpose"])
+def test_cuda_detections_are_the_cpus_within_verifys_gpu_tolerance(model_type, tmp_path):
+    shapes = [cv2.imread(str(path)) for path in sorted(SHAPES_IMAGES.glob("*.jpg"))[:10]]
+    given: dict = {}
     if model_type == "yolo":
-        model, images = SHAPES_MODEL, [cv2.imread(str(path)) for path in sorted(SHAPES_IMAGES.glob("*.jpg"))[:10]]
-    else:
+        model, images = SHAPES_MODEL, shapes
+    elif model_type == "yolo_pose":
         model, images = POSE_MODEL, [photo[0] for photo in PHOTOS.values()]
-    cpu = _detections(model_type, model, "onnx:cpu", images)
-    cuda = _detections(model_type, model, "onnx:cuda", images)
+    elif model_type == "fasterrcnn":  # the shapes detector with its decoding and NMS inside (a detection API layout)
+        model, images = wrap_yolo(tmp_path / "wrapped.onnx", style="torchvision"), shapes
+    else:  # the shapes detector finds the circles, a SimCC model poses each
+        model, images = spot_finder(tmp_path / "spots.onnx"), shapes
+        given = {"person_detector_path": str(SHAPES_MODEL), "person_class": "circle"}
+    cpu = _detections(model_type, model, "onnx:cpu", images, **given)
+    cuda = _detections(model_type, model, "onnx:cuda", images, **given)
     tolerance = tolerance_for("onnx:cuda")
     assert sum(map(len, cpu)) > 0
     for on_cpu, on_cuda in zip(cpu, cuda, strict=True):

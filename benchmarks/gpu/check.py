@@ -256,37 +256,11 @@ def _every_output(path: Path, providers: list[str], feed: dict) -> tuple[dict, l
 
 def fp16_divergence() -> dict:
     """Where the fp16 TrackNet drifts on CUDA: every node's output on the input the node's pipeline really feeds
-    (the clip's first full window), fp32 on the CPU against the fp16 file on CUDA and on the CPU."""
-    import cv2
-
-    from vision_factory.families.registry import family
-    from vision_factory.runtime.backends import load_target
-    from vision_factory.tools.ball_eval import tracknet_values
+    (a ball clip's first full window), fp32 on the CPU against the fp16 file on CUDA and on the CPU."""
+    from support.models import tracknet_windows  # test/support: the windows the tracknet pipeline feeds its model
 
     model, half = ARGS.store / "tracknet64.onnx", ARGS.store / "tracknet64_fp16.onnx"
-    feeds: list[dict] = []
-
-    class Recording:
-        def __init__(self, runner):
-            self.runner = runner
-
-        def __getattr__(self, name):
-            return getattr(self.runner, name)
-
-        def run(self, feed):
-            feeds.append({key: np.array(value, copy=True) for key, value in feed.items()})
-            return self.runner.run(feed)
-
-    stream = family("tracknet").pipeline(tracknet_values(model), lambda path: Recording(load_target("onnx:cpu", path)))
-    video = cv2.VideoCapture(str(ARGS.store / "clip.avi"))
-    index = 0
-    while not feeds:
-        ok, frame = video.read()
-        if not ok:
-            break
-        stream.push(frame, index)
-        index += 1
-    feed = feeds[0]
+    feed = {"input": tracknet_windows(model, frames=18)[0]}
     base, order = _every_output(model, ["CPUExecutionProvider"], feed)
     runs = {"fp16 cuda": (half, "CUDAExecutionProvider"), "fp16 cpu": (half, "CPUExecutionProvider")}
     runs["fp32 cuda"] = (model, "CUDAExecutionProvider")
@@ -303,7 +277,7 @@ def fp16_divergence() -> dict:
     peaks["fp32 cpu"] = np.unravel_index(np.argmax(base[order[-1][0]][0, -1]), base[order[-1][0]].shape[2:])
     heat["fp32 cpu"] = base[order[-1][0]]
     ties = {run: int((v[0, -1] == v[0, -1].max()).sum()) for run, v in heat.items()}
-    return {"frames_pushed": index, "input": {k: list(v.shape) for k, v in feed.items()},
+    return {"input": {k: list(v.shape) for k, v in feed.items()},
             "peaks_last_heatmap": {k: [int(i) for i in v] for k, v in peaks.items()}, "pixels_at_the_max": ties,
             "nodes": [row for row in rows if not row["node"].startswith("unet")]}  # fmt: skip
 

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from vision_factory.generator.package import runner_context
+from vision_factory.generator.render import render
+from vision_factory.runtime.backends import backend
 from vision_factory.tools.synthetic import build_inpaint_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,12 +51,8 @@ def trt_module(tmp_path_factory):
     shutil.copy(ROOT / "vision_factory" / "parameters.py", root / "pkg" / "parameters.py")
     shutil.copy(ROOT / "vision_factory" / "text.py", root / "pkg" / "text.py")  # runner.py escapes model text
     shutil.copy(ROOT / "vision_factory" / "runtime" / "runner.py", runtime / "runner.py")
-    env = Environment(
-        loader=FileSystemLoader(ROOT / "templates"), undefined=StrictUndefined, keep_trailing_newline=True
-    )
-    (runtime / "tensorrt_runner.py").write_text(
-        env.get_template("runners/tensorrt.py.j2").render(rendered_note="test render")
-    )
+    template = "runners/tensorrt.py.j2"
+    (runtime / "tensorrt_runner.py").write_text(render(template, **runner_context(backend("tensorrt"))))
     sys.path.insert(0, str(root))
     try:
         yield importlib.import_module("pkg.runtime.tensorrt_runner")
@@ -94,7 +92,7 @@ def _key(trt_module, **changes):
 
 
 def test_renders_and_imports_without_tensorrt(trt_module):
-    assert "test render" in trt_module.__doc__
+    assert "templates/runners/tensorrt.py.j2: regenerate rather than edit" in trt_module.__doc__
     assert trt_module.TensorRtRunner.backend == "tensorrt"
     names = [parameter.name for parameter in trt_module.TensorRtRunner.PARAMETERS]
     assert names == ["precision", "engine_cache_dir", "device_id", "workspace_mb"]

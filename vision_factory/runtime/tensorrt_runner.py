@@ -24,13 +24,20 @@ from typing import Any
 import numpy as np
 
 from ..parameters import Parameter, with_defaults
-from .runner import Logger, TensorInfo, default_cache_dir, model_file
+from .runner import Logger, ModelInputs, TensorInfo, check_model_inputs, default_cache_dir, model_file
 
 PRECISIONS = ("fp32", "fp16")
 INSTALL_HINT = "pip install tensorrt cuda-python (TensorRT also needs an NVIDIA GPU and its driver)"
 
+# The model this runner's package was generated for, and its inputs (name, shape; None: a dynamic dimension): a
+# model that takes other inputs is refused at load. None: any model of the family.
+MODEL_FILE = ""
+MODEL_INPUTS: ModelInputs | None = None
+# The precision engines are built in when the node's precision parameter does not set it.
+PRECISION = "fp32"
+
 PARAMETERS = (
-    Parameter("precision", "fp32", "fp32 or fp16", launch_argument=True),
+    Parameter("precision", PRECISION, "fp32 or fp16", launch_argument=True),
     Parameter("engine_cache_dir", "", "engine cache, default $ROS_HOME/<package>/tensorrt_engines"),
     Parameter("device_id", 0, "CUDA device index"),
     Parameter("workspace_mb", 1024, "TensorRT builder workspace in MiB"),
@@ -359,6 +366,7 @@ class TensorRtRunner:
                 raise RuntimeError(f"TensorRT refused the device address of tensor '{name}'")
         self.inputs = [TensorInfo(b.name, b.shape, b.dtype.name) for b in self._inputs]
         self.outputs = [TensorInfo(b.name, b.shape, b.dtype.name) for b in self._outputs]
+        check_model_inputs(path, self.inputs, MODEL_INPUTS, MODEL_FILE)
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         if self._context is None:

@@ -181,6 +181,7 @@ SHARED = [
     "ros/messages.py",
     "ros/monitor.py",
     "ros/parameters.py",
+    "ros/start.py",
     "runtime/__init__.py",
     "runtime/cpu.py",
     "runtime/providers.py",

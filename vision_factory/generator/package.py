@@ -63,6 +63,7 @@ EMAIL = re.compile(r"[-a-zA-Z0-9_%+]+(\.[-a-zA-Z0-9_%+]+)*@[-a-zA-Z0-9%]+(\.[-a-
 ROS_WHEELS = {"rclpy": "ros-rclpy", "rcl_interfaces": "ros-rcl-interfaces"}  # others: ros-<name with dashes>
 NO_WHEEL = ("vision_msgs",)
 LAUNCH_MODULE = "ros/launch_description.py"  # what the launch file runs (it imports it from the package)
+START_MODULE = "ros/start.py"  # what the rendered node module starts its node through
 TRACKER_MODULE = "models/tracker.py"  # built on pip-only machines by `vision-factory install-vision-msgs`
 
 
@@ -258,11 +259,11 @@ def _relative_imports(path: Path) -> set[Path]:
 
 def copied_modules(spec: Family, backend_spec: Backend) -> list[str]:
     """Paths (relative to vision_factory/) of the modules a package needs, roots excluded from rendering: the
-    family's, its node's, the runner's and the launch file's, and what they import."""
+    family's, its node's, the runner's, the launch file's and the rendered node module's, and what they import."""
     rendered = SOURCE_ROOT / "runtime" / f"{backend_spec.runner_module}.py"
     seen: set[Path] = set()
     pending = [SOURCE_ROOT / "families" / f"{spec.name}.py", SOURCE_ROOT / "ros" / f"{spec.node_module}.py", rendered]
-    pending.append(SOURCE_ROOT / LAUNCH_MODULE)
+    pending += [SOURCE_ROOT / LAUNCH_MODULE, SOURCE_ROOT / START_MODULE]
     while pending:
         path = pending.pop()
         if path in seen:

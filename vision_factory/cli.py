@@ -1002,12 +1002,12 @@ def predict(
       vision-factory predict --model-type fasterrcnn --model ssd_mobilenet.onnx street.jpg --labels coco.txt
       vision-factory predict --model-type rtmpose --model rtmpose-m.onnx --detector yolov8n.onnx people.jpg
     """
-    from .tools.predict import build_detector
+    from .tools.predict import detector_from_options
     from .tools.predict import predict as run_predict
 
     options = {**_given_detector_options(detector_options), "--person-class": person_class}
     with _reported():
-        detector = build_detector(model_type, model, target, options, detector_model, detector_type)
+        detector = detector_from_options(model_type, model, target, options, detector_model, detector_type)
         protected = [model, detector_model, options.get("--labels")]
         for found in run_predict(detector, inputs, save, protected):
             click.echo(json.dumps(found.record) if output_format == "json" else found.line())

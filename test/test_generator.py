@@ -411,6 +411,24 @@ def test_a_generated_package_refuses_a_model_of_another_input(tmp_path, monkeypa
     )
 
 
+def test_a_generated_node_refuses_a_model_of_another_input_at_start_up(tmp_path, monkeypatch, synthetic_models):
+    """The installed node command of a package generated for one model, given a model of another input: it does not
+    start, and its log names both inputs and the fix, without a traceback."""
+    package_dir = write_package("tracknet", "onnx", "rgb_tracker", tmp_path / "src", model=synthetic_models[""])
+    executable = install_like_colcon(package_dir, tmp_path / "install")
+    monkeypatch.setenv("PYTHONPATH", str(site_packages(tmp_path / "install")))
+    node = NodeProcess(tmp_path, {"model_path": str(synthetic_models["subtract"])}, executable=[str(executable)])
+    try:
+        assert node.wait(60) == 2, node.log()
+    finally:
+        node.stop()
+    assert "cannot start" in node.log() and "Traceback" not in node.log()
+    assert (
+        "takes input [1, 8, 288, 512], but this package was generated for a model that takes input [1, 24, 288, "
+        "512] (tracknet_rgb.onnx): regenerate the package for this model" in node.log()
+    ), node.log()
+
+
 def test_inspect_command(tmp_path, synthetic_models):
     runner = CliRunner()
     text = runner.invoke(main, ["inspect", str(synthetic_models["subtract"])])

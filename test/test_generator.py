@@ -85,11 +85,11 @@ def test_own_files_are_renders_of_the_templates():
 
 
 @pytest.mark.parametrize("family,backend", COMBINATIONS)
-def test_every_combination_renders_compiles_and_lints_clean(tmp_path, family, backend):
+def test_every_combination_renders_compiles_and_lints_clean(tmp_path, synthetic_models, family, backend):
     package = f"my_{family}_{backend}_{'x' * 50}"[:MAX_PACKAGE_NAME]  # the longest name: lines stay within the limit
-    target = write_package(
-        family, backend, package, tmp_path, **{k[2:].replace("-", "_"): v for k, v in HOSTILE.items()}
-    )
+    about = {k[2:].replace("-", "_"): v for k, v in HOSTILE.items()}
+    model = synthetic_models[""]  # a model file: its inputs are the runner's constants
+    target = write_package(family, backend, package, tmp_path, model=model, **about)
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(target)], check=True)
     settings = ["--config", str(ROOT / "ruff.toml"), "--config", f"lint.isort.known-first-party=['{package}']"]
     for command in (["check"], ["format", "--check"]):
@@ -339,7 +339,10 @@ def test_runners_generated_for_two_models_differ_in_their_constants_alone(synthe
     subtract = package_files("tracknet", backend, "court_tracker", synthetic_models["subtract"])
     assert _changed_lines(rgb[runner], subtract[runner]) == [
         ('MODEL_FILE = "tracknet_rgb.onnx"', 'MODEL_FILE = "tracknet_subtract.onnx"'),
-        ('    ("input", (1, 24, 288, 512)),', '    ("input", (1, 8, 288, 512)),'),
+        (
+            'MODEL_INPUTS: ModelInputs | None = (("input", (1, 24, 288, 512)),)',
+            'MODEL_INPUTS: ModelInputs | None = (("input", (1, 8, 288, 512)),)',
+        ),
     ]
     assert {path for path in rgb if rgb[path] != subtract[path]} == {runner, "generated.json"}
     option = {"onnx": "cuda", "openvino": "GPU", "tensorrt": "fp16"}[backend]

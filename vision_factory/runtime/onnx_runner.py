@@ -15,7 +15,7 @@ from ..parameters import with_defaults, with_new_defaults
 from .cpu import warn_once
 from .providers import PARAMETERS as PROVIDER_PARAMETERS
 from .providers import ProviderConfig, create_session, fell_back
-from .runner import Logger, ModelInputs, TensorInfo, check_model_inputs
+from .runner import Logger, ModelInputs, TensorInfo, check_model_inputs, model_inputs
 
 # The model this runner's package was generated for, and its inputs (name, shape; None: a dynamic dimension): a
 # model that takes other inputs is refused at load. None: any model of the family.
@@ -53,7 +53,7 @@ class OnnxRunner:
     ):
         self.session = create_session(model_path, config, logger)
         self.inputs = [_tensor(i) for i in self.session.get_inputs()]
-        check_model_inputs(model_path, self.inputs, MODEL_INPUTS, MODEL_FILE)
+        check_model_inputs(model_path, model_inputs(self.inputs), MODEL_INPUTS, MODEL_FILE)
         self.outputs = [_tensor(o) for o in self.session.get_outputs()]
         try:
             self.metadata = dict(self.session.get_modelmeta().custom_metadata_map)

@@ -13,7 +13,15 @@ import numpy as np
 
 from ..parameters import Parameter, with_defaults
 from .cpu import warn_once
-from .runner import Logger, ModelInputs, TensorInfo, check_model_inputs, default_cache_dir, model_file
+from .runner import (
+    Logger,
+    ModelInputs,
+    TensorInfo,
+    check_model_inputs,
+    default_cache_dir,
+    model_file,
+    model_inputs,
+)
 
 PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 PRECISIONS = ("f32", "bf16", "f16", "")
@@ -100,7 +108,7 @@ class OpenVinoRunner:
         self.precision = self.compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
         self.version = ov.__version__
         self.inputs = [_tensor(port) for port in model.inputs]
-        check_model_inputs(path, self.inputs, MODEL_INPUTS, MODEL_FILE)
+        check_model_inputs(path, model_inputs(self.inputs), MODEL_INPUTS, MODEL_FILE)
         self.outputs = [_tensor(port) for port in model.outputs]
         # ONNX metadata_props arrive in the model's runtime info, under "framework".
         framework = model.get_rt_info()["framework"] if model.has_rt_info(["framework"]) else {}

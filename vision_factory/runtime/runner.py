@@ -55,14 +55,14 @@ def model_inputs(tensors: Sequence[TensorInfo]) -> ModelInputs:
 
 
 def check_model_inputs(
-    model_path: str | os.PathLike, found: Sequence[TensorInfo], expected: ModelInputs | None, generated_from: str
+    model_path: str | os.PathLike, have: ModelInputs, expected: ModelInputs | None, generated_from: str
 ) -> None:
-    """Refuse a model whose inputs are not ``expected``, those of ``generated_from`` (the model file the package was
-    generated for): another name, rank or fixed size, or a dynamic dimension where that model's was fixed. A
-    dimension dynamic in ``expected`` takes any size. Nothing is checked when ``expected`` is None."""
+    """Refuse the model at ``model_path``, of inputs ``have``, unless they are ``expected``, those of
+    ``generated_from`` (the model file the package was generated for): another name, rank or fixed size, or a
+    dynamic dimension where that model's was fixed, is refused. A dimension dynamic in ``expected`` takes any size.
+    Nothing is checked when ``expected`` is None."""
     if expected is None:
         return
-    have = model_inputs(found)
     fits = len(have) == len(expected) and all(
         name == want_name
         and len(shape) == len(want_shape)

@@ -63,8 +63,9 @@ def detector_from_options(
     load: LoadRunner | None = None,
 ) -> Detector:
     """The ``model_type`` detector on ``target`` (e.g. onnx:cpu) as its node builds it (``Family.build``) from the
-    parameter values the options of FINDING and POSING give; rtmpose: on the people the ``detector_type`` model ``detector_model`` finds. ``load`` loads each model
-    file instead of ``target`` (quantize records what the model is fed)."""
+    parameter values the options of FINDING and POSING give; rtmpose: on the people the ``detector_type`` model
+    ``detector_model`` finds. ``load`` loads each model file instead of ``target`` (quantize records what the model
+    is fed)."""
     if model_type == "rtmpose" and detector_model is None:
         raise UsageError("rtmpose needs person boxes: give --detector MODEL (and --detector-type if not yolo)")
     if options.get("--input-size"):

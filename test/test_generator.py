@@ -344,7 +344,8 @@ def test_runners_generated_for_two_models_differ_in_their_constants_alone(synthe
             'MODEL_INPUTS: ModelInputs | None = (("input", (1, 8, 288, 512)),)',
         ),
     ]
-    assert {path for path in rgb if rgb[path] != subtract[path]} == {runner, "generated.json"}
+    assert {path for path in rgb if rgb[path] != subtract[path]} == {runner, "README.md", "generated.json"}
+    assert "generated for tracknet_rgb.onnx: it takes\ninput \\[1, 24, 288, 512\\] (`MODEL_INPUTS`)" in rgb["README.md"]
     option = {"onnx": "cuda", "openvino": "GPU", "tensorrt": "fp16"}[backend]
     targeted = package_files("tracknet", f"{backend}:{option}", "court_tracker", synthetic_models[""])
     name = BACKENDS[backend].option

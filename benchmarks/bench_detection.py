@@ -71,7 +71,7 @@ class Case:
     """One model with its adapter options."""
 
     key: str
-    family: str  # make_detector's model type
+    family: str  # the family whose detector it runs (Family.detector)
     path: Path | None
     options: dict = field(default_factory=dict)
     about: str = ""
@@ -238,9 +238,9 @@ def bench_adapter(case: Case, runner, frames: list[np.ndarray], args) -> dict:
     Each round times one raw run on a fixed pre-processed tensor, one frame stage by stage and one
     detect() call, so that a machine that slows down for a while slows all three alike.
     """
-    from vision_factory.families.registry import make_detector
+    from vision_factory.families.registry import family
 
-    detector = make_detector(case.family, runner, **case.options)
+    detector = family(case.family).detector(runner, **case.options)
     for index in range(args.warmup):
         detector.detect(frames[index % len(frames)])
     fixed, _ = detector.preprocess(frames[0])
@@ -299,10 +299,10 @@ def _threshold_for(detector, output: np.ndarray, count: int) -> float:
 
 def bench_decode_load(case: Case, runner, frames: list[np.ndarray], args) -> dict:
     """YoloDetector.decode with thousands of candidates, and nms alone on the same candidates."""
-    from vision_factory.families.registry import make_detector
+    from vision_factory.families.registry import family
     from vision_factory.models.detections import nms
 
-    detector = make_detector(case.family, runner, **{**case.options, "confidence": LOAD_CONFIDENCE})
+    detector = family(case.family).detector(runner, **{**case.options, "confidence": LOAD_CONFIDENCE})
     outputs = []
     for frame in frames:
         tensor, box = detector.preprocess(frame)
@@ -402,7 +402,7 @@ def node_unavailable() -> str:
 
 def bench_node(case: Case, frames: list[np.ndarray], args, work: Path) -> dict:
     """The case's node (ONNX Runtime on CPU) fed a bag of the photos as fast as it keeps up."""
-    from vision_factory.families.registry import make_detector
+    from vision_factory.families.registry import family
     from vision_factory.tools.bags import write_image_bag
     from vision_factory.tools.replay import replay
 
@@ -417,7 +417,7 @@ def bench_node(case: Case, frames: list[np.ndarray], args, work: Path) -> dict:
     # The raw session again, just before and after the replay: on a busy machine a figure taken
     # minutes earlier says little about the speed the node had.
     runner = load_runner(("onnx", "cpu"), case.path, args.threads, work)
-    feeds = {runner.inputs[0].name: make_detector(case.family, runner, **case.options).preprocess(frames[0])[0]}
+    feeds = {runner.inputs[0].name: family(case.family).detector(runner, **case.options).preprocess(frames[0])[0]}
     raw = _timed(runner.run, (feeds,), args.node_raw_runs + 2)[2:]
     result = replay(bag, out, case.family, params=params, max_in_flight=args.max_in_flight)
     raw += _timed(runner.run, (feeds,), args.node_raw_runs + 2)[2:]

@@ -26,7 +26,7 @@ from support.data import UNUSUAL_SHAPES
 from support.models import SHAPES_MODEL, wrap_yolo
 
 from vision_factory.cli import main
-from vision_factory.families.registry import make_detector, option_names
+from vision_factory.families.registry import family
 from vision_factory.models.fasterrcnn import FasterRCNNDetector
 from vision_factory.models.model_file import recognise, summarize
 from vision_factory.models.yolo import YoloDetector
@@ -169,13 +169,15 @@ def test_pixel_boxes_on_a_dynamic_input_feed_the_frame_as_it_is(tmp_path):
 def test_factory_builds_each_family_and_refuses_unknown_options(tmp_path):
     outputs = _tflite_outputs([[0.0, 0.0, 1.0, 1.0]], [0.9], [1])
     runner = _runner(_constant_model(tmp_path / "m.onnx", outputs))
-    detector = make_detector("fasterrcnn", runner, confidence=0.5, names=None, resize="", iou=None)
+    detector = family("fasterrcnn").detector(runner, confidence=0.5, names=None, resize="", iou=None)
     assert isinstance(detector, FasterRCNNDetector) and detector.confidence == 0.5 and detector.resize == "stretch"
     with pytest.raises(ValueError, match=r"fasterrcnn takes no option iou: it takes confidence, max_detections"):
-        make_detector("fasterrcnn", runner, iou=0.5)
-    with pytest.raises(ValueError, match="model type 'detr' is not one of yolo, yolo_pose, fasterrcnn, rtmpose"):
-        make_detector("detr", runner)
-    assert "person_detector" in option_names("rtmpose") and "image_size" in option_names("yolo")
+        family("fasterrcnn").detector(runner, iou=0.5)
+    with pytest.raises(ValueError, match="tracknet is not a detector"):
+        family("tracknet").detector(runner)
+    with pytest.raises(ValueError, match="unknown model family 'detr': choose one of tracknet, yolo, yolo_pose"):
+        family("detr")
+    assert "person_detector" in family("rtmpose").options and "image_size" in family("yolo").options
 
 
 @needs_shapes

@@ -12,6 +12,7 @@ import configparser
 import contextlib
 import importlib.util
 import json
+import logging
 import os
 import re
 import subprocess
@@ -35,6 +36,7 @@ from vision_factory.generator.package import (
     SOURCE_ROOT,
     copied_modules,
     own_files,
+    package_files,
     write_package,
 )
 from vision_factory.runtime.backends import BACKENDS
@@ -83,11 +85,11 @@ def test_own_files_are_renders_of_the_templates():
 
 
 @pytest.mark.parametrize("family,backend", COMBINATIONS)
-def test_every_combination_renders_compiles_and_lints_clean(tmp_path, family, backend):
+def test_every_combination_renders_compiles_and_lints_clean(tmp_path, synthetic_models, family, backend):
     package = f"my_{family}_{backend}_{'x' * 50}"[:MAX_PACKAGE_NAME]  # the longest name: lines stay within the limit
-    target = write_package(
-        family, backend, package, tmp_path, **{k[2:].replace("-", "_"): v for k, v in HOSTILE.items()}
-    )
+    about = {k[2:].replace("-", "_"): v for k, v in HOSTILE.items()}
+    model = synthetic_models[""]  # a model file: its inputs are the runner's constants
+    target = write_package(family, backend, package, tmp_path, model=model, **about)
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(target)], check=True)
     settings = ["--config", str(ROOT / "ruff.toml"), "--config", f"lint.isort.known-first-party=['{package}']"]
     for command in (["check"], ["format", "--check"]):
@@ -316,6 +318,119 @@ def test_a_model_of_another_family_is_refused(tmp_path, synthetic_models):
     assert not (tmp_path / "court_tracker").exists()
     right = _generate(*arguments, "--model-file", str(synthetic_models["subtract"]))
     assert right.exit_code == 0, right.output
+
+
+# What a runner template states for the package it is generated for, one constant a line (templates/runners/).
+RUNNER_DEFAULTS = {"onnx": "EXECUTION_PROVIDER", "openvino": "DEVICE", "tensorrt": "PRECISION"}
+
+
+def _changed_lines(a: str, b: str) -> list[tuple[str, str]]:
+    lines = list(zip(a.splitlines(), b.splitlines(), strict=True))
+    return [(x, y) for x, y in lines if x != y]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_runners_generated_for_two_models_differ_in_their_constants_alone(synthetic_models, backend):
+    """A runner rendered for a model states its file and input as constants; for another model of the family only
+    those lines differ, and a target option (onnx:cuda, openvino:GPU, tensorrt:fp16) changes only the default it
+    sets, in the runner and in the package's parameter file alike."""
+    runner = f"court_tracker/runtime/{BACKENDS[backend].runner_module}.py"
+    rgb = package_files("tracknet", backend, "court_tracker", synthetic_models[""])
+    subtract = package_files("tracknet", backend, "court_tracker", synthetic_models["subtract"])
+    assert _changed_lines(rgb[runner], subtract[runner]) == [
+        ('MODEL_FILE = "tracknet_rgb.onnx"', 'MODEL_FILE = "tracknet_subtract.onnx"'),
+        (
+            'MODEL_INPUTS: ModelInputs | None = (("input", (1, 24, 288, 512)),)',
+            'MODEL_INPUTS: ModelInputs | None = (("input", (1, 8, 288, 512)),)',
+        ),
+    ]
+    assert {path for path in rgb if rgb[path] != subtract[path]} == {runner, "README.md", "generated.json"}
+    assert "generated for tracknet_rgb.onnx: it takes\ninput \\[1, 24, 288, 512\\] (`MODEL_INPUTS`)" in rgb["README.md"]
+    option = {"onnx": "cuda", "openvino": "GPU", "tensorrt": "fp16"}[backend]
+    targeted = package_files("tracknet", f"{backend}:{option}", "court_tracker", synthetic_models[""])
+    name = BACKENDS[backend].option
+    default = next(p.default for p in BACKENDS[backend].parameters if p.name == name)
+    assert _changed_lines(rgb[runner], targeted[runner]) == [
+        (f'{RUNNER_DEFAULTS[backend]} = "{default}"', f'{RUNNER_DEFAULTS[backend]} = "{option}"')
+    ]
+    config = f"config/tracknet_{backend}.yaml"
+    ours, theirs = yaml.safe_load(rgb[config]), yaml.safe_load(targeted[config])
+    assert theirs["/**"]["ros__parameters"] == {**ours["/**"]["ros__parameters"], name: option}
+    for files in (rgb, subtract, targeted):  # every Python file still parses
+        for path, content in files.items():
+            if path.endswith(".py"):
+                ast.parse(content, path)
+
+
+def test_a_package_without_a_model_runs_any_model_and_states_the_backends_defaults():
+    """Without --model-file the runner states no input (any model of the family) and the backend's defaults: it is
+    vision_factory's own runner, byte for byte."""
+    for backend, spec in BACKENDS.items():
+        files = package_files("yolo", backend, "any_detector")
+        own = (SOURCE_ROOT / "runtime" / f"{spec.runner_module}.py").read_text()
+        assert files[f"any_detector/runtime/{spec.runner_module}.py"] == own
+        assert "MODEL_INPUTS: ModelInputs | None = None" in own
+
+
+@pytest.mark.parametrize(
+    "target,message",
+    [
+        ("onnx:cudda", "--backend onnx:cudda: unknown execution provider 'cudda'"),
+        ("tensorrt:fp8", "--backend tensorrt:fp8: the precision is one of fp32, fp16"),
+        ("openvino:GPU\n", "--backend openvino:GPU\\n: give the device on one line"),
+    ],
+)
+def test_a_target_option_the_runner_would_refuse_is_refused_when_generating(tmp_path, target, message):
+    arguments = ["--model", "yolo", "--package-name", "my_detector", "--out", str(tmp_path)]
+    result = _generate(*arguments, "--backend", target.replace("\\n", "\n"))
+    assert result.exit_code != 0 and message in result.output, result.output
+    assert "Traceback" not in result.output and not (tmp_path / "my_detector").exists()
+
+
+@pytest.mark.parametrize("backend", ["onnx", "openvino"])
+def test_a_generated_package_refuses_a_model_of_another_input(tmp_path, monkeypatch, synthetic_models, backend):
+    """The package's own runner (real ONNX Runtime and OpenVINO, real files) loads the model it was generated for and
+    refuses one of another input at load, naming both inputs and the fix."""
+    package = f"court_tracker_{backend}"
+    generated = _generate(
+        *("--model", "tracknet", "--backend", backend, "--package-name", package, "--out", str(tmp_path)),
+        *("--model-file", str(synthetic_models[""])),
+    )
+    assert generated.exit_code == 0, generated.output
+    monkeypatch.syspath_prepend(str(tmp_path / package))  # the package's folder holds its Python package
+    spec = BACKENDS[backend]
+    try:
+        runner_class = getattr(importlib.import_module(f"{package}.runtime.{spec.runner_module}"), spec.runner_class)
+        log = logging.getLogger("test")
+        assert runner_class.load(synthetic_models[""], {}, log).inputs[0].shape == (1, 24, 288, 512)
+        with pytest.raises(ValueError) as refused:
+            runner_class.load(synthetic_models["subtract"], {}, log)
+    finally:
+        for name in [name for name in sys.modules if name.partition(".")[0] == package]:
+            del sys.modules[name]
+    assert str(refused.value) == (
+        f"model {synthetic_models['subtract']} takes input [1, 8, 288, 512], but this package was generated for a "
+        "model that takes input [1, 24, 288, 512] (tracknet_rgb.onnx): regenerate the package for this model "
+        f"(vision-factory generate ... --model-file {synthetic_models['subtract']}), or give it a model of that input"
+    )
+
+
+def test_a_generated_node_refuses_a_model_of_another_input_at_start_up(tmp_path, monkeypatch, synthetic_models):
+    """The installed node command of a package generated for one model, given a model of another input: it does not
+    start, and its log names both inputs and the fix, without a traceback."""
+    package_dir = write_package("tracknet", "onnx", "rgb_tracker", tmp_path / "src", model=synthetic_models[""])
+    executable = install_like_colcon(package_dir, tmp_path / "install")
+    monkeypatch.setenv("PYTHONPATH", str(site_packages(tmp_path / "install")))
+    node = NodeProcess(tmp_path, {"model_path": str(synthetic_models["subtract"])}, executable=[str(executable)])
+    try:
+        assert node.wait(60) == 2, node.log()
+    finally:
+        node.stop()
+    assert "cannot start" in node.log() and "Traceback" not in node.log()
+    assert (
+        "takes input [1, 8, 288, 512], but this package was generated for a model that takes input [1, 24, 288, "
+        "512] (tracknet_rgb.onnx): regenerate the package for this model" in node.log()
+    ), node.log()
 
 
 def test_inspect_command(tmp_path, synthetic_models):

@@ -181,6 +181,7 @@ SHARED = [
     "ros/messages.py",
     "ros/monitor.py",
     "ros/parameters.py",
+    "ros/start.py",
     "runtime/__init__.py",
     "runtime/cpu.py",
     "runtime/providers.py",
@@ -249,3 +250,17 @@ def test_recognition_pairs_simcc_outputs_as_the_adapter_does(tmp_path):
     estimator = RTMPoseEstimator(OnnxRunner.load(model, {}, logging.getLogger("test")))
     assert found.family == "rtmpose"
     assert (found.details["simcc_x"], found.details["simcc_y"]) == estimator.output_names == ("b", "a")
+
+
+def test_an_adapter_is_put_on_a_runner_one_way():
+    """Family.detector is the one way to a family's adapter from a runner and options (Family.build, and the
+    pipeline, from parameter values): no module calls a family's ``make`` but family.py, none defines a twin."""
+    twins = {"make_detector", "build_detector", "make_adapter", "build_adapter"}
+    for folder in ("vision_factory", "test", "benchmarks"):
+        for path in (SOURCE_ROOT.parent / folder).rglob("*.py"):
+            tree = ast.parse(path.read_text(), str(path))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    assert node.name not in twins, f"{path}:{node.lineno} defines {node.name}: use Family.detector"
+                called = node.func.attr if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else ""
+                assert called != "make" or path.name == "family.py", f"{path}:{node.lineno} calls make: use detector"

@@ -42,7 +42,7 @@ from vision_factory.tools.bags import read_ball_csv, read_messages, write_ball_c
 from vision_factory.tools.ball_eval import run_tracker
 from vision_factory.tools.commands import UsageError
 from vision_factory.tools.compare import detection_differences
-from vision_factory.tools.predict import build_detector
+from vision_factory.tools.predict import detector_from_options
 from vision_factory.tools.quantize import calibration_inputs, quantize
 from vision_factory.tools.replay import NODES, replay
 from vision_factory.tools.synthetic import BallClip, build_tracknet_model
@@ -709,7 +709,7 @@ def test_rtmpose_openvino_int8_puts_the_keypoints_where_fp32_does_as_compare_say
         return runners.get(str(given)) or load_target("onnx:cpu", Path(given))
 
     for path in (pose_model, out):
-        detector = build_detector("rtmpose", path, "onnx:cpu", {}, person_model, load=load)
+        detector = detector_from_options("rtmpose", path, "onnx:cpu", {}, person_model, load=load)
         results.append(_detections_as_coco(detector, frames[2:], [0, 1]))
     ours, outputs = detection_differences(*results), reported["outputs"]
     for key in ("matched", "only_in_a", "only_in_b"):
@@ -736,7 +736,7 @@ def test_reid_openvino_int8_embeds_the_people_as_fp32_does_as_compare_says(tmp_p
         "reid", REID_MODEL, calibration, out, frames=3, data=data, detector_model=person_model
     )
     assert "/features/features.18/features.18.0/Conv" in _float_nodes(runner)  # the last conv, before the pooling
-    people = build_detector("yolo", person_model, "onnx:cpu", {})  # as the tracker's node finds them
+    people = detector_from_options("yolo", person_model, "onnx:cpu", {})  # as the tracker's node finds them
     boxes = [[found.xyxy for found in people.detect(frame)] for frame in evaluation]
     fp32, int8 = (_embeddings(loaded, evaluation, boxes) for loaded in (load_target("onnx:cpu", REID_MODEL), runner))
     cosine, outputs = np.sum(fp32 * int8, axis=1), reported["outputs"]

@@ -24,7 +24,7 @@ from support.data import UNUSUAL_SHAPES
 from support.models import H, K, W, _save, spot_finder
 
 from vision_factory.cli import main
-from vision_factory.families.registry import make_detector
+from vision_factory.families.registry import family
 from vision_factory.models.detections import COCO_KEYPOINTS, Detection
 from vision_factory.models.rtmpose import IMAGENET_MEAN, IMAGENET_STD, RTMPoseEstimator, TopDownPose, box_center_scale
 from vision_factory.models.yolo import YoloDetector
@@ -164,7 +164,7 @@ def test_top_down_pose_puts_keypoints_on_the_detectors_people(tmp_path):
         given.detect(image)
     with pytest.raises(ValueError, match="person_class 'person' is not a class of the person detector: it has circle"):
         TopDownPose(detector, RTMPoseEstimator(_runner(model)), person_class="person")
-    built = make_detector("rtmpose", _runner(model), person_detector=detector, person_class="1", padding=1.0)
+    built = family("rtmpose").detector(_runner(model), person_detector=detector, person_class="1", padding=1.0)
     assert built.person_class == 1 and built.estimator.padding == 1.0
 
 

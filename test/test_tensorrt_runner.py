@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import json
 import logging
 import shutil
 import sys
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from support.real_models import REID_MODEL, SHARED
 
+from vision_factory.generator.package import runner_context
+from vision_factory.generator.render import render
+from vision_factory.runtime.backends import backend
 from vision_factory.tools.synthetic import build_inpaint_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,30 +44,33 @@ def _gpu_available() -> bool:
 needs_gpu = pytest.mark.skipif(not _gpu_available(), reason=NEEDS_GPU)
 
 
-@pytest.fixture(scope="module")
-def trt_module(tmp_path_factory):
-    """The rendered template as ``pkg.runtime.tensorrt_runner``, next to copies of the modules it imports."""
-    root = tmp_path_factory.mktemp("render")
-    runtime = root / "pkg" / "runtime"
+@contextlib.contextmanager
+def _rendered(root: Path, package: str, model: Path | None = None) -> Iterator[Any]:
+    """The rendered template (for ``model``: its inputs the runner's constants) as ``package.runtime.tensorrt_runner``
+    under ``root``, next to copies of the modules it imports; its modules are forgotten after."""
+    runtime = root / package / "runtime"
     runtime.mkdir(parents=True)
-    (root / "pkg" / "__init__.py").write_text("")
+    (root / package / "__init__.py").write_text("")
     (runtime / "__init__.py").write_text("")
-    shutil.copy(ROOT / "vision_factory" / "parameters.py", root / "pkg" / "parameters.py")
-    shutil.copy(ROOT / "vision_factory" / "text.py", root / "pkg" / "text.py")  # runner.py escapes model text
+    shutil.copy(ROOT / "vision_factory" / "parameters.py", root / package / "parameters.py")
+    shutil.copy(ROOT / "vision_factory" / "text.py", root / package / "text.py")  # runner.py escapes model text
     shutil.copy(ROOT / "vision_factory" / "runtime" / "runner.py", runtime / "runner.py")
-    env = Environment(
-        loader=FileSystemLoader(ROOT / "templates"), undefined=StrictUndefined, keep_trailing_newline=True
-    )
-    (runtime / "tensorrt_runner.py").write_text(
-        env.get_template("runners/tensorrt.py.j2").render(rendered_note="test render")
-    )
+    template = "runners/tensorrt.py.j2"
+    (runtime / "tensorrt_runner.py").write_text(render(template, **runner_context(backend("tensorrt"), model)))
     sys.path.insert(0, str(root))
     try:
-        yield importlib.import_module("pkg.runtime.tensorrt_runner")
+        yield importlib.import_module(f"{package}.runtime.tensorrt_runner")
     finally:
         sys.path.remove(str(root))
-        for name in [name for name in sys.modules if name == "pkg" or name.startswith("pkg.")]:
+        for name in [name for name in sys.modules if name == package or name.startswith(f"{package}.")]:
             del sys.modules[name]
+
+
+@pytest.fixture(scope="module")
+def trt_module(tmp_path_factory):
+    """The rendered template as ``pkg.runtime.tensorrt_runner``, for any model."""
+    with _rendered(tmp_path_factory.mktemp("render"), "pkg") as module:
+        yield module
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +103,7 @@ def _key(trt_module, **changes):
 
 
 def test_renders_and_imports_without_tensorrt(trt_module):
-    assert "test render" in trt_module.__doc__
+    assert "templates/runners/tensorrt.py.j2: regenerate rather than edit" in trt_module.__doc__
     assert trt_module.TensorRtRunner.backend == "tensorrt"
     names = [parameter.name for parameter in trt_module.TensorRtRunner.PARAMETERS]
     assert names == ["precision", "engine_cache_dir", "device_id", "workspace_mb"]
@@ -137,6 +146,26 @@ def test_onnx_metadata_without_onnx(trt_module, inpaint_model):
     expected = {entry.key: entry.value for entry in onnx.load(inpaint_model).metadata_props}
     assert trt_module.onnx_metadata(inpaint_model.read_bytes()) == expected
     assert expected["seq_len"] == "16"
+
+
+def test_onnx_model_inputs_without_onnx(trt_module, inpaint_model, synthetic_models):
+    """The inputs read from the file's protobuf are those the onnx package reads (initializers left out)."""
+    from vision_factory.models.model_file import summarize
+    from vision_factory.runtime.runner import model_inputs
+
+    models = [inpaint_model, *synthetic_models.values(), *sorted((SHARED / "models").glob("*.onnx"))]
+    for model in models:
+        assert trt_module.onnx_model_inputs(model.read_bytes()) == model_inputs(summarize(model).inputs), model
+    assert trt_module.onnx_model_inputs(REID_MODEL.read_bytes()) == (("images", (None, 3, 224, 224)),)
+
+
+def test_a_runner_generated_for_a_model_refuses_another_before_building(tmp_path, synthetic_models, logged):
+    """A TensorRT runner rendered for one model refuses a model of another input before anything else: before
+    TensorRT is needed, and before minutes of building an engine for it."""
+    with _rendered(tmp_path, "pkg_for_rgb", synthetic_models[""]) as module:
+        assert module.MODEL_INPUTS == (("input", (1, 24, 288, 512)),)
+        with pytest.raises(ValueError, match=r"takes input \[1, 8, 288, 512\], but this package was generated for a "):
+            module.TensorRtRunner.load(synthetic_models["subtract"], {}, logged)
 
 
 def test_settings_are_validated(trt_module, inpaint_model, logged):

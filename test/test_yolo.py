@@ -23,7 +23,7 @@ from vision_factory.models.yolo import YoloDetector
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.coco_eval import evaluate_coco
 from vision_factory.tools.commands import UsageError
-from vision_factory.tools.predict import build_detector
+from vision_factory.tools.predict import detector_from_options
 from vision_factory.tools.predict import predict as run_predict
 
 SHAPES_MODEL = SHARED / "models" / "shapes-yolov8n.onnx"
@@ -153,7 +153,7 @@ def test_predict_runs_without_click_as_the_command_does(tmp_path):
     for _ in range(2):
         writer.write(np.zeros((512, 512, 3), np.uint8))
     writer.release()
-    detector = build_detector("yolo", model, "onnx:cpu", {"--classes": "square", "--conf": None})
+    detector = detector_from_options("yolo", model, "onnx:cpu", {"--classes": "square", "--conf": None})
     found = list(run_predict(detector, [image, video], save=tmp_path / "drawn"))
     assert [f.record["image"] for f in found] == [str(image), f"{video}:0", f"{video}:1"]
     assert all(f.record["detections"] == [d.as_dict() for d in f.detections] for f in found)
@@ -168,7 +168,7 @@ def test_predict_runs_without_click_as_the_command_does(tmp_path):
                                     "json", "--classes", "square"])  # fmt: skip
     assert json.loads(cli.output) == found[0].record
     with pytest.raises(UsageError, match="yolo models take no input_size") as wrong:
-        build_detector("yolo", model, "onnx:cpu", {"--input-size": "64x64"})
+        detector_from_options("yolo", model, "onnx:cpu", {"--input-size": "64x64"})
     assert wrong.value.option == "--input-size"
 
 

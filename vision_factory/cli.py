@@ -431,7 +431,12 @@ def inspect(model: Path, output_format: str) -> None:
 
 @main.command()
 @click.option("--model", "family_name", required=True, help="model family (see `vision-factory models`)")
-@click.option("--backend", "backend_name", required=True, help=f"one of {', '.join(BACKENDS)}")
+@click.option(
+    "--backend",
+    "backend_name",
+    required=True,
+    help=f"one of {', '.join(BACKENDS)}; with :option, the runner's default provider, device or precision (onnx:cuda)",
+)
 @click.option("--package-name", required=True, help="ROS package name: lowercase letters, digits, underscores")
 @click.option(
     "--out",
@@ -444,7 +449,7 @@ def inspect(model: Path, output_format: str) -> None:
 @click.option(
     "--model-file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="check that this ONNX model is of the --model family before generating",
+    help="the ONNX model the package is for: checked to be of the --model family; its runner refuses other inputs",
 )
 @click.option(
     "--maintainer",
@@ -496,6 +501,7 @@ def generate(
             out,
             force=force,
             make_zip=make_zip,
+            model=model_file,
             maintainer=maintainer,
             maintainer_email=maintainer_email,
             license=license_name,
@@ -996,12 +1002,12 @@ def predict(
       vision-factory predict --model-type fasterrcnn --model ssd_mobilenet.onnx street.jpg --labels coco.txt
       vision-factory predict --model-type rtmpose --model rtmpose-m.onnx --detector yolov8n.onnx people.jpg
     """
-    from .tools.predict import build_detector
+    from .tools.predict import detector_from_options
     from .tools.predict import predict as run_predict
 
     options = {**_given_detector_options(detector_options), "--person-class": person_class}
     with _reported():
-        detector = build_detector(model_type, model, target, options, detector_model, detector_type)
+        detector = detector_from_options(model_type, model, target, options, detector_model, detector_type)
         protected = [model, detector_model, options.get("--labels")]
         for found in run_predict(detector, inputs, save, protected):
             click.echo(json.dumps(found.record) if output_format == "json" else found.line())

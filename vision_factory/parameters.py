@@ -12,7 +12,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 Value = bool | int | float | str
@@ -230,6 +230,15 @@ RUNTIME_PARAMETERS = (
     ),
     Parameter("lazy", False, "subscribe to images only while something subscribes to one of the node's outputs"),
 )
+
+
+def with_new_defaults(parameters: Iterable[Parameter], **defaults: Value) -> tuple[Parameter, ...]:
+    """``parameters`` with the defaults ``defaults`` gives by name (a generated package's runner: its own)."""
+    parameters = tuple(parameters)
+    unknown = sorted(set(defaults) - {parameter.name for parameter in parameters})
+    if unknown:
+        raise ValueError(f"no parameter {', '.join(unknown)} to give a default")
+    return tuple(replace(p, default=defaults[p.name]) if p.name in defaults else p for p in parameters)
 
 
 def with_defaults(parameters: Iterable[Parameter], values: Mapping[str, Any], owner: str) -> dict[str, Any]:

@@ -99,11 +99,12 @@ def input_shape(text: str) -> tuple[int, int] | None:
     return height, width
 
 
-def build_detector(
+def load_detector(
     family: Family, values: Mapping[str, Any], load_runner: LoadRunner, options: Mapping[str, Any]
 ) -> Detector:
-    """A one-model family's node detector: its model (family checked as it loads, before the adapter checks its
-    shapes) with the adapter ``options``, keeping the classes of the ``classes`` parameter."""
+    """The ``build`` of a one-model family (yolo, yolo_pose, fasterrcnn): its model loaded (family checked as it
+    loads, before the adapter checks its shapes), ``Family.detector`` on it with the adapter ``options``, keeping
+    the classes of the ``classes`` parameter."""
     runner = load_checked(load_runner, values["model_path"], family.name, "model_path", family.executable)
     detector = family.detector(runner, **options)
     detector.keep_classes(parse_classes(values["classes"], detector.names))

@@ -52,7 +52,7 @@ class Family:
     keypoints: bool = False  # detections carry keypoints (pose families)
     iou_type: str | None = None  # COCO iouType its detections are scored with (bbox, keypoints); None: not COCO
     single_model: bool = True  # runs from one model file (rtmpose also needs a person detector)
-    make: Callable[..., Any] | None = None  # (runner, **options) -> its Detector; None: not a detector
+    make: Callable[..., Any] | None = None  # (runner, **options) -> its Detector, called by ``detector``; None: none
     options: tuple[str, ...] = ()  # the keyword options ``make`` takes (the adapter's own)
     # The node's queue_size default: 1 keeps only the newest frame (a detector answers the freshest image); a
     # family that needs every frame of a window (tracknet) or of a track (track) keeps a longer bounded queue.
@@ -98,8 +98,10 @@ class Family:
         return self.make_pipeline(self, values, load_runner)
 
     def detector(self, runner: Runner, **options: Any) -> Any:
-        """The family's adapter on ``runner``. An option that is None or "" keeps the adapter's default, so unset
-        CLI options and empty ROS string parameters can be passed as they are; one it does not take is an error."""
+        """The family's adapter on ``runner``: the one way to put it on a runner (the node, the pipeline and the tools
+        reach it through ``build`` from parameter values, or call it with adapter options). An option that is None or
+        "" keeps the adapter's default, so unset CLI options and empty ROS string parameters can be passed as they
+        are; one it does not take is an error."""
         if self.make is None:
             raise ValueError(f"{self.name} is not a detector")
         given = {name: value for name, value in options.items() if value is not None and value != ""}

@@ -20,8 +20,8 @@ from .detection import (
     MODEL,
     NODE_MODULE,
     ROS_DEPENDENCIES,
-    build_detector,
     input_shape,
+    load_detector,
     outputs,
     read_labels,
 )
@@ -61,7 +61,7 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Detector:
     options |= {"confidence": values["confidence_threshold"], "max_detections": values["max_detections"]}
     options["names"] = read_labels(values["labels_path"])
     options["input_size"] = input_shape(values["input_size"])
-    return build_detector(FAMILY, values, load_runner, options)
+    return load_detector(FAMILY, values, load_runner, options)
 
 
 FAMILY = Family(

@@ -6,9 +6,6 @@ Nodes do not import this module (it imports every family): a node gets its own f
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..runtime.runner import Runner
 from . import fasterrcnn, reid, rtmpose, track, tracknet, yolo, yolo_pose
 from .family import Family
 
@@ -39,19 +36,3 @@ def family(name: str) -> Family:
             f"unknown model family '{name}': choose one of {', '.join(FAMILIES)} (`vision-factory models` lists them)"
         )
     return FAMILIES[name]
-
-
-def option_names(model_type: str) -> tuple[str, ...]:
-    """The options ``make_detector`` takes for ``model_type``."""
-    return _detector_family(model_type).options
-
-
-def make_detector(model_type: str, runner: Runner, **options: Any) -> Any:
-    """The ``model_type`` adapter on ``runner`` with the adapter's own options (``Family.detector``)."""
-    return _detector_family(model_type).detector(runner, **options)
-
-
-def _detector_family(model_type: str) -> Family:
-    if model_type not in DETECTORS:
-        raise ValueError(f"model type {model_type!r} is not one of {', '.join(DETECTORS)}")
-    return FAMILIES[model_type]

@@ -20,7 +20,7 @@ from .detection import (
     MODEL,
     NODE_MODULE,
     ROS_DEPENDENCIES,
-    build_detector,
+    load_detector,
     outputs,
     read_labels,
 )
@@ -47,7 +47,7 @@ def make(runner: Runner, **given: Any) -> YoloDetector:
 
 
 def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Detector:
-    return build_detector(FAMILY, values, load_runner, options(values))
+    return load_detector(FAMILY, values, load_runner, options(values))
 
 
 FAMILY = Family(

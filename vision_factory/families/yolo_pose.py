@@ -10,7 +10,7 @@ from ..models.yolo import YoloDetector
 from ..models.yolo_interface import YOLO_POSE
 from ..runtime.runner import Runner
 from . import tracking, yolo
-from .detection import KEYPOINT_THRESHOLD, NODE_MODULE, ROS_DEPENDENCIES, build_detector, outputs
+from .detection import KEYPOINT_THRESHOLD, NODE_MODULE, ROS_DEPENDENCIES, load_detector, outputs
 from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
 from .pipeline import DetectionPipeline
 
@@ -22,7 +22,7 @@ def make(runner: Runner, **given: Any) -> YoloDetector:
 
 
 def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Detector:
-    return build_detector(FAMILY, values, load_runner, yolo.options(values))
+    return load_detector(FAMILY, values, load_runner, yolo.options(values))
 
 
 FAMILY = Family(

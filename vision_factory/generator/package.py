@@ -36,9 +36,13 @@ from .. import __version__
 from ..families.family import Family
 from ..families.registry import NODE_FAMILIES, family
 from ..files import DIRECTORY_FLAGS, NEW_FILE_FLAGS, Folder, write_new
-from ..parameters import CAMERA_TOPIC
+from ..models.model_file import summarize
+from ..parameters import CAMERA_TOPIC, with_new_defaults
 from ..ros.launch_description import Argument, NodeLaunch
 from ..runtime.backends import BACKENDS, Backend, backend
+from ..runtime.providers import resolve_provider_names
+from ..runtime.runner import model_inputs
+from ..runtime.tensorrt_runner import PRECISIONS as TENSORRT_PRECISIONS
 from ..share import share_path
 from ..text import untrusted
 from ..tools.commands import UsageError
@@ -52,12 +56,14 @@ PACKAGE_NAME_RULE = (
     "underscore), starting with a letter, 2 to 50 characters, e.g. my_ball_tracker"
 )
 MAX_PACKAGE_NAME = 50  # in PACKAGE_NAME_RULE; longer names push rendered lines past the line length
+BACKEND_EXAMPLES = "onnx:cuda, openvino:GPU, tensorrt:fp16"  # backend:option, a runner's default provider...
 MAX_ABOUT = 100  # characters of a maintainer, email or license (setup.py keeps within its line length)
 # The address catkin_pkg (colcon, rosdep, bloom) accepts in <maintainer email="...">; it refuses the package otherwise.
 EMAIL = re.compile(r"[-a-zA-Z0-9_%+]+(\.[-a-zA-Z0-9_%+]+)*@[-a-zA-Z0-9%]+(\.[-a-zA-Z0-9%]+)*\.[a-zA-Z]{2,}")
 ROS_WHEELS = {"rclpy": "ros-rclpy", "rcl_interfaces": "ros-rcl-interfaces"}  # others: ros-<name with dashes>
 NO_WHEEL = ("vision_msgs",)
 LAUNCH_MODULE = "ros/launch_description.py"  # what the launch file runs (it imports it from the package)
+START_MODULE = "ros/start.py"  # what the rendered node module starts its node through
 TRACKER_MODULE = "models/tracker.py"  # built on pip-only machines by `vision-factory install-vision-msgs`
 
 
@@ -145,17 +151,25 @@ def _usage_arguments(spec: Family, launch_parameters: list[Argument]) -> list[st
 
 
 def template_context(
-    spec: Family, backend_spec: Backend, package: str, executable: str | None = None, **about: str
+    spec: Family,
+    backend_spec: Backend,
+    package: str,
+    executable: str | None = None,
+    runner: dict[str, object] | None = None,
+    **about: str,
 ) -> dict[str, object]:
     """What every template may use; ``executable``: the node's command (default: named after the package);
+    ``runner``: what the runner template states (``runner_context``; default: the backend's own defaults, any model);
     ``about``: maintainer, maintainer_email, license."""
-    parameters = (*spec.node_parameters, *backend_spec.parameters)
+    runner = runner or runner_context(backend_spec)
+    parameters = (*spec.node_parameters, *with_new_defaults(backend_spec.parameters, **runner["defaults"]))
     executable = executable or node_executable(package)
     launch = NodeLaunch(spec, backend_spec.runner(), package, executable, config_file_name(spec, backend_spec))
     launch_parameters = launch.parameters
     return {
         **ABOUT_DEFAULTS,
         **about,
+        **runner,
         "package": package,
         "family": spec,
         "backend": backend_spec,
@@ -173,6 +187,34 @@ def template_context(
     }
 
 
+def runner_context(backend_spec: Backend, model: Path | None = None, option: str = "") -> dict[str, object]:
+    """What a runner template states as constants: the inputs of ``model`` (the model file the package is generated
+    for; None: any model), and its runner's defaults, the target ``option`` (``tensorrt:fp16``'s fp16) setting the
+    backend's option (provider, device, precision)."""
+    defaults = dict(backend_spec.defaults)
+    if option:
+        defaults[backend_spec.option] = _checked_option(backend_spec, option)
+    if model is None:
+        return {"defaults": defaults, "model_inputs": None, "model_file": ""}
+    inputs = model_inputs(summarize(model).inputs)
+    return {"defaults": defaults, "model_inputs": inputs, "model_file": model.name}
+
+
+def _checked_option(backend_spec: Backend, option: str) -> str:
+    """A target option as a generated runner's default, refused as its runner would refuse it (and on one line)."""
+    where = f"--backend {backend_spec.name}:{untrusted(option, 100)}"
+    if control_character(option) is not None or not option.strip():
+        raise GeneratorError(f"{where}: give the {backend_spec.option} on one line, e.g. {BACKEND_EXAMPLES}")
+    if backend_spec.name == "onnx":
+        try:
+            resolve_provider_names(option)
+        except ValueError as exc:
+            raise GeneratorError(f"{where}: {exc}") from None
+    if backend_spec.name == "tensorrt" and option not in TENSORRT_PRECISIONS:
+        raise GeneratorError(f"{where}: the precision is one of {', '.join(TENSORRT_PRECISIONS)}")
+    return option
+
+
 def own_files() -> Iterator[tuple[str, str, str]]:
     """vision_factory's own files that are renders: (repository path, template, content).
 
@@ -180,7 +222,7 @@ def own_files() -> Iterator[tuple[str, str, str]]:
     """
     for spec in BACKENDS.values():
         template = f"runners/{spec.template}"
-        yield f"vision_factory/runtime/{spec.runner_module}.py", template, render(template)
+        yield f"vision_factory/runtime/{spec.runner_module}.py", template, render(template, **runner_context(spec))
     for name in NODE_FAMILIES:
         spec = family(name)
         context = template_context(spec, backend("onnx"), "vision_factory", spec.executable)
@@ -217,11 +259,11 @@ def _relative_imports(path: Path) -> set[Path]:
 
 def copied_modules(spec: Family, backend_spec: Backend) -> list[str]:
     """Paths (relative to vision_factory/) of the modules a package needs, roots excluded from rendering: the
-    family's, its node's, the runner's and the launch file's, and what they import."""
+    family's, its node's, the runner's, the launch file's and the rendered node module's, and what they import."""
     rendered = SOURCE_ROOT / "runtime" / f"{backend_spec.runner_module}.py"
     seen: set[Path] = set()
     pending = [SOURCE_ROOT / "families" / f"{spec.name}.py", SOURCE_ROOT / "ros" / f"{spec.node_module}.py", rendered]
-    pending.append(SOURCE_ROOT / LAUNCH_MODULE)
+    pending += [SOURCE_ROOT / LAUNCH_MODULE, SOURCE_ROOT / START_MODULE]
     while pending:
         path = pending.pop()
         if path in seen:
@@ -250,16 +292,21 @@ def _ros_wheel(dependency: str) -> str:
     return ROS_WHEELS.get(dependency, "ros-" + dependency.replace("_", "-"))
 
 
-def package_files(family_name: str, backend_name: str, package: str, **about: str) -> dict[str, str | bytes]:
-    """Every file of the generated package, by path relative to the package directory."""
+def package_files(
+    family_name: str, backend_name: str, package: str, model: Path | None = None, **about: str
+) -> dict[str, str | bytes]:
+    """Every file of the generated package, by path relative to the package directory. ``backend_name``:
+    ``backend[:option]`` (``tensorrt:fp16``: the runner's default precision); ``model``: the model file it is
+    generated for (its runner refuses a model of other inputs; None: any model of the family)."""
     check_package_name(package)
     check_about(about)
-    spec, backend_spec = family(family_name), backend(backend_name)  # every family runs on every backend
+    name, _, option = backend_name.partition(":")
+    spec, backend_spec = family(family_name), backend(name)  # every family runs on every backend
     if not spec.has_node:
         raise GeneratorError(
             f"{spec.name} has no node of its own ({spec.summary}): generate one of {', '.join(NODE_FAMILIES)}"
         )
-    context = template_context(spec, backend_spec, package, **about)
+    context = template_context(spec, backend_spec, package, runner=runner_context(backend_spec, model, option), **about)
     wheels = [_ros_wheel(name) for name in spec.ros_dependencies if name not in NO_WHEEL]
     context["ros_wheels"] = wheels + ["ros-rmw-fastrtps-cpp"]
     context["built_interfaces"] = [name for name in spec.ros_dependencies if name in NO_WHEEL]
@@ -270,7 +317,7 @@ def package_files(family_name: str, backend_name: str, package: str, **about: st
     for relative in modules:
         files[f"{package}/{relative}"] = (SOURCE_ROOT / relative).read_bytes()
     runner = f"runners/{backend_spec.template}"
-    files[f"{package}/runtime/{backend_spec.runner_module}.py"] = render(runner)
+    files[f"{package}/runtime/{backend_spec.runner_module}.py"] = render(runner, **context)
     files[f"{package}/__init__.py"] = render("package/init.py.j2", **context)
     files[f"{package}/{context['node_module']}.py"] = render("package/node.py.j2", **context)
     files[f"launch/{context['launch_file']}"] = render("package/launch.py.j2", **context)
@@ -305,6 +352,7 @@ def write_package(
     out: Path,
     force: bool = False,
     make_zip: bool = False,
+    model: Path | None = None,
     **about: str,
 ) -> Path:
     """Write the package to out/<package> (and out/<package>.zip): all of it, or nothing.
@@ -315,7 +363,7 @@ def write_package(
     finished package and zip are then renamed into place (a rename replaces a name, it never
     writes through a link). A link at out/<package> or out/<package>.zip is refused.
     """
-    files = package_files(family_name, backend_name, package, **about)
+    files = package_files(family_name, backend_name, package, model, **about)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise GeneratorError(f"--out {out} is a file; give a directory")

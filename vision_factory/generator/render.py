@@ -59,7 +59,8 @@ def _one_line(text: str, where: str) -> str:
 
 
 def python_literal(value: Any) -> Escaped:
-    """A Python literal as ruff formats it: strings double-quoted, unless they hold more double quotes than single."""
+    """A Python literal as ruff formats it: strings double-quoted, unless they hold more double quotes than single;
+    a tuple of literals on one line."""
     if isinstance(value, str):
         body = json.dumps(value, ensure_ascii=False)[1:-1]  # backslashes, double quotes and control characters escaped
         if value.count('"') > value.count("'"):
@@ -67,6 +68,9 @@ def python_literal(value: Any) -> Escaped:
         return Escaped(f'"{body}"')
     if value is None or isinstance(value, bool | int | float):
         return Escaped(repr(value))
+    if isinstance(value, tuple):
+        items = ", ".join(map(python_literal, value))
+        return Escaped(f"({items},)" if len(value) == 1 else f"({items})")
     raise TypeError(f"no literal for {type(value).__name__}")
 
 

@@ -14,8 +14,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..parameters import Parameter
+from ..parameters import Parameter, Value
 from .availability import BackendStatus, onnxruntime_status, openvino_status, tensorrt_status
+from .providers import DEFAULT_PROVIDER
 from .runner import Runner
 
 
@@ -33,6 +34,9 @@ class Backend:
     probe: Callable[[Backend], BackendStatus]  # what really runs here
     bench_options: tuple[str, ...]  # the options `bench` tries by default
     tools: tuple[tuple[str, str], ...] = ()  # (executable, function in the runner module)
+    # The runner parameters whose defaults its template states as constants (templates/runners/), and those
+    # defaults: a generated package's runner may state others (`generate --backend tensorrt:fp16`).
+    defaults: dict[str, Value] = field(default_factory=dict)
 
     def runner(self) -> type[Runner]:
         """The runner class, imported on first use (its runtime itself by its ``prepare`` or a model's load)."""
@@ -62,6 +66,7 @@ BACKENDS: dict[str, Backend] = {
             install_hint="pip install onnxruntime (CPU) or onnxruntime-gpu (CUDA, TensorRT provider); never both",
             probe=onnxruntime_status,
             bench_options=("cpu", "cuda"),
+            defaults={"execution_provider": DEFAULT_PROVIDER},
         ),
         Backend(
             name="openvino",
@@ -75,6 +80,7 @@ BACKENDS: dict[str, Backend] = {
             install_hint="pip install openvino",
             probe=openvino_status,
             bench_options=("CPU", "GPU"),
+            defaults={"device": "CPU", "inference_precision": "f32"},
         ),
         Backend(
             name="tensorrt",
@@ -89,6 +95,7 @@ BACKENDS: dict[str, Backend] = {
             probe=tensorrt_status,
             bench_options=("fp32",),
             tools=(("build_engine", "build_engine_main"),),
+            defaults={"precision": "fp32"},
         ),
     )
 }

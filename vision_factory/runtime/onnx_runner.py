@@ -11,10 +11,19 @@ from typing import Any
 
 import numpy as np
 
+from ..parameters import with_defaults, with_new_defaults
 from .cpu import warn_once
 from .providers import PARAMETERS as PROVIDER_PARAMETERS
 from .providers import ProviderConfig, create_session, fell_back, prepare_runtime
-from .runner import Logger, TensorInfo
+from .runner import Logger, ModelInputs, TensorInfo, check_model_inputs, model_inputs
+
+# The model this runner's package was generated for, and its inputs (name, shape; None: a dynamic dimension): a
+# model that takes other inputs is refused at load. None: any model of the family.
+MODEL_FILE = ""
+MODEL_INPUTS: ModelInputs | None = None
+# The execution provider(s) a node runs on when its execution_provider parameter is not set.
+EXECUTION_PROVIDER = "cpu"
+PARAMETERS = with_new_defaults(PROVIDER_PARAMETERS, execution_provider=EXECUTION_PROVIDER)
 
 # ONNX element types as numpy names, so every backend describes tensors alike.
 _DTYPES = {
@@ -37,13 +46,14 @@ class OnnxRunner:
     """An ONNX Runtime session on the providers that ``ProviderConfig`` asks for, checked to really run."""
 
     backend = "onnx"
-    PARAMETERS = PROVIDER_PARAMETERS
+    PARAMETERS = PARAMETERS
 
     def __init__(
         self, model_path: str | os.PathLike, config: ProviderConfig, logger: Logger, cpu_kind: str | None = None
     ):
         self.session = create_session(model_path, config, logger)
         self.inputs = [_tensor(i) for i in self.session.get_inputs()]
+        check_model_inputs(model_path, model_inputs(self.inputs), MODEL_INPUTS, MODEL_FILE)
         self.outputs = [_tensor(o) for o in self.session.get_outputs()]
         try:
             self.metadata = dict(self.session.get_modelmeta().custom_metadata_map)
@@ -62,11 +72,12 @@ class OnnxRunner:
 
     @classmethod
     def prepare(cls, settings: Mapping[str, Any]) -> str:
-        return prepare_runtime(settings)
+        return prepare_runtime(with_defaults(PARAMETERS, settings, "ONNX Runtime"))
 
     @classmethod
     def load(cls, model_path: str | os.PathLike, settings: Mapping[str, Any], logger: Logger) -> OnnxRunner:
-        return cls(model_path, ProviderConfig.from_settings(settings), logger)
+        config = ProviderConfig.from_settings(with_defaults(PARAMETERS, settings, "ONNX Runtime"))
+        return cls(model_path, config, logger)
 
     @property
     def providers(self) -> list[str]:

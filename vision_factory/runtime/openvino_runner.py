@@ -14,11 +14,28 @@ import numpy as np
 
 from ..parameters import Parameter, with_defaults
 from .cpu import warn_once
-from .runner import PROBE_MODEL, Logger, TensorInfo, default_cache_dir, model_file
+from .runner import (
+    PROBE_MODEL,
+    Logger,
+    ModelInputs,
+    TensorInfo,
+    check_model_inputs,
+    default_cache_dir,
+    model_file,
+    model_inputs,
+)
 
 PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 PRECISIONS = ("f32", "bf16", "f16", "")
 VIRTUAL_DEVICES = ("AUTO", "MULTI", "HETERO", "BATCH")  # they pick among the real devices themselves
+
+# The model this runner's package was generated for, and its inputs (name, shape; None: a dynamic dimension): a
+# model that takes other inputs is refused at load. None: any model of the family.
+MODEL_FILE = ""
+MODEL_INPUTS: ModelInputs | None = None
+# The device a node compiles for, and the inference precision, when its parameters do not set them.
+DEVICE = "CPU"
+INFERENCE_PRECISION = "f32"
 
 
 def _openvino():
@@ -43,21 +60,21 @@ class OpenVinoRunner:
 
     backend = "openvino"
     PARAMETERS = (
-        Parameter("device", "CPU", "OpenVINO device: CPU, GPU, GPU.1, NPU or AUTO", launch_argument=True),
+        Parameter("device", DEVICE, "OpenVINO device: CPU, GPU, GPU.1, NPU or AUTO", launch_argument=True),
         Parameter("performance_hint", "LATENCY", f"OpenVINO performance hint: {', '.join(PERFORMANCE_HINTS)}"),
         Parameter("cache_dir", "", "compiled-model cache, default $ROS_HOME/<package>/openvino_cache"),
         # OpenVINO runs bf16 by default on CPUs that have it; f32 keeps the model's own accuracy.
-        Parameter("inference_precision", "f32", "f32, bf16, f16, or '' for the device's default"),
+        Parameter("inference_precision", INFERENCE_PRECISION, "f32, bf16, f16, or '' for the device's default"),
         Parameter("inference_threads", 0, "CPU inference threads, 0 = OpenVINO decides"),
     )
 
     def __init__(
         self,
         model_path: str | os.PathLike,
-        device: str = "CPU",
+        device: str = DEVICE,
         performance_hint: str = "LATENCY",
         cache_dir: str = "",
-        inference_precision: str = "f32",
+        inference_precision: str = INFERENCE_PRECISION,
         inference_threads: int = 0,
         logger: Logger | None = None,
         cpu_kind: str | None = None,
@@ -93,6 +110,7 @@ class OpenVinoRunner:
         self.precision = self.compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
         self.version = ov.__version__
         self.inputs = [_tensor(port) for port in model.inputs]
+        check_model_inputs(path, model_inputs(self.inputs), MODEL_INPUTS, MODEL_FILE)
         self.outputs = [_tensor(port) for port in model.outputs]
         # ONNX metadata_props arrive in the model's runtime info, under "framework".
         framework = model.get_rt_info()["framework"] if model.has_rt_info(["framework"]) else {}

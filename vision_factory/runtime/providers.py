@@ -35,6 +35,7 @@ PROVIDER_ALIASES: dict[str, str] = {
 # Providers an ONNX Runtime build lists that do not run the model on this machine, and why: never offered as a
 # place to run (`backends`, the available providers an error names).
 REMOTE_PROVIDERS = {"AzureExecutionProvider": "it sends the inputs to a model served on Azure, not run here"}
+DEFAULT_PROVIDER = "cpu"  # what a node runs on unless told (a generated package's runner may state another)
 FALLBACK_POLICIES = ("error", "cpu")
 GRAPH_OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
 
@@ -101,7 +102,7 @@ def device_to_providers(device: str | None) -> list[str]:
 PARAMETERS = (
     Parameter(
         "execution_provider",
-        "cpu",
+        DEFAULT_PROVIDER,
         "ONNX Runtime provider(s): cpu, cuda, tensorrt, openvino, rocm, dml, coreml; a list: tensorrt,cuda,cpu",
         launch_argument=True,
         dynamic_typing=True,
@@ -144,7 +145,7 @@ class ProviderConfig:
     graph_optimization: str = "all"
 
     @classmethod
-    def create(cls, execution_provider: str | Sequence[str] = "cpu", **options) -> ProviderConfig:
+    def create(cls, execution_provider: str | Sequence[str] = DEFAULT_PROVIDER, **options) -> ProviderConfig:
         config = cls(providers=tuple(resolve_provider_names(execution_provider)), **options)
         config.validate()
         return config

@@ -51,6 +51,45 @@ def tensors_text(tensors: Sequence[TensorInfo]) -> str:
     return ", ".join(f"{tensor_text(t)} {t.dtype}" for t in tensors) or "none"
 
 
+# The inputs of the model a generated package was made for, as its runner states them: (name, shape) each, a
+# dynamic dimension None. None: any model (vision_factory's own runners; a package generated without --model-file).
+ModelInputs = tuple[tuple[str, tuple[int | None, ...]], ...]
+
+
+def model_inputs(tensors: Sequence[TensorInfo]) -> ModelInputs:
+    """``tensors`` as ModelInputs: every dimension that is not fixed (a name, None, TensorRT's -1) None."""
+    return tuple((tensor.name, tuple(fixed_dim(dim) for dim in tensor.shape)) for tensor in tensors)
+
+
+def check_model_inputs(
+    model_path: str | os.PathLike, have: ModelInputs, expected: ModelInputs | None, generated_from: str
+) -> None:
+    """Refuse the model at ``model_path``, of inputs ``have``, unless they are ``expected``, those of
+    ``generated_from`` (the model file the package was generated for): another name, rank or fixed size, or a
+    dynamic dimension where that model's was fixed, is refused. A dimension dynamic in ``expected`` takes any size.
+    Nothing is checked when ``expected`` is None."""
+    if expected is None:
+        return
+    fits = len(have) == len(expected) and all(
+        name == want_name
+        and len(shape) == len(want_shape)
+        and all(w is None or w == d for d, w in zip(shape, want_shape))
+        for (name, shape), (want_name, want_shape) in zip(have, expected)
+    )
+    if not fits:
+        path = untrusted(str(model_path), 200)
+        raise ValueError(
+            f"model {path} takes {_inputs_text(have)}, but this package was generated for a model that takes "
+            f"{_inputs_text(expected)} ({untrusted(generated_from, 100)}): regenerate the package for this model "
+            f"(vision-factory generate ... --model-file {path}), or give it a model of that input"
+        )
+
+
+def _inputs_text(inputs: ModelInputs) -> str:
+    """'images [1, 3, 640, 640]' for each input, names escaped (they come from model files)."""
+    return ", ".join(f"{untrusted(name, 100)} {shape_text(shape)}" for name, shape in inputs) or "none"
+
+
 class Runner(Protocol):
     """Load a model, run it, say what it runs on."""
 

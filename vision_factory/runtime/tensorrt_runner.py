@@ -24,13 +24,20 @@ from typing import Any
 import numpy as np
 
 from ..parameters import Parameter, with_defaults
-from .runner import Logger, TensorInfo, default_cache_dir, model_file
+from .runner import Logger, ModelInputs, TensorInfo, check_model_inputs, default_cache_dir, fixed_dim, model_file
 
 PRECISIONS = ("fp32", "fp16")
 INSTALL_HINT = "pip install tensorrt cuda-python (TensorRT also needs an NVIDIA GPU and its driver)"
 
+# The model this runner's package was generated for, and its inputs (name, shape; None: a dynamic dimension): a
+# model that takes other inputs is refused at load. None: any model of the family.
+MODEL_FILE = ""
+MODEL_INPUTS: ModelInputs | None = None
+# The precision engines are built in when the node's precision parameter does not set it.
+PRECISION = "fp32"
+
 PARAMETERS = (
-    Parameter("precision", "fp32", "fp32 or fp16", launch_argument=True),
+    Parameter("precision", PRECISION, "fp32 or fp16", launch_argument=True),
     Parameter("engine_cache_dir", "", "engine cache, default $ROS_HOME/<package>/tensorrt_engines"),
     Parameter("device_id", 0, "CUDA device index"),
     Parameter("workspace_mb", 1024, "TensorRT builder workspace in MiB"),
@@ -170,14 +177,16 @@ def _varint(data: memoryview, position: int) -> tuple[int, int]:
         shift += 7
 
 
-def _length_delimited(data: memoryview) -> Iterator[tuple[int, memoryview]]:
-    """The length-delimited fields of a protobuf message as (field number, bytes); other fields are skipped."""
+def _fields(data: memoryview) -> Iterator[tuple[int, int | memoryview]]:
+    """The fields of a protobuf message as (field number, value): a varint's number, a length-delimited field's
+    bytes; fixed-size fields are skipped."""
     position = 0
     while position < len(data):
         tag, position = _varint(data, position)
         wire_type = tag & 7
         if wire_type == 0:
-            _, position = _varint(data, position)
+            value, position = _varint(data, position)
+            yield tag >> 3, value
         elif wire_type == 1:
             position += 8
         elif wire_type == 5:
@@ -188,6 +197,41 @@ def _length_delimited(data: memoryview) -> Iterator[tuple[int, memoryview]]:
             position += size
         else:
             raise ValueError(f"unexpected protobuf wire type {wire_type}")
+
+
+def _length_delimited(data: memoryview) -> Iterator[tuple[int, memoryview]]:
+    """The length-delimited fields of a protobuf message as (field number, bytes); other fields are skipped."""
+    return ((number, value) for number, value in _fields(data) if isinstance(value, memoryview))
+
+
+def _text(data: memoryview) -> str:
+    return bytes(data).decode(errors="replace")
+
+
+def _messages(data: memoryview, number: int) -> Iterator[memoryview]:
+    """The length-delimited fields ``number`` of a protobuf message (its submessages, strings or bytes)."""
+    return (value for field, value in _length_delimited(data) if field == number)
+
+
+def onnx_model_inputs(model: bytes) -> ModelInputs:
+    """The graph's inputs as ONNX Runtime lists them, read from the file's protobuf without the onnx package:
+    ModelProto.graph (7)'s GraphProto.input (11) less its initializers (5, named by field 8), each ValueInfoProto's
+    name (1) and the dims (1) of its type (2)'s tensor_type (1) shape (2): dim_value (1) when fixed, else None."""
+    graph = next(_messages(memoryview(model), 7), memoryview(b""))
+    initializers = {_text(name) for tensor in _messages(graph, 5) for name in _messages(tensor, 8)}
+    inputs = []
+    for info in _messages(graph, 11):
+        name = next((_text(value) for value in _messages(info, 1)), "")
+        dims = [
+            fixed_dim(next((value for field, value in _fields(dim) if field == 1 and isinstance(value, int)), None))
+            for kind in _messages(info, 2)
+            for tensor in _messages(kind, 1)
+            for shape in _messages(tensor, 2)
+            for dim in _messages(shape, 1)
+        ]
+        if name not in initializers:
+            inputs.append((name, tuple(dims)))
+    return tuple(inputs)
 
 
 def onnx_metadata(model: bytes) -> dict[str, str]:
@@ -316,10 +360,13 @@ class TensorRtRunner:
         self._inputs: list[_Binding] = []
         self._outputs: list[_Binding] = []
         path = model_file(model_path)
+        model = path.read_bytes()
+        # before TensorRT is needed, and before minutes of building an engine
+        check_model_inputs(path, onnx_model_inputs(model), MODEL_INPUTS, MODEL_FILE)
         trt = _tensorrt()
         self._cudart = _cudart()
         try:
-            self._open(trt, path, logger)
+            self._open(trt, path, model, logger)
         except BaseException:
             self.close()
             raise
@@ -341,10 +388,9 @@ class TensorRtRunner:
     def load(cls, model_path: str | os.PathLike, settings: Mapping[str, Any], logger: Logger) -> TensorRtRunner:
         return cls(model_path, EngineOptions.from_settings(settings), logger)
 
-    def _open(self, trt: Any, path: Path, logger: Logger) -> None:
+    def _open(self, trt: Any, path: Path, model: bytes, logger: Logger) -> None:
         cudart = self._cudart
         self.gpu, capability = _select_gpu(cudart, self.options.device_id)
-        model = path.read_bytes()
         self.key = EngineKey(
             hashlib.sha256(model).hexdigest(), trt.__version__, self.gpu, capability, self.options.precision
         )

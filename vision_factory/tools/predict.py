@@ -53,7 +53,7 @@ def node_values(name: str, model: Path, options: Mapping[str, Any], parameters: 
     return with_defaults(spec.parameters, {"model_path": str(model), **values}, name)
 
 
-def build_detector(
+def detector_from_options(
     model_type: str,
     model: Path,
     target: str,
@@ -62,9 +62,10 @@ def build_detector(
     detector_type: str = "yolo",
     load: LoadRunner | None = None,
 ) -> Detector:
-    """The ``model_type`` detector on ``target`` (e.g. onnx:cpu) with the options of FINDING and POSING;
-    rtmpose: on the people the ``detector_type`` model ``detector_model`` finds. ``load`` loads each model
-    file instead of ``target`` (quantize records what the model is fed)."""
+    """The ``model_type`` detector on ``target`` (e.g. onnx:cpu) as its node builds it (``Family.build``) from the
+    parameter values the options of FINDING and POSING give; rtmpose: on the people the ``detector_type`` model
+    ``detector_model`` finds. ``load`` loads each model file instead of ``target`` (quantize records what the model
+    is fed)."""
     if model_type == "rtmpose" and detector_model is None:
         raise UsageError("rtmpose needs person boxes: give --detector MODEL (and --detector-type if not yolo)")
     if options.get("--input-size"):

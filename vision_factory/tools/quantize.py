@@ -149,18 +149,18 @@ def calibration_inputs(
         read = sum(1 for index, frame in enumerate(calibration) if stream.push(frame, index) is not None)
         stream.flush()
     elif model_type == "reid":
-        from .predict import build_detector
+        from .predict import detector_from_options
 
-        people = build_detector("yolo", detector_model, REFERENCE, options or {})
+        people = detector_from_options("yolo", detector_model, REFERENCE, options or {})
         values = with_defaults(family("reid").parameters, {"reid_model_path": str(model)}, "reid")
         embedder = family("reid").build(values, load)
         read = sum(
             1 for frame in calibration if embedder.embed(frame, [d.xyxy for d in people.detect(frame)]) is not None
         )
     else:
-        from .predict import build_detector
+        from .predict import detector_from_options
 
-        detector = build_detector(model_type, model, REFERENCE, options or {}, detector_model, load=load)
+        detector = detector_from_options(model_type, model, REFERENCE, options or {}, detector_model, load=load)
         read = sum(1 for frame in calibration if detector.detect(frame) is not None)
     feeds = [feed for recorder in recorders for feed in recorder.feeds]
     if not feeds:
@@ -773,7 +773,7 @@ def compare_on_people(
     detections' differences (compare's, keypoints included); reid: the cosine of each person's two embeddings."""
     from .coco_eval import coco_result
     from .compare import describe_comparison, detection_differences, save_comparison
-    from .predict import build_detector
+    from .predict import detector_from_options
 
     frames = list(calibration_frames(data, None, "--data"))
 
@@ -793,7 +793,9 @@ def compare_on_people(
     if model_type == "rtmpose":
         results = []
         for model, target in configurations:
-            detector = build_detector("rtmpose", model, target, options, detector_model, load=loader(model, target))
+            detector = detector_from_options(
+                "rtmpose", model, target, options, detector_model, load=loader(model, target)
+            )
             results.append(
                 [
                     coco_result(index, found.class_id, found, keypoints=True)
@@ -803,7 +805,7 @@ def compare_on_people(
             )
         outputs = detection_differences(*results)
     else:
-        people = build_detector("yolo", detector_model, REFERENCE, options)
+        people = detector_from_options("yolo", detector_model, REFERENCE, options)
         boxes = [[found.xyxy for found in people.detect(frame)] for frame in frames]
         if not any(boxes):
             raise ValueError(

@@ -38,7 +38,6 @@ from .cli_support import progress as _progress
 from .cli_support import reported as _reported
 from .cli_support import show as _show
 from .cli_support import warn as _warn
-from .families import reid, tracking
 from .families.registry import DETECTORS, FAMILIES, NODE_FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
 from .generator import ABOUT_DEFAULTS
 from .images import OUTPUT_ENCODINGS
@@ -50,7 +49,6 @@ from .tools.mot import MODEL_TYPE as TRACK
 from .tools.quantize import BACKENDS as QUANTIZE_BACKENDS
 from .tools.quantize import LOSSES, METHODS, PRECISIONS, QUANTIZE_TYPES, TARGET_CPUS
 
-TRACKNET = FAMILIES["tracknet"].parameters
 # eval's model types: the families it scores (tracknet: ball CSVs; those with a COCO iouType), and MOTChallenge tracks.
 EVAL_TYPES = (*(name for name, spec in FAMILIES.items() if name == "tracknet" or spec.iou_type), TRACK)
 # verify's model types: the nodes that answer each frame from one model (tools/verify.py).
@@ -358,7 +356,7 @@ def generate(model_file: Path | None, **given: Any) -> None:
     option("--node", is_flag=True,
            help="also replay 1280x720 frames over DDS through the family's ROS node on each target: this package's "
            "node for onnx, a generated package's for the others (needs --model-type)"),
-    parameter_option("stride", TRACKNET, prefix="tracknet: ", suffix=", in the pipeline and the node", type=STRIDE),
+    parameter_option("stride", prefix="tracknet: ", suffix=", in the pipeline and the node", type=STRIDE),
     out_option("folder for bench.json and bench.png", "vision_factory_bench"),
 )  # fmt: skip
 def bench(**given: Any) -> None:
@@ -391,10 +389,10 @@ def bench(**given: Any) -> None:
     option("--model", type=FILE, help="model to run over --source"),
     option("--source", type=ANY_PATH, help="rosbag2 or video the model runs over"),
     BACKEND,
-    parameter_option("median_warmup", TRACKNET),
-    parameter_option("heatmap_threshold", TRACKNET),
+    parameter_option("median_warmup"),
+    parameter_option("heatmap_threshold"),
     option("--tolerance", default=4.0, show_default=True, help="TP distance in 512x288 pixels"),
-    parameter_option("stride", TRACKNET, prefix="tracknet --model: ", type=STRIDE),
+    parameter_option("stride", prefix="tracknet --model: ", type=STRIDE),
     option("--inpaint-model", type=FILE,
            help="tracknet --model: InpaintNet model repairing its track, as the node's inpaint_model_path (the "
            "precision-recall curve stays TrackNet's)"),
@@ -474,8 +472,8 @@ def evaluate_command(
     option("--source", type=ANY_PATH, help="tracknet: the rosbag2 or video both run over"),
     option("--data", type=ANY_PATH,
            help="tracknet: truth CSV, for metric differences; yolo: the COCO data set both run over (JSON or folder)"),
-    parameter_option("median_warmup", TRACKNET),
-    parameter_option("heatmap_threshold", TRACKNET),
+    parameter_option("median_warmup"),
+    parameter_option("heatmap_threshold"),
     option("--out", "out_dir", type=FOLDER, default=Path("vision_factory_compare")),
 )  # fmt: skip
 def compare(
@@ -681,7 +679,7 @@ def _tracking_options() -> Callable:
 
     return options(
         *(
-            parameter_option(name, tracking.PARAMETERS, flag, suffix=f" ({name})", metavar=METAVARS.get(flag))
+            parameter_option(name, flag, suffix=f" ({name})", metavar=METAVARS.get(flag))
             for flag, name in TRACKING.items()
         )
     )
@@ -734,7 +732,7 @@ def track(sources: tuple[Path, ...], model_type: str, model: Path, target: str, 
            help="MOTChallenge ground truth of the people in them (gt.txt: frame,id,x,y,w,h,...; frames from 1)"),
     out_option("the tuned copy: NAME.onnx", kind=FILE, dest="out"),
     BACKEND,
-    parameter_option("reid_input_size", reid.PARAMETERS, "--input-size", "input_size"),
+    parameter_option("reid_input_size", "--input-size", "input_size"),
 )  # fmt: skip
 def reid_tune(**given: Any) -> None:
     """The tracker's appearance thresholds for one re-id model, measured on your frames.

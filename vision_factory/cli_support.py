@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from .families.registry import node_parameter
 from .parameters import Parameter
 from .tools.commands import CommandReport, UsageError
 
@@ -44,18 +45,12 @@ class ParameterOption(click.Option):
 
 
 def parameter_option(
-    name: str,
-    parameters: Iterable[Parameter],
-    flag: str = "",
-    dest: str = "",
-    prefix: str = "",
-    suffix: str = "",
-    **settings: Any,
+    name: str, flag: str = "", dest: str = "", prefix: str = "", suffix: str = "", **settings: Any
 ) -> Callable:
-    """The option ``flag`` (default: --name-with-dashes) for the node parameter ``name`` of ``parameters``, passed
-    to the command as ``dest`` (default: the parameter's name), of the parameter's default; its help ``prefix`` +
-    the parameter's description + ``suffix``. ``settings``: Click's (a type narrower than the default's)."""
-    parameter = next(parameter for parameter in parameters if parameter.name == name)
+    """The option ``flag`` (default: --name-with-dashes) for the node parameter ``name`` (families/registry.py's
+    node_parameter), passed to the command as ``dest`` (default: the parameter's name), of the parameter's default;
+    its help ``prefix`` + the parameter's description + ``suffix``. ``settings``: Click's (a narrower type)."""
+    parameter = node_parameter(name)
     settings = {"type": type(parameter.default), "show_default": parameter.default != "", **settings}
     help_text = f"{prefix}{parameter.description}{suffix}"
     flag = flag or "--" + name.replace("_", "-")

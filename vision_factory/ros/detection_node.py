@@ -3,10 +3,10 @@
 Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage);
             rtmpose with person_source topic also person_detections (vision_msgs/Detection2DArray),
             paired with the image of the same stamp
-Publishes   detections (detection families) or poses (pose families), vision_msgs/Detection2DArray,
-            one per frame with that frame's header; labels (vision_msgs/LabelInfo, transient local,
-            once); pose_markers (visualization_msgs/MarkerArray) and debug_image only when subscribed;
-            with tracking on, track_markers (visualization_msgs/MarkerArray) when subscribed.
+Publishes   families/detection.py's output table (node()), from which configure creates the publishers and
+            `vision-factory models` describes them: detections (detection families) or poses (pose families),
+            vision_msgs/Detection2DArray, one per frame with that frame's header; labels (the class map,
+            transient local, once); pose markers, with tracking on track markers, and debug_image when subscribed.
 
 With ``tracking`` on (yolo, yolo_pose, fasterrcnn: families/tracking.py's parameters) each Detection2D.id is the
 detection's track ID, empty when it is not (yet) part of a confirmed track; the detector then hands the tracker

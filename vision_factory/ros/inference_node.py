@@ -224,10 +224,10 @@ class InferenceNode(LifecycleNode):
     def create_outputs(self, outputs: tuple[Output, ...]) -> dict[str, Any]:
         """The publishers of a node's output table (Family.node.outputs: the table `vision-factory models` and the
         generated README describe), by topic; one whose ``when`` parameter is off is not created."""
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         publishers = {}
         for output in outputs:
             if output.published(self.values):
-                latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
                 qos = latched if output.latched else output.depth
                 kind = message_class(output.message)
                 publishers[output.topic] = self.create_output(kind, output.topic, qos, output.listened)

@@ -2,9 +2,10 @@
 
 Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage), and detections
             (vision_msgs/Detection2DArray), paired by stamp
-Publishes   tracks (vision_msgs/Detection2DArray): each detections message as it came, with every Detection2D.id
-            the detection's track ID, or empty when it is not (yet) part of a confirmed track; track_markers
-            (visualization_msgs/MarkerArray) and debug_image only when subscribed.
+Publishes   families/track.py's output table (its publishers, and what `vision-factory models` says): tracks
+            (vision_msgs/Detection2DArray), each detections message as it came, with every Detection2D.id the
+            detection's track ID, or empty when it is not (yet) part of a confirmed track; track_markers and
+            debug_image only when subscribed.
 
 Detections are tracked per class: their results[0] class_id (a name) sets it. Those scoring under
 track_low_threshold are republished too, with an empty id. New streams as in ros/tracks.py.

@@ -1,8 +1,9 @@
 """tracknet_node: ball positions from an image stream with TrackNet (+ InpaintNet), on any backend.
 
 Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage)
-Publishes   ball (geometry_msgs/PointStamped, pixels, z = visibility), one per accepted frame,
-            stamped with that frame's header; ball_markers and debug_image only when subscribed.
+Publishes   families/tracknet.py's output table (its publishers, and what `vision-factory models` says): ball
+            (geometry_msgs/PointStamped, pixels, z = visibility), one per accepted frame, stamped with that
+            frame's header; ball_markers and debug_image only when subscribed.
 
 Two stages per frame: the subscription callback (the executor's thread) converts the message and
 pre-processes the frame while the inference thread runs the model on the frame before it; the

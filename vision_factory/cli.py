@@ -32,6 +32,7 @@ from .cli_support import (
     options,
     out_option,
     parameter_option,
+    tool_option,
 )
 from .cli_support import command_words as _command
 from .cli_support import progress as _progress
@@ -44,10 +45,12 @@ from .images import OUTPUT_ENCODINGS
 from .parameters import CAMERA_TOPIC
 from .runtime.backends import BACKENDS, BENCH_TARGETS
 from .tools.bags import STORAGES
+from .tools.ball_eval import evaluate_tracking
 from .tools.image_bag import DEFAULT_FPS
 from .tools.mot import MODEL_TYPE as TRACK
 from .tools.quantize import BACKENDS as QUANTIZE_BACKENDS
 from .tools.quantize import LOSSES, METHODS, PRECISIONS, QUANTIZE_TYPES, TARGET_CPUS
+from .tools.quantize import quantize as run_quantize
 
 # eval's model types: the families it scores (tracknet: ball CSVs; those with a COCO iouType), and MOTChallenge tracks.
 EVAL_TYPES = (*(name for name, spec in FAMILIES.items() if name == "tracknet" or spec.iou_type), TRACK)
@@ -391,7 +394,7 @@ def bench(**given: Any) -> None:
     BACKEND,
     parameter_option("median_warmup"),
     parameter_option("heatmap_threshold"),
-    option("--tolerance", default=4.0, show_default=True, help="TP distance in 512x288 pixels"),
+    tool_option("--tolerance", evaluate_tracking, "tolerance", help="TP distance in 512x288 pixels"),
     parameter_option("stride", prefix="tracknet --model: ", type=STRIDE),
     option("--inpaint-model", type=FILE,
            help="tracknet --model: InpaintNet model repairing its track, as the node's inpaint_model_path (the "
@@ -434,7 +437,6 @@ def evaluate_command(
       vision-factory eval --model-type yolo --data instances_val.json --predictions results.json
       vision-factory eval --model-type track --data MOT17-02/gt/gt.txt --predictions runs/tracks.txt
     """
-    from .tools.ball_eval import evaluate_tracking
     from .tools.coco_eval import evaluate_detections
     from .tools.mot import evaluate_tracks
 
@@ -521,10 +523,10 @@ MAX_LOSS_DEFAULT = "; ".join(f"{key}: {what} {limit:g}" for key, (what, limit) i
            help="int8: a folder of images, a video or a rosbag2 (its image topic), run through the family's "
            "pre-processing"),
     out_option("the quantized model: NAME.onnx (onnx), NAME.xml with NAME.bin (openvino)", kind=FILE, dest="out"),
-    option("--backend", type=click.Choice(QUANTIZE_BACKENDS), default="onnx", show_default=True),
-    option("--precision", type=click.Choice(PRECISIONS), default="int8", show_default=True),
-    option("--frames", type=int, default=32, show_default=True, help="calibration frames (the first N)"),
-    option("--method", type=click.Choice(METHODS), default="minmax", show_default=True, help="onnx int8 calibration"),
+    tool_option("--backend", run_quantize, "backend", type=click.Choice(QUANTIZE_BACKENDS)),
+    tool_option("--precision", run_quantize, "precision", type=click.Choice(PRECISIONS)),
+    tool_option("--frames", run_quantize, "frames", type=int, help="calibration frames (the first N)"),
+    tool_option("--method", run_quantize, "method", type=click.Choice(METHODS), help="onnx int8 calibration"),
     option("--float-tail/--no-float-tail", "keep_tail", default=True, show_default=True,
            help="keep the last conv on each path to the outputs, and what follows, in float"),
     option("--data", type=ANY_PATH,
@@ -536,9 +538,9 @@ MAX_LOSS_DEFAULT = "; ".join(f"{key}: {what} {limit:g}" for key, (what, limit) i
     option("--imgsz", type=int, help="yolo models with dynamic input: the input size  [default: as the nodes]"),
     option("--input-size", help="fasterrcnn / rtmpose with dynamic input: WIDTHxHEIGHT"),
     option("--speed-runs", type=click.IntRange(min=1), default=50, show_default=True, help="timed runs of each"),
-    option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
-           help="CPU threads when timing, 0 = default"),
-    option("--target-cpu", type=click.Choice(TARGET_CPUS), default="auto", show_default=True,
+    tool_option("--threads", run_quantize, "threads", type=click.IntRange(min=0),
+                help="CPU threads when timing, 0 = default"),
+    tool_option("--target-cpu", run_quantize, "target_cpu", type=click.Choice(TARGET_CPUS),
            help="int8: the CPU it runs on: vnni (AVX-512 VNNI, AVX-VNNI, AMX), avx2 (x86 without VNNI: 7-bit weights, "
            "which its int8 kernels do not saturate), auto = this CPU's kind"),
     option("--max-loss", type=click.FloatRange(min=0),
@@ -570,7 +572,6 @@ def quantize(imgsz: int | None, input_size: str | None, **given: Any) -> None:
           --out tracknet_int8.onnx --data truth.csv --source rally.mp4
     """
     from .tools.quantize import AccuracyLost
-    from .tools.quantize import quantize as run_quantize
 
     options = {"--imgsz": imgsz, "--input-size": input_size}
     with _reported():

@@ -5,6 +5,7 @@ and how a command shows what a tool returns or why it failed."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import shlex
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -56,6 +57,12 @@ def parameter_option(
     flag = flag or "--" + name.replace("_", "-")
     return option(flag, dest or name, cls=ParameterOption, parameter=parameter, default=parameter.default,
                   help=help_text, **settings)  # fmt: skip
+
+
+def tool_option(flag: str, tool: Callable, name: str, **settings: Any) -> Callable:
+    """The option ``flag`` for the keyword argument ``name`` of the ``tool`` function, of its default there."""
+    default = inspect.signature(tool).parameters[name].default
+    return option(flag, name, default=default, show_default=True, **settings)
 
 
 def options(*decorators: Callable) -> Callable:

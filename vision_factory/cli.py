@@ -1,35 +1,59 @@
-"""vision-factory: the command line. Each command parses its options and calls one function of tools/,
+"""vision-factory: the command line, as option tables and calls. Each command declares its options (those that mean
+a node parameter made from the parameter's table: its default, its description) and calls one function of tools/,
 generator/ or runtime/ (testable without Click), then shows what it returns."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from . import __version__
+from .cli_support import (
+    ANY_PATH,
+    BACKEND,
+    BAG_TOPIC,
+    EXISTING,
+    EXISTING_FILE,
+    FILE,
+    FOLDER,
+    FORMAT,
+    PARAM,
+    POSITIVE,
+    STRIDE,
+    executable_option,
+    force_option,
+    model_type_option,
+    option,
+    options,
+    out_option,
+    parameter_option,
+    tool_option,
+)
+from .cli_support import command_words as _command
+from .cli_support import progress as _progress
+from .cli_support import reported as _reported
+from .cli_support import show as _show
+from .cli_support import warn as _warn
 from .families.registry import DETECTORS, FAMILIES, NODE_FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
 from .generator import ABOUT_DEFAULTS
 from .images import OUTPUT_ENCODINGS
 from .parameters import CAMERA_TOPIC
 from .runtime.backends import BACKENDS, BENCH_TARGETS
 from .tools.bags import STORAGES
-from .tools.commands import CommandReport, UsageError, node_default
+from .tools.ball_eval import evaluate_tracking
 from .tools.image_bag import DEFAULT_FPS
 from .tools.mot import MODEL_TYPE as TRACK
 from .tools.quantize import BACKENDS as QUANTIZE_BACKENDS
 from .tools.quantize import LOSSES, METHODS, PRECISIONS, QUANTIZE_TYPES, TARGET_CPUS
+from .tools.quantize import quantize as run_quantize
 
-HEATMAP_THRESHOLD = node_default(FAMILIES["tracknet"].parameters, "heatmap_threshold")
-MEDIAN_WARMUP = node_default(FAMILIES["tracknet"].parameters, "median_warmup")
 # eval's model types: the families it scores (tracknet: ball CSVs; those with a COCO iouType), and MOTChallenge tracks.
 EVAL_TYPES = (*(name for name, spec in FAMILIES.items() if name == "tracknet" or spec.iou_type), TRACK)
-FORMAT_HELP = "text for people, json for programs"
 # verify's model types: the nodes that answer each frame from one model (tools/verify.py).
 VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make is not None or name == "tracknet"]
 
@@ -41,20 +65,13 @@ def main() -> None:
 
 
 @main.command()
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("vision_factory_demo"),
-    show_default=True,
-    help="folder for models, bag, CSVs, picture",
+@options(
+    out_option("folder for models, bag, CSVs, picture", "vision_factory_demo"),
+    option("--frames", type=click.IntRange(min=20), default=90, show_default=True, help="frames in the synthetic clip"),
+    option("--size", default="1280x720", show_default=True, help="frame size WIDTHxHEIGHT"),
+    option("--inpaint/--no-inpaint", default=True, show_default=True, help="refine with InpaintNet"),
 )
-@click.option(
-    "--frames", type=click.IntRange(min=20), default=90, show_default=True, help="frames in the synthetic clip"
-)
-@click.option("--size", default="1280x720", show_default=True, help="frame size WIDTHxHEIGHT")
-@click.option("--inpaint/--no-inpaint", default=True, show_default=True, help="refine with InpaintNet")
-def demo(out_dir: Path, frames: int, size: str, inpaint: bool) -> None:
+def demo(**given: Any) -> None:
     """Track a ball end to end with built-in models and data (nothing to download).
 
     Builds a small TrackNet-compatible ONNX model and a clip of a bouncing ball with
@@ -68,61 +85,26 @@ def demo(out_dir: Path, frames: int, size: str, inpaint: bool) -> None:
     from .tools.demo import demo as run_demo
 
     with _reported():
-        _show(run_demo(out_dir, frames, size, inpaint, click.echo))
+        _show(run_demo(**given, log=click.echo))
 
 
 @main.command()
-@click.argument("bag", type=click.Path(exists=True, path_type=Path))
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    required=True,
-    help="folder for the output bag, ball.csv or detections.json, and replay.json",
-)
-@click.option(
-    "--node",
-    type=click.Choice(list(NODE_FAMILIES)),
-    default="tracknet",
-    show_default=True,
-    help="node to start for the replay",
-)
-@click.option(
-    "--params-file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="ROS 2 parameters YAML for the node (e.g. config/tracknet_onnx.yaml)",
-)
-@click.option("-p", "--param", "params", multiple=True, metavar="NAME:=VALUE", help="node parameter, repeatable")
-@click.option("--topic", help="image topic in the bag (needed when it has several)")
-@click.option(
-    "--rate",
-    type=click.FloatRange(min=0, min_open=True),
-    help="play at recorded timing times RATE; default: as fast as the node keeps up",
-)
-@click.option(
-    "--storage",
-    type=click.Choice(["mcap", "sqlite3"]),
-    default="mcap",
-    show_default=True,
-    help="rosbag2 storage of the bag of the node's outputs written to OUT (the input bag's is read as it is)",
-)
-@click.option(
-    "--executable",
-    help="command that starts the node instead of this package's, e.g. 'ros2 run my_tracker tracknet_node'",
-)
-@click.option("--force", is_flag=True, help="replace the outputs of an earlier run in OUT (else refused)")
-def replay(
-    bag: Path,
-    out_dir: Path,
-    node: str,
-    params_file: Path | None,
-    params: tuple[str, ...],
-    topic: str | None,
-    rate: float | None,
-    storage: str,
-    executable: str | None,
-    force: bool,
-) -> None:
+@click.argument("bag", type=EXISTING)
+@options(
+    out_option("folder for the output bag, ball.csv or detections.json, and replay.json"),
+    option("--node", type=click.Choice(list(NODE_FAMILIES)), default="tracknet", show_default=True,
+           help="node to start for the replay"),
+    option("--params-file", type=EXISTING_FILE,
+           help="ROS 2 parameters YAML for the node (e.g. config/tracknet_onnx.yaml)"),
+    PARAM,
+    BAG_TOPIC,
+    option("--rate", type=POSITIVE, help="play at recorded timing times RATE; default: as fast as the node keeps up"),
+    option("--storage", type=click.Choice(list(STORAGES)), default="mcap", show_default=True,
+           help="rosbag2 storage of the bag of the node's outputs written to OUT (the input bag's is read as it is)"),
+    executable_option("ros2 run my_tracker tracknet_node"),
+    force_option(),
+)  # fmt: skip
+def replay(params: tuple[str, ...], executable: str | None, **given: Any) -> None:
     """Play a rosbag2 (mcap or sqlite3) through a node and record its outputs.
 
     Writes the node's messages to OUT/<node>_outputs (a bag), the ball as OUT/ball.csv in
@@ -149,21 +131,8 @@ def replay(
     from .tools.replay import replay as run_replay
 
     with _reported(FileExistsError):
-        overrides = parse_overrides(params)
-        command = shlex.split(executable) if executable else None
-        result = run_replay(
-            bag,
-            out_dir,
-            node,
-            overrides,
-            params_file,
-            topic,
-            rate,
-            storage=storage,
-            progress=_progress,
-            executable=command,
-            force=force,
-        )
+        overrides, command = parse_overrides(params), _command(executable)
+        result = run_replay(**given, params=overrides, progress=_progress, executable=command)
     click.echo("", err=True)
     click.echo(json.dumps(result.summary(), indent=2))
     if result.missing_frames:
@@ -171,70 +140,26 @@ def replay(
 
 
 @main.command()
-@click.argument("bag", type=click.Path(exists=True, path_type=Path))
-@click.option("--model-type", type=click.Choice(VERIFIED), required=True, help="the node's model family")
-@click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="the model (ONNX)")
-@click.option(
-    "--executable",
-    help="command that starts the node instead of this package's, e.g. 'ros2 run my_pkg yolo_node'",
-)
-@click.option(
-    "-p",
-    "--param",
-    "params",
-    multiple=True,
-    metavar="NAME:=VALUE",
-    help="node parameter, repeatable; the model's parameters apply offline too (model_path: the node's only)",
-)
-@click.option(
-    "--params-file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="ROS 2 parameters YAML of the node (e.g. its config/*.yaml), read for the offline model too",
-)
-@click.option(
-    "--latency-budget-ms",
-    type=click.FloatRange(min=0, min_open=True),
-    help="also check the node's p99 pipeline latency (answer received minus the image's stamp)",
-)
-@click.option(
-    "--backend",
-    default="onnx:cpu",
-    show_default=True,
-    help="what the node runs on, as in bench; the model runs offline on it too, and it sets the tolerance",
-)
-@click.option("--tolerance", "tolerance_px", type=click.FloatRange(min=0), help="pixels  [default: the backend's]")
-@click.option("--topic", help="image topic in the bag (needed when it has several)")
-@click.option(
-    "--rate",
-    type=click.FloatRange(min=0, min_open=True),
-    default=1.0,
-    show_default=True,
-    help="play at the bag's own rate times RATE",
-)
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("vision_factory_verify"),
-    show_default=True,
-    help="folder for verify.json, verify.md, worst_frame.png and the node's outputs",
-)
-@click.option("--force", is_flag=True, help="replace an earlier verification in OUT (else refused)")
-def verify(
-    bag: Path,
-    model_type: str,
-    model: Path,
-    executable: str | None,
-    params: tuple[str, ...],
-    params_file: Path | None,
-    latency_budget_ms: float | None,
-    backend: str,
-    tolerance_px: float | None,
-    topic: str | None,
-    rate: float,
-    out_dir: Path,
-    force: bool,
-) -> None:
+@click.argument("bag", type=EXISTING)
+@options(
+    model_type_option(VERIFIED, "the node's model family", required=True),
+    option("--model", type=FILE, required=True, help="the model (ONNX)"),
+    executable_option("ros2 run my_pkg yolo_node"),
+    option("-p", "--param", "params", multiple=True, metavar="NAME:=VALUE",
+           help="node parameter, repeatable; the model's parameters apply offline too (model_path: the node's only)"),
+    option("--params-file", type=EXISTING_FILE,
+           help="ROS 2 parameters YAML of the node (e.g. its config/*.yaml), read for the offline model too"),
+    option("--latency-budget-ms", type=POSITIVE,
+           help="also check the node's p99 pipeline latency (answer received minus the image's stamp)"),
+    option("--backend", default="onnx:cpu", show_default=True,
+           help="what the node runs on, as in bench; the model runs offline on it too, and it sets the tolerance"),
+    option("--tolerance", "tolerance_px", type=click.FloatRange(min=0), help="pixels  [default: the backend's]"),
+    BAG_TOPIC,
+    option("--rate", type=POSITIVE, default=1.0, show_default=True, help="play at the bag's own rate times RATE"),
+    out_option("folder for verify.json, verify.md, worst_frame.png and the node's outputs", "vision_factory_verify"),
+    force_option("replace an earlier verification in OUT (else refused)"),
+)  # fmt: skip
+def verify(params: tuple[str, ...], executable: str | None, **given: Any) -> None:
     """Check that a deployed node gives the model's own answers; exit 1 when it does not.
 
     Plays BAG through the node over ROS 2 (this package's, or --executable: a generated
@@ -256,21 +181,7 @@ def verify(
     from .tools.verify import verify as run_verify
 
     with _reported(FileExistsError):
-        report = run_verify(
-            bag,
-            model_type,
-            model,
-            out_dir,
-            parse_overrides(params),
-            shlex.split(executable) if executable else None,
-            latency_budget_ms,
-            backend,
-            tolerance_px,
-            topic,
-            rate,
-            force,
-            params_file,
-        )
+        report = run_verify(**given, params=parse_overrides(params), executable=_command(executable))
     click.echo(report.text())
     if not report.passed:
         for failure in report.failures():
@@ -279,30 +190,19 @@ def verify(
 
 
 @main.command(name="bag")
-@click.argument("source", metavar="IMAGES_OR_VIDEO", type=click.Path(exists=True, path_type=Path))
-@click.option(
-    "--out", type=click.Path(path_type=Path), required=True, help="the new bag (a folder; refused if it exists)"
-)
-@click.option("--topic", default=CAMERA_TOPIC, show_default=True, help="the image topic")
-@click.option(
-    "--fps",
-    type=click.FloatRange(min=0, min_open=True),
-    help=f"frames per second the stamps follow  [default: a video's own rate, else {DEFAULT_FPS:g}]",
-)
-@click.option(
-    "--encoding",
-    type=click.Choice(list(OUTPUT_ENCODINGS)),
-    help="sensor_msgs/Image pixel encoding  [default: bgr8]",
-)
-@click.option(
-    "--compressed",
-    type=click.Choice(["jpeg", "png"]),
-    help="write sensor_msgs/CompressedImage of this format instead of raw images",
-)
-@click.option("--storage", type=click.Choice(list(STORAGES)), default="mcap", show_default=True, help="rosbag2 storage")
-def bag(
-    source: Path, out: Path, topic: str, fps: float | None, encoding: str | None, compressed: str | None, storage: str
-) -> None:
+@click.argument("source", metavar="IMAGES_OR_VIDEO", type=EXISTING)
+@options(
+    out_option("the new bag (a folder; refused if it exists)", kind=ANY_PATH, dest="out"),
+    option("--topic", default=CAMERA_TOPIC, show_default=True, help="the image topic"),
+    option("--fps", type=POSITIVE,
+           help=f"frames per second the stamps follow  [default: a video's own rate, else {DEFAULT_FPS:g}]"),
+    option("--encoding", type=click.Choice(list(OUTPUT_ENCODINGS)),
+           help="sensor_msgs/Image pixel encoding  [default: bgr8]"),
+    option("--compressed", type=click.Choice(["jpeg", "png"]),
+           help="write sensor_msgs/CompressedImage of this format instead of raw images"),
+    option("--storage", type=click.Choice(list(STORAGES)), default="mcap", show_default=True, help="rosbag2 storage"),
+)  # fmt: skip
+def bag(encoding: str | None, compressed: str | None, **given: Any) -> None:
     """Make a rosbag2 of camera images from a folder of images or a video, without ROS.
 
     A folder's image files (.jpg, .png, ...) are taken in name order, a video's frames in
@@ -321,13 +221,15 @@ def bag(
     if encoding and compressed:
         raise click.UsageError("--encoding and --compressed exclude each other: raw images have an encoding")
     with _reported():
-        _show(make_bag(source, out, topic, fps, encoding or "bgr8", compressed or "", storage))
+        _show(make_bag(**given, encoding=encoding or "bgr8", compressed=compressed or ""))
 
 
 @main.command(name="install-vision-msgs")
-@click.option("--force", is_flag=True, help="rebuild the vision_msgs this command built (never another one)")
-@click.option("--jobs", type=click.IntRange(min=1), help="parallel compile jobs  [default: all cores]")
-@click.option("--verbose", is_flag=True, help="show the pip and CMake output as it runs")
+@options(
+    force_option("rebuild the vision_msgs this command built (never another one)"),
+    option("--jobs", type=click.IntRange(min=1), help="parallel compile jobs  [default: all cores]"),
+    option("--verbose", is_flag=True, help="show the pip and CMake output as it runs"),
+)
 def install_vision_msgs(force: bool, jobs: int | None, verbose: bool) -> None:
     """Build vision_msgs into this Python environment, for ROS 2 from PyPI wheels.
 
@@ -358,26 +260,13 @@ def models() -> None:
     Example:
       vision-factory models
     """
-    for spec in FAMILIES.values():
-        click.echo(f"{spec.name}: {spec.summary}")
-        node = f"{spec.executable} (node name {spec.node_name})" if spec.has_node else "none (serves the tracker)"
-        click.echo(f"  node:     {node}")
-        for topic in spec.inputs:
-            click.echo(f"  in:       {topic}")
-        for topic in spec.outputs:
-            click.echo(f"  out:      {topic}")
-        click.echo(f"  backends: {', '.join(BACKENDS)}")  # every family runs on every backend
+    from .tools.families import describe_families
+
+    click.echo(describe_families())
 
 
 @main.command()
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help=FORMAT_HELP,
-)
+@options(FORMAT)
 def backends(output_format: str) -> None:
     """Each backend with what can really run here: versions, providers, devices.
 
@@ -394,23 +283,13 @@ def backends(output_format: str) -> None:
     from .runtime.backends import describe_statuses, statuses
 
     found = statuses()
-    click.echo(
-        json.dumps([asdict(status) for status in found], indent=2)
-        if output_format == "json"
-        else describe_statuses(found)
-    )
+    json_text = json.dumps([asdict(status) for status in found], indent=2)
+    click.echo(json_text if output_format == "json" else describe_statuses(found))
 
 
 @main.command()
-@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help=FORMAT_HELP,
-)
+@click.argument("model", type=FILE)
+@options(FORMAT)
 def inspect(model: Path, output_format: str) -> None:
     """Inputs, outputs, opset, metadata of an ONNX model, and the family it looks like.
 
@@ -423,59 +302,34 @@ def inspect(model: Path, output_format: str) -> None:
     with _reported():
         summary = summarize(model)
         recognition = recognise(summary)
-    if output_format == "json":
-        click.echo(json.dumps(as_dict(summary, recognition), indent=2))
-    else:
-        click.echo(describe(summary, recognition))
+    shown = json.dumps(as_dict(summary, recognition), indent=2) if output_format == "json" else None
+    click.echo(shown or describe(summary, recognition))
 
 
 @main.command()
-@click.option("--model", "family_name", required=True, help="model family (see `vision-factory models`)")
-@click.option(
-    "--backend",
-    "backend_name",
-    required=True,
-    help=f"one of {', '.join(BACKENDS)}; with :option, the runner's default provider, device or precision (onnx:cuda)",
-)
-@click.option("--package-name", required=True, help="ROS package name: lowercase letters, digits, underscores")
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path),
-    required=True,
-    help="folder the package is written into (as OUT/PACKAGE_NAME)",
-)
-@click.option("--force", is_flag=True, help="replace OUT/PACKAGE_NAME if it exists")
-@click.option("--zip", "make_zip", is_flag=True, help="also write OUT/PACKAGE_NAME.zip")
-@click.option(
-    "--model-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="the ONNX model the package is for: checked to be of the --model family; its runner refuses other inputs",
-)
-@click.option(
-    "--maintainer",
-    default=ABOUT_DEFAULTS["maintainer"],
-    show_default=True,
-    help="maintainer's name (package.xml, setup.py, README): one line, any characters, escaped in each file",
-)
-@click.option(
-    "--maintainer-email",
-    default=ABOUT_DEFAULTS["maintainer_email"],
-    show_default=True,
-    help="maintainer's email, as ROS tools accept it (name@example.com)",
-)
-@click.option("--license", "license_name", default=ABOUT_DEFAULTS["license"], show_default=True, help="license name")
-def generate(
-    family_name: str,
-    backend_name: str,
-    package_name: str,
-    out: Path,
-    force: bool,
-    make_zip: bool,
-    model_file: Path | None,
-    maintainer: str,
-    maintainer_email: str,
-    license_name: str,
-) -> None:
+@options(
+    option("--model", "family_name", required=True, help="model family (see `vision-factory models`)"),
+    option(
+        "--backend",
+        "backend_name",
+        required=True,
+        help=f"one of {', '.join(BACKENDS)}; with :option, the runner's default provider, device or precision "
+        "(onnx:cuda)",
+    ),
+    option("--package-name", "package", required=True, help="ROS package name: lowercase letters, digits, underscores"),
+    out_option("folder the package is written into (as OUT/PACKAGE_NAME)", kind=ANY_PATH, dest="out"),
+    force_option("replace OUT/PACKAGE_NAME if it exists"),
+    option("--zip", "make_zip", is_flag=True, help="also write OUT/PACKAGE_NAME.zip"),
+    option("--model-file", type=FILE,
+           help="the ONNX model the package is for: checked to be of the --model family; its runner refuses "
+                "other inputs"),
+    option("--maintainer", default=ABOUT_DEFAULTS["maintainer"], show_default=True,
+           help="maintainer's name (package.xml, setup.py, README): one line, any characters, escaped in each file"),
+    option("--maintainer-email", default=ABOUT_DEFAULTS["maintainer_email"], show_default=True,
+           help="maintainer's email, as ROS tools accept it (name@example.com)"),
+    option("--license", default=ABOUT_DEFAULTS["license"], show_default=True, help="license name"),
+)  # fmt: skip
+def generate(model_file: Path | None, **given: Any) -> None:
     """Render a standalone ROS 2 package for one model family on one backend.
 
     The package imports nothing from vision_factory: its pre/post-processing is copied
@@ -491,71 +345,32 @@ def generate(
     from .generator.package import write_package
     from .models.model_file import require_file_family
 
+    family_name = given["family_name"]
     with _reported():
         if model_file is not None:
             require_file_family(model_file, family_name, f"--model {family_name}")
-        target = write_package(
-            family_name,
-            backend_name,
-            package_name,
-            out,
-            force=force,
-            make_zip=make_zip,
-            model=model_file,
-            maintainer=maintainer,
-            maintainer_email=maintainer_email,
-            license=license_name,
-        )
-    click.echo(f"wrote {target}" + (f" and {target}.zip" if make_zip else ""))
-    click.echo(f"next: colcon build --packages-select {package_name} (from the workspace root), then see its README.md")
+        target = write_package(**given, model=model_file)
+    click.echo(f"wrote {target}" + (f" and {target}.zip" if given["make_zip"] else ""))
+    next_step = f"colcon build --packages-select {given['package']} (from the workspace root), then see its README.md"
+    click.echo(f"next: {next_step}")
 
 
 @main.command()
-@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--backends",
-    "targets",
-    default=BENCH_TARGETS,
-    show_default=True,
-    help="backend[:provider|device|precision], comma-separated",
-)
-@click.option(
-    "--runs",
-    type=click.IntRange(min=1),
-    default=100,
-    show_default=True,
-    help="timed runs per backend, after the warm-up",
-)
-@click.option("--warmup", type=click.IntRange(min=0), default=10, show_default=True, help="untimed runs first")
-@click.option(
-    "--model-type",
-    type=click.Choice(list(SINGLE_MODEL)),
-    help="also time the family's whole per-frame pipeline",
-)
-@click.option(
-    "--node",
-    is_flag=True,
-    help="also replay 1280x720 frames over DDS through the family's ROS node on each target: this package's node "
-    "for onnx, a generated package's for the others (needs --model-type)",
-)
-@click.option(
-    "--stride",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="tracknet: the model runs once every STRIDE frames (1..seq_len) in the pipeline and the node",
-)
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("vision_factory_bench"),
-    show_default=True,
-    help="folder for bench.json and bench.png",
-)
-def bench(
-    model: Path, targets: str, runs: int, warmup: int, model_type: str | None, node: bool, stride: int, out_dir: Path
-) -> None:
+@click.argument("model", type=FILE)
+@options(
+    option("--backends", "targets", default=BENCH_TARGETS, show_default=True,
+           help="backend[:provider|device|precision], comma-separated"),
+    option("--runs", type=click.IntRange(min=1), default=100, show_default=True,
+           help="timed runs per backend, after the warm-up"),
+    option("--warmup", type=click.IntRange(min=0), default=10, show_default=True, help="untimed runs first"),
+    model_type_option(SINGLE_MODEL, "also time the family's whole per-frame pipeline"),
+    option("--node", is_flag=True,
+           help="also replay 1280x720 frames over DDS through the family's ROS node on each target: this package's "
+           "node for onnx, a generated package's for the others (needs --model-type)"),
+    parameter_option("stride", prefix="tracknet: ", suffix=", in the pipeline and the node", type=STRIDE),
+    out_option("folder for bench.json and bench.png", "vision_factory_bench"),
+)  # fmt: skip
+def bench(**given: Any) -> None:
     """Load time, first inference, latency p50/p90/p99, throughput and peak memory per backend.
 
     Each backend runs in its own process; one that cannot run here is listed with the reason.
@@ -570,63 +385,31 @@ def bench(
     from .tools.bench import bench as run_bench
 
     with _reported():
-        _show(
-            run_bench(
-                model, targets, runs, warmup, model_type, node, out_dir, lambda text: click.echo(text, err=True), stride
-            )
-        )
+        _show(run_bench(**given, progress=lambda text: click.echo(text, err=True)))
 
 
 @main.command(name="eval")
-@click.option(
-    "--model-type",
-    type=click.Choice(list(EVAL_TYPES)),
-    required=True,
-    help=f"model family, or {TRACK} for MOTChallenge tracks",
-)
-@click.option(
-    "--data",
-    type=click.Path(path_type=Path),
-    required=True,
-    help="truth: a CSV (Frame,Visibility,X,Y) for tracknet; a COCO JSON or a folder with annotations.json and images/; "
-    f"MOTChallenge gt.txt for {TRACK}",
-)
-@click.option(
-    "--predictions",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help=f"predictions to score: a ball CSV, a COCO results JSON, or MOTChallenge tracks.txt ({TRACK})",
-)
-@click.option("--frame-size", help="WIDTHxHEIGHT of the frames, needed with --predictions")
-@click.option("--model", type=click.Path(dir_okay=False, path_type=Path), help="model to run over --source")
-@click.option("--source", type=click.Path(path_type=Path), help="rosbag2 or video the model runs over")
-@click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
-@click.option(
-    "--median-warmup", default=MEDIAN_WARMUP, show_default=True, help="frames for the background median (bg modes)"
-)
-@click.option("--heatmap-threshold", default=HEATMAP_THRESHOLD, show_default=True)
-@click.option("--tolerance", default=4.0, show_default=True, help="TP distance in 512x288 pixels")
-@click.option(
-    "--stride",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="tracknet --model: the model runs once every STRIDE frames (1..seq_len)",
-)
-@click.option(
-    "--inpaint-model",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="tracknet --model: InpaintNet model repairing its track, as the node's inpaint_model_path (the "
-    "precision-recall curve stays TrackNet's)",
-)
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("vision_factory_eval"),
-    show_default=True,
-    help="folder for eval.json and eval.md (tracknet: also trajectory.png, pr_curve.png; a --model's "
-    "detections: predictions.json)",
-)
+@options(
+    model_type_option(EVAL_TYPES, f"model family, or {TRACK} for MOTChallenge tracks", required=True),
+    option("--data", type=ANY_PATH, required=True,
+           help="truth: a CSV (Frame,Visibility,X,Y) for tracknet; a COCO JSON or a folder with annotations.json and "
+           f"images/; MOTChallenge gt.txt for {TRACK}"),
+    option("--predictions", type=FILE,
+           help=f"predictions to score: a ball CSV, a COCO results JSON, or MOTChallenge tracks.txt ({TRACK})"),
+    option("--frame-size", help="WIDTHxHEIGHT of the frames, needed with --predictions"),
+    option("--model", type=FILE, help="model to run over --source"),
+    option("--source", type=ANY_PATH, help="rosbag2 or video the model runs over"),
+    BACKEND,
+    parameter_option("median_warmup"),
+    parameter_option("heatmap_threshold"),
+    tool_option("--tolerance", evaluate_tracking, "tolerance", help="TP distance in 512x288 pixels"),
+    parameter_option("stride", prefix="tracknet --model: ", type=STRIDE),
+    option("--inpaint-model", type=FILE,
+           help="tracknet --model: InpaintNet model repairing its track, as the node's inpaint_model_path (the "
+           "precision-recall curve stays TrackNet's)"),
+    out_option("folder for eval.json and eval.md (tracknet: also trajectory.png, pr_curve.png; a --model's "
+               "detections: predictions.json)", "vision_factory_eval"),
+)  # fmt: skip
 def evaluate_command(
     model_type: str,
     data: Path,
@@ -662,7 +445,6 @@ def evaluate_command(
       vision-factory eval --model-type yolo --data instances_val.json --predictions results.json
       vision-factory eval --model-type track --data MOT17-02/gt/gt.txt --predictions runs/tracks.txt
     """
-    from .tools.ball_eval import evaluate_tracking
     from .tools.coco_eval import evaluate_detections
     from .tools.mot import evaluate_tracks
 
@@ -691,29 +473,19 @@ def evaluate_command(
 
 
 @main.command()
-@click.option(
-    "--model-type",
-    type=click.Choice(list(SINGLE_MODEL)),
-    required=True,
-    help="model family",
-)
-@click.option(
-    "--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="model of configuration A"
-)
-@click.option("--model-b", type=click.Path(dir_okay=False, path_type=Path), help="model of B (default: --model)")
-@click.option("--a", "target_a", default="onnx:cpu", show_default=True, help="backend of A, as in bench")
-@click.option("--b", "target_b", default="openvino:CPU", show_default=True, help="backend of B")
-@click.option("--source", type=click.Path(path_type=Path), help="tracknet: the rosbag2 or video both run over")
-@click.option(
-    "--data",
-    type=click.Path(path_type=Path),
-    help="tracknet: truth CSV, for metric differences; yolo: the COCO data set both run over (JSON or folder)",
-)
-@click.option("--median-warmup", default=MEDIAN_WARMUP, show_default=True)
-@click.option("--heatmap-threshold", default=HEATMAP_THRESHOLD, show_default=True)
-@click.option(
-    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("vision_factory_compare")
-)
+@options(
+    model_type_option(SINGLE_MODEL, required=True),
+    option("--model", type=FILE, required=True, help="model of configuration A"),
+    option("--model-b", type=FILE, help="model of B (default: --model)"),
+    option("--a", "target_a", default="onnx:cpu", show_default=True, help="backend of A, as in bench"),
+    option("--b", "target_b", default="openvino:CPU", show_default=True, help="backend of B"),
+    option("--source", type=ANY_PATH, help="tracknet: the rosbag2 or video both run over"),
+    option("--data", type=ANY_PATH,
+           help="tracknet: truth CSV, for metric differences; yolo: the COCO data set both run over (JSON or folder)"),
+    parameter_option("median_warmup"),
+    parameter_option("heatmap_threshold"),
+    option("--out", "out_dir", type=FOLDER, default=Path("vision_factory_compare")),
+)  # fmt: skip
 def compare(
     model_type: str,
     model: Path,
@@ -748,85 +520,43 @@ def compare(
             _show(compare_detections(model_type, configurations, data, out_dir))
 
 
+MAX_LOSS_DEFAULT = "; ".join(f"{key}: {what} {limit:g}" for key, (what, limit) in LOSSES.items())
+
+
 @main.command()
-@click.option("--model-type", type=click.Choice(QUANTIZE_TYPES), required=True, help="model family")
-@click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="FP32 ONNX model")
-@click.option(
-    "--calibration",
-    type=click.Path(path_type=Path),
-    help="int8: a folder of images, a video or a rosbag2 (its image topic), run through the family's pre-processing",
-)
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    required=True,
-    help="the quantized model: NAME.onnx (onnx), NAME.xml with NAME.bin (openvino)",
-)
-@click.option("--backend", type=click.Choice(QUANTIZE_BACKENDS), default="onnx", show_default=True)
-@click.option("--precision", type=click.Choice(PRECISIONS), default="int8", show_default=True)
-@click.option("--frames", type=int, default=32, show_default=True, help="calibration frames (the first N)")
-@click.option("--method", type=click.Choice(METHODS), default="minmax", show_default=True, help="onnx int8 calibration")
-@click.option(
-    "--float-tail/--no-float-tail",
-    default=True,
-    show_default=True,
-    help="keep the last conv on each path to the outputs, and what follows, in float",
-)
-@click.option(
-    "--data",
-    type=click.Path(path_type=Path),
-    help="compare the result with the model on: a COCO data set (JSON or folder); tracknet: truth CSV; "
-    "rtmpose, reid: images, a video or a rosbag2 (the --detector's people)",
-)
-@click.option("--source", type=click.Path(path_type=Path), help="tracknet: the bag or video of the --data CSV")
-@click.option(
-    "--detector",
-    "detector_model",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="rtmpose, reid: the YOLO model finding the people whose crops calibrate and compare",
-)
-@click.option("--imgsz", type=int, help="yolo models with dynamic input: the input size  [default: as the nodes]")
-@click.option("--input-size", help="fasterrcnn / rtmpose with dynamic input: WIDTHxHEIGHT")
-@click.option("--speed-runs", type=click.IntRange(min=1), default=50, show_default=True, help="timed runs of each")
-@click.option(
-    "--threads", type=click.IntRange(min=0), default=0, show_default=True, help="CPU threads when timing, 0 = default"
-)
-@click.option(
-    "--target-cpu",
-    type=click.Choice(TARGET_CPUS),
-    default="auto",
-    show_default=True,
-    help="int8: the CPU it runs on: vnni (AVX-512 VNNI, AVX-VNNI, AMX), avx2 (x86 without VNNI: 7-bit weights, "
-    "which its int8 kernels do not saturate), auto = this CPU's kind",
-)
-@click.option(
-    "--max-loss",
-    type=click.FloatRange(min=0),
-    help="with --data: the accuracy loss above which the command fails and renames the model NAME.rejected.EXT  "
-    f"[default: {'; '.join(f'{key}: {what} {limit:g}' for key, (what, limit) in LOSSES.items())}]",
-)
-@click.option("--accept-loss", is_flag=True, help="keep the model under --out whatever accuracy it lost")
-def quantize(
-    model_type: str,
-    model: Path,
-    calibration: Path | None,
-    out: Path,
-    backend: str,
-    precision: str,
-    frames: int,
-    method: str,
-    float_tail: bool,
-    data: Path | None,
-    source: Path | None,
-    detector_model: Path | None,
-    imgsz: int | None,
-    input_size: str | None,
-    speed_runs: int,
-    threads: int,
-    target_cpu: str,
-    max_loss: float | None,
-    accept_loss: bool,
-) -> None:
+@options(
+    model_type_option(QUANTIZE_TYPES, required=True),
+    option("--model", type=FILE, required=True, help="FP32 ONNX model"),
+    option("--calibration", type=ANY_PATH,
+           help="int8: a folder of images, a video or a rosbag2 (its image topic), run through the family's "
+           "pre-processing"),
+    out_option("the quantized model: NAME.onnx (onnx), NAME.xml with NAME.bin (openvino)", kind=FILE, dest="out"),
+    tool_option("--backend", run_quantize, "backend", type=click.Choice(QUANTIZE_BACKENDS)),
+    tool_option("--precision", run_quantize, "precision", type=click.Choice(PRECISIONS)),
+    tool_option("--frames", run_quantize, "frames", type=int, help="calibration frames (the first N)"),
+    tool_option("--method", run_quantize, "method", type=click.Choice(METHODS), help="onnx int8 calibration"),
+    option("--float-tail/--no-float-tail", "keep_tail", default=True, show_default=True,
+           help="keep the last conv on each path to the outputs, and what follows, in float"),
+    option("--data", type=ANY_PATH,
+           help="compare the result with the model on: a COCO data set (JSON or folder); tracknet: truth CSV; "
+           "rtmpose, reid: images, a video or a rosbag2 (the --detector's people)"),
+    option("--source", type=ANY_PATH, help="tracknet: the bag or video of the --data CSV"),
+    option("--detector", "detector_model", type=FILE,
+           help="rtmpose, reid: the YOLO model finding the people whose crops calibrate and compare"),
+    option("--imgsz", type=int, help="yolo models with dynamic input: the input size  [default: as the nodes]"),
+    option("--input-size", help="fasterrcnn / rtmpose with dynamic input: WIDTHxHEIGHT"),
+    option("--speed-runs", type=click.IntRange(min=1), default=50, show_default=True, help="timed runs of each"),
+    tool_option("--threads", run_quantize, "threads", type=click.IntRange(min=0),
+                help="CPU threads when timing, 0 = default"),
+    tool_option("--target-cpu", run_quantize, "target_cpu", type=click.Choice(TARGET_CPUS),
+           help="int8: the CPU it runs on: vnni (AVX-512 VNNI, AVX-VNNI, AMX), avx2 (x86 without VNNI: 7-bit weights, "
+           "which its int8 kernels do not saturate), auto = this CPU's kind"),
+    option("--max-loss", type=click.FloatRange(min=0),
+           help="with --data: the accuracy loss above which the command fails and renames the model "
+           f"NAME.rejected.EXT  [default: {MAX_LOSS_DEFAULT}]"),
+    option("--accept-loss", is_flag=True, help="keep the model under --out whatever accuracy it lost"),
+)  # fmt: skip
+def quantize(imgsz: int | None, input_size: str | None, **given: Any) -> None:
     """An INT8 (or FP16) copy of a model, checked against it.
 
     INT8 is calibrated on the first --frames frames of --calibration, pre-processed as the
@@ -850,32 +580,11 @@ def quantize(
           --out tracknet_int8.onnx --data truth.csv --source rally.mp4
     """
     from .tools.quantize import AccuracyLost
-    from .tools.quantize import quantize as run_quantize
 
     options = {"--imgsz": imgsz, "--input-size": input_size}
     with _reported():
         try:
-            report = run_quantize(
-                model_type,
-                model,
-                calibration,
-                out,
-                backend,
-                precision,
-                frames,
-                method,
-                data=data,
-                source=source,
-                options=options,
-                detector_model=detector_model,
-                keep_tail=float_tail,
-                speed_runs=speed_runs,
-                threads=threads,
-                log=lambda text: click.echo(text, err=True),
-                target_cpu=target_cpu,
-                max_loss=max_loss,
-                accept_loss=accept_loss,
-            )
+            report = run_quantize(**given, options=options, log=lambda text: click.echo(text, err=True))
         except AccuracyLost as lost:
             _show(lost.report)
             raise
@@ -883,108 +592,62 @@ def quantize(
 
 
 # The detector's options of predict and track: (option, click type, help, help where rtmpose is a choice or
-# None: the same); the node parameter each sets is tools/predict.py's FINDING / POSING. track takes no rtmpose.
+# None: the same); the node parameter each sets is tools/predict.py's FINDING / POSING, left None here so that the
+# tool gives each family its node's default. track takes no rtmpose.
 DETECTOR_OPTIONS = (
     ("--conf", float, "confidence threshold  [default: the nodes']", None),
     ("--iou", float, "NMS IoU threshold (yolo)  [default: the nodes']", None),
     ("--max-det", int, "detections per image at most  [default: the nodes']", None),
     ("--classes", str, "class ids or names to keep, e.g. 0,2 or person,car  [default: all]", None),
-    (
-        "--imgsz",
-        int,
-        "input size for yolo models with dynamic input  [default: the size recorded in the model, as the nodes]",
-        None,
-    ),
-    (
-        "--labels",
-        click.Path(exists=True, dir_okay=False),
-        "class names, one per line, when the model's metadata has none",
-        "class names, one per line, when the model's metadata has none (rtmpose: the detector's)",
-    ),
-    (
-        "--input-size",
-        str,
-        "fasterrcnn: WIDTHxHEIGHT for a model with dynamic input size",
-        "fasterrcnn / rtmpose: WIDTHxHEIGHT for a model with dynamic input size",
-    ),
+    ("--imgsz", int, "input size for yolo models with dynamic input  [default: the size recorded in the model, as "
+     "the nodes]", None),
+    ("--labels", click.Path(exists=True, dir_okay=False), "class names, one per line, when the model's metadata has "
+     "none", "class names, one per line, when the model's metadata has none (rtmpose: the detector's)"),
+    ("--input-size", str, "fasterrcnn: WIDTHxHEIGHT for a model with dynamic input size",
+     "fasterrcnn / rtmpose: WIDTHxHEIGHT for a model with dynamic input size"),
     ("--resize", click.Choice(["stretch", "letterbox", "none"]), "fasterrcnn: fit frames by", None),
     ("--box-units", click.Choice(["auto", "normalized", "pixels"]), "fasterrcnn: boxes are in", None),
     ("--label-offset", int, "fasterrcnn: the label of class 0 (default 1: 0 is the background)", None),
-)
+)  # fmt: skip
 
 
-def _detector_option_names() -> dict[str, str]:
-    from .tools.predict import FINDING, POSING
-
-    return FINDING | POSING
-
-
-def _detector_options(rtmpose: bool):
+def _detector_options(rtmpose: bool) -> Callable:
     """DETECTOR_OPTIONS, each passed to the command under its node parameter's name (None: not given), described
     for a command that takes rtmpose (predict) or not (track)."""
+    from .tools.predict import FINDING, POSING
 
-    def add(command):
-        names = _detector_option_names()
-        for option, kind, help_text, rtmpose_help in reversed(DETECTOR_OPTIONS):
-            text = (rtmpose_help or help_text) if rtmpose else help_text
-            command = click.option(option, names[option], type=kind, help=text)(command)
-        return command
-
-    return add
+    names = FINDING | POSING
+    return options(
+        *(
+            option(flag, names[flag], type=kind, help=(rtmpose_help or help_text) if rtmpose else help_text)
+            for flag, kind, help_text, rtmpose_help in DETECTOR_OPTIONS
+        )
+    )
 
 
 def _given_detector_options(values: dict) -> dict:
     """The command's DETECTOR_OPTIONS values by option (as tools/predict.py takes them)."""
-    names = _detector_option_names()
-    return {option: values[names[option]] for option, *_ in DETECTOR_OPTIONS}
+    from .tools.predict import FINDING, POSING
+
+    names = FINDING | POSING
+    return {flag: values[names[flag]] for flag, *_ in DETECTOR_OPTIONS}
 
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--model-type",
-    type=click.Choice(list(DETECTORS)),
-    required=True,
-    help="model family",
-)
-@click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="ONNX model")
-@click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
-@_detector_options(rtmpose=True)
-@click.option(
-    "--detector",
-    "detector_model",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="rtmpose: the person detector's model",
-)
-@click.option(
-    "--detector-type",
-    type=click.Choice(list(SINGLE_MODEL_DETECTORS)),
-    default="yolo",
-    show_default=True,
-    help="rtmpose: the person detector's family",
-)
-@click.option("--person-class", help="rtmpose: the detector's person class, name or id (default: 'person', else all)")
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help=FORMAT_HELP,
-)
-@click.option("--save", type=click.Path(file_okay=False, path_type=Path), help="folder for annotated images")
-def predict(
-    inputs: tuple[Path, ...],
-    model_type: str,
-    model: Path,
-    target: str,
-    detector_model: Path | None,
-    detector_type: str,
-    person_class: str | None,
-    output_format: str,
-    save: Path | None,
-    **detector_options,
-) -> None:
+@options(
+    model_type_option(DETECTORS, required=True),
+    option("--model", type=FILE, required=True, help="ONNX model"),
+    BACKEND,
+    _detector_options(rtmpose=True),
+    option("--detector", "detector_model", type=FILE, help="rtmpose: the person detector's model"),
+    option("--detector-type", type=click.Choice(list(SINGLE_MODEL_DETECTORS)), default="yolo", show_default=True,
+           help="rtmpose: the person detector's family"),
+    option("--person-class", help="rtmpose: the detector's person class, name or id (default: 'person', else all)"),
+    FORMAT,
+    option("--save", type=FOLDER, help="folder for annotated images"),
+)  # fmt: skip
+def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, save: Path | None, **given: Any) -> None:
     """Detections (and keypoints) of a model on images or videos.
 
     yolo / yolo_pose are pre-processed as Ultralytics does; fasterrcnn (boxes, scores and labels
@@ -1005,53 +668,45 @@ def predict(
     from .tools.predict import detector_from_options
     from .tools.predict import predict as run_predict
 
-    options = {**_given_detector_options(detector_options), "--person-class": person_class}
+    options = {**_given_detector_options(given), "--person-class": person_class}
+    detector_model, json_lines = given["detector_model"], given["output_format"] == "json"
     with _reported():
-        detector = detector_from_options(model_type, model, target, options, detector_model, detector_type)
-        protected = [model, detector_model, options.get("--labels")]
-        for found in run_predict(detector, inputs, save, protected):
-            click.echo(json.dumps(found.record) if output_format == "json" else found.line())
+        detector = detector_from_options(
+            given["model_type"], model, given["target"], options, detector_model, given["detector_type"]
+        )
+        for found in run_predict(detector, inputs, save, [model, detector_model, options.get("--labels")]):
+            click.echo(json.dumps(found.record) if json_lines else found.line())
 
 
-def _tracking_options(command):
-    """One option per tracking parameter (families/tracking.py), named and described as the parameter, whose
-    default is the parameter's (left as None here, so that tools/track.py fills it in from the one list)."""
-    from .families.tracking import PARAMETERS
+METAVARS = {"--reid": "REID.onnx"}
+
+
+def _tracking_options() -> Callable:
+    """One option per tracking parameter (families/tracking.py; tools/track.py's TRACKING names them), with the
+    parameter's default and description."""
     from .tools.track import TRACKING
 
-    described = {parameter.name: parameter for parameter in PARAMETERS}
-    for option, name in reversed(TRACKING.items()):
-        parameter = described[name]
-        kind = type(parameter.default) if not isinstance(parameter.default, str) else str
-        default = f"  [default: {parameter.default}]" if parameter.default != "" else ""
-        metavar = "REID.onnx" if option == "--reid" else None
-        help_text = f"{parameter.description} ({name}){default}"
-        command = click.option(option, name, type=kind, metavar=metavar, help=help_text)(command)
-    return command
+    return options(
+        *(
+            parameter_option(name, flag, suffix=f" ({name})", metavar=METAVARS.get(flag))
+            for flag, name in TRACKING.items()
+        )
+    )
 
 
 @main.command()
-@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option(
-    "--model-type", type=click.Choice(list(SINGLE_MODEL_DETECTORS)), required=True, help="the detector's family"
+@click.argument("sources", nargs=-1, required=True, type=EXISTING)
+@options(
+    model_type_option(SINGLE_MODEL_DETECTORS, "the detector's family", required=True),
+    option("--model", type=FILE, required=True, help="detector (ONNX)"),
+    BACKEND,
+    _detector_options(rtmpose=False),
+    _tracking_options(),
+    out_option("folder"),
+    option("--save", is_flag=True, help="also write OUT/tracks.mp4, each box labelled with its track ID"),
+    force_option(),
 )
-@click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="detector (ONNX)")
-@click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
-@_detector_options(rtmpose=False)
-@_tracking_options
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="folder")
-@click.option("--save", is_flag=True, help="also write OUT/tracks.mp4, each box labelled with its track ID")
-@click.option("--force", is_flag=True, help="replace the outputs of an earlier run in OUT (else refused)")
-def track(
-    sources: tuple[Path, ...],
-    model_type: str,
-    model: Path,
-    target: str,
-    out_dir: Path,
-    save: bool,
-    force: bool,
-    **parameters,
-) -> None:
+def track(sources: tuple[Path, ...], model_type: str, model: Path, target: str, **given: Any) -> None:
     """Track a detector's boxes over a stream: image files (in the order given), one video or one rosbag2.
 
     The detector is built as `predict` builds it, the tracker as a node with `tracking: true`
@@ -1069,32 +724,26 @@ def track(
     from .tools.track import TRACKING
     from .tools.track import track as run_track
 
-    options = _given_detector_options(parameters)
-    tracking_options = {option: parameters[name] for option, name in TRACKING.items()}
+    detector_options = _given_detector_options(given)
+    tracking_options = {flag: given[name] for flag, name in TRACKING.items()}
     with _reported(FileExistsError):
-        result = run_track(model_type, model, target, sources, out_dir, options, tracking_options, save, force)
+        result = run_track(model_type, model, target, sources, given["out_dir"], detector_options, tracking_options,
+                           given["save"], given["force"])  # fmt: skip
     click.echo(json.dumps(result.summary(), indent=2))
 
 
 @main.command("reid-tune")
-@click.option("--model", type=click.Path(dir_okay=False, path_type=Path), required=True, help="re-id model (ONNX)")
-@click.option(
-    "--frames",
-    "source",
-    type=click.Path(path_type=Path),
-    required=True,
-    help="the frames of the truth: a folder of images (in name order), a video or a rosbag2",
-)
-@click.option(
-    "--truth",
-    type=click.Path(dir_okay=False, path_type=Path),
-    required=True,
-    help="MOTChallenge ground truth of the people in them (gt.txt: frame,id,x,y,w,h,...; frames from 1)",
-)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="the tuned copy: NAME.onnx")
-@click.option("--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU")
-@click.option("--input-size", default="", help="WIDTHxHEIGHT crops, for a re-id model with a dynamic input size")
-def reid_tune(model: Path, source: Path, truth: Path, out: Path, target: str, input_size: str) -> None:
+@options(
+    option("--model", type=FILE, required=True, help="re-id model (ONNX)"),
+    option("--frames", "source", type=ANY_PATH, required=True,
+           help="the frames of the truth: a folder of images (in name order), a video or a rosbag2"),
+    option("--truth", type=FILE, required=True,
+           help="MOTChallenge ground truth of the people in them (gt.txt: frame,id,x,y,w,h,...; frames from 1)"),
+    out_option("the tuned copy: NAME.onnx", kind=FILE, dest="out"),
+    BACKEND,
+    parameter_option("reid_input_size", "--input-size", "input_size"),
+)  # fmt: skip
+def reid_tune(**given: Any) -> None:
     """The tracker's appearance thresholds for one re-id model, measured on your frames.
 
     Embeds every person of the ground truth as the tracker does, measures the appearance
@@ -1112,37 +761,7 @@ def reid_tune(model: Path, source: Path, truth: Path, out: Path, target: str, in
     from .tools.reid_tune import tune
 
     with _reported():
-        _show(tune(model, source, truth, out, target, input_size, log=lambda text: click.echo(text, err=True)))
-
-
-@contextlib.contextmanager
-def _reported(*errors: type[Exception]) -> Iterator[None]:
-    """A wrong option as Click's usage error (naming the option), a failure (ValueError, RuntimeError and
-    ``errors``) as an error message instead of a traceback."""
-    try:
-        yield
-    except UsageError as exc:
-        if exc.option:
-            raise click.BadParameter(str(exc), param_hint=exc.option) from None
-        raise click.UsageError(str(exc)) from None
-    except (ValueError, RuntimeError, *errors) as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
-def _show(report: CommandReport) -> None:
-    for note in report.warnings:
-        _warn(note)
-    click.echo(report.shown())
-
-
-def _warn(note: str) -> None:
-    if note:
-        click.echo(f"warning: {note}", err=True)
-
-
-def _progress(done: int, total: int) -> None:
-    if done == total or done % 10 == 0:
-        click.echo(f"\rreplayed {done}/{total} frames", nl=False, err=True)
+        _show(tune(**given, log=lambda text: click.echo(text, err=True)))
 
 
 if __name__ == "__main__":

@@ -5,13 +5,24 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..models.detections import Detector
 from ..models.recognition import load_checked
 from ..parameters import FRACTION, Parameter
 from ..text import parse_size, untrusted
-from .family import NODE_ROS_DEPENDENCIES, Family, LoadRunner
+from .family import (
+    DEBUG_IMAGE,
+    DETECTIONS_MESSAGE,
+    IMAGE_INPUTS,
+    MARKERS_MESSAGE,
+    NODE_ROS_DEPENDENCIES,
+    Family,
+    LoadRunner,
+    NodeWiring,
+    Output,
+)
 
 MAX_LABELS_BYTES = 1 << 20  # a labels file larger than 1 MiB is no list of class names
 
@@ -35,14 +46,27 @@ ROS_DEPENDENCIES = (*NODE_ROS_DEPENDENCIES, "vision_msgs")
 NODE_MODULE = "detection_node"
 
 
-def outputs(topic: str, keypoints: bool) -> tuple[str, ...]:
-    """What a detection node publishes, described."""
-    return (
-        f"{topic} (vision_msgs/Detection2DArray, one per frame, stamped with its header)",
-        "labels (vision_msgs/LabelInfo, transient local: the class map)",
-        *(("pose_markers (visualization_msgs/MarkerArray skeleton, when subscribed)",) if keypoints else ()),
-        "debug_image (sensor_msgs/Image, when subscribed)",
+# Each track's recent path (ros/detection_messages.py's track_markers): the track node's and a tracking detector's.
+TRACK_MARKERS = Output("track_markers", MARKERS_MESSAGE, ", each track's recent path", on_demand=True)
+
+
+def node(
+    topic: str,
+    keypoints: bool,
+    tracking: bool = True,
+    inputs: tuple[str, ...] = IMAGE_INPUTS,
+    topic_arguments: tuple[tuple[str, str, str, str], ...] = (),
+) -> NodeWiring:
+    """A detection node (ros/detection_node.py) publishing its detections on ``topic``; ``keypoints``: with pose
+    markers; ``tracking``: it has the tracking parameters (families/tracking.py), and track markers with them on."""
+    outputs = (
+        Output(topic, DETECTIONS_MESSAGE, ", one per frame, stamped with its header", depth=10),
+        Output("labels", "vision_msgs/msg/LabelInfo", ": the class map", latched=True, listened=False),
+        *((Output("pose_markers", MARKERS_MESSAGE, " skeleton", on_demand=True),) if keypoints else ()),
+        *((replace(TRACK_MARKERS, when="tracking"),) if tracking else ()),
+        DEBUG_IMAGE,
     )
+    return NodeWiring(NODE_MODULE, inputs, outputs, ROS_DEPENDENCIES, topic_arguments)
 
 
 def read_labels(path: str) -> list[str] | None:

@@ -24,31 +24,77 @@ NODE_ROS_DEPENDENCIES = (
 )
 IMAGE_INPUTS = ("image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage)",)
 DETECTIONS_MESSAGE = "vision_msgs/msg/Detection2DArray"
+MARKERS_MESSAGE = "visualization_msgs/msg/MarkerArray"
 
 LoadRunner = Callable[[str], Runner]  # loads a model file on the node's (or tool's) backend
 
 
 @dataclass(frozen=True)
+class Output:
+    """A topic a node publishes, declared once: the node creates its publisher from it (ros/inference_node.py's
+    ``create_outputs``) and `vision-factory models` and the generated README describe it (``description``)."""
+
+    topic: str
+    message: str  # its ROS type, e.g. vision_msgs/msg/Detection2DArray
+    about: str = ""  # what it carries, in words, after the type (", one per frame", ": pixels, z = visibility")
+    depth: int = 1  # QoS history depth (reliable, volatile)
+    latched: bool = False  # transient local with depth 1: a late subscriber gets the last message
+    on_demand: bool = False  # computed and published only while something subscribes to it
+    listened: bool = True  # its subscribers make a ``lazy`` node listen (not so for latched metadata)
+    when: str = ""  # the boolean parameter that must be true for the node to publish it; "": always
+
+    @property
+    def description(self) -> str:
+        """One line: 'topic (package/Type, what it carries, when)'."""
+        package, _, name = self.message.split("/")
+        text = f"{self.topic} ({package}/{name}{', transient local' if self.latched else ''}{self.about}"
+        text += (f", with {self.when} on" if self.when else "") + (", when subscribed" if self.on_demand else "")
+        return text + ")"
+
+    def published(self, values: Mapping[str, Any]) -> bool:
+        """Whether a node of parameter ``values`` publishes it."""
+        return not self.when or bool(values.get(self.when))
+
+
+DEBUG_IMAGE = Output("debug_image", "sensor_msgs/msg/Image", on_demand=True)  # every node's annotated frames
+
+
+@dataclass(frozen=True)
+class NodeWiring:
+    """A family's ROS node: its module, what it subscribes to and publishes, and how it is launched."""
+
+    module: str  # the module under ros/ whose run(RunnerClass, args, family) starts the node
+    inputs: tuple[str, ...]  # the node's subscriptions, described
+    outputs: tuple[Output, ...]  # its publications; the first is its main output, one message per accepted frame
+    ros_dependencies: tuple[str, ...]
+    # Inputs besides the image the launch file remaps: (node topic, launch argument, default, description).
+    topic_arguments: tuple[tuple[str, str, str, str], ...] = ()
+    # The launch file's usage line: ``argument:=example`` shown after the required models and image_topic (what
+    # else the node needs to do anything useful, e.g. the track node's detections topic).
+    usage_arguments: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not (self.inputs and self.outputs and self.ros_dependencies):
+            raise ValueError(f"node {self.module} needs its inputs, outputs and ROS dependencies")
+        topics = [output.topic for output in self.outputs]
+        if len(set(topics)) != len(topics):
+            raise ValueError(f"node {self.module} publishes a topic twice: {', '.join(topics)}")
+
+
+@dataclass(frozen=True)
 class Family:
-    """One model family: its node, its parameters, how it is built, what it publishes, how it is recognised."""
+    """One model family. Its core facts (name, rule, parameters, how it is built, its adapter and options), its
+    ROS node (``node``: topics, message types, QoS, launch usage; None: no node of its own), and what the tools
+    read of it (its output message, keypoints, COCO IoU type, single model)."""
 
     name: str
     summary: str  # one line, for `vision-factory models` and the generated package's README
     rule: Rule | None  # how its models are recognised (models/*_interface.py); None: no model of its own (track)
     parameters: tuple[Parameter, ...]  # the node's own, besides image input (IMAGE_INPUT_PARAMETERS) and backend
     build: Callable[..., Any]  # (parameter values, LoadRunner) -> what the node runs: a Detector or a BallStream
-    # The node: a family without one (node_module None: reid, whose embedder the tracker uses) leaves these empty.
-    node_module: str | None  # the module under ros/ whose run(RunnerClass, args, family) starts the node
-    output_topic: str = ""  # one message per accepted frame, stamped with its header
-    output_message: str = ""  # that topic's ROS type, e.g. vision_msgs/msg/Detection2DArray
-    inputs: tuple[str, ...] = ()  # the node's subscriptions, described
-    outputs: tuple[str, ...] = ()  # its publications, described
-    ros_dependencies: tuple[str, ...] = ()
-    # Inputs besides the image the launch file remaps: (node topic, launch argument, default, description).
-    topic_arguments: tuple[tuple[str, str, str, str], ...] = ()
-    # The launch file's usage line: ``argument:=example`` shown after the required models and image_topic (what
-    # else the node needs to do anything useful, e.g. the track node's detections topic).
-    usage_arguments: tuple[str, ...] = ()
+    # The node: None for a family without one (reid, whose embedder the tracker uses).
+    node: NodeWiring | None = None
+    output_message: str = ""  # the node's main output's ROS type, e.g. vision_msgs/msg/Detection2DArray
     keypoints: bool = False  # detections carry keypoints (pose families)
     iou_type: str | None = None  # COCO iouType its detections are scored with (bbox, keypoints); None: not COCO
     single_model: bool = True  # runs from one model file (rtmpose also needs a person detector)
@@ -62,11 +108,42 @@ class Family:
     make_pipeline: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
-        node = (self.output_topic, self.output_message, self.inputs, self.outputs, self.ros_dependencies)
-        if self.node_module is None and any(node + (self.topic_arguments,)):
-            raise ValueError(f"family {self.name} has no node_module but describes a node's topics")
-        if self.node_module is not None and not all(node):
-            raise ValueError(f"family {self.name}'s node needs its output topic and message, inputs, outputs, ROS deps")
+        if self.node is None and self.output_message:
+            raise ValueError(f"family {self.name} has no node but an output message")
+        if self.node is not None and self.node.outputs[0].message != self.output_message:
+            raise ValueError(f"family {self.name}'s main output is not of its output message {self.output_message}")
+
+    # The node's wiring as the generator, launch files and tools read it (empty for a family without a node).
+
+    @property
+    def node_module(self) -> str | None:
+        return self.node.module if self.node else None
+
+    @property
+    def output_topic(self) -> str:
+        """The main output: one message per accepted frame, stamped with its header."""
+        return self.node.outputs[0].topic if self.node else ""
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return self.node.inputs if self.node else ()
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """Its publications, described (from the table its node creates them from)."""
+        return tuple(output.description for output in self.node.outputs) if self.node else ()
+
+    @property
+    def ros_dependencies(self) -> tuple[str, ...]:
+        return self.node.ros_dependencies if self.node else ()
+
+    @property
+    def topic_arguments(self) -> tuple[tuple[str, str, str, str], ...]:
+        return self.node.topic_arguments if self.node else ()
+
+    @property
+    def usage_arguments(self) -> tuple[str, ...]:
+        return self.node.usage_arguments if self.node else ()
 
     @property
     def has_node(self) -> bool:

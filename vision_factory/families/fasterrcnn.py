@@ -18,14 +18,12 @@ from .detection import (
     LABELS,
     MAX_DETECTIONS,
     MODEL,
-    NODE_MODULE,
-    ROS_DEPENDENCIES,
     input_shape,
     load_detector,
-    outputs,
+    node,
     read_labels,
 )
-from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+from .family import DETECTIONS_MESSAGE, Family, LoadRunner
 from .pipeline import DetectionPipeline
 
 # Parameters passed to the adapter as they are, under their own names.
@@ -70,12 +68,8 @@ FAMILY = Family(
     rule=FASTERRCNN,
     parameters=(*PARAMETERS, *tracking.PARAMETERS),
     build=build,
-    output_topic="detections",
+    node=node("detections", keypoints=False),
     output_message=DETECTIONS_MESSAGE,
-    node_module=NODE_MODULE,
-    inputs=IMAGE_INPUTS,
-    outputs=outputs("detections", keypoints=False),
-    ros_dependencies=ROS_DEPENDENCIES,
     iou_type="bbox",
     make=FasterRCNNDetector,
     make_pipeline=DetectionPipeline.build,

@@ -6,6 +6,7 @@ Nodes do not import this module (it imports every family): a node gets its own f
 
 from __future__ import annotations
 
+from ..parameters import Parameter
 from . import fasterrcnn, reid, rtmpose, track, tracknet, yolo, yolo_pose
 from .family import Family
 
@@ -36,3 +37,12 @@ def family(name: str) -> Family:
             f"unknown model family '{name}': choose one of {', '.join(FAMILIES)} (`vision-factory models` lists them)"
         )
     return FAMILIES[name]
+
+
+def node_parameter(name: str) -> Parameter:
+    """The node parameter ``name``, of whichever nodes have it (a tool option meaning it takes its default and
+    description); an error when none has it, or when nodes give it different meanings or defaults."""
+    found = {parameter for spec in NODE_FAMILIES.values() for parameter in spec.parameters if parameter.name == name}
+    if len(found) != 1:
+        raise ValueError(f"{len(found)} different node parameters are named {name}: name the family's")
+    return found.pop()

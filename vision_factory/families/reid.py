@@ -63,5 +63,4 @@ FAMILY = Family(
     rule=REID,
     parameters=PARAMETERS,
     build=build,
-    node_module=None,
 )

@@ -23,10 +23,8 @@ from .detection import (
     KEYPOINT_THRESHOLD,
     MAX_DETECTIONS,
     MODEL,
-    NODE_MODULE,
-    ROS_DEPENDENCIES,
     input_shape,
-    outputs,
+    node,
 )
 from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
 from .pipeline import DetectionPipeline
@@ -90,20 +88,21 @@ FAMILY = Family(
     rule=RTMPOSE,
     parameters=PARAMETERS,
     build=build,
-    output_topic="poses",
-    output_message=DETECTIONS_MESSAGE,
-    node_module=NODE_MODULE,
-    inputs=(*IMAGE_INPUTS, "person_detections (vision_msgs/Detection2DArray, with person_source topic)"),
-    outputs=outputs("poses", keypoints=True),
-    ros_dependencies=ROS_DEPENDENCIES,
-    topic_arguments=(
-        (
-            "person_detections",
-            "person_detections_topic",
-            "/detections",
-            "Detection2DArray of people, read with person_source:=topic",
+    node=node(
+        "poses",
+        keypoints=True,
+        tracking=False,
+        inputs=(*IMAGE_INPUTS, "person_detections (vision_msgs/Detection2DArray, with person_source topic)"),
+        topic_arguments=(
+            (
+                "person_detections",
+                "person_detections_topic",
+                "/detections",
+                "Detection2DArray of people, read with person_source:=topic",
+            ),
         ),
     ),
+    output_message=DETECTIONS_MESSAGE,
     keypoints=True,
     iou_type="keypoints",
     single_model=False,

@@ -11,8 +11,8 @@ from typing import Any
 
 from ..models.tracker import Tracking
 from . import tracking
-from .detection import ROS_DEPENDENCIES
-from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+from .detection import ROS_DEPENDENCIES, TRACK_MARKERS
+from .family import DEBUG_IMAGE, DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner, NodeWiring, Output
 
 PARAMETERS = tuple(parameter for parameter in tracking.PARAMETERS if parameter.name != "tracking")
 
@@ -29,18 +29,24 @@ FAMILY = Family(
     rule=None,
     parameters=PARAMETERS,
     build=build,
-    output_topic="tracks",
-    output_message=DETECTIONS_MESSAGE,
-    node_module="track_node",
-    inputs=(*IMAGE_INPUTS, "detections (vision_msgs/Detection2DArray, paired with the image of the same stamp)"),
-    outputs=(
-        "tracks (vision_msgs/Detection2DArray: the detections as they came, Detection2D.id the track ID or empty)",
-        "track_markers (visualization_msgs/MarkerArray, each track's recent path, when subscribed)",
-        "debug_image (sensor_msgs/Image, when subscribed)",
+    node=NodeWiring(
+        "track_node",
+        inputs=(*IMAGE_INPUTS, "detections (vision_msgs/Detection2DArray, paired with the image of the same stamp)"),
+        outputs=(
+            Output(
+                "tracks",
+                DETECTIONS_MESSAGE,
+                ": the detections as they came, Detection2D.id the track ID or empty",
+                depth=10,
+            ),
+            TRACK_MARKERS,
+            DEBUG_IMAGE,
+        ),
+        ros_dependencies=ROS_DEPENDENCIES,
+        topic_arguments=(("detections", "detections_topic", "/detections", "Detection2DArray to track"),),
+        usage_arguments=("detections_topic:=/detector/detections", "reid_model_path:=/models/reid.onnx"),
     ),
-    ros_dependencies=ROS_DEPENDENCIES,
-    topic_arguments=(("detections", "detections_topic", "/detections", "Detection2DArray to track"),),
-    usage_arguments=("detections_topic:=/detector/detections", "reid_model_path:=/models/reid.onnx"),
+    output_message=DETECTIONS_MESSAGE,
     single_model=False,
     queue_size=4,  # the tracker follows motion frame to frame: a bounded queue, not only the newest
 )

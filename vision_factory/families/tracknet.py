@@ -12,7 +12,16 @@ from ..models.tracknet_interface import BG_MODES, HEIGHT, TRACKNET, WIDTH
 from ..models.tracknet_stream import EVAL_MODES, InpaintRefiner, MedianMissing, TrackNetTracker, check_input_frame
 from ..parameters import FRACTION, Parameter
 from ..text import untrusted
-from .family import IMAGE_INPUTS, NODE_ROS_DEPENDENCIES, Family, LoadRunner
+from .family import (
+    DEBUG_IMAGE,
+    IMAGE_INPUTS,
+    MARKERS_MESSAGE,
+    NODE_ROS_DEPENDENCIES,
+    Family,
+    LoadRunner,
+    NodeWiring,
+    Output,
+)
 
 # bg_mode's default: the model's own (its bg_mode metadata, else what its input channels mean).
 BG_MODE_FROM_MODEL = "model"
@@ -55,6 +64,9 @@ PARAMETERS = (
     Parameter("flush_timeout", 1.0, "seconds without frames that end a stream, 0 = never", minimum=0.0),
     Parameter("trajectory_length", 30, "positions in ball_markers", minimum=0),
 )
+
+
+BALL = Output("ball", "geometry_msgs/msg/PointStamped", ": pixels, z = visibility", depth=10)  # one per frame
 
 
 def model_bg_mode(bg_mode: str, found: str | None, model: str) -> str:
@@ -119,15 +131,16 @@ FAMILY = Family(
     parameters=PARAMETERS,
     build=build,
     make_pipeline=pipeline,
-    output_topic="ball",
-    output_message="geometry_msgs/msg/PointStamped",
-    node_module="tracknet_node",
-    inputs=IMAGE_INPUTS,
-    outputs=(
-        "ball (geometry_msgs/PointStamped: pixels, z = visibility)",
-        "ball_markers (visualization_msgs/MarkerArray, when subscribed)",
-        "debug_image (sensor_msgs/Image, when subscribed)",
+    node=NodeWiring(
+        "tracknet_node",
+        inputs=IMAGE_INPUTS,
+        outputs=(
+            BALL,
+            Output("ball_markers", MARKERS_MESSAGE, on_demand=True),
+            DEBUG_IMAGE,
+        ),
+        ros_dependencies=NODE_ROS_DEPENDENCIES,
     ),
-    ros_dependencies=NODE_ROS_DEPENDENCIES,
+    output_message=BALL.message,
     queue_size=4,  # every frame of a window counts: a bounded queue, not only the newest
 )

@@ -18,13 +18,11 @@ from .detection import (
     LABELS,
     MAX_DETECTIONS,
     MODEL,
-    NODE_MODULE,
-    ROS_DEPENDENCIES,
     load_detector,
-    outputs,
+    node,
     read_labels,
 )
-from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+from .family import DETECTIONS_MESSAGE, Family, LoadRunner
 from .pipeline import DetectionPipeline
 
 PARAMETERS = (MODEL, LABELS, CONFIDENCE, IOU, MAX_DETECTIONS, CLASSES, IMAGE_SIZE)
@@ -56,12 +54,8 @@ FAMILY = Family(
     rule=YOLO,
     parameters=(*PARAMETERS, *tracking.PARAMETERS),
     build=build,
-    output_topic="detections",
+    node=node("detections", keypoints=False),
     output_message=DETECTIONS_MESSAGE,
-    node_module=NODE_MODULE,
-    inputs=IMAGE_INPUTS,
-    outputs=outputs("detections", keypoints=False),
-    ros_dependencies=ROS_DEPENDENCIES,
     iou_type="bbox",
     make=make,
     make_pipeline=DetectionPipeline.build,

@@ -10,8 +10,8 @@ from ..models.yolo import YoloDetector
 from ..models.yolo_interface import YOLO_POSE
 from ..runtime.runner import Runner
 from . import tracking, yolo
-from .detection import KEYPOINT_THRESHOLD, NODE_MODULE, ROS_DEPENDENCIES, load_detector, outputs
-from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+from .detection import KEYPOINT_THRESHOLD, load_detector, node
+from .family import DETECTIONS_MESSAGE, Family, LoadRunner
 from .pipeline import DetectionPipeline
 
 PARAMETERS = (*yolo.PARAMETERS, KEYPOINT_THRESHOLD)
@@ -31,12 +31,8 @@ FAMILY = Family(
     rule=YOLO_POSE,
     parameters=(*PARAMETERS, *tracking.PARAMETERS),
     build=build,
-    output_topic="poses",
+    node=node("poses", keypoints=True),
     output_message=DETECTIONS_MESSAGE,
-    node_module=NODE_MODULE,
-    inputs=IMAGE_INPUTS,
-    outputs=outputs("poses", keypoints=True),
-    ros_dependencies=ROS_DEPENDENCIES,
     keypoints=True,
     iou_type="keypoints",
     make=make,

@@ -3,10 +3,10 @@
 Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage);
             rtmpose with person_source topic also person_detections (vision_msgs/Detection2DArray),
             paired with the image of the same stamp
-Publishes   detections (detection families) or poses (pose families), vision_msgs/Detection2DArray,
-            one per frame with that frame's header; labels (vision_msgs/LabelInfo, transient local,
-            once); pose_markers (visualization_msgs/MarkerArray) and debug_image only when subscribed;
-            with tracking on, track_markers (visualization_msgs/MarkerArray) when subscribed.
+Publishes   families/detection.py's output table (node()), from which configure creates the publishers and
+            `vision-factory models` describes them: detections (detection families) or poses (pose families),
+            vision_msgs/Detection2DArray, one per frame with that frame's header; labels (the class map,
+            transient local, once); pose markers, with tracking on track markers, and debug_image when subscribed.
 
 With ``tracking`` on (yolo, yolo_pose, fasterrcnn: families/tracking.py's parameters) each Detection2D.id is the
 detection's track ID, empty when it is not (yet) part of a confirmed track; the detector then hands the tracker
@@ -24,11 +24,8 @@ runner; each package binds its own, and imports only its own family's module.
 
 from __future__ import annotations
 
-from rclpy.qos import DurabilityPolicy, QoSProfile
-from sensor_msgs.msg import Image
 from std_msgs.msg import Header
-from vision_msgs.msg import Detection2DArray, LabelInfo
-from visualization_msgs.msg import MarkerArray
+from vision_msgs.msg import Detection2DArray
 
 from ..families import tracking as tracking_parameters
 from ..families.family import Family
@@ -66,12 +63,11 @@ class DetectionNode(InferenceNode):
         self.keypoint_threshold = values.get("keypoint_threshold", 0.5)
         known_skeleton = self.pose and list(self.detector.keypoint_names) == list(COCO_KEYPOINTS)
         self.skeleton = COCO_SKELETON if known_skeleton else ()
-        self.detections_pub = self.create_output(Detection2DArray, family.output_topic, 10)
-        self.debug_pub = self.create_output(Image, "debug_image", 1)
-        self.marker_pub = self.create_output(MarkerArray, "pose_markers", 1) if self.pose else None
-        self.track_marker_pub = self.create_output(MarkerArray, "track_markers", 1) if self.tracking else None
-        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.labels_pub = self.create_output(LabelInfo, "labels", latched, listened=False)
+        publishers = self.create_outputs(family.node.outputs)  # families/detection.py's table
+        self.detections_pub, self.labels_pub = publishers[family.output_topic], publishers["labels"]
+        self.debug_pub = publishers["debug_image"]
+        self.marker_pub = publishers.get("pose_markers")  # pose families
+        self.track_marker_pub = publishers.get("track_markers")  # with tracking on
         self.person_class = values.get("person_class", "")  # rtmpose's people from another node, by name
         if self.tracking:
             reid = "re-identification " + values["reid_model_path"] if self.tracking.embedder else "motion only"

@@ -36,14 +36,17 @@ import rclpy
 from rclpy.exceptions import ParameterException
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import DurabilityPolicy, QoSProfile
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
 
+from ..families.family import Output
 from ..images import ImageFormatError
 from ..parameters import Parameter
 from ..runtime.runner import Runner
 from ..streaming import PAIRING_WINDOW, FrameQueue, Pairing, ProblemLog, stale_age_ms
 from ..text import untrusted
+from . import message_class
 from .messages import image_from_cdr, message_to_bgr
 from .monitor import Monitor
 from .parameters import declare_parameters, image_input, parameter_values, refuse_invalid, undeclared_overrides
@@ -234,6 +237,18 @@ class InferenceNode(LifecycleNode):
         if listened:
             self._listened.append(publisher)
         return publisher
+
+    def create_outputs(self, outputs: tuple[Output, ...]) -> dict[str, Any]:
+        """The publishers of a node's output table (Family.node.outputs: the table `vision-factory models` and the
+        generated README describe), by topic; one whose ``when`` parameter is off is not created."""
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        publishers = {}
+        for output in outputs:
+            if output.published(self.values):
+                qos = latched if output.latched else output.depth
+                kind = message_class(output.message)
+                publishers[output.topic] = self.create_output(kind, output.topic, qos, output.listened)
+        return publishers
 
     def _follow_subscribers(self) -> None:
         """lazy: listen while an output has a subscriber, stop when none has."""

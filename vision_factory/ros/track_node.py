@@ -2,9 +2,10 @@
 
 Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage), and detections
             (vision_msgs/Detection2DArray), paired by stamp
-Publishes   tracks (vision_msgs/Detection2DArray): each detections message as it came, with every Detection2D.id
-            the detection's track ID, or empty when it is not (yet) part of a confirmed track; track_markers
-            (visualization_msgs/MarkerArray) and debug_image only when subscribed.
+Publishes   families/track.py's output table (its publishers, and what `vision-factory models` says): tracks
+            (vision_msgs/Detection2DArray), each detections message as it came, with every Detection2D.id the
+            detection's track ID, or empty when it is not (yet) part of a confirmed track; track_markers and
+            debug_image only when subscribed.
 
 Detections are tracked per class: their results[0] class_id (a name) sets it. Those scoring under
 track_low_threshold are republished too, with an empty id. New streams as in ros/tracks.py.
@@ -12,9 +13,7 @@ track_low_threshold are republished too, with an empty id. New streams as in ros
 
 from __future__ import annotations
 
-from sensor_msgs.msg import Image
 from vision_msgs.msg import Detection2DArray
-from visualization_msgs.msg import MarkerArray
 
 from ..families.family import Family
 from ..families.tracking import id_text
@@ -36,9 +35,9 @@ class TrackNode(InferenceNode):
         self.tracking = self.family.build(self.values, self.load_runner)
         self.stream = TrackedStream(self.tracking, self.get_logger())
         self.classes: dict[str, int] = {}  # class name -> the tracker's class id, in order of first sight
-        self.tracks_pub = self.create_output(Detection2DArray, self.family.output_topic, 10)
-        self.marker_pub = self.create_output(MarkerArray, "track_markers", 1)
-        self.debug_pub = self.create_output(Image, "debug_image", 1)
+        publishers = self.create_outputs(self.family.node.outputs)  # families/track.py's table
+        self.tracks_pub = publishers[self.family.output_topic]
+        self.marker_pub, self.debug_pub = publishers["track_markers"], publishers["debug_image"]
 
     def listen(self) -> None:
         hint = "is the detector running, and does it stamp its output with the image's header?"

@@ -1,8 +1,9 @@
 """tracknet_node: ball positions from an image stream with TrackNet (+ InpaintNet), on any backend.
 
 Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage)
-Publishes   ball (geometry_msgs/PointStamped, pixels, z = visibility), one per accepted frame,
-            stamped with that frame's header; ball_markers and debug_image only when subscribed.
+Publishes   families/tracknet.py's output table (its publishers, and what `vision-factory models` says): ball
+            (geometry_msgs/PointStamped, pixels, z = visibility), one per accepted frame, stamped with that
+            frame's header; ball_markers and debug_image only when subscribed.
 
 Two stages per frame: the subscription callback (the executor's thread) converts the message and
 pre-processes the frame while the inference thread runs the model on the frame before it; the
@@ -18,9 +19,6 @@ from collections import deque
 
 import cv2
 import numpy as np
-from geometry_msgs.msg import PointStamped
-from sensor_msgs.msg import Image
-from visualization_msgs.msg import MarkerArray
 
 from ..families.family import Family
 from ..images import ImageFormatError
@@ -56,9 +54,9 @@ class TrackNetNode(InferenceNode):
         self.get_logger().info(
             f"TrackNet {values['model_path']}: {tracker.runner.describe()}; bg_mode {tracker.bg_mode!r}{given}{median}"
         )
-        self.ball_pub = self.create_output(PointStamped, "ball", 10)
-        self.marker_pub = self.create_output(MarkerArray, "ball_markers", 1)
-        self.debug_pub = self.create_output(Image, "debug_image", 1)
+        publishers = self.create_outputs(self.family.node.outputs)  # families/tracknet.py's table
+        self.ball_pub, self.marker_pub = publishers[self.family.output_topic], publishers["ball_markers"]
+        self.debug_pub = publishers["debug_image"]
         self.trajectory: deque[tuple[int, int]] = deque(maxlen=values["trajectory_length"])
 
     def listen(self) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ from ..families.family import DETECTIONS_MESSAGE
 from ..families.registry import NODE_FAMILIES, family
 from ..files import open_new, write_text
 from ..parameters import Parameter, Value, checked_values, ros_text
+from ..ros import message_class
 from ..runtime.backends import BACKENDS
 from ..share import share_path
 from ..text import untrusted
@@ -134,12 +134,6 @@ def _restamped(data: bytes, stamp_ns: int) -> tuple[bytes, tuple[int, int]]:
 def use_shared_memory_profile() -> None:
     """Large images need Fast DDS' shared-memory transport; keep a profile the user set."""
     os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(share_path("config", "fastdds_shm.xml")))
-
-
-def message_class(msgtype: str):
-    """'sensor_msgs/msg/Image' -> the rclpy message class."""
-    package, _, name = msgtype.split("/")
-    return getattr(importlib.import_module(f"{package}.msg"), name)
 
 
 def node_parameters(node: str) -> tuple[Parameter, ...]:

@@ -1,0 +1,130 @@
+"""The Click plumbing of the command line (cli.py keeps the option tables and the calls): shared options, path
+types, options made from a node parameter's table (``parameter_option``: the parameter's default and description),
+and how a command shows what a tool returns or why it failed."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import shlex
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .families.registry import node_parameter
+from .parameters import Parameter
+from .tools.commands import CommandReport, UsageError
+
+FORMAT_HELP = "text for people, json for programs"
+
+option = click.option
+FILE = click.Path(dir_okay=False, path_type=Path)
+FOLDER = click.Path(file_okay=False, path_type=Path)
+ANY_PATH = click.Path(path_type=Path)
+EXISTING = click.Path(exists=True, path_type=Path)
+EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+POSITIVE = click.FloatRange(min=0, min_open=True)
+STRIDE = click.IntRange(min=1)  # tracknet's stride: 1..seq_len (seq_len is the model's, checked as it loads)
+FORMAT = option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+                help=FORMAT_HELP)  # fmt: skip
+BACKEND = option(
+    "--backend", "target", default="onnx:cpu", show_default=True, help="as in bench: onnx:cpu, openvino:CPU"
+)
+BAG_TOPIC = option("--topic", help="image topic in the bag (needed when it has several)")
+PARAM = option("-p", "--param", "params", multiple=True, metavar="NAME:=VALUE", help="node parameter, repeatable")
+
+
+class ParameterOption(click.Option):
+    """An option that means a node parameter (``parameter``): its default is the parameter's, its help the
+    parameter's description."""
+
+    def __init__(self, *args: Any, parameter: Parameter, **settings: Any) -> None:
+        super().__init__(*args, **settings)
+        self.parameter = parameter
+
+
+def parameter_option(
+    name: str, flag: str = "", dest: str = "", prefix: str = "", suffix: str = "", **settings: Any
+) -> Callable:
+    """The option ``flag`` (default: --name-with-dashes) for the node parameter ``name`` (families/registry.py's
+    node_parameter), passed to the command as ``dest`` (default: the parameter's name), of the parameter's default;
+    its help ``prefix`` + the parameter's description + ``suffix``. ``settings``: Click's (a narrower type)."""
+    parameter = node_parameter(name)
+    settings = {"type": type(parameter.default), "show_default": parameter.default != "", **settings}
+    help_text = f"{prefix}{parameter.description}{suffix}"
+    flag = flag or "--" + name.replace("_", "-")
+    return option(flag, dest or name, cls=ParameterOption, parameter=parameter, default=parameter.default,
+                  help=help_text, **settings)  # fmt: skip
+
+
+def tool_option(flag: str, tool: Callable, name: str, **settings: Any) -> Callable:
+    """The option ``flag`` for the keyword argument ``name`` of the ``tool`` function, of its default there."""
+    default = inspect.signature(tool).parameters[name].default
+    return option(flag, name, default=default, show_default=True, **settings)
+
+
+def options(*decorators: Callable) -> Callable:
+    """Apply option decorators in the order listed (the order --help shows)."""
+
+    def apply(command: Callable) -> Callable:
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+
+    return apply
+
+
+def out_option(help_text: str, default: str | None = None, kind: click.ParamType = FOLDER, dest: str = "out_dir"):
+    """--out: a folder (or file) for what the command writes; required when it has no default."""
+    if default is None:
+        return option("--out", dest, type=kind, required=True, help=help_text)
+    return option("--out", dest, type=kind, default=Path(default), show_default=True, help=help_text)
+
+
+def force_option(help_text: str = "replace the outputs of an earlier run in OUT (else refused)") -> Callable:
+    return option("--force", is_flag=True, help=help_text)
+
+
+def executable_option(example: str) -> Callable:
+    return option("--executable", help=f"command that starts the node instead of this package's, e.g. '{example}'")
+
+
+def model_type_option(choices: Iterable[str], help_text: str = "model family", **settings: Any) -> Callable:
+    return option("--model-type", type=click.Choice(list(choices)), help=help_text, **settings)
+
+
+@contextlib.contextmanager
+def reported(*errors: type[Exception]) -> Iterator[None]:
+    """A wrong option as Click's usage error (naming the option), a failure (ValueError, RuntimeError and
+    ``errors``) as an error message instead of a traceback."""
+    try:
+        yield
+    except UsageError as exc:
+        if exc.option:
+            raise click.BadParameter(str(exc), param_hint=exc.option) from None
+        raise click.UsageError(str(exc)) from None
+    except (ValueError, RuntimeError, *errors) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def command_words(executable: str | None) -> list[str] | None:
+    """--executable's command, split as a shell would."""
+    return shlex.split(executable) if executable else None
+
+
+def show(report: CommandReport) -> None:
+    for note in report.warnings:
+        warn(note)
+    click.echo(report.shown())
+
+
+def warn(note: str) -> None:
+    if note:
+        click.echo(f"warning: {note}", err=True)
+
+
+def progress(done: int, total: int) -> None:
+    if done == total or done % 10 == 0:
+        click.echo(f"\rreplayed {done}/{total} frames", nl=False, err=True)

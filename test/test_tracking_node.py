@@ -26,7 +26,7 @@ from vision_factory.families.family import DETECTIONS_MESSAGE
 from vision_factory.families.track import FAMILY as TRACK
 from vision_factory.families.yolo import FAMILY as YOLO
 from vision_factory.parameters import with_defaults
-from vision_factory.ros.detection_messages import detections_message
+from vision_factory.results.detections import detections_message
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import BagError, RawMessage, read_messages, write_image_bag, write_messages

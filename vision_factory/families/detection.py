@@ -7,9 +7,9 @@ import stat
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..models.detections import Detector
 from ..models.recognition import load_checked
 from ..parameters import FRACTION, Parameter
+from ..results.detections import Detector
 from ..text import parse_size, untrusted
 from .family import NODE_ROS_DEPENDENCIES, Family, LoadRunner
 

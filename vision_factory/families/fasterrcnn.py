@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..models.detections import Detector
 from ..models.fasterrcnn import FasterRCNNDetector
 from ..models.fasterrcnn_interface import FASTERRCNN
 from ..parameters import Parameter
+from ..results.detections import Detector
 from . import tracking
 from .detection import (
     CLASSES,

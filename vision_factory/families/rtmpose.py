@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..models.detections import Detector
 from ..models.recognition import load_checked
 from ..models.rtmpose import RTMPoseEstimator, TopDownPose
 from ..models.rtmpose_interface import RTMPOSE
 from ..parameters import FRACTION, Parameter
+from ..results.detections import Detector
 from ..runtime.runner import Runner
 from . import yolo
 from .detection import (

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..models.detections import Detector
 from ..models.yolo import YoloDetector
 from ..models.yolo_interface import YOLO_POSE
+from ..results.detections import Detector
 from ..runtime.runner import Runner
 from . import tracking, yolo
 from .detection import KEYPOINT_THRESHOLD, NODE_MODULE, ROS_DEPENDENCIES, build_detector, outputs

@@ -33,17 +33,18 @@ from visualization_msgs.msg import MarkerArray
 from ..families import tracking as tracking_parameters
 from ..families.family import Family
 from ..images import ImageFormatError
-from ..models.detections import COCO_KEYPOINTS, COCO_SKELETON
-from ..models.drawing import draw_detections
-from ..runtime.runner import Runner
-from ..streaming import stamp_of
-from .detection_messages import (
+from ..results.detections import (
+    COCO_KEYPOINTS,
+    COCO_SKELETON,
     detections_from_message,
     detections_message,
+    draw_detections,
     label_info_message,
     skeleton_markers,
     track_markers,
 )
+from ..runtime.runner import Runner
+from ..streaming import stamp_of
 from .inference_node import InferenceNode, spin
 from .messages import bgr_to_message
 

@@ -25,9 +25,10 @@ from visualization_msgs.msg import MarkerArray
 from ..families.family import Family
 from ..images import ImageFormatError
 from ..models.ball_stream import FrameSizeChanged
+from ..results.ball import ball_message, trajectory_markers
 from ..runtime.runner import Runner
 from .inference_node import InferenceNode, spin
-from .messages import ball_message, bgr_to_message, trajectory_markers
+from .messages import bgr_to_message
 
 
 class TrackNetNode(InferenceNode):

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..files import write_text
-from ..models.detections import box_iou
+from ..results.detections import box_iou
 
 VERDICTS = ((0.001, "excellent"), (0.01, "good"))
 

@@ -17,8 +17,8 @@ import numpy as np
 from ..families.detection import input_shape
 from ..families.family import LoadRunner
 from ..families.registry import family
-from ..models.detections import Detection, Detector, frame_record
 from ..parameters import with_defaults
+from ..results.detections import Detection, Detector, frame_record
 from ..runtime.backends import load_target
 from ..text import untrusted
 from .commands import UsageError
@@ -82,7 +82,7 @@ def build_detector(
 
 @dataclass
 class Prediction:
-    record: dict[str, Any]  # models/detections.py's frame_record: image, frame, width, height, detections
+    record: dict[str, Any]  # results/detections.py's frame_record: image, frame, width, height, detections
     detections: list[Detection]
 
     def line(self) -> str:
@@ -116,7 +116,7 @@ def save_annotated(
     import cv2
 
     from ..files import staged
-    from ..models.drawing import draw_detections
+    from ..results.detections import draw_detections
 
     folder.mkdir(parents=True, exist_ok=True)
     suffix = f"_{index:06d}.jpg" if index is not None else path.suffix

@@ -21,6 +21,7 @@ from ..families.family import DETECTIONS_MESSAGE
 from ..families.registry import NODE_FAMILIES, family
 from ..files import open_new, write_text
 from ..parameters import Parameter, Value, checked_values, ros_text
+from ..results.ball import ball_row, write_ball_csv
 from ..runtime.backends import BACKENDS
 from ..share import share_path
 from ..text import untrusted
@@ -31,7 +32,6 @@ from .bags import (
     image_topic,
     read_messages,
     topics_of_type,
-    write_ball_csv,
     write_messages,
 )
 from .commands import UsageError
@@ -570,8 +570,7 @@ def _write_ball_csv(path: Path, items: list[tuple[int, bytes]], frame_of: dict) 
         msg = deserialize_message(data, PointStamped)
         frame = frame_of.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
         if frame is not None:
-            visible = msg.point.z > 0.5
-            rows[frame] = (frame, int(visible), int(round(msg.point.x)), int(round(msg.point.y)))
+            rows[frame] = ball_row(frame, msg)
     return write_ball_csv(path, [rows[frame] for frame in sorted(rows)])
 
 
@@ -579,11 +578,10 @@ def _write_detections_json(
     path: Path, items: list[tuple[int, bytes]], labels: list[tuple[int, bytes]], bag, topic: str, frame_of: dict
 ) -> Path:
     """A list, in frame order, of each answered frame's record as `predict --format json` prints it
-    (models/detections.py's frame_record; image BAG:FRAME), class ids from the node's LabelInfo (``labels``)."""
+    (results/detections.py's frame_record; image BAG:FRAME), class ids from the node's LabelInfo (``labels``)."""
     from rclpy.serialization import deserialize_message
 
-    from ..models.detections import frame_record
-    from ..ros.detection_messages import detections_from_message, label_names
+    from ..results.detections import detections_from_message, frame_record, label_names
 
     names = label_names(deserialize_message(labels[-1][1], message_class(LABELS["labels"]))) if labels else []
     frames = {}

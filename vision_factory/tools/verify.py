@@ -347,7 +347,7 @@ def _answers(output_bag: Path, spec: Family, tracked: bool = False) -> list[Answ
     for raw in read_messages(output_bag, f"/{spec.output_topic}"):
         msg = deserialize_message(raw.data, kind)
         if spec.output_message == DETECTIONS_MESSAGE:
-            from ..ros.detection_messages import detections_from_message
+            from ..results.detections import detections_from_message
 
             ids = [item.id if tracked else None for item in msg.detections]
             items = [_detection_item(d, track) for d, track in zip(detections_from_message(msg), ids)]

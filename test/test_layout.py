@@ -166,6 +166,7 @@ def test_family_options_are_the_adapters_keyword_arguments(name, adapter, skip):
 SHARED = [
     "families/__init__.py",
     "families/family.py",
+    "files.py",  # results/<kind>.py's file writer
     "images.py",
     "models/__init__.py",
     "models/bounds.py",
@@ -205,7 +206,6 @@ TRACKER = [
 CARRIED = {
     "tracknet": [
         "families/tracknet.py",
-        "files.py",  # results/ball.py's CSV writer
         "models/ball_stream.py",
         "models/tracknet_stream.py",
         "results/ball.py",

@@ -27,11 +27,11 @@ from .tools.quantize import LOSSES, METHODS, PRECISIONS, QUANTIZE_TYPES, TARGET_
 
 HEATMAP_THRESHOLD = node_default(FAMILIES["tracknet"].parameters, "heatmap_threshold")
 MEDIAN_WARMUP = node_default(FAMILIES["tracknet"].parameters, "median_warmup")
-# eval's model types: the families it scores (tracknet: ball CSVs; those with a COCO iouType), and MOTChallenge tracks.
-EVAL_TYPES = (*(name for name, spec in FAMILIES.items() if name == "tracknet" or spec.iou_type), TRACK)
+# eval's model types: the families whose result kind it scores (ball CSVs, COCO detections), and MOTChallenge tracks.
+EVAL_TYPES = (*(name for name, spec in FAMILIES.items() if spec.result and spec.result.metrics), TRACK)
 FORMAT_HELP = "text for people, json for programs"
 # verify's model types: the nodes that answer each frame from one model (tools/verify.py).
-VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make is not None or name == "tracknet"]
+VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make_pipeline is not None]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

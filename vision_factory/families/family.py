@@ -8,6 +8,7 @@ from typing import Any
 
 from ..models.interface import Rule
 from ..parameters import IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter
+from ..results import ResultKind
 from ..runtime.runner import Runner
 
 # What every node imports from ROS (ball markers and pose skeletons are visualization_msgs; rclpy.lifecycle's
@@ -23,7 +24,6 @@ NODE_ROS_DEPENDENCIES = (
     "diagnostic_msgs",  # /diagnostics (ros/monitor.py)
 )
 IMAGE_INPUTS = ("image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage)",)
-DETECTIONS_MESSAGE = "vision_msgs/msg/Detection2DArray"
 
 LoadRunner = Callable[[str], Runner]  # loads a model file on the node's (or tool's) backend
 
@@ -37,10 +37,11 @@ class Family:
     rule: Rule | None  # how its models are recognised (models/*_interface.py); None: no model of its own (track)
     parameters: tuple[Parameter, ...]  # the node's own, besides image input (IMAGE_INPUT_PARAMETERS) and backend
     build: Callable[..., Any]  # (parameter values, LoadRunner) -> what the node runs: a Detector or a BallStream
+    # What its pipeline returns and its node publishes (results/__init__.py): tools ask this, never the family's name.
+    result: ResultKind | None
     # The node: a family without one (node_module None: reid, whose embedder the tracker uses) leaves these empty.
     node_module: str | None  # the module under ros/ whose run(RunnerClass, args, family) starts the node
-    output_topic: str = ""  # one message per accepted frame, stamped with its header
-    output_message: str = ""  # that topic's ROS type, e.g. vision_msgs/msg/Detection2DArray
+    output_topic: str = ""  # one message per accepted frame, stamped with its header; its type: result.message
     inputs: tuple[str, ...] = ()  # the node's subscriptions, described
     outputs: tuple[str, ...] = ()  # its publications, described
     ros_dependencies: tuple[str, ...] = ()
@@ -49,9 +50,9 @@ class Family:
     # The launch file's usage line: ``argument:=example`` shown after the required models and image_topic (what
     # else the node needs to do anything useful, e.g. the track node's detections topic).
     usage_arguments: tuple[str, ...] = ()
-    keypoints: bool = False  # detections carry keypoints (pose families)
-    iou_type: str | None = None  # COCO iouType its detections are scored with (bbox, keypoints); None: not COCO
-    single_model: bool = True  # runs from one model file (rtmpose also needs a person detector)
+    # What it runs on besides its one model file (rtmpose: a person detector's boxes; track: another node's
+    # detections): tools that run a family from a model file alone (bench, compare, track) take those without.
+    needs: tuple[str, ...] = ()
     make: Callable[..., Any] | None = None  # (runner, **options) -> its Detector; None: not a detector
     options: tuple[str, ...] = ()  # the keyword options ``make`` takes (the adapter's own)
     # The node's queue_size default: 1 keeps only the newest frame (a detector answers the freshest image); a
@@ -62,16 +63,21 @@ class Family:
     make_pipeline: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
-        node = (self.output_topic, self.output_message, self.inputs, self.outputs, self.ros_dependencies)
+        node = (self.output_topic, self.result, self.inputs, self.outputs, self.ros_dependencies)
         if self.node_module is None and any(node + (self.topic_arguments,)):
             raise ValueError(f"family {self.name} has no node_module but describes a node's topics")
         if self.node_module is not None and not all(node):
-            raise ValueError(f"family {self.name}'s node needs its output topic and message, inputs, outputs, ROS deps")
+            raise ValueError(f"family {self.name}'s node needs its output topic and result, inputs, outputs, ROS deps")
 
     @property
     def has_node(self) -> bool:
         """Whether the family has a node of its own (and a generated package, launch file and config)."""
         return self.node_module is not None
+
+    @property
+    def single_model(self) -> bool:
+        """Whether it runs from its one model file alone (``needs`` nothing else)."""
+        return not self.needs
 
     @property
     def executable(self) -> str:

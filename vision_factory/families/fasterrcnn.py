@@ -9,6 +9,7 @@ from typing import Any
 from ..models.fasterrcnn import FasterRCNNDetector
 from ..models.fasterrcnn_interface import FASTERRCNN
 from ..parameters import Parameter
+from ..results import DETECTIONS
 from ..results.detections import Detector
 from . import tracking
 from .detection import (
@@ -25,7 +26,7 @@ from .detection import (
     outputs,
     read_labels,
 )
-from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+from .family import IMAGE_INPUTS, Family, LoadRunner
 from .pipeline import DetectionPipeline
 
 # Parameters passed to the adapter as they are, under their own names.
@@ -70,13 +71,12 @@ FAMILY = Family(
     rule=FASTERRCNN,
     parameters=(*PARAMETERS, *tracking.PARAMETERS),
     build=build,
+    result=DETECTIONS,
     output_topic="detections",
-    output_message=DETECTIONS_MESSAGE,
     node_module=NODE_MODULE,
     inputs=IMAGE_INPUTS,
     outputs=outputs("detections", keypoints=False),
     ros_dependencies=ROS_DEPENDENCIES,
-    iou_type="bbox",
     make=FasterRCNNDetector,
     make_pipeline=DetectionPipeline.build,
     options=OPTIONS,

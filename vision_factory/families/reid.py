@@ -63,5 +63,6 @@ FAMILY = Family(
     rule=REID,
     parameters=PARAMETERS,
     build=build,
+    result=None,  # embeddings, for the tracker
     node_module=None,
 )

@@ -13,6 +13,7 @@ from ..models.recognition import load_checked
 from ..models.rtmpose import RTMPoseEstimator, TopDownPose
 from ..models.rtmpose_interface import RTMPOSE
 from ..parameters import FRACTION, Parameter
+from ..results import POSES
 from ..results.detections import Detector
 from ..runtime.runner import Runner
 from . import yolo
@@ -28,7 +29,7 @@ from .detection import (
     input_shape,
     outputs,
 )
-from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+from .family import IMAGE_INPUTS, Family, LoadRunner
 from .pipeline import DetectionPipeline
 
 PERSON_SOURCES = ("detector", "topic")
@@ -90,8 +91,8 @@ FAMILY = Family(
     rule=RTMPOSE,
     parameters=PARAMETERS,
     build=build,
+    result=POSES,
     output_topic="poses",
-    output_message=DETECTIONS_MESSAGE,
     node_module=NODE_MODULE,
     inputs=(*IMAGE_INPUTS, "person_detections (vision_msgs/Detection2DArray, with person_source topic)"),
     outputs=outputs("poses", keypoints=True),
@@ -104,9 +105,7 @@ FAMILY = Family(
             "Detection2DArray of people, read with person_source:=topic",
         ),
     ),
-    keypoints=True,
-    iou_type="keypoints",
-    single_model=False,
+    needs=("person boxes: a person detector's model, or another node's detections",),
     make=make,
     make_pipeline=DetectionPipeline.build,
     options=OPTIONS,

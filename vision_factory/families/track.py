@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..models.tracker import Tracking
+from ..results import TRACKS
 from . import tracking
 from .detection import ROS_DEPENDENCIES
-from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+from .family import IMAGE_INPUTS, Family, LoadRunner
 
 PARAMETERS = tuple(parameter for parameter in tracking.PARAMETERS if parameter.name != "tracking")
 
@@ -29,8 +30,8 @@ FAMILY = Family(
     rule=None,
     parameters=PARAMETERS,
     build=build,
+    result=TRACKS,
     output_topic="tracks",
-    output_message=DETECTIONS_MESSAGE,
     node_module="track_node",
     inputs=(*IMAGE_INPUTS, "detections (vision_msgs/Detection2DArray, paired with the image of the same stamp)"),
     outputs=(
@@ -41,6 +42,6 @@ FAMILY = Family(
     ros_dependencies=ROS_DEPENDENCIES,
     topic_arguments=(("detections", "detections_topic", "/detections", "Detection2DArray to track"),),
     usage_arguments=("detections_topic:=/detector/detections", "reid_model_path:=/models/reid.onnx"),
-    single_model=False,
+    needs=("another node's detections",),
     queue_size=4,  # the tracker follows motion frame to frame: a bounded queue, not only the newest
 )

@@ -11,6 +11,7 @@ from ..models.recognition import load_checked, require_family
 from ..models.tracknet_interface import BG_MODES, HEIGHT, TRACKNET, WIDTH
 from ..models.tracknet_stream import EVAL_MODES, MEDIAN_MODES, InpaintRefiner, TrackNetTracker, check_input_frame
 from ..parameters import FRACTION, Parameter
+from ..results import BALL_TRACK
 from ..text import untrusted
 from .family import IMAGE_INPUTS, NODE_ROS_DEPENDENCIES, Family, LoadRunner
 
@@ -122,9 +123,9 @@ FAMILY = Family(
     rule=TRACKNET,
     parameters=PARAMETERS,
     build=build,
+    result=BALL_TRACK,
     make_pipeline=pipeline,
     output_topic="ball",
-    output_message="geometry_msgs/msg/PointStamped",
     node_module="tracknet_node",
     inputs=IMAGE_INPUTS,
     outputs=(

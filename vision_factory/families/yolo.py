@@ -7,6 +7,7 @@ from typing import Any
 
 from ..models.yolo import YoloDetector
 from ..models.yolo_interface import YOLO
+from ..results import DETECTIONS
 from ..results.detections import Detector
 from ..runtime.runner import Runner
 from . import tracking
@@ -24,7 +25,7 @@ from .detection import (
     outputs,
     read_labels,
 )
-from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+from .family import IMAGE_INPUTS, Family, LoadRunner
 from .pipeline import DetectionPipeline
 
 PARAMETERS = (MODEL, LABELS, CONFIDENCE, IOU, MAX_DETECTIONS, CLASSES, IMAGE_SIZE)
@@ -56,13 +57,12 @@ FAMILY = Family(
     rule=YOLO,
     parameters=(*PARAMETERS, *tracking.PARAMETERS),
     build=build,
+    result=DETECTIONS,
     output_topic="detections",
-    output_message=DETECTIONS_MESSAGE,
     node_module=NODE_MODULE,
     inputs=IMAGE_INPUTS,
     outputs=outputs("detections", keypoints=False),
     ros_dependencies=ROS_DEPENDENCIES,
-    iou_type="bbox",
     make=make,
     make_pipeline=DetectionPipeline.build,
     options=OPTIONS,

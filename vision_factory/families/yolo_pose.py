@@ -7,11 +7,12 @@ from typing import Any
 
 from ..models.yolo import YoloDetector
 from ..models.yolo_interface import YOLO_POSE
+from ..results import POSES
 from ..results.detections import Detector
 from ..runtime.runner import Runner
 from . import tracking, yolo
 from .detection import KEYPOINT_THRESHOLD, NODE_MODULE, ROS_DEPENDENCIES, build_detector, outputs
-from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+from .family import IMAGE_INPUTS, Family, LoadRunner
 from .pipeline import DetectionPipeline
 
 PARAMETERS = (*yolo.PARAMETERS, KEYPOINT_THRESHOLD)
@@ -31,14 +32,12 @@ FAMILY = Family(
     rule=YOLO_POSE,
     parameters=(*PARAMETERS, *tracking.PARAMETERS),
     build=build,
+    result=POSES,
     output_topic="poses",
-    output_message=DETECTIONS_MESSAGE,
     node_module=NODE_MODULE,
     inputs=IMAGE_INPUTS,
     outputs=outputs("poses", keypoints=True),
     ros_dependencies=ROS_DEPENDENCIES,
-    keypoints=True,
-    iou_type="keypoints",
     make=make,
     make_pipeline=DetectionPipeline.build,
     options=yolo.OPTIONS,

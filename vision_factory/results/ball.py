@@ -5,14 +5,15 @@ geometry_msgs/PointStamped whose point.z is the visibility (types imported insid
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..files import open_new
 from ..text import untrusted
+from . import Item
 
 if TYPE_CHECKING:
     from geometry_msgs.msg import PointStamped
@@ -57,6 +58,37 @@ def ball_row(frame: int, message: PointStamped) -> tuple[int, int, int, int]:
     """The CSV row (Frame, Visibility, X, Y) of a ball message of ``frame`` (ball_message: z > 0.5 seen)."""
     visible = message.point.z > 0.5
     return frame, int(visible), int(round(message.point.x)), int(round(message.point.y))
+
+
+def write_replayed(
+    path: Path, answers: Mapping[int, PointStamped], latched: Mapping[str, Any], image: str, sizes: Callable
+) -> Path:
+    """replay's ball.csv: each answered frame's row (``ball_row``), in frame order."""
+    return write_ball_csv(path, [ball_row(frame, answers[frame]) for frame in sorted(answers)])
+
+
+def item(x: float, y: float, visible: bool) -> Item:
+    """The ball as verify compares it: x, y when seen (none when not), score its visibility."""
+    return Item("ball", 1.0 if visible else 0.0, np.array([x, y], np.float64) if visible else np.zeros(0), np.zeros(0))
+
+
+def message_items(message: PointStamped, tracked: bool = False) -> list[Item]:
+    return [item(message.point.x, message.point.y, message.point.z > 0.5)]
+
+
+def offline_items(stream: Any, frames: Sequence[np.ndarray]) -> list[list[Item]]:
+    """Each frame's ball from a fresh stream (models/ball_stream.py's BallStream), the stream flushed at the end."""
+    stream.reset()
+    balls: dict[int, dict] = {}
+    for index, frame in enumerate(frames):
+        balls.update(stream.push(frame, index))
+    balls.update(stream.flush())
+    return [[item(balls[i]["X"], balls[i]["Y"], balls[i]["Visibility"] == 1)] for i in range(len(frames))]
+
+
+def names_of(stream: Any) -> tuple[list[str] | None, list[str]]:
+    """No class names (the ball), no keypoints."""
+    return None, []
 
 
 def ball_message(header: Header, x: int, y: int, visible: bool) -> PointStamped:

@@ -14,12 +14,16 @@ Layout of a pose in ``Detection2DArray`` (one ``Detection2D`` per person):
 from __future__ import annotations
 
 import colorsys
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import cv2
 import numpy as np
+
+from . import Item
 
 if TYPE_CHECKING:
     from std_msgs.msg import Header
@@ -124,6 +128,59 @@ def frame_record(image: str, frame: int, width: int, height: int, detections: Se
         "height": int(height),
         "detections": [detection.as_dict() for detection in detections],
     }
+
+
+def write_replayed(
+    path: Path, answers: Mapping[int, Detection2DArray], latched: Mapping[str, Any], image: str, sizes: Callable
+) -> Path:
+    """replay's detections.json: a list, in frame order, of each answered frame's ``frame_record`` as `predict
+    --format json` prints it (image IMAGE:FRAME), class ids from the node's LabelInfo (``latched["labels"]``);
+    ``sizes(frames)``: each frame's (width, height)."""
+    from ..files import write_text
+
+    names = label_names(latched["labels"]) if "labels" in latched else []
+    frames = {frame: detections_from_message(message, names) for frame, message in answers.items()}
+    size = sizes(frames)
+    write_text(path, json.dumps([frame_record(f"{image}:{f}", f, *size[f], frames[f]) for f in sorted(frames)]))
+    return path
+
+
+# Comparison: what verify compares of the node's answers and the model's offline (results/__init__.py's Item).
+def items(detections: Sequence[Detection], tracks: Sequence[str | None] | None = None) -> list[Item]:
+    """Each detection as an Item: its box then its keypoints' x, y as points, their scores, its track ID."""
+    found = []
+    for detection, track in zip(detections, tracks or [None] * len(detections)):
+        keypoints = np.zeros((0, 3)) if detection.keypoints is None else np.asarray(detection.keypoints, np.float64)
+        points = np.concatenate([np.asarray(detection.xyxy, np.float64), keypoints[:, :2].ravel()])
+        found.append(Item(detection.class_name, float(detection.score), points, keypoints[:, 2].copy(), track))
+    return found
+
+
+def message_items(message: Detection2DArray, tracked: bool = False) -> list[Item]:
+    """A node's answer as Items; ``tracked``: each one's Detection2D.id is its track ID (else a rank, not compared)."""
+    return items(detections_from_message(message), [item.id if tracked else None for item in message.detections])
+
+
+def offline_items(pipeline: Any, frames: Sequence[np.ndarray]) -> list[list[Item]]:
+    """Each frame's detections as the node publishes them, from a fresh stream of ``pipeline`` (families/pipeline.py's
+    DetectionPipeline). With tracking on, the tracker first sees the first frame once, as the node does (replay's
+    warm-up frame: its answer is not compared, but the node's tracker has seen it), each detection its track ID."""
+    from ..families.tracking import id_text
+
+    pipeline.reset()
+    if pipeline.tracking is None:
+        return [items(pipeline.push(frame).detections) for frame in frames]
+    answers = []
+    for index, frame in enumerate([*frames[:1], *frames]):
+        found = pipeline.push(frame)
+        answers += [items(found.detections, [id_text(track) for track in found.track_ids])] if index else []
+    return answers
+
+
+def names_of(pipeline: Any) -> tuple[list[str] | None, list[str]]:
+    """The model's class names and its keypoint names ([] without)."""
+    detector = pipeline.detector
+    return list(detector.names), list(getattr(detector, "keypoint_names", []))
 
 
 class Detector(Protocol):

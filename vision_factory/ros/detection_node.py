@@ -63,7 +63,7 @@ class DetectionNode(InferenceNode):
             self.get_logger().info(note)
         self.get_logger().info(f"{family.name} {values['model_path']}: {self.detector.runner.describe()}")
         self.confidence = values["confidence_threshold"]
-        self.pose = family.keypoints
+        self.pose = family.result.keypoints
         self.keypoint_threshold = values.get("keypoint_threshold", 0.5)
         known_skeleton = self.pose and list(self.detector.keypoint_names) == list(COCO_KEYPOINTS)
         self.skeleton = COCO_SKELETON if known_skeleton else ()

@@ -27,7 +27,7 @@ from .compare import (
 from .sources import read_image
 
 # model family -> COCO iouType
-IOU_TYPES = {name: spec.iou_type for name, spec in FAMILIES.items() if spec.iou_type}
+IOU_TYPES = {name: spec.result.iou_type for name, spec in FAMILIES.items() if spec.result and spec.result.iou_type}
 # Families run_and_score can run from one model file (rtmpose needs a person detector too).
 SINGLE_MODEL_FAMILIES = tuple(name for name in SINGLE_MODEL_DETECTORS if name in IOU_TYPES)
 

@@ -1003,7 +1003,7 @@ def predict(
     with _reported():
         detector = build_detector(model_type, model, target, options, detector_model, detector_type)
         protected = [model, detector_model, options.get("--labels")]
-        for found in run_predict(detector, inputs, save, protected):
+        for found in run_predict(detector, inputs, save, protected, FAMILIES[model_type].result):
             click.echo(json.dumps(found.record) if output_format == "json" else found.line())
 
 

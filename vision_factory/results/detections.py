@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import colorsys
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -143,6 +143,36 @@ def write_replayed(
     size = sizes(frames)
     write_text(path, json.dumps([frame_record(f"{image}:{f}", f, *size[f], frames[f]) for f in sorted(frames)]))
     return path
+
+
+def run(detector: Detector, frame: np.ndarray) -> list[Detection]:
+    """What ``predict`` runs on each frame."""
+    return detector.detect(frame)
+
+
+def line(record: Mapping[str, Any], detections: Sequence[Detection]) -> str:
+    """One line of text: the image and each detection's class and score (names from the model or a labels file,
+    and the file's name, escaped: text.untrusted)."""
+    from ..text import untrusted
+
+    found = ", ".join(f"{untrusted(d.class_name, 100)} {d.score:.2f}" for d in detections)
+    return f"{untrusted(record['image'], 400)}: {found or '-'}"
+
+
+def save(
+    folder: Path, path: Path, index: int | None, frame: np.ndarray, detections, protected: Iterable[Path | None] = ()
+) -> Path:
+    """``frame`` with its detections drawn, as FOLDER/<image's name>, or FOLDER/<video's stem>_<index>.jpg; never
+    through a link, nor onto ``path`` or another of the ``protected`` files."""
+    from ..files import staged
+
+    folder.mkdir(parents=True, exist_ok=True)
+    suffix = f"_{index:06d}.jpg" if index is not None else path.suffix
+    saved = folder / f"{path.stem}{suffix}"
+    with staged(saved, [path, *protected], "--save folder") as fresh:
+        if not cv2.imwrite(str(fresh), draw_detections(frame, detections)):
+            raise ValueError(f"cannot write {saved}: OpenCV writes no {suffix} image")
+    return saved
 
 
 # Comparison: what verify compares of the node's answers and the model's offline (results/__init__.py's Item).

@@ -63,10 +63,10 @@ class Family:
     make_pipeline: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
-        node = (self.output_topic, self.result, self.inputs, self.outputs, self.ros_dependencies)
+        node = (self.output_topic, self.inputs, self.outputs, self.ros_dependencies)
         if self.node_module is None and any(node + (self.topic_arguments,)):
             raise ValueError(f"family {self.name} has no node_module but describes a node's topics")
-        if self.node_module is not None and not all(node):
+        if self.node_module is not None and not all((*node, self.result)):
             raise ValueError(f"family {self.name}'s node needs its output topic and result, inputs, outputs, ROS deps")
 
     @property

@@ -1,5 +1,6 @@
 """The model families, in one list: everything that keeps a table of families reads it (CLI choices, the
-generator, eval, bench, replay, predict). Adding a family adds its module's FAMILY here.
+generator, eval, bench, replay, predict). Adding a family adds its module's FAMILY here, or, for a family defined
+elsewhere (a plug-in, a test), ``register(FAMILY)`` at run time.
 
 Nodes do not import this module (it imports every family): a node gets its own family's module.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..models import recognition
 from ..runtime.runner import Runner
 from . import fasterrcnn, reid, rtmpose, track, tracknet, yolo, yolo_pose
 from .family import Family
@@ -55,3 +57,26 @@ def _detector_family(model_type: str) -> Family:
     if model_type not in DETECTORS:
         raise ValueError(f"model type {model_type!r} is not one of {', '.join(DETECTORS)}")
     return FAMILIES[model_type]
+
+
+def register(spec: Family) -> Family:
+    """Adds ``spec``, a family defined outside this package, to FAMILIES (NODE_FAMILIES when it has a node) and its
+    rule to models/recognition.py, so that the tools that look a family up when they run (predict's build_detector,
+    recognition, eval and compare by its result kind) take it. The CLI's choices are made when vision_factory.cli
+    is imported: register before that. A name already taken is a ValueError."""
+    if spec.name in FAMILIES:
+        raise ValueError(f"model family '{spec.name}' is already registered")
+    if spec.rule is not None:
+        recognition.add_rule(spec.rule)
+    FAMILIES[spec.name] = spec
+    if spec.has_node:
+        NODE_FAMILIES[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Removes a family ``register`` added (and its rule)."""
+    spec = FAMILIES.pop(name)
+    NODE_FAMILIES.pop(name, None)
+    if spec.rule is not None:
+        recognition.remove_rule(spec.rule.family)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..files import open_new
 from ..text import untrusted
-from . import Item
+from . import Item, tool_module
 
 if TYPE_CHECKING:
     from geometry_msgs.msg import PointStamped
@@ -89,6 +89,33 @@ def offline_items(stream: Any, frames: Sequence[np.ndarray]) -> list[list[Item]]
 def names_of(stream: Any) -> tuple[list[str] | None, list[str]]:
     """No class names (the ball), no keypoints."""
     return None, []
+
+
+# Metrics: ball F1 (tools/ball_eval.py), what `eval` and `compare` report of a ball track.
+def evaluate(model_type: str, options: Mapping[str, Any]) -> Any:
+    """`eval`: a predictions CSV, or the model run over a source, scored against a truth CSV (data)."""
+    o = options
+    return tool_module("ball_eval").evaluate_tracking(
+        o["data"],
+        o["out_dir"],
+        o["predictions"],
+        o["frame_size"],
+        o["model"],
+        o["source"],
+        o["target"],
+        o["median_warmup"],
+        o["heatmap_threshold"],
+        o["tolerance"],
+        o["stride"],
+        o["inpaint_model"],
+    )
+
+
+def compare_runs(model_type: str, configurations: Sequence[tuple[Path, str]], options: Mapping[str, Any]) -> Any:
+    """`compare`: two (model, target) configurations over one bag or video, metric differences with a truth CSV."""
+    o = options
+    run = tool_module("ball_eval").compare_tracking
+    return run(configurations, o["source"], o["data"], o["median_warmup"], o["heatmap_threshold"], o["out_dir"])
 
 
 def ball_message(header: Header, x: int, y: int, visible: bool) -> PointStamped:

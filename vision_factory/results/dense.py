@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ..text import untrusted
+from . import DENSE_MAP, tool_module
 
 if TYPE_CHECKING:
     from sensor_msgs.msg import Image
@@ -161,6 +162,49 @@ def evaluate_maps(predictions: Path, truth: Path) -> dict[str, float]:
     if missing:
         raise ValueError(f"{predictions} has no prediction for {untrusted(', '.join(missing[:5]), 400)}")
     return depth_metrics([read_map(Path(predictions) / n) for n in names], [read_map(Path(truth) / n) for n in names])
+
+
+def evaluate(model_type: str, options: Mapping[str, Any]) -> Any:
+    """`eval`: the maps in folder ``predictions`` (as predict --save writes them) against the truth maps of the same
+    names in folder ``data``: AbsRel and delta1, written as OUT/eval.json."""
+    import json
+
+    from ..files import write_text
+
+    commands = tool_module("commands")
+    if options["predictions"] is None:
+        raise commands.UsageError(f"{model_type} is scored from its maps: give --predictions FOLDER (predict --save)")
+    metrics = evaluate_maps(Path(options["predictions"]), Path(options["data"]))
+    path = Path(options["out_dir"]) / "eval.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(path, json.dumps({"model_type": model_type, **metrics}, indent=2) + "\n")
+    text = f"AbsRel {metrics['AbsRel']:.4f}, delta1 {metrics['delta1']:.4f}\n"
+    return commands.CommandReport(text, {"eval": path})
+
+
+def compare_runs(model_type: str, configurations: Sequence[tuple[Path, str]], options: Mapping[str, Any]) -> Any:
+    """`compare`: two (model, target) configurations over ``source`` (an image, a video or a folder of images): the
+    largest and mean difference of their maps, saved as compare's report."""
+    predict, compare = tool_module("predict"), tool_module("compare")
+    source = options["source"]
+    if source is None:
+        raise tool_module("commands").UsageError(
+            f"{model_type} needs --source, the images both configurations run over"
+        )
+    source = Path(source)
+    inputs = sorted(path for path in source.iterdir() if path.is_file()) if source.is_dir() else [source]
+    runs = []
+    for model, target in configurations:
+        adapter = predict.build_detector(model_type, model, target, {})
+        runs.append([found.result for found in predict.predict(adapter, inputs, result=DENSE_MAP)])
+    found = [differences(a, b) for a, b in zip(*runs, strict=True)]
+    outputs = {name: max((one[name] for one in found), default=0.0) for name in ("max_difference", "valid_in_one")}
+    outputs["mean_difference"] = float(np.mean([one["mean_difference"] for one in found])) if found else 0.0
+    runs_on = [target for _, target in configurations]
+    report, path = compare.save_comparison(
+        configurations, runs_on, ("source", source), {"outputs": outputs}, options["out_dir"]
+    )
+    return tool_module("commands").CommandReport(compare.describe_comparison(report, path))
 
 
 # ROS messages (sensor_msgs/Image 32FC1), their types imported on first use.

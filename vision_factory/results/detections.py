@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import cv2
 import numpy as np
 
-from . import Item
+from . import Item, tool_module
 
 if TYPE_CHECKING:
     from std_msgs.msg import Header
@@ -211,6 +211,20 @@ def names_of(pipeline: Any) -> tuple[list[str] | None, list[str]]:
     """The model's class names and its keypoint names ([] without)."""
     detector = pipeline.detector
     return list(detector.names), list(getattr(detector, "keypoint_names", []))
+
+
+# Metrics: COCO box and keypoint AP (tools/coco_eval.py), what `eval` and `compare` report of detections.
+def evaluate(model_type: str, options: Mapping[str, Any]) -> Any:
+    """`eval`: a COCO results file (predictions), or the model run over the COCO data set, scored against its
+    annotations (data); ``options``: eval's, by name."""
+    run = tool_module("coco_eval").evaluate_detections
+    o = options
+    return run(model_type, o["data"], o["out_dir"], o["predictions"], o["model"], o["target"])
+
+
+def compare_runs(model_type: str, configurations: Sequence[tuple[Path, str]], options: Mapping[str, Any]) -> Any:
+    """`compare`: two (model, target) configurations over one COCO data set (data), predictions and metrics."""
+    return tool_module("coco_eval").compare_detections(model_type, configurations, options["data"], options["out_dir"])
 
 
 class Detector(Protocol):

@@ -15,15 +15,10 @@ import numpy as np
 
 from ..families.registry import FAMILIES, SINGLE_MODEL_DETECTORS, family
 from ..files import write_text
+from ..results.detections import differences as detection_differences
 from ..text import untrusted
 from .commands import CommandReport, UsageError
-from .compare import (
-    configuration_name,
-    describe_comparison,
-    detection_differences,
-    metric_differences,
-    save_comparison,
-)
+from .compare import configuration_name, describe_comparison, metric_differences, save_comparison
 from .sources import read_image
 
 # model family -> COCO iouType

@@ -718,8 +718,9 @@ def compare_on_people(
     over every frame of ``data`` (a folder of images, a video or a rosbag2; no truth scores them): each
     configuration built as its node builds it, the person detector on onnx:cpu for both. rtmpose: its
     detections' differences (compare's, keypoints included); reid: the cosine of each person's two embeddings."""
+    from ..results.detections import differences as detection_differences
     from .coco_eval import coco_result
-    from .compare import describe_comparison, detection_differences, save_comparison
+    from .compare import describe_comparison, save_comparison
     from .predict import build_detector
 
     frames = list(calibration_frames(data, None, "--data"))

@@ -91,6 +91,17 @@ def names_of(stream: Any) -> tuple[list[str] | None, list[str]]:
     return None, []
 
 
+def draw_trajectory(image: np.ndarray, points: Iterable[tuple[int, int]]) -> np.ndarray:
+    """A line through recent ball positions and a circle on the newest, drawn in place (the node's debug image)."""
+    import cv2
+
+    line = np.array(list(points), dtype=np.int32).reshape(-1, 1, 2)
+    cv2.polylines(image, [line], False, (0, 200, 255), 2)
+    if len(line):
+        cv2.circle(image, tuple(int(v) for v in line[-1, 0]), 8, (0, 0, 255), 2)
+    return image
+
+
 # Metrics: ball F1 (tools/ball_eval.py), what `eval` and `compare` report of a ball track.
 def evaluate(model_type: str, options: Mapping[str, Any]) -> Any:
     """`eval`: a predictions CSV, or the model run over a source, scored against a truth CSV (data)."""

@@ -52,7 +52,7 @@ class Family:
     usage_arguments: tuple[str, ...] = ()
     # What it runs on besides its one model file (rtmpose: a person detector's boxes; track: another node's
     # detections): tools that run a family from a model file alone (bench, compare, track) take those without.
-    needs: tuple[str, ...] = ()
+    runs_on: tuple[str, ...] = ()
     make: Callable[..., Any] | None = None  # (runner, **options) -> its Detector; None: not a detector
     options: tuple[str, ...] = ()  # the keyword options ``make`` takes (the adapter's own)
     # The node's queue_size default: 1 keeps only the newest frame (a detector answers the freshest image); a
@@ -76,8 +76,8 @@ class Family:
 
     @property
     def single_model(self) -> bool:
-        """Whether it runs from its one model file alone (``needs`` nothing else)."""
-        return not self.needs
+        """Whether it runs from its one model file alone (nothing in ``runs_on``)."""
+        return not self.runs_on
 
     @property
     def executable(self) -> str:

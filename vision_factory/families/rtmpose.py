@@ -105,7 +105,7 @@ FAMILY = Family(
             "Detection2DArray of people, read with person_source:=topic",
         ),
     ),
-    needs=("person boxes",),  # from its person detector's model, or another node's detections
+    runs_on=("person boxes",),  # from its person detector's model, or another node's detections
     make=make,
     make_pipeline=DetectionPipeline.build,
     options=OPTIONS,

@@ -42,6 +42,6 @@ FAMILY = Family(
     ros_dependencies=ROS_DEPENDENCIES,
     topic_arguments=(("detections", "detections_topic", "/detections", "Detection2DArray to track"),),
     usage_arguments=("detections_topic:=/detector/detections", "reid_model_path:=/models/reid.onnx"),
-    needs=("another node's detections",),
+    runs_on=("another node's detections",),
     queue_size=4,  # the tracker follows motion frame to frame: a bounded queue, not only the newest
 )

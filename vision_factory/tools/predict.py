@@ -65,16 +65,16 @@ def build_detector(
     rtmpose: on the people the ``detector_type`` model ``detector_model`` finds. ``load`` loads each model
     file instead of ``target`` (quantize records what the model is fed)."""
     spec = family(model_type)
-    if spec.needs and detector_model is None:
-        needs = " and ".join(spec.needs)
-        raise UsageError(f"{model_type} needs {needs}: give --detector MODEL (and --detector-type if not yolo)")
+    if spec.runs_on and detector_model is None:
+        runs_on = " and ".join(spec.runs_on)
+        raise UsageError(f"{model_type} needs {runs_on}: give --detector MODEL (and --detector-type if not yolo)")
     if options.get("--input-size"):
         try:
             input_shape(options["--input-size"])
         except ValueError as exc:
             raise UsageError(str(exc), "--input-size") from None
     load = load or (lambda path: load_target(target, Path(path)))
-    if spec.needs:  # the people come from the --detector model
+    if spec.runs_on:  # the people come from the --detector model
         people = family(detector_type).build(node_values(detector_type, detector_model, options, FINDING), load)
         return spec.build(node_values(model_type, model, options, POSING), load, person_detector=people)
     return spec.build(node_values(model_type, model, options, FINDING | POSING), load)

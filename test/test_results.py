@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from std_msgs.msg import Header
 
 from vision_factory.results.ball import draw_trajectory
-from vision_factory.results.dense import DenseMap, from_message, to_message
+from vision_factory.results.dense import DenseMap, from_message, to_message, write_replayed
 
 
 def test_the_ball_debug_image_draws_the_trajectory_and_rings_the_newest_position():
@@ -23,3 +25,15 @@ def test_a_dense_map_goes_through_a_32fc1_image_unchanged_nan_included():
     assert (message.encoding, message.width, message.height, message.step) == ("32FC1", 4, 3, 16)
     back = from_message(message, "m", "depth")
     assert np.array_equal(back.values, values, equal_nan=True) and (back.unit, back.kind) == ("m", "depth")
+
+
+def test_replay_writes_a_dense_nodes_answers_as_records_in_frame_order(tmp_path):
+    maps = {3: np.full((2, 3), 4.0, np.float32), 1: np.array([[1, np.nan, 3]], np.float32)}
+    answers = {frame: to_message(Header(), DenseMap(values, "m", "depth")) for frame, values in maps.items()}
+    path = write_replayed(tmp_path / "dense.json", answers, {}, "run.bag", lambda frames: {})
+    records = json.loads(path.read_text())
+    assert [(r["image"], r["frame"], r["width"], r["height"], r["valid"]) for r in records] == [
+        ("run.bag:1", 1, 3, 1, 2),
+        ("run.bag:3", 3, 3, 2, 6),
+    ]
+    assert (records[0]["min"], records[0]["max"], records[1]["mean"]) == (1.0, 3.0, 4.0)

@@ -111,12 +111,6 @@ def differences(a: DenseMap, b: DenseMap) -> dict[str, float]:
     return {"max_difference": largest, "mean_difference": mean, "valid_in_one": one}
 
 
-def within(a: DenseMap, b: DenseMap, tolerance: float) -> bool:
-    """Whether every pixel valid in one is valid in the other and differs by at most ``tolerance`` (its unit)."""
-    found = differences(a, b)
-    return found["valid_in_one"] == 0 and found["max_difference"] <= tolerance
-
-
 # Drawing.
 def draw(result: DenseMap) -> np.ndarray:
     """The map in colour (OpenCV's TURBO over its finite range; invalid pixels black), BGR uint8."""

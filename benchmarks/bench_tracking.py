@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from vision_factory.models.detections import Detection
 from vision_factory.models.tracker import Tracker
+from vision_factory.results.detections import Detection
 
 ROOT = Path(__file__).resolve().parent.parent
 

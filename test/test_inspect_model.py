@@ -71,6 +71,15 @@ def test_tracknet_dynamic_frames_take_seq_len_from_metadata(tmp_path):
     assert "from metadata" in recognition.reason
 
 
+def test_one_map_of_heatmap_size_is_tracknet_only_when_its_metadata_says_seq_len_1(tmp_path):
+    """A per-pixel model (depth, a mask) of TrackNet's size, one 288x512 map out, is no one-frame TrackNet window;
+    a TrackNet over one frame tells itself by its seq_len metadata."""
+    dense = build_model(tmp_path / "depth.onnx", {"image": [1, 3, 288, 512]}, {"depth": [1, 1, 288, 512]})
+    assert inspect(dense)[1].family == "unknown"
+    one_frame = build_tracknet_model(tmp_path / "l1.onnx", seq_len=1, bg_mode="")
+    assert inspect(one_frame)[1].family == "tracknet" and inspect(one_frame)[1].details["seq_len"] == 1
+
+
 def test_tracknet_channels_fitting_no_bg_mode(tmp_path):
     model = build_model(tmp_path / "t.onnx", {"input": [1, 5, 288, 512]}, {"heatmap": [1, 3, 288, 512]})
     _, recognition = inspect(model)

@@ -75,9 +75,13 @@ def test_layers_import_only_downwards(relative):
     ours = {module for module in map(_known, imported) if module}
     roots = {name.split(".")[0] for name in imported}
     layer = relative.split("/")[0]
-    if layer not in ("ros", "cli.py") and relative not in ROS_USERS and relative not in ENTRY_POINTS:
+    if layer == "results":  # a result kind's messages: their types imported inside its functions, never rclpy
+        top = {name.split(".")[0] for name in _imports(SOURCES[relative], top_level_only=True)}
+        assert not top & ROS_MODULES and "rclpy" not in roots, f"{relative} imports ROS at import time, or rclpy"
+    elif layer not in ("ros", "cli.py") and relative not in ROS_USERS and relative not in ENTRY_POINTS:
         assert not roots & ROS_MODULES, f"{relative} imports ROS ({sorted(roots & ROS_MODULES)}): only ros/ may"
-    below_ros = ("models", "runtime", "families", "parameters.py", "images.py", "text.py", "quiet.py", "share.py")
+    below_ros = ("models", "runtime", "families", "results")
+    below_ros += ("parameters.py", "images.py", "text.py", "quiet.py", "share.py")
     if layer in below_ros:
         upper = {module for module in ours if module.split("/")[0] in ("ros", "tools", "generator", "cli.py")}
         assert not upper, f"{relative} imports {sorted(upper)}, a layer above it"
@@ -106,6 +110,34 @@ def test_no_import_cycles():
 
     for module in graph:
         visit(module, [])
+
+
+# Comparisons of a family's name still left in the tools (file: how many), each to go with the pipeline step of
+# issue 22: bench's and quantize's TrackNet, re-id and top-down pose paths build what each family runs from a model
+# file themselves (windows and stride, crops of people), not yet through Family.pipeline.
+NAMED_FAMILY_BRANCHES = {"tools/bench.py": 4, "tools/quantize.py": 7}
+
+
+def _family_comparisons(path: Path) -> list[tuple[int, str]]:
+    """The comparisons in ``path`` of a value with a family's name or a result kind's message type."""
+    kinds = {spec.result.message for spec in FAMILIES.values() if spec.result}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                if isinstance(side, ast.Constant) and (side.value in FAMILIES or side.value in kinds):
+                    found.append((node.lineno, side.value))
+    return found
+
+
+@pytest.mark.parametrize(
+    "relative", [name for name in sorted(SOURCES) if name == "cli.py" or name.startswith("tools/")]
+)
+def test_the_cli_and_tools_ask_a_familys_result_kind_not_its_name(relative):
+    """cli.py and tools/ tell families apart by their data (result kind, needs, pipeline), never by comparing a
+    name or a message type; the branches left are listed above, and their number may only go down."""
+    found = _family_comparisons(SOURCES[relative])
+    assert len(found) <= NAMED_FAMILY_BRANCHES.get(relative, 0), f"{relative} compares family names: {found}"
 
 
 def test_recognition_rules_import_no_adapter():
@@ -162,6 +194,7 @@ def test_family_options_are_the_adapters_keyword_arguments(name, adapter, skip):
 SHARED = [
     "families/__init__.py",
     "families/family.py",
+    "files.py",  # results/<kind>.py's file writer
     "images.py",
     "models/__init__.py",
     "models/bounds.py",
@@ -175,6 +208,7 @@ SHARED = [
     "models/yolo_interface.py",
     "parameters.py",
     "quiet.py",
+    "results/__init__.py",
     "ros/__init__.py",
     "ros/inference_node.py",
     "ros/launch_description.py",
@@ -203,25 +237,22 @@ CARRIED = {
         "families/tracknet.py",
         "models/ball_stream.py",
         "models/tracknet_stream.py",
+        "results/ball.py",
         "ros/tracknet_node.py",
     ],
     "yolo": [
         "families/detection.py",
         "families/yolo.py",
-        "models/detections.py",
-        "models/drawing.py",
         "models/geometry.py",
         "models/yolo.py",
-        "ros/detection_messages.py",
+        "results/detections.py",
         "ros/detection_node.py",
         *TRACKER,
     ],
     "track": [
         "families/detection.py",
         "families/track.py",
-        "models/detections.py",
-        "models/drawing.py",
-        "ros/detection_messages.py",
+        "results/detections.py",
         "ros/track_node.py",
         "ros/tracks.py",
         *TRACKER,

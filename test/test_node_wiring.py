@@ -28,7 +28,7 @@ def test_a_node_publishes_each_topic_once():
 
 def test_a_node_whose_outputs_depend_on_a_parameter_has_that_parameter():
     for name, spec in NODE_FAMILIES.items():
-        assert spec.node.outputs[0].message == spec.output_message, name
+        assert spec.node.outputs[0].message == spec.result.message, name
         parameters = {parameter.name for parameter in spec.node_parameters}
         for output in spec.node.outputs:
             assert not output.when or output.when in parameters, (name, output.topic)

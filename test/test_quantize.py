@@ -32,6 +32,7 @@ from vision_factory.cli import main
 from vision_factory.families.registry import family
 from vision_factory.generator.package import write_package
 from vision_factory.parameters import with_defaults
+from vision_factory.results.detections import differences as detection_differences
 from vision_factory.runtime.backends import load_target
 from vision_factory.runtime.cpu import cpu_kind, this_cpu
 from vision_factory.runtime.onnx_runner import OnnxRunner
@@ -41,7 +42,6 @@ from vision_factory.runtime.runner import Runner
 from vision_factory.tools.bags import read_ball_csv, read_messages, write_ball_csv, write_image_bag
 from vision_factory.tools.ball_eval import run_tracker
 from vision_factory.tools.commands import UsageError
-from vision_factory.tools.compare import detection_differences
 from vision_factory.tools.predict import detector_from_options
 from vision_factory.tools.quantize import calibration_inputs, quantize
 from vision_factory.tools.replay import NODES, replay

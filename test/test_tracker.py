@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vision_factory.models.detections import Detection
 from vision_factory.models.tracker import Tracker, TrackerConfig, assign, iou_xyxy
+from vision_factory.results.detections import Detection
 
 W, H = 40, 80  # box size
 

@@ -22,11 +22,11 @@ from vision_msgs.msg import Detection2DArray
 from visualization_msgs.msg import Marker, MarkerArray
 
 from vision_factory.families import tracking
-from vision_factory.families.family import DETECTIONS_MESSAGE
 from vision_factory.families.track import FAMILY as TRACK
 from vision_factory.families.yolo import FAMILY as YOLO
 from vision_factory.parameters import with_defaults
-from vision_factory.ros.detection_messages import detections_message
+from vision_factory.results import DETECTIONS
+from vision_factory.results.detections import detections_message
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import BagError, RawMessage, read_messages, write_image_bag, write_messages
@@ -255,7 +255,7 @@ def test_replay_feeds_the_track_node_the_bags_detections(tmp_path):
         at = start + index * 100_000_000
         image = serialize_message(bgr_to_message(frame, _header(index)))
         messages.append(RawMessage("/camera/image_raw", "sensor_msgs/msg/Image", at, image))
-        messages.append(RawMessage("/yolo/detections", DETECTIONS_MESSAGE, at + 1, serialize_message(message)))
+        messages.append(RawMessage("/yolo/detections", DETECTIONS.message, at + 1, serialize_message(message)))
     bag = write_messages(tmp_path / "bag", messages)
     result = replay(bag, tmp_path / "out", node="track", params={k: str(v) for k, v in params.items()})
     assert result.frames_sent == len(frames) and result.missing_frames == []

@@ -9,9 +9,9 @@ import pytest
 from conftest import SHARED
 
 from vision_factory.families import tracking
-from vision_factory.models.detections import Detection
 from vision_factory.models.tracker import TrackerConfig
 from vision_factory.parameters import with_defaults
+from vision_factory.results.detections import Detection
 from vision_factory.runtime.onnx_runner import OnnxRunner
 
 REID_MODEL = SHARED / "models" / "mobilenetv2-reid-embedder.onnx"

@@ -29,8 +29,8 @@ import pytest
 import skimage.data
 from conftest import SHARED, pypi_model
 
-from vision_factory.models.detections import box_iou
 from vision_factory.models.yolo import YoloDetector
+from vision_factory.results.detections import box_iou
 from vision_factory.runtime.onnx_runner import OnnxRunner
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "ultralytics_reference.json").read_text())

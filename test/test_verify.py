@@ -21,8 +21,8 @@ from support.generated import generate_and_install, site_packages
 from support.real_models import FALL_MODEL, NUDENET_MODEL, POSE_MODEL, REID_MODEL
 
 from vision_factory.cli import main
-from vision_factory.models.detections import COCO_KEYPOINTS
 from vision_factory.models.yolo import YoloDetector
+from vision_factory.results.detections import COCO_KEYPOINTS
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import read_ball_csv, read_frames, write_image_bag
 from vision_factory.tools.commands import UsageError

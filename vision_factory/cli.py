@@ -52,10 +52,10 @@ from .tools.quantize import BACKENDS as QUANTIZE_BACKENDS
 from .tools.quantize import LOSSES, METHODS, PRECISIONS, QUANTIZE_TYPES, TARGET_CPUS
 from .tools.quantize import quantize as run_quantize
 
-# eval's model types: the families it scores (tracknet: ball CSVs; those with a COCO iouType), and MOTChallenge tracks.
-EVAL_TYPES = (*(name for name, spec in FAMILIES.items() if name == "tracknet" or spec.iou_type), TRACK)
+# eval's model types: the families whose result kind it scores (ball CSVs, COCO detections), and MOTChallenge tracks.
+EVAL_TYPES = (*(name for name, spec in FAMILIES.items() if spec.result and spec.result.metrics), TRACK)
 # verify's model types: the nodes that answer each frame from one model (tools/verify.py).
-VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make is not None or name == "tracknet"]
+VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make_pipeline is not None]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -445,31 +445,16 @@ def evaluate_command(
       vision-factory eval --model-type yolo --data instances_val.json --predictions results.json
       vision-factory eval --model-type track --data MOT17-02/gt/gt.txt --predictions runs/tracks.txt
     """
-    from .tools.coco_eval import evaluate_detections
     from .tools.mot import evaluate_tracks
 
+    options = {"data": data, "out_dir": out_dir, "predictions": predictions, "frame_size": frame_size, "model": model}
+    options |= {"source": source, "target": target, "median_warmup": median_warmup, "tolerance": tolerance}
+    options |= {"heatmap_threshold": heatmap_threshold, "stride": stride, "inpaint_model": inpaint_model}
     with _reported():
         if model_type == TRACK:
             _show(evaluate_tracks(data, predictions, out_dir))
-        elif model_type == "tracknet":
-            _show(
-                evaluate_tracking(
-                    data,
-                    out_dir,
-                    predictions,
-                    frame_size,
-                    model,
-                    source,
-                    target,
-                    median_warmup,
-                    heatmap_threshold,
-                    tolerance,
-                    stride,
-                    inpaint_model,
-                )
-            )
-        else:
-            _show(evaluate_detections(model_type, data, out_dir, predictions, model, target))
+        else:  # the family's result kind scores it (results/<kind>.py's evaluate)
+            _show(FAMILIES[model_type].result.module().evaluate(model_type, options))
 
 
 @main.command()
@@ -509,15 +494,11 @@ def compare(
       vision-factory compare --model-type tracknet --model TrackNet.onnx --source rally_bag --data truth.csv
       vision-factory compare --model-type tracknet --model fp32.onnx --model-b fp16.onnx --b onnx:cpu --source rally.mp4
     """
-    from .tools.ball_eval import compare_tracking
-    from .tools.coco_eval import compare_detections
-
     configurations = ((model, target_a), (model_b or model, target_b))
-    with _reported():
-        if model_type == "tracknet":
-            _show(compare_tracking(configurations, source, data, median_warmup, heatmap_threshold, out_dir))
-        else:
-            _show(compare_detections(model_type, configurations, data, out_dir))
+    options = {"source": source, "data": data, "median_warmup": median_warmup, "out_dir": out_dir}
+    options["heatmap_threshold"] = heatmap_threshold
+    with _reported():  # the family's result kind compares it (results/<kind>.py's compare_runs)
+        _show(FAMILIES[model_type].result.module().compare_runs(model_type, configurations, options))
 
 
 MAX_LOSS_DEFAULT = "; ".join(f"{key}: {what} {limit:g}" for key, (what, limit) in LOSSES.items())
@@ -674,7 +655,8 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
         detector = detector_from_options(
             given["model_type"], model, given["target"], options, detector_model, given["detector_type"]
         )
-        for found in run_predict(detector, inputs, save, [model, detector_model, options.get("--labels")]):
+        protected, kind = [model, detector_model, options.get("--labels")], FAMILIES[given["model_type"]].result
+        for found in run_predict(detector, inputs, save, protected, kind):
             click.echo(json.dumps(found.record) if json_lines else found.line())
 
 

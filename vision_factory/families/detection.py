@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..models.detections import Detector
 from ..models.recognition import load_checked
 from ..parameters import FRACTION, Parameter
+from ..results.detections import Detector
 from ..text import parse_size, untrusted
 from .family import (
     DEBUG_IMAGE,
@@ -46,7 +46,7 @@ ROS_DEPENDENCIES = (*NODE_ROS_DEPENDENCIES, "vision_msgs")
 NODE_MODULE = "detection_node"
 
 
-# Each track's recent path (ros/detection_messages.py's track_markers): the track node's and a tracking detector's.
+# Each track's recent path (results/detections.py's track_markers): the track node's and a tracking detector's.
 TRACK_MARKERS = Output("track_markers", MARKERS_MESSAGE, ", each track's recent path", on_demand=True)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..models.interface import Rule
 from ..parameters import IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter
+from ..results import DETECTIONS, ResultKind
 from ..runtime.runner import Runner
 
 # What every node imports from ROS (ball markers and pose skeletons are visualization_msgs; rclpy.lifecycle's
@@ -23,7 +24,7 @@ NODE_ROS_DEPENDENCIES = (
     "diagnostic_msgs",  # /diagnostics (ros/monitor.py)
 )
 IMAGE_INPUTS = ("image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage)",)
-DETECTIONS_MESSAGE = "vision_msgs/msg/Detection2DArray"
+DETECTIONS_MESSAGE = DETECTIONS.message  # vision_msgs/msg/Detection2DArray (results/__init__.py)
 MARKERS_MESSAGE = "visualization_msgs/msg/MarkerArray"
 
 LoadRunner = Callable[[str], Runner]  # loads a model file on the node's (or tool's) backend
@@ -84,20 +85,21 @@ class NodeWiring:
 @dataclass(frozen=True)
 class Family:
     """One model family. Its core facts (name, rule, parameters, how it is built, its adapter and options), its
-    ROS node (``node``: topics, message types, QoS, launch usage; None: no node of its own), and what the tools
-    read of it (its output message, keypoints, COCO IoU type, single model)."""
+    ROS node (``node``: topics, message types, QoS, launch usage; None: no node of its own), and its result kind
+    (``result``, results/), which is what the tools read of it."""
 
     name: str
     summary: str  # one line, for `vision-factory models` and the generated package's README
     rule: Rule | None  # how its models are recognised (models/*_interface.py); None: no model of its own (track)
     parameters: tuple[Parameter, ...]  # the node's own, besides image input (IMAGE_INPUT_PARAMETERS) and backend
     build: Callable[..., Any]  # (parameter values, LoadRunner) -> what the node runs: a Detector or a BallStream
+    # What its pipeline returns and its node publishes (results/__init__.py): tools ask this, never the family's name.
+    result: ResultKind | None
     # The node: None for a family without one (reid, whose embedder the tracker uses).
     node: NodeWiring | None = None
-    output_message: str = ""  # the node's main output's ROS type, e.g. vision_msgs/msg/Detection2DArray
-    keypoints: bool = False  # detections carry keypoints (pose families)
-    iou_type: str | None = None  # COCO iouType its detections are scored with (bbox, keypoints); None: not COCO
-    single_model: bool = True  # runs from one model file (rtmpose also needs a person detector)
+    # What it runs on besides its one model file (rtmpose: a person detector's boxes; track: another node's
+    # detections): tools that run a family from a model file alone (bench, compare, track) take those without.
+    runs_on: tuple[str, ...] = ()
     make: Callable[..., Any] | None = None  # (runner, **options) -> its Detector, called by ``detector``; None: none
     options: tuple[str, ...] = ()  # the keyword options ``make`` takes (the adapter's own)
     # The node's queue_size default: 1 keeps only the newest frame (a detector answers the freshest image); a
@@ -108,10 +110,10 @@ class Family:
     make_pipeline: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
-        if self.node is None and self.output_message:
-            raise ValueError(f"family {self.name} has no node but an output message")
-        if self.node is not None and self.node.outputs[0].message != self.output_message:
-            raise ValueError(f"family {self.name}'s main output is not of its output message {self.output_message}")
+        if self.node is not None and self.result is None:
+            raise ValueError(f"family {self.name}'s node needs its result kind")
+        if self.node is not None and self.node.outputs[0].message != self.result.message:
+            raise ValueError(f"family {self.name}'s main output is not of its result's message {self.result.message}")
 
     # The node's wiring as the generator, launch files and tools read it (empty for a family without a node).
 
@@ -149,6 +151,11 @@ class Family:
     def has_node(self) -> bool:
         """Whether the family has a node of its own (and a generated package, launch file and config)."""
         return self.node_module is not None
+
+    @property
+    def single_model(self) -> bool:
+        """Whether it runs from its one model file alone (nothing in ``runs_on``)."""
+        return not self.runs_on
 
     @property
     def executable(self) -> str:

@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..models.detections import Detector
 from ..models.fasterrcnn import FasterRCNNDetector
 from ..models.fasterrcnn_interface import FASTERRCNN
 from ..parameters import Parameter
+from ..results import DETECTIONS
+from ..results.detections import Detector
 from . import tracking
 from .detection import (
     CLASSES,
@@ -23,7 +24,7 @@ from .detection import (
     node,
     read_labels,
 )
-from .family import DETECTIONS_MESSAGE, Family, LoadRunner
+from .family import Family, LoadRunner
 from .pipeline import DetectionPipeline
 
 # Parameters passed to the adapter as they are, under their own names.
@@ -68,9 +69,8 @@ FAMILY = Family(
     rule=FASTERRCNN,
     parameters=(*PARAMETERS, *tracking.PARAMETERS),
     build=build,
+    result=DETECTIONS,
     node=node("detections", keypoints=False),
-    output_message=DETECTIONS_MESSAGE,
-    iou_type="bbox",
     make=FasterRCNNDetector,
     make_pipeline=DetectionPipeline.build,
     options=OPTIONS,

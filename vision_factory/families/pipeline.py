@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..models.detections import Detection, Detector
 from ..models.tracker import Tracking
+from ..results.detections import Detection, Detector
 from . import tracking as tracking_parameters
 from .family import Family, LoadRunner
 

@@ -1,11 +1,13 @@
 """The model families, in one list: everything that keeps a table of families reads it (CLI choices, the
-generator, eval, bench, replay, predict). Adding a family adds its module's FAMILY here.
+generator, eval, bench, replay, predict). Adding a family adds its module's FAMILY here, or, for a family defined
+elsewhere (a plug-in, a test), ``register(FAMILY)`` at run time.
 
 Nodes do not import this module (it imports every family): a node gets its own family's module.
 """
 
 from __future__ import annotations
 
+from ..models import recognition
 from ..parameters import Parameter
 from . import fasterrcnn, reid, rtmpose, track, tracknet, yolo, yolo_pose
 from .family import Family
@@ -46,3 +48,26 @@ def node_parameter(name: str) -> Parameter:
     if len(found) != 1:
         raise ValueError(f"{len(found)} different node parameters are named {name}: name the family's")
     return found.pop()
+
+
+def register(spec: Family) -> Family:
+    """Adds ``spec``, a family defined outside this package, to FAMILIES (NODE_FAMILIES when it has a node) and
+    its rule to models/recognition.py, so that the tools that look a family up when they run (predict's
+    detector_from_options, recognition, eval and compare by its result kind) take it. The CLI's choices are made
+    when vision_factory.cli is imported: register before that. A name already taken is a ValueError."""
+    if spec.name in FAMILIES:
+        raise ValueError(f"model family '{spec.name}' is already registered")
+    if spec.rule is not None:
+        recognition.add_rule(spec.rule)
+    FAMILIES[spec.name] = spec
+    if spec.has_node:
+        NODE_FAMILIES[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Removes a family ``register`` added (and its rule)."""
+    spec = FAMILIES.pop(name)
+    NODE_FAMILIES.pop(name, None)
+    if spec.rule is not None:
+        recognition.remove_rule(spec.rule.family)

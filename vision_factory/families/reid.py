@@ -63,4 +63,5 @@ FAMILY = Family(
     rule=REID,
     parameters=PARAMETERS,
     build=build,
+    result=None,  # embeddings, for the tracker
 )

@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..models.detections import Detector
 from ..models.recognition import load_checked
 from ..models.rtmpose import RTMPoseEstimator, TopDownPose
 from ..models.rtmpose_interface import RTMPOSE
 from ..parameters import FRACTION, Parameter
+from ..results import POSES
+from ..results.detections import Detector
 from ..runtime.runner import Runner
 from . import yolo
 from .detection import (
@@ -26,7 +27,7 @@ from .detection import (
     input_shape,
     node,
 )
-from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner
+from .family import IMAGE_INPUTS, Family, LoadRunner
 from .pipeline import DetectionPipeline
 
 PERSON_SOURCES = ("detector", "topic")
@@ -88,6 +89,7 @@ FAMILY = Family(
     rule=RTMPOSE,
     parameters=PARAMETERS,
     build=build,
+    result=POSES,
     node=node(
         "poses",
         keypoints=True,
@@ -102,10 +104,7 @@ FAMILY = Family(
             ),
         ),
     ),
-    output_message=DETECTIONS_MESSAGE,
-    keypoints=True,
-    iou_type="keypoints",
-    single_model=False,
+    runs_on=("person boxes",),  # from its person detector's model, or another node's detections
     make=make,
     make_pipeline=DetectionPipeline.build,
     options=OPTIONS,

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..models.tracker import Tracking
+from ..results import TRACKS
 from . import tracking
 from .detection import ROS_DEPENDENCIES, TRACK_MARKERS
 from .family import DEBUG_IMAGE, DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner, NodeWiring, Output
@@ -29,6 +30,7 @@ FAMILY = Family(
     rule=None,
     parameters=PARAMETERS,
     build=build,
+    result=TRACKS,
     node=NodeWiring(
         "track_node",
         inputs=(*IMAGE_INPUTS, "detections (vision_msgs/Detection2DArray, paired with the image of the same stamp)"),
@@ -46,7 +48,6 @@ FAMILY = Family(
         topic_arguments=(("detections", "detections_topic", "/detections", "Detection2DArray to track"),),
         usage_arguments=("detections_topic:=/detector/detections", "reid_model_path:=/models/reid.onnx"),
     ),
-    output_message=DETECTIONS_MESSAGE,
-    single_model=False,
+    runs_on=("another node's detections",),
     queue_size=4,  # the tracker follows motion frame to frame: a bounded queue, not only the newest
 )

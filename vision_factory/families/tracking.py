@@ -12,9 +12,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..models.detections import Detection
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import FRACTION, Parameter
+from ..results.detections import Detection
 from ..text import untrusted
 from . import reid
 from .family import LoadRunner

@@ -11,6 +11,7 @@ from ..models.recognition import load_checked, require_family
 from ..models.tracknet_interface import BG_MODES, HEIGHT, TRACKNET, WIDTH
 from ..models.tracknet_stream import EVAL_MODES, InpaintRefiner, MedianMissing, TrackNetTracker, check_input_frame
 from ..parameters import FRACTION, Parameter
+from ..results import BALL_TRACK
 from ..text import untrusted
 from .family import (
     DEBUG_IMAGE,
@@ -66,7 +67,7 @@ PARAMETERS = (
 )
 
 
-BALL = Output("ball", "geometry_msgs/msg/PointStamped", ": pixels, z = visibility", depth=10)  # one per frame
+BALL = Output("ball", BALL_TRACK.message, ": pixels, z = visibility", depth=10)  # one per frame
 
 
 def model_bg_mode(bg_mode: str, found: str | None, model: str) -> str:
@@ -130,6 +131,7 @@ FAMILY = Family(
     rule=TRACKNET,
     parameters=PARAMETERS,
     build=build,
+    result=BALL_TRACK,
     make_pipeline=pipeline,
     node=NodeWiring(
         "tracknet_node",
@@ -141,6 +143,5 @@ FAMILY = Family(
         ),
         ros_dependencies=NODE_ROS_DEPENDENCIES,
     ),
-    output_message=BALL.message,
     queue_size=4,  # every frame of a window counts: a bounded queue, not only the newest
 )

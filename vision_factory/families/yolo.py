@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..models.detections import Detector
 from ..models.yolo import YoloDetector
 from ..models.yolo_interface import YOLO
+from ..results import DETECTIONS
+from ..results.detections import Detector
 from ..runtime.runner import Runner
 from . import tracking
 from .detection import (
@@ -22,7 +23,7 @@ from .detection import (
     node,
     read_labels,
 )
-from .family import DETECTIONS_MESSAGE, Family, LoadRunner
+from .family import Family, LoadRunner
 from .pipeline import DetectionPipeline
 
 PARAMETERS = (MODEL, LABELS, CONFIDENCE, IOU, MAX_DETECTIONS, CLASSES, IMAGE_SIZE)
@@ -54,9 +55,8 @@ FAMILY = Family(
     rule=YOLO,
     parameters=(*PARAMETERS, *tracking.PARAMETERS),
     build=build,
+    result=DETECTIONS,
     node=node("detections", keypoints=False),
-    output_message=DETECTIONS_MESSAGE,
-    iou_type="bbox",
     make=make,
     make_pipeline=DetectionPipeline.build,
     options=OPTIONS,

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..models.detections import Detector
 from ..models.yolo import YoloDetector
 from ..models.yolo_interface import YOLO_POSE
+from ..results import POSES
+from ..results.detections import Detector
 from ..runtime.runner import Runner
 from . import tracking, yolo
 from .detection import KEYPOINT_THRESHOLD, load_detector, node
-from .family import DETECTIONS_MESSAGE, Family, LoadRunner
+from .family import Family, LoadRunner
 from .pipeline import DetectionPipeline
 
 PARAMETERS = (*yolo.PARAMETERS, KEYPOINT_THRESHOLD)
@@ -31,10 +32,8 @@ FAMILY = Family(
     rule=YOLO_POSE,
     parameters=(*PARAMETERS, *tracking.PARAMETERS),
     build=build,
+    result=POSES,
     node=node("poses", keypoints=True),
-    output_message=DETECTIONS_MESSAGE,
-    keypoints=True,
-    iou_type="keypoints",
     make=make,
     make_pipeline=DetectionPipeline.build,
     options=yolo.OPTIONS,

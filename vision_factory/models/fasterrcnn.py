@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..results.detections import Detection
 from ..runtime.runner import Runner, TensorInfo, fixed_dim, tensor_text, tensors_text
 from .bounds import MAX_CLASSES, check_count, check_input_size
-from .detections import Detection
 from .fasterrcnn_interface import COUNT_NAMES, DETECTION_ROLES
 from .geometry import RESIZE_MODES, FrameFit, fit_frame
 from .ultralytics import class_names

@@ -28,6 +28,24 @@ FAMILY_NAMES = tuple(rule.family for rule in RULES)
 _NEEDS = {rule.family: rule.needs for rule in RULES}
 
 
+def add_rule(rule: Rule) -> None:
+    """Adds a family's rule (families/registry.py's register), tried after those above; a family named twice is a
+    ValueError."""
+    global RULES, FAMILY_NAMES
+    if rule.family in _NEEDS:
+        raise ValueError(f"a rule for model family '{rule.family}' is already known")
+    RULES, FAMILY_NAMES = (*RULES, rule), (*FAMILY_NAMES, rule.family)
+    _NEEDS[rule.family] = rule.needs
+
+
+def remove_rule(family: str) -> None:
+    """Forgets a rule ``add_rule`` added (families/registry.py's unregister)."""
+    global RULES, FAMILY_NAMES
+    RULES = tuple(rule for rule in RULES if rule.family != family)
+    FAMILY_NAMES = tuple(rule.family for rule in RULES)
+    _NEEDS.pop(family, None)
+
+
 def recognise(model: ModelInterface) -> Recognition:
     """The model family ``model`` belongs to; the first rule that matches wins."""
     interface = Interface.of(model)

@@ -28,9 +28,9 @@ from dataclasses import replace
 import cv2
 import numpy as np
 
+from ..results.detections import Detection, Detector
+from ..results.detections import keypoint_names as coco_or_numbered
 from ..runtime.runner import Runner, fixed_dim, run_in_chunks, tensor_text, tensors_text
-from .detections import Detection, Detector
-from .detections import keypoint_names as coco_or_numbered
 from .rtmpose_interface import SIMCC_NAMES, simcc_order
 
 IMAGENET_MEAN = (123.675, 116.28, 103.53)  # RGB, 0..255

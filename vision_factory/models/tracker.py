@@ -53,7 +53,7 @@ from typing import Protocol
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from .detections import Detection
+from ..results.detections import Detection
 
 POSITION_WEIGHT = 1 / 20  # Kalman noise, relative to the box size (BoT-SORT's)
 VELOCITY_WEIGHT = 1 / 160

@@ -45,6 +45,8 @@ def _tracknet(model: Interface) -> Recognition | None:
         return None
     channels, frames = x[1], y[1]
     meta_len, meta_mode = int_or_none(model.metadata.get("seq_len")), model.metadata.get("bg_mode")
+    if frames == 1 and meta_len != 1:  # one 288x512 map out is any per-pixel model's (depth, a mask), not a window
+        return None
     seen = f"one input {shape_text(x)} and one output {shape_text(y)} of {HEIGHT}x{WIDTH} heatmaps"
     seq_len = _window(frames, meta_len, f"the frames of output {shape_text(y)}")
     if seq_len is None:

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..results.detections import Detection, keypoint_names, nms
 from ..runtime.runner import Runner, fixed_dim
 from .bounds import MAX_CLASSES, check_count
-from .detections import Detection, keypoint_names, nms
 from .geometry import FrameFit, letterbox
 from .ultralytics import class_names, keypoint_shape, recorded_imgsz
 

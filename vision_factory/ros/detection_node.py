@@ -30,17 +30,18 @@ from vision_msgs.msg import Detection2DArray
 from ..families import tracking as tracking_parameters
 from ..families.family import Family
 from ..images import ImageFormatError
-from ..models.detections import COCO_KEYPOINTS, COCO_SKELETON
-from ..models.drawing import draw_detections
-from ..runtime.runner import Runner
-from ..streaming import stamp_of
-from .detection_messages import (
+from ..results.detections import (
+    COCO_KEYPOINTS,
+    COCO_SKELETON,
     detections_from_message,
     detections_message,
+    draw_detections,
     label_info_message,
     skeleton_markers,
     track_markers,
 )
+from ..runtime.runner import Runner
+from ..streaming import stamp_of
 from .inference_node import InferenceNode, spin
 from .messages import bgr_to_message
 
@@ -59,7 +60,7 @@ class DetectionNode(InferenceNode):
             self.get_logger().info(note)
         self.get_logger().info(f"{family.name} {values['model_path']}: {self.detector.runner.describe()}")
         self.confidence = values["confidence_threshold"]
-        self.pose = family.keypoints
+        self.pose = family.result.keypoints
         self.keypoint_threshold = values.get("keypoint_threshold", 0.5)
         known_skeleton = self.pose and list(self.detector.keypoint_names) == list(COCO_KEYPOINTS)
         self.skeleton = COCO_SKELETON if known_skeleton else ()

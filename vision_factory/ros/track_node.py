@@ -18,9 +18,8 @@ from vision_msgs.msg import Detection2DArray
 from ..families.family import Family
 from ..families.tracking import id_text
 from ..images import ImageFormatError
-from ..models.drawing import draw_detections
+from ..results.detections import detections_from_message, draw_detections, track_markers
 from ..runtime.runner import Runner
-from .detection_messages import detections_from_message, track_markers
 from .inference_node import InferenceNode, spin
 from .messages import bgr_to_message
 from .tracks import TrackedStream

@@ -17,15 +17,13 @@ from __future__ import annotations
 
 from collections import deque
 
-import cv2
-import numpy as np
-
 from ..families.family import Family
 from ..images import ImageFormatError
 from ..models.ball_stream import FrameSizeChanged
+from ..results.ball import ball_message, draw_trajectory, trajectory_markers
 from ..runtime.runner import Runner
 from .inference_node import InferenceNode, spin
-from .messages import ball_message, bgr_to_message, trajectory_markers
+from .messages import bgr_to_message
 
 
 class TrackNetNode(InferenceNode):
@@ -137,14 +135,7 @@ class TrackNetNode(InferenceNode):
             if self.marker_pub.get_subscription_count() > 0:
                 self.marker_pub.publish(trajectory_markers(header, self.trajectory))
             if debug_frame is not None:
-                self.debug_pub.publish(bgr_to_message(self._annotate(debug_frame), header))
-
-    def _annotate(self, image: np.ndarray) -> np.ndarray:
-        points = np.array(self.trajectory, dtype=np.int32).reshape(-1, 1, 2)
-        cv2.polylines(image, [points], False, (0, 200, 255), 2)
-        if len(points):
-            cv2.circle(image, tuple(int(v) for v in points[-1, 0]), 8, (0, 0, 255), 2)
-        return image
+                self.debug_pub.publish(bgr_to_message(draw_trajectory(debug_frame, self.trajectory), header))
 
     def finish(self) -> None:
         """At close: publish what is pending."""

@@ -13,8 +13,8 @@ from std_msgs.msg import Header
 
 from ..families.pipeline import StreamRule
 from ..families.tracking import from_model_text
-from ..models.detections import Detection
 from ..models.tracker import Tracking
+from ..results.detections import Detection
 from ..streaming import stamp_of
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -11,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from ..files import open_new
 from ..images import bgr_to_image_fields, compressed_to_bgr, image_to_bgr
 from ..parameters import CAMERA_TOPIC
+from ..results.ball import read_ball_csv, write_ball_csv  # noqa: F401  (moved there: the ball kind's CSV)
 from ..text import untrusted
 
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
@@ -229,36 +228,3 @@ def write_messages(path: str | Path, messages: Iterable[RawMessage], storage: st
                 connections[message.topic] = writer.add_connection(message.topic, message.msgtype, typestore=store)
             writer.write(connections[message.topic], message.timestamp_ns, message.data)
     return path
-
-
-def write_ball_csv(path: str | Path, rows: Iterable[tuple[int, int, int, int]]) -> Path:
-    """TrackNet's ball CSV: Frame, Visibility, X, Y."""
-    path = Path(path)
-    with open_new(path, newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["Frame", "Visibility", "X", "Y"])
-        writer.writerows(rows)
-    return path
-
-
-def read_ball_csv(path: str | Path) -> list[tuple[int, int, float, float]]:
-    """Rows (Frame, Visibility, X, Y) of a TrackNet ball CSV; a malformed file is a ValueError naming the row."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"ball CSV not found: {path}")
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = {"Frame", "Visibility", "X", "Y"} - set(reader.fieldnames or ())
-        if missing:
-            raise ValueError(
-                f"{path} lacks column(s) {', '.join(sorted(missing))}: TrackNet's CSV is Frame,Visibility,X,Y"
-            )
-        rows = []
-        try:
-            for row in reader:
-                rows.append((int(row["Frame"]), int(row["Visibility"]), float(row["X"]), float(row["Y"])))
-                if not np.isfinite(rows[-1][2:]).all():
-                    raise ValueError(f"X, Y {row['X']}, {row['Y']} is not a finite position (NaN or infinity)")
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{path} line {reader.line_num}: {untrusted(exc)}") from exc
-        return rows

@@ -15,19 +15,14 @@ import numpy as np
 
 from ..families.registry import FAMILIES, SINGLE_MODEL_DETECTORS, family
 from ..files import write_text
+from ..results.detections import differences as detection_differences
 from ..text import untrusted
 from .commands import CommandReport, UsageError
-from .compare import (
-    configuration_name,
-    describe_comparison,
-    detection_differences,
-    metric_differences,
-    save_comparison,
-)
+from .compare import configuration_name, describe_comparison, metric_differences, save_comparison
 from .sources import read_image
 
 # model family -> COCO iouType
-IOU_TYPES = {name: spec.iou_type for name, spec in FAMILIES.items() if spec.iou_type}
+IOU_TYPES = {name: spec.result.iou_type for name, spec in FAMILIES.items() if spec.result and spec.result.iou_type}
 # Families run_and_score can run from one model file (rtmpose needs a person detector too).
 SINGLE_MODEL_FAMILIES = tuple(name for name in SINGLE_MODEL_DETECTORS if name in IOU_TYPES)
 

@@ -7,10 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..files import write_text
-from ..models.detections import box_iou
 
 VERDICTS = ((0.001, "excellent"), (0.01, "good"))
 
@@ -31,57 +28,6 @@ def metric_differences(a: Mapping[str, float], b: Mapping[str, float]) -> dict[s
     else:
         overall = "good" if any(row["verdict"] == "good" for row in rows.values()) else "excellent"
     return {"metrics": rows, "verdict": overall}
-
-
-def _xyxy(xywh) -> np.ndarray:
-    """COCO xywh boxes as xyxy."""
-    boxes = np.asarray(xywh, dtype=np.float64)
-    return np.concatenate([boxes[..., :2], boxes[..., :2] + boxes[..., 2:]], axis=-1)
-
-
-def detection_differences(a: list[dict], b: list[dict], min_score: float = 0.25, min_iou: float = 0.5) -> dict:
-    """Detections of A and B (COCO results) matched per image and class by IoU, greedily by A's score.
-
-    Reports matched and unmatched counts and the largest box (px), score and keypoint (px)
-    differences of matched pairs; detections below ``min_score`` are left out.
-    """
-
-    def by_image(results):
-        grouped: dict[tuple[int, int], list[dict]] = {}
-        for result in results:
-            if result["score"] >= min_score:
-                grouped.setdefault((result["image_id"], result["category_id"]), []).append(result)
-        return grouped
-
-    group_a, group_b = by_image(a), by_image(b)
-    matched, box_delta, score_delta, keypoint_delta = 0, 0.0, 0.0, 0.0
-    unmatched_a = unmatched_b = 0
-    for key in set(group_a) | set(group_b):
-        items_a = sorted(group_a.get(key, []), key=lambda r: -r["score"])
-        items_b = group_b.get(key, [])
-        free = list(range(len(items_b)))
-        for item in items_a:
-            if not free:
-                unmatched_a += 1
-                continue
-            ious = box_iou(_xyxy(item["bbox"]), _xyxy([items_b[j]["bbox"] for j in free]))
-            best = int(np.argmax(ious))
-            if ious[best] < min_iou:
-                unmatched_a += 1
-                continue
-            other = items_b[free.pop(best)]
-            matched += 1
-            box_delta = max(box_delta, float(np.abs(np.subtract(item["bbox"], other["bbox"])).max()))
-            score_delta = max(score_delta, abs(item["score"] - other["score"]))
-            if "keypoints" in item:
-                points = np.reshape(item["keypoints"], (-1, 3))[:, :2] - np.reshape(other["keypoints"], (-1, 3))[:, :2]
-                keypoint_delta = max(keypoint_delta, float(np.hypot(points[:, 0], points[:, 1]).max()))
-        unmatched_b += len(free)
-    record = {"matched": matched, "only_in_a": unmatched_a, "only_in_b": unmatched_b}
-    record |= {"box_delta_max_px": box_delta, "score_delta_max": score_delta}
-    if any("keypoints" in result for result in a):
-        record["keypoint_delta_max_px"] = keypoint_delta
-    return record
 
 
 def configuration_name(model: Path, target: str) -> str:

@@ -10,17 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
-
-import numpy as np
 
 from ..families.detection import input_shape
 from ..families.family import LoadRunner
 from ..families.registry import family
-from ..models.detections import Detection, Detector, frame_record
 from ..parameters import with_defaults
+from ..results import DETECTIONS, ResultKind
+from ..results.detections import Detector
 from ..runtime.backends import load_target
-from ..text import untrusted
 from .commands import UsageError
 from .sources import file_frames
 
@@ -66,63 +65,55 @@ def detector_from_options(
     parameter values the options of FINDING and POSING give; rtmpose: on the people the ``detector_type`` model
     ``detector_model`` finds. ``load`` loads each model file instead of ``target`` (quantize records what the model
     is fed)."""
-    if model_type == "rtmpose" and detector_model is None:
-        raise UsageError("rtmpose needs person boxes: give --detector MODEL (and --detector-type if not yolo)")
+    spec = family(model_type)
+    if spec.runs_on and detector_model is None:
+        runs_on = " and ".join(spec.runs_on)
+        raise UsageError(f"{model_type} needs {runs_on}: give --detector MODEL (and --detector-type if not yolo)")
     if options.get("--input-size"):
         try:
             input_shape(options["--input-size"])
         except ValueError as exc:
             raise UsageError(str(exc), "--input-size") from None
     load = load or (lambda path: load_target(target, Path(path)))
-    if model_type == "rtmpose":
+    if spec.runs_on:  # the people come from the --detector model
         people = family(detector_type).build(node_values(detector_type, detector_model, options, FINDING), load)
-        values = node_values("rtmpose", model, options, POSING)
-        return family("rtmpose").build(values, load, person_detector=people)
-    return family(model_type).build(node_values(model_type, model, options, FINDING | POSING), load)
+        return spec.build(node_values(model_type, model, options, POSING), load, person_detector=people)
+    return spec.build(node_values(model_type, model, options, FINDING | POSING), load)
 
 
 @dataclass
 class Prediction:
-    record: dict[str, Any]  # models/detections.py's frame_record: image, frame, width, height, detections
-    detections: list[Detection]
+    record: dict[str, Any]  # the result kind's frame_record: image, frame, width, height, and the frame's result
+    result: Any  # its detections (results/detections.py), its map (results/dense.py), ...
+    kind: ModuleType  # the result kind's module
+
+    @property
+    def detections(self) -> Any:
+        return self.result
 
     def line(self) -> str:
-        """One line of text: the image and each detection's class and score (names from the model or a labels
-        file, and the file's name, escaped: text.untrusted)."""
-        found = ", ".join(f"{untrusted(d.class_name, 100)} {d.score:.2f}" for d in self.detections)
-        return f"{untrusted(self.record['image'], 400)}: {found or '-'}"
+        """One line of text (the kind's line: for detections each one's class and score; names from the model or a
+        labels file, and the file's name, escaped: text.untrusted)."""
+        return self.kind.line(self.record, self.result)
 
 
 def predict(
-    detector: Detector, inputs: Iterable[Path], save: Path | None = None, protected: Iterable[Path | None] = ()
+    detector: Any,
+    inputs: Iterable[Path],
+    save: Path | None = None,
+    protected: Iterable[Path | None] = (),
+    result: ResultKind = DETECTIONS,
 ) -> Iterator[Prediction]:
-    """``detector`` on each image, and each frame of each video, in order; with ``save``, each drawn there, never
-    onto one of ``inputs`` or of the ``protected`` files (the model ...)."""
+    """``detector`` (the family's adapter, of ``result`` kind) on each image, and each frame of each video, in order;
+    with ``save``, each result saved there (detections drawn; a map as .npy and .png), never onto one of ``inputs``
+    or of the ``protected`` files (the model ...)."""
+    kind = result.module()
     inputs = list(inputs)
     protected = [*inputs, *protected]
     for path in inputs:
         for name, index, frame in file_frames(path):
-            detections = detector.detect(frame)
-            record = frame_record(name, index or 0, frame.shape[1], frame.shape[0], detections)
+            found = kind.run(detector, frame)
+            record = kind.frame_record(name, index or 0, frame.shape[1], frame.shape[0], found)
             if save is not None:
-                save_annotated(save, path, index, frame, detections, protected)
-            yield Prediction(record, detections)
-
-
-def save_annotated(
-    folder: Path, path: Path, index: int | None, frame: np.ndarray, detections, protected: Iterable[Path | None] = ()
-) -> Path:
-    """``frame`` with its detections drawn, as FOLDER/<image's name>, or FOLDER/<video's stem>_<index>.jpg; never
-    through a link, nor onto ``path`` or another of the ``protected`` files."""
-    import cv2
-
-    from ..files import staged
-    from ..models.drawing import draw_detections
-
-    folder.mkdir(parents=True, exist_ok=True)
-    suffix = f"_{index:06d}.jpg" if index is not None else path.suffix
-    saved = folder / f"{path.stem}{suffix}"
-    with staged(saved, [path, *protected], "--save folder") as fresh:
-        if not cv2.imwrite(str(fresh), draw_detections(frame, detections)):
-            raise ValueError(f"cannot write {saved}: OpenCV writes no {suffix} image")
-    return saved
+                kind.save(save, path, index, frame, found, protected)
+            yield Prediction(record, found, kind)

@@ -42,7 +42,7 @@ from ..runtime.backends import load_target
 from ..runtime.cpu import this_cpu
 from ..runtime.runner import Runner
 from .ball_eval import tracknet_values
-from .commands import CommandReport, UsageError, node_default
+from .commands import CommandReport, UsageError
 from .sources import read_image, source_frames
 
 QUANTIZE_TYPES = ("tracknet", *SINGLE_MODEL_DETECTORS, "rtmpose", "reid")  # the families a quantized model serves
@@ -747,16 +747,12 @@ def compare_models(
 ) -> CommandReport:
     """`compare`: the source model on ONNX Runtime CPU (A) against the quantized one on ``target`` (B)."""
     configurations = ((Path(model), REFERENCE), (Path(quantized), target))
-    if model_type == "tracknet":
-        from .ball_eval import compare_tracking
-
-        threshold = node_default(family("tracknet").parameters, "heatmap_threshold")
-        return compare_tracking(configurations, source, data, None, threshold, out_dir)
     if model_type in PEOPLE_TYPES:
         return compare_on_people(model_type, configurations, data, options or {}, detector_model, out_dir)
-    from .coco_eval import compare_detections
-
-    return compare_detections(model_type, configurations, data, out_dir)
+    spec = family(model_type)  # the family's result kind compares (results/<kind>.py's compare_runs)
+    given = {"source": source, "data": data, "median_warmup": None, "out_dir": out_dir}
+    given["heatmap_threshold"] = next((p.default for p in spec.parameters if p.name == "heatmap_threshold"), None)
+    return spec.result.module().compare_runs(model_type, configurations, given)
 
 
 def compare_on_people(
@@ -771,8 +767,9 @@ def compare_on_people(
     over every frame of ``data`` (a folder of images, a video or a rosbag2; no truth scores them): each
     configuration built as its node builds it, the person detector on onnx:cpu for both. rtmpose: its
     detections' differences (compare's, keypoints included); reid: the cosine of each person's two embeddings."""
+    from ..results.detections import differences as detection_differences
     from .coco_eval import coco_result
-    from .compare import describe_comparison, detection_differences, save_comparison
+    from .compare import describe_comparison, save_comparison
     from .predict import detector_from_options
 
     frames = list(calibration_frames(data, None, "--data"))

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..families.family import DETECTIONS_MESSAGE
-from ..families.registry import NODE_FAMILIES, family
+from ..families.registry import NODE_FAMILIES
 from ..files import open_new, write_text
 from ..parameters import Parameter, Value, checked_values, ros_text
+from ..results import ResultKind
 from ..ros import message_class
 from ..runtime.backends import BACKENDS
 from ..share import share_path
@@ -31,7 +31,6 @@ from .bags import (
     image_topic,
     read_messages,
     topics_of_type,
-    write_ball_csv,
     write_messages,
 )
 from .commands import UsageError
@@ -42,12 +41,12 @@ class NodeSpec:
     module: str  # run as `python -m module`
     outputs: dict[str, str]  # relative output topic -> message type
     main_output: str  # one message per input frame on this topic
+    result: ResultKind  # what it publishes there (results/__init__.py): what replay writes of it and records latched
     parameters: dict[str, str] = field(default_factory=dict)  # replay's own overrides
     # inputs besides the image the bag must hold, fed with each frame (by stamp): relative topic -> message type
     inputs: dict[str, str] = field(default_factory=dict)
 
 
-LABELS = {"labels": "vision_msgs/msg/LabelInfo"}  # the detection nodes' class map, published once (latched)
 # The node's own per-frame times it publishes on ~/debug/ (ros/monitor.py), read into ReplayResult.node_times_ms.
 # Not its pipeline_latency_ms: that is measured from the image's stamp, a bag's recording time; replay times the
 # latency itself, from each frame sent to its answer.
@@ -61,13 +60,19 @@ END_WAIT_MAX_S = 30.0  # ... and at most (see _wait_for_end)
 DIAGNOSTICS_WAIT_S = 2.5
 # A node that ends its stream after seconds without frames (flush_timeout) gets a short one: the bag ends.
 FLUSH_TIMEOUT = {"flush_timeout": "0.5"}
-# The track node tracks another node's detections: replay plays them from the bag, each with its image's stamp.
-FED_INPUTS = {"track": {topic: DETECTIONS_MESSAGE for topic, *_ in family("track").topic_arguments}}
+# A node with no model of its own (track) runs on other nodes' results of its kind: replay plays them from the bag,
+# each with its image's stamp.
+FED_INPUTS = {
+    name: {topic: spec.result.message for topic, *_ in spec.topic_arguments}
+    for name, spec in NODE_FAMILIES.items()
+    if spec.rule is None
+}
 NODES = {
     name: NodeSpec(
         f"vision_factory.{name}_onnx_node",
-        {spec.output_topic: spec.output_message},
+        {spec.output_topic: spec.result.message},
         spec.output_topic,
+        spec.result,
         FLUSH_TIMEOUT if any(parameter.name in FLUSH_TIMEOUT for parameter in spec.parameters) else {},
         FED_INPUTS.get(name, {}),
     )
@@ -251,8 +256,7 @@ def replay(
     # Not this process's command line: rcl would read its -p NAME:=VALUE as remap rules (and warn they are deprecated).
     rclpy.init(args=[], context=context)
     player = Node("vf_replay_player", context=context)
-    detections_out = spec.outputs[spec.main_output] == DETECTIONS_MESSAGE  # its class map read for detections.json
-    recorded = {**spec.outputs, **(LABELS if detections_out else {}), **(latched or {})}
+    recorded = {**spec.outputs, **dict(spec.result.latched), **(latched or {})}  # its class map: for its file
     received: dict[str, list[tuple[int, bytes]]] = {name: [] for name in recorded}
     done_frames: dict[int, int] = {}  # frame index -> receive time (ns)
     answered = threading.Condition()
@@ -365,12 +369,7 @@ def replay(
     messages.sort(key=lambda message: message.timestamp_ns)
     output_bag = outputs["bag"]
     write_messages(output_bag, messages, storage)
-    ball_csv = _write_ball_csv(outputs["ball_csv"], received["ball"], frame_of) if "ball_csv" in outputs else None
-    detections_json = None
-    if "detections_json" in outputs:
-        detections_json = _write_detections_json(
-            outputs["detections_json"], received[spec.main_output], received["labels"], bag, topic, frame_of
-        )
+    written = _write_answers(spec, outputs[_file_role(spec.result)], received, recorded, bag, topic, frame_of)
     latencies = [(done_frames[i] - sent_at[i]) / 1e6 for i in range(len(sent_at)) if i in done_frames]
     result = ReplayResult(
         frames_sent=len(sent_at),
@@ -381,8 +380,8 @@ def replay(
         latency_ms_p50=float(np.percentile(latencies, 50)) if latencies else float("nan"),
         latency_ms_p99=float(np.percentile(latencies, 99)) if latencies else float("nan"),
         output_bag=str(output_bag),
-        ball_csv=str(ball_csv) if ball_csv else None,
-        detections_json=str(detections_json) if detections_json else None,
+        ball_csv=str(written) if _file_role(spec.result) == "ball_csv" else None,
+        detections_json=str(written) if _file_role(spec.result) == "detections_json" else None,
         node_log=str(log_path),
         node_times_ms=_node_times(node_times),
         latencies_ms=latencies,
@@ -425,11 +424,12 @@ def output_paths(out_dir: Path, node: str) -> dict[str, Path]:
         "log": out_dir / f"{node}_node.log",
         "summary": out_dir / "replay.json",
     }
-    if "ball" in spec.outputs:
-        paths["ball_csv"] = out_dir / "ball.csv"
-    if spec.outputs[spec.main_output] == DETECTIONS_MESSAGE:
-        paths["detections_json"] = out_dir / "detections.json"
+    paths[_file_role(spec.result)] = out_dir / spec.result.file  # e.g. ball_csv: OUT/ball.csv
     return paths
+
+
+def _file_role(kind: ResultKind) -> str:
+    return kind.file.replace(".", "_")
 
 
 def clear_earlier_run(out_dir: Path, outputs: dict[str, Path], force: bool) -> None:
@@ -555,41 +555,31 @@ def _wait_for_end(answered, done_frames, total: int, idle_s: float) -> None:
                 last_count, last_change = len(done_frames), now
 
 
-def _write_ball_csv(path: Path, items: list[tuple[int, bytes]], frame_of: dict) -> Path:
-    from geometry_msgs.msg import PointStamped
-    from rclpy.serialization import deserialize_message
-
-    rows = {}
-    for _, data in items:
-        msg = deserialize_message(data, PointStamped)
-        frame = frame_of.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
-        if frame is not None:
-            visible = msg.point.z > 0.5
-            rows[frame] = (frame, int(visible), int(round(msg.point.x)), int(round(msg.point.y)))
-    return write_ball_csv(path, [rows[frame] for frame in sorted(rows)])
-
-
-def _write_detections_json(
-    path: Path, items: list[tuple[int, bytes]], labels: list[tuple[int, bytes]], bag, topic: str, frame_of: dict
+def _write_answers(
+    spec: NodeSpec,
+    path: Path,
+    received: dict[str, list[tuple[int, bytes]]],
+    types: dict[str, str],
+    bag,
+    topic,
+    frame_of,
 ) -> Path:
-    """A list, in frame order, of each answered frame's record as `predict --format json` prints it
-    (models/detections.py's frame_record; image BAG:FRAME), class ids from the node's LabelInfo (``labels``)."""
+    """The node's answers (each frame's last, by its stamp) written as its result kind's file (results/<kind>.py's
+    write_replayed), with what it published latched (its class map); images named BAG:FRAME."""
     from rclpy.serialization import deserialize_message
 
-    from ..models.detections import frame_record
-    from ..ros.detection_messages import detections_from_message, label_names
-
-    names = label_names(deserialize_message(labels[-1][1], message_class(LABELS["labels"]))) if labels else []
-    frames = {}
-    for _, data in items:
-        msg = deserialize_message(data, message_class(DETECTIONS_MESSAGE))
+    answers = {}
+    for _, data in received[spec.main_output]:
+        msg = deserialize_message(data, message_class(spec.outputs[spec.main_output]))
         frame = frame_of.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
         if frame is not None:
-            frames[frame] = detections_from_message(msg, names)
-    sizes = _frame_sizes(bag, topic, frames)
-    records = [frame_record(f"{bag}:{frame}", frame, *sizes[frame], frames[frame]) for frame in sorted(frames)]
-    write_text(path, json.dumps(records))
-    return path
+            answers[frame] = msg
+    latched = {}
+    for name, _ in spec.result.latched:
+        if received[name]:
+            latched[name] = deserialize_message(received[name][-1][1], message_class(types[name]))
+    sizes = lambda frames: _frame_sizes(bag, topic, frames)  # noqa: E731
+    return spec.result.module().write_replayed(path, answers, latched, str(bag), sizes)
 
 
 def _frame_sizes(bag, topic: str, frames) -> dict[int, tuple[int, int]]:

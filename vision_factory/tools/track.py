@@ -22,9 +22,9 @@ from ..families import tracking
 from ..families.pipeline import DetectionPipeline
 from ..families.registry import family
 from ..files import staged
-from ..models.detections import Detection
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import with_defaults
+from ..results.detections import Detection
 from ..runtime.backends import load_target
 from .commands import UsageError
 from .mot import MotBoxes, boxes_from_rows, write_mot
@@ -238,8 +238,8 @@ def track_frames(
 
 
 def _annotated(frame: np.ndarray, kept) -> np.ndarray:
-    """The frame with each tracked box drawn (models/drawing.py), its label led by the track ID."""
-    from ..models.drawing import draw_detections
+    """The frame with each tracked box drawn (results/detections.py), its label led by the track ID."""
+    from ..results.detections import draw_detections
 
     labelled = [dataclasses.replace(d, class_name=f"#{track_id} {d.class_name}") for d, track_id in kept]
     return draw_detections(frame.copy(), labelled)

@@ -24,15 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from ..families.family import DETECTIONS_MESSAGE, Family
+from ..families.family import Family
 from ..families.registry import NODE_FAMILIES
 from ..files import staged, write_text
 from ..parameters import with_defaults
+from ..results import Item
 from ..runtime.backends import load_target
 from ..text import markdown_cell, untrusted
 from .bags import image_topic, read_framed, read_messages
 from .commands import UsageError
-from .replay import LABELS, checked_overrides, message_class, replay
+from .replay import checked_overrides, message_class, replay
 
 REPORT_FILES = ("verify.json", "verify.md", "worst_frame.png")
 WORST_LISTED = 5
@@ -52,17 +53,6 @@ OTHER_BACKENDS = Tolerance(px=0.5, score=0.02)
 
 def tolerance_for(backend: str) -> Tolerance:
     return TOLERANCES.get(backend.lower(), OTHER_BACKENDS)
-
-
-@dataclass
-class Item:
-    """One answer in a frame: a detection (box, then keypoints x, y) or the ball (x, y; score = visibility)."""
-
-    name: str
-    score: float
-    points: np.ndarray  # x1, y1, x2, y2 [, kx, ky, ...] or x, y
-    point_scores: np.ndarray  # keypoint scores ([] without)
-    track: str | None = None  # with tracking on: its track ID (Detection2D.id; "": no confirmed track)
 
 
 @dataclass
@@ -185,7 +175,7 @@ def verify(
     expected = run_offline(frames)  # before the node plays: a model that cannot load fails here, clearly
 
     node_params = {"model_path": str(model), **params}
-    detections = spec.output_message == DETECTIONS_MESSAGE
+    latched = dict(spec.result.latched)  # the node's class map
     result = replay(
         bag,
         out_dir / "node",
@@ -197,12 +187,12 @@ def verify(
         executable=executable,
         force=force,
         live_stamps=True,
-        latched=LABELS if detections else None,
+        latched=latched or None,
         warm_up=True,
         diagnostics=True,
     )
     answers = _answers(Path(result.output_bag), spec, tracked)
-    node_names = _label_names(Path(result.output_bag)) if detections else None
+    node_names = _label_names(Path(result.output_bag), latched) if latched else None
     paired, by_order = _pair(answers, result.sent_stamps)
     frame_checks = [_compare(index, paired.get(index), expected[index]) for index in range(len(frames))]
     log = Path(result.node_log).read_text(errors="replace") if Path(result.node_log).is_file() else ""
@@ -212,9 +202,9 @@ def verify(
         _answered_check(frame_checks, by_order, counts, params),
         _stamp_check(answers, result.sent_stamps, [frame_id for frame_id, _ in framed]),
     ]
-    if detections:
+    if latched:
         checks.append(_class_check(answers, node_names, model_names, Path(model)))
-    other_classes = not checks[-1].passed if detections else False
+    other_classes = not checks[-1].passed if latched else False
     checks.append(
         _output_check(
             spec, frame_checks, paired, expected, tolerance, frames, run_offline, other_classes, counts, keypoint_names
@@ -239,8 +229,8 @@ def verify(
 
 def _family(model_type: str) -> Family:
     spec = NODE_FAMILIES.get(model_type)
-    if spec is None or (spec.make is None and model_type != "tracknet"):
-        choices = [name for name, family in NODE_FAMILIES.items() if family.make is not None or name == "tracknet"]
+    if spec is None or spec.make_pipeline is None:
+        choices = [name for name, family in NODE_FAMILIES.items() if family.make_pipeline is not None]
         raise UsageError(
             f"verify checks {', '.join(choices)} nodes, not {model_type!r} (to check track IDs, verify the detector "
             "with -p tracking:=true: its tracker runs in the node)",
@@ -299,42 +289,8 @@ def _offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callabl
     node publishes each with its track ID. The tracker first sees the bag's first frame once, as
     the node does: replay's warm-up frame (its answer is not compared, but the node's tracker has seen it)."""
     pipeline = spec.pipeline(values, load)  # the models load now: a bad one fails before the node plays
-    if spec.output_message == DETECTIONS_MESSAGE:
-        from ..families.tracking import id_text
-
-        def detect(frames: list[np.ndarray]) -> list[list[Item]]:
-            pipeline.reset()
-            if pipeline.tracking is None:
-                return [[_detection_item(d) for d in pipeline.push(frame).detections] for frame in frames]
-            answers = []
-            for index, frame in enumerate(frames[:1] + frames):  # the warm-up frame, then the bag's
-                found = pipeline.push(frame)
-                items = [_detection_item(d, id_text(track)) for d, track in zip(found.detections, found.track_ids)]
-                answers += [items] if index else []
-            return answers
-
-        detector = pipeline.detector
-        return detect, list(detector.names), list(getattr(detector, "keypoint_names", []))
-
-    def track(frames: list[np.ndarray]) -> list[list[Item]]:
-        pipeline.reset()
-        balls: dict[int, dict] = {}
-        for index, frame in enumerate(frames):
-            balls.update(pipeline.push(frame, index))
-        balls.update(pipeline.flush())
-        return [[_ball_item(balls[i]["X"], balls[i]["Y"], balls[i]["Visibility"] == 1)] for i in range(len(frames))]
-
-    return track, None, []
-
-
-def _detection_item(detection, track: str | None = None) -> Item:
-    keypoints = np.zeros((0, 3)) if detection.keypoints is None else np.asarray(detection.keypoints, np.float64)
-    points = np.concatenate([np.asarray(detection.xyxy, np.float64), keypoints[:, :2].ravel()])
-    return Item(detection.class_name, float(detection.score), points, keypoints[:, 2].copy(), track)
-
-
-def _ball_item(x: float, y: float, visible: bool) -> Item:
-    return Item("ball", 1.0 if visible else 0.0, np.array([x, y], np.float64) if visible else np.zeros(0), np.zeros(0))
+    kind = spec.result.module()
+    return lambda frames: kind.offline_items(pipeline, frames), *kind.names_of(pipeline)
 
 
 def _answers(output_bag: Path, spec: Family, tracked: bool = False) -> list[Answer]:
@@ -342,23 +298,17 @@ def _answers(output_bag: Path, spec: Family, tracked: bool = False) -> list[Answ
     track ID (else the id, a rank, is not compared)."""
     from rclpy.serialization import deserialize_message
 
-    kind = message_class(spec.output_message)
+    kind, message = spec.result.module(), message_class(spec.result.message)
     answers = []
     for raw in read_messages(output_bag, f"/{spec.output_topic}"):
-        msg = deserialize_message(raw.data, kind)
-        if spec.output_message == DETECTIONS_MESSAGE:
-            from ..ros.detection_messages import detections_from_message
-
-            ids = [item.id if tracked else None for item in msg.detections]
-            items = [_detection_item(d, track) for d, track in zip(detections_from_message(msg), ids)]
-        else:
-            items = [_ball_item(msg.point.x, msg.point.y, msg.point.z > 0.5)]
+        msg = deserialize_message(raw.data, message)
+        items = kind.message_items(msg, tracked)
         stamp = (msg.header.stamp.sec, msg.header.stamp.nanosec)
         answers.append(Answer(raw.timestamp_ns, stamp, msg.header.frame_id, items))
     return answers
 
 
-def _label_names(output_bag: Path) -> list[str] | None:
+def _label_names(output_bag: Path, latched: Mapping[str, str]) -> list[str] | None:
     """The class names of the node's LabelInfo, when it published one."""
     from rclpy.serialization import deserialize_message
 
@@ -368,7 +318,7 @@ def _label_names(output_bag: Path) -> list[str] | None:
         return None
     if not raws:
         return None
-    msg = deserialize_message(raws[-1].data, message_class(LABELS["labels"]))
+    msg = deserialize_message(raws[-1].data, message_class(latched["labels"]))
     return [entry.class_name for entry in sorted(msg.class_map, key=lambda entry: entry.class_id)]
 
 
@@ -547,9 +497,7 @@ def _output_check(
     counts: NodeCounts,
     keypoint_names: list[str],
 ) -> Check:
-    what = "boxes" if spec.output_message == DETECTIONS_MESSAGE else "ball positions"
-    if spec.keypoints:
-        what = "boxes and keypoints"
+    what = spec.result.what
     compared = [check for check in frames if check.answered]
     bad = [check for check in compared if not check.within(tolerance)]
     deviation = max((check.deviation_px for check in compared), default=0.0)
@@ -559,24 +507,24 @@ def _output_check(
         f"{len(compared) - len(bad)} of {len(compared)} answered frames within {tolerance.px:g} px / score "
         f"{tolerance.score:g}; largest difference {deviation:.4g} px, score {scores:.4g}; {unpaired} unpaired"
     )
-    if spec.keypoints:
+    if spec.result.keypoints:
         numbers += f"; {sum(check.keypoints for check in compared)} keypoints compared"
     if not bad:
         return Check(f"{what} within tolerance", True, numbers)
     worst = max(bad, key=lambda check: (check.severity(), check.score_deviation))
-    if worst.unpaired and spec.output_message != DETECTIONS_MESSAGE:
+    if worst.unpaired and spec.result.streamed:
         symptom = f"frame {worst.frame}: the node and the model disagree on whether the ball is seen"
     elif worst.unpaired:
         symptom = f"frame {worst.frame}: the node gives {worst.node_count} answers, the model {worst.model_count}"
     else:
         symptom = f"frame {worst.frame}: {what} differ by up to {worst.deviation_px:.4g} px"
-    if counts.dropped and spec.output_message != DETECTIONS_MESSAGE:  # a stream: every later window lacks it
+    if counts.dropped and spec.result.streamed:  # a stream: every later window lacks it
         cause = (
             f"dropped under load: the node dropped {counts.dropped} frames from its full queue and answered them 'not "
             "seen'; its windows lack them, so its positions differ. Make it faster or give it a longer queue"
         )
     else:
-        cause = _keypoint_cause(bad, paired, expected, tolerance, keypoint_names) if spec.keypoints else None
+        cause = _keypoint_cause(bad, paired, expected, tolerance, keypoint_names) if spec.result.keypoints else None
         cause = cause or _cause(bad, paired, expected, tolerance, images, run_offline, other_classes)
     return Check(f"{what} within tolerance", False, numbers, f"{symptom} — {cause}")
 

@@ -1,0 +1,459 @@
+"""The detections result kind (results/__init__.py): what every detector produces, whatever its model family:
+detections with optional keypoints (and, tracked, track IDs), class-aware NMS and the COCO person keypoints; their
+record in files (``frame_record``: what predict prints and replay writes), their comparison (``differences``, what
+compare and quantize report), their drawing, and their ROS messages (vision_msgs; imported inside the functions).
+
+Layout of a pose in ``Detection2DArray`` (one ``Detection2D`` per person):
+- ``results[0]``: the person: ``hypothesis.class_id`` its class name, ``hypothesis.score`` in 0..1,
+  ``pose.pose.position`` the box centre;
+- ``results[1:]``: one per keypoint, in the model's order: ``hypothesis.class_id`` the keypoint
+  name (``nose``, ``left_eye``, ...), ``hypothesis.score`` its confidence,
+  ``pose.pose.position.x/y`` its position in source-image pixels.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import cv2
+import numpy as np
+
+from . import Item, tool_module
+
+if TYPE_CHECKING:
+    from std_msgs.msg import Header
+    from vision_msgs.msg import Detection2D, Detection2DArray, LabelInfo, ObjectHypothesisWithPose
+    from visualization_msgs.msg import MarkerArray
+
+    from ..models.tracker import Track
+
+# COCO's 17 person keypoints, in the order every COCO-trained pose model outputs them.
+COCO_KEYPOINTS = (
+    "nose",
+    "left_eye",
+    "right_eye",
+    "left_ear",
+    "right_ear",
+    "left_shoulder",
+    "right_shoulder",
+    "left_elbow",
+    "right_elbow",
+    "left_wrist",
+    "right_wrist",
+    "left_hip",
+    "right_hip",
+    "left_knee",
+    "right_knee",
+    "left_ankle",
+    "right_ankle",
+)
+# Limbs as pairs of keypoint indices (COCO's skeleton, 0-based).
+COCO_SKELETON = (
+    (15, 13), (13, 11), (16, 14), (14, 12), (11, 12), (5, 11), (6, 12), (5, 6), (5, 7),
+    (6, 8), (7, 9), (8, 10), (1, 2), (0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6),
+)  # fmt: skip
+
+
+def keypoint_names(count: int) -> list[str]:
+    """COCO's names for 17 keypoints, kp_0, kp_1, ... for any other count."""
+    return list(COCO_KEYPOINTS) if count == len(COCO_KEYPOINTS) else [f"kp_{i}" for i in range(count)]
+
+
+def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """IoU of one xyxy box with each of ``boxes``."""
+    top_left = np.maximum(box[:2], boxes[:, :2])
+    bottom_right = np.minimum(box[2:], boxes[:, 2:])
+    intersection = np.prod((bottom_right - top_left).clip(0), axis=1)
+    areas = np.prod(boxes[:, 2:] - boxes[:, :2], axis=1)
+    return intersection / (np.prod(box[2:] - box[:2]) + areas - intersection + 1e-9)
+
+
+def nms(
+    boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float, limit: int | None = None
+) -> np.ndarray:
+    """Indices kept by class-aware greedy NMS, highest score first (ties: lower index first), at most ``limit``.
+
+    The greedy loop runs in OpenCV (``cv2.dnn.NMSBoxes``, "suppress when IoU > threshold"), given
+    each box's rank as its score so that its order is exactly ours. Greedy picks never depend on
+    lower-scored boxes, so the first ``limit`` picks come from a prefix of the score order: it
+    starts at 4 x ``limit`` and is doubled until it yields ``limit`` picks or holds every box,
+    which keeps thousands of candidates cheap.
+    """
+    if not len(boxes):
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(-scores, kind="stable")
+    limit = len(order) if limit is None else limit
+    # Boxes of different classes never overlap once each class is moved to its own region.
+    offset = 2 * (float(np.abs(boxes).max()) + 1)
+    shifted = boxes[order].astype(np.float64) + (class_ids[order].astype(np.float64) * offset)[:, None]
+    xywh = np.concatenate([shifted[:, :2], shifted[:, 2:] - shifted[:, :2]], axis=1)
+    ranks = np.arange(len(order), 0, -1, dtype=np.float32)  # all > 0, distinct, descending
+    prefix = max(4 * limit, 1)  # usually enough at once: NMS keeps about a third of a dense detector's boxes
+    while True:
+        kept = np.asarray(cv2.dnn.NMSBoxes(xywh[:prefix], ranks[:prefix], 0.0, iou_threshold), np.int64)
+        if len(kept) >= limit or prefix >= len(order):
+            return order[kept.reshape(-1)[:limit]]
+        prefix *= 2
+
+
+@dataclass
+class Detection:
+    xyxy: tuple[float, float, float, float]  # frame pixels
+    score: float
+    class_id: int
+    class_name: str
+    keypoints: Sequence[Sequence[float]] | None = None  # (x, y, confidence) per keypoint; may be a [K, 3] array
+
+    def as_dict(self) -> dict:
+        record = {"xyxy": list(self.xyxy), "score": self.score, "class_id": self.class_id}
+        record["class_name"] = self.class_name
+        if self.keypoints is not None:
+            record["keypoints"] = np.asarray(self.keypoints, dtype=np.float64).tolist()
+        return record
+
+
+def frame_record(image: str, frame: int, width: int, height: int, detections: Sequence[Detection]) -> dict:
+    """One frame's detections as the tools write them (``predict --format json``: one record per line;
+    ``replay``'s detections.json: a list of them): the image (a file, or PATH:FRAME of a video or a bag), the
+    frame's index in its video or bag (0 for an image file), its size, and each detection's ``as_dict``."""
+    return {
+        "image": image,
+        "frame": int(frame),
+        "width": int(width),
+        "height": int(height),
+        "detections": [detection.as_dict() for detection in detections],
+    }
+
+
+def write_replayed(
+    path: Path, answers: Mapping[int, Detection2DArray], latched: Mapping[str, Any], image: str, sizes: Callable
+) -> Path:
+    """replay's detections.json: a list, in frame order, of each answered frame's ``frame_record`` as `predict
+    --format json` prints it (image IMAGE:FRAME), class ids from the node's LabelInfo (``latched["labels"]``);
+    ``sizes(frames)``: each frame's (width, height)."""
+    from ..files import write_text
+
+    names = label_names(latched["labels"]) if "labels" in latched else []
+    frames = {frame: detections_from_message(message, names) for frame, message in answers.items()}
+    size = sizes(frames)
+    write_text(path, json.dumps([frame_record(f"{image}:{f}", f, *size[f], frames[f]) for f in sorted(frames)]))
+    return path
+
+
+def run(detector: Detector, frame: np.ndarray) -> list[Detection]:
+    """What ``predict`` runs on each frame."""
+    return detector.detect(frame)
+
+
+def line(record: Mapping[str, Any], detections: Sequence[Detection]) -> str:
+    """One line of text: the image and each detection's class and score (names from the model or a labels file,
+    and the file's name, escaped: text.untrusted)."""
+    from ..text import untrusted
+
+    found = ", ".join(f"{untrusted(d.class_name, 100)} {d.score:.2f}" for d in detections)
+    return f"{untrusted(record['image'], 400)}: {found or '-'}"
+
+
+def save(
+    folder: Path, path: Path, index: int | None, frame: np.ndarray, detections, protected: Iterable[Path | None] = ()
+) -> Path:
+    """``frame`` with its detections drawn, as FOLDER/<image's name>, or FOLDER/<video's stem>_<index>.jpg; never
+    through a link, nor onto ``path`` or another of the ``protected`` files."""
+    from ..files import staged
+
+    folder.mkdir(parents=True, exist_ok=True)
+    suffix = f"_{index:06d}.jpg" if index is not None else path.suffix
+    saved = folder / f"{path.stem}{suffix}"
+    with staged(saved, [path, *protected], "--save folder") as fresh:
+        if not cv2.imwrite(str(fresh), draw_detections(frame, detections)):
+            raise ValueError(f"cannot write {saved}: OpenCV writes no {suffix} image")
+    return saved
+
+
+# Comparison: what verify compares of the node's answers and the model's offline (results/__init__.py's Item).
+def items(detections: Sequence[Detection], tracks: Sequence[str | None] | None = None) -> list[Item]:
+    """Each detection as an Item: its box then its keypoints' x, y as points, their scores, its track ID."""
+    found = []
+    for detection, track in zip(detections, tracks or [None] * len(detections)):
+        keypoints = np.zeros((0, 3)) if detection.keypoints is None else np.asarray(detection.keypoints, np.float64)
+        points = np.concatenate([np.asarray(detection.xyxy, np.float64), keypoints[:, :2].ravel()])
+        found.append(Item(detection.class_name, float(detection.score), points, keypoints[:, 2].copy(), track))
+    return found
+
+
+def message_items(message: Detection2DArray, tracked: bool = False) -> list[Item]:
+    """A node's answer as Items; ``tracked``: each one's Detection2D.id is its track ID (else a rank, not compared)."""
+    return items(detections_from_message(message), [item.id if tracked else None for item in message.detections])
+
+
+def _xyxy(xywh) -> np.ndarray:
+    """COCO xywh boxes as xyxy."""
+    boxes = np.asarray(xywh, dtype=np.float64)
+    return np.concatenate([boxes[..., :2], boxes[..., :2] + boxes[..., 2:]], axis=-1)
+
+
+def differences(a: list[dict], b: list[dict], min_score: float = 0.25, min_iou: float = 0.5) -> dict:
+    """How two configurations' detections differ (what compare and quantize report): those of A and B (COCO
+    results) matched per image and class by IoU, greedily by A's score.
+
+    Reports matched and unmatched counts and the largest box (px), score and keypoint (px)
+    differences of matched pairs; detections below ``min_score`` are left out.
+    """
+
+    def by_image(results):
+        grouped: dict[tuple[int, int], list[dict]] = {}
+        for result in results:
+            if result["score"] >= min_score:
+                grouped.setdefault((result["image_id"], result["category_id"]), []).append(result)
+        return grouped
+
+    group_a, group_b = by_image(a), by_image(b)
+    matched, box_delta, score_delta, keypoint_delta = 0, 0.0, 0.0, 0.0
+    unmatched_a = unmatched_b = 0
+    for key in set(group_a) | set(group_b):
+        items_a = sorted(group_a.get(key, []), key=lambda r: -r["score"])
+        items_b = group_b.get(key, [])
+        free = list(range(len(items_b)))
+        for item in items_a:
+            if not free:
+                unmatched_a += 1
+                continue
+            ious = box_iou(_xyxy(item["bbox"]), _xyxy([items_b[j]["bbox"] for j in free]))
+            best = int(np.argmax(ious))
+            if ious[best] < min_iou:
+                unmatched_a += 1
+                continue
+            other = items_b[free.pop(best)]
+            matched += 1
+            box_delta = max(box_delta, float(np.abs(np.subtract(item["bbox"], other["bbox"])).max()))
+            score_delta = max(score_delta, abs(item["score"] - other["score"]))
+            if "keypoints" in item:
+                points = np.reshape(item["keypoints"], (-1, 3))[:, :2] - np.reshape(other["keypoints"], (-1, 3))[:, :2]
+                keypoint_delta = max(keypoint_delta, float(np.hypot(points[:, 0], points[:, 1]).max()))
+        unmatched_b += len(free)
+    record = {"matched": matched, "only_in_a": unmatched_a, "only_in_b": unmatched_b}
+    record |= {"box_delta_max_px": box_delta, "score_delta_max": score_delta}
+    if any("keypoints" in result for result in a):
+        record["keypoint_delta_max_px"] = keypoint_delta
+    return record
+
+
+def offline_items(pipeline: Any, frames: Sequence[np.ndarray]) -> list[list[Item]]:
+    """Each frame's detections as the node publishes them, from a fresh stream of ``pipeline`` (families/pipeline.py's
+    DetectionPipeline). With tracking on, the tracker first sees the first frame once, as the node does (replay's
+    warm-up frame: its answer is not compared, but the node's tracker has seen it), each detection its track ID."""
+    from ..families.tracking import id_text
+
+    pipeline.reset()
+    if pipeline.tracking is None:
+        return [items(pipeline.push(frame).detections) for frame in frames]
+    answers = []
+    for index, frame in enumerate([*frames[:1], *frames]):
+        found = pipeline.push(frame)
+        answers += [items(found.detections, [id_text(track) for track in found.track_ids])] if index else []
+    return answers
+
+
+def names_of(pipeline: Any) -> tuple[list[str] | None, list[str]]:
+    """The model's class names and its keypoint names ([] without)."""
+    detector = pipeline.detector
+    return list(detector.names), list(getattr(detector, "keypoint_names", []))
+
+
+# Metrics: COCO box and keypoint AP (tools/coco_eval.py), what `eval` and `compare` report of detections.
+def evaluate(model_type: str, options: Mapping[str, Any]) -> Any:
+    """`eval`: a COCO results file (predictions), or the model run over the COCO data set, scored against its
+    annotations (data); ``options``: eval's, by name."""
+    run = tool_module("coco_eval").evaluate_detections
+    o = options
+    return run(model_type, o["data"], o["out_dir"], o["predictions"], o["model"], o["target"])
+
+
+def compare_runs(model_type: str, configurations: Sequence[tuple[Path, str]], options: Mapping[str, Any]) -> Any:
+    """`compare`: two (model, target) configurations over one COCO data set (data), predictions and metrics."""
+    return tool_module("coco_eval").compare_detections(model_type, configurations, options["data"], options["out_dir"])
+
+
+class Detector(Protocol):
+    """A model family's adapter: BGR frame in, detections in frame pixels out."""
+
+    names: list[str]  # class names by class id
+    keypoint_names: list[str]  # [] for plain detectors
+
+    def detect(self, image_bgr: np.ndarray) -> list[Detection]: ...
+
+
+# Drawing: annotated images (predict --save) and debug topics.
+BOX_COLOUR = (0, 200, 255)  # BGR
+LIMB_COLOUR = (255, 160, 0)
+KEYPOINT_COLOUR = (0, 0, 255)
+
+
+def track_colour(track_id: int) -> tuple[float, float, float]:
+    """The colour of a track, RGB in 0..1: a stable function of its ID (hues a golden-ratio step apart), the same
+    in the debug image and the track markers."""
+    return colorsys.hsv_to_rgb((track_id * 0.6180339887498949) % 1.0, 0.85, 1.0)
+
+
+def draw_detections(
+    image_bgr: np.ndarray,
+    detections: Sequence[Detection],
+    skeleton: Sequence[tuple[int, int]] = COCO_SKELETON,
+    keypoint_threshold: float = 0.5,
+    track_ids: Sequence[int | None] | None = None,
+) -> np.ndarray:
+    """Boxes with class and score, limbs and keypoints above ``keypoint_threshold``; draws in place. With
+    ``track_ids`` (one per detection, None: no track) a tracked box is drawn in its track's colour, labelled
+    with its ID ("#7 person 0.91")."""
+    for index, detection in enumerate(detections):
+        x1, y1, x2, y2 = (int(round(v)) for v in detection.xyxy)
+        track = None if track_ids is None else track_ids[index]
+        colour = BOX_COLOUR if track is None else tuple(int(255 * c) for c in reversed(track_colour(track)))
+        cv2.rectangle(image_bgr, (x1, y1), (x2, y2), colour, 2)
+        label = f"{detection.class_name} {detection.score:.2f}"
+        if track is not None:
+            label = f"#{track} {label}"
+        cv2.putText(image_bgr, label, (x1, max(12, y1 - 4)), cv2.FONT_HERSHEY_SIMPLEX, 0.5, colour)
+        points = [] if detection.keypoints is None else detection.keypoints
+        visible = [score > keypoint_threshold for _, _, score in points]
+        for a, b in skeleton:
+            if a < len(points) and b < len(points) and visible[a] and visible[b]:
+                start, end = (int(points[a][0]), int(points[a][1])), (int(points[b][0]), int(points[b][1]))
+                cv2.line(image_bgr, start, end, LIMB_COLOUR, 2)
+        for (x, y, _), shown in zip(points, visible):
+            if shown:
+                cv2.circle(image_bgr, (int(x), int(y)), 3, KEYPOINT_COLOUR, -1)
+    return image_bgr
+
+
+# ROS messages (vision_msgs, visualization_msgs), their types imported on first use.
+
+
+def _hypothesis(class_id: str, score: float, x: float, y: float) -> ObjectHypothesisWithPose:
+    from vision_msgs.msg import ObjectHypothesis, ObjectHypothesisWithPose
+
+    result = ObjectHypothesisWithPose(hypothesis=ObjectHypothesis(class_id=class_id, score=float(score)))
+    result.pose.pose.position.x, result.pose.pose.position.y = float(x), float(y)
+    return result
+
+
+def detection_message(header: Header, detection: Detection, keypoint_names: Sequence[str], index: int) -> Detection2D:
+    from vision_msgs.msg import BoundingBox2D, Detection2D
+
+    x1, y1, x2, y2 = detection.xyxy
+    centre_x, centre_y = (x1 + x2) / 2, (y1 + y2) / 2
+    message = Detection2D(header=header, id=str(index))
+    message.bbox = BoundingBox2D(size_x=float(x2 - x1), size_y=float(y2 - y1))
+    message.bbox.center.position.x, message.bbox.center.position.y = float(centre_x), float(centre_y)
+    results = [_hypothesis(detection.class_name, detection.score, centre_x, centre_y)]
+    for name, (x, y, score) in zip(keypoint_names, () if detection.keypoints is None else detection.keypoints):
+        results.append(_hypothesis(name, score, x, y))
+    message.results = results
+    return message
+
+
+def detections_message(
+    header: Header,
+    detections: Sequence[Detection],
+    keypoint_names: Sequence[str] = (),
+    ids: Sequence[str] | None = None,
+) -> Detection2DArray:
+    """All detections of one frame, stamped with that frame's header; ``id`` is the rank by score, or the
+    detection's entry of ``ids`` (its track ID, families/tracking.id_text) when given."""
+    from vision_msgs.msg import Detection2DArray
+
+    messages = [detection_message(header, d, keypoint_names, i) for i, d in enumerate(detections)]
+    for message, text in zip(messages, () if ids is None else ids):
+        message.id = text
+    return Detection2DArray(header=header, detections=messages)
+
+
+def detections_from_message(message: Detection2DArray, names: Sequence[str] = ()) -> list[Detection]:
+    """Boxes (and keypoints) back from a Detection2DArray, e.g. person boxes for a top-down pose model.
+
+    ``hypothesis.class_id`` is the class name (detection_message): its class id is its index in ``names`` (the
+    node's LabelInfo, label_names), -1 when not there."""
+    from vision_msgs.msg import ObjectHypothesis
+
+    index = {}
+    for class_id, name in enumerate(names):
+        index.setdefault(name, class_id)
+    detections = []
+    for item in message.detections:
+        centre, size = item.bbox.center.position, (item.bbox.size_x, item.bbox.size_y)
+        xyxy = (centre.x - size[0] / 2, centre.y - size[1] / 2, centre.x + size[0] / 2, centre.y + size[1] / 2)
+        head = item.results[0].hypothesis if item.results else ObjectHypothesis()
+        keypoints = [(r.pose.pose.position.x, r.pose.pose.position.y, r.hypothesis.score) for r in item.results[1:]]
+        detections.append(Detection(xyxy, head.score, index.get(head.class_id, -1), head.class_id, keypoints or None))
+    return detections
+
+
+def label_names(message: LabelInfo) -> list[str]:
+    """The class names of a LabelInfo by class id (label_info_message's class map; an id left out: '')."""
+    by_id = {entry.class_id: entry.class_name for entry in message.class_map}
+    return [by_id.get(class_id, "") for class_id in range(max(by_id, default=-1) + 1)]
+
+
+def label_info_message(header: Header, names: Sequence[str], threshold: float) -> LabelInfo:
+    """The class map (class id -> name) and the confidence threshold the node applies."""
+    from vision_msgs.msg import LabelInfo, VisionClass
+
+    class_map = [VisionClass(class_id=i, class_name=name) for i, name in enumerate(names)]
+    return LabelInfo(header=header, class_map=class_map, threshold=float(threshold))
+
+
+def skeleton_markers(
+    header: Header,
+    detections: Sequence[Detection],
+    skeleton: Sequence[tuple[int, int]],
+    keypoint_threshold: float,
+    namespace: str = "pose",
+) -> MarkerArray:
+    """Per person a LINE_LIST of limbs and a POINTS of keypoints above the threshold, in pixel units.
+
+    The first marker deletes everything from the previous frame, so people who left vanish.
+    """
+    from geometry_msgs.msg import Point
+    from std_msgs.msg import ColorRGBA
+    from visualization_msgs.msg import Marker, MarkerArray
+
+    markers = [Marker(header=header, ns=namespace, action=Marker.DELETEALL)]
+    for index, detection in enumerate(detections):
+        keypoints = [] if detection.keypoints is None else detection.keypoints
+        points = [Point(x=float(x), y=float(y), z=0.0) for x, y, _ in keypoints]
+        shown = [score > keypoint_threshold for _, _, score in keypoints]
+        limbs = Marker(header=header, ns=namespace, id=2 * index, type=Marker.LINE_LIST, action=Marker.ADD)
+        pairs = [(a, b) for a, b in skeleton if max(a, b) < len(points) and shown[a] and shown[b]]
+        limbs.points = [points[i] for pair in pairs for i in pair]
+        limbs.scale.x = 2.0
+        limbs.color = ColorRGBA(r=0.0, g=0.6, b=1.0, a=1.0)
+        joints = Marker(header=header, ns=namespace, id=2 * index + 1, type=Marker.POINTS, action=Marker.ADD)
+        joints.points = [point for point, visible in zip(points, shown) if visible]
+        joints.scale.x = joints.scale.y = 5.0
+        joints.color = ColorRGBA(r=1.0, g=0.2, b=0.0, a=1.0)
+        markers += [limbs, joints]
+    return MarkerArray(markers=markers)
+
+
+def track_markers(header: Header, tracks: Sequence[Track], namespace: str = "tracks") -> MarkerArray:
+    """Per track a LINE_STRIP through its recent centres (Track.history), in pixel units, in the colour of its ID
+    (track_colour above), marker id the track ID. The first marker deletes the previous frame's, so
+    tracks that ended vanish."""
+    from geometry_msgs.msg import Point
+    from std_msgs.msg import ColorRGBA
+    from visualization_msgs.msg import Marker, MarkerArray
+
+    markers = [Marker(header=header, ns=namespace, action=Marker.DELETEALL)]
+    for track in tracks:
+        path = Marker(header=header, ns=namespace, id=track.id, type=Marker.LINE_STRIP, action=Marker.ADD)
+        path.points = [Point(x=float(x), y=float(y), z=0.0) for _, x, y in track.history]
+        path.scale.x = 2.0
+        red, green, blue = track_colour(track.id)
+        path.color = ColorRGBA(r=float(red), g=float(green), b=float(blue), a=1.0)
+        markers.append(path)
+    return MarkerArray(markers=markers)

@@ -25,6 +25,7 @@ from support.data import _photo_frames, _red_spots, _walk
 from support.generated import install_like_colcon, site_packages
 from support.models import spot_finder, tracknet_windows, wrap_yolo
 from support.real_models import FALL_MODEL, POSE_MODEL, REID_MODEL
+from support.ros_harness import KEEP_EVERY_FRAME
 from vision_msgs.msg import Detection2DArray
 
 import vision_factory
@@ -373,7 +374,7 @@ def test_tracknet_quantizes_on_its_windows_and_runs_in_the_tracknet_node(tmp_pat
     reported = summary["comparison"]["outputs"]
     assert summary["comparison"]["metrics"]["f1"]["a"] > 0.5  # the FP32 model tracks the ball
 
-    params = {"model_path": "", "bg_mode": "subtract", "median_warmup": "10"}
+    params = {"model_path": "", "bg_mode": "subtract", "median_warmup": "10", **KEEP_EVERY_FRAME}
     rows = {}
     for name, path in (("fp32", model), ("int8", out)):
         result = replay(bag, tmp_path / name, params={**params, "model_path": str(path)})
@@ -444,7 +445,9 @@ def _node_results(
     COCO results."""
     results = {}
     for name, model in models.items():
-        result = replay(bag, tmp_path / name, node=node, params={"model_path": str(model), **params})
+        result = replay(
+            bag, tmp_path / name, node=node, params={"model_path": str(model), **KEEP_EVERY_FRAME, **params}
+        )
         assert result.missing_frames == [], Path(result.node_log).read_text()
         results[name] = _coco_results(json.loads(Path(result.detections_json).read_text()), image_ids)
     return results
@@ -570,6 +573,7 @@ def test_rtmpose_int8_calibrates_on_the_detectors_crops_and_runs_in_the_rtmpose_
     published = {}
     for name, path in (("fp32", pose_model), ("int8", out)):
         params = {"model_path": str(path), "person_detector_path": str(person_model), "confidence_threshold": "0.3"}
+        params |= KEEP_EVERY_FRAME
         result = replay(bag, tmp_path / name, node="rtmpose", params=params)
         assert result.missing_frames == [], Path(result.node_log).read_text()
         published[name] = json.loads(Path(result.detections_json).read_text())
@@ -613,7 +617,7 @@ def test_reid_int8_calibrates_on_the_detectors_crops_keeps_the_embeddings_and_tr
     bag = write_image_bag(tmp_path / "bag", _walk())
     ids = {}
     for name, path in (("fp32", REID_MODEL), ("int8", out)):
-        params = {"model_path": str(person_model), "tracking": "true", "reid_model_path": str(path)}
+        params = {"model_path": str(person_model), "tracking": "true", "reid_model_path": str(path), **KEEP_EVERY_FRAME}
         result = replay(bag, tmp_path / name, node="yolo", params=params)
         assert result.missing_frames == [], Path(result.node_log).read_text()
         assert "tracking (re-identification" in Path(result.node_log).read_text()
@@ -655,7 +659,7 @@ def test_tracknet_openvino_int8_tracks_as_compare_says_and_runs_in_a_generated_o
     package_dir = write_package("tracknet", "openvino", "gen_tracknet_int8_openvino", tmp_path / "src")
     executable = install_like_colcon(package_dir, tmp_path / "install")
     monkeypatch.setenv("PYTHONPATH", str(site_packages(tmp_path / "install")))
-    params = {"model_path": str(out), "bg_mode": "subtract", "median_warmup": "10"}
+    params = {"model_path": str(out), "bg_mode": "subtract", "median_warmup": "10", **KEEP_EVERY_FRAME}
     result = replay(bag, tmp_path / "generated", params=params, executable=[str(executable)])
     assert ": openvino 20" in Path(result.node_log).read_text()
     answered = read_ball_csv(result.ball_csv)

@@ -19,6 +19,7 @@ from conftest import SHARED, pypi_model
 from support.data import _photo_frames, _walk
 from support.generated import generate_and_install, site_packages
 from support.real_models import FALL_MODEL, NUDENET_MODEL, POSE_MODEL, REID_MODEL
+from support.ros_harness import KEEP_EVERY_FRAME
 
 from vision_factory.cli import main
 from vision_factory.models.yolo import YoloDetector
@@ -60,7 +61,6 @@ def _wrapper(tmp_path, body: str, node: str = "yolo") -> list[str]:
 # loaded machine may not keep that rate; a detector's default queue_size 1 would then drop frames (rightly: it
 # answers the newest), a tracknet node's 4 too. A queue as long as any bag here keeps every frame whatever the load
 # (replay's subscription is reliable, depth 32). The tests of drops plant a node too slow on any machine instead.
-KEEP_EVERY_FRAME = {"queue_size": "32"}
 
 # A detection node three times too slow for a 10 Hz camera: with queue_size 1 it drops frames.
 SLOW = textwrap.dedent(

@@ -17,6 +17,9 @@ RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 # ends as soon as its condition holds, so the bound only says when to give up; on a loaded machine a node takes
 # tens of seconds to start. A test asserts what happens, never how soon.
 PATIENCE_S = 120.0
+# Node parameters for a test that needs every frame answered (replay, verify): a queue deep enough that a loaded
+# machine never drops one (a node's default keeps only the newest frame, or tracknet's 4).
+KEEP_EVERY_FRAME = {"queue_size": "32"}
 
 
 class NodeProcess:

@@ -298,6 +298,21 @@ def tracknetv3_fp16() -> dict:
     return found
 
 
+def main_tests() -> None:
+    """A later run: the GPU tests on the code as it is now, and the fp16 TrackNet (its tail float32) timed."""
+    store = ARGS.store
+    tests = ("test/test_gpu.py", "test/test_providers.py", "test/test_backends.py", "test/test_tensorrt_runner.py")
+    step("facts")(facts)
+    step("tests")(lambda: shell(sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *tests))
+    half = ("--precision", "fp16", "--out", str(store / "tracknet64_fp16.onnx"), "--speed-runs", "1")
+    step("fp16")(partial(cli, "quantize", "--model-type", "tracknet", "--model", str(store / "tracknet64.onnx"), *half))
+    for name in ("tracknet64", "tracknet64_fp16"):
+        arguments = (str(store / f"{name}.onnx"), "--model-type", "tracknet", "--backends", "onnx:cuda")
+        step(f"bench {name}")(
+            partial(bench, (*arguments, "--runs", "100", "--warmup", "10"), Path("/tmp/gpu_work") / name)
+        )
+
+
 def main_again() -> None:
     """The second run: the fixed tests, and where fp16 drifts."""
     store = ARGS.store
@@ -383,6 +398,8 @@ def bench(arguments: tuple[str, ...], folder: Path) -> dict:
 def main() -> None:
     if ARGS.step == "again":
         main_again()
+    elif ARGS.step == "tests":
+        main_tests()
     elif ARGS.step == "baseline":
         step("facts")(facts)
         step("tracknetv3 pytorch")(tracknetv3_baseline)
@@ -393,7 +410,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=("baseline", "all", "again"))
+    parser.add_argument("step", choices=("baseline", "all", "again", "tests"))
     parser.add_argument("--store", type=Path, default=Path("/tmp/gpu"))
     parser.add_argument("--out", type=Path, default=Path("/tmp/gpu_out"))
     ARGS = parser.parse_args()

@@ -7,6 +7,7 @@
 #   bash benchmarks/gpu/run.sh baseline       # machine facts, TrackNetV3's own PyTorch network timed, exported
 #   bash benchmarks/gpu/run.sh site all       # rejoin onnxruntime-gpu, then tests, parity and speed (check.py)
 #   bash benchmarks/gpu/run.sh site again     # the tests again, and where fp16 drifts
+#   bash benchmarks/gpu/run.sh site tests     # the GPU tests on the code as it is, the fp16 TrackNet timed
 # Everything it prints and writes goes under $OUT (default /tmp/gpu_out).
 set -u
 OUT=${OUT:-/tmp/gpu_out}
@@ -29,7 +30,7 @@ site)
     echo "$(cat "$STORE/a/cuda.sha256")  /tmp/site/onnxruntime/capi/libonnxruntime_providers_cuda.so" | sha256sum -c
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$STORE"/a/wheels/*.whl
   fi ;;
-baseline|all|again)
+baseline|all|again|tests)
   export PYTHONPATH=/tmp/site:$HERE:$HERE/test PYTHONUNBUFFERED=1 VISION_FACTORY_SHARED=$STORE/a/shared
   # onnxruntime-gpu's CUDA provider loads cuBLAS, cuDNN, cuFFT, cuRAND and the runtime of CUDA 13 from PyTorch's
   # nvidia-* packages

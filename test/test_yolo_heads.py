@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 
 import cv2
 import numpy as np
@@ -16,8 +17,10 @@ from support.models import _constant_model
 
 from vision_factory.cli import main
 from vision_factory.models.yolo import YoloDetector
+from vision_factory.results.detections import box_iou
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import write_image_bag
+from vision_factory.tools.quantize import quantize
 from vision_factory.tools.replay import replay
 
 E2E_MODEL = SHARED / "models" / "shapes-yolo26n.onnx"
@@ -169,3 +172,30 @@ def test_yolo_node_publishes_the_end_to_end_detections_and_says_nms_does_not_app
         assert expected and [d["class_name"] for d in record["detections"]] == [d.class_name for d in expected]
         assert np.allclose([d["xyxy"] for d in record["detections"]], [d.xyxy for d in expected], atol=1e-3)
         assert np.allclose([d["score"] for d in record["detections"]], [d.score for d in expected], atol=1e-6)
+
+
+@_needs(E2E_MODEL)
+@_needs(SEG_DATA)
+def test_quantize_keeps_the_end_to_end_head_in_float_and_the_int8_model_is_still_end_to_end(tmp_path):
+    """The float tail of an end-to-end head: its final convs (one2one box and class branches, each scale) and the
+    top-k selection after them; the INT8 model keeps the metadata that says end-to-end, and finds what FP32 finds."""
+    images = sorted((SEG_DATA / "images").glob("*.jpg"))
+    (tmp_path / "calibration").mkdir()
+    for path in images[:4]:
+        shutil.copy(path, tmp_path / "calibration")
+    out = tmp_path / "yolo26n_int8.onnx"
+    quantize("yolo", E2E_MODEL, tmp_path / "calibration", out, frames=4, speed_runs=1)
+    runner = OnnxRunner.load(out, {}, LOG)
+    float_nodes = set(runner.metadata["quantization_float_nodes"].split(": ", 1)[1].split(", "))
+    head = {f"/model.23/one2one_{b}.{s}/one2one_{b}.{s}.2/Conv" for b in ("cv2", "cv3") for s in range(3)}
+    assert head <= float_nodes and any("TopK" in name for name in float_nodes), sorted(float_nodes)
+    int8, fp32 = YoloDetector(runner), YoloDetector(OnnxRunner.load(E2E_MODEL, {}, LOG))
+    assert int8.head == "end2end"
+    for path in images[20:24]:  # not calibrated on
+        frame = cv2.imread(str(path))
+        confident = [d for d in fp32.detect(frame) if d.score > 0.6]
+        found = int8.detect(frame)
+        for d in confident:  # each confident FP32 detection has an INT8 one of its class in place
+            assert any(
+                f.class_id == d.class_id and box_iou(np.asarray(f.xyxy), np.asarray([d.xyxy]))[0] > 0.8 for f in found
+            ), d

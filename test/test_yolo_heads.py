@@ -1,14 +1,19 @@
 """YOLO heads beyond the raw YOLOv8 one, decoded as their exporting projects do: end-to-end (YOLO26, YOLOv10,
 ``nms=True`` exports: final rows, no NMS) and YOLOv5's objectness head (objectness x class probability, then NMS);
-the real end-to-end YOLO26n shapes detector through eval, predict and a node over DDS."""
+the real end-to-end YOLO26n shapes detector through eval, predict, quantize and a node over DDS; and, against
+test/data/yolo_heads/reference.json (benchmarks/make_yolo_heads.py: what Ultralytics and YOLOv5 return on their own
+exports, recorded when the files were made), a thin seeded YOLO26 end-to-end pose export and a YOLOv5 export."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
+from pathlib import Path
 
 import cv2
+import matplotlib
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -25,14 +30,14 @@ from vision_factory.tools.replay import replay
 
 E2E_MODEL = SHARED / "models" / "shapes-yolo26n.onnx"
 SEG_DATA = SHARED / "data" / "shapes-seg-val"
+HEADS = Path(__file__).parent / "data" / "yolo_heads"  # benchmarks/make_yolo_heads.py
 THREE = "{0: 'circle', 1: 'square', 2: 'triangle'}"
 LOG = logging.getLogger("test")
-# Ultralytics' own validation of shapes-yolo26n.onnx on shapes-seg-val (../shared/models/README.md): box mAP50 0.78,
-# mAP50-95 0.58, by its own matcher and AP integration; pycocotools' COCO protocol scores the same rows lower (0.72
-# and 0.545 measured here, on Intel and AMD alike: the rows are final, nothing CPU-dependent but a few 1e-6 in
-# scores). The bounds take the two protocols' gap, and fail a decode that loses a fraction of the detections.
-ULTRALYTICS_AP50, ULTRALYTICS_AP = 0.78, 0.58
-PROTOCOLS_AP50, PROTOCOLS_AP = 0.08, 0.05
+# eval (pycocotools) against Ultralytics' own val of the same file on the same set, recorded in reference.json: they
+# count matches and integrate precision differently, by a few 1e-3 here (0.719 / 0.545 against 0.721 / 0.539);
+# the rows are final, so another CPU moves nothing but scores by 1e-6. (../shared/models/README.md's 0.78 / 0.58
+# were measured on the PyTorch weights at the end of training, not on this ONNX file.)
+AP_TOLERANCE = 0.02
 
 
 def _needs(path):
@@ -133,8 +138,11 @@ def test_eval_of_the_end_to_end_yolo26n_reaches_ultralytics_figures(tmp_path):
     )
     assert result.exit_code == 0, result.output
     metrics = json.loads((tmp_path / "eval.json").read_text())["metrics"]
-    assert metrics["AP50"] == pytest.approx(ULTRALYTICS_AP50, abs=PROTOCOLS_AP50), metrics
-    assert metrics["AP"] == pytest.approx(ULTRALYTICS_AP, abs=PROTOCOLS_AP), metrics
+    (ultralytics,) = [
+        m for m in json.loads((HEADS / "reference.json").read_text())["models"] if m["file"] == E2E_MODEL.name
+    ]
+    assert metrics["AP50"] == pytest.approx(ultralytics["val_map50"], abs=AP_TOLERANCE), metrics
+    assert metrics["AP"] == pytest.approx(ultralytics["val_map"], abs=AP_TOLERANCE), metrics
 
 
 @_needs(E2E_MODEL)
@@ -199,3 +207,49 @@ def test_quantize_keeps_the_end_to_end_head_in_float_and_the_int8_model_is_still
             assert any(
                 f.class_id == d.class_id and box_iou(np.asarray(f.xyxy), np.asarray([d.xyxy]))[0] > 0.8 for f in found
             ), d
+
+
+def _reference_cases():
+    """(model, case) pairs of test/data/yolo_heads/reference.json (benchmarks/make_yolo_heads.py)."""
+    reference = json.loads((HEADS / "reference.json").read_text())
+    return [(model, case) for model in reference["models"] for case in model["cases"]]
+
+
+def _reference_file(source: str) -> Path:
+    kind, _, rest = source.partition(":")
+    if kind == "matplotlib":
+        return Path(matplotlib.get_data_path()) / rest
+    path = SHARED / rest
+    if not path.is_file():
+        pytest.skip(f"{path} not found (shared data)")
+    return path
+
+
+@pytest.mark.parametrize(
+    "model,case", _reference_cases(), ids=[f"{m['file']}-{c['image']}" for m, c in _reference_cases()]
+)
+def test_same_rows_as_the_exporting_projects_own_post_processing(model, case):
+    """Ours against what Ultralytics' predict (end-to-end heads) or YOLOv5's detect.py steps (objectness) returned on
+    the same file and image: the same detections in the same order, boxes and keypoints within 1 px, scores within
+    1e-3 (a keypoint's position compared where its confidence is above 0.5)."""
+    path = (
+        HEADS / model["file"]
+        if (HEADS / model["file"]).is_file()
+        else _reference_file(f"shared:models/{model['file']}")
+    )
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == model["sha256"], f"{path} is not the model recorded"
+    image_path = _reference_file(case["path"])
+    assert hashlib.sha256(image_path.read_bytes()).hexdigest() == case["sha256"]
+    options = {"confidence": case["conf"], "iou": model.get("iou", 0.7), "max_detections": 1000}
+    detector = YoloDetector(OnnxRunner.load(path, {}, LOG), pose=model["task"] == "pose", **options)
+    ours, theirs = detector.detect(cv2.imread(str(image_path))), case["detections"]
+    assert theirs and len(ours) == len(theirs)
+    for detection, reference in zip(ours, theirs, strict=True):
+        assert detection.class_id == reference["class_id"]
+        assert np.abs(np.subtract(detection.xyxy, reference["xyxy"])).max() <= 1.0, (detection.xyxy, reference["xyxy"])
+        assert abs(detection.score - reference["score"]) <= 1e-3
+        if "keypoints" in reference:
+            ours_points, their_points = np.asarray(detection.keypoints), np.asarray(reference["keypoints"])
+            assert np.abs(ours_points[:, 2] - their_points[:, 2]).max() <= 1e-3
+            confident = their_points[:, 2] > 0.5
+            assert np.abs(ours_points[confident, :2] - their_points[confident, :2]).max(initial=0) <= 1.0

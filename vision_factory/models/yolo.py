@@ -20,7 +20,7 @@ import numpy as np
 from ..results.detections import Detection, keypoint_names, nms
 from ..runtime.runner import Runner, fixed_dim, shape_text
 from .bounds import MAX_CLASSES, check_count
-from .geometry import FrameFit, letterbox
+from .geometry import STRIDE, FrameFit, letterbox
 from .interface import Interface
 from .ultralytics import class_names, keypoint_shape, recorded_imgsz
 from .yolo_interface import END2END, OBJECTNESS, yolo_head
@@ -137,6 +137,7 @@ class YoloDetector:
                 candidates, class_ids, scores = candidates[wanted], class_ids[wanted], scores[wanted]
             best = np.argsort(-scores, kind="stable")[:YOLOV5_MAX_NMS]
             candidates, class_ids, scores = candidates[best], class_ids[best], scores[best]
+            box = self._yolov5_fit(box)
         else:
             scores_all = output[4 : 4 + self.class_count]
             candidates = np.flatnonzero(scores_all.max(axis=0) > self.confidence)
@@ -149,6 +150,20 @@ class YoloDetector:
         boxes = np.concatenate([centre - half, centre + half], axis=1)
         order = nms(boxes, scores, class_ids, self.iou, limit=self.max_detections)
         return self._detections(output, box, boxes[order], scores[order], class_ids[order], candidates[order])
+
+    def _yolov5_fit(self, fit: FrameFit) -> FrameFit:
+        """The mapping back as YOLOv5's ``scale_boxes`` makes it: one gain (the smaller of the two ratios) and the
+        padding as the fractional half of what is left, where Ultralytics' own uses each side's rounded scale and
+        the integer padding (up to a pixel or two apart on a frame a few times the input)."""
+        height, width = self.size
+        fitted_w, fitted_h = round(fit.width * fit.scale_x), round(fit.height * fit.scale_y)
+        pad_w, pad_h = width - fitted_w, height - fitted_h
+        if self.dynamic:  # padded up to the stride only
+            pad_w, pad_h = pad_w % STRIDE, pad_h % STRIDE
+        input_w, input_h = fitted_w + pad_w, fitted_h + pad_h
+        gain = min(input_h / fit.height, input_w / fit.width)
+        left, top = (input_w - fit.width * gain) / 2, (input_h - fit.height * gain) / 2
+        return FrameFit(gain, gain, left, top, fit.width, fit.height)  # type: ignore[arg-type]  # fractional pads
 
     def _decode_end2end(self, output: np.ndarray, box: FrameFit) -> list[Detection]:
         """Rows scoring above the threshold (of a wanted class), in the model's order, the first max_detections."""

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..results.detections import Detection, keypoint_names, nms
 from ..runtime.runner import Runner, fixed_dim, shape_text
+from ..text import untrusted
 from .bounds import MAX_CLASSES, check_count
 from .geometry import STRIDE, FrameFit, letterbox
 from .interface import Interface
@@ -83,7 +84,9 @@ class YoloDetector:
             found = shape_text(shape)
             raise ValueError(
                 f"the end-to-end output {found} is not [1, N, {self.channels}] (x1, y1, x2, y2, score, class"
-                f"{', keypoints' if extra else ''}): a model exported end-to-end for another task"
+                f"{', keypoints' if extra else ''}): a model exported end-to-end for another task "
+                f"(metadata task {untrusted(self.runner.metadata.get('task'), 40)}), which "
+                f"{'yolo_pose' if extra else 'yolo'} does not decode"
             )
         names = list(names or class_names(self.runner.metadata))
         if not names:

@@ -253,3 +253,30 @@ def test_same_rows_as_the_exporting_projects_own_post_processing(model, case):
             assert np.abs(ours_points[:, 2] - their_points[:, 2]).max() <= 1e-3
             confident = their_points[:, 2] > 0.5
             assert np.abs(ours_points[confident, :2] - their_points[confident, :2]).max(initial=0) <= 1.0
+
+
+@pytest.mark.parametrize(
+    "node,file,params",
+    [
+        ("yolo_pose", "yolo26n-pose-e2e.onnx", {"confidence_threshold": "0.999"}),
+        ("yolo", "yolov5n-thin.onnx", {"confidence_threshold": "0.7", "iou_threshold": "0.45"}),
+    ],
+)
+def test_nodes_publish_what_the_adapter_decodes_from_each_head(tmp_path, node, file, params):
+    """The thin end-to-end pose and YOLOv5 exports through their nodes over DDS, against the adapter on the frames."""
+    frames = [cv2.imread(str(Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"))] * 2
+    bag = write_image_bag(tmp_path / "bag", frames)
+    result = replay(bag, tmp_path / "out", node=node, params={"model_path": str(HEADS / file), **params})
+    log = open(result.node_log).read()
+    assert result.missing_frames == [], log
+    assert ("does not apply" in log) == (node == "yolo_pose"), log  # the end-to-end head says so, YOLOv5's runs NMS
+    options = {"confidence": float(params["confidence_threshold"]), "iou": float(params.get("iou_threshold", 0.7))}
+    detector = YoloDetector(OnnxRunner.load(HEADS / file, {}, LOG), pose=node == "yolo_pose", **options)
+    expected = detector.detect(frames[0])
+    for record in json.loads(open(result.detections_json).read()):
+        published = record["detections"]
+        assert len(published) == len(expected) > 0
+        assert np.allclose([d["xyxy"] for d in published], [d.xyxy for d in expected], atol=1e-3)
+        assert np.allclose([d["score"] for d in published], [d.score for d in expected], atol=1e-6)
+        if node == "yolo_pose":
+            assert np.allclose([d["keypoints"] for d in published], [d.keypoints for d in expected], atol=1e-3)

@@ -280,3 +280,18 @@ def test_nodes_publish_what_the_adapter_decodes_from_each_head(tmp_path, node, f
         assert np.allclose([d["score"] for d in published], [d.score for d in expected], atol=1e-6)
         if node == "yolo_pose":
             assert np.allclose([d["keypoints"] for d in published], [d.keypoints for d in expected], atol=1e-3)
+
+
+@_needs(E2E_MODEL)
+@_needs(SEG_DATA)
+def test_openvino_runs_the_end_to_end_detector_as_onnx_runtime_does():
+    from vision_factory.runtime.openvino_runner import OpenVinoRunner
+
+    onnx, openvino = (YoloDetector(runner.load(E2E_MODEL, {}, LOG)) for runner in (OnnxRunner, OpenVinoRunner))
+    assert openvino.head == "end2end"
+    for path in sorted((SEG_DATA / "images").glob("*.jpg"))[:3]:
+        frame = cv2.imread(str(path))
+        ours, theirs = onnx.detect(frame), openvino.detect(frame)
+        assert [d.class_id for d in ours] == [d.class_id for d in theirs] and ours
+        assert np.allclose([d.xyxy for d in ours], [d.xyxy for d in theirs], atol=0.05)
+        assert np.allclose([d.score for d in ours], [d.score for d in theirs], atol=1e-3)

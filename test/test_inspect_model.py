@@ -170,11 +170,61 @@ def test_56_channels_with_detect_metadata_is_a_detector(tmp_path):
     assert recognition.family == "yolo" and recognition.details["classes"] == 52
 
 
-def test_end2end_ultralytics_export_is_unknown(tmp_path):
-    metadata = {"task": "detect", "end2end": "True"}
+THREE = "{0: 'circle', 1: 'square', 2: 'triangle'}"
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"task": "detect", "end2end": "True", "names": THREE},  # YOLO26, YOLOv10
+        {"task": "detect", "end2end": "False", "names": THREE, "args": "{'nms': True, 'batch': 1}"},  # nms=True
+    ],
+)
+def test_end_to_end_detector_is_recognised_and_says_nms_does_not_apply(tmp_path, metadata):
     model = build_model(tmp_path / "y.onnx", {"images": [1, 3, 64, 64]}, {"output0": [1, 300, 6]}, metadata)
     _, recognition = inspect(model)
-    assert recognition.family == "unknown" and "end2end" in recognition.reason
+    assert recognition.family == "yolo" and recognition.details["head"] == "end2end"
+    assert recognition.details["classes"] == 3
+    assert "end-to-end YOLO detector with 3 classes" in recognition.reason
+    assert "iou_threshold does not apply" in recognition.reason
+
+
+def test_end_to_end_pose_model_is_recognised_with_its_keypoints(tmp_path):
+    metadata = {"task": "pose", "end2end": "True", "names": "{0: 'person'}", "kpt_shape": "[17, 3]"}
+    model = build_model(tmp_path / "p.onnx", {"images": [1, 3, 64, 64]}, {"output0": [1, 300, 57]}, metadata)
+    _, recognition = inspect(model)
+    assert recognition.family == "yolo_pose" and recognition.details["head"] == "end2end"
+    assert recognition.details["keypoints"] == 17 and recognition.details["keypoint_dims"] == 3
+    assert "but the output has" not in recognition.reason and "iou_threshold does not apply" in recognition.reason
+
+
+def test_end_to_end_segmentation_is_named_but_not_taken(tmp_path):
+    metadata = {"task": "segment", "end2end": "True", "names": THREE}
+    outputs = {"output0": [1, 300, 38], "output1": [1, 32, 16, 16]}
+    model = build_model(tmp_path / "s.onnx", {"images": [1, 3, 64, 64]}, outputs, metadata)
+    _, recognition = inspect(model)
+    assert recognition.family == "unknown"
+    assert "end-to-end Ultralytics segmentation model" in recognition.reason
+
+
+def test_yolov5_objectness_head_by_its_metadata_names(tmp_path):
+    # YOLOv5's export.py writes stride and names, no task: 8 = 4 box + 1 objectness + 3 classes
+    metadata = {"stride": "32", "names": THREE}
+    model = build_model(tmp_path / "v5.onnx", {"images": [1, 3, 64, 64]}, {"output0": [1, 252, 8]}, metadata)
+    _, recognition = inspect(model)
+    assert recognition.family == "yolo" and recognition.details["head"] == "objectness"
+    assert recognition.details["classes"] == 3 and "YOLOv5-style detector with 3 classes" in recognition.reason
+
+
+def test_yolov5_objectness_head_without_metadata_by_three_anchors_per_cell(tmp_path):
+    # 64 x 64: 8 x 8 + 4 x 4 + 2 x 2 = 84 cells at strides 8, 16, 32; 3 anchors each: 252 rows of 5 + 80
+    model = build_model(tmp_path / "v5.onnx", {"images": [1, 3, 64, 64]}, {"output0": [1, 252, 85]})
+    _, recognition = inspect(model)
+    assert recognition.family == "yolo" and recognition.details["head"] == "objectness"
+    assert recognition.details["classes"] == 80 and "252 rows = 3 anchors x the grid cells" in recognition.reason
+    # the same rows from an anchor-free head (84 = one per cell) stay a raw YOLOv8-style detector
+    raw = build_model(tmp_path / "v8.onnx", {"images": [1, 3, 64, 64]}, {"output0": [1, 84, 85]})
+    assert "head" not in inspect(raw)[1].details
 
 
 def test_fasterrcnn_by_output_names(tmp_path):

@@ -656,6 +656,9 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
             given["model_type"], model, given["target"], options, detector_model, given["detector_type"]
         )
         protected, kind = [model, detector_model, options.get("--labels")], FAMILIES[given["model_type"]].result
+        head_note = getattr(detector, "head_note", None)  # e.g. YOLO's end-to-end head: no NMS
+        if head_note:
+            click.echo(head_note, err=True)
         for found in run_predict(detector, inputs, save, protected, kind):
             click.echo(json.dumps(found.record) if json_lines else found.line())
 

@@ -34,12 +34,17 @@ def metadata(path: Path) -> dict[str, str]:
 
 
 def _constant_model(
-    path: Path, output: np.ndarray, size: int = 256, names: str = "{0: 'circle', 1: 'square'}", dynamic: bool = False
+    path: Path,
+    output: np.ndarray,
+    size: int = 256,
+    names: str = "{0: 'circle', 1: 'square'}",
+    dynamic: bool = False,
+    metadata: dict[str, str] | None = None,
 ) -> Path:
     """An image model that returns ``output`` whatever the input (its shape is what counts).
 
     ``dynamic``: its input is [1, 3, h, w] and ``size`` is the imgsz recorded in its metadata, as
-    Ultralytics records the size it exported for."""
+    Ultralytics records the size it exported for; ``metadata``: more of it (e.g. end2end, kpt_shape)."""
     shape = [1, 3, "h", "w"] if dynamic else [1, 3, size, size]
     graph = helper.make_graph(
         [helper.make_node("Identity", ["value"], ["output0"])],
@@ -50,7 +55,8 @@ def _constant_model(
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
-    helper.set_model_props(model, {"names": names, **({"imgsz": f"[{size}, {size}]"} if dynamic else {})})
+    props = {"names": names, **({"imgsz": f"[{size}, {size}]"} if dynamic else {}), **(metadata or {})}
+    helper.set_model_props(model, props)
     onnx.save(model, path)
     return path
 

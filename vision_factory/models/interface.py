@@ -14,6 +14,7 @@ from typing import Protocol
 
 from ..runtime.runner import TensorInfo, tensor_text
 from .bounds import MAX_BATCH, check_count, check_input_size
+from .ultralytics import metadata_literal
 
 Dim = int | str | None  # fixed size, named dynamic size, unknown
 
@@ -105,5 +106,9 @@ def image_details(image: TensorInfo | None) -> dict[str, object]:
 
 
 def end2end(metadata: Mapping[str, str]) -> bool:
-    """Whether Ultralytics exported the model end2end (NMS inside), which no family here decodes."""
-    return metadata.get("end2end", "").lower() == "true"
+    """Whether Ultralytics exported the model end-to-end: an NMS-free head (YOLO26, YOLOv10: ``end2end`` True) or
+    NMS inside the graph (``nms=True``, recorded in ``args``); its rows are final detections, [1, N, 6 + extra]."""
+    if metadata.get("end2end", "").lower() == "true":
+        return True
+    args = metadata_literal(metadata, "args")
+    return isinstance(args, dict) and args.get("nms") is True

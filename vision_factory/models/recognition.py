@@ -111,8 +111,13 @@ def _unknown(model: Interface) -> Recognition:
     inputs, outputs = tensors_text(model.inputs), tensors_text(model.outputs)
     reason = f"no known family matches inputs {inputs} and outputs {outputs}"
     task = model.metadata.get("task")
-    if end2end(model.metadata):
-        reason += " (Ultralytics exported it end2end, with NMS inside, which vision_factory does not decode)"
+    if end2end(model.metadata) and task == "segment":
+        reason += (
+            " (an end-to-end Ultralytics segmentation model: rows of box, score, class and mask coefficients with "
+            "mask prototypes; instance segmentation is not decoded by this version)"
+        )
+    elif end2end(model.metadata):
+        reason += " (Ultralytics exported it end-to-end, but not as one output [1, N, 6 (+ keypoints)] of rows)"
     elif task not in (None, "detect", "pose"):
         reason += f" (Ultralytics metadata task {task!r} is not supported)"
     return Recognition("unknown", reason, {})

@@ -1,5 +1,11 @@
 """Ultralytics-style YOLO detection and pose on any Runner: letterbox, decoding, class-aware NMS.
 
+Each head (models/yolo_interface.py's ``yolo_head``) is decoded as its exporting project does: a raw head as
+Ultralytics' ``non_max_suppression``; an end-to-end head as its end-to-end branch (rows scoring above the
+threshold, in the model's order, the first ``max_detections``; no NMS); an objectness head as YOLOv5's
+``non_max_suppression`` (candidates with objectness above the threshold, score = objectness x class
+probability, best class only, above the threshold, at most 30000 by score into class-aware NMS).
+
 Pre-processing follows Ultralytics' own ``predict`` (models/geometry.py's ``letterbox``): BGR->RGB,
 /255, NCHW float32. A fixed-size model gets the full S x S letterbox; a model with dynamic spatial
 input pads only up to a multiple of 32.
@@ -12,10 +18,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..results.detections import Detection, keypoint_names, nms
-from ..runtime.runner import Runner, fixed_dim
+from ..runtime.runner import Runner, fixed_dim, shape_text
+from ..text import untrusted
 from .bounds import MAX_CLASSES, check_count
-from .geometry import FrameFit, letterbox
+from .geometry import STRIDE, FrameFit, letterbox
+from .interface import Interface
 from .ultralytics import class_names, keypoint_shape, recorded_imgsz
+from .yolo_interface import END2END, OBJECTNESS, yolo_head
+
+YOLOV5_MAX_NMS = 30000  # YOLOv5's max_nms: candidates by score into NMS
 
 
 class YoloDetector:
@@ -46,11 +57,15 @@ class YoloDetector:
         self.keypoint_count, self.keypoint_dims = kpt_shape
         channels = runner.outputs[0].shape[1:]
         extra = self.keypoint_count * self.keypoint_dims
+        self.head = yolo_head(Interface.of(runner))
+        if self.head == END2END:
+            self._end2end(names, extra)
+            return
         known = [c for c in channels if isinstance(c, int)]
         if not known:
             raise ValueError("the model's output shape is unknown: expected [1, 4+classes, N]")
         self.channels = min(known)  # 4 + nc (+ keypoints) is smaller than the anchor count
-        self.class_count = self.channels - 4 - extra
+        self.class_count = self.channels - (5 if self.head == OBJECTNESS else 4) - extra
         if self.class_count < 1:
             raise ValueError(f"output has {self.channels} channels: too few for 4 box values plus classes")
         check_count(f"the classes of the output's {self.channels} channels", self.class_count, MAX_CLASSES)
@@ -60,6 +75,37 @@ class YoloDetector:
         self.names = names or [f"class_{i}" for i in range(self.class_count)]
         self.keypoint_names = keypoint_names(self.keypoint_count) if pose else []
         self._input = runner.inputs[0].name
+
+    def _end2end(self, names: Sequence[str] | None, extra: int) -> None:
+        """An end-to-end head's [1, N, 6 + extra] rows: its class count is the names'."""
+        shape = self.runner.outputs[0].shape
+        self.channels = 6 + extra
+        if shape[-1] != self.channels:
+            found = shape_text(shape)
+            raise ValueError(
+                f"the end-to-end output {found} is not [1, N, {self.channels}] (x1, y1, x2, y2, score, class"
+                f"{', keypoints' if extra else ''}): a model exported end-to-end for another task "
+                f"(metadata task {untrusted(self.runner.metadata.get('task'), 40)}), which "
+                f"{'yolo_pose' if extra else 'yolo'} does not decode"
+            )
+        names = list(names or class_names(self.runner.metadata))
+        if not names:
+            raise ValueError(
+                "an end-to-end output does not say how many classes the model has and its metadata names none: "
+                "give the class names (labels_path, predict --names)"
+            )
+        check_count("the model's class names", len(names), MAX_CLASSES)
+        self.class_count, self.names = len(names), names
+        self.keypoint_names = keypoint_names(self.keypoint_count) if self.pose else []
+        self._input = self.runner.inputs[0].name
+
+    @property
+    def head_note(self) -> str | None:
+        """What a node says once at start-up about the head, where its parameters read differently; else None."""
+        if self.head == END2END:
+            iou = f"iou_threshold {self.iou} does not apply"
+            return f"end-to-end head: its rows are final detections, no NMS is run ({iou})"
+        return None
 
     def keep_classes(self, classes: Sequence[int] | None) -> None:
         """Report only these class ids from now on; None: every class."""
@@ -79,27 +125,80 @@ class YoloDetector:
 
     def decode(self, output: np.ndarray, box: FrameFit) -> list[Detection]:
         """[C, N] raw output -> detections in frame pixels."""
-        scores_all = output[4 : 4 + self.class_count]
-        candidates = np.flatnonzero(scores_all.max(axis=0) > self.confidence)
-        class_ids = scores_all[:, candidates].argmax(axis=0)  # only where it counts: N is large
-        if self.classes is not None:
-            wanted = np.isin(class_ids, self.classes)
-            candidates, class_ids = candidates[wanted], class_ids[wanted]
-        scores = scores_all[class_ids, candidates]
+        if self.head == END2END:
+            return self._decode_end2end(output, box)
+        if self.head == OBJECTNESS:
+            objectness = output[4]
+            candidates = np.flatnonzero(objectness > self.confidence)
+            probabilities = output[5 : 5 + self.class_count, candidates] * objectness[candidates]
+            class_ids = probabilities.argmax(axis=0)
+            scores = probabilities[class_ids, np.arange(len(candidates))]
+            confident = scores > self.confidence
+            candidates, class_ids, scores = candidates[confident], class_ids[confident], scores[confident]
+            if self.classes is not None:
+                wanted = np.isin(class_ids, self.classes)
+                candidates, class_ids, scores = candidates[wanted], class_ids[wanted], scores[wanted]
+            best = np.argsort(-scores, kind="stable")[:YOLOV5_MAX_NMS]
+            candidates, class_ids, scores = candidates[best], class_ids[best], scores[best]
+            box = self._yolov5_fit(box)
+        else:
+            scores_all = output[4 : 4 + self.class_count]
+            candidates = np.flatnonzero(scores_all.max(axis=0) > self.confidence)
+            class_ids = scores_all[:, candidates].argmax(axis=0)  # only where it counts: N is large
+            if self.classes is not None:
+                wanted = np.isin(class_ids, self.classes)
+                candidates, class_ids = candidates[wanted], class_ids[wanted]
+            scores = scores_all[class_ids, candidates]
         centre, half = output[0:2, candidates].T, output[2:4, candidates].T / 2
         boxes = np.concatenate([centre - half, centre + half], axis=1)
         order = nms(boxes, scores, class_ids, self.iou, limit=self.max_detections)
-        corners = box.to_frame(boxes[order].reshape(-1, 2, 2)).reshape(-1, 4).tolist()
-        keypoints = [None] * len(order)
+        return self._detections(output, box, boxes[order], scores[order], class_ids[order], candidates[order])
+
+    def _yolov5_fit(self, fit: FrameFit) -> FrameFit:
+        """The mapping back as YOLOv5's ``scale_boxes`` makes it: one gain (the smaller of the two ratios) and the
+        padding as the fractional half of what is left, where Ultralytics' own uses each side's rounded scale and
+        the integer padding (up to a pixel or two apart on a frame a few times the input)."""
+        height, width = self.size
+        fitted_w, fitted_h = round(fit.width * fit.scale_x), round(fit.height * fit.scale_y)
+        pad_w, pad_h = width - fitted_w, height - fitted_h
+        if self.dynamic:  # padded up to the stride only
+            pad_w, pad_h = pad_w % STRIDE, pad_h % STRIDE
+        input_w, input_h = fitted_w + pad_w, fitted_h + pad_h
+        gain = min(input_h / fit.height, input_w / fit.width)
+        left, top = (input_w - fit.width * gain) / 2, (input_h - fit.height * gain) / 2
+        return FrameFit(gain, gain, left, top, fit.width, fit.height)  # type: ignore[arg-type]  # fractional pads
+
+    def _decode_end2end(self, output: np.ndarray, box: FrameFit) -> list[Detection]:
+        """Rows scoring above the threshold (of a wanted class), in the model's order, the first max_detections."""
+        scores, classes = output[4], output[5]
+        known = np.isfinite(classes) & (classes >= 0) & (classes < self.class_count)  # a damaged row names no class
+        keep = (scores > self.confidence) & known
+        class_ids = np.where(known, classes, -1).astype(np.int64)
+        if self.classes is not None:
+            keep &= np.isin(class_ids, self.classes)
+        kept = np.flatnonzero(keep)[: self.max_detections]
+        return self._detections(output, box, output[0:4, kept].T, scores[kept], class_ids[kept], kept)
+
+    def _detections(
+        self,
+        output: np.ndarray,
+        box: FrameFit,
+        boxes: np.ndarray,
+        scores: np.ndarray,
+        class_ids: np.ndarray,
+        kept: np.ndarray,
+    ) -> list[Detection]:
+        """Detections from the kept columns of ``output``: boxes in input pixels (x1, y1, x2, y2) to frame pixels,
+        keypoints (after the head's box, score and class channels) with them."""
+        corners = box.to_frame(boxes.reshape(-1, 2, 2)).reshape(-1, 4).tolist()
+        keypoints = [None] * len(kept)
         if self.pose:
-            kept = candidates[order]
-            points = output[4 + self.class_count :, kept].T.reshape(len(kept), self.keypoint_count, self.keypoint_dims)
+            first = self.channels - self.keypoint_count * self.keypoint_dims
+            points = output[first:, kept].T.reshape(len(kept), self.keypoint_count, self.keypoint_dims)
             confidence = points[..., 2:3] if self.keypoint_dims == 3 else np.ones((*points.shape[:2], 1))
             keypoints = list(np.concatenate([box.to_frame(points[..., :2]), confidence], axis=-1))  # [K, 3] each
         names = self.names
         return [
             Detection(tuple(xyxy), score, class_id, names[class_id], points)
-            for xyxy, score, class_id, points in zip(
-                corners, scores[order].tolist(), class_ids[order].tolist(), keypoints
-            )
+            for xyxy, score, class_id, points in zip(corners, scores.tolist(), class_ids.tolist(), keypoints)
         ]

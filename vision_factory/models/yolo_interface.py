@@ -1,10 +1,19 @@
 """What an Ultralytics YOLO export's interface is, detection and pose, and the rules that recognise it:
 one image input [B, 3, H, W] and one output [1, 4 + classes (+ keypoints x dims), N] (or transposed),
-told apart by the Ultralytics metadata (task, kpt_shape) where there is some."""
+told apart by the Ultralytics metadata (task, kpt_shape) where there is some.
+
+Three heads (``yolo_head``), each decoded as its exporting project does (models/yolo.py):
+- raw (YOLOv8, YOLO11): [1, 4 + classes (+ keypoints x dims), N], class scores, then NMS;
+- end-to-end (YOLO26, YOLOv10, any export with ``nms=True``: metadata ``end2end`` True or ``args`` nms True):
+  [1, N, 6 (+ keypoints x dims)] rows of x1, y1, x2, y2 (input pixels), score, class, already final: no NMS;
+- objectness (YOLOv5's export.py): [1, N, 5 + classes] rows of cx, cy, w, h, objectness, class probabilities,
+  score = objectness x probability, then NMS; told from a raw head by YOLOv5's metadata (names, no task) or,
+  without names, by N = 3 anchors x the grid cells at strides 8, 16, 32.
+"""
 
 from __future__ import annotations
 
-from ..runtime.runner import shape_text
+from ..runtime.runner import TensorInfo, shape_text
 from .interface import Interface, Recognition, Rule, batch_ok, count_text, end2end, image_details, image_input
 from .ultralytics import class_names, keypoint_shape
 
@@ -24,10 +33,89 @@ def _yolo_output(model: Interface) -> tuple[int, bool] | None:
     return None
 
 
+RAW, END2END, OBJECTNESS = "raw", "end2end", "objectness"  # the heads; details["head"] names the last two
+NO_NMS = "no NMS is run on them (iou_threshold does not apply)"
+YOLOV5_ANCHORS = 3  # anchors per grid cell of a YOLOv5 head (P3-P5 at strides 8, 16, 32)
+
+
+def _grid_cells(image: TensorInfo | None) -> int | None:
+    """Grid cells of a P3-P5 head at strides 8, 16, 32 on a fixed input; None when the input size is not fixed."""
+    if image is None or not all(isinstance(d, int) for d in image.shape[2:]):
+        return None
+    height, width = image.shape[2:]
+    return sum(-(-height // s) * -(-width // s) for s in (8, 16, 32))
+
+
+def _objectness(model: Interface, output: tuple[int, bool] | None) -> bool:
+    """Whether the single output is YOLOv5-style [1, N, 5 + classes]: no Ultralytics task in the metadata, rows
+    (transposed layout), and either YOLOv5's names with channels = 5 + names, or no names and N = 3 x grid cells."""
+    if output is None or not output[1] or "task" in model.metadata or output[0] < 6:
+        return False
+    names = class_names(model.metadata)
+    if names:
+        return output[0] == 5 + len(names)
+    cells = _grid_cells(image_input(model))
+    return cells is not None and model.outputs[0].shape[1] == YOLOV5_ANCHORS * cells
+
+
+def _end2end_channels(model: Interface) -> int | None:
+    """Channels C of a single end-to-end output [1, N, C] with C >= 6; None otherwise."""
+    if len(model.outputs) != 1:
+        return None
+    shape = model.outputs[0].shape
+    if len(shape) != 3 or not batch_ok(shape[0]) or not isinstance(shape[2], int) or shape[2] < 6:
+        return None
+    return shape[2]
+
+
+def yolo_head(model: Interface) -> str:
+    """Which head a YOLO model has: RAW, END2END or OBJECTNESS (see the module's docstring)."""
+    if end2end(model.metadata):
+        return END2END
+    return OBJECTNESS if _objectness(model, _yolo_output(model)) else RAW
+
+
+def _end2end_evidence(metadata: dict[str, str]) -> str:
+    if metadata.get("end2end", "").lower() == "true":
+        return "Ultralytics metadata end2end True"
+    return "Ultralytics metadata args nms True"
+
+
+def _end2end(model: Interface, pose: bool) -> Recognition | None:
+    """An end-to-end detector ([1, N, 6]) or, with ``pose``, pose model ([1, N, 6 + keypoints x dims])."""
+    metadata = model.metadata
+    task = metadata.get("task")
+    image, channels = image_input(model), _end2end_channels(model)
+    kpt_shape = keypoint_shape(metadata)
+    if pose != (task == "pose" or kpt_shape is not None) or (not pose and task not in (None, "detect")):
+        return None
+    if image is None or channels is None or (not pose and channels != 6):
+        return None
+    names = class_names(metadata)
+    out = model.outputs[0]
+    keypoints, keypoint_dims = kpt_shape if kpt_shape is not None else (None, None)
+    what = "pose model" if pose else "detector"
+    rows = "x1, y1, x2, y2, score, class" + (" and keypoints" if pose else "")
+    reason = (
+        f"{_end2end_evidence(metadata)} and one output {out.name} {shape_text(out.shape)} of rows {rows} in input "
+        f"pixels: an end-to-end YOLO {what} with {count_text(len(names) or None, 'class', 'classes')}"
+    )
+    if pose:
+        reason += f" and {count_text(keypoints, 'keypoint', 'keypoints')}"
+        if keypoints is not None and channels != 6 + keypoints * keypoint_dims:
+            reason += f", but the output has {channels} channels, not 6 + {keypoints} x {keypoint_dims}"
+    reason += f"; {NO_NMS}"
+    details: dict[str, object] = {"classes": len(names) or None, "names": names, **image_details(image)}
+    if pose:
+        details.update(keypoints=keypoints, keypoint_dims=keypoint_dims)
+    details.update(transposed=True, head=END2END)
+    return Recognition("yolo_pose" if pose else "yolo", reason, details)
+
+
 def _yolo_pose(model: Interface) -> Recognition | None:
     metadata = model.metadata
     if end2end(metadata):
-        return None
+        return _end2end(model, pose=True)
     image, output = image_input(model), _yolo_output(model)
     names = class_names(metadata)
     kpt_shape = keypoint_shape(metadata)
@@ -77,11 +165,15 @@ def _yolo_pose(model: Interface) -> Recognition | None:
 
 def _yolo(model: Interface) -> Recognition | None:
     metadata = model.metadata
-    if metadata.get("task") not in (None, "detect") or end2end(metadata):
+    if end2end(metadata):
+        return _end2end(model, pose=False)
+    if metadata.get("task") not in (None, "detect"):
         return None
     image, output = image_input(model), _yolo_output(model)
     if image is None or output is None:
         return None
+    if _objectness(model, output):
+        return _yolov5(model, image, output[0])
     channels, transposed = output
     classes = channels - 4
     names = class_names(metadata)
@@ -97,6 +189,26 @@ def _yolo(model: Interface) -> Recognition | None:
     if names and len(names) != classes:
         reason += f", but its metadata names {count_text(len(names), 'class', 'classes')}"
     details: dict[str, object] = {"classes": classes, "names": names, **image_details(image), "transposed": transposed}
+    return Recognition("yolo", reason, details)
+
+
+def _yolov5(model: Interface, image: TensorInfo, channels: int) -> Recognition:
+    out = model.outputs[0]
+    classes = channels - 5
+    names = class_names(model.metadata)
+    evidence = (
+        f"YOLOv5 metadata ({count_text(len(names), 'name', 'names')}, no Ultralytics task)"
+        if names
+        else f"no metadata and {out.shape[1]} rows = {YOLOV5_ANCHORS} anchors x the grid cells of the input"
+    )
+    reason = (
+        f"one image input {image.name} {shape_text(image.shape)} and one output {out.name} {shape_text(out.shape)}, "
+        f"read as [1, N, 5 + classes] with {channels} = 4 box + 1 objectness + {classes} class channels by "
+        f"{evidence}: a YOLOv5-style detector with {count_text(classes, 'class', 'classes')} "
+        "(score = objectness x class probability, then NMS)"
+    )
+    details: dict[str, object] = {"classes": classes, "names": names, **image_details(image), "transposed": True}
+    details["head"] = OBJECTNESS
     return Recognition("yolo", reason, details)
 
 

@@ -59,6 +59,9 @@ class DetectionNode(InferenceNode):
         if note:
             self.get_logger().info(note)
         self.get_logger().info(f"{family.name} {values['model_path']}: {self.detector.runner.describe()}")
+        head_note = getattr(self.detector, "head_note", None)  # e.g. YOLO's end-to-end head: no NMS
+        if head_note:
+            self.get_logger().info(head_note)
         self.confidence = values["confidence_threshold"]
         self.pose = family.result.keypoints
         self.keypoint_threshold = values.get("keypoint_threshold", 0.5)

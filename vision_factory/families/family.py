@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..models.interface import Rule
-from ..parameters import IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter
+from ..parameters import IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter, with_defaults
 from ..results import DETECTIONS, ResultKind
 from ..runtime.runner import Runner
 
@@ -83,6 +84,28 @@ class NodeWiring:
 
 
 @dataclass(frozen=True)
+class AccuracyLoss:
+    """What `quantize` calls the accuracy a family's quantized model lost, read from compare's saved report of the
+    source model (a) against the quantized one (b), and the most it accepts by default (--max-loss)."""
+
+    what: str  # e.g. "AP lost"
+    default: float
+    measure: Callable[[Mapping[str, Any]], float]  # compare's report -> the loss
+
+    @classmethod
+    def metric(cls, what: str, key: str, default: float) -> AccuracyLoss:
+        """The loss as the drop of compare's metric ``key`` from a to b."""
+        return cls(what, default, lambda report: report["metrics"][key]["a"] - report["metrics"][key]["b"])
+
+
+AP_LOST = AccuracyLoss.metric("AP lost", "AP", 0.03)  # detectors: AP (keypoint AP for pose), pycocotools'
+
+
+def _none_held(values: Mapping[str, Any]) -> int:
+    return 0
+
+
+@dataclass(frozen=True)
 class Family:
     """One model family. Its core facts (name, rule, parameters, how it is built, its adapter and options), its
     ROS node (``node``: topics, message types, QoS, launch usage; None: no node of its own), and its result kind
@@ -108,6 +131,16 @@ class Family:
     # (Family, parameter values, LoadRunner) -> the frame pipeline its node and the tools run (families/pipeline.py);
     # None: it has none (reid, track)
     make_pipeline: Callable[..., Any] | None = None
+    model_parameter: str = "model_path"  # the parameter naming its model file
+    # (model file, its recognition's details, **given) -> the node's parameter values for a model file that records
+    # some of them itself (tracknet: seq_len and bg_mode); None: the defaults, the file as model_parameter
+    from_model: Callable[..., dict[str, Any]] | None = None
+    # (parameter values) -> the frames its node holds back until a stream ends (tracknet: a window's but one)
+    held_back: Callable[[Mapping[str, Any]], int] = _none_held
+    # `quantize`: its accuracy loss (None: quantize does not take it), and what it compares over besides --data
+    # ("": nothing; tracknet: the video of its truth CSV)
+    accuracy_loss: AccuracyLoss | None = None
+    compares_over: str = ""
 
     def __post_init__(self) -> None:
         if self.node is not None and self.result is None:
@@ -180,6 +213,17 @@ class Family:
         if self.make_pipeline is None:
             raise ValueError(f"{self.name} has no frame pipeline")
         return self.make_pipeline(self, values, load_runner)
+
+    def values_from_model(self, model: Any, user: str = "this command", **given: Any) -> dict[str, Any]:
+        """Its node's parameter values for the model file ``model``: what the file records (``from_model``; ``user``
+        names who asks in its errors), the rest the node's defaults unless ``given``. What the tools that run a
+        model file (bench, eval, compare, quantize) build its pipeline from."""
+        if self.from_model is None:
+            return with_defaults(self.parameters, {self.model_parameter: str(model), **given}, self.name)
+        # models/model_file.py (onnx) imported by name: a generated package carries its family's module but never
+        # reads a model file's values without loading it, and does not carry model_file.py
+        model_file = importlib.import_module(f"{__package__.rpartition('.')[0]}.models.model_file")
+        return self.from_model(str(model), model_file.require_file_family(model, self.name, user).details, **given)
 
     def detector(self, runner: Runner, **options: Any) -> Any:
         """The family's adapter on ``runner``: the one way to put it on a runner (the node, the pipeline and the tools

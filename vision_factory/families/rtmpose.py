@@ -27,7 +27,7 @@ from .detection import (
     input_shape,
     node,
 )
-from .family import IMAGE_INPUTS, Family, LoadRunner
+from .family import IMAGE_INPUTS, AccuracyLoss, Family, LoadRunner
 from .pipeline import DetectionPipeline
 
 PERSON_SOURCES = ("detector", "topic")
@@ -108,4 +108,9 @@ FAMILY = Family(
     make=make,
     make_pipeline=DetectionPipeline.build,
     options=OPTIONS,
+    # no data set scores it alone: the largest distance between a keypoint of the two models on the same people
+    # (all keypoints, however confident)
+    accuracy_loss=AccuracyLoss(
+        "largest keypoint difference (px)", 10.0, lambda report: report["outputs"].get("keypoint_delta_max_px", 0.0)
+    ),
 )

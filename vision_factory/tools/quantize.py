@@ -35,18 +35,18 @@ from typing import Any
 
 import numpy as np
 
-from ..families.registry import SINGLE_MODEL_DETECTORS, family
+from ..families.registry import FAMILIES, family
 from ..files import UnsafeWrite, check_outputs, model_files, staged, write_text
-from ..parameters import with_defaults
 from ..runtime.backends import load_target
 from ..runtime.cpu import this_cpu
 from ..runtime.runner import Runner
-from .ball_eval import tracknet_values
 from .commands import CommandReport, UsageError
 from .sources import read_image, source_frames
 
-QUANTIZE_TYPES = ("tracknet", *SINGLE_MODEL_DETECTORS, "rtmpose", "reid")  # the families a quantized model serves
-PEOPLE_TYPES = ("rtmpose", "reid")  # families run on the crops of the people a detector finds
+# The families a quantized model serves: those whose accuracy loss (Family.accuracy_loss) quantize knows. Those that
+# run on people's boxes (Family.runs_on) calibrate and compare on the crops of the people a --detector finds.
+QUANTIZE_TYPES = tuple(name for name, spec in FAMILIES.items() if spec.accuracy_loss is not None)
+PERSON_DETECTOR = "yolo"  # the family of the --detector model finding people
 BACKENDS = ("onnx", "openvino")
 PRECISIONS = ("int8", "fp16")
 METHODS = ("minmax", "entropy", "percentile")
@@ -62,16 +62,6 @@ KEY = "quantization_"  # metadata keys of the provenance
 # --target-cpu: the CPU kind the int8 model is made for (runtime/cpu.py). avx2 (x86 without VNNI): 7-bit weights
 # (ONNX Runtime's reduce_range, NNCF's overflow fix on every layer), which its int8 kernels do not saturate with.
 TARGET_CPUS = ("auto", "vnni", "avx2")
-# The accuracy loss compare's report gives for each family, and the largest the command accepts by default
-# (--max-loss): (what it is, default). Detectors: AP (pycocotools, keypoint AP for pose) of the source model less
-# the quantized one's; tracknet: F1 likewise (eval's); reid: 1 - the mean cosine of each person's two
-# embeddings; rtmpose: the largest distance between a keypoint of the two (px; all keypoints, however confident).
-LOSSES = {
-    "detectors": ("AP lost", 0.03),
-    "tracknet": ("F1 lost", 0.03),
-    "reid": ("1 - mean cosine", 0.05),
-    "rtmpose": ("largest keypoint difference (px)", 10.0),
-}
 
 
 # --- calibration: the family's own input tensors -------------------------------------------------------
@@ -144,22 +134,20 @@ def calibration_inputs(
         recorders.append(RecordingRunner(runner, keep=frames * 64))
         return recorders[-1]
 
-    if model_type == "tracknet":
-        stream = family("tracknet").pipeline(tracknet_values(model, user="quantize"), load)
-        read = sum(1 for index, frame in enumerate(calibration) if stream.push(frame, index) is not None)
-        stream.flush()
-    elif model_type == "reid":
-        from .predict import detector_from_options
+    from .predict import detector_from_options
 
-        people = detector_from_options("yolo", detector_model, REFERENCE, options or {})
-        values = with_defaults(family("reid").parameters, {"reid_model_path": str(model)}, "reid")
-        embedder = family("reid").build(values, load)
+    spec = family(model_type)
+    if spec.result is None:  # no result of its own: an embedder of people's crops, as the tracker builds it (reid)
+        people = detector_from_options(PERSON_DETECTOR, detector_model, REFERENCE, options or {})
+        embedder = spec.build(spec.values_from_model(model, "quantize"), load)
         read = sum(
             1 for frame in calibration if embedder.embed(frame, [d.xyxy for d in people.detect(frame)]) is not None
         )
-    else:
-        from .predict import detector_from_options
-
+    elif spec.result.streamed:  # a stream (tracknet): the node's pipeline, of the values its model file records
+        stream = spec.pipeline(spec.values_from_model(model, "quantize"), load)
+        read = sum(1 for index, frame in enumerate(calibration) if stream.push(frame, index) is not None)
+        stream.flush()
+    else:  # a detector, as `predict` builds it from ``options``
         detector = detector_from_options(model_type, model, REFERENCE, options or {}, detector_model, load=load)
         read = sum(1 for frame in calibration if detector.detect(frame) is not None)
     feeds = [feed for recorder in recorders for feed in recorder.feeds]
@@ -530,17 +518,18 @@ def quantize(
     if backend == "onnx" and Path(out).suffix != ".onnx":
         raise UsageError(f"give --out as NAME.onnx (got {Path(out).name})", "--out")
     require_file_family(model, model_type, "quantize")
-    if model_type in PEOPLE_TYPES and detector_model is None and (data is not None or precision == "int8"):
+    spec = family(model_type)
+    if spec.runs_on and detector_model is None and (data is not None or precision == "int8"):
         raise UsageError(
             f"{model_type} calibrates and compares on crops of people: give --detector, a YOLO model finding them",
             "--detector",
         )
-    if model_type in PEOPLE_TYPES and data is not None:
+    if spec.runs_on and data is not None:
         calibration_frames(data, 0, "--data")  # a folder of images, a video or a rosbag2: checked before the work
     if precision == "int8" and calibration is None:
         raise UsageError("int8 needs --calibration: a folder of images, a video or a rosbag2", "--calibration")
-    if model_type == "tracknet" and data is not None and source is None:
-        raise UsageError("tracknet compares over --source: the bag or video of the --data CSV", "--source")
+    if spec.compares_over and data is not None and source is None:
+        raise UsageError(f"{model_type} compares over --source: {spec.compares_over}", "--source")
     out = Path(out)
     inputs = [model, calibration, data, source, detector_model]
     written = model_files(out) if backend == "openvino" else [out]  # an IR is its .xml and its .bin
@@ -635,18 +624,11 @@ class AccuracyLost(ValueError):
 
 
 def accuracy_loss(model_type: str, comparison: Mapping[str, Any], limit: float | None = None) -> dict[str, Any]:
-    """The accuracy the quantized model lost in ``comparison`` (compare's saved report), as LOSSES defines it for
-    ``model_type``: {"loss": what, "value", "limit"} (``limit`` None: the family's default)."""
-    key = model_type if model_type in LOSSES else "detectors"
-    what, default = LOSSES[key]
-    if key == "reid":
-        value = 1.0 - comparison["outputs"]["cosine_mean"]
-    elif key == "rtmpose":
-        value = comparison["outputs"].get("keypoint_delta_max_px", 0.0)
-    else:
-        metric = comparison["metrics"]["f1" if key == "tracknet" else "AP"]
-        value = metric["a"] - metric["b"]
-    return {"loss": what, "value": float(value), "limit": float(default if limit is None else limit)}
+    """The accuracy the quantized model lost in ``comparison`` (compare's saved report), as the family's accuracy_loss
+    defines it: {"loss": what, "value", "limit"} (``limit`` None: the family's default)."""
+    loss = family(model_type).accuracy_loss
+    limit = loss.default if limit is None else limit
+    return {"loss": loss.what, "value": float(loss.measure(comparison)), "limit": float(limit)}
 
 
 def loss_text(loss: Mapping[str, Any], out: Path, provenance: Provenance) -> str:
@@ -747,7 +729,7 @@ def compare_models(
 ) -> CommandReport:
     """`compare`: the source model on ONNX Runtime CPU (A) against the quantized one on ``target`` (B)."""
     configurations = ((Path(model), REFERENCE), (Path(quantized), target))
-    if model_type in PEOPLE_TYPES:
+    if family(model_type).runs_on:
         return compare_on_people(model_type, configurations, data, options or {}, detector_model, out_dir)
     spec = family(model_type)  # the family's result kind compares (results/<kind>.py's compare_runs)
     given = {"source": source, "data": data, "median_warmup": None, "out_dir": out_dir}
@@ -787,11 +769,12 @@ def compare_on_people(
 
         return load
 
-    if model_type == "rtmpose":
+    spec = family(model_type)
+    if spec.result is not None:  # a pose family: its detections, keypoints included
         results = []
         for model, target in configurations:
             detector = detector_from_options(
-                "rtmpose", model, target, options, detector_model, load=loader(model, target)
+                model_type, model, target, options, detector_model, load=loader(model, target)
             )
             results.append(
                 [
@@ -802,7 +785,7 @@ def compare_on_people(
             )
         outputs = detection_differences(*results)
     else:
-        people = detector_from_options("yolo", detector_model, REFERENCE, options)
+        people = detector_from_options(PERSON_DETECTOR, detector_model, REFERENCE, options)
         boxes = [[found.xyxy for found in people.detect(frame)] for frame in frames]
         if not any(boxes):
             raise ValueError(
@@ -810,8 +793,7 @@ def compare_on_people(
             )
         embeddings = []
         for model, target in configurations:
-            values = with_defaults(family("reid").parameters, {"reid_model_path": str(model)}, "reid")
-            embedder = family("reid").build(values, loader(model, target))
+            embedder = spec.build(spec.values_from_model(model), loader(model, target))
             embeddings.append(np.vstack([embedder.embed(frame, found) for frame, found in zip(frames, boxes) if found]))
         cosine = np.sum(embeddings[0] * embeddings[1], axis=1)  # unit rows (all-zero for a box outside the frame)
         outputs = {"frames": len(frames), "people": len(cosine), "cosine_min": float(cosine.min())}

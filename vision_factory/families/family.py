@@ -24,7 +24,6 @@ NODE_ROS_DEPENDENCIES = (
     "visualization_msgs",
     "diagnostic_msgs",  # /diagnostics (ros/monitor.py)
 )
-IMAGE_INPUTS = ("image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage)",)
 DETECTIONS_MESSAGE = DETECTIONS.message  # vision_msgs/msg/Detection2DArray (results/__init__.py)
 MARKERS_MESSAGE = "visualization_msgs/msg/MarkerArray"
 
@@ -62,11 +61,42 @@ DEBUG_IMAGE = Output("debug_image", "sensor_msgs/msg/Image", on_demand=True)  # 
 
 
 @dataclass(frozen=True)
+class Input:
+    """A topic a node subscribes to, declared once: the node subscribes from it (ros/inference_node.py's
+    ``subscribe_paired_images``), `replay` feeds it from a bag, and `vision-factory models` and the generated README
+    describe it (``description``)."""
+
+    topic: str
+    message: str  # its ROS type, e.g. vision_msgs/msg/Detection2DArray
+    about: str = ""  # what it carries, in words, after the type (", paired with the image of the same stamp")
+    when: tuple[str, Any] = ()  # (parameter, value): the node subscribes to it only with that value; (): always
+    alternative: Input | None = None  # the topic it reads instead, by a parameter (image/compressed for image)
+
+    @property
+    def description(self) -> str:
+        """One line: 'topic (package/Type, what it carries, when)', then 'or' its alternative's."""
+        package, _, name = self.message.split("/")
+        when = f", with {self.when[0]} {self.when[1]}" if self.when else ""
+        text = f"{self.topic} ({package}/{name}{self.about}{when})"
+        return text + (f" or {self.alternative.description}" if self.alternative else "")
+
+    def subscribed(self, values: Mapping[str, Any]) -> bool:
+        """Whether a node of parameter ``values`` subscribes to it."""
+        return not self.when or values.get(self.when[0]) == self.when[1]
+
+
+# Every node's images: raw, or compressed with input_transport compressed (ros/inference_node.py subscribe_images).
+COMPRESSED_IMAGE = Input("image/compressed", "sensor_msgs/msg/CompressedImage")
+IMAGE = Input("image", "sensor_msgs/msg/Image", alternative=COMPRESSED_IMAGE)
+IMAGE_INPUTS = (IMAGE,)
+
+
+@dataclass(frozen=True)
 class NodeWiring:
     """A family's ROS node: its module, what it subscribes to and publishes, and how it is launched."""
 
     module: str  # the module under ros/ whose run(RunnerClass, args, family) starts the node
-    inputs: tuple[str, ...]  # the node's subscriptions, described
+    inputs: tuple[Input, ...]  # the node's subscriptions: the images (IMAGE) first
     outputs: tuple[Output, ...]  # its publications; the first is its main output, one message per accepted frame
     ros_dependencies: tuple[str, ...]
     # Inputs besides the image the launch file remaps: (node topic, launch argument, default, description).
@@ -75,9 +105,16 @@ class NodeWiring:
     # else the node needs to do anything useful, e.g. the track node's detections topic).
     usage_arguments: tuple[str, ...] = ()
 
+    def paired(self, values: Mapping[str, Any]) -> Input | None:
+        """The input a node of parameter ``values`` pairs with its images by stamp (another node's detections);
+        None: it reads the images alone."""
+        return next((topic for topic in self.inputs[1:] if topic.subscribed(values)), None)
+
     def __post_init__(self) -> None:
         if not (self.inputs and self.outputs and self.ros_dependencies):
             raise ValueError(f"node {self.module} needs its inputs, outputs and ROS dependencies")
+        if self.inputs[0] != IMAGE:
+            raise ValueError(f"node {self.module}'s first input must be the images (IMAGE)")
         topics = [output.topic for output in self.outputs]
         if len(set(topics)) != len(topics):
             raise ValueError(f"node {self.module} publishes a topic twice: {', '.join(topics)}")
@@ -161,7 +198,8 @@ class Family:
 
     @property
     def inputs(self) -> tuple[str, ...]:
-        return self.node.inputs if self.node else ()
+        """Its subscriptions, described (from the table its node subscribes from)."""
+        return tuple(topic.description for topic in self.node.inputs) if self.node else ()
 
     @property
     def outputs(self) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ from .detection import (
     input_shape,
     node,
 )
-from .family import IMAGE_INPUTS, AccuracyLoss, Family, LoadRunner
+from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, AccuracyLoss, Family, Input, LoadRunner
 from .pipeline import DetectionPipeline
 
 PERSON_SOURCES = ("detector", "topic")
@@ -94,7 +94,7 @@ FAMILY = Family(
         "poses",
         keypoints=True,
         tracking=False,
-        inputs=(*IMAGE_INPUTS, "person_detections (vision_msgs/Detection2DArray, with person_source topic)"),
+        inputs=(*IMAGE_INPUTS, Input("person_detections", DETECTIONS_MESSAGE, when=("person_source", "topic"))),
         topic_arguments=(
             (
                 "person_detections",

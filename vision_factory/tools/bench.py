@@ -211,7 +211,7 @@ def _node_frames(model_type: str, count: int):
 
 
 def _node(
-    model: Path, result: BenchResult, bag: Path, work_dir: Path, stride: int = 1, model_type: str = "tracknet"
+    model: Path, result: BenchResult, bag: Path, work_dir: Path, stride: int, model_type: str
 ) -> dict[str, float]:
     """The ``model_type`` node on this target, fed over DDS by a replay, against the raw runtime.
 

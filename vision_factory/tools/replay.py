@@ -38,6 +38,8 @@ from .commands import UsageError
 
 @dataclass(frozen=True)
 class NodeSpec:
+    """What replay reads of a family's node (``node_spec``: from its Family, when it runs)."""
+
     module: str  # run as `python -m module`
     outputs: dict[str, str]  # relative output topic -> message type
     main_output: str  # one message per input frame on this topic
@@ -60,24 +62,25 @@ END_WAIT_MAX_S = 30.0  # ... and at most (see _wait_for_end)
 DIAGNOSTICS_WAIT_S = 2.5
 # A node that ends its stream after seconds without frames (flush_timeout) gets a short one: the bag ends.
 FLUSH_TIMEOUT = {"flush_timeout": "0.5"}
-# A node with no model of its own (track) runs on other nodes' results of its kind: replay plays them from the bag,
-# each with its image's stamp.
-FED_INPUTS = {
-    name: {topic: spec.result.message for topic, *_ in spec.topic_arguments}
-    for name, spec in NODE_FAMILIES.items()
-    if spec.rule is None
-}
-NODES = {
-    name: NodeSpec(
-        f"vision_factory.{name}_onnx_node",
+
+
+def node_spec(node: str) -> NodeSpec:
+    """The ``node`` family's node as replay runs it (any family with a node, registered ones too): this package's
+    ONNX Runtime node, its main output, and the inputs it always pairs with its images (its input table: the track
+    node's other node's detections), which replay plays from the bag, each with its image's stamp."""
+    from ..generator.package import node_module_name  # what a package's node is named (jinja2, onnx: not at import)
+
+    if node not in NODE_FAMILIES:
+        raise ValueError(f"unknown node '{node}': choose one of {', '.join(NODE_FAMILIES)}")
+    spec = NODE_FAMILIES[node]
+    return NodeSpec(
+        f"vision_factory.{node_module_name(spec, BACKENDS['onnx'])}",
         {spec.output_topic: spec.result.message},
         spec.output_topic,
         spec.result,
         FLUSH_TIMEOUT if any(parameter.name in FLUSH_TIMEOUT for parameter in spec.parameters) else {},
-        FED_INPUTS.get(name, {}),
+        {topic.topic: topic.message for topic in spec.node.inputs[1:] if not topic.when},
     )
-    for name, spec in NODE_FAMILIES.items()
-}
 
 
 @dataclass
@@ -213,9 +216,7 @@ def replay(
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from std_msgs.msg import Float64
 
-    if node not in NODES:
-        raise ValueError(f"unknown node '{node}': choose one of {', '.join(NODES)}")
-    spec = NODES[node]
+    spec = node_spec(node)
     given = checked_overrides(node, params or {})  # before anything plays
     topic, msgtype = image_topic(bag, topic)
     out_dir = Path(out_dir)
@@ -418,7 +419,7 @@ def _fed_inputs(bag, node: str, spec: NodeSpec, frame_of: dict) -> dict[str, dic
 
 def output_paths(out_dir: Path, node: str) -> dict[str, Path]:
     """Every file or folder a replay of ``node`` writes into ``out_dir``, by role."""
-    spec = NODES[node]
+    spec = node_spec(node)
     paths = {
         "bag": out_dir / f"{node}_outputs",
         "log": out_dir / f"{node}_node.log",

@@ -54,7 +54,8 @@ from ..models.tracker import TrackerConfig, appearance_distance, blend_features
 from ..runtime.backends import load_target
 from .commands import CommandReport, UsageError
 from .mot import MotBoxes, boxes_from_rows, prepare, read_mot
-from .quantize import calibration_frames, sha256, write_onnx_metadata
+from .quantize import calibration_frames, sha256
+from .quantize_backends import write_onnx_metadata
 
 MARGIN = 0.01  # "nearly all": the 1st / 99th percentile
 MIN_VISIBILITY = 0.3  # MOT16+ truth boxes less visible than this are left out

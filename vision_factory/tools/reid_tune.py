@@ -53,7 +53,8 @@ from ..models.reid import ReidEmbedder
 from ..models.tracker import TrackerConfig, appearance_distance, blend_features
 from ..runtime.backends import load_target
 from .commands import CommandReport, UsageError
-from .mot import MotBoxes, boxes_from_rows, prepare, read_mot
+from .mot import prepare
+from .mot_files import MotBoxes, boxes_from_rows, read_mot
 from .quantize import calibration_frames, sha256
 from .quantize_backends import write_onnx_metadata
 

@@ -25,6 +25,7 @@ runner; each package binds its own, and imports only its own family's module.
 from __future__ import annotations
 
 from std_msgs.msg import Header
+from vision_msgs.msg import Detection2DArray  # noqa: F401  imported at start: a node without it says so (ros/start.py)
 
 from ..families import tracking as tracking_parameters
 from ..families.family import Family

@@ -13,6 +13,8 @@ track_low_threshold are republished too, with an empty id. New streams as in ros
 
 from __future__ import annotations
 
+from vision_msgs.msg import Detection2DArray  # noqa: F401  imported at start: a node without it says so (ros/start.py)
+
 from ..families.family import Family
 from ..families.tracking import id_text
 from ..images import ImageFormatError

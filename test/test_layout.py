@@ -230,6 +230,7 @@ CARRIED = {
     "tracknet": [
         "families/tracknet.py",
         "models/ball_stream.py",
+        "models/tracknet_background.py",
         "models/tracknet_stream.py",
         "results/ball.py",
         "ros/tracknet_node.py",

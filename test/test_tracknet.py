@@ -12,12 +12,8 @@ from support.reference_tracknet import ReferenceInpaint, ReferenceTrackNet
 
 from vision_factory.families.registry import family
 from vision_factory.models.tracknet import InpaintModuleONNX, TrackNetModuleONNX
-from vision_factory.models.tracknet_stream import (
-    WarmupMedian,
-    ensemble_weights,
-    frames_before_stream,
-    heatmap_to_prediction,
-)
+from vision_factory.models.tracknet_background import WarmupMedian, frames_before_stream
+from vision_factory.models.tracknet_stream import ensemble_weights, heatmap_to_prediction
 from vision_factory.runtime.backends import load_target
 from vision_factory.runtime.providers import ProviderConfig
 from vision_factory.tools.synthetic import BallClip

@@ -8,11 +8,11 @@ from typing import Any
 
 from ..models.ball_stream import BallStream, load_median
 from ..models.recognition import load_checked, require_family
+from ..models.tracknet_background import MedianMissing
 from ..models.tracknet_interface import BG_MODES, HEIGHT, TRACKNET, WIDTH
 from ..models.tracknet_stream import (
     EVAL_MODES,
     InpaintRefiner,
-    MedianMissing,
     TrackNetTracker,
     check_input_frame,
     check_stride,

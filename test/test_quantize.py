@@ -43,7 +43,8 @@ from vision_factory.tools.bags import read_ball_csv, read_messages, write_ball_c
 from vision_factory.tools.ball_eval import run_tracker
 from vision_factory.tools.commands import UsageError
 from vision_factory.tools.predict import detector_from_options
-from vision_factory.tools.quantize import calibration_inputs, quantize
+from vision_factory.tools.quantize import quantize
+from vision_factory.tools.quantize_calibration import calibration_inputs
 from vision_factory.tools.replay import replay
 from vision_factory.tools.synthetic import BallClip, build_tracknet_model
 

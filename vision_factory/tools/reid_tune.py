@@ -55,8 +55,9 @@ from ..runtime.backends import load_target
 from .commands import CommandReport, UsageError
 from .mot import prepare
 from .mot_files import MotBoxes, boxes_from_rows, read_mot
-from .quantize import calibration_frames, sha256
+from .quantize import sha256
 from .quantize_backends import write_onnx_metadata
+from .quantize_calibration import calibration_frames
 
 MARGIN = 0.01  # "nearly all": the 1st / 99th percentile
 MIN_VISIBILITY = 0.3  # MOT16+ truth boxes less visible than this are left out

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from vision_factory.tools.mot import evaluate, noisy_detections, read_mot
+from vision_factory.tools.mot import evaluate, noisy_detections
+from vision_factory.tools.mot_files import read_mot
 from vision_factory.tools.track import track_detections
 
 

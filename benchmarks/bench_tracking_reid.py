@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from vision_factory.tools.compose import MOTION_OPTIONS, REID_OPTIONS, SCENES, compose
-from vision_factory.tools.mot import boxes_from_rows, evaluate
+from vision_factory.tools.mot import evaluate
+from vision_factory.tools.mot_files import boxes_from_rows
 from vision_factory.tools.track import REID_OPTION, build_trackings
 
 ROOT = Path(__file__).resolve().parent.parent

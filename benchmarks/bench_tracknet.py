@@ -163,6 +163,7 @@ def bench_module(
     """TrackNetModuleONNX.push per frame, and its stats per frame."""
     from vision_factory.models import tracknet_stream as tn
     from vision_factory.models.tracknet import TrackNetModuleONNX
+    from vision_factory.models.tracknet_background import background_difference
 
     median = _median_rgb(clip) if mode in ("subtract", "subtract_concat", "concat") else None
     if mode == "concat":
@@ -197,8 +198,8 @@ def bench_module(
         "feature": _time_call(lambda: module.prepare(frame), 100),
     }
     if mode in ("subtract", "subtract_concat"):
-        parts["background_difference"] = _time_call(lambda: tn.background_difference(frame, module._median), 100)
-        difference = tn.background_difference(frame, module._median)
+        parts["background_difference"] = _time_call(lambda: background_difference(frame, module._median), 100)
+        difference = background_difference(frame, module._median)
         parts["resize_difference"] = _time_call(lambda: tn._resize(difference), 100)
     result["preprocess_parts_ms"] = parts
     return result
@@ -382,7 +383,7 @@ def _concat_median(clip) -> np.ndarray:
 
 def bench_median(frames: list[np.ndarray], warmup: int, repeats: int = 5) -> dict:
     """The background median of ``warmup`` frames: whole-stack np.median (as before) against WarmupMedian."""
-    from vision_factory.models.tracknet_stream import WarmupMedian
+    from vision_factory.models.tracknet_background import WarmupMedian
 
     frames = [frames[index % len(frames)] for index in range(warmup)]
     stacked, last, slowest, total = [], [], [], []

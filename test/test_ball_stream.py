@@ -8,7 +8,7 @@ import pytest
 
 from vision_factory.models.ball_stream import BallStream, FrameSizeChanged, load_median
 from vision_factory.models.tracknet import InpaintModuleONNX, TrackNetModuleONNX
-from vision_factory.models.tracknet_stream import MedianSizeMismatch
+from vision_factory.models.tracknet_background import MedianSizeMismatch
 from vision_factory.tools.synthetic import BallClip
 
 

@@ -116,7 +116,7 @@ def test_eval_runs_the_node_pipeline_through_a_frame_size_change(tmp_path, synth
     run = ball_eval.track(model, bag, "onnx:cpu", None, 0.5)
     assert len(run.predictions) == first + second
 
-    values = ball_eval.tracknet_values(model)
+    values = family("tracknet").values_from_model(model)
     stream = family("tracknet").pipeline(values, _load)
     frames = [*BallClip(num_frames=24, width=1280, height=720, seed=4).frames()]
     frames += [*BallClip(num_frames=24, width=640, height=360, seed=5).frames()]
@@ -145,7 +145,7 @@ def test_eval_with_inpaintnet_is_the_node_pipeline_with_it(tmp_path, synthetic_m
     bag = write_image_bag(tmp_path / "bag", clip.frames())
     model, inpaint = synthetic_models["subtract"], synthetic_models["inpaint"]
     run = ball_eval.track(model, bag, "onnx:cpu", None, 0.5, inpaint_model=inpaint)
-    values = ball_eval.tracknet_values(model, inpaint_model_path=str(inpaint))
+    values = family("tracknet").values_from_model(model, inpaint_model_path=str(inpaint))
     stream = family("tracknet").pipeline(values, _load)
     assert stream.refiner is None
     answered = {}

@@ -26,7 +26,7 @@ ROS_MODULES |= {"diagnostic_msgs"}
 ROS_MODULES |= {"vision_msgs", "builtin_interfaces", "rosbag2_py", "rosidl_runtime_py", "launch", "launch_ros"}
 # Besides ros/, what drives nodes over DDS or builds their messages.
 ROS_USERS = {"tools/replay.py", "tools/fuzz.py", "tools/bags.py", "tools/interfaces.py", "tools/demo.py"}
-ROS_USERS |= {"tools/verify.py"}
+ROS_USERS |= {"tools/verify.py", "tools/replay_outputs.py"}
 # Modules that entry points run: every rendered *_onnx_node.py binds a runner to a node.
 ENTRY_POINTS = {path.name for path in SOURCE_ROOT.glob("*_onnx_node.py")}
 
@@ -112,12 +112,6 @@ def test_no_import_cycles():
         visit(module, [])
 
 
-# Comparisons of a family's name still left in the tools (file: how many), each to go with the pipeline step of
-# issue 22: bench's and quantize's TrackNet, re-id and top-down pose paths build what each family runs from a model
-# file themselves (windows and stride, crops of people), not yet through Family.pipeline.
-NAMED_FAMILY_BRANCHES = {"tools/bench.py": 4, "tools/quantize.py": 7}
-
-
 def _family_comparisons(path: Path) -> list[tuple[int, str]]:
     """The comparisons in ``path`` of a value with a family's name or a result kind's message type."""
     kinds = {spec.result.message for spec in FAMILIES.values() if spec.result}
@@ -134,10 +128,10 @@ def _family_comparisons(path: Path) -> list[tuple[int, str]]:
     "relative", [name for name in sorted(SOURCES) if name == "cli.py" or name.startswith("tools/")]
 )
 def test_the_cli_and_tools_ask_a_familys_result_kind_not_its_name(relative):
-    """cli.py and tools/ tell families apart by their data (result kind, needs, pipeline), never by comparing a
-    name or a message type; the branches left are listed above, and their number may only go down."""
+    """cli.py and tools/ tell families apart by their data (result kind, runs_on, pipeline, values_from_model,
+    accuracy_loss), never by comparing a name or a message type."""
     found = _family_comparisons(SOURCES[relative])
-    assert len(found) <= NAMED_FAMILY_BRANCHES.get(relative, 0), f"{relative} compares family names: {found}"
+    assert not found, f"{relative} compares family names: {found}"
 
 
 def test_recognition_rules_import_no_adapter():
@@ -236,6 +230,7 @@ CARRIED = {
     "tracknet": [
         "families/tracknet.py",
         "models/ball_stream.py",
+        "models/tracknet_background.py",
         "models/tracknet_stream.py",
         "results/ball.py",
         "ros/tracknet_node.py",

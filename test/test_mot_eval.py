@@ -20,17 +20,8 @@ import pytest
 from conftest import pypi_model
 from support.cli import run_cli
 
-from vision_factory.tools.mot import (
-    HOTA_ALPHAS,
-    MAX_LINE_CHARS,
-    boxes_from_rows,
-    evaluate,
-    mot_line,
-    noisy_detections,
-    prepare,
-    read_mot,
-    write_mot,
-)
+from vision_factory.tools.mot import HOTA_ALPHAS, evaluate, noisy_detections, prepare
+from vision_factory.tools.mot_files import MAX_LINE_CHARS, boxes_from_rows, mot_line, read_mot, write_mot
 
 TUD = Path(motmetrics.__file__).parent / "data"
 SEQUENCES = ("TUD-Campus", "TUD-Stadtmitte")

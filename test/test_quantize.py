@@ -44,8 +44,9 @@ from vision_factory.tools.bags import read_ball_csv, read_messages, write_ball_c
 from vision_factory.tools.ball_eval import run_tracker
 from vision_factory.tools.commands import UsageError
 from vision_factory.tools.predict import detector_from_options
-from vision_factory.tools.quantize import calibration_inputs, quantize
-from vision_factory.tools.replay import NODES, replay
+from vision_factory.tools.quantize import quantize
+from vision_factory.tools.quantize_calibration import calibration_inputs
+from vision_factory.tools.replay import replay
 from vision_factory.tools.synthetic import BallClip, build_tracknet_model
 
 SHAPES_MODEL = SHARED / "models" / "shapes-yolov8n.onnx"
@@ -621,7 +622,7 @@ def test_reid_int8_calibrates_on_the_detectors_crops_keeps_the_embeddings_and_tr
         result = replay(bag, tmp_path / name, node="yolo", params=params)
         assert result.missing_frames == [], Path(result.node_log).read_text()
         assert "tracking (re-identification" in Path(result.node_log).read_text()
-        messages = read_messages(result.output_bag, "/" + NODES["yolo"].main_output)
+        messages = read_messages(result.output_bag, "/" + family("yolo").output_topic)
         ids[name] = [[d.id for d in deserialize_message(m.data, Detection2DArray).detections] for m in messages]
     assert ids["int8"] == ids["fp32"] and {"1", "2"} <= {i for frame in ids["int8"] for i in frame}
 

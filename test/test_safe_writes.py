@@ -297,7 +297,7 @@ def test_eval_replaces_an_earlier_report_but_not_its_input(tmp_path):
 
 
 def test_verify_refuses_a_dangling_link_among_its_reports_before_it_runs(tmp_path):
-    from vision_factory.tools.verify import _clear
+    from vision_factory.tools.verify_report import clear as _clear
 
     target = tmp_path / "elsewhere" / "verify.json"
     target.parent.mkdir()
@@ -311,7 +311,7 @@ def test_verify_refuses_a_dangling_link_among_its_reports_before_it_runs(tmp_pat
 
 
 def test_verify_never_draws_the_worst_frame_through_a_link(tmp_path):
-    from vision_factory.tools.verify import _draw
+    from vision_factory.tools.verify_report import draw as _draw
 
     target = victim(tmp_path / "elsewhere")
     link = tmp_path / "worst_frame.png"

@@ -18,7 +18,8 @@ import skimage.data
 from conftest import SHARED, pypi_model
 from support.cli import run_cli
 
-from vision_factory.tools.mot import iou_ltwh, read_mot
+from vision_factory.tools.mot import iou_ltwh
+from vision_factory.tools.mot_files import read_mot
 from vision_factory.tools.track import track
 
 NUDENET_MODEL = ("nudenet", "3.4.2", "nudenet/320n.onnx")

@@ -28,7 +28,8 @@ import motmetrics
 import numpy as np
 import pytest
 
-from vision_factory.tools.mot import evaluate, noisy_detections, read_mot
+from vision_factory.tools.mot import evaluate, noisy_detections
+from vision_factory.tools.mot_files import read_mot
 from vision_factory.tools.track import track_detections
 
 TUD = Path(motmetrics.__file__).parent / "data"

@@ -30,7 +30,7 @@ from vision_factory.results.detections import detections_message
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import BagError, RawMessage, read_messages, write_image_bag, write_messages
-from vision_factory.tools.mot import read_mot
+from vision_factory.tools.mot_files import read_mot
 from vision_factory.tools.replay import replay
 from vision_factory.tools.track import track as track_tool
 

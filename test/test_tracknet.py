@@ -12,15 +12,10 @@ from support.reference_tracknet import ReferenceInpaint, ReferenceTrackNet
 
 from vision_factory.families.registry import family
 from vision_factory.models.tracknet import InpaintModuleONNX, TrackNetModuleONNX
-from vision_factory.models.tracknet_stream import (
-    WarmupMedian,
-    ensemble_weights,
-    frames_before_stream,
-    heatmap_to_prediction,
-)
+from vision_factory.models.tracknet_background import WarmupMedian, frames_before_stream
+from vision_factory.models.tracknet_stream import ensemble_weights, heatmap_to_prediction
 from vision_factory.runtime.backends import load_target
 from vision_factory.runtime.providers import ProviderConfig
-from vision_factory.tools.ball_eval import tracknet_values
 from vision_factory.tools.synthetic import BallClip
 
 BG_MODES = ["", "subtract", "subtract_concat", "concat"]
@@ -163,7 +158,7 @@ def test_bg_mode_without_median_is_refused_at_construction(synthetic_models, bg_
 def test_the_node_says_the_median_rule_in_its_parameters_words(synthetic_models):
     """The tracker holds the rule; the family's build (node, eval, bench) gives its reason with the parameters'
     names, median_warmup and median_path, not the tracker's median=."""
-    values = tracknet_values(synthetic_models["subtract"], median_warmup=0)
+    values = family("tracknet").values_from_model(synthetic_models["subtract"], median_warmup=0)
     with pytest.raises(ValueError) as refused:
         family("tracknet").build(values, lambda path: load_target("onnx:cpu", path))
     assert str(refused.value).startswith(

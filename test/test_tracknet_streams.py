@@ -216,9 +216,8 @@ def test_the_defaults_agree_everywhere(synthetic_models):
     from support.launch import launch_of
 
     from vision_factory.cli import main
-    from vision_factory.tools.bench import _tracknet_node_params
+    from vision_factory.tools.bench import node_params
     from vision_factory.tools.commands import node_default
-    from vision_factory.tools.quantize import tracknet_values
 
     default = node_default(family("tracknet").parameters, "median_warmup")
     assert default == 10
@@ -229,11 +228,12 @@ def test_the_defaults_agree_everywhere(synthetic_models):
     for command in ("eval", "compare"):
         help_text = CliRunner().invoke(main, [command, "--help"]).output
         assert f"[default: {default}]" in help_text.split("--median-warmup")[1].split("--")[0], command
-    bench_node = {
-        mode: _tracknet_node_params(synthetic_models[mode], 1, {})[0]["median_warmup"] for mode in ("subtract", "")
+    bench_node = {  # what bench's node is given (nothing: the node's default)
+        mode: node_params("tracknet", synthetic_models[mode], 1, {})[0].get("median_warmup")
+        for mode in ("subtract", "")
     }
-    assert bench_node == {"subtract": str(default), "": "0"}
-    values = tracknet_values(synthetic_models["subtract"])
+    assert bench_node == {"subtract": None, "": "0"}
+    values = family("tracknet").values_from_model(synthetic_models["subtract"])
     assert values["median_warmup"] == default and values["bg_mode"] == "subtract"
 
 

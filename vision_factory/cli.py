@@ -49,7 +49,7 @@ from .tools.ball_eval import evaluate_tracking
 from .tools.image_bag import DEFAULT_FPS
 from .tools.mot import MODEL_TYPE as TRACK
 from .tools.quantize import BACKENDS as QUANTIZE_BACKENDS
-from .tools.quantize import LOSSES, METHODS, PRECISIONS, QUANTIZE_TYPES, TARGET_CPUS
+from .tools.quantize import METHODS, PRECISIONS, QUANTIZE_TYPES, TARGET_CPUS
 from .tools.quantize import quantize as run_quantize
 
 # eval's model types: the families whose result kind it scores (ball CSVs, COCO detections), and MOTChallenge tracks.
@@ -501,7 +501,10 @@ def compare(
         _show(FAMILIES[model_type].result.module().compare_runs(model_type, configurations, options))
 
 
-MAX_LOSS_DEFAULT = "; ".join(f"{key}: {what} {limit:g}" for key, (what, limit) in LOSSES.items())
+_LOSSES = {FAMILIES[name].accuracy_loss: [] for name in QUANTIZE_TYPES}  # each family's, those sharing one together
+for _name in QUANTIZE_TYPES:
+    _LOSSES[FAMILIES[_name].accuracy_loss].append(_name)
+MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}" for loss, names in _LOSSES.items())
 
 
 @main.command()

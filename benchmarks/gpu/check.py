@@ -285,7 +285,7 @@ def fp16_divergence() -> dict:
 def tracknetv3_fp16() -> dict:
     """TrackNetV3's own network (seeded) converted to fp16 by `quantize`'s converter: its heatmaps on CUDA and on
     the CPU against fp32 on the CPU."""
-    from vision_factory.tools.quantize import onnx_fp16
+    from vision_factory.tools.quantize_backends import onnx_fp16
 
     onnx_fp16(ARGS.store / "tv3.onnx", ARGS.store / "tv3_fp16.onnx")
     feed = {"input": np.load(ARGS.store / "tv3_input.npy")}

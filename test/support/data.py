@@ -11,7 +11,7 @@ import numpy as np
 from support.real_models import PHOTOS
 
 from vision_factory.tools.compose import SCENES, compose
-from vision_factory.tools.mot import write_mot
+from vision_factory.tools.mot_files import write_mot
 
 TUNING_SCENE = "hide_behind_person"  # the scene reid-tune measures the embedder on
 

@@ -289,10 +289,9 @@ def tracknet_windows(model: Path, frames: int = 40) -> list[np.ndarray]:
 
     from vision_factory.families.registry import family
     from vision_factory.runtime.backends import load_target
-    from vision_factory.tools.ball_eval import tracknet_values
     from vision_factory.tools.synthetic import BallClip
 
-    values = tracknet_values(model)
+    values = family("tracknet").values_from_model(model)
     stream = family("tracknet").pipeline(values, lambda path: Recording(load_target("onnx:cpu", path)))
     for index, frame in enumerate(BallClip(num_frames=frames).frames()):
         stream.push(frame, index)

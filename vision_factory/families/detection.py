@@ -19,6 +19,7 @@ from .family import (
     MARKERS_MESSAGE,
     NODE_ROS_DEPENDENCIES,
     Family,
+    Input,
     LoadRunner,
     NodeWiring,
     Output,
@@ -54,7 +55,7 @@ def node(
     topic: str,
     keypoints: bool,
     tracking: bool = True,
-    inputs: tuple[str, ...] = IMAGE_INPUTS,
+    inputs: tuple[Input, ...] = IMAGE_INPUTS,
     topic_arguments: tuple[tuple[str, str, str, str], ...] = (),
 ) -> NodeWiring:
     """A detection node (ros/detection_node.py) publishing its detections on ``topic``; ``keypoints``: with pose

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..models.interface import Rule
-from ..parameters import IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter
+from ..parameters import IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter, with_defaults
 from ..results import DETECTIONS, ResultKind
 from ..runtime.runner import Runner
 
@@ -23,7 +24,6 @@ NODE_ROS_DEPENDENCIES = (
     "visualization_msgs",
     "diagnostic_msgs",  # /diagnostics (ros/monitor.py)
 )
-IMAGE_INPUTS = ("image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage)",)
 DETECTIONS_MESSAGE = DETECTIONS.message  # vision_msgs/msg/Detection2DArray (results/__init__.py)
 MARKERS_MESSAGE = "visualization_msgs/msg/MarkerArray"
 
@@ -61,11 +61,42 @@ DEBUG_IMAGE = Output("debug_image", "sensor_msgs/msg/Image", on_demand=True)  # 
 
 
 @dataclass(frozen=True)
+class Input:
+    """A topic a node subscribes to, declared once: the node subscribes from it (ros/inference_node.py's
+    ``subscribe_paired_images``), `replay` feeds it from a bag, and `vision-factory models` and the generated README
+    describe it (``description``)."""
+
+    topic: str
+    message: str  # its ROS type, e.g. vision_msgs/msg/Detection2DArray
+    about: str = ""  # what it carries, in words, after the type (", paired with the image of the same stamp")
+    when: tuple[str, Any] = ()  # (parameter, value): the node subscribes to it only with that value; (): always
+    alternative: Input | None = None  # the topic it reads instead, by a parameter (image/compressed for image)
+
+    @property
+    def description(self) -> str:
+        """One line: 'topic (package/Type, what it carries, when)', then 'or' its alternative's."""
+        package, _, name = self.message.split("/")
+        when = f", with {self.when[0]} {self.when[1]}" if self.when else ""
+        text = f"{self.topic} ({package}/{name}{self.about}{when})"
+        return text + (f" or {self.alternative.description}" if self.alternative else "")
+
+    def subscribed(self, values: Mapping[str, Any]) -> bool:
+        """Whether a node of parameter ``values`` subscribes to it."""
+        return not self.when or values.get(self.when[0]) == self.when[1]
+
+
+# Every node's images: raw, or compressed with input_transport compressed (ros/inference_node.py subscribe_images).
+COMPRESSED_IMAGE = Input("image/compressed", "sensor_msgs/msg/CompressedImage")
+IMAGE = Input("image", "sensor_msgs/msg/Image", alternative=COMPRESSED_IMAGE)
+IMAGE_INPUTS = (IMAGE,)
+
+
+@dataclass(frozen=True)
 class NodeWiring:
     """A family's ROS node: its module, what it subscribes to and publishes, and how it is launched."""
 
     module: str  # the module under ros/ whose run(RunnerClass, args, family) starts the node
-    inputs: tuple[str, ...]  # the node's subscriptions, described
+    inputs: tuple[Input, ...]  # the node's subscriptions: the images (IMAGE) first
     outputs: tuple[Output, ...]  # its publications; the first is its main output, one message per accepted frame
     ros_dependencies: tuple[str, ...]
     # Inputs besides the image the launch file remaps: (node topic, launch argument, default, description).
@@ -74,12 +105,41 @@ class NodeWiring:
     # else the node needs to do anything useful, e.g. the track node's detections topic).
     usage_arguments: tuple[str, ...] = ()
 
+    def paired(self, values: Mapping[str, Any]) -> Input | None:
+        """The input a node of parameter ``values`` pairs with its images by stamp (another node's detections);
+        None: it reads the images alone."""
+        return next((topic for topic in self.inputs[1:] if topic.subscribed(values)), None)
+
     def __post_init__(self) -> None:
         if not (self.inputs and self.outputs and self.ros_dependencies):
             raise ValueError(f"node {self.module} needs its inputs, outputs and ROS dependencies")
+        if self.inputs[0] != IMAGE:
+            raise ValueError(f"node {self.module}'s first input must be the images (IMAGE)")
         topics = [output.topic for output in self.outputs]
         if len(set(topics)) != len(topics):
             raise ValueError(f"node {self.module} publishes a topic twice: {', '.join(topics)}")
+
+
+@dataclass(frozen=True)
+class AccuracyLoss:
+    """What `quantize` calls the accuracy a family's quantized model lost, read from compare's saved report of the
+    source model (a) against the quantized one (b), and the most it accepts by default (--max-loss)."""
+
+    what: str  # e.g. "AP lost"
+    default: float
+    measure: Callable[[Mapping[str, Any]], float]  # compare's report -> the loss
+
+    @classmethod
+    def metric(cls, what: str, key: str, default: float) -> AccuracyLoss:
+        """The loss as the drop of compare's metric ``key`` from a to b."""
+        return cls(what, default, lambda report: report["metrics"][key]["a"] - report["metrics"][key]["b"])
+
+
+AP_LOST = AccuracyLoss.metric("AP lost", "AP", 0.03)  # detectors: AP (keypoint AP for pose), pycocotools'
+
+
+def _none_held(values: Mapping[str, Any]) -> int:
+    return 0
 
 
 @dataclass(frozen=True)
@@ -108,6 +168,16 @@ class Family:
     # (Family, parameter values, LoadRunner) -> the frame pipeline its node and the tools run (families/pipeline.py);
     # None: it has none (reid, track)
     make_pipeline: Callable[..., Any] | None = None
+    model_parameter: str = "model_path"  # the parameter naming its model file
+    # (model file, its recognition's details, **given) -> the node's parameter values for a model file that records
+    # some of them itself (tracknet: seq_len and bg_mode); None: the defaults, the file as model_parameter
+    from_model: Callable[..., dict[str, Any]] | None = None
+    # (parameter values) -> the frames its node holds back until a stream ends (tracknet: a window's but one)
+    held_back: Callable[[Mapping[str, Any]], int] = _none_held
+    # `quantize`: its accuracy loss (None: quantize does not take it), and what it compares over besides --data
+    # ("": nothing; tracknet: the video of its truth CSV)
+    accuracy_loss: AccuracyLoss | None = None
+    compares_over: str = ""
 
     def __post_init__(self) -> None:
         if self.node is not None and self.result is None:
@@ -128,7 +198,8 @@ class Family:
 
     @property
     def inputs(self) -> tuple[str, ...]:
-        return self.node.inputs if self.node else ()
+        """Its subscriptions, described (from the table its node subscribes from)."""
+        return tuple(topic.description for topic in self.node.inputs) if self.node else ()
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -180,6 +251,17 @@ class Family:
         if self.make_pipeline is None:
             raise ValueError(f"{self.name} has no frame pipeline")
         return self.make_pipeline(self, values, load_runner)
+
+    def values_from_model(self, model: Any, user: str = "this command", **given: Any) -> dict[str, Any]:
+        """Its node's parameter values for the model file ``model``: what the file records (``from_model``; ``user``
+        names who asks in its errors), the rest the node's defaults unless ``given``. What the tools that run a
+        model file (bench, eval, compare, quantize) build its pipeline from."""
+        if self.from_model is None:
+            return with_defaults(self.parameters, {self.model_parameter: str(model), **given}, self.name)
+        # models/model_file.py (onnx) imported by name: a generated package carries its family's module but never
+        # reads a model file's values without loading it, and does not carry model_file.py
+        model_file = importlib.import_module(f"{__package__.rpartition('.')[0]}.models.model_file")
+        return self.from_model(str(model), model_file.require_file_family(model, self.name, user).details, **given)
 
     def detector(self, runner: Runner, **options: Any) -> Any:
         """The family's adapter on ``runner``: the one way to put it on a runner (the node, the pipeline and the tools

@@ -24,7 +24,7 @@ from .detection import (
     node,
     read_labels,
 )
-from .family import Family, LoadRunner
+from .family import AP_LOST, Family, LoadRunner
 from .pipeline import DetectionPipeline
 
 # Parameters passed to the adapter as they are, under their own names.
@@ -73,5 +73,6 @@ FAMILY = Family(
     node=node("detections", keypoints=False),
     make=FasterRCNNDetector,
     make_pipeline=DetectionPipeline.build,
+    accuracy_loss=AP_LOST,
     options=OPTIONS,
 )

@@ -14,7 +14,7 @@ from ..models.reid import ReidEmbedder, parse_triple
 from ..models.reid_interface import REID
 from ..parameters import Parameter
 from .detection import input_shape
-from .family import Family, LoadRunner
+from .family import AccuracyLoss, Family, LoadRunner
 
 MODEL = Parameter(
     "reid_model_path",
@@ -64,4 +64,8 @@ FAMILY = Family(
     parameters=PARAMETERS,
     build=build,
     result=None,  # embeddings, for the tracker
+    runs_on=("person boxes",),  # crops of the people a detector finds
+    model_parameter=MODEL.name,
+    # 1 - the mean cosine of each person's two embeddings
+    accuracy_loss=AccuracyLoss("1 - mean cosine", 0.05, lambda report: 1.0 - report["outputs"]["cosine_mean"]),
 )

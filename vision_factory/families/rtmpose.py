@@ -27,7 +27,7 @@ from .detection import (
     input_shape,
     node,
 )
-from .family import IMAGE_INPUTS, Family, LoadRunner
+from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, AccuracyLoss, Family, Input, LoadRunner
 from .pipeline import DetectionPipeline
 
 PERSON_SOURCES = ("detector", "topic")
@@ -94,7 +94,7 @@ FAMILY = Family(
         "poses",
         keypoints=True,
         tracking=False,
-        inputs=(*IMAGE_INPUTS, "person_detections (vision_msgs/Detection2DArray, with person_source topic)"),
+        inputs=(*IMAGE_INPUTS, Input("person_detections", DETECTIONS_MESSAGE, when=("person_source", "topic"))),
         topic_arguments=(
             (
                 "person_detections",
@@ -108,4 +108,9 @@ FAMILY = Family(
     make=make,
     make_pipeline=DetectionPipeline.build,
     options=OPTIONS,
+    # no data set scores it alone: the largest distance between a keypoint of the two models on the same people
+    # (all keypoints, however confident)
+    accuracy_loss=AccuracyLoss(
+        "largest keypoint difference (px)", 10.0, lambda report: report["outputs"].get("keypoint_delta_max_px", 0.0)
+    ),
 )

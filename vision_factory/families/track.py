@@ -13,7 +13,16 @@ from ..models.tracker import Tracking
 from ..results import TRACKS
 from . import tracking
 from .detection import ROS_DEPENDENCIES, TRACK_MARKERS
-from .family import DEBUG_IMAGE, DETECTIONS_MESSAGE, IMAGE_INPUTS, Family, LoadRunner, NodeWiring, Output
+from .family import (
+    DEBUG_IMAGE,
+    DETECTIONS_MESSAGE,
+    IMAGE_INPUTS,
+    Family,
+    Input,
+    LoadRunner,
+    NodeWiring,
+    Output,
+)
 
 PARAMETERS = tuple(parameter for parameter in tracking.PARAMETERS if parameter.name != "tracking")
 
@@ -33,7 +42,7 @@ FAMILY = Family(
     result=TRACKS,
     node=NodeWiring(
         "track_node",
-        inputs=(*IMAGE_INPUTS, "detections (vision_msgs/Detection2DArray, paired with the image of the same stamp)"),
+        inputs=(*IMAGE_INPUTS, Input("detections", DETECTIONS_MESSAGE, ", paired with the image of the same stamp")),
         outputs=(
             Output(
                 "tracks",

@@ -8,9 +8,16 @@ from typing import Any
 
 from ..models.ball_stream import BallStream, load_median
 from ..models.recognition import load_checked, require_family
+from ..models.tracknet_background import MedianMissing
 from ..models.tracknet_interface import BG_MODES, HEIGHT, TRACKNET, WIDTH
-from ..models.tracknet_stream import EVAL_MODES, InpaintRefiner, MedianMissing, TrackNetTracker, check_input_frame
-from ..parameters import FRACTION, Parameter
+from ..models.tracknet_stream import (
+    EVAL_MODES,
+    InpaintRefiner,
+    TrackNetTracker,
+    check_input_frame,
+    check_stride,
+)
+from ..parameters import FRACTION, Parameter, with_defaults
 from ..results import BALL_TRACK
 from ..text import untrusted
 from .family import (
@@ -18,6 +25,7 @@ from .family import (
     IMAGE_INPUTS,
     MARKERS_MESSAGE,
     NODE_ROS_DEPENDENCIES,
+    AccuracyLoss,
     Family,
     LoadRunner,
     NodeWiring,
@@ -120,6 +128,31 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> BallStream:
     return BallStream(tracker, make_refiner)
 
 
+def model_values(model: str, details: Mapping[str, Any], median_warmup: int | None = None, **given: Any) -> dict:
+    """The node's parameter values for the model file ``model`` of recognition ``details``: seq_len and bg_mode as
+    the model records them, the median warm-up the node's default unless given (none without a background), the
+    rest the node's defaults unless ``given`` (a stride given is checked against seq_len). Family.values_from_model:
+    what eval, compare, bench and quantize build the node's pipeline from."""
+    if "stride" in given:
+        check_stride(given["stride"], details["seq_len"])
+    return values(model, details["seq_len"], details.get("bg_mode") or "", median_warmup, **given)
+
+
+def values(model: str, seq_len: int, bg_mode: str, median_warmup: int | None = None, **given: Any) -> dict[str, Any]:
+    """The node's parameter values for a model of ``seq_len`` and ``bg_mode`` ("": no background, so no warm-up)."""
+    given = {"model_path": model, "seq_len": seq_len, "bg_mode": bg_mode, **given}
+    if median_warmup is not None:
+        given["median_warmup"] = median_warmup
+    if not bg_mode:
+        given["median_warmup"] = 0
+    return with_defaults(PARAMETERS, given, "tracknet")
+
+
+def held_back(values: Mapping[str, Any]) -> int:
+    """The frames the node holds back until a stream ends: a window's but one."""
+    return values["seq_len"] - 1
+
+
 def pipeline(family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> BallStream:
     """tracknet's frame pipeline (Family.pipeline): the BallStream ``build`` makes."""
     return build(values, load_runner)
@@ -133,6 +166,10 @@ FAMILY = Family(
     build=build,
     result=BALL_TRACK,
     make_pipeline=pipeline,
+    from_model=model_values,
+    held_back=held_back,
+    accuracy_loss=AccuracyLoss.metric("F1 lost", "f1", 0.03),  # eval's F1
+    compares_over="the bag or video of the --data CSV",
     node=NodeWiring(
         "tracknet_node",
         inputs=IMAGE_INPUTS,

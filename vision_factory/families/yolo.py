@@ -23,7 +23,7 @@ from .detection import (
     node,
     read_labels,
 )
-from .family import Family, LoadRunner
+from .family import AP_LOST, Family, LoadRunner
 from .pipeline import DetectionPipeline
 
 PARAMETERS = (MODEL, LABELS, CONFIDENCE, IOU, MAX_DETECTIONS, CLASSES, IMAGE_SIZE)
@@ -59,5 +59,6 @@ FAMILY = Family(
     node=node("detections", keypoints=False),
     make=make,
     make_pipeline=DetectionPipeline.build,
+    accuracy_loss=AP_LOST,
     options=OPTIONS,
 )

@@ -12,7 +12,7 @@ from ..results.detections import Detector
 from ..runtime.runner import Runner
 from . import tracking, yolo
 from .detection import KEYPOINT_THRESHOLD, load_detector, node
-from .family import Family, LoadRunner
+from .family import AP_LOST, Family, LoadRunner
 from .pipeline import DetectionPipeline
 
 PARAMETERS = (*yolo.PARAMETERS, KEYPOINT_THRESHOLD)
@@ -36,5 +36,6 @@ FAMILY = Family(
     node=node("poses", keypoints=True),
     make=make,
     make_pipeline=DetectionPipeline.build,
+    accuracy_loss=AP_LOST,
     options=yolo.OPTIONS,
 )

@@ -11,13 +11,13 @@ import cv2
 import numpy as np
 
 from ..text import untrusted
+from .tracknet_background import median_problem
 from .tracknet_stream import (
     BallRow,
     InpaintRefiner,
     PreparedFrame,
     StreamStats,
     TrackNetTracker,
-    median_problem,
 )
 
 Tagged = tuple[Any, BallRow]

@@ -25,7 +25,7 @@ runner; each package binds its own, and imports only its own family's module.
 from __future__ import annotations
 
 from std_msgs.msg import Header
-from vision_msgs.msg import Detection2DArray
+from vision_msgs.msg import Detection2DArray  # noqa: F401  imported at start: a node without it says so (ros/start.py)
 
 from ..families import tracking as tracking_parameters
 from ..families.family import Family
@@ -84,10 +84,11 @@ class DetectionNode(InferenceNode):
         return result
 
     def listen(self) -> None:
-        if self.values.get("person_source") == "topic":  # rtmpose's people from another node
+        partner = self.family.node.paired(self.values)
+        if partner is not None:  # rtmpose's people from another node (with person_source topic)
             hint = "is the detector running, and does it stamp its output with the image's header?"
-            topic = self.subscribe_paired_images(Detection2DArray, "person_detections", "person detections", hint)
-            people = self.resolve_topic_name("person_detections")
+            topic = self.subscribe_paired_images(partner, "person detections", hint)
+            people = self.resolve_topic_name(partner.topic)
             self.get_logger().info(f"posing the people of {people}, paired with images by stamp")
         else:
             topic = self.subscribe_images()

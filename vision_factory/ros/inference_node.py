@@ -40,7 +40,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
 
-from ..families.family import Output
+from ..families.family import Input, Output
 from ..images import ImageFormatError
 from ..parameters import Parameter
 from ..runtime.runner import Runner
@@ -309,15 +309,16 @@ class InferenceNode(LifecycleNode):
             return
         callback(msg)
 
-    def subscribe_paired_images(self, message_type: type, topic: str, what: str, hint: str) -> str:
-        """Subscribe to the images and to ``topic`` (of ``message_type``, e.g. another node's detections, ``what``
-        in words) and enqueue (image, partner) once both of one stamp are in, keeping the newest unpaired of each.
-        An image whose partner never comes is refused (counted as "image without ``what``", reported with
-        ``hint``, how to fix it). The image topic."""
+    def subscribe_paired_images(self, partner: Input, what: str, hint: str) -> str:
+        """Subscribe to the images and to the input ``partner`` (its family's table, families/family.py: e.g.
+        another node's detections, ``what`` in words) and enqueue (image, partner) once both of one stamp are in,
+        keeping the newest unpaired of each. An image whose partner never comes is refused (counted as "image
+        without ``what``", reported with ``hint``, how to fix it). The image topic."""
         self._pairs = Pairing(PAIRING_WINDOW)
-        self._pairing = topic, what, hint
+        self._pairing = partner.topic, what, hint
         images = self.subscribe_images(self._keep_image)
-        self._inputs.append(self.create_subscription(message_type, topic, self._keep_partner, 10))
+        message_type = message_class(partner.message)
+        self._inputs.append(self.create_subscription(message_type, partner.topic, self._keep_partner, 10))
         return images
 
     def _keep_image(self, msg: Any) -> None:

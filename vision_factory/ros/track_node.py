@@ -13,7 +13,7 @@ track_low_threshold are republished too, with an empty id. New streams as in ros
 
 from __future__ import annotations
 
-from vision_msgs.msg import Detection2DArray
+from vision_msgs.msg import Detection2DArray  # noqa: F401  imported at start: a node without it says so (ros/start.py)
 
 from ..families.family import Family
 from ..families.tracking import id_text
@@ -40,10 +40,11 @@ class TrackNode(InferenceNode):
 
     def listen(self) -> None:
         hint = "is the detector running, and does it stamp its output with the image's header?"
-        topic = self.subscribe_paired_images(Detection2DArray, "detections", "detections", hint)
+        detections = self.family.node.paired(self.values)  # families/track.py's table
+        topic = self.subscribe_paired_images(detections, "detections", hint)
         reid = "re-identification " + self.values["reid_model_path"] if self.tracking.embedder else "motion only"
         self.get_logger().info(
-            f"tracking ({reid}) the detections of {self.resolve_topic_name('detections')} paired with {topic}, "
+            f"tracking ({reid}) the detections of {self.resolve_topic_name(detections.topic)} paired with {topic}, "
             f"publishing {self.resolve_topic_name(self.family.output_topic)}"
         )
 

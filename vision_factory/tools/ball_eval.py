@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ..families.tracknet import FAMILY, PARAMETERS
+from ..families.tracknet import FAMILY
+from ..families.tracknet import values as node_values
 from ..files import staged, write_text
 from ..models.ball_stream import BallStream, FrameSizeChanged
 from ..models.tracknet_stream import HEIGHT, WIDTH
-from ..parameters import with_defaults
 from .bags import read_ball_csv
 from .commands import CommandReport, UsageError, frame_size
 from .compare import describe_comparison, metric_differences, save_comparison
@@ -100,32 +100,11 @@ class TrackerRun:
     runs_on: str = ""
 
 
-def tracknet_values(
-    model: Path, median_warmup: int | None = None, user: str = "this command", **given: Any
-) -> dict[str, Any]:
-    """The tracknet node's parameter values for the model file ``model``: seq_len and bg_mode as the model records
-    them, the median warm-up the node's default unless given (none without a background), the rest the node's
-    defaults unless ``given``. What eval, compare, bench and quantize build the node's pipeline from."""
-    from ..models.model_file import require_file_family
-
-    details = require_file_family(model, "tracknet", user).details
-    return _values(str(model), details["seq_len"], details.get("bg_mode") or "", median_warmup, **given)
-
-
-def _values(model: str, seq_len: int, bg_mode: str, median_warmup: int | None, **given: Any) -> dict[str, Any]:
-    given = {"model_path": model, "seq_len": seq_len, "bg_mode": bg_mode, **given}
-    if median_warmup is not None:
-        given["median_warmup"] = median_warmup
-    if not bg_mode:
-        given["median_warmup"] = 0
-    return with_defaults(PARAMETERS, given, "tracknet")
-
-
 def run_tracker(
     source: Path, runner, seq_len: int, bg_mode: str, median_warmup: int, heatmap_threshold: float, stride: int = 1
 ) -> TrackerRun:
     """``run_stream`` of the node's pipeline on a loaded TrackNet ``runner`` with those parameter values."""
-    values = _values(
+    values = node_values(
         runner.describe(), seq_len, bg_mode, median_warmup, heatmap_threshold=heatmap_threshold, stride=stride
     )
     return run_stream(source, pipeline(values, lambda path: runner))
@@ -188,13 +167,11 @@ def track(
 ) -> TrackerRun:
     """A TrackNet ``model`` on ``target`` (as runtime/backends.py reads it) over a bag or video, as the node runs
     it (with InpaintNet ``inpaint_model`` when given); ``median_warmup`` None: the node's default."""
-    from ..models.model_file import require_file_family
-    from ..models.tracknet_stream import check_stride
     from ..runtime.backends import load_target
 
-    check_stride(stride, require_file_family(model, "tracknet").details["seq_len"])  # before the model loads
     inpaint = {"inpaint_model_path": str(inpaint_model)} if inpaint_model is not None else {}
-    values = tracknet_values(model, median_warmup, heatmap_threshold=heatmap_threshold, stride=stride, **inpaint)
+    given = {"heatmap_threshold": heatmap_threshold, "stride": stride, **inpaint}  # stride checked before loading
+    values = FAMILY.values_from_model(model, median_warmup=median_warmup, **given)
     return run_stream(source, pipeline(values, lambda path: load_target(target, Path(path))))
 
 

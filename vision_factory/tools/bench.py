@@ -22,8 +22,6 @@ import numpy as np
 
 from ..families.registry import SINGLE_MODEL, family
 from ..files import staged, write_text
-from ..models.model_file import require_file_family
-from ..parameters import with_defaults
 from ..runtime.backends import load_target, parse_targets
 from ..runtime.providers import ProviderUnavailable
 from ..runtime.runner import fixed_dim
@@ -96,11 +94,8 @@ def _detection_frame() -> np.ndarray:
 def _detection_pipeline(runner, model: Path, model_type: str, frames: int) -> dict[str, float]:
     """Pre-processing, inference and decoding per 1280x720 frame (a photo, resized): yolo, yolo_pose, fasterrcnn;
     the detector of the node's pipeline (families/pipeline.py) with the node's parameter defaults."""
-    from ..families.registry import FAMILIES  # not family(): the worker's __main__ has a global of that name
-
-    spec = FAMILIES[model_type]
-    values = with_defaults(spec.parameters, {"model_path": str(model)}, model_type)
-    detector = spec.pipeline(values, lambda path: runner).detector
+    spec = family(model_type)
+    detector = spec.pipeline(spec.values_from_model(model, "bench"), lambda path: runner).detector
     frame = _detection_frame()
     stages = {"preprocess_ms": [], "inference_ms": [], "postprocess_ms": []}
     for _ in range(frames):
@@ -117,14 +112,15 @@ def _detection_pipeline(runner, model: Path, model_type: str, frames: int) -> di
     return {"frame_size": "1280x720", **split, "fps": 1000.0 / sum(split.values())}
 
 
-def _pipeline(runner, model: Path, frames: int, stride: int = 1) -> tuple[list[float], dict[str, float]]:
-    """Per-frame latency of the tracknet node's whole pipeline (families/pipeline.py, with its parameter defaults)
-    on synthetic 1280x720 frames (the model once every ``stride`` frames), and its stage split."""
-    from ..families.tracknet import FAMILY  # not family(): the worker's __main__ has a global of that name
-    from .ball_eval import tracknet_values
-
-    values = tracknet_values(model, stride=stride)
-    stream = FAMILY.pipeline(values, lambda path: runner)
+def _stream_pipeline(
+    runner, model: Path, model_type: str, frames: int, stride: int = 1
+) -> tuple[list[float], dict[str, float]]:
+    """Per-frame latency of a streamed family's whole node pipeline (families/pipeline.py: tracknet's BallStream,
+    with the values its model file records and the node's defaults) on synthetic 1280x720 frames (the model once
+    every ``stride`` frames), and its stage split."""
+    spec = family(model_type)
+    values = spec.values_from_model(model, "bench", **_stride(stride))
+    stream = spec.pipeline(values, lambda path: runner)
     warmup = values["median_warmup"]
     clip = BallClip(num_frames=frames + warmup, width=1280, height=720)
     latencies = []
@@ -172,8 +168,8 @@ def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | 
         result.latencies_ms.append(1000 * (time.perf_counter() - start))
     for name, value in _percentile_summary(result.latencies_ms).items():
         setattr(result, name, value)
-    if model_type == "tracknet":
-        _, result.pipeline = _pipeline(runner, model, runs, stride)
+    if model_type is not None and _streamed(model_type):
+        _, result.pipeline = _stream_pipeline(runner, model, model_type, runs, stride)
     elif model_type is not None:
         result.pipeline = _detection_pipeline(runner, model, model_type, runs)
     result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -194,17 +190,28 @@ def _measure_in_worker(
     return BenchResult(**data)
 
 
+def _stride(stride: int) -> dict[str, int]:
+    """The node parameter of a --stride (only a family whose model runs over windows has it)."""
+    return {"stride": stride} if stride != 1 else {}
+
+
+def _streamed(model_type: str) -> bool:
+    """Whether the family's answers come in a stream (its result kind's ``streamed``: tracknet's ball) rather than
+    one per frame: its pipeline is timed over a synthetic ball clip."""
+    return family(model_type).result.streamed
+
+
 def _node_frames(model_type: str, count: int):
-    """``count`` 1280x720 frames for the node: a synthetic ball clip (tracknet), else the detectors' photo and its
-    mirror image in turn."""
-    if model_type == "tracknet":
+    """``count`` 1280x720 frames for the node: a synthetic ball clip (a streamed family: tracknet), else the
+    detectors' photo and its mirror image in turn."""
+    if _streamed(model_type):
         return BallClip(num_frames=count, width=1280, height=720).frames()
     frame = _detection_frame()
     return (frame if index % 2 == 0 else frame[:, ::-1].copy() for index in range(count))
 
 
 def _node(
-    model: Path, result: BenchResult, bag: Path, work_dir: Path, stride: int = 1, model_type: str = "tracknet"
+    model: Path, result: BenchResult, bag: Path, work_dir: Path, stride: int, model_type: str
 ) -> dict[str, float]:
     """The ``model_type`` node on this target, fed over DDS by a replay, against the raw runtime.
 
@@ -227,9 +234,7 @@ def _node(
             f"from {package}.{module} import main; sys.exit(main())",
         ]
 
-    params, held_back = {"model_path": str(model), **target.settings}, 0
-    if model_type == "tracknet":
-        params, held_back = _tracknet_node_params(model, stride, target.settings)
+    params, held_back = node_params(model_type, model, stride, target.settings)
     out = work_dir / f"node_{result.target.replace(':', '_')}_stride{stride}"
     replayed = replay(bag, out, node=model_type, params=params, executable=executable)
     steady_fps = replayed.steady_fps(held_back=held_back)
@@ -245,14 +250,14 @@ def _node(
     }
 
 
-def _tracknet_node_params(model: Path, stride: int, settings: dict[str, str]) -> tuple[dict[str, str], int]:
-    """The tracknet node's parameters for ``model``, and the frames it holds back for the end of the stream."""
-    from .ball_eval import tracknet_values
-
-    values = tracknet_values(model, stride=stride)
-    names = ("model_path", "seq_len", "bg_mode", "median_warmup", "stride")
-    params = {**{name: str(values[name]) for name in names}, **settings}
-    return params, values["seq_len"] - 1
+def node_params(model_type: str, model: Path, stride: int, settings: dict[str, str]) -> tuple[dict[str, str], int]:
+    """The ``model_type`` node's parameters for ``model`` (those its model file and ``stride`` set apart from the
+    node's defaults, and the target's ``settings``), and the frames it holds back until the stream ends."""
+    spec = family(model_type)
+    values = spec.values_from_model(model, "bench", **_stride(stride))
+    defaults = {parameter.name: parameter.default for parameter in spec.parameters}
+    params = {name: str(value) for name, value in values.items() if value != defaults[name]}
+    return {spec.model_parameter: str(model), **params, **settings}, spec.held_back(values)
 
 
 def run_bench(
@@ -274,11 +279,12 @@ def run_bench(
     if node and model_type is None:
         raise ValueError(f"--node needs --model-type (the family whose node runs: {', '.join(MODEL_TYPES)})")
     if stride != 1:
-        if model_type != "tracknet":
-            raise ValueError("--stride needs --model-type tracknet (the family whose model runs over windows)")
-        from ..models.tracknet_stream import check_stride
-
-        check_stride(stride, require_file_family(Path(model), "tracknet").details["seq_len"])
+        windowed = [name for name in MODEL_TYPES if any(p.name == "stride" for p in family(name).parameters)]
+        if model_type not in windowed:
+            raise ValueError(
+                f"--stride needs --model-type {' or '.join(windowed)} (the family whose model runs over windows)"
+            )
+        family(model_type).values_from_model(Path(model), "bench", stride=stride)  # checks the stride
     results = []
     with tempfile.TemporaryDirectory(prefix="vf_bench_") as scratch:
         work_dir = Path(scratch)
@@ -390,6 +396,6 @@ def plot(results: list[BenchResult], path: Path, model: Path) -> Path:
 
 
 if __name__ == "__main__":  # a bench worker: one target, result as JSON on the last line
-    model_path, target_label, run_count, warmup_count, family, stride_frames = json.loads(sys.argv[1])
-    outcome = measure(Path(model_path), target_label, run_count, warmup_count, family, stride_frames)
+    model_path, target_label, run_count, warmup_count, family_name, stride_frames = json.loads(sys.argv[1])
+    outcome = measure(Path(model_path), target_label, run_count, warmup_count, family_name, stride_frames)
     print(json.dumps(asdict(outcome)))

@@ -21,7 +21,7 @@ from functools import cache
 
 import numpy as np
 
-from .mot import MotBoxes, boxes_from_rows
+from .mot_files import MotBoxes, boxes_from_rows
 
 MIN_VISIBLE = 0.3  # fraction of a person's pixels that must be visible for a ground truth box
 

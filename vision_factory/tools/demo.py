@@ -13,7 +13,7 @@ import numpy as np
 
 from ..families.tracknet import PARAMETERS
 from ..files import staged
-from ..models.tracknet_stream import frames_before_stream
+from ..models.tracknet_background import frames_before_stream
 from .bags import read_ball_csv, write_ball_csv, write_image_bag
 from .commands import CommandReport, frame_size, node_default
 from .replay import FLUSH_TIMEOUT, MAX_IN_FLIGHT, ReplayResult, clear_earlier_run, replay

@@ -4,14 +4,14 @@ Calibration tensors are the ones the node would feed the model: the family is bu
 defaults as a node builds it (families/<name>.py), on a runner that keeps a copy of each feed it runs,
 and the calibration frames go through it (letterbox for YOLO, TrackNet windows with the background median
 for TrackNet, crops of the person detector's boxes for RTMPose and for re-identification embedders). One
-reader serves every family; no pre-processing is written twice.
+reader serves every family; no pre-processing is written twice (tools/quantize_calibration.py).
 
-ONNX Runtime: static QDQ quantization, per-channel weights, after ``quant_pre_process``. The tail of the
-graph - the last Conv on every path to an output, and everything after it (for Ultralytics YOLO the
-detection head's final convs, the concat and the box decode) - stays in float: quantizing it costs the
-most accuracy for the least time. OpenVINO: NNCF post-training quantization, written as IR (.xml/.bin)
-that the OpenVINO runner reads, with the same nodes ignored. FP16: ONNX with float16 weights and float32
-inputs/outputs (ONNX Runtime CUDA/TensorRT), or IR compressed to FP16 (OpenVINO GPU).
+The conversions (tools/quantize_backends.py): ONNX Runtime: static QDQ quantization, per-channel weights,
+after ``quant_pre_process``. The tail of the graph - the last Conv on every path to an output, and everything
+after it (for Ultralytics YOLO the detection head's final convs, the concat and the box decode) - stays in
+float: quantizing it costs the most accuracy for the least time. OpenVINO: NNCF post-training quantization,
+written as IR (.xml/.bin) that the OpenVINO runner reads, with the same nodes ignored. FP16: ONNX with float16
+weights and float32 inputs/outputs (ONNX Runtime CUDA/TensorRT), or IR compressed to FP16 (OpenVINO GPU).
 
 Every quantized model keeps the source model's metadata (names, imgsz, kpt_shape, seq_len ...) and adds
 its provenance under ``quantization_*`` keys, which ``inspect`` shows. The command ends by comparing the
@@ -23,197 +23,47 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..families.registry import SINGLE_MODEL_DETECTORS, family
+from ..families.registry import FAMILIES, family
 from ..files import UnsafeWrite, check_outputs, model_files, staged, write_text
-from ..parameters import with_defaults
 from ..runtime.backends import load_target
 from ..runtime.cpu import this_cpu
 from ..runtime.runner import Runner
-from .ball_eval import tracknet_values
 from .commands import CommandReport, UsageError
-from .sources import read_image, source_frames
+from .quantize_backends import (
+    float_tail,
+    named_nodes,
+    onnx_fp16,
+    onnx_int8,
+    openvino_model,
+    save_openvino,
+    source_metadata,
+    write_onnx_metadata,
+)
+from .quantize_calibration import PERSON_DETECTOR, REFERENCE, calibration_frames, calibration_inputs
 
-QUANTIZE_TYPES = ("tracknet", *SINGLE_MODEL_DETECTORS, "rtmpose", "reid")  # the families a quantized model serves
-PEOPLE_TYPES = ("rtmpose", "reid")  # families run on the crops of the people a detector finds
+# The families a quantized model serves: those whose accuracy loss (Family.accuracy_loss) quantize knows. Those that
+# run on people's boxes (Family.runs_on) calibrate and compare on the crops of the people a --detector finds.
+QUANTIZE_TYPES = tuple(name for name, spec in FAMILIES.items() if spec.accuracy_loss is not None)
 BACKENDS = ("onnx", "openvino")
 PRECISIONS = ("int8", "fp16")
 METHODS = ("minmax", "entropy", "percentile")
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 # Where each backend's quantized model runs for the comparison; the source model runs on REFERENCE.
 RUNS_ON = {"onnx": "onnx:cpu", "openvino": "openvino:CPU"}
-REFERENCE = "onnx:cpu"
-TAIL_OPS = ("Conv", "ConvTranspose")  # the walk back from the outputs stops at (and keeps) these layers
-# ... unless fed by one of these: then the conv is a decode step (Ultralytics' DFL), and the walk goes on.
-DECODE_FEEDS = ("Reshape", "Transpose", "Softmax", "Flatten", "Squeeze", "Unsqueeze")
 THREADS = {"onnx": "intra_op_threads", "openvino": "inference_threads"}  # each backend's CPU threads setting
 KEY = "quantization_"  # metadata keys of the provenance
 # --target-cpu: the CPU kind the int8 model is made for (runtime/cpu.py). avx2 (x86 without VNNI): 7-bit weights
 # (ONNX Runtime's reduce_range, NNCF's overflow fix on every layer), which its int8 kernels do not saturate with.
 TARGET_CPUS = ("auto", "vnni", "avx2")
-# The accuracy loss compare's report gives for each family, and the largest the command accepts by default
-# (--max-loss): (what it is, default). Detectors: AP (pycocotools, keypoint AP for pose) of the source model less
-# the quantized one's; tracknet: F1 likewise (eval's); reid: 1 - the mean cosine of each person's two
-# embeddings; rtmpose: the largest distance between a keypoint of the two (px; all keypoints, however confident).
-LOSSES = {
-    "detectors": ("AP lost", 0.03),
-    "tracknet": ("F1 lost", 0.03),
-    "reid": ("1 - mean cosine", 0.05),
-    "rtmpose": ("largest keypoint difference (px)", 10.0),
-}
-
-
-# --- calibration: the family's own input tensors -------------------------------------------------------
-
-
-class RecordingRunner:
-    """A runner that runs as ``runner`` does and keeps a copy of each feed (at most ``keep``)."""
-
-    def __init__(self, runner: Runner, keep: int):
-        self.runner, self.keep, self.feeds = runner, keep, []
-        self.backend = runner.backend
-        self.inputs, self.outputs, self.metadata = runner.inputs, runner.outputs, runner.metadata
-
-    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        if len(self.feeds) < self.keep:
-            self.feeds.append({name: np.array(value, copy=True) for name, value in feeds.items()})
-        return self.runner.run(feeds)
-
-    def describe(self) -> str:
-        return self.runner.describe()
-
-
-def calibration_frames(source: Path, count: int | None, option: str = "--calibration") -> Iterator[np.ndarray]:
-    """At most ``count`` (None: all) BGR frames of ``source``: a folder of images (in name order), a video or a
-    rosbag2; ``option`` names it in errors."""
-    source = Path(source)
-    if not source.exists():
-        what = option.lstrip("-")
-        raise UsageError(f"{what} source not found: {source}; give a folder of images, a video or a rosbag2", option)
-    if source.is_dir() and not _is_bag(source):
-        images = sorted(path for path in source.iterdir() if path.suffix.lower() in IMAGE_SUFFIXES)
-        if not images:
-            raise UsageError(
-                f"{source} holds no images ({', '.join(IMAGE_SUFFIXES)}) and is no rosbag2 (no metadata.yaml)", option
-            )
-        frames = (read_image(path) for path in images)
-        frames = (frame for frame in frames if frame is not None)
-    elif source.is_file() and source.suffix.lower() in IMAGE_SUFFIXES:
-        frames = iter([read_image(source)])
-    else:
-        frames = source_frames(source)
-    return islice(frames, count)
-
-
-def _is_bag(folder: Path) -> bool:
-    return (folder / "metadata.yaml").is_file() or any(folder.glob("*.mcap")) or any(folder.glob("*.db3"))
-
-
-def calibration_inputs(
-    model_type: str,
-    model: Path,
-    source: Path,
-    frames: int,
-    options: Mapping[str, Any] | None = None,
-    detector_model: Path | None = None,
-) -> tuple[list[dict[str, np.ndarray]], int]:
-    """The feeds the ``model_type`` node gives ``model`` for the first ``frames`` frames of ``source``, and the
-    frames read: the family is built as the node builds it (detectors as `predict` builds them, with
-    ``options``; reid as the tracker builds its embedder, on the boxes ``detector_model`` finds), on ONNX
-    Runtime, with ``model`` on a RecordingRunner; each frame goes through it."""
-    if frames < 1:
-        raise UsageError(f"--frames must be at least 1, got {frames}", "--frames")
-    calibration = calibration_frames(source, frames)  # checks the source before the models load
-    recorders: list[RecordingRunner] = []
-
-    def load(path) -> Runner:
-        runner = load_target(REFERENCE, Path(path))
-        if Path(path).resolve() != Path(model).resolve():
-            return runner  # another model of the pipeline (rtmpose's person detector, InpaintNet)
-        recorders.append(RecordingRunner(runner, keep=frames * 64))
-        return recorders[-1]
-
-    if model_type == "tracknet":
-        stream = family("tracknet").pipeline(tracknet_values(model, user="quantize"), load)
-        read = sum(1 for index, frame in enumerate(calibration) if stream.push(frame, index) is not None)
-        stream.flush()
-    elif model_type == "reid":
-        from .predict import detector_from_options
-
-        people = detector_from_options("yolo", detector_model, REFERENCE, options or {})
-        values = with_defaults(family("reid").parameters, {"reid_model_path": str(model)}, "reid")
-        embedder = family("reid").build(values, load)
-        read = sum(
-            1 for frame in calibration if embedder.embed(frame, [d.xyxy for d in people.detect(frame)]) is not None
-        )
-    else:
-        from .predict import detector_from_options
-
-        detector = detector_from_options(model_type, model, REFERENCE, options or {}, detector_model, load=load)
-        read = sum(1 for frame in calibration if detector.detect(frame) is not None)
-    feeds = [feed for recorder in recorders for feed in recorder.feeds]
-    if not feeds:
-        raise ValueError(
-            f"no calibration input: {read} frames of {source} gave the {model_type} model nothing to run "
-            "(tracknet: more frames than the median warm-up and seq_len; rtmpose, reid: frames with people); give more "
-            "--frames or another --calibration source"
-        )
-    return feeds, read
-
-
-class FeedReader:
-    """ONNX Runtime's CalibrationDataReader over recorded feeds (each at most once). Feeds of different shapes
-    (a batch of one crop per person: rtmpose, reid) are read one sample at a time: the histogram calibrators
-    (entropy, percentile) stack each tensor's values over the feeds, which takes one shape."""
-
-    def __init__(self, feeds: Sequence[dict[str, np.ndarray]]):
-        if len({tuple((name, value.shape) for name, value in sorted(feed.items())) for feed in feeds}) > 1:
-            feeds = [
-                {name: value[row : row + 1] for name, value in feed.items()}
-                for feed in feeds
-                for row in range(min(len(value) for value in feed.values()))
-            ]
-        self._feeds = iter(feeds)
-
-    def get_next(self) -> dict[str, np.ndarray] | None:
-        return next(self._feeds, None)
-
-
-# --- which nodes stay in float --------------------------------------------------------------------------
-
-
-def float_tail(graph) -> list[str]:
-    """Names of the nodes of ``graph`` (onnx GraphProto) kept in float: walking back from each output, every
-    node met up to and including the first Conv layer on that path (a Conv fed by a reshape or softmax is
-    a decode step, not a layer: the walk goes on through it). For Ultralytics YOLO that is the detection
-    head's final convs (cv2/cv3, and cv4 for pose) with the concats, DFL and box decode after them; for
-    TrackNet the last conv and what follows it."""
-    producer = {output: node for node in graph.node for output in node.output}
-    kept: dict[str, None] = {}
-    pending = [output.name for output in graph.output]
-    seen: set[str] = set()
-    while pending:
-        tensor = pending.pop()
-        node = producer.get(tensor)
-        if node is None or tensor in seen:
-            continue
-        seen.add(tensor)
-        kept[node.name] = None
-        feeder = producer.get(node.input[0]) if node.input else None
-        if node.op_type not in TAIL_OPS or (feeder is not None and feeder.op_type in DECODE_FEEDS):
-            pending += [name for name in node.input if name]
-    return list(kept)
 
 
 # --- provenance --------------------------------------------------------------------------------------
@@ -259,226 +109,6 @@ class Provenance:
     def reduce_range(self) -> bool:
         """7-bit weights: made for CPUs without VNNI."""
         return self.target_cpu == "avx2"
-
-
-def _set_metadata(model, entries: Mapping[str, str]) -> None:
-    """``entries`` into an onnx ModelProto's metadata_props, replacing keys of the same name."""
-    kept = [(prop.key, prop.value) for prop in model.metadata_props if prop.key not in entries]
-    del model.metadata_props[:]
-    for key, value in [*kept, *entries.items()]:
-        prop = model.metadata_props.add()
-        prop.key, prop.value = key, value
-
-
-# --- the conversions --------------------------------------------------------------------------------
-
-
-def named_nodes(model: Path, out: Path) -> Path:
-    """``model`` itself when every node has a unique name, else a copy at ``out`` that names each unnamed (or
-    repeated) one after its op and position: nodes are kept in float by name."""
-    import onnx
-
-    loaded = onnx.load(model)
-    names = [node.name for node in loaded.graph.node]
-    if all(names) and len(set(names)) == len(names):
-        return Path(model)
-    seen: set[str] = set()
-    for index, node in enumerate(loaded.graph.node):
-        if not node.name or node.name in seen:
-            node.name = f"{node.op_type}_{index}"
-        seen.add(node.name)
-    onnx.save(loaded, out)
-    return out
-
-
-def onnx_int8(
-    model: Path,
-    out: Path,
-    feeds: Sequence[dict[str, np.ndarray]],
-    method: str,
-    keep_tail: bool = True,
-    reduce_range: bool = False,
-) -> tuple[str, list[str]]:
-    """``model`` quantized by ONNX Runtime (QDQ, per-channel int8 weights, uint8 activations) into ``out``;
-    what did it, and the nodes kept in float. ``reduce_range``: 7-bit weights ([-64, 64]), for CPUs without
-    VNNI (runtime/cpu.py)."""
-    import onnx
-    import onnxruntime
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    methods = {
-        "minmax": CalibrationMethod.MinMax,
-        "entropy": CalibrationMethod.Entropy,
-        "percentile": CalibrationMethod.Percentile,
-    }
-    with tempfile.TemporaryDirectory(prefix="vf_quantize_") as work:
-        prepared = Path(work) / "prepared.onnx"
-        named = named_nodes(model, Path(work) / "named.onnx")
-        quant_pre_process(str(named), str(prepared), skip_symbolic_shape=True)  # ONNX shape inference: no sympy
-        excluded = float_tail(onnx.load(prepared, load_external_data=False).graph) if keep_tail else []
-        quantize_static(
-            str(prepared),
-            str(out),
-            FeedReader(feeds),
-            quant_format=QuantFormat.QDQ,
-            per_channel=True,
-            activation_type=QuantType.QUInt8,
-            weight_type=QuantType.QInt8,
-            reduce_range=reduce_range,
-            calibrate_method=methods[method],
-            nodes_to_exclude=excluded,
-            extra_options={"CalibMaxIntermediateOutputs": 64} if method != "minmax" else {},
-        )
-    if not any(node.op_type == "DequantizeLinear" for node in onnx.load(out, load_external_data=False).graph.node):
-        Path(out).unlink()
-        raise ValueError(
-            f"nothing of {Path(model).name} was quantized: it has no Conv, MatMul or Gemm layer outside the float "
-            f"tail ({len(excluded)} nodes kept in float); give --no-float-tail to quantize the tail too, or keep "
-            "the FP32 model"
-        )
-    weights = "7-bit (reduce_range)" if reduce_range else "int8"
-    return (
-        f"onnxruntime {onnxruntime.__version__} static QDQ, per-channel {weights} weights, {method} calibration",
-        excluded,
-    )
-
-
-def onnx_fp16(model: Path, out: Path, keep_tail: bool = True, work: Path | None = None) -> tuple[str, list[str]]:
-    """``model`` with float16 weights and compute, float32 inputs and outputs, into ``out``; with ``keep_tail`` its
-    float tail (``float_tail``) computes in float32 from the first tail node to the outputs, as int8 keeps it.
-
-    Why, found on a lent GPU: TrackNet's ball is its heatmap's first row-major peak, and a sigmoid rounded to
-    float16 (steps of 0.0005 below 1) turns the plateau round the peak into ties, so the peak moves to the
-    plateau's top-left corner: on CUDA the fp16 file put the ball 9.6 px off on average (F1 0.93 -> 0.23). The
-    converter alone keeps blocked nodes in float32 but rounds each one's output to float16 again before the next
-    (and before the graph output); ``_drop_round_trips`` removes those round trips inside the tail.
-    Returns what did it and the nodes kept in float32."""
-    import onnx
-    from onnxruntime.transformers.float16 import convert_float_to_float16
-
-    loaded = onnx.load(named_nodes(model, (work or out.parent) / "named_fp16.onnx") if keep_tail else model)
-    kept = float_tail(loaded.graph) if keep_tail else []
-    converted = convert_float_to_float16(loaded, keep_io_types=True, node_block_list=kept or None)
-    _drop_round_trips(converted.graph, set(kept))
-    onnx.save(converted, out)
-    tail = f", its tail of {len(kept)} nodes float32" if kept else ""
-    return f"onnxruntime.transformers float16 (inputs and outputs float32{tail})", kept
-
-
-def _drop_round_trips(graph, kept: set[str]) -> None:
-    """Rewires each float32 -> float16 -> float32 pair of Casts after a node in ``kept`` (names) so that what
-    read the float32 copy reads the node's own float32 output; a graph output takes the node's output directly."""
-    from onnx import TensorProto
-
-    def cast_to(node) -> int | None:
-        return next((a.i for a in node.attribute if a.name == "to"), None) if node.op_type == "Cast" else None
-
-    changed = True
-    while changed:
-        changed = False
-        producer = {name: node for node in graph.node for name in node.output}
-        readers: dict[str, list] = {}
-        for node in graph.node:
-            for name in node.input:
-                readers.setdefault(name, []).append(node)
-        outputs = {value.name for value in graph.output}
-        for down in graph.node:
-            source = down.input[0] if cast_to(down) == TensorProto.FLOAT16 else ""
-            if not source or source in outputs or getattr(producer.get(source), "name", None) not in kept:
-                continue
-            ups = readers.get(down.output[0], [])
-            if down.output[0] in outputs or not ups or any(cast_to(up) != TensorProto.FLOAT for up in ups):
-                continue
-            for up in ups:
-                target = up.output[0]
-                if target in outputs:  # the kept node writes the graph output itself
-                    node = producer[source]
-                    node.output[list(node.output).index(source)] = target
-                    for reader in readers.get(source, []):
-                        reader.input[:] = [target if name == source else name for name in reader.input]
-                    source = target
-                else:
-                    for reader in readers.get(target, []):
-                        reader.input[:] = [source if name == target else name for name in reader.input]
-                graph.node.remove(up)
-            graph.node.remove(down)
-            changed = True
-            break
-
-
-def openvino_model(
-    model: Path,
-    precision: str,
-    feeds: Sequence[dict[str, np.ndarray]],
-    float_nodes: Sequence[str],
-    reduce_range: bool = False,
-):
-    """``model`` as an OpenVINO model: int8 by NNCF post-training quantization (``float_nodes`` ignored;
-    ``reduce_range``: 7-bit weights in every layer, NNCF's overflow fix, for CPUs without VNNI), or as it is
-    (fp16: its weights are compressed as it is saved, ``save_openvino``); the model, and what did it."""
-    import openvino as ov
-
-    ov_model = ov.Core().read_model(str(model))
-    if precision != "int8":
-        return ov_model, f"OpenVINO {ov.__version__} IR with FP16 weights"
-    try:
-        import nncf
-        from nncf.common.logging.logger import set_log_level
-    except ImportError:
-        raise RuntimeError("OpenVINO INT8 needs NNCF: pip install nncf (or the openvino extra)") from None
-
-    from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
-
-    set_log_level(logging.WARNING)  # its per-node notes and progress bars are not this command's output
-    # NNCF's default fixes the overflow in the first layer only
-    overflow = OverflowFix.ENABLE if reduce_range else OverflowFix.FIRST_LAYER
-    ov_model = nncf.quantize(
-        ov_model,
-        nncf.Dataset(list(feeds)),
-        preset=nncf.QuantizationPreset.MIXED,
-        subset_size=len(feeds),
-        ignored_scope=_ignored_scope(ov_model, float_nodes),
-        advanced_parameters=AdvancedQuantizationParameters(overflow_fix=overflow),
-    )
-    weights = ", 7-bit weights (overflow fix on every layer)" if reduce_range else ""
-    return (
-        ov_model,
-        f"NNCF {nncf.__version__} post-training quantization (mixed preset{weights}), OpenVINO {ov.__version__}",
-    )
-
-
-def save_openvino(ov_model, out: Path, precision: str, metadata: Mapping[str, str]) -> None:
-    """``ov_model`` as IR at ``out`` (.xml, weights beside it as .bin), with ``metadata`` in its runtime info
-    under "framework", where the OpenVINO runner reads ONNX metadata."""
-    import openvino as ov
-
-    for key, value in metadata.items():
-        ov_model.set_rt_info(value, ["framework", key])
-    ov.save_model(ov_model, str(out), compress_to_fp16=precision == "fp16")
-
-
-# Element-wise ops NNCF leaves unquantized: OpenVINO's CPU plugin runs an activation such as SiLU (Sigmoid and
-# Multiply) inside the INT8 convolution before it, but only if no FakeQuantize sits between them. Quantizing their
-# inputs (NNCF's default) made each one a separate kernel. Side by side, the speed of FP32 ONNX Runtime: shapes
-# YOLOv8n 1.74x -> 2.22x, yolo11n-pose 2.08x -> 2.45x, fall detector 2.87x -> 3.39x (benchmarks/README.md).
-NNCF_FLOAT_TYPES = ("Sigmoid", "Multiply")
-
-
-def _ignored_scope(ov_model, float_nodes: Sequence[str]):
-    """NNCF's IgnoredScope: the element-wise types of NNCF_FLOAT_TYPES, and the OpenVINO ops of the ONNX nodes in
-    ``float_nodes``: the op of the node's name, and the ops OpenVINO's ONNX reader splits the node into, named
-    NAME/PART (a Conv with a bias becomes the Convolution NAME/WithoutBiases and the Add NAME: the Convolution is
-    the layer to keep in float)."""
-    import nncf
-
-    kept = set(float_nodes)
-    names = [op.get_friendly_name() for op in ov_model.get_ops()]
-    return nncf.IgnoredScope(
-        names=[name for name in names if name in kept or name.rpartition("/")[0] in kept],
-        types=list(NNCF_FLOAT_TYPES),
-        validate=False,
-    )
 
 
 # --- the command -------------------------------------------------------------------------------------
@@ -530,17 +160,18 @@ def quantize(
     if backend == "onnx" and Path(out).suffix != ".onnx":
         raise UsageError(f"give --out as NAME.onnx (got {Path(out).name})", "--out")
     require_file_family(model, model_type, "quantize")
-    if model_type in PEOPLE_TYPES and detector_model is None and (data is not None or precision == "int8"):
+    spec = family(model_type)
+    if spec.runs_on and detector_model is None and (data is not None or precision == "int8"):
         raise UsageError(
             f"{model_type} calibrates and compares on crops of people: give --detector, a YOLO model finding them",
             "--detector",
         )
-    if model_type in PEOPLE_TYPES and data is not None:
+    if spec.runs_on and data is not None:
         calibration_frames(data, 0, "--data")  # a folder of images, a video or a rosbag2: checked before the work
     if precision == "int8" and calibration is None:
         raise UsageError("int8 needs --calibration: a folder of images, a video or a rosbag2", "--calibration")
-    if model_type == "tracknet" and data is not None and source is None:
-        raise UsageError("tracknet compares over --source: the bag or video of the --data CSV", "--source")
+    if spec.compares_over and data is not None and source is None:
+        raise UsageError(f"{model_type} compares over --source: {spec.compares_over}", "--source")
     out = Path(out)
     inputs = [model, calibration, data, source, detector_model]
     written = model_files(out) if backend == "openvino" else [out]  # an IR is its .xml and its .bin
@@ -635,18 +266,11 @@ class AccuracyLost(ValueError):
 
 
 def accuracy_loss(model_type: str, comparison: Mapping[str, Any], limit: float | None = None) -> dict[str, Any]:
-    """The accuracy the quantized model lost in ``comparison`` (compare's saved report), as LOSSES defines it for
-    ``model_type``: {"loss": what, "value", "limit"} (``limit`` None: the family's default)."""
-    key = model_type if model_type in LOSSES else "detectors"
-    what, default = LOSSES[key]
-    if key == "reid":
-        value = 1.0 - comparison["outputs"]["cosine_mean"]
-    elif key == "rtmpose":
-        value = comparison["outputs"].get("keypoint_delta_max_px", 0.0)
-    else:
-        metric = comparison["metrics"]["f1" if key == "tracknet" else "AP"]
-        value = metric["a"] - metric["b"]
-    return {"loss": what, "value": float(value), "limit": float(default if limit is None else limit)}
+    """The accuracy the quantized model lost in ``comparison`` (compare's saved report), as the family's accuracy_loss
+    defines it: {"loss": what, "value", "limit"} (``limit`` None: the family's default)."""
+    loss = family(model_type).accuracy_loss
+    limit = loss.default if limit is None else limit
+    return {"loss": loss.what, "value": float(loss.measure(comparison)), "limit": float(limit)}
 
 
 def loss_text(loss: Mapping[str, Any], out: Path, provenance: Provenance) -> str:
@@ -677,22 +301,6 @@ def reject(out: Path) -> Path:
         out.with_suffix(".bin").replace(rejected_name(out.with_suffix(".bin")))
     out.replace(renamed)
     return renamed
-
-
-def source_metadata(model: Path) -> dict[str, str]:
-    """The ONNX model's metadata_props (names, imgsz, kpt_shape, seq_len ...), which the quantized model keeps."""
-    import onnx
-
-    return {prop.key: prop.value for prop in onnx.load(model, load_external_data=False).metadata_props}
-
-
-def write_onnx_metadata(out: Path, metadata: Mapping[str, str]) -> None:
-    """``metadata`` as the metadata_props of the ONNX model at ``out``."""
-    import onnx
-
-    written = onnx.load(out)
-    _set_metadata(written, metadata)
-    onnx.save(written, out)
 
 
 def speed_ratio(
@@ -747,7 +355,7 @@ def compare_models(
 ) -> CommandReport:
     """`compare`: the source model on ONNX Runtime CPU (A) against the quantized one on ``target`` (B)."""
     configurations = ((Path(model), REFERENCE), (Path(quantized), target))
-    if model_type in PEOPLE_TYPES:
+    if family(model_type).runs_on:
         return compare_on_people(model_type, configurations, data, options or {}, detector_model, out_dir)
     spec = family(model_type)  # the family's result kind compares (results/<kind>.py's compare_runs)
     given = {"source": source, "data": data, "median_warmup": None, "out_dir": out_dir}
@@ -787,11 +395,12 @@ def compare_on_people(
 
         return load
 
-    if model_type == "rtmpose":
+    spec = family(model_type)
+    if spec.result is not None:  # a pose family: its detections, keypoints included
         results = []
         for model, target in configurations:
             detector = detector_from_options(
-                "rtmpose", model, target, options, detector_model, load=loader(model, target)
+                model_type, model, target, options, detector_model, load=loader(model, target)
             )
             results.append(
                 [
@@ -802,7 +411,7 @@ def compare_on_people(
             )
         outputs = detection_differences(*results)
     else:
-        people = detector_from_options("yolo", detector_model, REFERENCE, options)
+        people = detector_from_options(PERSON_DETECTOR, detector_model, REFERENCE, options)
         boxes = [[found.xyxy for found in people.detect(frame)] for frame in frames]
         if not any(boxes):
             raise ValueError(
@@ -810,8 +419,7 @@ def compare_on_people(
             )
         embeddings = []
         for model, target in configurations:
-            values = with_defaults(family("reid").parameters, {"reid_model_path": str(model)}, "reid")
-            embedder = family("reid").build(values, loader(model, target))
+            embedder = spec.build(spec.values_from_model(model), loader(model, target))
             embeddings.append(np.vstack([embedder.embed(frame, found) for frame, found in zip(frames, boxes) if found]))
         cosine = np.sum(embeddings[0] * embeddings[1], axis=1)  # unit rows (all-zero for a box outside the frame)
         outputs = {"frames": len(frames), "people": len(cosine), "cosine_min": float(cosine.min())}

@@ -51,11 +51,13 @@ from ..families import reid, tracking
 from ..files import UnsafeWrite, check_output, staged
 from ..models.reid import ReidEmbedder
 from ..models.tracker import TrackerConfig, appearance_distance, blend_features
-from ..parameters import with_defaults
 from ..runtime.backends import load_target
 from .commands import CommandReport, UsageError
-from .mot import MotBoxes, boxes_from_rows, prepare, read_mot
-from .quantize import calibration_frames, sha256, write_onnx_metadata
+from .mot import prepare
+from .mot_files import MotBoxes, boxes_from_rows, read_mot
+from .quantize import sha256
+from .quantize_backends import write_onnx_metadata
+from .quantize_calibration import calibration_frames
 
 MARGIN = 0.01  # "nearly all": the 1st / 99th percentile
 MIN_VISIBILITY = 0.3  # MOT16+ truth boxes less visible than this are left out
@@ -205,7 +207,7 @@ def tune(
     except ValueError as exc:
         raise UsageError(str(exc), "--model") from None
     people = scored_truth(read_mot(truth))
-    values = with_defaults(reid.PARAMETERS, {reid.MODEL.name: str(model), "reid_input_size": input_size}, "reid")
+    values = reid.FAMILY.values_from_model(model, reid_input_size=input_size)
     embedder = reid.build(values, lambda path: load_target(target, Path(path)))
     frames = calibration_frames(source, None, "--frames")
     distances = measure(embedder, frames, people, TrackerConfig().ema_alpha)

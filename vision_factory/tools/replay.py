@@ -24,6 +24,7 @@ from ..ros import message_class
 from ..runtime.backends import BACKENDS
 from ..share import share_path
 from ..text import untrusted
+from . import replay_outputs
 from .bags import (
     BagError,
     RawMessage,
@@ -34,10 +35,13 @@ from .bags import (
     write_messages,
 )
 from .commands import UsageError
+from .replay_outputs import NODE_TIMES, collect, collect_statuses, write_answers
 
 
 @dataclass(frozen=True)
 class NodeSpec:
+    """What replay reads of a family's node (``node_spec``: from its Family, when it runs)."""
+
     module: str  # run as `python -m module`
     outputs: dict[str, str]  # relative output topic -> message type
     main_output: str  # one message per input frame on this topic
@@ -47,37 +51,31 @@ class NodeSpec:
     inputs: dict[str, str] = field(default_factory=dict)
 
 
-# The node's own per-frame times it publishes on ~/debug/ (ros/monitor.py), read into ReplayResult.node_times_ms.
-# Not its pipeline_latency_ms: that is measured from the image's stamp, a bag's recording time; replay times the
-# latency itself, from each frame sent to its answer.
-NODE_TIMES = ("processing_time_ms", "preprocess_ms", "inference_ms", "postprocess_ms")
 MAX_IN_FLIGHT = 32  # frames sent and not yet answered, at most, when replaying as fast as the node keeps up
 DEBUG_MATCH_S = 3.0  # how long replay waits for the node's ~/debug/ topics once its output is there
 END_IDLE_S = 3.0  # once every frame is sent: how long with no answer ends the replay, at least
 END_WAIT_MAX_S = 30.0  # ... and at most (see _wait_for_end)
-# The node publishes /diagnostics once a second (ros/monitor.py): how long replay waits, once the bag's frames are
-# answered, for a status published after that (its counts then include every frame).
-DIAGNOSTICS_WAIT_S = 2.5
 # A node that ends its stream after seconds without frames (flush_timeout) gets a short one: the bag ends.
 FLUSH_TIMEOUT = {"flush_timeout": "0.5"}
-# A node with no model of its own (track) runs on other nodes' results of its kind: replay plays them from the bag,
-# each with its image's stamp.
-FED_INPUTS = {
-    name: {topic: spec.result.message for topic, *_ in spec.topic_arguments}
-    for name, spec in NODE_FAMILIES.items()
-    if spec.rule is None
-}
-NODES = {
-    name: NodeSpec(
-        f"vision_factory.{name}_onnx_node",
+
+
+def node_spec(node: str) -> NodeSpec:
+    """The ``node`` family's node as replay runs it (any family with a node, registered ones too): this package's
+    ONNX Runtime node, its main output, and the inputs it always pairs with its images (its input table: the track
+    node's other node's detections), which replay plays from the bag, each with its image's stamp."""
+    from ..generator.package import node_module_name  # what a package's node is named (jinja2, onnx: not at import)
+
+    if node not in NODE_FAMILIES:
+        raise ValueError(f"unknown node '{node}': choose one of {', '.join(NODE_FAMILIES)}")
+    spec = NODE_FAMILIES[node]
+    return NodeSpec(
+        f"vision_factory.{node_module_name(spec, BACKENDS['onnx'])}",
         {spec.output_topic: spec.result.message},
         spec.output_topic,
         spec.result,
         FLUSH_TIMEOUT if any(parameter.name in FLUSH_TIMEOUT for parameter in spec.parameters) else {},
-        FED_INPUTS.get(name, {}),
+        {topic.topic: topic.message for topic in spec.node.inputs[1:] if not topic.when},
     )
-    for name, spec in NODE_FAMILIES.items()
-}
 
 
 @dataclass
@@ -213,9 +211,7 @@ def replay(
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from std_msgs.msg import Float64
 
-    if node not in NODES:
-        raise ValueError(f"unknown node '{node}': choose one of {', '.join(NODES)}")
-    spec = NODES[node]
+    spec = node_spec(node)
     given = checked_overrides(node, params or {})  # before anything plays
     topic, msgtype = image_topic(bag, topic)
     out_dir = Path(out_dir)
@@ -281,13 +277,13 @@ def replay(
         player.create_subscription(message_class(output_type), f"{namespace}/{name}", on_output(name), qos, raw=True)
     node_times: dict[str, list[float]] = {name: [] for name in NODE_TIMES}
     timers = [
-        player.create_subscription(Float64, f"{namespace}/{node}/debug/{name}", _collect(times), reliable)
+        player.create_subscription(Float64, f"{namespace}/{node}/debug/{name}", collect(times), reliable)
         for name, times in node_times.items()
     ]
     statuses: list[tuple[float, bytes | None, object]] = []  # (monotonic s, publisher gid, DiagnosticStatus)
     if diagnostics:
         player.create_subscription(
-            message_class("diagnostic_msgs/msg/DiagnosticArray"), "/diagnostics", _collect_statuses(statuses), reliable
+            message_class("diagnostic_msgs/msg/DiagnosticArray"), "/diagnostics", collect_statuses(statuses), reliable
         )
     publisher = player.create_publisher(message_class(msgtype), f"{namespace}/{input_topic}", reliable)
     fed_publishers = {
@@ -348,7 +344,7 @@ def replay(
                 progress(index + 1, len(stamps))
         _wait_for_end(answered, done_frames, len(stamps), idle_s)
         wall_s = time.perf_counter() - start
-        node_status = _node_status(player, namespace, spec.main_output, statuses) if diagnostics else {}
+        node_status = replay_outputs.node_status(player, namespace, spec.main_output, statuses) if diagnostics else {}
     finally:
         process.terminate()
         try:
@@ -369,7 +365,7 @@ def replay(
     messages.sort(key=lambda message: message.timestamp_ns)
     output_bag = outputs["bag"]
     write_messages(output_bag, messages, storage)
-    written = _write_answers(spec, outputs[_file_role(spec.result)], received, recorded, bag, topic, frame_of)
+    written = write_answers(spec, outputs[_file_role(spec.result)], received, recorded, bag, topic, frame_of)
     latencies = [(done_frames[i] - sent_at[i]) / 1e6 for i in range(len(sent_at)) if i in done_frames]
     result = ReplayResult(
         frames_sent=len(sent_at),
@@ -383,7 +379,7 @@ def replay(
         ball_csv=str(written) if _file_role(spec.result) == "ball_csv" else None,
         detections_json=str(written) if _file_role(spec.result) == "detections_json" else None,
         node_log=str(log_path),
-        node_times_ms=_node_times(node_times),
+        node_times_ms=replay_outputs.node_times(node_times),
         latencies_ms=latencies,
         answered_ns=sorted(done_frames[i] for i in range(len(sent_at)) if i in done_frames),
         sent_stamps=sent_stamps,
@@ -418,7 +414,7 @@ def _fed_inputs(bag, node: str, spec: NodeSpec, frame_of: dict) -> dict[str, dic
 
 def output_paths(out_dir: Path, node: str) -> dict[str, Path]:
     """Every file or folder a replay of ``node`` writes into ``out_dir``, by role."""
-    spec = NODES[node]
+    spec = node_spec(node)
     paths = {
         "bag": out_dir / f"{node}_outputs",
         "log": out_dir / f"{node}_node.log",
@@ -467,66 +463,6 @@ def _wait_matched(subscriptions: list, timeout: float) -> None:
         time.sleep(0.05)
 
 
-def _collect(values: list[float]) -> Callable[[object], None]:
-    return lambda message: values.append(message.data)
-
-
-def _collect_statuses(statuses: list) -> Callable[[object, dict], None]:
-    def callback(message, info) -> None:
-        gid = (info.get("publisher_gid") or {}).get("data")
-        statuses.extend((time.monotonic(), bytes(gid) if gid else None, status) for status in message.status)
-
-    return callback
-
-
-def _node_status(player, namespace: str, output: str, statuses: list) -> dict[str, str]:
-    """The last status the node under test (the one publishing ``output`` in ``namespace``) published on
-    /diagnostics under its own name, waiting up to DIAGNOSTICS_WAIT_S for one published from now on; {} when it
-    publishes none. A status is the node's by its name and, where the middleware tells, its publisher."""
-    from ..ros.monitor import INFERENCE_STATUS
-
-    outputs = player.get_publishers_info_by_topic(f"{namespace}/{output}")
-    nodes = [info.node_name for info in outputs if info.node_namespace == namespace]
-    publishers = [
-        info
-        for info in player.get_publishers_info_by_topic("/diagnostics")
-        if info.node_namespace == namespace and info.node_name in nodes
-    ]
-    if not publishers:
-        return {}
-    names = {INFERENCE_STATUS.format(node=info.node_name) for info in publishers}
-    gids = {bytes(info.endpoint_gid) for info in publishers}
-
-    def last(since: float):
-        for at, gid, status in reversed(list(statuses)):
-            if at >= since and status.name in names and (gid is None or gid in gids):
-                return status
-        return None
-
-    now = time.monotonic()
-    while time.monotonic() < now + DIAGNOSTICS_WAIT_S and last(now) is None:
-        time.sleep(0.05)
-    status = last(now) or last(0.0)
-    if status is None:
-        return {}
-    level = {0: "OK", 1: "WARN", 2: "ERROR", 3: "STALE"}.get(status.level[0] if status.level else 0, "?")
-    values = {value.key: value.value for value in status.values}
-    return {**values, "name": status.name, "level": level, "message": status.message}
-
-
-def _node_times(node_times: dict[str, list[float]]) -> dict[str, float]:
-    """The node's processing time p50/p99 and median stage times (ms) over the frames it timed; {} without any."""
-    processing = node_times["processing_time_ms"]
-    if not processing:
-        return {}
-    times = {"frames": float(len(processing))}
-    times["processing_p50_ms"], times["processing_p99_ms"] = (float(v) for v in np.percentile(processing, (50, 99)))
-    for name in ("preprocess_ms", "inference_ms", "postprocess_ms"):
-        if node_times[name]:
-            times[name] = float(np.median(node_times[name]))
-    return times
-
-
 def _wait_in_flight(answered, done_frames, index, max_in_flight, process, log_path, stall_s: float = 30.0) -> None:
     deadline = time.monotonic() + stall_s
     with answered:
@@ -553,51 +489,6 @@ def _wait_for_end(answered, done_frames, total: int, idle_s: float) -> None:
                 now = time.monotonic()
                 allowed = min(max(allowed, 10 * (now - last_change)), END_WAIT_MAX_S)
                 last_count, last_change = len(done_frames), now
-
-
-def _write_answers(
-    spec: NodeSpec,
-    path: Path,
-    received: dict[str, list[tuple[int, bytes]]],
-    types: dict[str, str],
-    bag,
-    topic,
-    frame_of,
-) -> Path:
-    """The node's answers (each frame's last, by its stamp) written as its result kind's file (results/<kind>.py's
-    write_replayed), with what it published latched (its class map); images named BAG:FRAME."""
-    from rclpy.serialization import deserialize_message
-
-    answers = {}
-    for _, data in received[spec.main_output]:
-        msg = deserialize_message(data, message_class(spec.outputs[spec.main_output]))
-        frame = frame_of.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
-        if frame is not None:
-            answers[frame] = msg
-    latched = {}
-    for name, _ in spec.result.latched:
-        if received[name]:
-            latched[name] = deserialize_message(received[name][-1][1], message_class(types[name]))
-    sizes = lambda frames: _frame_sizes(bag, topic, frames)  # noqa: E731
-    return spec.result.module().write_replayed(path, answers, latched, str(bag), sizes)
-
-
-def _frame_sizes(bag, topic: str, frames) -> dict[int, tuple[int, int]]:
-    """(width, height) of the bag's image of each of ``frames`` (indices in bag order)."""
-    from rclpy.serialization import deserialize_message
-
-    from ..images import compressed_header
-
-    sizes = {}
-    for index, message in enumerate(read_messages(bag, topic)):
-        if index in frames:
-            msg = deserialize_message(message.data, message_class(message.msgtype))
-            if message.msgtype.endswith("CompressedImage"):
-                _, width, height = compressed_header(msg.data)
-            else:
-                width, height = msg.width, msg.height
-            sizes[index] = (int(width), int(height))
-    return sizes
 
 
 def _tail(path: Path, lines: int = 20) -> str:

@@ -27,7 +27,7 @@ from ..parameters import with_defaults
 from ..results.detections import Detection
 from ..runtime.backends import load_target
 from .commands import UsageError
-from .mot import MotBoxes, boxes_from_rows, write_mot
+from .mot_files import MotBoxes, boxes_from_rows, write_mot
 from .predict import FINDING, POSING, node_values
 from .replay import clear_earlier_run
 from .sources import is_video, read_image, source_frames

@@ -15,10 +15,9 @@ with left and right exchanged. What the node itself counts (frames dropped, skip
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,59 +25,24 @@ import numpy as np
 
 from ..families.family import Family
 from ..families.registry import NODE_FAMILIES
-from ..files import staged, write_text
 from ..parameters import with_defaults
 from ..results import Item
 from ..runtime.backends import load_target
-from ..text import markdown_cell, untrusted
+from ..text import untrusted
 from .bags import image_topic, read_framed, read_messages
 from .commands import UsageError
 from .replay import checked_overrides, message_class, replay
-
-REPORT_FILES = ("verify.json", "verify.md", "worst_frame.png")
-WORST_LISTED = 5
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    px: float  # boxes, keypoints, ball positions, in image pixels
-    score: float  # detection and keypoint scores
-
-
-# How far a node may be from the model offline: ONNX Runtime on the CPU computes the same numbers in both, any
-# other backend (GPU kernels, OpenVINO, TensorRT, reduced precision) may round differently: sub-pixel.
-TOLERANCES = {"onnx:cpu": Tolerance(px=1e-3, score=1e-4)}
-OTHER_BACKENDS = Tolerance(px=0.5, score=0.02)
-
-
-def tolerance_for(backend: str) -> Tolerance:
-    return TOLERANCES.get(backend.lower(), OTHER_BACKENDS)
-
-
-@dataclass
-class Answer:
-    received_ns: int
-    stamp: tuple[int, int]
-    frame_id: str
-    items: list[Item]
-
-
-@dataclass
-class FrameCheck:
-    frame: int
-    answered: bool
-    deviation_px: float  # largest coordinate difference of the paired items
-    score_deviation: float
-    unpaired: int  # items of one side without a partner of the same class on the other
-    node_count: int
-    model_count: int
-    keypoints: int = 0  # keypoints compared (those of the paired items)
-
-    def within(self, tolerance: Tolerance) -> bool:
-        return self.unpaired == 0 and self.deviation_px <= tolerance.px and self.score_deviation <= tolerance.score
-
-    def severity(self) -> float:
-        return float("inf") if self.unpaired else self.deviation_px
+from .verify_frames import (
+    Answer,
+    FrameCheck,
+    Tolerance,
+    compare,
+    keypoint_cause,
+    likely_cause,
+    match,
+    tolerance_for,
+)
+from .verify_report import clear, write
 
 
 @dataclass
@@ -165,7 +129,7 @@ def verify(
     if tolerance_px is not None:
         tolerance = Tolerance(tolerance_px, tolerance.score)
     out_dir = Path(out_dir)
-    _clear(out_dir, force)
+    clear(out_dir, force)
     topic, _ = image_topic(bag, topic)
     framed = list(read_framed(bag, topic))
     frames = [frame for _, frame in framed]
@@ -194,7 +158,7 @@ def verify(
     answers = _answers(Path(result.output_bag), spec, tracked)
     node_names = _label_names(Path(result.output_bag), latched) if latched else None
     paired, by_order = _pair(answers, result.sent_stamps)
-    frame_checks = [_compare(index, paired.get(index), expected[index]) for index in range(len(frames))]
+    frame_checks = [compare(index, paired.get(index), expected[index]) for index in range(len(frames))]
     log = Path(result.node_log).read_text(errors="replace") if Path(result.node_log).is_file() else ""
     counts = node_counts(result.node_status, log)
 
@@ -223,7 +187,7 @@ def verify(
     report = VerifyReport(
         all(check.passed for check in checks), checks, frame_checks, tolerance, p50, p99, result.node_log, counts
     )
-    _write(report, out_dir, spec, frames, paired, expected)
+    write(report, out_dir, spec, frames, paired, expected)
     return report
 
 
@@ -334,42 +298,6 @@ def _pair(answers: list[Answer], stamps: list[tuple[int, int]]) -> tuple[dict[in
     if not paired and answers and len(answers) == len(stamps):
         return dict(enumerate(answers)), True
     return paired, False
-
-
-def _distance(a: Item, b: Item) -> float:
-    if a.points.shape != b.points.shape:
-        return float("inf")
-    return float(np.max(np.abs(a.points - b.points))) if a.points.size else 0.0
-
-
-def _compare(index: int, answer: Answer | None, expected: list[Item]) -> FrameCheck:
-    if answer is None:
-        return FrameCheck(index, False, 0.0, 0.0, 0, 0, len(expected))
-    pairs, unpaired = match(answer.items, expected)
-    deviation = max((_distance(a, b) for a, b in pairs), default=0.0)
-    scores = [abs(a.score - b.score) for a, b in pairs]
-    scores += [float(np.max(np.abs(a.point_scores - b.point_scores))) for a, b in pairs if a.point_scores.size]
-    keypoints = sum(b.point_scores.size for _, b in pairs)
-    return FrameCheck(
-        index, True, deviation, max(scores, default=0.0), unpaired, len(answer.items), len(expected), keypoints
-    )
-
-
-def match(node: list[Item], model: list[Item]) -> tuple[list[tuple[Item, Item]], int]:
-    """Node items paired with the model's of the same class (Hungarian on the largest coordinate difference);
-    the count of items left without a partner on either side."""
-    from scipy.optimize import linear_sum_assignment
-
-    pairs = []
-    for name in {item.name for item in node} | {item.name for item in model}:
-        mine = [item for item in node if item.name == name]
-        theirs = [item for item in model if item.name == name]
-        if not mine or not theirs:
-            continue
-        cost = np.array([[_distance(a, b) for b in theirs] for a in mine])
-        rows, cols = linear_sum_assignment(np.where(np.isfinite(cost), cost, 1e12))
-        pairs += [(mine[r], theirs[c]) for r, c in zip(rows, cols) if np.isfinite(cost[r, c])]
-    return pairs, len(node) + len(model) - 2 * len(pairs)
 
 
 # The closing line this package's nodes log: "frames in N, dropped D, skipped S, outputs O"; read only from an
@@ -524,8 +452,8 @@ def _output_check(
             "seen'; its windows lack them, so its positions differ. Make it faster or give it a longer queue"
         )
     else:
-        cause = _keypoint_cause(bad, paired, expected, tolerance, keypoint_names) if spec.result.keypoints else None
-        cause = cause or _cause(bad, paired, expected, tolerance, images, run_offline, other_classes)
+        cause = keypoint_cause(bad, paired, expected, tolerance, keypoint_names) if spec.result.keypoints else None
+        cause = cause or likely_cause(bad, paired, expected, tolerance, images, run_offline, other_classes)
     return Check(f"{what} within tolerance", False, numbers, f"{symptom} — {cause}")
 
 
@@ -570,153 +498,6 @@ def _track_check(
     return Check(name, False, numbers, cause)
 
 
-def _cause(bad, paired, expected, tolerance, images, run_offline, other_classes: bool) -> str:
-    """The likeliest cause of the differences, tested where it can be."""
-    if other_classes:
-        return "a different model: the node names classes this model does not have (check its model_path)"
-    # The model on the colour-swapped frames: does it give the node's answers?
-    frames = sorted({check.frame for check in bad})
-    if images and images[0].ndim == 3:
-        swapped = run_offline([image[..., ::-1].copy() for image in images])
-        again = [_compare(index, paired[index], swapped[index]) for index in frames]
-        if all(check.within(tolerance) for check in again) or _much_closer(again, bad):
-            return (
-                "is the node given the image in the wrong colour order? The model on the RGB/BGR-swapped frames "
-                "gives the node's answers: convert the image as its encoding says (bgr8 / rgb8) before the model"
-            )
-    fit = _consistent_fit(bad, paired, expected, images[0].shape[:2]) if images else None
-    if fit is not None:
-        (sx, tx), (sy, ty) = fit
-        return (
-            f"the node's positions are the model's scaled by ({sx:.3f}, {sy:.3f}) and shifted by ({tx:.1f}, "
-            f"{ty:.1f}) px on every frame — a different letterbox or resize (padding, scale or stretch) than the "
-            "model's pre-processing, or its inverse mapping back to the image"
-        )
-    paired_share = sum(c.model_count + c.node_count - c.unpaired for c in bad) / max(
-        1, sum(c.model_count + c.node_count for c in bad)
-    )
-    if paired_share < 0.5:
-        return (
-            "the node and the model disagree on most answers — a different model (check model_path and its "
-            "parameters, e.g. confidence_threshold, classes), or the image reaches the model very differently"
-        )
-    largest = max(check.deviation_px for check in bad)
-    if largest <= 2.0:
-        return (
-            f"small differences only — another backend or precision than {tolerance.px:g} px allows (give the node's "
-            "--backend), or slightly different pre-processing (interpolation, normalisation)"
-        )
-    return "the node's pre-processing or parameters differ from the model's (compare its parameters with -p)"
-
-
-def _keypoint_cause(bad, paired, expected, tolerance: Tolerance, names: list[str]) -> str | None:
-    """When every answer is paired and the boxes and their scores agree but keypoints do not: which keypoint
-    differs most, and whether the node's keypoints are the model's with left and right exchanged (tested: the
-    node's reordered by the names' left_/right_ pairs). None when the boxes disagree too."""
-    pairs = []
-    for check in bad:
-        if check.unpaired:
-            return None
-        pairs += match(paired[check.frame].items, expected[check.frame])[0]
-    if not pairs or any(a.points.size <= 4 for a, _ in pairs):
-        return None
-    if any(_box_deviation(a, b) > tolerance.px or abs(a.score - b.score) > tolerance.score for a, b in pairs):
-        return None
-    worst = max(pairs, key=lambda pair: np.max(np.abs(pair[0].points[4:] - pair[1].points[4:])))
-    difference = np.abs(worst[0].points[4:] - worst[1].points[4:]).reshape(-1, 2).max(axis=1)
-    index = int(np.argmax(difference))
-    name = untrusted(names[index], 40) if index < len(names) else f"keypoint {index}"
-    mirror = _left_right(names, len(difference))
-    if mirror is not None and all(
-        _distance(_reordered(a, mirror), b) <= tolerance.px
-        and float(np.max(np.abs(a.point_scores[mirror] - b.point_scores), initial=0.0)) <= tolerance.score
-        for a, b in pairs
-    ):
-        return (
-            f"the boxes agree, the keypoints do not ({name} differs by {difference[index]:.1f} px): the node's "
-            "keypoints are the model's with left and right exchanged (its left_* published as right_*) — it "
-            "reorders them (a flip index, or another keypoint order than the model's): publish them in the "
-            "model's order"
-        )
-    return (
-        f"the boxes agree, the keypoints do not ({name} differs by {difference[index]:.1f} px) — the node decodes "
-        "the keypoints differently from the model (their order, or their mapping back to the image)"
-    )
-
-
-def _box_deviation(a: Item, b: Item) -> float:
-    return float(np.max(np.abs(a.points[:4] - b.points[:4])))
-
-
-def _left_right(names: list[str], count: int) -> np.ndarray | None:
-    """The keypoint order with each left_X and right_X exchanged; None without such pairs."""
-    if len(names) != count:
-        return None
-    index = {name: i for i, name in enumerate(names)}
-    order = np.arange(count)
-    for i, name in enumerate(names):
-        side, _, part = name.partition("_")
-        other = {"left": "right", "right": "left"}.get(side)
-        if other and f"{other}_{part}" in index:
-            order[i] = index[f"{other}_{part}"]
-    return order if (order != np.arange(count)).any() else None
-
-
-def _reordered(item: Item, order: np.ndarray) -> Item:
-    keypoints = item.points[4:].reshape(-1, 2)[order].ravel()
-    return Item(item.name, item.score, np.concatenate([item.points[:4], keypoints]), item.point_scores[order])
-
-
-def _much_closer(again: list[FrameCheck], before: list[FrameCheck]) -> bool:
-    """The swapped frames explain the node's answers far better: every answer paired, within a tenth of the
-    difference there was."""
-    if any(check.unpaired for check in again):
-        return False
-    return max(check.deviation_px for check in again) <= 0.1 * max(check.deviation_px for check in before)
-
-
-def _consistent_fit(bad: list[FrameCheck], paired: dict[int, Answer], expected: list[list[Item]], size):
-    """Per axis, node = scale * model + shift for most paired positions of the failing frames (a robust fit:
-    answers of a model fed a distorted image are noisy, some pairs wrong, boxes clipped at the image's border),
-    when that is not the identity; else None. ``size``: the frames' (height, width)."""
-    axes: list[list[tuple[float, float]]] = [[], []]
-    for check in bad:
-        for a, b in match(paired[check.frame].items, expected[check.frame])[0]:
-            for axis in (0, 1):
-                limit = size[1 - axis]
-                for model, node in zip(b.points[axis::2], a.points[axis::2]):
-                    if 0.5 < node < limit - 0.5 and 0.5 < model < limit - 0.5:  # clipped coordinates say nothing
-                        axes[axis].append((float(model), float(node)))
-    fits = [_robust_line(np.array(points), 0.04 * size[1 - axis]) for axis, points in enumerate(axes)]
-    if any(fit is None for fit in fits):
-        return None
-    if all(abs(scale - 1) < 0.02 and abs(shift) < 2 for scale, shift in fits):
-        return None
-    return fits[0], fits[1]
-
-
-def _robust_line(points: np.ndarray, within: float) -> tuple[float, float] | None:
-    """(scale, shift) of node = scale * model + shift that most points follow within ``within`` px (each line
-    through two points tried, then refit on its inliers), when at least 4 and 60 % of them do; else None."""
-    if len(points) < 4:
-        return None
-    best = np.zeros(len(points), bool)
-    for i in range(len(points)):
-        for j in range(i + 1, len(points)):
-            (x1, y1), (x2, y2) = points[i], points[j]
-            if abs(x2 - x1) < 1e-6:
-                continue
-            scale = (y2 - y1) / (x2 - x1)
-            inliers = np.abs(scale * points[:, 0] + (y1 - scale * x1) - points[:, 1]) <= within
-            if inliers.sum() > best.sum():
-                best = inliers
-    if best.sum() < max(4, 0.6 * len(points)):
-        return None
-    model, node = points[best].T
-    scale, shift = np.polyfit(model, node, 1)
-    return float(scale), float(shift)
-
-
 def _latency_check(latencies: list[float], p50: float, p99: float, budget: float, rate: float) -> Check:
     numbers = f"p50 {p50:.1f} ms, p99 {p99:.1f} ms over {len(latencies)} answers at {rate:g}x the bag's rate"
     if latencies and p99 <= budget:
@@ -729,118 +510,3 @@ def _latency_check(latencies: list[float], p50: float, p99: float, budget: float
         "stream (a faster backend or a smaller model), or frames wait in its queue"
     )
     return Check(f"p99 pipeline latency within {budget:g} ms", False, numbers, cause)
-
-
-def _clear(out_dir: Path, force: bool) -> None:
-    earlier = [name for name in REPORT_FILES if (out_dir / name).exists() or (out_dir / name).is_symlink()]
-    if earlier and not force:
-        raise FileExistsError(
-            f"{out_dir} holds an earlier verification ({', '.join(earlier)}): choose another --out, or --force"
-        )
-    for name in earlier:
-        (out_dir / name).unlink()
-    out_dir.mkdir(parents=True, exist_ok=True)
-
-
-def _write(report: VerifyReport, out_dir: Path, spec: Family, images, paired, expected) -> None:
-    worst = sorted(report.frames, key=lambda check: (check.severity(), check.score_deviation), reverse=True)
-    listed = [check for check in worst if not check.within(report.tolerance) or not check.answered][:WORST_LISTED]
-    listed = listed or worst[:1]
-    if worst:
-        frame = worst[0].frame
-        node_items = paired[frame].items if frame in paired else []
-        report.files["picture"] = str(_draw(out_dir / "worst_frame.png", images[frame], node_items, expected[frame]))
-    data = {
-        "verdict": "pass" if report.passed else "fail",
-        "checks": [asdict(check) for check in report.checks],
-        "tolerance": asdict(report.tolerance),
-        "latency_ms": {"p50": report.latency_ms_p50, "p99": report.latency_ms_p99},
-        "node_counts": asdict(report.counts),
-        "worst_frames": [asdict(check) for check in listed],
-        "frames": [asdict(check) for check in report.frames],
-        "node_log": report.node_log,
-    }
-    json_path, md_path = out_dir / "verify.json", out_dir / "verify.md"
-    write_text(json_path, json.dumps(data, indent=2, default=_number))
-    write_text(md_path, _markdown(report, spec, listed))
-    report.files = {"report": str(md_path), "json": str(json_path), **report.files}
-
-
-def _number(value: Any) -> Any:
-    return float(value) if isinstance(value, np.floating | np.integer) else str(value)
-
-
-def _markdown(report: VerifyReport, spec: Family, listed: Iterable[FrameCheck]) -> str:
-    lines = [
-        f"# vision-factory verify: {spec.name} — {'PASS' if report.passed else 'FAIL'}",
-        "",
-        "| check | result | numbers |",
-        "|---|---|---|",
-    ]
-    verdict = lambda c: ("pass" if c.passed else "**FAIL**") if c.compared else "not compared"  # noqa: E731
-    lines += [f"| {markdown_cell(c.name)} | {verdict(c)} | {markdown_cell(c.numbers)} |" for c in report.checks]
-    lines += [
-        "",
-        f"Tolerance: {report.tolerance.px:g} px, score {report.tolerance.score:g}. Pipeline latency (answer "
-        f"received minus the image's stamp): p50 {report.latency_ms_p50:.1f} ms, p99 {report.latency_ms_p99:.1f} ms.",
-        "",
-        f"The node's own counts: dropped {report.counts.dropped}, skipped {report.counts.skipped}, from "
-        f"{report.counts.source}.",
-    ]
-    causes = [f"- **{c.name}**: {c.cause}" for c in report.checks if not c.passed]
-    if causes:
-        lines += ["", "## Likely causes", "", *causes]
-    lines += [
-        "",
-        "## Worst frames",
-        "",
-        "| frame | answered | largest difference (px) | score difference | unpaired | node / model answers |",
-        "|---|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {c.frame} | {'yes' if c.answered else 'no'} | {c.deviation_px:.4g} | {c.score_deviation:.4g} | "
-        f"{c.unpaired} | {c.node_count} / {c.model_count} |"
-        for c in listed
-    ]
-    if "picture" in report.files:
-        lines += ["", f"![worst frame: node red, model green]({Path(report.files['picture']).name})"]
-    lines += ["", f"Node log: `{report.node_log}`", ""]
-    return "\n".join(lines)
-
-
-NODE_COLOUR, MODEL_COLOUR = (40, 40, 255), (60, 200, 60)  # BGR: the node's answers red, the model's green
-
-
-def _draw(path: Path, image: np.ndarray, node: list[Item], model: list[Item]) -> Path:
-    """The frame (enlarged to at least 640 px wide) with the model's answers (green, thick) and the node's (red,
-    thin), a legend below it."""
-    import cv2
-
-    scale = max(1.0, 640 / image.shape[1])
-    canvas = image if image.ndim == 3 else cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
-    canvas = cv2.resize(canvas, None, fx=scale, fy=scale, interpolation=cv2.INTER_NEAREST)
-    canvas = cv2.copyMakeBorder(canvas, 0, 28, 0, 0, cv2.BORDER_CONSTANT, value=(255, 255, 255))
-    for items, colour, thickness in ((model, MODEL_COLOUR, 3), (node, NODE_COLOUR, 1)):
-        for item in items:
-            points = item.points * scale
-            if points.size == 2:
-                cv2.drawMarker(canvas, _point(points), colour, cv2.MARKER_CROSS, 16, 2)
-                continue
-            if points.size < 4:
-                continue
-            x1, y1, x2, y2 = (int(round(v)) for v in points[:4])
-            cv2.rectangle(canvas, (x1, y1), (x2, y2), colour, thickness)
-            top = y1 - 4 if colour == NODE_COLOUR else y2 + 14  # the node's labels above, the model's below
-            cv2.putText(canvas, f"{item.name} {item.score:.2f}", (x1, max(12, top)), 0, 0.45, colour, 1)
-            for x, y in points[4:].reshape(-1, 2):
-                cv2.circle(canvas, _point((x, y)), 3, colour, -1)
-    legend = canvas.shape[0] - 9
-    cv2.putText(canvas, "node", (8, legend), 0, 0.55, NODE_COLOUR, 2, cv2.LINE_AA)
-    cv2.putText(canvas, "model offline", (80, legend), 0, 0.55, MODEL_COLOUR, 2, cv2.LINE_AA)
-    with staged(path) as fresh:
-        cv2.imwrite(str(fresh), canvas)
-    return path
-
-
-def _point(xy) -> tuple[int, int]:
-    return int(round(float(xy[0]))), int(round(float(xy[1])))

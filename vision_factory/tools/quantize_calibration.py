@@ -1,0 +1,116 @@
+"""quantize's calibration: the input tensors the family's node gives its model, recorded as the node's pipeline
+(families/pipeline.py), or its detector as `predict` builds it, runs on the calibration frames (letterbox for YOLO,
+TrackNet windows with the background median for TrackNet, crops of the person detector's boxes for RTMPose and for
+re-identification embedders). One reader serves every family; no pre-processing is written twice."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..families.registry import family
+from ..runtime.backends import load_target
+from ..runtime.runner import Runner
+from .commands import UsageError
+from .sources import read_image, source_frames
+
+PERSON_DETECTOR = "yolo"  # the family of the --detector model finding people
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+REFERENCE = "onnx:cpu"  # where the source model runs: for its calibration, and against the quantized one
+
+
+class RecordingRunner:
+    """A runner that runs as ``runner`` does and keeps a copy of each feed (at most ``keep``)."""
+
+    def __init__(self, runner: Runner, keep: int):
+        self.runner, self.keep, self.feeds = runner, keep, []
+        self.backend = runner.backend
+        self.inputs, self.outputs, self.metadata = runner.inputs, runner.outputs, runner.metadata
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        if len(self.feeds) < self.keep:
+            self.feeds.append({name: np.array(value, copy=True) for name, value in feeds.items()})
+        return self.runner.run(feeds)
+
+    def describe(self) -> str:
+        return self.runner.describe()
+
+
+def calibration_frames(source: Path, count: int | None, option: str = "--calibration") -> Iterator[np.ndarray]:
+    """At most ``count`` (None: all) BGR frames of ``source``: a folder of images (in name order), a video or a
+    rosbag2; ``option`` names it in errors."""
+    source = Path(source)
+    if not source.exists():
+        what = option.lstrip("-")
+        raise UsageError(f"{what} source not found: {source}; give a folder of images, a video or a rosbag2", option)
+    if source.is_dir() and not _is_bag(source):
+        images = sorted(path for path in source.iterdir() if path.suffix.lower() in IMAGE_SUFFIXES)
+        if not images:
+            raise UsageError(
+                f"{source} holds no images ({', '.join(IMAGE_SUFFIXES)}) and is no rosbag2 (no metadata.yaml)", option
+            )
+        frames = (read_image(path) for path in images)
+        frames = (frame for frame in frames if frame is not None)
+    elif source.is_file() and source.suffix.lower() in IMAGE_SUFFIXES:
+        frames = iter([read_image(source)])
+    else:
+        frames = source_frames(source)
+    return islice(frames, count)
+
+
+def _is_bag(folder: Path) -> bool:
+    return (folder / "metadata.yaml").is_file() or any(folder.glob("*.mcap")) or any(folder.glob("*.db3"))
+
+
+def calibration_inputs(
+    model_type: str,
+    model: Path,
+    source: Path,
+    frames: int,
+    options: Mapping[str, Any] | None = None,
+    detector_model: Path | None = None,
+) -> tuple[list[dict[str, np.ndarray]], int]:
+    """The feeds the ``model_type`` node gives ``model`` for the first ``frames`` frames of ``source``, and the
+    frames read: the family is built as the node builds it (detectors as `predict` builds them, with
+    ``options``; reid as the tracker builds its embedder, on the boxes ``detector_model`` finds), on ONNX
+    Runtime, with ``model`` on a RecordingRunner; each frame goes through it."""
+    if frames < 1:
+        raise UsageError(f"--frames must be at least 1, got {frames}", "--frames")
+    calibration = calibration_frames(source, frames)  # checks the source before the models load
+    recorders: list[RecordingRunner] = []
+
+    def load(path) -> Runner:
+        runner = load_target(REFERENCE, Path(path))
+        if Path(path).resolve() != Path(model).resolve():
+            return runner  # another model of the pipeline (rtmpose's person detector, InpaintNet)
+        recorders.append(RecordingRunner(runner, keep=frames * 64))
+        return recorders[-1]
+
+    from .predict import detector_from_options
+
+    spec = family(model_type)
+    if spec.result is None:  # no result of its own: an embedder of people's crops, as the tracker builds it (reid)
+        people = detector_from_options(PERSON_DETECTOR, detector_model, REFERENCE, options or {})
+        embedder = spec.build(spec.values_from_model(model, "quantize"), load)
+        read = sum(
+            1 for frame in calibration if embedder.embed(frame, [d.xyxy for d in people.detect(frame)]) is not None
+        )
+    elif spec.result.streamed:  # a stream (tracknet): the node's pipeline, of the values its model file records
+        stream = spec.pipeline(spec.values_from_model(model, "quantize"), load)
+        read = sum(1 for index, frame in enumerate(calibration) if stream.push(frame, index) is not None)
+        stream.flush()
+    else:  # a detector, as `predict` builds it from ``options``
+        detector = detector_from_options(model_type, model, REFERENCE, options or {}, detector_model, load=load)
+        read = sum(1 for frame in calibration if detector.detect(frame) is not None)
+    feeds = [feed for recorder in recorders for feed in recorder.feeds]
+    if not feeds:
+        raise ValueError(
+            f"no calibration input: {read} frames of {source} gave the {model_type} model nothing to run "
+            "(tracknet: more frames than the median warm-up and seq_len; rtmpose, reid: frames with people); give more "
+            "--frames or another --calibration source"
+        )
+    return feeds, read

@@ -1,0 +1,130 @@
+"""What replay makes of what a node published besides its messages: its answers written as its result kind's file,
+its own per-frame times (~/debug/, ros/monitor.py) and its last /diagnostics status."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..ros import message_class
+from .bags import read_messages
+
+if TYPE_CHECKING:
+    from .replay import NodeSpec
+
+# The node's own per-frame times it publishes on ~/debug/ (ros/monitor.py), read into ReplayResult.node_times_ms.
+# Not its pipeline_latency_ms: that is measured from the image's stamp, a bag's recording time; replay times the
+# latency itself, from each frame sent to its answer.
+NODE_TIMES = ("processing_time_ms", "preprocess_ms", "inference_ms", "postprocess_ms")
+# The node publishes /diagnostics once a second (ros/monitor.py): how long replay waits, once the bag's frames are
+# answered, for a status published after that (its counts then include every frame).
+DIAGNOSTICS_WAIT_S = 2.5
+
+
+def collect(values: list[float]) -> Callable[[object], None]:
+    return lambda message: values.append(message.data)
+
+
+def collect_statuses(statuses: list) -> Callable[[object, dict], None]:
+    def callback(message, info) -> None:
+        gid = (info.get("publisher_gid") or {}).get("data")
+        statuses.extend((time.monotonic(), bytes(gid) if gid else None, status) for status in message.status)
+
+    return callback
+
+
+def node_status(player, namespace: str, output: str, statuses: list) -> dict[str, str]:
+    """The last status the node under test (the one publishing ``output`` in ``namespace``) published on
+    /diagnostics under its own name, waiting up to DIAGNOSTICS_WAIT_S for one published from now on; {} when it
+    publishes none. A status is the node's by its name and, where the middleware tells, its publisher."""
+    from ..ros.monitor import INFERENCE_STATUS
+
+    outputs = player.get_publishers_info_by_topic(f"{namespace}/{output}")
+    nodes = [info.node_name for info in outputs if info.node_namespace == namespace]
+    publishers = [
+        info
+        for info in player.get_publishers_info_by_topic("/diagnostics")
+        if info.node_namespace == namespace and info.node_name in nodes
+    ]
+    if not publishers:
+        return {}
+    names = {INFERENCE_STATUS.format(node=info.node_name) for info in publishers}
+    gids = {bytes(info.endpoint_gid) for info in publishers}
+
+    def last(since: float):
+        for at, gid, status in reversed(list(statuses)):
+            if at >= since and status.name in names and (gid is None or gid in gids):
+                return status
+        return None
+
+    now = time.monotonic()
+    while time.monotonic() < now + DIAGNOSTICS_WAIT_S and last(now) is None:
+        time.sleep(0.05)
+    status = last(now) or last(0.0)
+    if status is None:
+        return {}
+    level = {0: "OK", 1: "WARN", 2: "ERROR", 3: "STALE"}.get(status.level[0] if status.level else 0, "?")
+    values = {value.key: value.value for value in status.values}
+    return {**values, "name": status.name, "level": level, "message": status.message}
+
+
+def node_times(node_times: dict[str, list[float]]) -> dict[str, float]:
+    """The node's processing time p50/p99 and median stage times (ms) over the frames it timed; {} without any."""
+    processing = node_times["processing_time_ms"]
+    if not processing:
+        return {}
+    times = {"frames": float(len(processing))}
+    times["processing_p50_ms"], times["processing_p99_ms"] = (float(v) for v in np.percentile(processing, (50, 99)))
+    for name in ("preprocess_ms", "inference_ms", "postprocess_ms"):
+        if node_times[name]:
+            times[name] = float(np.median(node_times[name]))
+    return times
+
+
+def write_answers(
+    spec: NodeSpec,
+    path: Path,
+    received: dict[str, list[tuple[int, bytes]]],
+    types: dict[str, str],
+    bag,
+    topic,
+    frame_of,
+) -> Path:
+    """The node's answers (each frame's last, by its stamp) written as its result kind's file (results/<kind>.py's
+    write_replayed), with what it published latched (its class map); images named BAG:FRAME."""
+    from rclpy.serialization import deserialize_message
+
+    answers = {}
+    for _, data in received[spec.main_output]:
+        msg = deserialize_message(data, message_class(spec.outputs[spec.main_output]))
+        frame = frame_of.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
+        if frame is not None:
+            answers[frame] = msg
+    latched = {}
+    for name, _ in spec.result.latched:
+        if received[name]:
+            latched[name] = deserialize_message(received[name][-1][1], message_class(types[name]))
+    sizes = lambda frames: frame_sizes(bag, topic, frames)  # noqa: E731
+    return spec.result.module().write_replayed(path, answers, latched, str(bag), sizes)
+
+
+def frame_sizes(bag, topic: str, frames) -> dict[int, tuple[int, int]]:
+    """(width, height) of the bag's image of each of ``frames`` (indices in bag order)."""
+    from rclpy.serialization import deserialize_message
+
+    from ..images import compressed_header
+
+    sizes = {}
+    for index, message in enumerate(read_messages(bag, topic)):
+        if index in frames:
+            msg = deserialize_message(message.data, message_class(message.msgtype))
+            if message.msgtype.endswith("CompressedImage"):
+                _, width, height = compressed_header(msg.data)
+            else:
+                width, height = msg.width, msg.height
+            sizes[index] = (int(width), int(height))
+    return sizes

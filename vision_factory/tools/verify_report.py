@@ -1,0 +1,139 @@
+"""verify's report: verify.json, verify.md and a picture of the worst frame (the node's answers red, the model's
+green), written into --out (an earlier verification there refused unless --force)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..families.family import Family
+from ..files import staged, write_text
+from ..results import Item
+from ..text import markdown_cell
+
+if TYPE_CHECKING:
+    from .verify import VerifyReport
+    from .verify_frames import FrameCheck
+
+REPORT_FILES = ("verify.json", "verify.md", "worst_frame.png")
+WORST_LISTED = 5
+
+
+def clear(out_dir: Path, force: bool) -> None:
+    earlier = [name for name in REPORT_FILES if (out_dir / name).exists() or (out_dir / name).is_symlink()]
+    if earlier and not force:
+        raise FileExistsError(
+            f"{out_dir} holds an earlier verification ({', '.join(earlier)}): choose another --out, or --force"
+        )
+    for name in earlier:
+        (out_dir / name).unlink()
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def write(report: VerifyReport, out_dir: Path, spec: Family, images, paired, expected) -> None:
+    worst = sorted(report.frames, key=lambda check: (check.severity(), check.score_deviation), reverse=True)
+    listed = [check for check in worst if not check.within(report.tolerance) or not check.answered][:WORST_LISTED]
+    listed = listed or worst[:1]
+    if worst:
+        frame = worst[0].frame
+        node_items = paired[frame].items if frame in paired else []
+        report.files["picture"] = str(draw(out_dir / "worst_frame.png", images[frame], node_items, expected[frame]))
+    data = {
+        "verdict": "pass" if report.passed else "fail",
+        "checks": [asdict(check) for check in report.checks],
+        "tolerance": asdict(report.tolerance),
+        "latency_ms": {"p50": report.latency_ms_p50, "p99": report.latency_ms_p99},
+        "node_counts": asdict(report.counts),
+        "worst_frames": [asdict(check) for check in listed],
+        "frames": [asdict(check) for check in report.frames],
+        "node_log": report.node_log,
+    }
+    json_path, md_path = out_dir / "verify.json", out_dir / "verify.md"
+    write_text(json_path, json.dumps(data, indent=2, default=_number))
+    write_text(md_path, markdown(report, spec, listed))
+    report.files = {"report": str(md_path), "json": str(json_path), **report.files}
+
+
+def _number(value: Any) -> Any:
+    return float(value) if isinstance(value, np.floating | np.integer) else str(value)
+
+
+def markdown(report: VerifyReport, spec: Family, listed: Iterable[FrameCheck]) -> str:
+    lines = [
+        f"# vision-factory verify: {spec.name} — {'PASS' if report.passed else 'FAIL'}",
+        "",
+        "| check | result | numbers |",
+        "|---|---|---|",
+    ]
+    verdict = lambda c: ("pass" if c.passed else "**FAIL**") if c.compared else "not compared"  # noqa: E731
+    lines += [f"| {markdown_cell(c.name)} | {verdict(c)} | {markdown_cell(c.numbers)} |" for c in report.checks]
+    lines += [
+        "",
+        f"Tolerance: {report.tolerance.px:g} px, score {report.tolerance.score:g}. Pipeline latency (answer "
+        f"received minus the image's stamp): p50 {report.latency_ms_p50:.1f} ms, p99 {report.latency_ms_p99:.1f} ms.",
+        "",
+        f"The node's own counts: dropped {report.counts.dropped}, skipped {report.counts.skipped}, from "
+        f"{report.counts.source}.",
+    ]
+    causes = [f"- **{c.name}**: {c.cause}" for c in report.checks if not c.passed]
+    if causes:
+        lines += ["", "## Likely causes", "", *causes]
+    lines += [
+        "",
+        "## Worst frames",
+        "",
+        "| frame | answered | largest difference (px) | score difference | unpaired | node / model answers |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {c.frame} | {'yes' if c.answered else 'no'} | {c.deviation_px:.4g} | {c.score_deviation:.4g} | "
+        f"{c.unpaired} | {c.node_count} / {c.model_count} |"
+        for c in listed
+    ]
+    if "picture" in report.files:
+        lines += ["", f"![worst frame: node red, model green]({Path(report.files['picture']).name})"]
+    lines += ["", f"Node log: `{report.node_log}`", ""]
+    return "\n".join(lines)
+
+
+NODE_COLOUR, MODEL_COLOUR = (40, 40, 255), (60, 200, 60)  # BGR: the node's answers red, the model's green
+
+
+def draw(path: Path, image: np.ndarray, node: list[Item], model: list[Item]) -> Path:
+    """The frame (enlarged to at least 640 px wide) with the model's answers (green, thick) and the node's (red,
+    thin), a legend below it."""
+    import cv2
+
+    scale = max(1.0, 640 / image.shape[1])
+    canvas = image if image.ndim == 3 else cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
+    canvas = cv2.resize(canvas, None, fx=scale, fy=scale, interpolation=cv2.INTER_NEAREST)
+    canvas = cv2.copyMakeBorder(canvas, 0, 28, 0, 0, cv2.BORDER_CONSTANT, value=(255, 255, 255))
+    for items, colour, thickness in ((model, MODEL_COLOUR, 3), (node, NODE_COLOUR, 1)):
+        for item in items:
+            points = item.points * scale
+            if points.size == 2:
+                cv2.drawMarker(canvas, _point(points), colour, cv2.MARKER_CROSS, 16, 2)
+                continue
+            if points.size < 4:
+                continue
+            x1, y1, x2, y2 = (int(round(v)) for v in points[:4])
+            cv2.rectangle(canvas, (x1, y1), (x2, y2), colour, thickness)
+            top = y1 - 4 if colour == NODE_COLOUR else y2 + 14  # the node's labels above, the model's below
+            cv2.putText(canvas, f"{item.name} {item.score:.2f}", (x1, max(12, top)), 0, 0.45, colour, 1)
+            for x, y in points[4:].reshape(-1, 2):
+                cv2.circle(canvas, _point((x, y)), 3, colour, -1)
+    legend = canvas.shape[0] - 9
+    cv2.putText(canvas, "node", (8, legend), 0, 0.55, NODE_COLOUR, 2, cv2.LINE_AA)
+    cv2.putText(canvas, "model offline", (80, legend), 0, 0.55, MODEL_COLOUR, 2, cv2.LINE_AA)
+    with staged(path) as fresh:
+        cv2.imwrite(str(fresh), canvas)
+    return path
+
+
+def _point(xy) -> tuple[int, int]:
+    return int(round(float(xy[0]))), int(round(float(xy[1])))

@@ -1,4 +1,5 @@
-"""Ultralytics-style YOLO detection and pose on any Runner: letterbox, decoding, class-aware NMS.
+"""Ultralytics-style YOLO detection, pose and instance segmentation on any Runner: letterbox, decoding, class-aware
+NMS; a segmentation model's masks as models/masks.py decodes them.
 
 Pre-processing follows Ultralytics' own ``predict`` (models/geometry.py's ``letterbox``): BGR->RGB,
 /255, NCHW float32. A fixed-size model gets the full S x S letterbox; a model with dynamic spatial
@@ -8,6 +9,7 @@ input pads only up to a multiple of 32.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -15,11 +17,32 @@ from ..results.detections import Detection, keypoint_names, nms
 from ..runtime.runner import Runner, fixed_dim
 from .bounds import MAX_CLASSES, check_count
 from .geometry import FrameFit, letterbox
+from .masks import instance_masks
 from .ultralytics import class_names, keypoint_shape, recorded_imgsz
 
 
+class Segmented(NamedTuple):
+    """A segmentation model's raw outputs: the head [C, N] (4 box + classes + mask coefficients) and the mask
+    prototypes [M, H/4, W/4]."""
+
+    head: np.ndarray
+    prototypes: np.ndarray
+
+
+def mask_channels(runner: Runner) -> int:
+    """The mask coefficients per detection of a YOLO segmentation model (its second output, the prototypes
+    [1, M, H/4, W/4]: M, e.g. 32); 0 for a model without."""
+    if len(runner.outputs) < 2 or len(runner.outputs[1].shape) != 4:
+        return 0
+    channels = fixed_dim(runner.outputs[1].shape[1])
+    if channels is None or channels < 1:
+        raise ValueError("the model's mask prototypes output has no fixed channel count: expected [1, 32, H/4, W/4]")
+    return channels
+
+
 class YoloDetector:
-    """YOLO detection (output [1, 4+nc, N] or [1, N, 4+nc]) or pose (4 + 1 + K*3 channels) on a Runner."""
+    """YOLO detection (output [1, 4+nc, N] or [1, N, 4+nc]), pose (4 + 1 + K*3 channels) or instance segmentation
+    (4 + nc + M channels, and the prototypes [1, M, H/4, W/4]) on a Runner."""
 
     def __init__(
         self,
@@ -45,7 +68,8 @@ class YoloDetector:
         kpt_shape = (keypoint_shape(runner.metadata) or (17, 3)) if pose else (0, 0)
         self.keypoint_count, self.keypoint_dims = kpt_shape
         channels = runner.outputs[0].shape[1:]
-        extra = self.keypoint_count * self.keypoint_dims
+        self.mask_channels = 0 if pose else mask_channels(runner)  # segmentation: mask coefficients per detection
+        extra = self.keypoint_count * self.keypoint_dims + self.mask_channels
         known = [c for c in channels if isinstance(c, int)]
         if not known:
             raise ValueError("the model's output shape is unknown: expected [1, 4+classes, N]")
@@ -72,13 +96,18 @@ class YoloDetector:
     def preprocess(self, image_bgr: np.ndarray) -> tuple[np.ndarray, FrameFit]:
         return letterbox(image_bgr, self.size, self.dynamic)
 
-    def infer(self, tensor: np.ndarray) -> np.ndarray:
-        """The raw output as [C, N]."""
-        output = self.runner.run({self._input: tensor})[0][0]
-        return output if output.shape[0] == self.channels else output.T  # [N, C] exports
+    def infer(self, tensor: np.ndarray) -> np.ndarray | Segmented:
+        """The raw output as [C, N]; a segmentation model's with its prototypes (Segmented)."""
+        outputs = self.runner.run({self._input: tensor})
+        output = outputs[0][0]
+        output = output if output.shape[0] == self.channels else output.T  # [N, C] exports
+        return Segmented(output, outputs[1][0]) if self.mask_channels else output
 
-    def decode(self, output: np.ndarray, box: FrameFit) -> list[Detection]:
-        """[C, N] raw output -> detections in frame pixels."""
+    def decode(self, output: np.ndarray | Segmented, box: FrameFit) -> list[Detection]:
+        """[C, N] raw output (Segmented: with prototypes) -> detections in frame pixels."""
+        prototypes = None
+        if isinstance(output, Segmented):
+            output, prototypes = output
         scores_all = output[4 : 4 + self.class_count]
         candidates = np.flatnonzero(scores_all.max(axis=0) > self.confidence)
         class_ids = scores_all[:, candidates].argmax(axis=0)  # only where it counts: N is large
@@ -96,10 +125,19 @@ class YoloDetector:
             points = output[4 + self.class_count :, kept].T.reshape(len(kept), self.keypoint_count, self.keypoint_dims)
             confidence = points[..., 2:3] if self.keypoint_dims == 3 else np.ones((*points.shape[:2], 1))
             keypoints = list(np.concatenate([box.to_frame(points[..., :2]), confidence], axis=-1))  # [K, 3] each
+        masks = [None] * len(order)
+        if prototypes is not None:
+            masks = self.masks(output, prototypes, candidates[order], corners, box)
         names = self.names
         return [
-            Detection(tuple(xyxy), score, class_id, names[class_id], points)
-            for xyxy, score, class_id, points in zip(
-                corners, scores[order].tolist(), class_ids[order].tolist(), keypoints
+            Detection(tuple(xyxy), score, class_id, names[class_id], points, mask)
+            for xyxy, score, class_id, points, mask in zip(
+                corners, scores[order].tolist(), class_ids[order].tolist(), keypoints, masks
             )
         ]
+
+    def masks(self, output: np.ndarray, prototypes: np.ndarray, kept: np.ndarray, corners: list, box: FrameFit):
+        """The instance masks of the ``kept`` anchors, whose boxes in frame pixels are ``corners``."""
+        coefficients = output[4 + self.class_count : 4 + self.class_count + self.mask_channels, kept].T
+        frame_boxes = np.asarray(corners, np.float64).reshape(-1, 4)
+        return instance_masks(prototypes, coefficients, frame_boxes, (box.height, box.width))

@@ -1,5 +1,6 @@
 """The detections result kind (results/__init__.py): what every detector produces, whatever its model family:
-detections with optional keypoints (and, tracked, track IDs), class-aware NMS and the COCO person keypoints; their
+detections with optional keypoints, optional instance masks (segmentation models: models/masks.py) and, tracked,
+track IDs, class-aware NMS and the COCO person keypoints; their
 record in files (``frame_record``: what predict prints and replay writes), their comparison (``differences``, what
 compare and quantize report), their drawing, and their ROS messages (vision_msgs; imported inside the functions).
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from vision_msgs.msg import Detection2D, Detection2DArray, LabelInfo, ObjectHypothesisWithPose
     from visualization_msgs.msg import MarkerArray
 
+    from ..models.masks import InstanceMask
     from ..models.tracker import Track
 
 # COCO's 17 person keypoints, in the order every COCO-trained pose model outputs them.
@@ -108,13 +110,25 @@ class Detection:
     class_id: int
     class_name: str
     keypoints: Sequence[Sequence[float]] | None = None  # (x, y, confidence) per keypoint; may be a [K, 3] array
+    mask: InstanceMask | None = None  # its instance mask at the source frame's size (segmentation models)
 
     def as_dict(self) -> dict:
         record = {"xyxy": list(self.xyxy), "score": self.score, "class_id": self.class_id}
         record["class_name"] = self.class_name
         if self.keypoints is not None:
             record["keypoints"] = np.asarray(self.keypoints, dtype=np.float64).tolist()
+        if self.mask is not None:
+            record["mask"] = mask_rle(self.mask)
         return record
+
+
+def mask_rle(mask: InstanceMask) -> dict:
+    """A mask as COCO run-length encoding (pycocotools' mask.encode): {"size": [height, width], "counts": text}, as
+    COCO results' ``segmentation`` holds it."""
+    from pycocotools import mask as coco_mask
+
+    encoded = coco_mask.encode(np.asfortranarray(mask.full(), dtype=np.uint8))
+    return {"size": [int(v) for v in encoded["size"]], "counts": encoded["counts"].decode("ascii")}
 
 
 def frame_record(image: str, frame: int, width: int, height: int, detections: Sequence[Detection]) -> dict:

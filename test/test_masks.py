@@ -15,11 +15,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import SHARED
+from sensor_msgs.msg import Image
+from std_msgs.msg import Header
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe
+from vision_msgs.msg import Detection2DArray
 
 from vision_factory.cli import main
 from vision_factory.models.masks import InstanceMask, instance_masks, label_image
 from vision_factory.models.recognition import recognise
 from vision_factory.models.yolo import YoloDetector
+from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 
 SEG_MODEL = SHARED / "models" / "shapes-yolov8n-seg.onnx"
@@ -127,3 +132,48 @@ def test_a_mask_paints_only_its_pixels():
     mask = InstanceMask(2, 1, np.array([[True, False], [False, True]]), 5, 4)
     full = mask.full()
     assert full.sum() == 2 and full[1, 2] and full[2, 3]
+
+
+@needs_seg
+@pytest.mark.parametrize("encoding", ["mono16", "mono8"])
+def test_yolo_node_publishes_masks_whose_label_k_is_detection_k(tmp_path, encoding):
+    params = {"model_path": str(SEG_MODEL), "qos_reliability": "reliable", "mask_encoding": encoding}
+    node = NodeProcess(tmp_path, params, module="vision_factory.yolo_onnx_node")
+    probe = Probe()
+    frame = _image(3)
+    header = Header(frame_id="camera")
+    header.stamp.sec, header.stamp.nanosec = 21, 500
+    try:
+        detections = probe.subscribe(Detection2DArray, "/t/detections")
+        masks = probe.subscribe(Image, "/t/masks")
+        debug = probe.subscribe(Image, "/t/debug_image")
+        publisher = probe.publisher(Image, "/t/image")
+        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, PATIENCE_S), node.log()
+        probe.spin_until(lambda: False, 0.5)  # let the masks and debug subscriptions match
+        publisher.publish(bgr_to_message(frame, header))
+        assert probe.spin_until(lambda: detections and masks and debug, PATIENCE_S), node.log()
+    finally:
+        probe.close()
+        node.stop()
+    (found,), (labels,), (drawn,) = detections, masks, debug
+    assert found.header == labels.header == header
+    assert (labels.width, labels.height, labels.encoding) == (frame.shape[1], frame.shape[0], encoding)
+    dtype = np.dtype("<u2" if encoding == "mono16" else "u1")
+    assert labels.step == frame.shape[1] * dtype.itemsize and labels.is_bigendian == 0
+    image = np.frombuffer(bytes(labels.data), dtype).reshape(frame.shape[:2])
+    expected = YoloDetector(_runner()).detect(frame)
+    assert len(found.detections) == len(expected) >= 2
+    assert set(np.unique(image)) <= set(range(len(expected) + 1))
+    for k, (item, detection) in enumerate(zip(found.detections, expected), start=1):
+        assert item.results[0].hypothesis.score == pytest.approx(detection.score)
+        own = image == k
+        mask = detection.mask.full()
+        assert own.sum() > 0 and not (own & ~mask).any()  # label k lies only on detection k's mask
+        earlier = np.isin(image, range(1, k))
+        assert not (mask & ~own & ~earlier).any()  # and covers it but where an earlier detection's lies
+        # label k sits inside detection k's box as published
+        rows, columns = np.nonzero(own)
+        centre, size = item.bbox.center.position, (item.bbox.size_x, item.bbox.size_y)
+        assert columns.min() >= centre.x - size[0] / 2 - 1 and columns.max() <= centre.x + size[0] / 2
+        assert rows.min() >= centre.y - size[1] / 2 - 1 and rows.max() <= centre.y + size[1] / 2
+    assert not np.array_equal(np.frombuffer(bytes(drawn.data), np.uint8).reshape(frame.shape), frame)

@@ -27,6 +27,7 @@ import numpy as np
 from . import Item, tool_module
 
 if TYPE_CHECKING:
+    from sensor_msgs.msg import Image
     from std_msgs.msg import Header
     from vision_msgs.msg import Detection2D, Detection2DArray, LabelInfo, ObjectHypothesisWithPose
     from visualization_msgs.msg import MarkerArray
@@ -304,6 +305,7 @@ class Detector(Protocol):
 
 # Drawing: annotated images (predict --save) and debug topics.
 BOX_COLOUR = (0, 200, 255)  # BGR
+MASK_OPACITY = 0.45  # of a mask's colour over the frame
 LIMB_COLOUR = (255, 160, 0)
 KEYPOINT_COLOUR = (0, 0, 255)
 
@@ -323,11 +325,13 @@ def draw_detections(
 ) -> np.ndarray:
     """Boxes with class and score, limbs and keypoints above ``keypoint_threshold``; draws in place. With
     ``track_ids`` (one per detection, None: no track) a tracked box is drawn in its track's colour, labelled
-    with its ID ("#7 person 0.91")."""
+    with its ID ("#7 person 0.91"). An instance mask is filled, half see-through, in its box's colour."""
     for index, detection in enumerate(detections):
         x1, y1, x2, y2 = (int(round(v)) for v in detection.xyxy)
         track = None if track_ids is None else track_ids[index]
         colour = BOX_COLOUR if track is None else tuple(int(255 * c) for c in reversed(track_colour(track)))
+        if detection.mask is not None:
+            _fill(image_bgr, detection.mask, colour if track is not None else _class_colour(detection.class_id))
         cv2.rectangle(image_bgr, (x1, y1), (x2, y2), colour, 2)
         label = f"{detection.class_name} {detection.score:.2f}"
         if track is not None:
@@ -345,7 +349,45 @@ def draw_detections(
     return image_bgr
 
 
-# ROS messages (vision_msgs, visualization_msgs), their types imported on first use.
+def _class_colour(class_id: int) -> tuple[int, int, int]:
+    """A class's mask colour (BGR), from the same golden-ratio hues as the tracks'."""
+    return tuple(int(255 * c) for c in reversed(track_colour(class_id + 1)))
+
+
+def _fill(image_bgr: np.ndarray, mask: InstanceMask, colour: tuple[int, int, int]) -> None:
+    """Blends ``colour`` into the mask's pixels (only its box's region is touched)."""
+    h, w = mask.bits.shape
+    region = image_bgr[mask.top : mask.top + h, mask.left : mask.left + w]
+    if region.shape[:2] != (h, w):  # a mask of another frame size: not drawn
+        return
+    pixels = region[mask.bits].astype(np.float32)
+    region[mask.bits] = (pixels * (1 - MASK_OPACITY) + np.float32(colour) * MASK_OPACITY).astype(np.uint8)
+
+
+# ROS messages (vision_msgs, visualization_msgs, sensor_msgs), their types imported on first use.
+MASK_LABELS = {"mono16": (np.dtype("<u2"), 65535), "mono8": (np.dtype("u1"), 255)}  # dtype, most labels
+
+
+def masks_message(header: Header, detections: Sequence[Detection], shape: tuple[int, int], encoding: str) -> Image:
+    """The frame's instance label image (sensor_msgs/Image of ``shape`` (height, width), ``encoding`` mono16 or
+    mono8): 0 where no mask is, k where the k-th detection's of the Detection2DArray of the same header is (1-based;
+    where masks overlap, the earlier detection's); mono8 labels the first 255 detections only, mono16 65535."""
+    from sensor_msgs.msg import Image
+
+    from ..models.masks import label_image
+
+    dtype, most = MASK_LABELS[encoding]
+    labels = label_image([detection.mask for detection in detections[:most]], shape, dtype)
+    height, width = shape
+    return Image(
+        header=header,
+        height=height,
+        width=width,
+        encoding=encoding,
+        is_bigendian=0,
+        step=width * dtype.itemsize,
+        data=labels.tobytes(),
+    )
 
 
 def _hypothesis(class_id: str, score: float, x: float, y: float) -> ObjectHypothesisWithPose:

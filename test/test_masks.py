@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -21,9 +22,11 @@ from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 from vision_msgs.msg import Detection2DArray
 
 from vision_factory.cli import main
+from vision_factory.families.registry import family
 from vision_factory.models.masks import InstanceMask, instance_masks, label_image
 from vision_factory.models.recognition import recognise
 from vision_factory.models.yolo import YoloDetector
+from vision_factory.parameters import with_defaults
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 
@@ -177,3 +180,59 @@ def test_yolo_node_publishes_masks_whose_label_k_is_detection_k(tmp_path, encodi
         assert columns.min() >= centre.x - size[0] / 2 - 1 and columns.max() <= centre.x + size[0] / 2
         assert rows.min() >= centre.y - size[1] / 2 - 1 and rows.max() <= centre.y + size[1] / 2
     assert not np.array_equal(np.frombuffer(bytes(drawn.data), np.uint8).reshape(frame.shape), frame)
+
+
+@needs_seg
+def test_tracked_detections_keep_their_masks_in_their_place():
+    spec = family("yolo")
+    values = with_defaults(spec.parameters, {"model_path": str(SEG_MODEL), "tracking": True}, spec.name)
+    pipeline = spec.pipeline(values, _runner)
+    plain = YoloDetector(_runner(), confidence=values["track_low_threshold"])
+    frame = _image(5)
+    for _ in range(3):  # tracks confirmed by the third frame
+        found = pipeline.push(frame)
+    assert found.track_ids and any(track is not None for track in found.track_ids)
+    expected = {tuple(d.xyxy): d.mask.full() for d in plain.detect(frame)}
+    for detection in found.detections:  # each published detection carries its own mask, whatever its place
+        assert np.array_equal(detection.mask.full(), expected[tuple(detection.xyxy)])
+
+
+def _decoded(rle: dict) -> np.ndarray:
+    """An uncompressed COCO RLE (column-major runs, zeros first) as a bool mask."""
+    height, width = rle["size"]
+    values = np.zeros(len(rle["counts"]), bool)
+    values[1::2] = True
+    return np.repeat(values, rle["counts"]).reshape((height, width), order="F")
+
+
+@needs_seg
+def test_masks_are_ultralytics_own_on_the_same_model_file():
+    """test/data/ultralytics_seg_reference.json: Ultralytics' predict (retina_masks: masks at the frame's size) on
+    the same file and pixels, made by benchmarks/ultralytics_seg_reference.py. Same detections both ways (boxes within
+    1 px, same class, scores within 1e-3; one within 1e-3 of the threshold may be missing on either side), and each
+    mask's IoU with Ultralytics' at least 0.95 (measured: 1.0)."""
+    import hashlib
+
+    reference = json.loads((Path(__file__).parent / "data" / "ultralytics_seg_reference.json").read_text())
+    assert hashlib.sha256(SEG_MODEL.read_bytes()).hexdigest() == reference["model_sha256"]
+    detector = YoloDetector(_runner(), confidence=0.25, iou=0.7)
+    edge, ious = 0.25 + 1e-3, []
+    for name, recorded in reference["images"].items():
+        frame = cv2.imread(str(SEG_DATA / "images" / name))
+        assert hashlib.sha256(frame.tobytes()).hexdigest() == recorded["pixels_sha256"], name
+        ours, theirs = detector.detect(frame), recorded["detections"]
+
+        def same(detection, item):
+            near = np.abs(np.subtract(detection.xyxy, item["xyxy"])).max() <= 1
+            return near and detection.class_id == item["class_id"]
+
+        assert all(any(same(d, item) for item in theirs) for d in ours if d.score >= edge), name
+        for item in theirs:
+            match = [d for d in ours if same(d, item)]
+            assert match or item["score"] < edge, (name, item["xyxy"], [d.xyxy for d in ours])
+            if match:
+                assert match[0].score == pytest.approx(item["score"], abs=1e-3)
+                mine, truth = match[0].mask.full(), _decoded(item["mask"])
+                ious.append((mine & truth).sum() / max((mine | truth).sum(), 1))
+    assert len(ious) >= 20
+    assert min(ious) >= 0.95, ious

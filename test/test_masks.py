@@ -236,3 +236,21 @@ def test_masks_are_ultralytics_own_on_the_same_model_file():
                 ious.append((mine & truth).sum() / max((mine | truth).sum(), 1))
     assert len(ious) >= 20
     assert min(ious) >= 0.95, ious
+
+
+@needs_seg
+def test_predict_save_draws_each_mask(tmp_path):
+    image = SEG_DATA / "images" / "000003.jpg"
+    arguments = ["predict", "--model-type", "yolo", "--model", str(SEG_MODEL), str(image), "--save", str(tmp_path)]
+    result = CliRunner().invoke(main, arguments)
+    assert result.exit_code == 0, result.output
+    frame = cv2.imread(str(image)).astype(np.float32)
+    saved = cv2.imread(str(tmp_path / image.name)).astype(np.float32)
+    detections = YoloDetector(_runner()).detect(cv2.imread(str(image)))
+    outside = np.ones(frame.shape[:2], bool)
+    for detection in detections:
+        x1, y1, x2, y2 = (int(round(v)) for v in detection.xyxy)
+        outside[max(y1 - 12, 0) : y2 + 3, max(x1 - 3, 0) : x2 + 3] = False  # the box, its label above it
+        interior = cv2.erode(detection.mask.full().astype(np.uint8), np.ones((7, 7), np.uint8)).astype(bool)
+        assert np.abs(saved - frame)[interior].mean() > 8  # filled with its colour
+    assert np.abs(saved - frame)[outside].mean() < 3  # nothing else drawn (JPEG noise only)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import cv2
@@ -27,8 +28,10 @@ from vision_factory.models.masks import InstanceMask, instance_masks, label_imag
 from vision_factory.models.recognition import recognise
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.parameters import with_defaults
+from vision_factory.results.detections import differences
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.tools.coco_eval import coco_result
 
 SEG_MODEL = SHARED / "models" / "shapes-yolov8n-seg.onnx"
 SEG_DATA = SHARED / "data" / "shapes-seg-val"
@@ -254,3 +257,19 @@ def test_predict_save_draws_each_mask(tmp_path):
         interior = cv2.erode(detection.mask.full().astype(np.uint8), np.ones((7, 7), np.uint8)).astype(bool)
         assert np.abs(saved - frame)[interior].mean() > 8  # filled with its colour
     assert np.abs(saved - frame)[outside].mean() < 3  # nothing else drawn (JPEG noise only)
+
+
+@needs_seg
+def test_compare_reports_the_smallest_mask_iou_of_paired_detections():
+    frame = _image(3)
+    detections = YoloDetector(_runner()).detect(frame)
+    a = [coco_result(1, d.class_id, d) for d in detections]
+    first = detections[0].mask
+    half = first.bits.copy()
+    half[:, : half.shape[1] // 2] = False  # B's first mask loses its left half; its box stays
+    changed = replace(detections[0], mask=InstanceMask(first.left, first.top, half, first.width, first.height))
+    b = [coco_result(1, d.class_id, d) for d in [changed, *detections[1:]]]
+    found = differences(a, b)
+    expected = half.sum() / first.bits.sum()
+    assert found["matched"] == len(detections) and found["mask_iou_min"] == pytest.approx(expected, abs=1e-6)
+    assert differences(a, a)["mask_iou_min"] == 1.0

@@ -217,7 +217,8 @@ def differences(a: list[dict], b: list[dict], min_score: float = 0.25, min_iou: 
     results) matched per image and class by IoU, greedily by A's score.
 
     Reports matched and unmatched counts and the largest box (px), score and keypoint (px)
-    differences of matched pairs; detections below ``min_score`` are left out.
+    differences of matched pairs, and with instance masks (``segmentation``) the smallest mask IoU of a matched pair;
+    detections below ``min_score`` are left out.
     """
 
     def by_image(results):
@@ -228,7 +229,7 @@ def differences(a: list[dict], b: list[dict], min_score: float = 0.25, min_iou: 
         return grouped
 
     group_a, group_b = by_image(a), by_image(b)
-    matched, box_delta, score_delta, keypoint_delta = 0, 0.0, 0.0, 0.0
+    matched, box_delta, score_delta, keypoint_delta, mask_iou = 0, 0.0, 0.0, 0.0, 1.0
     unmatched_a = unmatched_b = 0
     for key in set(group_a) | set(group_b):
         items_a = sorted(group_a.get(key, []), key=lambda r: -r["score"])
@@ -250,12 +251,25 @@ def differences(a: list[dict], b: list[dict], min_score: float = 0.25, min_iou: 
             if "keypoints" in item:
                 points = np.reshape(item["keypoints"], (-1, 3))[:, :2] - np.reshape(other["keypoints"], (-1, 3))[:, :2]
                 keypoint_delta = max(keypoint_delta, float(np.hypot(points[:, 0], points[:, 1]).max()))
+            if "segmentation" in item and "segmentation" in other:
+                mask_iou = min(mask_iou, rle_iou(item["segmentation"], other["segmentation"]))
         unmatched_b += len(free)
     record = {"matched": matched, "only_in_a": unmatched_a, "only_in_b": unmatched_b}
     record |= {"box_delta_max_px": box_delta, "score_delta_max": score_delta}
     if any("keypoints" in result for result in a):
         record["keypoint_delta_max_px"] = keypoint_delta
+    if any("segmentation" in result for result in a):
+        record["mask_iou_min"] = mask_iou
     return record
+
+
+def rle_iou(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+    """The IoU of two masks in COCO run-length encoding (mask_rle); 0 for masks of different frame sizes."""
+    from pycocotools import mask as coco_mask
+
+    if list(a["size"]) != list(b["size"]):
+        return 0.0
+    return float(coco_mask.iou([dict(a)], [dict(b)], [0])[0][0])
 
 
 def offline_items(pipeline: Any, frames: Sequence[np.ndarray]) -> list[list[Item]]:

@@ -5,8 +5,8 @@ resized bilinearly (half-pixel centres, edges clamped: PyTorch's ``interpolate(b
 to the frame, cropped to the detection's box (pixel columns x1 <= c < x2, rows y1 <= r < y2) and thresholded at
 0 (sigmoid 0.5).
 
-Memory stays bounded by the boxes: only each box's pixels are interpolated and kept (``InstanceMask``), never a
-frame-sized array per detection.
+Memory and time stay bounded by the boxes: only the prototype cells under each box are multiplied out and only its
+pixels interpolated and kept (``InstanceMask``), never a frame-sized array per detection.
 """
 
 from __future__ import annotations
@@ -55,16 +55,6 @@ def _weights(count: int, first: int, last: int, source: int) -> tuple[np.ndarray
     return lower, upper, (position - lower).astype(np.float32)
 
 
-def _matrix(count: int, first: int, last: int, source: int) -> np.ndarray:
-    """[last - first, source] interpolation matrix of ``_weights``."""
-    lower, upper, weight = _weights(count, first, last, source)
-    matrix = np.zeros((last - first, source), np.float32)
-    rows = np.arange(last - first)
-    np.add.at(matrix, (rows, lower), 1.0 - weight)
-    np.add.at(matrix, (rows, upper), weight)
-    return matrix
-
-
 def _box_span(low: float, high: float, size: int) -> tuple[int, int]:
     """The pixel indices p with low <= p < high, within 0..size."""
     first = min(max(math.ceil(low), 0), size)
@@ -87,23 +77,28 @@ def instance_masks(
     """Masks of detections with ``coefficients`` [n, C] and frame-pixel xyxy ``boxes`` [n, 4], from the model's
     ``prototypes`` [C, h, w], on a frame of ``frame_shape`` (height, width)."""
     height, width = frame_shape
-    channels = prototypes.shape[0]
     top, bottom, left, right = prototype_window(prototypes.shape[1:], frame_shape)
     window = np.ascontiguousarray(prototypes[:, top:bottom, left:right], dtype=np.float32)
     rows, columns = window.shape[1:]
-    if not len(coefficients) or rows < 1 or columns < 1:
+    if rows < 1 or columns < 1:
         return [_empty(box, frame_shape) for box in boxes]
-    logits = (np.asarray(coefficients, np.float32) @ window.reshape(channels, -1)).reshape(-1, rows, columns)
     masks = []
-    for logit, (x1, y1, x2, y2) in zip(logits, np.asarray(boxes, np.float64)):
+    for coefficient, (x1, y1, x2, y2) in zip(np.asarray(coefficients, np.float32), np.asarray(boxes, np.float64)):
         first_x, last_x = _box_span(x1, x2, width)
         first_y, last_y = _box_span(y1, y2, height)
         if last_x == first_x or last_y == first_y:
             masks.append(_empty((x1, y1, x2, y2), frame_shape))
             continue
-        down = _matrix(height, first_y, last_y, rows)
-        across = _matrix(width, first_x, last_x, columns)
-        region = down @ logit @ across.T
+        top_tap, bottom_tap, down = _weights(height, first_y, last_y, rows)
+        left_tap, right_tap, across = _weights(width, first_x, last_x, columns)
+        # Only the prototype cells under the box: its logits, then the two taps down and the two across.
+        row0, row1 = int(top_tap[0]), int(bottom_tap[-1]) + 1
+        col0, col1 = int(left_tap[0]), int(right_tap[-1]) + 1
+        cells = window[:, row0:row1, col0:col1]
+        logits = np.tensordot(coefficient, cells, axes=(0, 0))  # [cell rows, cell columns]
+        down = down[:, None]
+        vertical = logits[top_tap - row0] * (1 - down) + logits[bottom_tap - row0] * down
+        region = vertical[:, left_tap - col0] * (1 - across) + vertical[:, right_tap - col0] * across
         masks.append(InstanceMask(first_x, first_y, region > 0, width, height))
     return masks
 

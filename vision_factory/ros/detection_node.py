@@ -73,6 +73,8 @@ class DetectionNode(InferenceNode):
         self.track_marker_pub = publishers.get("track_markers")  # with tracking on
         self.masks_pub = publishers.get("masks")  # a segmentation model's (yolo)
         self.mask_encoding = values.get("mask_encoding", "mono16")
+        if self.masks_pub is not None and _has_masks(self.detector):
+            self.get_logger().info(f"instance segmentation: masks publishes {self.mask_encoding} instance labels")
         self.person_class = values.get("person_class", "")  # rtmpose's people from another node, by name
         if self.tracking:
             reid = "re-identification " + values["reid_model_path"] if self.tracking.embedder else "motion only"

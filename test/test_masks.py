@@ -31,7 +31,9 @@ from vision_factory.parameters import with_defaults
 from vision_factory.results.detections import differences
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.tools.bags import write_image_bag
 from vision_factory.tools.coco_eval import coco_result
+from vision_factory.tools.verify import verify
 
 SEG_MODEL = SHARED / "models" / "shapes-yolov8n-seg.onnx"
 SEG_DATA = SHARED / "data" / "shapes-seg-val"
@@ -273,3 +275,16 @@ def test_compare_reports_the_smallest_mask_iou_of_paired_detections():
     expected = half.sum() / first.bits.sum()
     assert found["matched"] == len(detections) and found["mask_iou_min"] == pytest.approx(expected, abs=1e-6)
     assert differences(a, a)["mask_iou_min"] == 1.0
+
+
+@needs_seg
+def test_verify_compares_each_paired_detections_mask_with_the_models(tmp_path):
+    frames = [np.hstack([_image(index), _image(index + 1)[:, :128]]) for index in range(6)]  # letterboxed
+    bag = write_image_bag(tmp_path / "bag", frames, fps=5, frame_id="camera")
+    params = {"queue_size": "16", "qos_depth": "16"}  # every frame answered, nothing dropped
+    report = verify(bag, "yolo", SEG_MODEL, tmp_path / "v", params, rate=2.0)
+    (masks,) = [check for check in report.checks if check.name == "masks within tolerance"]
+    assert masks.passed and report.passed, report.text()
+    compared = sum(frame.masks for frame in report.frames)
+    assert compared >= 10 and f"{compared} paired detections' masks compared" in masks.numbers
+    assert min(frame.mask_iou_min for frame in report.frames) >= 0.99  # the same backend: the same masks

@@ -55,7 +55,7 @@ def _weights(count: int, first: int, last: int, source: int) -> tuple[np.ndarray
     return lower, upper, (position - lower).astype(np.float32)
 
 
-def _box_span(low: float, high: float, size: int) -> tuple[int, int]:
+def box_span(low: float, high: float, size: int) -> tuple[int, int]:
     """The pixel indices p with low <= p < high, within 0..size."""
     first = min(max(math.ceil(low), 0), size)
     return first, min(max(math.ceil(high), first), size)
@@ -84,8 +84,8 @@ def instance_masks(
         return [_empty(box, frame_shape) for box in boxes]
     masks = []
     for coefficient, (x1, y1, x2, y2) in zip(np.asarray(coefficients, np.float32), np.asarray(boxes, np.float64)):
-        first_x, last_x = _box_span(x1, x2, width)
-        first_y, last_y = _box_span(y1, y2, height)
+        first_x, last_x = box_span(x1, x2, width)
+        first_y, last_y = box_span(y1, y2, height)
         if last_x == first_x or last_y == first_y:
             masks.append(_empty((x1, y1, x2, y2), frame_shape))
             continue
@@ -105,9 +105,30 @@ def instance_masks(
 
 def _empty(box: Sequence[float], frame_shape: tuple[int, int]) -> InstanceMask:
     height, width = frame_shape
-    first_x, last_x = _box_span(box[0], box[2], width)
-    first_y, last_y = _box_span(box[1], box[3], height)
+    first_x, last_x = box_span(box[0], box[2], width)
+    first_y, last_y = box_span(box[1], box[3], height)
     return InstanceMask(first_x, first_y, np.zeros((last_y - first_y, last_x - first_x), bool), width, height)
+
+
+def mask_iou(a: InstanceMask, b: InstanceMask) -> float:
+    """The IoU of two masks of one frame (1.0 when both are empty)."""
+    left, top = min(a.left, b.left), min(a.top, b.top)
+    right = max(a.left + a.bits.shape[1], b.left + b.bits.shape[1])
+    bottom = max(a.top + a.bits.shape[0], b.top + b.bits.shape[0])
+    canvas = np.zeros((2, bottom - top, right - left), bool)
+    for layer, mask in zip(canvas, (a, b)):
+        h, w = mask.bits.shape
+        layer[mask.top - top : mask.top - top + h, mask.left - left : mask.left - left + w] = mask.bits
+    union = np.count_nonzero(canvas[0] | canvas[1])
+    return float(np.count_nonzero(canvas[0] & canvas[1]) / union) if union else 1.0
+
+
+def labelled(labels: np.ndarray, label: int, box: Sequence[float]) -> InstanceMask:
+    """Where ``labels`` (a label image) is ``label`` within ``box`` (xyxy frame pixels), as an InstanceMask."""
+    height, width = labels.shape
+    first_x, last_x = box_span(box[0], box[2], width)
+    first_y, last_y = box_span(box[1], box[3], height)
+    return InstanceMask(first_x, first_y, labels[first_y:last_y, first_x:last_x] == label, width, height)
 
 
 def label_image(masks: Sequence[InstanceMask | None], shape: tuple[int, int], dtype=np.uint16) -> np.ndarray:

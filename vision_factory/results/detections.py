@@ -192,13 +192,29 @@ def save(
 
 # Comparison: what verify compares of the node's answers and the model's offline (results/__init__.py's Item).
 def items(detections: Sequence[Detection], tracks: Sequence[str | None] | None = None) -> list[Item]:
-    """Each detection as an Item: its box then its keypoints' x, y as points, their scores, its track ID."""
+    """Each detection as an Item: its box then its keypoints' x, y as points, their scores, its track ID, and its
+    instance mask as the masks label image shows it (``mask_items``)."""
     found = []
     for detection, track in zip(detections, tracks or [None] * len(detections)):
         keypoints = np.zeros((0, 3)) if detection.keypoints is None else np.asarray(detection.keypoints, np.float64)
         points = np.concatenate([np.asarray(detection.xyxy, np.float64), keypoints[:, :2].ravel()])
         found.append(Item(detection.class_name, float(detection.score), points, keypoints[:, 2].copy(), track))
+    masks = [detection.mask for detection in detections]
+    if any(mask is not None for mask in masks):
+        from ..models.masks import label_image
+
+        shape = next((mask.height, mask.width) for mask in masks if mask is not None)
+        with_labels(found, label_image(masks[: MASK_LABELS["mono16"][1]], shape))
     return found
+
+
+def with_labels(found: Sequence[Item], labels: np.ndarray) -> None:
+    """Gives each of a frame's Items (in the order of its Detection2DArray) its mask as the instance label image
+    ``labels`` shows it (label k: the k-th item; within its box)."""
+    from ..models.masks import labelled
+
+    for index, item in enumerate(found):
+        item.mask = labelled(labels, index + 1, item.points[:4])
 
 
 def message_items(message: Detection2DArray, tracked: bool = False) -> list[Item]:

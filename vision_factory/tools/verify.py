@@ -55,6 +55,10 @@ def tolerance_for(backend: str) -> Tolerance:
     return TOLERANCES.get(backend.lower(), OTHER_BACKENDS)
 
 
+# A paired detection's mask (as the node's ~/masks label image shows it) must overlap the model's at least so.
+MASK_IOU = 0.9
+
+
 @dataclass
 class Answer:
     received_ns: int
@@ -73,6 +77,8 @@ class FrameCheck:
     node_count: int
     model_count: int
     keypoints: int = 0  # keypoints compared (those of the paired items)
+    masks: int = 0  # instance masks compared (those of the paired items)
+    mask_iou_min: float = 1.0  # the smallest IoU of a paired item's mask with the model's
 
     def within(self, tolerance: Tolerance) -> bool:
         return self.unpaired == 0 and self.deviation_px <= tolerance.px and self.score_deviation <= tolerance.score
@@ -173,6 +179,8 @@ def verify(
     tracked = bool(offline_values.get("tracking"))
     run_offline, model_names, keypoint_names = _offline_runner(spec, offline_values, load)
     expected = run_offline(frames)  # before the node plays: a model that cannot load fails here, clearly
+    # A segmentation model: the node's ~/masks recorded too, each paired detection's mask compared.
+    masked = any(item.mask is not None for items in expected for item in items)
 
     node_params = {"model_path": str(model), **params}
     latched = dict(spec.result.latched)  # the node's class map
@@ -190,8 +198,11 @@ def verify(
         latched=latched or None,
         warm_up=True,
         diagnostics=True,
+        also=MASKS_TOPIC if masked else None,
     )
     answers = _answers(Path(result.output_bag), spec, tracked)
+    if masked:
+        _with_masks(answers, Path(result.output_bag))
     node_names = _label_names(Path(result.output_bag), latched) if latched else None
     paired, by_order = _pair(answers, result.sent_stamps)
     frame_checks = [_compare(index, paired.get(index), expected[index]) for index in range(len(frames))]
@@ -210,8 +221,10 @@ def verify(
             spec, frame_checks, paired, expected, tolerance, frames, run_offline, other_classes, counts, keypoint_names
         )
     )
+    if masked:
+        checks.append(_mask_check(frame_checks))
     if tracked:
-        checks.append(_track_check(frame_checks, paired, expected, checks[0], checks[-1]))
+        checks.append(_track_check(frame_checks, paired, expected, checks[0], checks[-2 if masked else -1]))
     latencies = [
         (answer.received_ns - (answer.stamp[0] * 10**9 + answer.stamp[1])) / 1e6
         for index, answer in paired.items()
@@ -308,6 +321,45 @@ def _answers(output_bag: Path, spec: Family, tracked: bool = False) -> list[Answ
     return answers
 
 
+MASKS_TOPIC = {"masks": "sensor_msgs/msg/Image"}
+
+
+def _with_masks(answers: list[Answer], output_bag: Path) -> None:
+    """Gives each answer's items their masks from the node's ~/masks label image of the same stamp."""
+    from rclpy.serialization import deserialize_message
+
+    from ..results.detections import with_labels
+
+    by_stamp = {answer.stamp: answer for answer in answers}
+    for raw in read_messages(output_bag, "/masks"):
+        msg = deserialize_message(raw.data, message_class(MASKS_TOPIC["masks"]))
+        answer = by_stamp.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
+        dtype = {"mono16": np.dtype("<u2"), "mono8": np.dtype("u1")}.get(msg.encoding)
+        if answer is None or dtype is None or msg.step != msg.width * dtype.itemsize:
+            continue
+        labels = np.frombuffer(bytes(msg.data), dtype).reshape(msg.height, msg.width)
+        with_labels(answer.items, labels)
+
+
+def _mask_check(frames: list[FrameCheck]) -> Check:
+    """Each paired detection's mask, as the node's ~/masks shows it, overlaps the model's by at least MASK_IOU."""
+    compared = [check for check in frames if check.masks]
+    masks = sum(check.masks for check in compared)
+    lowest = min((check.mask_iou_min for check in compared), default=1.0)
+    numbers = f"{masks} paired detections' masks compared, smallest IoU {lowest:.4g} (at least {MASK_IOU:g})"
+    if not masks:
+        cause = "the node published no masks with its detections' stamps: is its ~/masks topic remapped or missing?"
+        return Check("masks within tolerance", False, numbers, cause)
+    if lowest >= MASK_IOU:
+        return Check("masks within tolerance", True, numbers)
+    worst = min(compared, key=lambda check: check.mask_iou_min)
+    cause = (
+        f"frame {worst.frame}: a mask overlaps the model's by {worst.mask_iou_min:.3g} only — check the node's model "
+        "and backend against the model you validated"
+    )
+    return Check("masks within tolerance", False, numbers, cause)
+
+
 def _label_names(output_bag: Path, latched: Mapping[str, str]) -> list[str] | None:
     """The class names of the node's LabelInfo, when it published one."""
     from rclpy.serialization import deserialize_message
@@ -350,9 +402,26 @@ def _compare(index: int, answer: Answer | None, expected: list[Item]) -> FrameCh
     scores = [abs(a.score - b.score) for a, b in pairs]
     scores += [float(np.max(np.abs(a.point_scores - b.point_scores))) for a, b in pairs if a.point_scores.size]
     keypoints = sum(b.point_scores.size for _, b in pairs)
+    ious = [_mask_iou(a.mask, b.mask) for a, b in pairs if b.mask is not None]
     return FrameCheck(
-        index, True, deviation, max(scores, default=0.0), unpaired, len(answer.items), len(expected), keypoints
+        index,
+        True,
+        deviation,
+        max(scores, default=0.0),
+        unpaired,
+        len(answer.items),
+        len(expected),
+        keypoints,
+        len(ious),
+        min(ious, default=1.0),
     )
+
+
+def _mask_iou(node: Any, model: Any) -> float:
+    """A paired detection's mask IoU; 0 when the node gave it none."""
+    from ..models.masks import mask_iou
+
+    return 0.0 if node is None else mask_iou(node, model)
 
 
 def match(node: list[Item], model: list[Item]) -> tuple[list[tuple[Item, Item]], int]:

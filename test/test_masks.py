@@ -288,3 +288,21 @@ def test_verify_compares_each_paired_detections_mask_with_the_models(tmp_path):
     compared = sum(frame.masks for frame in report.frames)
     assert compared >= 10 and f"{compared} paired detections' masks compared" in masks.numbers
     assert min(frame.mask_iou_min for frame in report.frames) >= 0.99  # the same backend: the same masks
+
+
+@needs_seg
+def test_the_mask_check_fails_where_a_node_mask_differs_from_the_models():
+    from vision_factory.results.detections import items
+    from vision_factory.tools.verify import Answer, _compare, _mask_check
+
+    detections = YoloDetector(_runner()).detect(_image(3))
+    model = items(detections)
+    first = detections[0].mask
+    half = first.bits.copy()
+    half[: half.shape[0] // 2] = False  # the node's first mask lost its top half
+    node = items([replace(detections[0], mask=replace(first, bits=half)), *detections[1:]])
+    frame = _compare(0, Answer(0, (1, 0), "camera", node), model)
+    assert frame.masks == len(detections) and frame.mask_iou_min < 0.9
+    check = _mask_check([frame])
+    assert not check.passed and "frame 0" in check.cause
+    assert _mask_check([_compare(0, Answer(0, (1, 0), "camera", model), items(detections))]).passed

@@ -239,6 +239,7 @@ CARRIED = {
         "families/detection.py",
         "families/yolo.py",
         "models/geometry.py",
+        "models/masks.py",
         "models/yolo.py",
         "results/detections.py",
         "ros/detection_node.py",
@@ -247,6 +248,7 @@ CARRIED = {
     "track": [
         "families/detection.py",
         "families/track.py",
+        "models/masks.py",  # the detections' instance masks (results/detections.py)
         "results/detections.py",
         "ros/track_node.py",
         "ros/tracks.py",

@@ -39,6 +39,13 @@ IMAGE_SIZE = Parameter(
     "image_size", 0, "input size for models with dynamic input; 0: the model's recorded imgsz", minimum=0
 )
 INPUT_SIZE = Parameter("input_size", "", "WIDTHxHEIGHT fed to a model with dynamic input; empty: its fixed size")
+MASK_ENCODINGS = ("mono16", "mono8")
+MASK_ENCODING = Parameter(
+    "mask_encoding",
+    "mono16",
+    "masks label image encoding: mono16, or mono8 (labels only the first 255 detections)",
+    choices=MASK_ENCODINGS,
+)
 KEYPOINT_THRESHOLD = Parameter(
     "keypoint_threshold", 0.5, "keypoints scoring below this are not drawn (markers)", **FRACTION
 )
@@ -49,6 +56,9 @@ NODE_MODULE = "detection_node"
 
 # Each track's recent path (results/detections.py's track_markers): the track node's and a tracking detector's.
 TRACK_MARKERS = Output("track_markers", MARKERS_MESSAGE, ", each track's recent path", on_demand=True)
+# A segmentation model's instance masks (results/detections.py's masks_message): one label image per frame.
+MASK_LABELS = ", segmentation models: instance labels (0 none, k the k-th detection of the same stamp)"
+MASKS = Output("masks", "sensor_msgs/msg/Image", MASK_LABELS, on_demand=True)
 
 
 def node(
@@ -57,14 +67,17 @@ def node(
     tracking: bool = True,
     inputs: tuple[Input, ...] = IMAGE_INPUTS,
     topic_arguments: tuple[tuple[str, str, str, str], ...] = (),
+    masks: bool = False,
 ) -> NodeWiring:
     """A detection node (ros/detection_node.py) publishing its detections on ``topic``; ``keypoints``: with pose
-    markers; ``tracking``: it has the tracking parameters (families/tracking.py), and track markers with them on."""
+    markers; ``tracking``: it has the tracking parameters (families/tracking.py), and track markers with them on;
+    ``masks``: a segmentation model's instance label image."""
     outputs = (
         Output(topic, DETECTIONS_MESSAGE, ", one per frame, stamped with its header", depth=10),
         Output("labels", "vision_msgs/msg/LabelInfo", ": the class map", latched=True, listened=False),
         *((Output("pose_markers", MARKERS_MESSAGE, " skeleton", on_demand=True),) if keypoints else ()),
         *((replace(TRACK_MARKERS, when="tracking"),) if tracking else ()),
+        *((MASKS,) if masks else ()),
         DEBUG_IMAGE,
     )
     return NodeWiring(NODE_MODULE, inputs, outputs, ROS_DEPENDENCIES, topic_arguments)

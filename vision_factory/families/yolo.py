@@ -1,4 +1,5 @@
-"""yolo: Ultralytics YOLO object detection (models/yolo.py), recognised by models/yolo_interface.py."""
+"""yolo: Ultralytics YOLO object detection and instance segmentation (models/yolo.py), recognised by
+models/yolo_interface.py."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .detection import (
     IMAGE_SIZE,
     IOU,
     LABELS,
+    MASK_ENCODING,
     MAX_DETECTIONS,
     MODEL,
     load_detector,
@@ -53,10 +55,10 @@ FAMILY = Family(
     name="yolo",
     summary="YOLO object detection (Ultralytics export)",
     rule=YOLO,
-    parameters=(*PARAMETERS, *tracking.PARAMETERS),
+    parameters=(*PARAMETERS, MASK_ENCODING, *tracking.PARAMETERS),  # mask_encoding: segmentation models' masks
     build=build,
     result=DETECTIONS,
-    node=node("detections", keypoints=False),
+    node=node("detections", keypoints=False, masks=True),
     make=make,
     make_pipeline=DetectionPipeline.build,
     accuracy_loss=AP_LOST,

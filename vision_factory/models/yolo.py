@@ -1,4 +1,5 @@
-"""Ultralytics-style YOLO detection and pose on any Runner: letterbox, decoding, class-aware NMS.
+"""Ultralytics-style YOLO detection, pose and instance segmentation on any Runner: letterbox, decoding, class-aware
+NMS; a segmentation model's masks as models/masks.py decodes them.
 
 Each head (models/yolo_interface.py's ``yolo_head``) is decoded as its exporting project does: a raw head as
 Ultralytics' ``non_max_suppression``; an end-to-end head as its end-to-end branch (rows scoring above the
@@ -14,6 +15,7 @@ input pads only up to a multiple of 32.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -23,14 +25,35 @@ from ..text import untrusted
 from .bounds import MAX_CLASSES, check_count
 from .geometry import STRIDE, FrameFit, letterbox
 from .interface import Interface
+from .masks import instance_masks
 from .ultralytics import class_names, keypoint_shape, recorded_imgsz
 from .yolo_interface import END2END, OBJECTNESS, yolo_head
 
 YOLOV5_MAX_NMS = 30000  # YOLOv5's max_nms: candidates by score into NMS
 
 
+class Segmented(NamedTuple):
+    """A segmentation model's raw outputs: the head [C, N] (4 box + classes + mask coefficients) and the mask
+    prototypes [M, H/4, W/4]."""
+
+    head: np.ndarray
+    prototypes: np.ndarray
+
+
+def mask_channels(runner: Runner) -> int:
+    """The mask coefficients per detection of a YOLO segmentation model (its second output, the prototypes
+    [1, M, H/4, W/4]: M, e.g. 32); 0 for a model without."""
+    if len(runner.outputs) < 2 or len(runner.outputs[1].shape) != 4:
+        return 0
+    channels = fixed_dim(runner.outputs[1].shape[1])
+    if channels is None or channels < 1:
+        raise ValueError("the model's mask prototypes output has no fixed channel count: expected [1, 32, H/4, W/4]")
+    return channels
+
+
 class YoloDetector:
-    """YOLO detection (output [1, 4+nc, N] or [1, N, 4+nc]) or pose (4 + 1 + K*3 channels) on a Runner."""
+    """YOLO detection (output [1, 4+nc, N] or [1, N, 4+nc]), pose (4 + 1 + K*3 channels) or instance segmentation
+    (4 + nc + M channels, and the prototypes [1, M, H/4, W/4]) on a Runner."""
 
     def __init__(
         self,
@@ -56,8 +79,10 @@ class YoloDetector:
         kpt_shape = (keypoint_shape(runner.metadata) or (17, 3)) if pose else (0, 0)
         self.keypoint_count, self.keypoint_dims = kpt_shape
         channels = runner.outputs[0].shape[1:]
-        extra = self.keypoint_count * self.keypoint_dims
         self.head = yolo_head(Interface.of(runner))
+        # segmentation (a raw head with the prototypes beside it): mask coefficients per detection after its classes
+        self.mask_channels = 0 if pose or self.head == END2END else mask_channels(runner)
+        extra = self.keypoint_count * self.keypoint_dims + self.mask_channels
         if self.head == END2END:
             self._end2end(names, extra)
             return
@@ -118,13 +143,18 @@ class YoloDetector:
     def preprocess(self, image_bgr: np.ndarray) -> tuple[np.ndarray, FrameFit]:
         return letterbox(image_bgr, self.size, self.dynamic)
 
-    def infer(self, tensor: np.ndarray) -> np.ndarray:
-        """The raw output as [C, N]."""
-        output = self.runner.run({self._input: tensor})[0][0]
-        return output if output.shape[0] == self.channels else output.T  # [N, C] exports
+    def infer(self, tensor: np.ndarray) -> np.ndarray | Segmented:
+        """The raw output as [C, N]; a segmentation model's with its prototypes (Segmented)."""
+        outputs = self.runner.run({self._input: tensor})
+        output = outputs[0][0]
+        output = output if output.shape[0] == self.channels else output.T  # [N, C] exports
+        return Segmented(output, outputs[1][0]) if self.mask_channels else output
 
-    def decode(self, output: np.ndarray, box: FrameFit) -> list[Detection]:
-        """[C, N] raw output -> detections in frame pixels."""
+    def decode(self, output: np.ndarray | Segmented, box: FrameFit) -> list[Detection]:
+        """[C, N] raw output (Segmented: with prototypes) -> detections in frame pixels."""
+        prototypes = None
+        if isinstance(output, Segmented):
+            output, prototypes = output
         if self.head == END2END:
             return self._decode_end2end(output, box)
         if self.head == OBJECTNESS:
@@ -152,7 +182,8 @@ class YoloDetector:
         centre, half = output[0:2, candidates].T, output[2:4, candidates].T / 2
         boxes = np.concatenate([centre - half, centre + half], axis=1)
         order = nms(boxes, scores, class_ids, self.iou, limit=self.max_detections)
-        return self._detections(output, box, boxes[order], scores[order], class_ids[order], candidates[order])
+        kept = candidates[order]
+        return self._detections(output, box, boxes[order], scores[order], class_ids[order], kept, prototypes)
 
     def _yolov5_fit(self, fit: FrameFit) -> FrameFit:
         """The mapping back as YOLOv5's ``scale_boxes`` makes it: one gain (the smaller of the two ratios) and the
@@ -187,9 +218,10 @@ class YoloDetector:
         scores: np.ndarray,
         class_ids: np.ndarray,
         kept: np.ndarray,
+        prototypes: np.ndarray | None = None,
     ) -> list[Detection]:
         """Detections from the kept columns of ``output``: boxes in input pixels (x1, y1, x2, y2) to frame pixels,
-        keypoints (after the head's box, score and class channels) with them."""
+        keypoints (after the head's box, score and class channels) or instance masks (``prototypes``) with them."""
         corners = box.to_frame(boxes.reshape(-1, 2, 2)).reshape(-1, 4).tolist()
         keypoints = [None] * len(kept)
         if self.pose:
@@ -197,8 +229,19 @@ class YoloDetector:
             points = output[first:, kept].T.reshape(len(kept), self.keypoint_count, self.keypoint_dims)
             confidence = points[..., 2:3] if self.keypoint_dims == 3 else np.ones((*points.shape[:2], 1))
             keypoints = list(np.concatenate([box.to_frame(points[..., :2]), confidence], axis=-1))  # [K, 3] each
+        masks = [None] * len(kept)
+        if prototypes is not None:
+            masks = self.masks(output, prototypes, kept, corners, box)
         names = self.names
         return [
-            Detection(tuple(xyxy), score, class_id, names[class_id], points)
-            for xyxy, score, class_id, points in zip(corners, scores.tolist(), class_ids.tolist(), keypoints)
+            Detection(tuple(xyxy), score, class_id, names[class_id], points, mask)
+            for xyxy, score, class_id, points, mask in zip(
+                corners, scores.tolist(), class_ids.tolist(), keypoints, masks
+            )
         ]
+
+    def masks(self, output: np.ndarray, prototypes: np.ndarray, kept: np.ndarray, corners: list, box: FrameFit):
+        """The instance masks of the ``kept`` anchors, whose boxes in frame pixels are ``corners``."""
+        coefficients = output[4 + self.class_count : 4 + self.class_count + self.mask_channels, kept].T
+        frame_boxes = np.asarray(corners, np.float64).reshape(-1, 4)
+        return instance_masks(prototypes, coefficients, frame_boxes, (box.height, box.width))

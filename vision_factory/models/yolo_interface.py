@@ -1,6 +1,7 @@
-"""What an Ultralytics YOLO export's interface is, detection and pose, and the rules that recognise it:
-one image input [B, 3, H, W] and one output [1, 4 + classes (+ keypoints x dims), N] (or transposed),
-told apart by the Ultralytics metadata (task, kpt_shape) where there is some.
+"""What an Ultralytics YOLO export's interface is, detection, pose and instance segmentation, and the rules that
+recognise it: one image input [B, 3, H, W] and one output [1, 4 + classes (+ keypoints x dims), N] (or transposed),
+told apart by the Ultralytics metadata (task, kpt_shape) where there is some; a segmentation model has a second
+output, the mask prototypes [1, M, H/4, W/4], and M mask coefficients per detection after its classes.
 
 Three heads (``yolo_head``), each decoded as its exporting project does (models/yolo.py):
 - raw (YOLOv8, YOLO11): [1, 4 + classes (+ keypoints x dims), N], class scores, then NMS;
@@ -212,7 +213,48 @@ def _yolov5(model: Interface, image: TensorInfo, channels: int) -> Recognition:
     return Recognition("yolo", reason, details)
 
 
-YOLO = Rule("yolo", "a YOLO detector ([1, 3, H, W] in, [1, 4 + classes, N] out)", _yolo)
+def _yolo_seg(model: Interface) -> Recognition | None:
+    """A YOLOv8/11-seg export: two outputs, [1, 4 + classes + M, N] and the prototypes [1, M, H/4, W/4], and
+    Ultralytics metadata task 'segment' (or none); decoded by the detection family, masks and all."""
+    metadata = model.metadata
+    if metadata.get("task") not in (None, "segment") or end2end(metadata) or len(model.outputs) != 2:
+        return None
+    image, (head, prototypes) = image_input(model), model.outputs
+    if image is None or len(prototypes.shape) != 4 or not isinstance(prototypes.shape[1], int):
+        return None
+    output = _yolo_output(Interface(model.inputs, (head,), metadata))
+    if output is None:
+        return None
+    channels, transposed = output
+    masks = prototypes.shape[1]
+    classes = channels - 4 - masks
+    if classes < 1:
+        return None
+    names = class_names(metadata)
+    reason = (
+        f"one image input {image.name} {shape_text(image.shape)}, an output {head.name} {shape_text(head.shape)} "
+        f"read as {channels} = 4 box + {classes} class + {masks} mask coefficient channels and the mask prototypes "
+        f"{prototypes.name} {shape_text(prototypes.shape)}: a YOLO instance segmentation model with "
+        f"{count_text(classes, 'class', 'classes')}"
+    )
+    if metadata.get("task") == "segment":
+        reason += ", confirmed by Ultralytics metadata task 'segment'"
+    if names and len(names) != classes:
+        reason += f", but its metadata names {count_text(len(names), 'class', 'classes')}"
+    details: dict[str, object] = {"classes": classes, "names": names, **image_details(image), "transposed": transposed}
+    return Recognition("yolo", reason, details | {"masks": masks})
+
+
+def _yolo_or_seg(model: Interface) -> Recognition | None:
+    return _yolo(model) or _yolo_seg(model)
+
+
+YOLO = Rule(
+    "yolo",
+    "a YOLO detector ([1, 3, H, W] in, [1, 4 + classes, N] out) or instance segmentation model (and the mask "
+    "prototypes [1, 32, H/4, W/4] out)",
+    _yolo_or_seg,
+)
 YOLO_POSE = Rule(
     "yolo_pose",
     "a YOLO pose model ([1, 3, H, W] in, [1, 4 + classes + keypoints x 3, N] out, e.g. [1, 56, 8400])",

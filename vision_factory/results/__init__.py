@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -51,6 +52,9 @@ class Item:
     points: np.ndarray  # x1, y1, x2, y2 [, kx, ky, ...] or x, y
     point_scores: np.ndarray  # keypoint scores ([] without)
     track: str | None = None  # with tracking on: its track ID (Detection2D.id; "": no confirmed track)
+    # An instance mask (models/masks.py's InstanceMask), as the node's ~/masks label image shows it: its own pixels
+    # but where an earlier detection's mask lies; None: none.
+    mask: Any = None
 
 
 def tool_module(name: str) -> ModuleType:

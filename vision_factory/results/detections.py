@@ -1,5 +1,6 @@
 """The detections result kind (results/__init__.py): what every detector produces, whatever its model family:
-detections with optional keypoints (and, tracked, track IDs), class-aware NMS and the COCO person keypoints; their
+detections with optional keypoints, optional instance masks (segmentation models: models/masks.py) and, tracked,
+track IDs, class-aware NMS and the COCO person keypoints; their
 record in files (``frame_record``: what predict prints and replay writes), their comparison (``differences``, what
 compare and quantize report), their drawing, and their ROS messages (vision_msgs; imported inside the functions).
 
@@ -26,10 +27,12 @@ import numpy as np
 from . import Item, tool_module
 
 if TYPE_CHECKING:
+    from sensor_msgs.msg import Image
     from std_msgs.msg import Header
     from vision_msgs.msg import Detection2D, Detection2DArray, LabelInfo, ObjectHypothesisWithPose
     from visualization_msgs.msg import MarkerArray
 
+    from ..models.masks import InstanceMask
     from ..models.tracker import Track
 
 # COCO's 17 person keypoints, in the order every COCO-trained pose model outputs them.
@@ -108,13 +111,25 @@ class Detection:
     class_id: int
     class_name: str
     keypoints: Sequence[Sequence[float]] | None = None  # (x, y, confidence) per keypoint; may be a [K, 3] array
+    mask: InstanceMask | None = None  # its instance mask at the source frame's size (segmentation models)
 
     def as_dict(self) -> dict:
         record = {"xyxy": list(self.xyxy), "score": self.score, "class_id": self.class_id}
         record["class_name"] = self.class_name
         if self.keypoints is not None:
             record["keypoints"] = np.asarray(self.keypoints, dtype=np.float64).tolist()
+        if self.mask is not None:
+            record["mask"] = mask_rle(self.mask)
         return record
+
+
+def mask_rle(mask: InstanceMask) -> dict:
+    """A mask as COCO run-length encoding (pycocotools' mask.encode): {"size": [height, width], "counts": text}, as
+    COCO results' ``segmentation`` holds it."""
+    from pycocotools import mask as coco_mask
+
+    encoded = coco_mask.encode(np.asfortranarray(mask.full(), dtype=np.uint8))
+    return {"size": [int(v) for v in encoded["size"]], "counts": encoded["counts"].decode("ascii")}
 
 
 def frame_record(image: str, frame: int, width: int, height: int, detections: Sequence[Detection]) -> dict:
@@ -177,13 +192,29 @@ def save(
 
 # Comparison: what verify compares of the node's answers and the model's offline (results/__init__.py's Item).
 def items(detections: Sequence[Detection], tracks: Sequence[str | None] | None = None) -> list[Item]:
-    """Each detection as an Item: its box then its keypoints' x, y as points, their scores, its track ID."""
+    """Each detection as an Item: its box then its keypoints' x, y as points, their scores, its track ID, and its
+    instance mask as the masks label image shows it (``mask_items``)."""
     found = []
     for detection, track in zip(detections, tracks or [None] * len(detections)):
         keypoints = np.zeros((0, 3)) if detection.keypoints is None else np.asarray(detection.keypoints, np.float64)
         points = np.concatenate([np.asarray(detection.xyxy, np.float64), keypoints[:, :2].ravel()])
         found.append(Item(detection.class_name, float(detection.score), points, keypoints[:, 2].copy(), track))
+    masks = [detection.mask for detection in detections]
+    if any(mask is not None for mask in masks):
+        from ..models.masks import label_image
+
+        shape = next((mask.height, mask.width) for mask in masks if mask is not None)
+        with_labels(found, label_image(masks[: MASK_LABELS["mono16"][1]], shape))
     return found
+
+
+def with_labels(found: Sequence[Item], labels: np.ndarray) -> None:
+    """Gives each of a frame's Items (in the order of its Detection2DArray) its mask as the instance label image
+    ``labels`` shows it (label k: the k-th item; within its box)."""
+    from ..models.masks import labelled
+
+    for index, item in enumerate(found):
+        item.mask = labelled(labels, index + 1, item.points[:4])
 
 
 def message_items(message: Detection2DArray, tracked: bool = False) -> list[Item]:
@@ -202,7 +233,8 @@ def differences(a: list[dict], b: list[dict], min_score: float = 0.25, min_iou: 
     results) matched per image and class by IoU, greedily by A's score.
 
     Reports matched and unmatched counts and the largest box (px), score and keypoint (px)
-    differences of matched pairs; detections below ``min_score`` are left out.
+    differences of matched pairs, and with instance masks (``segmentation``) the smallest mask IoU of a matched pair;
+    detections below ``min_score`` are left out.
     """
 
     def by_image(results):
@@ -213,7 +245,7 @@ def differences(a: list[dict], b: list[dict], min_score: float = 0.25, min_iou: 
         return grouped
 
     group_a, group_b = by_image(a), by_image(b)
-    matched, box_delta, score_delta, keypoint_delta = 0, 0.0, 0.0, 0.0
+    matched, box_delta, score_delta, keypoint_delta, mask_iou = 0, 0.0, 0.0, 0.0, 1.0
     unmatched_a = unmatched_b = 0
     for key in set(group_a) | set(group_b):
         items_a = sorted(group_a.get(key, []), key=lambda r: -r["score"])
@@ -235,12 +267,25 @@ def differences(a: list[dict], b: list[dict], min_score: float = 0.25, min_iou: 
             if "keypoints" in item:
                 points = np.reshape(item["keypoints"], (-1, 3))[:, :2] - np.reshape(other["keypoints"], (-1, 3))[:, :2]
                 keypoint_delta = max(keypoint_delta, float(np.hypot(points[:, 0], points[:, 1]).max()))
+            if "segmentation" in item and "segmentation" in other:
+                mask_iou = min(mask_iou, rle_iou(item["segmentation"], other["segmentation"]))
         unmatched_b += len(free)
     record = {"matched": matched, "only_in_a": unmatched_a, "only_in_b": unmatched_b}
     record |= {"box_delta_max_px": box_delta, "score_delta_max": score_delta}
     if any("keypoints" in result for result in a):
         record["keypoint_delta_max_px"] = keypoint_delta
+    if any("segmentation" in result for result in a):
+        record["mask_iou_min"] = mask_iou
     return record
+
+
+def rle_iou(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+    """The IoU of two masks in COCO run-length encoding (mask_rle); 0 for masks of different frame sizes."""
+    from pycocotools import mask as coco_mask
+
+    if list(a["size"]) != list(b["size"]):
+        return 0.0
+    return float(coco_mask.iou([dict(a)], [dict(b)], [0])[0][0])
 
 
 def offline_items(pipeline: Any, frames: Sequence[np.ndarray]) -> list[list[Item]]:
@@ -290,6 +335,7 @@ class Detector(Protocol):
 
 # Drawing: annotated images (predict --save) and debug topics.
 BOX_COLOUR = (0, 200, 255)  # BGR
+MASK_OPACITY = 0.45  # of a mask's colour over the frame
 LIMB_COLOUR = (255, 160, 0)
 KEYPOINT_COLOUR = (0, 0, 255)
 
@@ -309,11 +355,13 @@ def draw_detections(
 ) -> np.ndarray:
     """Boxes with class and score, limbs and keypoints above ``keypoint_threshold``; draws in place. With
     ``track_ids`` (one per detection, None: no track) a tracked box is drawn in its track's colour, labelled
-    with its ID ("#7 person 0.91")."""
+    with its ID ("#7 person 0.91"). An instance mask is filled, half see-through, in its box's colour."""
     for index, detection in enumerate(detections):
         x1, y1, x2, y2 = (int(round(v)) for v in detection.xyxy)
         track = None if track_ids is None else track_ids[index]
         colour = BOX_COLOUR if track is None else tuple(int(255 * c) for c in reversed(track_colour(track)))
+        if detection.mask is not None:
+            _fill(image_bgr, detection.mask, colour if track is not None else _class_colour(detection.class_id))
         cv2.rectangle(image_bgr, (x1, y1), (x2, y2), colour, 2)
         label = f"{detection.class_name} {detection.score:.2f}"
         if track is not None:
@@ -331,7 +379,45 @@ def draw_detections(
     return image_bgr
 
 
-# ROS messages (vision_msgs, visualization_msgs), their types imported on first use.
+def _class_colour(class_id: int) -> tuple[int, int, int]:
+    """A class's mask colour (BGR), from the same golden-ratio hues as the tracks'."""
+    return tuple(int(255 * c) for c in reversed(track_colour(class_id + 1)))
+
+
+def _fill(image_bgr: np.ndarray, mask: InstanceMask, colour: tuple[int, int, int]) -> None:
+    """Blends ``colour`` into the mask's pixels (only its box's region is touched)."""
+    h, w = mask.bits.shape
+    region = image_bgr[mask.top : mask.top + h, mask.left : mask.left + w]
+    if region.shape[:2] != (h, w):  # a mask of another frame size: not drawn
+        return
+    pixels = region[mask.bits].astype(np.float32)
+    region[mask.bits] = (pixels * (1 - MASK_OPACITY) + np.float32(colour) * MASK_OPACITY).astype(np.uint8)
+
+
+# ROS messages (vision_msgs, visualization_msgs, sensor_msgs), their types imported on first use.
+MASK_LABELS = {"mono16": (np.dtype("<u2"), 65535), "mono8": (np.dtype("u1"), 255)}  # dtype, most labels
+
+
+def masks_message(header: Header, detections: Sequence[Detection], shape: tuple[int, int], encoding: str) -> Image:
+    """The frame's instance label image (sensor_msgs/Image of ``shape`` (height, width), ``encoding`` mono16 or
+    mono8): 0 where no mask is, k where the k-th detection's of the Detection2DArray of the same header is (1-based;
+    where masks overlap, the earlier detection's); mono8 labels the first 255 detections only, mono16 65535."""
+    from sensor_msgs.msg import Image
+
+    from ..models.masks import label_image
+
+    dtype, most = MASK_LABELS[encoding]
+    labels = label_image([detection.mask for detection in detections[:most]], shape, dtype)
+    height, width = shape
+    return Image(
+        header=header,
+        height=height,
+        width=width,
+        encoding=encoding,
+        is_bigendian=0,
+        step=width * dtype.itemsize,
+        data=labels.tobytes(),
+    )
 
 
 def _hypothesis(class_id: str, score: float, x: float, y: float) -> ObjectHypothesisWithPose:

@@ -6,7 +6,8 @@ Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/Compresse
 Publishes   families/detection.py's output table (node()), from which configure creates the publishers and
             `vision-factory models` describes them: detections (detection families) or poses (pose families),
             vision_msgs/Detection2DArray, one per frame with that frame's header; labels (the class map,
-            transient local, once); pose markers, with tracking on track markers, and debug_image when subscribed.
+            transient local, once); pose markers, with tracking on track markers, and debug_image when subscribed;
+            a segmentation model's masks (sensor_msgs/Image label image, mask_encoding) when subscribed.
 
 With ``tracking`` on (yolo, yolo_pose, fasterrcnn: families/tracking.py's parameters) each Detection2D.id is the
 detection's track ID, empty when it is not (yet) part of a confirmed track; the detector then hands the tracker
@@ -37,6 +38,7 @@ from ..results.detections import (
     detections_message,
     draw_detections,
     label_info_message,
+    masks_message,
     skeleton_markers,
     track_markers,
 )
@@ -72,6 +74,10 @@ class DetectionNode(InferenceNode):
         self.debug_pub = publishers["debug_image"]
         self.marker_pub = publishers.get("pose_markers")  # pose families
         self.track_marker_pub = publishers.get("track_markers")  # with tracking on
+        self.masks_pub = publishers.get("masks")  # a segmentation model's (yolo)
+        self.mask_encoding = values.get("mask_encoding", "mono16")
+        if self.masks_pub is not None and _has_masks(self.detector):
+            self.get_logger().info(f"instance segmentation: masks publishes {self.mask_encoding} instance labels")
         self.person_class = values.get("person_class", "")  # rtmpose's people from another node, by name
         if self.tracking:
             reid = "re-identification " + values["reid_model_path"] if self.tracking.embedder else "motion only"
@@ -119,9 +125,16 @@ class DetectionNode(InferenceNode):
             self.marker_pub.publish(skeleton_markers(header, detections, self.skeleton, self.keypoint_threshold))
         if self.track_marker_pub is not None and self.track_marker_pub.get_subscription_count() > 0:
             self.track_marker_pub.publish(track_markers(header, self.tracking.tracker.active))
+        if self.masks_pub is not None and self.masks_pub.get_subscription_count() > 0 and _has_masks(self.detector):
+            self.masks_pub.publish(masks_message(header, detections, frame.shape[:2], self.mask_encoding))
         if self.debug_pub.get_subscription_count() > 0:
             annotated = draw_detections(frame.copy(), detections, self.skeleton, self.keypoint_threshold, track_ids)
             self.debug_pub.publish(bgr_to_message(annotated, header))
+
+
+def _has_masks(detector) -> bool:
+    """Whether ``detector`` finds instance masks (a YOLO segmentation model)."""
+    return bool(getattr(detector, "mask_channels", 0))
 
 
 def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:

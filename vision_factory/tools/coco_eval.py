@@ -1,4 +1,6 @@
-"""COCO detection and keypoint metrics with pycocotools: AP (0.50:0.95), AP50, AP75, AR100 (AR20 for keypoints)."""
+"""COCO detection, keypoint and instance mask metrics with pycocotools: AP (0.50:0.95), AP50, AP75, AR100 (AR20 for
+keypoints); a segmentation model's masks (COCO results with ``segmentation``) are also scored as iouType segm, their
+metrics named mask_AP, mask_AP50, ... beside the boxes'."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import numpy as np
 from ..families.registry import FAMILIES, SINGLE_MODEL_DETECTORS, family
 from ..files import write_text
 from ..results.detections import differences as detection_differences
+from ..results.detections import mask_rle
 from ..text import untrusted
 from .commands import CommandReport, UsageError
 from .compare import configuration_name, describe_comparison, metric_differences, save_comparison
@@ -127,6 +130,8 @@ def check_truth(truth: Any, path: Path, iou_type: str) -> dict[str, Any]:
             _finite(annotation, path, where, "keypoints")
             if not isinstance(_field(annotation, path, where, "num_keypoints"), int):
                 raise _entry(path, where, "'num_keypoints' is not a whole number")
+        if iou_type == "segm" and not isinstance(_field(annotation, path, where, "segmentation"), list | dict):
+            raise _entry(path, where, "'segmentation' is neither polygons [[x, y, ...], ...] nor a run-length encoding")
     _unique(ids, path, "annotations")
     return truth
 
@@ -148,6 +153,10 @@ def check_results(results: Any, path: Path, iou_type: str, truth: dict[str, Any]
             _finite(result, path, where, "bbox", 4)
         if iou_type == "keypoints":
             _finite(result, path, where, "keypoints")
+        if iou_type == "segm":
+            segmentation = _field(result, path, where, "segmentation")
+            if not (isinstance(segmentation, dict) and {"size", "counts"} <= set(segmentation)):
+                raise _entry(path, where, '\'segmentation\' is no run-length encoding {"size": [h, w], "counts": ...}')
     unknown = {result["image_id"] for result in results} - images
     if unknown:
         shown = untrusted(sorted(unknown, key=str)[:5], 120)
@@ -162,7 +171,7 @@ def evaluate_coco(truth_path: Path, results_path: Path, iou_type: str) -> dict[s
 
     truth = check_truth(_load_json(truth_path, "COCO annotations"), truth_path, iou_type)
     results = check_results(_load_json(results_path, "COCO results"), results_path, iou_type, truth, truth_path)
-    names = ("AP", "AP50", "AP75", "AR100") if iou_type == "bbox" else ("AP", "AP50", "AP75", "AR20")
+    names = ("AP", "AP50", "AP75", "AR20") if iou_type == "keypoints" else ("AP", "AP50", "AP75", "AR100")
     if not results:
         return dict.fromkeys(names, 0.0)
     with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
@@ -174,10 +183,26 @@ def evaluate_coco(truth_path: Path, results_path: Path, iou_type: str) -> dict[s
         evaluation.accumulate()
         evaluation.summarize()
     stats = evaluation.stats
-    # summarize() order: bbox AP, AP50, AP75, APs, APm, APl, AR1, AR10, AR100, ...; keypoints AP, AP50, AP75,
-    # APm, APl, AR20, ...
-    indices = (0, 1, 2, 8) if iou_type == "bbox" else (0, 1, 2, 5)
+    # summarize() order: bbox and segm AP, AP50, AP75, APs, APm, APl, AR1, AR10, AR100, ...; keypoints AP, AP50,
+    # AP75, APm, APl, AR20, ...
+    indices = (0, 1, 2, 5) if iou_type == "keypoints" else (0, 1, 2, 8)
     return {name: max(0.0, float(stats[index])) for name, index in zip(names, indices)}
+
+
+def with_masks(results_path: Path) -> bool:
+    """Whether a COCO results file holds instance masks (its first detection a ``segmentation``)."""
+    results = _load_json(results_path, "COCO results")
+    return isinstance(results, list) and bool(results) and isinstance(results[0], dict) and "segmentation" in results[0]
+
+
+def evaluate_all(truth_path: Path, results_path: Path, iou_type: str) -> dict[str, float]:
+    """``evaluate_coco``'s metrics for ``iou_type`` and, when the results hold instance masks, the masks' (iouType
+    segm) as mask_AP, mask_AP50, mask_AP75, mask_AR100."""
+    metrics = evaluate_coco(truth_path, results_path, iou_type)
+    if iou_type == "bbox" and with_masks(results_path):
+        masks = evaluate_coco(truth_path, results_path, "segm")
+        metrics |= {f"mask_{name}": value for name, value in masks.items()}
+    return metrics
 
 
 def annotation_file(data: Path) -> Path:
@@ -250,12 +275,15 @@ def predict_coco(detector, data: Path, iou_type: str) -> CocoPredictions:
 
 
 def coco_result(image_id: int, category_id: int, detection, keypoints: bool = False) -> dict:
-    """One detection as a COCO result: its box as x, y, width, height, and with ``keypoints`` its keypoints flat."""
+    """One detection as a COCO result: its box as x, y, width, height, with ``keypoints`` its keypoints flat, and
+    its instance mask, if it has one, as ``segmentation`` (run-length encoded)."""
     x1, y1, x2, y2 = detection.xyxy
     result = {"image_id": image_id, "category_id": category_id, "score": detection.score}
     result["bbox"] = [x1, y1, x2 - x1, y2 - y1]
     if keypoints:
         result["keypoints"] = np.asarray(detection.keypoints, dtype=np.float64).ravel().tolist()
+    if getattr(detection, "mask", None) is not None:
+        result["segmentation"] = mask_rle(detection.mask)
     return result
 
 
@@ -277,7 +305,7 @@ def run_and_score(model_type: str, model: Path, target: str, data: Path, predict
     iou_type = IOU_TYPES[model_type]
     found = predict_coco(family(model_type).detector(runner, confidence=0.001), data, iou_type)
     write_text(predictions, json.dumps(found.results), [model, data])
-    return ScoredRun(found, evaluate_coco(annotation_file(data), predictions, iou_type), runner.describe())
+    return ScoredRun(found, evaluate_all(annotation_file(data), predictions, iou_type), runner.describe())
 
 
 def write_report(out_dir: Path, record: dict[str, Any]) -> CommandReport:
@@ -307,7 +335,7 @@ def evaluate_detections(
     out_dir.mkdir(parents=True, exist_ok=True)
     skipped, warnings = {}, []
     if predictions is not None:
-        metrics = evaluate_coco(annotation_file(data), predictions, IOU_TYPES[model_type])
+        metrics = evaluate_all(annotation_file(data), predictions, IOU_TYPES[model_type])
     elif model is not None and model_type in SINGLE_MODEL_FAMILIES:
         predictions = out_dir / "predictions.json"
         run = run_and_score(model_type, model, target, data, predictions)

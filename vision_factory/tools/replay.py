@@ -185,6 +185,7 @@ def replay(
     latched: dict[str, str] | None = None,
     warm_up: bool = False,
     diagnostics: bool = False,
+    also: dict[str, str] | None = None,
 ) -> ReplayResult:
     """Play ``bag``'s image topic into a fresh ``node`` process and record its outputs.
 
@@ -204,7 +205,8 @@ def replay(
     the bag's first image is sent once before the replay and its answer awaited and left out, so that
     a model's slow first inference does not count (a node with a flush_timeout then ends that stream).
     ``diagnostics``: the node's own status on /diagnostics (its counts of frames in, answered, dropped,
-    skipped) is read, the last one published after the bag's frames were answered, into ``node_status``.
+    skipped) is read, the last one published after the bag's frames were answered, into ``node_status``. ``also``:
+    more of the node's per-frame outputs to record (e.g. ``{"masks": "sensor_msgs/msg/Image"}``: verify's masks).
     """
     import rclpy
     from rclpy.node import Node
@@ -252,7 +254,8 @@ def replay(
     # Not this process's command line: rcl would read its -p NAME:=VALUE as remap rules (and warn they are deprecated).
     rclpy.init(args=[], context=context)
     player = Node("vf_replay_player", context=context)
-    recorded = {**spec.outputs, **dict(spec.result.latched), **(latched or {})}  # its class map: for its file
+    per_frame = {**spec.outputs, **(also or {})}
+    recorded = {**per_frame, **dict(spec.result.latched), **(latched or {})}  # its class map: for its file
     received: dict[str, list[tuple[int, bytes]]] = {name: [] for name in recorded}
     done_frames: dict[int, int] = {}  # frame index -> receive time (ns)
     answered = threading.Condition()
@@ -273,7 +276,7 @@ def replay(
         return callback
 
     for name, output_type in recorded.items():
-        qos = reliable if name in spec.outputs else latched_qos
+        qos = reliable if name in per_frame else latched_qos
         player.create_subscription(message_class(output_type), f"{namespace}/{name}", on_output(name), qos, raw=True)
     node_times: dict[str, list[float]] = {name: [] for name in NODE_TIMES}
     timers = [

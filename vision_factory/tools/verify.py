@@ -33,6 +33,7 @@ from .bags import image_topic, read_framed, read_messages
 from .commands import UsageError
 from .replay import checked_overrides, message_class, replay
 from .verify_frames import (
+    MASK_IOU,
     Answer,
     FrameCheck,
     Tolerance,
@@ -137,6 +138,8 @@ def verify(
     tracked = bool(offline_values.get("tracking"))
     run_offline, model_names, keypoint_names = _offline_runner(spec, offline_values, load)
     expected = run_offline(frames)  # before the node plays: a model that cannot load fails here, clearly
+    # A segmentation model: the node's ~/masks recorded too, each paired detection's mask compared.
+    masked = any(item.mask is not None for items in expected for item in items)
 
     node_params = {"model_path": str(model), **params}
     latched = dict(spec.result.latched)  # the node's class map
@@ -154,8 +157,11 @@ def verify(
         latched=latched or None,
         warm_up=True,
         diagnostics=True,
+        also=MASKS_TOPIC if masked else None,
     )
     answers = _answers(Path(result.output_bag), spec, tracked)
+    if masked:
+        _with_masks(answers, Path(result.output_bag))
     node_names = _label_names(Path(result.output_bag), latched) if latched else None
     paired, by_order = _pair(answers, result.sent_stamps)
     frame_checks = [compare(index, paired.get(index), expected[index]) for index in range(len(frames))]
@@ -174,8 +180,10 @@ def verify(
             spec, frame_checks, paired, expected, tolerance, frames, run_offline, other_classes, counts, keypoint_names
         )
     )
+    if masked:
+        checks.append(_mask_check(frame_checks))
     if tracked:
-        checks.append(_track_check(frame_checks, paired, expected, checks[0], checks[-1]))
+        checks.append(_track_check(frame_checks, paired, expected, checks[0], checks[-2 if masked else -1]))
     latencies = [
         (answer.received_ns - (answer.stamp[0] * 10**9 + answer.stamp[1])) / 1e6
         for index, answer in paired.items()
@@ -270,6 +278,45 @@ def _answers(output_bag: Path, spec: Family, tracked: bool = False) -> list[Answ
         stamp = (msg.header.stamp.sec, msg.header.stamp.nanosec)
         answers.append(Answer(raw.timestamp_ns, stamp, msg.header.frame_id, items))
     return answers
+
+
+MASKS_TOPIC = {"masks": "sensor_msgs/msg/Image"}
+
+
+def _with_masks(answers: list[Answer], output_bag: Path) -> None:
+    """Gives each answer's items their masks from the node's ~/masks label image of the same stamp."""
+    from rclpy.serialization import deserialize_message
+
+    from ..results.detections import with_labels
+
+    by_stamp = {answer.stamp: answer for answer in answers}
+    for raw in read_messages(output_bag, "/masks"):
+        msg = deserialize_message(raw.data, message_class(MASKS_TOPIC["masks"]))
+        answer = by_stamp.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
+        dtype = {"mono16": np.dtype("<u2"), "mono8": np.dtype("u1")}.get(msg.encoding)
+        if answer is None or dtype is None or msg.step != msg.width * dtype.itemsize:
+            continue
+        labels = np.frombuffer(bytes(msg.data), dtype).reshape(msg.height, msg.width)
+        with_labels(answer.items, labels)
+
+
+def _mask_check(frames: list[FrameCheck]) -> Check:
+    """Each paired detection's mask, as the node's ~/masks shows it, overlaps the model's by at least MASK_IOU."""
+    compared = [check for check in frames if check.masks]
+    masks = sum(check.masks for check in compared)
+    lowest = min((check.mask_iou_min for check in compared), default=1.0)
+    numbers = f"{masks} paired detections' masks compared, smallest IoU {lowest:.4g} (at least {MASK_IOU:g})"
+    if not masks:
+        cause = "the node published no masks with its detections' stamps: is its ~/masks topic remapped or missing?"
+        return Check("masks within tolerance", False, numbers, cause)
+    if lowest >= MASK_IOU:
+        return Check("masks within tolerance", True, numbers)
+    worst = min(compared, key=lambda check: check.mask_iou_min)
+    cause = (
+        f"frame {worst.frame}: a mask overlaps the model's by {worst.mask_iou_min:.3g} only — check the node's model "
+        "and backend against the model you validated"
+    )
+    return Check("masks within tolerance", False, numbers, cause)
 
 
 def _label_names(output_bag: Path, latched: Mapping[str, str]) -> list[str] | None:

@@ -6,6 +6,7 @@ right exchanged)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +24,8 @@ class Tolerance:
 # other backend (GPU kernels, OpenVINO, TensorRT, reduced precision) may round differently: sub-pixel.
 TOLERANCES = {"onnx:cpu": Tolerance(px=1e-3, score=1e-4)}
 OTHER_BACKENDS = Tolerance(px=0.5, score=0.02)
+# A paired detection's mask (as the node's ~/masks label image shows it) must overlap the model's at least so.
+MASK_IOU = 0.9
 
 
 def tolerance_for(backend: str) -> Tolerance:
@@ -47,6 +50,8 @@ class FrameCheck:
     node_count: int
     model_count: int
     keypoints: int = 0  # keypoints compared (those of the paired items)
+    masks: int = 0  # instance masks compared (those of the paired items)
+    mask_iou_min: float = 1.0  # the smallest IoU of a paired item's mask with the model's
 
     def within(self, tolerance: Tolerance) -> bool:
         return self.unpaired == 0 and self.deviation_px <= tolerance.px and self.score_deviation <= tolerance.score
@@ -69,9 +74,26 @@ def compare(index: int, answer: Answer | None, expected: list[Item]) -> FrameChe
     scores = [abs(a.score - b.score) for a, b in pairs]
     scores += [float(np.max(np.abs(a.point_scores - b.point_scores))) for a, b in pairs if a.point_scores.size]
     keypoints = sum(b.point_scores.size for _, b in pairs)
+    ious = [_mask_iou(a.mask, b.mask) for a, b in pairs if b.mask is not None]
     return FrameCheck(
-        index, True, deviation, max(scores, default=0.0), unpaired, len(answer.items), len(expected), keypoints
+        index,
+        True,
+        deviation,
+        max(scores, default=0.0),
+        unpaired,
+        len(answer.items),
+        len(expected),
+        keypoints,
+        len(ious),
+        min(ious, default=1.0),
     )
+
+
+def _mask_iou(node: Any, model: Any) -> float:
+    """A paired detection's mask IoU; 0 when the node gave it none."""
+    from ..models.masks import mask_iou
+
+    return 0.0 if node is None else mask_iou(node, model)
 
 
 def match(node: list[Item], model: list[Item]) -> tuple[list[tuple[Item, Item]], int]:

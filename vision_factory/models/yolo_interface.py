@@ -177,7 +177,6 @@ def _yolo(model: Interface) -> Recognition | None:
         return _yolov5(model, image, output[0])
     channels, transposed = output
     classes = channels - 4
-    names = class_names(metadata)
     out = model.outputs[0]
     layout = "[1, N, 4 + classes]" if transposed else "[1, 4 + classes, N]"
     reason = (
@@ -185,12 +184,21 @@ def _yolo(model: Interface) -> Recognition | None:
         f"read as {layout} with {channels} = 4 box + {classes} class channels: a YOLO detector "
         f"with {count_text(classes, 'class', 'classes')}"
     )
-    if metadata.get("task") == "detect":
-        reason += ", confirmed by Ultralytics metadata task 'detect'"
+    return _recognised(reason, metadata, "detect", image, classes, transposed)
+
+
+def _recognised(
+    reason: str, metadata: dict[str, str], task: str, image: TensorInfo, classes: int, transposed: bool, **more: object
+) -> Recognition:
+    """A raw-head YOLO detector (or segmentation model) recognised for ``reason``, said more precisely by its
+    Ultralytics metadata: its ``task`` confirming it, its class names disagreeing with the output."""
+    names = class_names(metadata)
+    if metadata.get("task") == task:
+        reason += f", confirmed by Ultralytics metadata task '{task}'"
     if names and len(names) != classes:
         reason += f", but its metadata names {count_text(len(names), 'class', 'classes')}"
     details: dict[str, object] = {"classes": classes, "names": names, **image_details(image), "transposed": transposed}
-    return Recognition("yolo", reason, details)
+    return Recognition("yolo", reason, details | more)
 
 
 def _yolov5(model: Interface, image: TensorInfo, channels: int) -> Recognition:
@@ -230,19 +238,13 @@ def _yolo_seg(model: Interface) -> Recognition | None:
     classes = channels - 4 - masks
     if classes < 1:
         return None
-    names = class_names(metadata)
     reason = (
         f"one image input {image.name} {shape_text(image.shape)}, an output {head.name} {shape_text(head.shape)} "
         f"read as {channels} = 4 box + {classes} class + {masks} mask coefficient channels and the mask prototypes "
         f"{prototypes.name} {shape_text(prototypes.shape)}: a YOLO instance segmentation model with "
         f"{count_text(classes, 'class', 'classes')}"
     )
-    if metadata.get("task") == "segment":
-        reason += ", confirmed by Ultralytics metadata task 'segment'"
-    if names and len(names) != classes:
-        reason += f", but its metadata names {count_text(len(names), 'class', 'classes')}"
-    details: dict[str, object] = {"classes": classes, "names": names, **image_details(image), "transposed": transposed}
-    return Recognition("yolo", reason, details | {"masks": masks})
+    return _recognised(reason, metadata, "segment", image, classes, transposed, masks=masks)
 
 
 def _yolo_or_seg(model: Interface) -> Recognition | None:

@@ -77,11 +77,11 @@ def test_yolo_pose_node_publishes_keypoints_markers_labels_and_a_debug_image(tmp
         markers = probe.subscribe(MarkerArray, "/t/pose_markers")
         debug = probe.subscribe(Image, "/t/debug_image")
         publisher = probe.publisher(Image, "/t/image")
-        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, PATIENCE_S), node.log()
+        ready = lambda: publisher.get_subscription_count() > 0 and probe.matched()  # noqa: E731
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
         frame = _photo_frames()[4]  # two people
         header = Header(frame_id="camera")
         header.stamp.sec, header.stamp.nanosec = 12, 345
-        probe.spin_until(lambda: False, 0.5)  # let the debug and marker subscriptions match
         publisher.publish(bgr_to_message(frame, header))
         assert probe.spin_until(lambda: poses and markers and debug, PATIENCE_S), node.log()
         # LabelInfo is transient local: a subscriber that comes late still gets the class map.

@@ -16,7 +16,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from sensor_msgs.msg import CompressedImage, Image
 from support.models import _constant_model
 from support.nodes import YOLO, _latest, _yolo_output
-from support.ros_harness import PATIENCE_S, NodeProcess, Probe
+from support.ros_harness import KEEP_EVERY_FRAME, PATIENCE_S, NodeProcess, Probe
 
 from vision_factory.cli import main
 from vision_factory.ros.monitor import NAMED_TOPICS
@@ -44,7 +44,7 @@ def test_replay_writes_detections_as_predict_prints_them(tmp_path):
     assert sum(len(record["detections"]) for record in predicted) >= 3
 
     bag = write_image_bag(tmp_path / "bag", [cv2.imread(str(image)) for image in images])
-    result = replay(bag, tmp_path / "out", node="yolo", params={"model_path": str(SHAPES_MODEL)})
+    result = replay(bag, tmp_path / "out", node="yolo", params={"model_path": str(SHAPES_MODEL), **KEEP_EVERY_FRAME})
     assert result.missing_frames == [], open(result.node_log).read()
     replayed = json.loads(open(result.detections_json).read())
     assert len(replayed) == len(predicted)

@@ -235,7 +235,7 @@ def _generated_yolo_node_answers_as_its_runner(backend, model, runner, split, tm
         write_image_bag(tmp_path / "bag", frames),
         tmp_path / "generated",
         node="yolo",
-        params={"model_path": str(model)},
+        params={"model_path": str(model), **KEEP_EVERY_FRAME},
         executable=[str(executable)],
     )
     assert runs_on in Path(result.node_log).read_text()

@@ -71,8 +71,8 @@ def _run_node(tmp_path, params: dict, frames: list[np.ndarray], markers: bool = 
         published = probe.subscribe(Detection2DArray, "/t/detections")
         paths = probe.subscribe(MarkerArray, "/t/track_markers") if markers else []
         publisher = probe.publisher(Image, "/t/image")
-        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, PATIENCE_S), node.log()
-        probe.spin_until(lambda: False, 0.5)  # let the marker subscription match
+        ready = lambda: publisher.get_subscription_count() > 0 and probe.matched()  # noqa: E731
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
         for index, frame in enumerate(frames):
             publisher.publish(bgr_to_message(frame, _header(index)))
             # one at a time: the node's queue must not drop a frame, the tracker needs them all
@@ -207,7 +207,7 @@ def test_track_node_gives_another_nodes_detections_the_ids_of_the_offline_tracke
         images = probe.publisher(Image, "/t/image")
         detections = probe.publisher(Detection2DArray, "/t/detections")
         ready = lambda: images.get_subscription_count() > 0 and detections.get_subscription_count() > 0  # noqa: E731
-        assert probe.spin_until(ready, PATIENCE_S), node.log()
+        assert probe.spin_until(lambda: ready() and probe.matched(), PATIENCE_S), node.log()
         for index, (frame, message) in enumerate(zip(frames, inputs)):
             image = bgr_to_message(frame, _header(index))
             first, second = ((images, image), (detections, message))[:: 1 if index % 2 else -1]

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHARED
 from support.models import _constant_model
+from support.ros_harness import KEEP_EVERY_FRAME
 
 from vision_factory.cli import main
 from vision_factory.models.yolo import YoloDetector
@@ -169,7 +170,12 @@ def test_predict_and_inspect_say_what_they_found_in_the_end_to_end_yolo26n(tmp_p
 def test_yolo_node_publishes_the_end_to_end_detections_and_says_nms_does_not_apply(tmp_path):
     frames = [cv2.imread(str(path)) for path in sorted((SEG_DATA / "images").glob("*.jpg"))[:4]]
     bag = write_image_bag(tmp_path / "bag", frames)
-    result = replay(bag, tmp_path / "out", node="yolo", params={"model_path": str(E2E_MODEL), "iou_threshold": "0.5"})
+    result = replay(
+        bag,
+        tmp_path / "out",
+        node="yolo",
+        params={"model_path": str(E2E_MODEL), "iou_threshold": "0.5", **KEEP_EVERY_FRAME},
+    )
     log = open(result.node_log).read()
     assert result.missing_frames == [], log
     assert log.count("iou_threshold 0.5 does not apply") == 1, log  # said once, at start-up
@@ -266,7 +272,9 @@ def test_nodes_publish_what_the_adapter_decodes_from_each_head(tmp_path, node, f
     """The thin end-to-end pose and YOLOv5 exports through their nodes over DDS, against the adapter on the frames."""
     frames = [cv2.imread(str(Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"))] * 2
     bag = write_image_bag(tmp_path / "bag", frames)
-    result = replay(bag, tmp_path / "out", node=node, params={"model_path": str(HEADS / file), **params})
+    result = replay(
+        bag, tmp_path / "out", node=node, params={"model_path": str(HEADS / file), **KEEP_EVERY_FRAME, **params}
+    )
     log = open(result.node_log).read()
     assert result.missing_frames == [], log
     assert ("does not apply" in log) == (node == "yolo_pose"), log  # the end-to-end head says so, YOLOv5's runs NMS

@@ -69,11 +69,17 @@ class Probe:
         self.executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.received: dict[str, list] = {}
+        self.subscriptions: list = []
 
     def subscribe(self, msg_type, topic: str) -> list:
         messages = self.received.setdefault(topic, [])
-        self.node.create_subscription(msg_type, topic, messages.append, RELIABLE)
+        self.subscriptions.append(self.node.create_subscription(msg_type, topic, messages.append, RELIABLE))
         return messages
+
+    def matched(self) -> bool:
+        """Whether every subscription of this probe has matched a publisher: an answer published before its reader
+        matched is lost (volatile topics), which a loaded machine's slower discovery made happen in CI."""
+        return all(subscription.get_publisher_count() > 0 for subscription in self.subscriptions)
 
     def publisher(self, msg_type, topic: str):
         return self.node.create_publisher(msg_type, topic, RELIABLE)

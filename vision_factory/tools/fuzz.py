@@ -327,7 +327,7 @@ class NodeUnderTest:
         self._stamps: dict[tuple[int, int], int] = {}
         self._played: Played | None = None
         topic, message_type = output
-        self.node.create_subscription(
+        self.reader = self.node.create_subscription(
             message_type,
             f"{self.namespace}/{topic}",
             self._on_answer,
@@ -355,8 +355,10 @@ class NodeUnderTest:
             self._lock.notify_all()
 
     def wait_ready(self, timeout: float = 300) -> None:
+        """Until the node reads the frames and its answers reach this player (an answer sent before the player's
+        reader matched is lost: on a loaded machine a stream's first answers were)."""
         deadline = time.monotonic() + timeout
-        while self.publisher.get_subscription_count() == 0:
+        while self.publisher.get_subscription_count() == 0 or self.reader.get_publisher_count() == 0:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the node exited ({self.process.returncode}):\n{self.log()[-3000:]}")
             if time.monotonic() > deadline:

@@ -275,9 +275,13 @@ def replay(
 
         return callback
 
+    readers = {}
     for name, output_type in recorded.items():
         qos = reliable if name in per_frame else latched_qos
-        player.create_subscription(message_class(output_type), f"{namespace}/{name}", on_output(name), qos, raw=True)
+        topic_name = f"{namespace}/{name}"
+        readers[name] = player.create_subscription(
+            message_class(output_type), topic_name, on_output(name), qos, raw=True
+        )
     node_times: dict[str, list[float]] = {name: [] for name in NODE_TIMES}
     timers = [
         player.create_subscription(Float64, f"{namespace}/{node}/debug/{name}", collect(times), reliable)
@@ -301,7 +305,7 @@ def replay(
     sent_stamps: list[tuple[int, int]] = []
     try:
         for waited in (*fed_publishers.values(), publisher):
-            _wait_for_node(process, waited, player, f"{namespace}/{spec.main_output}", startup_timeout, log_path)
+            _wait_for_node(process, waited, readers[spec.main_output], startup_timeout, log_path)
         _wait_matched(timers, DEBUG_MATCH_S)  # the node's times from the first frame on (a node without: none)
         idle_s = END_IDLE_S
         if warm_up:
@@ -448,12 +452,15 @@ def clear_earlier_run(out_dir: Path, outputs: dict[str, Path], force: bool) -> N
             path.unlink()  # a file, or a link (never what it points to)
 
 
-def _wait_for_node(process, publisher, player, output_topic: str, timeout: float, log_path: Path) -> None:
+def _wait_for_node(process, publisher, reader, timeout: float, log_path: Path) -> None:
+    """Until the node reads what ``publisher`` sends and its main output has matched ``reader``: an answer sent
+    before the reader matched would be lost (a graph that lists the node's publisher is not yet a match: on a loaded
+    machine CI lost a node's first two answers so)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"node exited with code {process.returncode} before replay:\n{_tail(log_path)}")
-        if publisher.get_subscription_count() > 0 and player.count_publishers(output_topic) > 0:
+        if publisher.get_subscription_count() > 0 and reader.get_publisher_count() > 0:
             return
         time.sleep(0.05)
     raise RuntimeError(f"node did not subscribe within {timeout:.0f}s:\n{_tail(log_path)}")

@@ -22,7 +22,7 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import Float64, Header
 from support.models import _constant_model
 from support.nodes import YOLO, _latest, _yolo_output
-from support.ros_harness import PATIENCE_S, RELIABLE, NodeProcess, Probe
+from support.ros_harness import LATE, PATIENCE_S, RELIABLE, NodeProcess, Probe, late_node_params
 from vision_msgs.msg import Detection2DArray
 
 from vision_factory.ros.messages import bgr_to_message
@@ -80,7 +80,9 @@ def _wait_matched(probe: Probe, subscriptions: list, publisher, node: NodeProces
     assert matched(), f"the node's topics never matched:\n{node.log()}"
 
 
-def _subscribe(probe: Probe, msg_type, topic: str, subscriptions: list, arrivals: list | None = None) -> list:
+def _subscribe(
+    probe: Probe, msg_type, topic: str, subscriptions: list, arrivals: list | None = None, qos=RELIABLE
+) -> list:
     """Like ``probe.subscribe``, keeping the subscription (for ``_wait_matched``); ``arrivals``: for each message,
     (the ROS clock's now in ns, perf_counter) as it arrived."""
     messages = probe.received.setdefault(topic, [])
@@ -90,7 +92,7 @@ def _subscribe(probe: Probe, msg_type, topic: str, subscriptions: list, arrivals
             arrivals.append((probe.node.get_clock().now().nanoseconds, time.perf_counter()))
         messages.append(message)
 
-    subscriptions.append(probe.node.create_subscription(msg_type, topic, arrived, RELIABLE))
+    subscriptions.append(probe.node.create_subscription(msg_type, topic, arrived, qos))
     return messages
 
 
@@ -99,8 +101,17 @@ def _subscribe_debug(probe: Probe, namespace: str, node_name: str) -> tuple[dict
     subscriptions: list = []
     arrivals: dict[str, list] = {name: [] for name in DEBUG_TOPICS}
     topics = {name: f"{namespace}/{node_name}/debug/{name}" for name in DEBUG_TOPICS}
-    debug = {name: _subscribe(probe, Float64, topic, subscriptions, arrivals[name]) for name, topic in topics.items()}
+    debug = {
+        name: _subscribe(probe, Float64, topic, subscriptions, arrivals[name], LATE) for name, topic in topics.items()
+    }
     return debug, subscriptions, arrivals
+
+
+def _kept(namespace: str, node_name: str, *outputs: str) -> dict[str, str]:
+    """The node parameters that keep its ~/debug/ times and ``outputs`` (under ``namespace``) for the probe's LATE
+    readers: a test that waits for each answer before the next frame waits forever on a lost one."""
+    topics = [f"{namespace}/{node_name}/debug/{name}" for name in DEBUG_TOPICS]
+    return late_node_params([*topics, *(f"{namespace}/{output}" for output in outputs)])
 
 
 def _play_one_at_a_time(probe: Probe, publisher, count: int, debug: dict, answers: list) -> list[tuple[int, float]]:
@@ -140,11 +151,12 @@ def _assert_stage_times(debug: dict, arrivals: dict, sent: list) -> None:
 
 def test_a_detection_node_publishes_its_stage_times_and_diagnostics(tmp_path):
     model = _constant_model(tmp_path / "m.onnx", _yolo_output())
-    node = NodeProcess(tmp_path, {"model_path": str(model), "qos_reliability": "reliable"}, module=YOLO)
+    params = {"model_path": str(model), "qos_reliability": "reliable", **_kept("/t", "yolo", "detections")}
+    node = NodeProcess(tmp_path, params, module=YOLO)
     probe = Probe()
     try:
         debug, subscriptions, arrivals = _subscribe_debug(probe, "/t", "yolo")
-        answers = probe.subscribe(Detection2DArray, "/t/detections")
+        answers = probe.subscribe(Detection2DArray, "/t/detections", late=True)
         diagnostics = _subscribe(probe, DiagnosticArray, "/diagnostics", subscriptions)
         publisher = probe.publisher(Image, "/t/image")
         _wait_matched(probe, subscriptions, publisher, node)
@@ -202,12 +214,12 @@ def test_a_node_that_works_on_after_its_answer_times_that_work_but_not_in_its_la
         )
     )
     model = _constant_model(tmp_path / "m.onnx", _yolo_output())
-    params = {"model_path": str(model), "qos_reliability": "reliable"}
+    params = {"model_path": str(model), "qos_reliability": "reliable", **_kept("/t", "yolo", "detections")}
     node = NodeProcess(tmp_path, params, executable=[sys.executable, str(script)])
     probe = Probe()
     try:
         debug, subscriptions, arrivals = _subscribe_debug(probe, "/t", "yolo")
-        answers = probe.subscribe(Detection2DArray, "/t/detections")
+        answers = probe.subscribe(Detection2DArray, "/t/detections", late=True)
         publisher = probe.publisher(Image, "/t/image")
         _wait_matched(probe, subscriptions, publisher, node)
         sent = _play_one_at_a_time(probe, publisher, 3, debug, answers)
@@ -375,13 +387,14 @@ def test_the_tracknet_node_publishes_its_stage_times_and_diagnostics(tmp_path, s
         "qos_reliability": "reliable",
         "queue_size": "50",
         "flush_timeout": "0.5",
+        **_kept("/t", "tracknet", "ball"),
     }
     node = NodeProcess(tmp_path, params)
     probe = Probe()
     frames = list(BallClip(num_frames=12, width=320, height=180, seed=3).frames())
     try:
         debug, subscriptions, _ = _subscribe_debug(probe, "/t", "tracknet")
-        balls = probe.subscribe(PointStamped, "/t/ball")
+        balls = probe.subscribe(PointStamped, "/t/ball", late=True)
         diagnostics = _subscribe(probe, DiagnosticArray, "/diagnostics", subscriptions)
         publisher = probe.publisher(Image, "/t/image")
         _wait_matched(probe, subscriptions, publisher, node)

@@ -142,3 +142,44 @@ def test_every_node_advertises_what_models_and_its_readme_describe(tmp_path):
         for node, context in started:
             node.destroy_node()
             rclpy.try_shutdown(context=context)
+
+
+def test_an_output_kept_for_late_readers_reaches_a_reader_that_subscribes_after_it_was_published(tmp_path):
+    """ROS's QoS overrides on a node's output (here transient local, as replay asks for): answers published while no
+    reader was there reach one that subscribes afterwards, and the node does not call the overrides unknown."""
+    import numpy as np
+    from diagnostic_msgs.msg import DiagnosticArray
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import Header
+    from support.nodes import YOLO, _latest
+    from support.ros_harness import NodeProcess, late_node_params
+    from vision_msgs.msg import Detection2DArray
+
+    from vision_factory.ros.messages import bgr_to_message
+
+    params = {"model_path": str(SHAPES_MODEL), "qos_reliability": "reliable", "queue_size": "8"}
+    node = NodeProcess(tmp_path, {**params, **late_node_params(["/t/detections"])}, module=YOLO)
+    probe = Probe()
+    try:
+        diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics")
+        publisher = probe.publisher(Image, "/t/image")
+        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, PATIENCE_S), node.log()
+        stamps = []
+        for index in range(3):
+            header = Header(frame_id="camera")
+            header.stamp.sec = 100 + index
+            stamps.append(100 + index)
+            publisher.publish(bgr_to_message(np.full((64, 64, 3), 30 * index, np.uint8), header))
+
+        def answered() -> bool:
+            status = _latest(diagnostics, "yolo: inference")
+            return status is not None and {v.key: v.value for v in status.values}["frames answered"] == "3"
+
+        assert probe.spin_until(answered, PATIENCE_S), node.log()
+        answers = probe.subscribe(Detection2DArray, "/t/detections", late=True)  # only now
+        assert probe.spin_until(lambda: len(answers) == 3, PATIENCE_S), node.log()
+        assert [answer.header.stamp.sec for answer in answers] == stamps
+    finally:
+        probe.close()
+        node.stop()
+    assert "ignoring parameters" not in node.log()

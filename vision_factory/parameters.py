@@ -19,6 +19,7 @@ Value = bool | int | float | str
 
 # The camera topic: the launch files' image_topic default, and the image topic of the bags the demo and tools write.
 CAMERA_TOPIC = "/camera/image_raw"
+QOS_OVERRIDES = "qos_overrides."  # ROS's parameters for a publisher's QoS: qos_overrides./TOPIC.publisher.POLICY
 
 
 @dataclass(frozen=True)
@@ -252,3 +253,15 @@ def with_defaults(parameters: Iterable[Parameter], values: Mapping[str, Any], ow
     for name, value in values.items():
         by_name[name].check(value)
     return {**{name: parameter.default for name, parameter in by_name.items()}, **values}
+
+
+def kept_for_late_readers(topics: Iterable[str], depth: int) -> dict[str, Value]:
+    """The start-up parameters (ROS's QoS overrides, which every output of these nodes takes) that make a node keep
+    the last ``depth`` messages of each of ``topics`` (fully qualified) for a reader that matches late (transient
+    local): discovery is not symmetric, so a node's writer can learn of a reader after that reader has seen the
+    writer, and a volatile writer drops what it sends meanwhile. The readers must ask for transient local too."""
+    overrides = {}
+    for topic in topics:
+        overrides[f"{QOS_OVERRIDES}{topic}.publisher.durability"] = "transient_local"
+        overrides[f"{QOS_OVERRIDES}{topic}.publisher.depth"] = depth
+    return overrides

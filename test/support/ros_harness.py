@@ -10,9 +10,15 @@ from pathlib import Path
 import rclpy
 from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+from vision_factory.parameters import kept_for_late_readers
 
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+# A reader that also gets what a node published before its writer learnt of the reader (discovery is not symmetric:
+# the reader can match first, and a volatile writer drops what it sends meanwhile; CI lost answers so). The node
+# must offer it on that topic: late_node_params.
+LATE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 # How long a test waits for what a node does in its own time (start, topics matched, an answer, a status): a wait
 # ends as soon as its condition holds, so the bound only says when to give up; on a loaded machine a node takes
 # tens of seconds to start. A test asserts what happens, never how soon.
@@ -20,6 +26,12 @@ PATIENCE_S = 120.0
 # Node parameters for a test that needs every frame answered (replay, verify): a queue deep enough that a loaded
 # machine never drops one (a node's default keeps only the newest frame, or tracknet's 4).
 KEEP_EVERY_FRAME = {"queue_size": "32"}
+
+
+def late_node_params(topics) -> dict[str, str]:
+    """The node parameters that make its outputs on ``topics`` (fully qualified) keep their messages for a LATE
+    reader."""
+    return {name: str(value) for name, value in kept_for_late_readers(topics, LATE.depth).items()}
 
 
 class NodeProcess:
@@ -71,9 +83,11 @@ class Probe:
         self.received: dict[str, list] = {}
         self.subscriptions: list = []
 
-    def subscribe(self, msg_type, topic: str) -> list:
+    def subscribe(self, msg_type, topic: str, late: bool = False) -> list:
+        """The messages on ``topic``, as they come; ``late``: the node's earlier ones too (LATE)."""
         messages = self.received.setdefault(topic, [])
-        self.subscriptions.append(self.node.create_subscription(msg_type, topic, messages.append, RELIABLE))
+        qos = LATE if late else RELIABLE
+        self.subscriptions.append(self.node.create_subscription(msg_type, topic, messages.append, qos))
         return messages
 
     def matched(self) -> bool:

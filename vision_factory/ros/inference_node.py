@@ -49,7 +49,14 @@ from ..text import untrusted
 from . import message_class
 from .messages import image_from_cdr, message_to_bgr
 from .monitor import Monitor
-from .parameters import declare_parameters, image_input, parameter_values, refuse_invalid, undeclared_overrides
+from .parameters import (
+    OUTPUT_QOS_OVERRIDES,
+    declare_parameters,
+    image_input,
+    parameter_values,
+    refuse_invalid,
+    undeclared_overrides,
+)
 
 try:  # rclpy's C++ executor (Jazzy and later): 0.3-0.6 ms less CPU per frame (benchmarks/README.md)
     from rclpy.experimental import EventsExecutor as _Executor
@@ -232,7 +239,9 @@ class InferenceNode(LifecycleNode):
     def create_output(self, message_type: type, topic: str, qos: Any, listened: bool = True) -> Any:
         """A lifecycle publisher (publishes only while active), destroyed at cleanup; ``listened``: its subscribers
         make a ``lazy`` node listen (not so for latched metadata such as labels)."""
-        publisher = self.create_lifecycle_publisher(message_type, topic, qos)
+        publisher = self.create_lifecycle_publisher(
+            message_type, topic, qos, qos_overriding_options=OUTPUT_QOS_OVERRIDES
+        )
         self._outputs.append(publisher)
         if listened:
             self._listened.append(publisher)

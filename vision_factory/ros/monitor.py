@@ -40,6 +40,7 @@ from rclpy.qos import HistoryPolicy, QoSCompatibility, QoSProfile, ReliabilityPo
 from std_msgs.msg import Float64, Header
 
 from ..text import untrusted
+from .parameters import OUTPUT_QOS_OVERRIDES
 
 WINDOW_S = 10.0  # the diagnostics' window: rate, drops, skips and percentiles over the last seconds
 SAMPLES = 2000  # per ring buffer (latency, processing time): bounded whatever the frame rate
@@ -94,7 +95,10 @@ class Monitor:
         if not 0 <= self.drop_warn_fraction <= 1:
             raise ValueError(f"drop_warn_fraction must be within 0..1, got {self.drop_warn_fraction}")
         self.model_path = str(values.get("model_path", ""))
-        self.debug = {name: node.create_publisher(Float64, f"~/debug/{name}", 10) for name in DEBUG_TOPICS}
+        self.debug = {
+            name: node.create_publisher(Float64, f"~/debug/{name}", 10, qos_overriding_options=OUTPUT_QOS_OVERRIDES)
+            for name in DEBUG_TOPICS
+        }
         self.diagnostics = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
         # (model path, what runs it, its fallback or "") per model loaded, in order; no reference to the runner,
         # so releasing a model frees it

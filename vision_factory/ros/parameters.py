@@ -9,13 +9,19 @@ from typing import Any
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import HistoryPolicy, QoSPolicyKind, QoSProfile, ReliabilityPolicy
+from rclpy.qos_overriding_options import QoSOverridingOptions
 
-from ..parameters import RELIABILITIES, Parameter, closest
+from ..parameters import QOS_OVERRIDES, RELIABILITIES, Parameter, closest
 
 RELIABILITY = dict(zip(RELIABILITIES, (ReliabilityPolicy.BEST_EFFORT, ReliabilityPolicy.RELIABLE)))
 # Parameters every rclpy node declares itself.
 ROS_PARAMETERS = ("use_sim_time", "start_type_description_service")
+# What a user may override in each output's QoS, as ROS nodes take it: -p qos_overrides./TOPIC.publisher.POLICY:=VALUE
+# (history, depth, reliability, durability; ROS declares them when the publisher is made, read-only).
+OUTPUT_QOS_OVERRIDES = QoSOverridingOptions(
+    (QoSPolicyKind.HISTORY, QoSPolicyKind.DEPTH, QoSPolicyKind.RELIABILITY, QoSPolicyKind.DURABILITY)
+)
 
 
 def declare_parameters(node: Node, parameters: Iterable[Parameter]) -> None:
@@ -69,7 +75,10 @@ def undeclared_overrides(node: Node, names: Iterable[str]) -> list[str]:
     own), each as 'NAME (did you mean X?)': ROS ignores them silently."""
     known = [*names, *ROS_PARAMETERS]
     given = getattr(node, "_parameter_overrides", {})  # rclpy keeps no public list of the start-up values
-    return [f"{name}{closest(name, known)}" for name in sorted(set(given) - set(known)) if not node.has_parameter(name)]
+    unknown = sorted(set(given) - set(known))
+    # ROS's own QoS overrides are declared with each publisher (at configure, after this check)
+    unknown = [name for name in unknown if not name.startswith(QOS_OVERRIDES) and not node.has_parameter(name)]
+    return [f"{name}{closest(name, known)}" for name in unknown]
 
 
 def image_input(values: Mapping[str, Any]) -> tuple[str, QoSProfile]:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..families.registry import NODE_FAMILIES
 from ..files import open_new, write_text
-from ..parameters import Parameter, Value, checked_values, ros_text
+from ..parameters import Parameter, Value, checked_values, kept_for_late_readers, ros_text
 from ..results import ResultKind
 from ..ros import message_class
 from ..runtime.backends import BACKENDS
@@ -52,6 +52,8 @@ class NodeSpec:
 
 
 MAX_IN_FLIGHT = 32  # frames sent and not yet answered, at most, when replaying as fast as the node keeps up
+# The node keeps this many answers per frame in flight for a reader it learns of late (kept_for_late_readers).
+LATE_DEPTH_PER_IN_FLIGHT = 2
 DEBUG_MATCH_S = 3.0  # how long replay waits for the node's ~/debug/ topics once its output is there
 END_IDLE_S = 3.0  # once every frame is sent: how long with no answer ends the replay, at least
 END_WAIT_MAX_S = 30.0  # ... and at most (see _wait_for_end)
@@ -232,11 +234,16 @@ def replay(
 
     namespace = f"/vf_replay_{os.getpid()}"
     input_topic = "image" if msgtype.endswith("/Image") else "image/compressed"
+    per_frame = {**spec.outputs, **(also or {})}
+    # Every answer and stage time reaches the player even where the node's writers learn of its readers late.
+    late_topics = [f"{namespace}/{name}" for name in per_frame]
+    late_topics += [f"{namespace}/{node}/debug/{name}" for name in NODE_TIMES]
     overrides = {
         **checked_overrides(node, {"qos_reliability": "reliable", "qos_depth": str(max_in_flight), **spec.parameters}),
         **({"queue_size": max_in_flight + 1} if rate is None else {}),
         **given,
         **({"input_transport": "compressed"} if input_topic.endswith("compressed") else {}),
+        **kept_for_late_readers(late_topics, LATE_DEPTH_PER_IN_FLIGHT * max_in_flight),
     }
     command = [*(executable or [sys.executable, "-m", spec.module]), "--ros-args", "-r", f"__ns:={namespace}"]
     if params_file:
@@ -254,12 +261,14 @@ def replay(
     # Not this process's command line: rcl would read its -p NAME:=VALUE as remap rules (and warn they are deprecated).
     rclpy.init(args=[], context=context)
     player = Node("vf_replay_player", context=context)
-    per_frame = {**spec.outputs, **(also or {})}
     recorded = {**per_frame, **dict(spec.result.latched), **(latched or {})}  # its class map: for its file
     received: dict[str, list[tuple[int, bytes]]] = {name: [] for name in recorded}
     done_frames: dict[int, int] = {}  # frame index -> receive time (ns)
     answered = threading.Condition()
     reliable = QoSProfile(depth=max(100, max_in_flight * 4), reliability=ReliabilityPolicy.RELIABLE)
+    late = QoSProfile(
+        depth=reliable.depth, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+    )
     latched_qos = QoSProfile(
         depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
     )
@@ -277,14 +286,14 @@ def replay(
 
     readers = {}
     for name, output_type in recorded.items():
-        qos = reliable if name in per_frame else latched_qos
+        qos = late if name in per_frame else latched_qos
         topic_name = f"{namespace}/{name}"
         readers[name] = player.create_subscription(
             message_class(output_type), topic_name, on_output(name), qos, raw=True
         )
     node_times: dict[str, list[float]] = {name: [] for name in NODE_TIMES}
     timers = [
-        player.create_subscription(Float64, f"{namespace}/{node}/debug/{name}", collect(times), reliable)
+        player.create_subscription(Float64, f"{namespace}/{node}/debug/{name}", collect(times), late)
         for name, times in node_times.items()
     ]
     statuses: list[tuple[float, bytes | None, object]] = []  # (monotonic s, publisher gid, DiagnosticStatus)

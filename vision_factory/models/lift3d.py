@@ -148,9 +148,9 @@ def depth_intrinsics(
         if depth_size != colour.size:
             raise LiftError(
                 "depth size without its camera_info",
-                f"the depth image is {depth_size[0]}x{depth_size[1]}, the colour image {colour.width}x{colour.height} "
-                "(camera_info), and no depth_camera_info says how they align: publish the depth image's camera_info "
-                "on depth_camera_info, or use depth registered to the colour image at its size",
+                f"depth {depth_size[0]}x{depth_size[1]}, colour image {colour.width}x{colour.height} (camera_info), "
+                "and no depth_camera_info says how they align: publish the depth's camera_info there, or registered "
+                "depth of the colour size",
             )
         return colour
     if depth_size != depth.size:

@@ -16,6 +16,7 @@ from vision_factory.models.lift3d import (
     depth_metres,
     lift,
 )
+from vision_factory.models.masks import InstanceMask
 from vision_factory.results.detections import Detection
 
 # Depths in whole millimetres: 16UC1 holds them exactly.
@@ -166,3 +167,37 @@ def test_depth_in_another_optical_frame_is_refused():
     with pytest.raises(LiftError, match="needs registering") as refused:
         depth_intrinsics(COLOUR, DEPTH, (424, 240), "rgb_optical_frame", "depth_optical_frame")
     assert refused.value.kind == "depth not registered"
+
+
+def _slanted(camera, centre, width, height, angle):
+    """Depth of a rectangle turned by ``angle`` about the vertical axis through ``centre`` (its near edge left),
+    over the wall, through ``camera``; and its 2D box in the colour image (the corners' extremes)."""
+    ray_x, ray_y = np.meshgrid(
+        (np.arange(camera.width) - camera.cx) / camera.fx, (np.arange(camera.height) - camera.cy) / camera.fy
+    )
+    along, normal = np.array([np.cos(angle), 0.0, np.sin(angle)]), np.array([-np.sin(angle), 0.0, np.cos(angle)])
+    reach = float(normal @ centre) / (normal[0] * ray_x + normal[2])  # z of the ray's point on the rectangle's plane
+    points = np.stack([ray_x * reach, ray_y * reach, reach], -1) - centre
+    on = (np.abs(points @ along) <= width / 2) & (np.abs(points[..., 1]) <= height / 2)
+    depth = np.where(on, reach, WALL)
+    corners = [centre + s * along * width / 2 + np.array([0, t * height / 2, 0]) for s in (-1, 1) for t in (-1, 1)]
+    u = [COLOUR.fx * x / z + COLOUR.cx + 0.5 for x, _, z in corners]
+    v = [COLOUR.fy * y / z + COLOUR.cy + 0.5 for _, y, z in corners]
+    return depth, (min(u), min(v), max(u), max(v))
+
+
+@pytest.mark.parametrize("encoding", ["16UC1", "32FC1"])
+def test_a_slanted_surface_has_its_depth_extent_and_centre(encoding):
+    """A 0.5 m wide board turned 25 degrees: its depth runs over 0.21 m; the box's centre is the board's centre and
+    its depth extent the visible surface's (the 5th to 95th percentile: 90 % of it, under the mask)."""
+    centre, width, angle = np.array([0.2, -0.1, 2.0]), 0.5, np.radians(25)
+    depth, box = _slanted(DEPTH, centre, width, 0.3, angle)
+    colour_depth, _ = _slanted(COLOUR, centre, width, 0.3, angle)
+    mask = InstanceMask(0, 0, colour_depth < WALL, COLOUR.width, COLOUR.height)
+    extent = width * np.sin(angle)
+    (found,) = lift([Detection(box, 0.9, 0, "board", None, mask)], _read(depth, encoding), COLOUR, DEPTH)
+    assert np.linalg.norm(np.subtract(found.centre, centre)) <= 0.01 * np.linalg.norm(centre), found.centre
+    assert 0.85 * extent <= found.size[2] <= extent, (found.size[2], extent)
+    (core,) = lift([Detection(box, 0.9, 0, "board")], _read(depth, encoding), COLOUR, DEPTH)
+    assert abs(core.centre[2] - centre[2]) <= 0.01 * np.linalg.norm(centre)
+    assert core.size[2] < found.size[2]  # the core sees the middle of the board only

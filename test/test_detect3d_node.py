@@ -20,6 +20,7 @@ from vision_msgs.msg import Detection2DArray, Detection3DArray
 from visualization_msgs.msg import Marker, MarkerArray
 
 from vision_factory.models.lift3d import Intrinsics
+from vision_factory.models.masks import label_image
 from vision_factory.results.detections import detections_message
 
 FRAME = "camera_color_optical_frame"
@@ -179,3 +180,75 @@ def test_the_launch_file_declares_the_topics_and_starts_the_node_as_autostart_sa
     assert type(started) is actions.Node and started.node_executable == "detect_3d_node"
     (waiting,) = module._start_node(SimpleNamespace(launch_configurations={**values, "autostart": "false"}))
     assert isinstance(waiting, actions.LifecycleNode)
+
+
+def test_with_use_masks_each_detection_is_measured_under_its_mask(tmp_path):
+    """A ring whose box core is its hole (the wall behind, 4 m): with the segmentation node's instance label image on
+    masks (mono16, label 1 the first detection), its 3D box is the ring's, at 1.2 m; masks of another size are
+    refused."""
+    ring = Flat("ring", (0.1, -0.05, 1.2), 0.4, 0.4, inner=0.14)
+    params = {"qos_reliability": "reliable", "use_masks": "true"}
+    node = NodeProcess(tmp_path, params, module="vision_factory.detect_3d_node")
+    probe = Probe()
+    try:
+        answers = probe.subscribe(Detection3DArray, "/t/detections_3d")
+        diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics")
+        publishers = {
+            name: probe.publisher(kind, f"/t/{name}")
+            for name, kind in (
+                ("detections", Detection2DArray),
+                ("depth", Image),
+                ("camera_info", CameraInfo),
+                ("depth_camera_info", CameraInfo),
+                ("masks", Image),
+            )
+        }
+        ready = lambda: all(p.get_subscription_count() > 0 for p in publishers.values()) and probe.matched()  # noqa: E731
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
+        depth, _ = render([ring], DEPTH)
+        (found,) = detections([ring], masks=True)
+        labels = label_image([found.mask], (COLOUR.height, COLOUR.width))
+
+        def send(stamp: int, mask_size: Intrinsics = COLOUR) -> None:
+            publishers["camera_info"].publish(_info(COLOUR, stamp))
+            publishers["depth_camera_info"].publish(_info(DEPTH, stamp))
+            data, step = encode(depth, "32FC1")
+            depth_msg = Image(header=_header(stamp), width=DEPTH.width, height=DEPTH.height, encoding="32FC1")
+            depth_msg.step, depth_msg.data = step, data
+            publishers["depth"].publish(depth_msg)
+            publishers["detections"].publish(detections_message(_header(stamp), [found], (), ["4"]))
+            shown = labels[: mask_size.height, : mask_size.width]
+            publishers["masks"].publish(
+                Image(
+                    header=_header(stamp),
+                    width=shown.shape[1],
+                    height=shown.shape[0],
+                    encoding="mono16",
+                    step=2 * shown.shape[1],
+                    data=np.ascontiguousarray(shown).astype("<u2").tobytes(),
+                )
+            )
+
+        for stamp in range(1, int(PATIENCE_S / 5)):  # again until the node has the camera_infos (see Scene.answered)
+            send(stamp)
+            if probe.spin_until(lambda stamp=stamp: any(a.header.stamp.sec == 1000 + stamp for a in answers), 5.0):
+                break
+        (detection,) = answers[-1].detections
+        position = detection.bbox.center.position
+        found_centre = np.array([position.x, position.y, position.z])
+        assert np.linalg.norm(found_centre - ring.centre) <= 0.01 * np.linalg.norm(ring.centre), found_centre
+        assert detection.id == "4"
+        small = Intrinsics(COLOUR.fx, COLOUR.fy, COLOUR.cx, COLOUR.cy, 320, 240)
+        for stamp in range(100, 102):
+            send(stamp, small)
+
+        def refused() -> bool:
+            status = _latest(diagnostics, STATUS)
+            return status is not None and any(v.key == "problem: masks size" and v.value == "2" for v in status.values)
+
+        assert probe.spin_until(refused, PATIENCE_S), node.log()
+    finally:
+        probe.close()
+        node.stop()
+    log = node.log()
+    assert "Traceback" not in log and log.count("(masks size):") == 1

@@ -8,6 +8,8 @@ Subscribes  detections (vision_msgs/Detection2DArray: any detection node's, its 
             camera_info (sensor_msgs/CameraInfo of the colour image: its K and size), the latest;
             depth_camera_info (sensor_msgs/CameraInfo of the depth image), the latest, optional: needed when the depth
             image's size differs from the colour image's
+            with use_masks, masks (sensor_msgs/Image mono16 or mono8: a segmentation node's instance label image,
+            label k the k-th detection), paired by stamp too: each detection measured under its mask
 Publishes   detections_3d (vision_msgs/Detection3DArray), one per detections message with its header (frame_id:
             the colour camera's optical frame; camera_info's when the detections have none): one Detection3D per
             detection with valid depth, its id the Detection2D's (the track ID, or the rank), results[0] the class
@@ -26,6 +28,7 @@ import zlib
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
@@ -34,9 +37,11 @@ from vision_msgs.msg import Detection2DArray, Detection3D, Detection3DArray, Obj
 from ..families.family import MARKERS_MESSAGE, Output
 from ..images import ImageFormatError
 from ..models.lift3d import CORE, MIN_VALID, Box3D, Intrinsics, LiftError, depth_intrinsics, depth_metres, lift
+from ..models.masks import labelled
 from ..parameters import FRACTION, IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter
-from ..results.detections import detections_from_message, track_colour
+from ..results.detections import MASK_LABELS, detections_from_message, track_colour
 from ..streaming import PAIRING_WINDOW, Pairing
+from ..text import untrusted
 from .inference_node import InferenceNode, spin
 from .messages import image_from_cdr
 
@@ -55,6 +60,12 @@ PARAMETERS = (
         "least share of pixels with valid depth in a detection's mask or box core for a 3D box",
         **FRACTION,
     ),
+    Parameter(
+        "use_masks",
+        False,
+        "also subscribe masks (a segmentation node's instance label image, mono16 or mono8, label k the k-th "
+        "detection), paired by stamp: each detection's depth is read under its mask",
+    ),
     *(
         replace(p, choices=("raw",), description="raw: depth is read as sensor_msgs/Image (16UC1 or 32FC1)")
         if p.name == "input_transport"
@@ -71,6 +82,10 @@ OUTPUTS = (
         depth=10,
     ),
     Output("box_markers", MARKERS_MESSAGE, on_demand=True),
+)
+MASKS_HINT = (
+    "is the detector a segmentation model (a yolo node of a -seg model publishes masks when subscribed), and is masks "
+    "remapped to its ~/masks? Without masks, set use_masks false"
 )
 HINT = (
     "does the depth carry the colour image's stamp (registered depth: e.g. the RealSense driver's "
@@ -99,6 +114,8 @@ class Detect3DNode(InferenceNode):
         self.boxes_pub, self.marker_pub = publishers["detections_3d"], publishers["box_markers"]
         self.camera_info: CameraInfo | None = None
         self.depth_camera_info: CameraInfo | None = None
+        self.use_masks = self.values["use_masks"]
+        self._mask_pairs: Pairing | None = None
 
     def listen(self) -> None:
         # The detections are the frames owed an answer; a depth image waits for its detections (a detector that
@@ -113,6 +130,10 @@ class Detect3DNode(InferenceNode):
             self.create_subscription(CameraInfo, "camera_info", self._keep_camera_info, self.image_qos),
             self.create_subscription(CameraInfo, "depth_camera_info", self._keep_depth_camera_info, self.image_qos),
         ]
+        if self.use_masks:  # the paired detections and depth wait for the masks of their stamp
+            self._mask_pairs = Pairing(PAIRING_WINDOW)
+            self._inputs.append(self.create_subscription(Image, "masks", self._keep_masks, reliable))
+            self.get_logger().info(f"measuring each detection under its mask of {self.resolve_topic_name('masks')}")
         self.get_logger().info(
             f"lifting {self.resolve_topic_name('detections')} with depth {self.resolve_topic_name('depth')} "
             f"(paired by stamp), {self.resolve_topic_name('camera_info')} and, if published, "
@@ -127,6 +148,39 @@ class Detect3DNode(InferenceNode):
             return
         self._keep_partner(msg)
 
+    def enqueue(self, item: Any) -> None:
+        """(detections, depth) of one stamp; with use_masks, enqueued once the masks of that stamp are in too."""
+        if self._mask_pairs is None or len(item) == 3:
+            super().enqueue(item)
+            return
+        self._with_masks(*self._mask_pairs.image(_Waiting(item)))
+
+    def _keep_masks(self, msg: Image) -> None:
+        if self._mask_pairs is not None:
+            self._with_masks(*self._mask_pairs.partner(msg))
+
+    def _with_masks(self, pair: tuple | None, unpaired: int) -> None:
+        if pair is not None:
+            waiting, masks = pair
+            super().enqueue((*waiting.item, masks))
+        for _ in range(unpaired):
+            self._without_masks()
+
+    def _without_masks(self) -> None:
+        """Detections (with their depth) whose masks never came: refused (counted and reported), not lost silently."""
+        self.frames_in += 1
+        self.skip(
+            "detections without masks",
+            f"no {self.resolve_topic_name('masks')} message with their stamp came among the next {PAIRING_WINDOW} "
+            f"messages; {MASKS_HINT}",
+        )
+
+    def _stop_listening(self) -> None:
+        super()._stop_listening()
+        pairs, self._mask_pairs = getattr(self, "_mask_pairs", None), None
+        for _ in range(pairs.clear() if pairs else 0):  # waiting for their masks
+            self._without_masks()
+
     def _keep_camera_info(self, msg: CameraInfo) -> None:
         self.camera_info = msg
 
@@ -134,7 +188,7 @@ class Detect3DNode(InferenceNode):
         self.depth_camera_info = msg
 
     def process(self, item) -> None:
-        detections_msg, depth_msg = item
+        detections_msg, depth_msg, masks_msg = item if len(item) == 3 else (*item, None)
         info = self.camera_info
         if info is None:
             self.skip(
@@ -165,10 +219,13 @@ class Detect3DNode(InferenceNode):
                 depth_msg.data,
                 bool(depth_msg.is_bigendian),
             )
+            detections = detections_from_message(detections_msg)
+            if masks_msg is not None:
+                _masks_onto(detections, masks_msg, colour)
         except LiftError as exc:
             self.skip_error(exc)
             return
-        boxes = lift(detections_from_message(detections_msg), depth, colour, k, self.core, self.min_valid)
+        boxes = lift(detections, depth, colour, k, self.core, self.min_valid)
         header = Header(stamp=detections_msg.header.stamp, frame_id=frame)
         self.boxes_pub.publish(detections_3d_message(header, detections_msg, boxes))
         self.outputs += 1
@@ -182,6 +239,41 @@ class Detect3DNode(InferenceNode):
             )
         if self.marker_pub.get_subscription_count() > 0:
             self.marker_pub.publish(box_markers(header, detections_msg, boxes))
+
+
+class _Waiting:
+    """Detections and depth of one stamp waiting for their masks (Pairing reads ``header``)."""
+
+    __slots__ = ("header", "item")
+
+    def __init__(self, item: tuple):
+        self.header, self.item = item[0].header, item
+
+
+def _masks_onto(detections: list, masks: Any, colour: Intrinsics) -> None:
+    """Gives each detection its mask from the instance label image ``masks`` (label k + 1: the k-th detection; one
+    beyond the encoding's labels keeps none: its box core is read). Of another encoding or size than the colour
+    image's: a LiftError."""
+    if masks.encoding not in MASK_LABELS:
+        raise LiftError(
+            "masks encoding",
+            f"masks is {untrusted(masks.encoding, 40)}: an instance label image is mono16 or mono8 (a detection "
+            "node's ~/masks)",
+        )
+    dtype, most = MASK_LABELS[masks.encoding]
+    dtype = dtype.newbyteorder(">" if masks.is_bigendian else "<")
+    if (masks.width, masks.height) != colour.size or masks.step < masks.width * dtype.itemsize:
+        raise LiftError(
+            "masks size",
+            f"masks is {masks.width}x{masks.height} (step {masks.step}), the colour image {colour.width}x"
+            f"{colour.height} (camera_info): remap masks to the same detection node's ~/masks",
+        )
+    if len(masks.data) < masks.step * masks.height:
+        raise LiftError("masks size", f"masks has {len(masks.data)} bytes, under step x height")
+    rows = np.frombuffer(masks.data, np.uint8, masks.step * masks.height).reshape(masks.height, masks.step)
+    labels = np.ascontiguousarray(rows[:, : masks.width * dtype.itemsize]).view(dtype)
+    for index, detection in enumerate(detections):
+        detection.mask = labelled(labels, index + 1, detection.xyxy) if index < most else None
 
 
 def _intrinsics(info: CameraInfo, what: str) -> Intrinsics:

@@ -7,6 +7,9 @@ an unsupported encoding, a camera_info without focal length) is refused, each ki
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -252,3 +255,24 @@ def test_with_use_masks_each_detection_is_measured_under_its_mask(tmp_path):
         node.stop()
     log = node.log()
     assert "Traceback" not in log and log.count("(masks size):") == 1
+
+
+def test_a_vision_msgs_built_before_the_3d_messages_is_named_with_the_rebuild(tmp_path):
+    """An environment whose vision_msgs was built from the older subset (2D only), stood in for by a package of
+    those names: the node says to rebuild it, without a traceback."""
+    old = tmp_path / "vision_msgs"
+    (old / "msg").mkdir(parents=True)
+    (old / "__init__.py").write_text("")
+    (old / "msg" / "__init__.py").write_text(
+        "".join(f"class {name}:\n    pass\n" for name in ("Detection2DArray", "ObjectHypothesisWithPose"))
+    )
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "vision_factory.detect_3d_node"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE_S,
+    )
+    assert done.returncode == 1
+    assert "vision-factory install-vision-msgs --force" in done.stderr and "Traceback" not in done.stderr

@@ -32,7 +32,18 @@ import numpy as np
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
-from vision_msgs.msg import Detection2DArray, Detection3D, Detection3DArray, ObjectHypothesisWithPose
+from vision_msgs.msg import Detection2DArray, ObjectHypothesisWithPose
+
+try:
+    from vision_msgs.msg import Detection3D, Detection3DArray
+except ImportError as missing:  # a vision_msgs built before the 3D messages were in its subset
+    if isinstance(missing, ModuleNotFoundError):
+        raise
+    raise SystemExit(
+        "detect_3d_node: this vision_msgs has no Detection3DArray: it was built before the 3D messages were in "
+        "vision_factory's subset. Rebuild it: vision-factory install-vision-msgs --force (pip-only machines), or "
+        "install the distribution's vision_msgs (rosdep)."
+    ) from None
 
 from ..families.family import MARKERS_MESSAGE, Output
 from ..images import ImageFormatError

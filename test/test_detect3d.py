@@ -12,6 +12,7 @@ from support.depth_scenes import COLOUR, DEPTH, WALL, Flat, detections, encode, 
 from vision_factory.models.lift3d import (
     Intrinsics,
     LiftError,
+    check_camera_frame,
     depth_intrinsics,
     depth_metres,
     lift,
@@ -201,3 +202,11 @@ def test_a_slanted_surface_has_its_depth_extent_and_centre(encoding):
     (core,) = lift([Detection(box, 0.9, 0, "board")], _read(depth, encoding), COLOUR, DEPTH)
     assert abs(core.centre[2] - centre[2]) <= 0.01 * np.linalg.norm(centre)
     assert core.size[2] < found.size[2]  # the core sees the middle of the board only
+
+
+def test_camera_info_of_another_camera_is_refused():
+    check_camera_frame("cam_optical", "cam_optical")
+    check_camera_frame("", "cam_optical")  # a frame not said: taken as the camera_info's
+    with pytest.raises(LiftError, match="remap camera_info") as refused:
+        check_camera_frame("rgb_optical_frame", "ir_optical_frame")
+    assert refused.value.kind == "camera_info of another camera"

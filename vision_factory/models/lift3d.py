@@ -10,6 +10,7 @@ read through its own intrinsics (``depth_camera_info``) when it has them: a box 
 depth pixel through both. Without them the depth image must be the colour camera's own registered depth, of the
 same size, read through the colour intrinsics; a depth image of another size, or in another optical frame
 (unregistered depth: it needs the extrinsics, e.g. depth_image_proc's register), is refused, never guessed.
+So is a camera_info of another frame than the detections' (``check_camera_frame``).
 
 Pixel coordinates: a box's x1..x2 are continuous coordinates in which pixel column c spans c..c+1 (as the
 detectors give them, and as models/masks.py crops a mask); camera_info's K puts pixel c's centre at c. A depth
@@ -124,6 +125,17 @@ def depth_metres(encoding: str, width: int, height: int, step: int, data, bigend
         values /= np.float32(per_metre)  # divided, so that 1500 mm is exactly the float32 nearest 1.5 m
     values[~(values > 0) | ~np.isfinite(values)] = np.nan  # 0 (16UC1's no depth), NaN, inf, negative
     return values
+
+
+def check_camera_frame(detections_frame: str, camera_frame: str) -> None:
+    """The detections (header frame ids; "" unknown) must be of the camera whose camera_info is given: else a
+    LiftError naming both frames."""
+    if detections_frame and camera_frame and detections_frame != camera_frame:
+        raise LiftError(
+            "camera_info of another camera",
+            f"the detections are in frame {untrusted(detections_frame, 100)}, camera_info in "
+            f"{untrusted(camera_frame, 100)}: remap camera_info to the camera_info of the detections' image",
+        )
 
 
 def depth_intrinsics(

@@ -47,7 +47,17 @@ except ImportError as missing:  # a vision_msgs built before the 3D messages wer
 
 from ..families.family import MARKERS_MESSAGE, Output
 from ..images import ImageFormatError
-from ..models.lift3d import CORE, MIN_VALID, Box3D, Intrinsics, LiftError, depth_intrinsics, depth_metres, lift
+from ..models.lift3d import (
+    CORE,
+    MIN_VALID,
+    Box3D,
+    Intrinsics,
+    LiftError,
+    check_camera_frame,
+    depth_intrinsics,
+    depth_metres,
+    lift,
+)
 from ..models.masks import labelled
 from ..parameters import FRACTION, IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter
 from ..results.detections import MASK_LABELS, detections_from_message, track_colour
@@ -219,6 +229,7 @@ class Detect3DNode(InferenceNode):
                     f"the depth image is {depth_msg.width}x{depth_msg.height}, over max_image_pixels "
                     f"{self.max_image_pixels}",
                 )
+            check_camera_frame(detections_msg.header.frame_id, info.header.frame_id)
             frame = detections_msg.header.frame_id or info.header.frame_id
             depth_frame = depth_msg.header.frame_id or (depth_info.header.frame_id if depth_info else "")
             k = depth_intrinsics(colour, depth_k, (depth_msg.width, depth_msg.height), frame, depth_frame)

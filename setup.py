@@ -86,6 +86,7 @@ setup(
         "console_scripts": [
             "vision-factory = vision_factory.cli:main",
             *node_entry_points(),
+            "detect_3d_node = vision_factory.detect_3d_node:main",  # no model: not rendered per backend
         ],
     },
 )

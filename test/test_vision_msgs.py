@@ -39,6 +39,14 @@ EXPECTED_FIELDS = {
         "id": "string",
     },
     "Detection2DArray": {"header": "std_msgs/Header", "detections": "sequence<vision_msgs/Detection2D>"},
+    "BoundingBox3D": {"center": "geometry_msgs/Pose", "size": "geometry_msgs/Vector3"},
+    "Detection3D": {
+        "header": "std_msgs/Header",
+        "results": "sequence<vision_msgs/ObjectHypothesisWithPose>",
+        "bbox": "vision_msgs/BoundingBox3D",
+        "id": "string",
+    },
+    "Detection3DArray": {"header": "std_msgs/Header", "detections": "sequence<vision_msgs/Detection3D>"},
     "VisionClass": {"class_id": "uint16", "class_name": "string"},
     "LabelInfo": {"header": "std_msgs/Header", "class_map": "sequence<vision_msgs/VisionClass>", "threshold": "float"},
 }

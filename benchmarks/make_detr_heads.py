@@ -3,11 +3,13 @@ r"""Architecture-true test models for the DETR heads, and what the exporting pro
 them: test/data/detr_heads/ (the ONNX files and reference.json), read by test/test_detr_heads.py without PyTorch.
 
 - ``rtdetr-hf.onnx``: Hugging Face transformers' ``RTDetrForObjectDetection`` from a small seeded config (ResNet
-  backbone of 8-64 channels, one block a stage; d_model 32, 2 decoder layers, 300 queries, 5 classes), exported with
+  backbone of 8-64 channels, one block a stage; d_model 16, 2 decoder layers, 300 queries, 5 classes), exported with
   ``torch.onnx.export`` as ``pixel_values`` [1, 3, 320, 320] -> ``logits`` [1, 300, 5], ``pred_boxes`` [1, 300, 4].
-  Reference: transformers' own ``RTDetrImageProcessor`` (its default, torchvision, backend: resize to 320x320 bilinear
-  with antialias, rescale 1/255, no normalisation) and ``post_process_object_detection(threshold, target_sizes)``
-  (sigmoid, top-k over queries x classes) on ONNX Runtime's outputs for the same file.
+  Reference: transformers' own image processor with its PIL backend (``RTDetrImageProcessorPil``: resize to 320x320
+  with PIL's bilinear filter, rescale 1/255, no normalisation; the torchvision backend, transformers 5's default,
+  resizes a few pixel values differently, which moves these random models' scores by up to 1e-3) and
+  ``post_process_object_detection(threshold, target_sizes)`` (sigmoid, top-k over queries x classes) on ONNX
+  Runtime's outputs for the same file.
 - ``dfine-hf.onnx``: ``DFineForObjectDetection`` likewise (an HGNetV2 backbone of 8-64 channels), same interface;
   D-FINE's checkpoints use the same image processor (RTDetrImageProcessor).
 - ``rtdetr-hf-deploy.onnx``: the RT-DETR repository's deploy export style (its tools/export_onnx.py: the model and
@@ -15,19 +17,21 @@ them: test/data/detr_heads/ (the ONNX files and reference.json), read by test/te
   ``labels``, ``boxes`` (x1, y1, x2, y2 in original-image pixels), ``scores``; here the RT-DETR model above wrapped
   with that post-processor's arithmetic (sigmoid, top-300 over queries x classes, boxes x the sizes). Reference: the
   repository's own deploy reading (PIL resize to 320x320 bilinear, ToTensor, the outputs above ``threshold``).
-- ``rtdetr-ul.onnx``: Ultralytics' own RT-DETR from its ``rtdetr-l.yaml`` thinned (every channel count / 8, one repeat
-  a block; decoder hidden 32, 2 layers, 300 queries; 3 classes), seeded, exported by Ultralytics (``format=onnx``,
-  320): [1, 300, 6] rows cx, cy, w, h (normalised), score, class (Ultralytics 8.4's head selects the top 300 over
-  queries x classes inside the graph). Reference: ``RTDETR(file).predict(image, conf)`` (its RTDETRPredictor: stretch,
-  no letterbox; rows above conf in the model's order; boxes x the frame size).
+- ``rtdetr-ul.onnx``: Ultralytics' own RT-DETR from its ``rtdetr-l.yaml`` thinned (every channel count / 16, one
+  repeat a block; decoder hidden 16, 2 layers, 300 queries; 3 classes), seeded, exported by Ultralytics
+  (``format=onnx``, 320, simplified as by default): [1, 300, 6] rows cx, cy, w, h (normalised), score, class
+  (Ultralytics 8.4's head selects the top 300 over queries x classes inside the graph). Reference:
+  ``RTDETR(file).predict(image, conf)`` (its RTDETRPredictor: stretch, no letterbox; rows above conf in the model's
+  order; boxes x the frame size).
 - ``rtdetr-ul-old.onnx``: the same model exported the way Ultralytics up to 8.3 wrote RT-DETR ([1, 300, 4 + nc]:
   cx, cy, w, h normalised and the sigmoid class scores of each query; the decoder's postprocess as 8.3's forward was,
   and without the ``head`` metadata key 8.4 adds). Reference: 8.3's RTDETRPredictor.postprocess (max score per query
   above conf, model order, boxes x the frame size) on Ultralytics' own pre-processing of the frame.
 
-Images: scikit-image's astronaut (512x512), coffee (400x600) and chelsea (300x451), read from the project venv's
-skimage/data folder (--skimage-data). Run it in a scratch venv outside the repository, never in the project's venv;
-as the committed files were made (Python 3.11, CPU only, nothing downloaded):
+Every model is seeded (torch.manual_seed(0)), its class heads re-drawn wider (``spread_scores``) so that random
+queries score apart. Images: scikit-image's astronaut (512x512), coffee (400x600) and chelsea (300x451), read from
+the project venv's skimage/data folder (--skimage-data). Run it in a scratch venv outside the repository, never in
+the project's venv; as the committed files were made (Python 3.11, CPU only, nothing downloaded):
 
     python3.11 -m venv /work/wt/export_venv   # torch 2.14.1, torchvision 0.29.1, ultralytics 8.4.190,
                                               # transformers 5.24.0, onnx, onnxruntime, onnxslim, pillow
@@ -281,7 +285,7 @@ def deploy_model(out: Path, images: Path) -> dict:
 
 
 def ultralytics_yaml(work: Path) -> Path:
-    """Ultralytics' rtdetr-l.yaml, every channel count / 8 and one repeat a block, a thin decoder."""
+    """Ultralytics' rtdetr-l.yaml, every channel count / THIN and one repeat a block, a thin decoder."""
     import yaml
     from ultralytics.utils import ROOT as UL_ROOT
 

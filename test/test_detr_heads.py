@@ -31,6 +31,7 @@ from vision_factory.parameters import with_defaults
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import write_image_bag
 from vision_factory.tools.replay import replay
+from vision_factory.tools.verify import verify
 
 HEADS = Path(__file__).parent / "data" / "detr_heads"
 YOLO_HEADS = Path(__file__).parent / "data" / "yolo_heads"
@@ -250,3 +251,40 @@ def test_predict_writes_what_the_adapter_decodes_and_says_no_nms():
         main, ["predict", "--model-type", "detr", "--model", str(model), str(image), "--iou", "0.5"]
     )
     assert refused.exit_code != 0 and "detr models take no iou_threshold" in refused.output
+
+
+def test_verify_passes_the_detr_node_on_the_hugging_face_export(tmp_path):
+    """verify: the node over ROS 2 against the model run offline through the adapter, answer by answer."""
+    frames = [_frame(name) for name in ("astronaut.png", "coffee.png", "chelsea.png")]
+    bag = write_image_bag(tmp_path / "bag", frames)
+    config = tmp_path / "detr.yaml"  # the deployment's parameters: for the node and the offline model alike
+    config.write_text('/**:\n  ros__parameters:\n    model_path: ""\n    confidence_threshold: 0.7497\n')
+    report = verify(bag, "detr", HEADS / "rtdetr-hf.onnx", tmp_path / "v", KEEP_EVERY_FRAME, params_file=config)
+    assert report.passed, report.text()
+    assert [frame.model_count for frame in report.frames] == [7, 9, 3]  # the reference's counts at this threshold
+    assert max(frame.deviation_px for frame in report.frames) <= 1e-3
+
+
+def test_compare_onnx_runtime_and_openvino_on_a_d_fine_export(tmp_path):
+    """OpenVINO compiles and runs the D-FINE export (grid sampling, top-k) as ONNX Runtime does."""
+    data = tmp_path / "set"
+    (data / "images").mkdir(parents=True)
+    images, annotations = [], []
+    for index, name in enumerate(("astronaut.png", "coffee.png"), start=1):
+        frame = _frame(name)
+        cv2.imwrite(str(data / "images" / name), frame)
+        images.append({"id": index, "file_name": name, "width": frame.shape[1], "height": frame.shape[0]})
+        annotations.append({"id": index, "image_id": index, "category_id": 5, "bbox": [10, 10, 100, 100], "area": 1e4,
+                            "iscrowd": 0})  # fmt: skip
+    categories = [{"id": i + 1, "name": f"class_{i}"} for i in range(5)]
+    (data / "annotations.json").write_text(json.dumps({"images": images, "annotations": annotations,
+                                                       "categories": categories}))  # fmt: skip
+    arguments = ["compare", "--model-type", "detr", "--model", str(HEADS / "dfine-hf.onnx"), "--data", str(data)]
+    result = CliRunner().invoke(main, [*arguments, "--a", "onnx:cpu", "--b", "openvino:CPU", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    (saved,) = tmp_path.glob("compare_set_dfine-hf-onnx-cpu_vs_dfine-hf-openvino-CPU.json")
+    report = json.loads(saved.read_text())
+    assert report["verdict"] == "excellent", report
+    outputs = report["outputs"]
+    assert outputs["matched"] > 100 and outputs["only_in_a"] == outputs["only_in_b"] == 0, outputs
+    assert outputs["box_delta_max_px"] < 0.01 and outputs["score_delta_max"] < 1e-4, outputs

@@ -265,20 +265,54 @@ def test_verify_passes_the_detr_node_on_the_hugging_face_export(tmp_path):
     assert max(frame.deviation_px for frame in report.frames) <= 1e-3
 
 
+def _coco_set(folder: Path) -> Path:
+    """astronaut and coffee as a COCO data set of 5 categories class_0..class_4, each image's truth the reference's
+    detections of rtdetr-hf.onnx (so that AP is far from 0)."""
+    (folder / "images").mkdir(parents=True)
+    (reference,) = [m for m in REFERENCE["models"] if m["file"] == "rtdetr-hf.onnx"]
+    images, annotations = [], []
+    for index, case in enumerate(reference["cases"][:2], start=1):
+        frame = _frame(case["image"])
+        cv2.imwrite(str(folder / "images" / case["image"]), frame)
+        images.append({"id": index, "file_name": case["image"], "width": frame.shape[1], "height": frame.shape[0]})
+        for truth in case["detections"]:
+            x1, y1, x2, y2 = truth["xyxy"]
+            box = [x1, y1, x2 - x1, y2 - y1]
+            annotations.append({"id": len(annotations) + 1, "image_id": index, "category_id": truth["class_id"] + 1,
+                                "bbox": box, "area": box[2] * box[3], "iscrowd": 0})  # fmt: skip
+    categories = [{"id": i + 1, "name": f"class_{i}"} for i in range(5)]
+    data = {"images": images, "annotations": annotations, "categories": categories}
+    (folder / "annotations.json").write_text(json.dumps(data))
+    return folder
+
+
+def test_eval_scores_the_detr_model_as_pycocotools_does_on_the_adapters_detections(tmp_path):
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    data = _coco_set(tmp_path / "set")
+    model = HEADS / "rtdetr-hf.onnx"
+    arguments = ["eval", "--model-type", "detr", "--model", str(model), "--data", str(data), "--out", str(tmp_path)]
+    result = CliRunner().invoke(main, arguments)
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((tmp_path / "eval.json").read_text())["metrics"]
+    # pycocotools on the adapter's own detections at validation confidence 0.001, class i -> category i + 1
+    detector, results = DetrDetector(_load("rtdetr-hf.onnx"), confidence=0.001), []
+    for image in json.loads((data / "annotations.json").read_text())["images"]:
+        for d in detector.detect(_frame(image["file_name"])):
+            x1, y1, x2, y2 = d.xyxy
+            results.append({"image_id": image["id"], "category_id": d.class_id + 1, "bbox": [x1, y1, x2 - x1, y2 - y1],
+                            "score": d.score})  # fmt: skip
+    truth = COCO(str(data / "annotations.json"))
+    scored = COCOeval(truth, truth.loadRes(results), "bbox")
+    scored.evaluate(), scored.accumulate(), scored.summarize()
+    assert metrics["AP"] == pytest.approx(scored.stats[0], abs=1e-6) and metrics["AP"] > 0.5, metrics
+    assert metrics["AP50"] == pytest.approx(scored.stats[1], abs=1e-6)
+
+
 def test_compare_onnx_runtime_and_openvino_on_a_d_fine_export(tmp_path):
     """OpenVINO compiles and runs the D-FINE export (grid sampling, top-k) as ONNX Runtime does."""
-    data = tmp_path / "set"
-    (data / "images").mkdir(parents=True)
-    images, annotations = [], []
-    for index, name in enumerate(("astronaut.png", "coffee.png"), start=1):
-        frame = _frame(name)
-        cv2.imwrite(str(data / "images" / name), frame)
-        images.append({"id": index, "file_name": name, "width": frame.shape[1], "height": frame.shape[0]})
-        annotations.append({"id": index, "image_id": index, "category_id": 5, "bbox": [10, 10, 100, 100], "area": 1e4,
-                            "iscrowd": 0})  # fmt: skip
-    categories = [{"id": i + 1, "name": f"class_{i}"} for i in range(5)]
-    (data / "annotations.json").write_text(json.dumps({"images": images, "annotations": annotations,
-                                                       "categories": categories}))  # fmt: skip
+    data = _coco_set(tmp_path / "set")
     arguments = ["compare", "--model-type", "detr", "--model", str(HEADS / "dfine-hf.onnx"), "--data", str(data)]
     result = CliRunner().invoke(main, [*arguments, "--a", "onnx:cpu", "--b", "openvino:CPU", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output

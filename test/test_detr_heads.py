@@ -20,6 +20,7 @@ import skimage
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 from PIL import Image
+from support.generated import generate_and_install, site_packages
 from support.models import _constant_model
 from support.ros_harness import KEEP_EVERY_FRAME, NodeProcess
 
@@ -322,3 +323,19 @@ def test_compare_onnx_runtime_and_openvino_on_a_d_fine_export(tmp_path):
     outputs = report["outputs"]
     assert outputs["matched"] > 100 and outputs["only_in_a"] == outputs["only_in_b"] == 0, outputs
     assert outputs["box_delta_max_px"] < 0.01 and outputs["score_delta_max"] < 1e-4, outputs
+
+
+def test_a_generated_detr_package_publishes_what_this_packages_node_does(tmp_path, monkeypatch):
+    """generate: the detr family as its own package (ONNX Runtime), installed as colcon would, run over the same bag
+    as vision_factory's detr node: the same detections; Pillow, which resizes its frames, among its requirements."""
+    executable = generate_and_install("detr", "onnx", "gen_detr", tmp_path)
+    setup = (tmp_path / "src" / "gen_detr" / "setup.py").read_text()
+    assert '"pillow",' in setup and "python3-pil" in (tmp_path / "src" / "gen_detr" / "package.xml").read_text()
+    monkeypatch.setenv("PYTHONPATH", str(site_packages(tmp_path / "install")))
+    bag = write_image_bag(tmp_path / "bag", [_frame("astronaut.png"), _frame("chelsea.png")])
+    params = {"model_path": str(HEADS / "rtdetr-hf-deploy.onnx"), "confidence_threshold": "0.7497", **KEEP_EVERY_FRAME}
+    ours = replay(bag, tmp_path / "ours", node="detr", params=params)
+    theirs = replay(bag, tmp_path / "theirs", node="detr", params=params, executable=[str(executable)])
+    a, b = (json.loads(Path(result.detections_json).read_text()) for result in (ours, theirs))
+    assert len(a) == len(b) == 2 and all(record["detections"] for record in a)
+    assert [record["detections"] for record in a] == [record["detections"] for record in b]

@@ -339,3 +339,12 @@ def test_a_generated_detr_package_publishes_what_this_packages_node_does(tmp_pat
     a, b = (json.loads(Path(result.detections_json).read_text()) for result in (ours, theirs))
     assert len(a) == len(b) == 2 and all(record["detections"] for record in a)
     assert [record["detections"] for record in a] == [record["detections"] for record in b]
+
+
+@pytest.mark.parametrize("shape", [[1, 7, 84], [1, 84, 7], [1, 7, 340], [1, 340, 7]])
+def test_yolo_exports_without_the_head_key_stay_yolo(tmp_path, shape):
+    """Ultralytics metadata without ``head`` (exports before 8.4) and rows that are a YOLO head's anchors on the
+    input (84 at strides 8-32 on 64 x 64, 340 at 4-32), either way round: a YOLO detector, not an RT-DETR."""
+    metadata = {"task": "detect", "stride": "32"}
+    model = _constant_model(tmp_path / "y.onnx", np.zeros(shape, np.float32), size=64, names="", metadata=metadata)
+    assert recognise(OnnxRunner.load(model, {}, LOG)).family == "yolo"

@@ -82,9 +82,8 @@ def _ultralytics(model: Interface) -> Recognition | None:
         and "stride" in metadata
         and "head" not in metadata
         and isinstance(queries, int)
-        and queries < channels * 100  # rows, not a transposed [1, 4 + classes, N]
         and _anchor_counts(image)
-        and queries not in _anchor_counts(image)
+        and not {queries, channels} & _anchor_counts(image)  # neither [1, N, 4 + nc] nor [1, 4 + nc, N] of YOLO
         and (not names or channels in (6, 4 + len(names)))
     ):
         evidence = (

@@ -175,8 +175,8 @@ def test_factory_builds_each_family_and_refuses_unknown_options(tmp_path):
         family("fasterrcnn").detector(runner, iou=0.5)
     with pytest.raises(ValueError, match="tracknet is not a detector"):
         family("tracknet").detector(runner)
-    with pytest.raises(ValueError, match="unknown model family 'detr': choose one of tracknet, yolo, yolo_pose"):
-        family("detr")
+    with pytest.raises(ValueError, match="unknown model family 'ssd': choose one of tracknet, yolo, yolo_pose"):
+        family("ssd")
     assert "person_detector" in family("rtmpose").options and "image_size" in family("yolo").options
 
 

@@ -50,6 +50,7 @@ def test_every_family_with_a_node_of_its_own_model_has_a_pipeline():
         "yolo",
         "yolo_pose",
         "fasterrcnn",
+        "detr",
         "rtmpose",
     }
     with pytest.raises(ValueError, match="reid has no frame pipeline"):

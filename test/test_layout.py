@@ -192,6 +192,7 @@ SHARED = [
     "images.py",
     "models/__init__.py",
     "models/bounds.py",
+    "models/detr_interface.py",
     "models/fasterrcnn_interface.py",
     "models/interface.py",
     "models/recognition.py",
@@ -245,6 +246,16 @@ CARRIED = {
         "ros/detection_node.py",
         *TRACKER,
     ],
+    "detr": [
+        "families/detection.py",
+        "families/detr.py",
+        "models/detr.py",
+        "models/geometry.py",
+        "models/masks.py",  # the detections' instance masks (results/detections.py)
+        "results/detections.py",
+        "ros/detection_node.py",
+        *TRACKER,
+    ],
     "track": [
         "families/detection.py",
         "families/track.py",
@@ -268,6 +279,10 @@ def test_a_generated_package_carries_only_its_own_familys_code(name):
     tracker = set(TRACKER) <= set(CARRIED[name])
     assert ("<exec_depend>python3-scipy</exec_depend>" in files["package.xml"]) == tracker
     assert ('"scipy",' in files["setup.py"]) == tracker
+    # DETR frames are resized by PIL, as the exporters resize them: Pillow declared where that is carried, only there.
+    pillow = "models/detr.py" in CARRIED[name]
+    assert ("<exec_depend>python3-pil</exec_depend>" in files["package.xml"]) == pillow
+    assert ('"pillow",' in files["setup.py"]) == pillow
 
 
 def test_recognition_pairs_simcc_outputs_as_the_adapter_does(tmp_path):

@@ -28,7 +28,7 @@ from vision_factory.runtime.openvino_runner import OpenVinoRunner
 from vision_factory.tools.synthetic import build_inpaint_model, build_tracknet_model
 
 LOG = logging.getLogger("test")
-NODE_FAMILY_NAMES = ("tracknet", "yolo", "yolo_pose", "fasterrcnn", "rtmpose")
+NODE_FAMILY_NAMES = ("tracknet", "yolo", "yolo_pose", "fasterrcnn", "detr", "rtmpose")
 MODEL_FAMILY_NAMES = (*NODE_FAMILY_NAMES, "inpaintnet", "reid")
 # What each node says it needs, written out here (not read from the code under test).
 NEEDS = {
@@ -36,6 +36,7 @@ NEEDS = {
     "yolo": "yolo_node needs a YOLO detector ([1, 3, H, W] in, [1, 4 + classes, N] out)",
     "yolo_pose": "yolo_pose_node needs a YOLO pose model ([1, 3, H, W] in, [1, 4 + classes + keypoints x 3, N] out",
     "fasterrcnn": "fasterrcnn_node needs a detector with post-processing inside (boxes [N, 4], scores [N]",
+    "detr": "detr_node needs a DETR-family detector: Ultralytics RT-DETR ([1, 300, 4 + classes] or [1, 300, 6] out)",
     "rtmpose": "rtmpose_node needs an RTMPose SimCC model ([1, 3, H, W] in, simcc_x [1, K, 2W]",
 }
 # How each synthetic model is named in those errors: its family, and its outputs.
@@ -45,6 +46,7 @@ SEEN = {
     "yolo": "looks like a yolo model (output output0 [1, 7, 84])",
     "yolo_pose": "looks like a yolo_pose model (output output0 [1, 56, 84])",
     "fasterrcnn": "looks like a fasterrcnn model (outputs boxes [10, 4], scores [10], labels [10])",
+    "detr": "looks like a detr model (outputs logits [1, 10, 3], pred_boxes [1, 10, 4])",
     "rtmpose": "looks like an rtmpose model (outputs simcc_x [1, 17, 384], simcc_y [1, 17, 512])",
     "reid": "looks like a reid model (output features [16, 512])",
 }
@@ -76,6 +78,9 @@ def family_models(tmp_path_factory) -> dict[str, Path]:
             {"image": [3, "height", "width"]},
             {"boxes": [10, 4], "scores": [10], "labels": [10]},
             int_outputs=("labels",),
+        ),
+        "detr": build_model(
+            folder / "detr.onnx", {"pixel_values": [1, 3, 64, 64]}, {"logits": [1, 10, 3], "pred_boxes": [1, 10, 4]}
         ),
         "rtmpose": build_model(
             folder / "rtmpose.onnx", {"input": [1, 3, 256, 192]}, {"simcc_x": [1, 17, 384], "simcc_y": [1, 17, 512]}
@@ -193,6 +198,7 @@ NODE_CASES = [
     ("yolo_pose", "model_path", "rtmpose", {}),
     ("fasterrcnn", "model_path", "tracknet", {}),
     ("yolo", "model_path", "reid", {}),
+    ("detr", "model_path", "yolo", {}),
     ("rtmpose", "model_path", "yolo", {"person_detector_path": "yolo"}),
     ("rtmpose", "person_detector_path", "yolo_pose", {"model_path": "rtmpose"}),
 ]

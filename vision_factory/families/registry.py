@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..models import recognition
 from ..parameters import Parameter
-from . import fasterrcnn, reid, rtmpose, track, tracknet, yolo, yolo_pose
+from . import detr, fasterrcnn, reid, rtmpose, track, tracknet, yolo, yolo_pose
 from .family import Family
 
 FAMILIES: dict[str, Family] = {
@@ -19,6 +19,7 @@ FAMILIES: dict[str, Family] = {
         yolo.FAMILY,
         yolo_pose.FAMILY,
         fasterrcnn.FAMILY,
+        detr.FAMILY,
         rtmpose.FAMILY,
         reid.FAMILY,
         track.FAMILY,

@@ -313,6 +313,7 @@ def package_files(
     context["custom_rosdep_keys"] = [key for key in backend_spec.rosdep if key in custom_rosdep_keys()]
     modules = copied_modules(spec, backend_spec)
     context["carries_tracker"] = TRACKER_MODULE in modules  # its assignment solver is scipy's
+    context["carries_pillow"] = any(b"from PIL import" in (SOURCE_ROOT / m).read_bytes() for m in modules)  # DETR
     files: dict[str, str | bytes] = {}
     for relative in modules:
         files[f"{package}/{relative}"] = (SOURCE_ROOT / relative).read_bytes()

@@ -40,10 +40,15 @@ class FrameFit:
 def letterbox(image_bgr: np.ndarray, size: tuple[int, int], dynamic: bool) -> tuple[np.ndarray, FrameFit]:
     """The NCHW float32 RGB / 255 input for ``size`` (height, width), and the mapping back to the frame."""
     padded, fit = letterbox_image(image_bgr, size, dynamic)
-    tensor = np.empty((1, 3, *padded.shape[:2]), np.float32)
+    return rgb_tensor(padded), fit
+
+
+def rgb_tensor(image_bgr: np.ndarray) -> np.ndarray:
+    """An HWC BGR uint8 image as the [1, 3, H, W] float32 RGB / 255 tensor."""
+    tensor = np.empty((1, 3, *image_bgr.shape[:2]), np.float32)
     for channel in range(3):  # RGB from BGR, /255 straight into the NCHW tensor: no intermediate copies
-        np.divide(padded[..., 2 - channel], np.float32(255), out=tensor[0, channel])
-    return tensor, fit
+        np.divide(image_bgr[..., 2 - channel], np.float32(255), out=tensor[0, channel])
+    return tensor
 
 
 def letterbox_image(image_bgr: np.ndarray, size: tuple[int, int], dynamic: bool) -> tuple[np.ndarray, FrameFit]:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from ..runtime.runner import Runner, TensorInfo, tensor_text, tensors_text
 from ..text import untrusted
+from .detr_interface import DETR
 from .fasterrcnn_interface import FASTERRCNN
 from .interface import Interface, ModelInterface, Recognition, Rule, end2end
 from .reid_interface import REID
@@ -22,8 +23,9 @@ from .yolo_interface import YOLO, YOLO_POSE
 
 __all__ = ["FAMILY_NAMES", "RULES", "Recognition", "WrongFamily", "load_checked", "recognise", "require_family"]
 
-# Tried in this order; the first that matches wins (a pose model also fits the detector's rule).
-RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE, REID)
+# Tried in this order; the first that matches wins (a pose model also fits the detector's rule; a DETR export's
+# query rows would read as a transposed YOLO head, and a deploy export's labels, boxes, scores as fasterrcnn's).
+RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, DETR, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE, REID)
 FAMILY_NAMES = tuple(rule.family for rule in RULES)
 _NEEDS = {rule.family: rule.needs for rule in RULES}
 

@@ -79,18 +79,21 @@ class Resampling:
     columns: int
 
     def axis(self, count: int, vertical: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The ``count`` output pixels along one axis from the prototype cells along it: the [pixels, cells] weights
-        (each pixel a weighted sum of at most four cells), and each pixel's first and last cell (ascending)."""
+        """The ``count`` output pixels along one axis from the prototype cells along it: each pixel a weighted sum
+        of ``span`` consecutive cells from its first one: the [pixels, span] weights, and each pixel's first and
+        last cell (both ascending)."""
         start, end, cells = (self.top, self.bottom, self.rows) if vertical else (self.left, self.right, self.columns)
         lower, upper, weight = _taps(count, np.arange(count), end - start)  # in the cropped, upsampled prototypes
         samples = np.stack([lower, upper]) + start  # [2, pixels] of the upsampled prototypes
         low, high, inner = _taps(cells * self.factor, samples, cells)  # each from the prototype cells (f = 1: itself)
-        matrix = np.zeros((count, cells), np.float64)
+        first = low.min(axis=0)
+        span = int((high.max(axis=0) - first).max()) + 1  # cells a pixel reads: 2 (f = 1), at most 4
+        weights = np.zeros((count, span), np.float64)
         pixels = np.arange(count)
         for tap, outer in ((0, 1 - weight), (1, weight)):
-            matrix[pixels, low[tap]] += outer * (1 - inner[tap])  # one entry per pixel and call: no repeats
-            matrix[pixels, high[tap]] += outer * inner[tap]
-        return matrix.astype(np.float32), low.min(axis=0), high.max(axis=0)
+            weights[pixels, low[tap] - first] += outer * (1 - inner[tap])  # one entry per pixel and call: no repeats
+            weights[pixels, high[tap] - first] += outer * inner[tap]
+        return weights.astype(np.float32), first, high.max(axis=0)
 
 
 def resampling(prototype_shape: tuple[int, int], frame_shape: tuple[int, int]) -> Resampling:
@@ -131,12 +134,28 @@ def instance_masks(
         # Only the prototype cells under the box: their logits, then down and across to the box's pixels.
         row0, row1 = top_cell[first_y], bottom_cell[last_y - 1] + 1
         col0, col1 = left_cell[first_x], right_cell[last_x - 1] + 1
-        down, across = down_all[first_y:last_y, row0:row1], across_all[first_x:last_x, col0:col1]
         cells = prototypes[:, row0:row1, col0:col1]
         logits = np.tensordot(coefficient, cells, axes=(0, 0))  # [cell rows, cell columns]
-        region = (down @ logits) @ across.T
+        # Gathered taps, not matrix products: threaded BLAS on these small products stalls on a busy machine.
+        rows = _resampled(logits, down_all[first_y:last_y], top_cell[first_y:last_y] - row0, axis=0)
+        region = _resampled(rows, across_all[first_x:last_x], left_cell[first_x:last_x] - col0, axis=1)
         masks.append(InstanceMask(first_x, first_y, region > 0, width, height))
     return masks
+
+
+def _resampled(values: np.ndarray, weights: np.ndarray, first: np.ndarray, axis: int) -> np.ndarray:
+    """``values`` [rows, columns] resampled along ``axis``: output row (axis 0) or column (axis 1) p is the sum over
+    k of weights[p, k] x the row or column first[p] + k (one past the last has weight 0: clamped)."""
+    last = values.shape[axis] - 1
+    if axis == 0:
+        out = weights[:, :1] * values[first]
+        for k in range(1, weights.shape[1]):
+            out += weights[:, k : k + 1] * values[np.minimum(first + k, last)]
+        return out
+    out = weights[:, 0] * values[:, first]
+    for k in range(1, weights.shape[1]):
+        out += weights[:, k] * values[:, np.minimum(first + k, last)]
+    return out
 
 
 def _empty(box: Sequence[float], frame_shape: tuple[int, int]) -> InstanceMask:

@@ -5,7 +5,8 @@ test/data/yolo_heads/yolo26n-seg-e2e.onnx and seg_reference.json, read by test/t
 
 - ``yolo26n-seg-e2e.onnx``: built by Ultralytics from its own ``yolo26-seg.yaml`` (thin: width 0.0625, depth 0.33,
   so 16 prototype channels inside Proto26 and 32 mask coefficients; three classes named as the shapes), seeded random
-  weights (PyTorch's default init of every Conv, batch-norm statistics from 32 shapes-seg-val images), exported by
+  weights (PyTorch's default init of every layer from seed 0, batch-norm statistics from 32 shapes-seg-val images:
+  the same detections on every run; the file's bytes differ by the export date in its metadata), exported by
   Ultralytics with ``nms=False`` (its NMS-free head: ``[1, 300, 6 + 32]`` rows and the prototypes
   ``[1, 32, 40, 40]``) at 160.
 - Reference: ``YOLO(file, task="segment").predict(image, conf=CONF[image], imgsz=160, retina_masks=True)`` (masks at
@@ -34,7 +35,7 @@ import cv2
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_yolo_heads import SIZE, calibrate, default_shared, image_entry, photo, sha256  # noqa: E402
+from make_yolo_heads import SEED, SIZE, calibrate, default_shared, image_entry, photo, sha256  # noqa: E402
 from ultralytics_seg_reference import run_lengths  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +59,7 @@ def images(shared: Path, work: Path) -> dict[str, tuple[Path, str]]:
 
 
 def seg_model(out: Path, shared: Path) -> dict:
+    import torch
     import yaml
     from ultralytics import YOLO
     from ultralytics.utils import ROOT as UL_ROOT
@@ -66,6 +68,7 @@ def seg_model(out: Path, shared: Path) -> dict:
     cfg = yaml.safe_load((UL_ROOT / "cfg" / "models" / "26" / "yolo26-seg.yaml").read_text())
     cfg["scales"], cfg["nc"] = {"n": [0.33, 0.0625, 1024]}, len(NAMES)
     (work / "yolo26n-seg.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    torch.manual_seed(SEED)  # what calibrate() does not reset (Proto26's transposed conv) seeded too
     model = YOLO(str(work / "yolo26n-seg.yaml"), task="segment")
     model.model.names = dict(NAMES)
     calibrate(model.model, shared)

@@ -14,6 +14,7 @@ detection.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -86,8 +87,9 @@ class Resampling:
         lower, upper, weight = _taps(count, np.arange(count), end - start)  # in the cropped, upsampled prototypes
         samples = np.stack([lower, upper]) + start  # [2, pixels] of the upsampled prototypes
         low, high, inner = _taps(cells * self.factor, samples, cells)  # each from the prototype cells (f = 1: itself)
+        high = np.where(inner > 0, high, low)  # an upper cell of weight 0 is not read (f = 1: never)
         first = low.min(axis=0)
-        span = int((high.max(axis=0) - first).max()) + 1  # cells a pixel reads: 2 (f = 1), at most 4
+        span = int((high.max(axis=0) - first).max()) + 1  # cells a pixel reads: 2 (f = 1), at most 3
         weights = np.zeros((count, span), np.float64)
         pixels = np.arange(count)
         for tap, outer in ((0, 1 - weight), (1, weight)):
@@ -114,6 +116,17 @@ def resampling(prototype_shape: tuple[int, int], frame_shape: tuple[int, int]) -
     return Resampling(factor, top, top + content_h, left, left + content_w, rows, columns)
 
 
+@functools.lru_cache(maxsize=8)  # a stream's frames keep their size: computed once
+def _axes(prototype_shape: tuple[int, int], frame_shape: tuple[int, int]):
+    """The vertical and the horizontal ``Resampling.axis`` of prototypes of ``prototype_shape`` to a frame of
+    ``frame_shape``, read-only."""
+    how = resampling(prototype_shape, frame_shape)
+    axes = how.axis(frame_shape[0], vertical=True), how.axis(frame_shape[1], vertical=False)
+    for array in (array for axis in axes for array in axis):
+        array.flags.writeable = False
+    return axes
+
+
 def instance_masks(
     prototypes: np.ndarray, coefficients: np.ndarray, boxes: np.ndarray, frame_shape: tuple[int, int]
 ) -> list[InstanceMask]:
@@ -121,9 +134,7 @@ def instance_masks(
     ``prototypes`` [C, h, w], on a frame of ``frame_shape`` (height, width)."""
     height, width = frame_shape
     prototypes = np.asarray(prototypes, np.float32)
-    how = resampling(prototypes.shape[1:], frame_shape)
-    down_all, top_cell, bottom_cell = how.axis(height, vertical=True)
-    across_all, left_cell, right_cell = how.axis(width, vertical=False)
+    (down_all, top_cell, bottom_cell), (across_all, left_cell, right_cell) = _axes(prototypes.shape[1:], frame_shape)
     masks = []
     for coefficient, (x1, y1, x2, y2) in zip(np.asarray(coefficients, np.float32), np.asarray(boxes, np.float64)):
         first_x, last_x = box_span(x1, x2, width)
@@ -147,14 +158,13 @@ def _resampled(values: np.ndarray, weights: np.ndarray, first: np.ndarray, axis:
     """``values`` [rows, columns] resampled along ``axis``: output row (axis 0) or column (axis 1) p is the sum over
     k of weights[p, k] x the row or column first[p] + k (one past the last has weight 0: clamped)."""
     last = values.shape[axis] - 1
-    if axis == 0:
-        out = weights[:, :1] * values[first]
-        for k in range(1, weights.shape[1]):
-            out += weights[:, k : k + 1] * values[np.minimum(first + k, last)]
-        return out
-    out = weights[:, 0] * values[:, first]
+    along = (-1, 1) if axis == 0 else (1, -1)  # the weights broadcast along the other axis
+    out = np.take(values, first, axis=axis)
+    out *= weights[:, 0].reshape(along)
     for k in range(1, weights.shape[1]):
-        out += weights[:, k] * values[:, np.minimum(first + k, last)]
+        tap = np.take(values, np.minimum(first + k, last), axis=axis)
+        tap *= weights[:, k].reshape(along)
+        out += tap
     return out
 
 

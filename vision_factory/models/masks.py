@@ -134,7 +134,9 @@ def instance_masks(
     ``prototypes`` [C, h, w], on a frame of ``frame_shape`` (height, width)."""
     height, width = frame_shape
     prototypes = np.asarray(prototypes, np.float32)
-    (down_all, top_cell, bottom_cell), (across_all, left_cell, right_cell) = _axes(prototypes.shape[1:], frame_shape)
+    (down_all, top_cell, bottom_cell), (across_all, left_cell, right_cell) = _axes(
+        prototypes.shape[1:], (int(height), int(width))
+    )
     masks = []
     for coefficient, (x1, y1, x2, y2) in zip(np.asarray(coefficients, np.float32), np.asarray(boxes, np.float64)):
         first_x, last_x = box_span(x1, x2, width)

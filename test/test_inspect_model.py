@@ -198,13 +198,19 @@ def test_end_to_end_pose_model_is_recognised_with_its_keypoints(tmp_path):
     assert "but the output has" not in recognition.reason and "iou_threshold does not apply" in recognition.reason
 
 
-def test_end_to_end_segmentation_is_named_but_not_taken(tmp_path):
+def test_end_to_end_segmentation_is_a_yolo_model_with_masks(tmp_path):
     metadata = {"task": "segment", "end2end": "True", "names": THREE}
     outputs = {"output0": [1, 300, 38], "output1": [1, 32, 16, 16]}
     model = build_model(tmp_path / "s.onnx", {"images": [1, 3, 64, 64]}, outputs, metadata)
     _, recognition = inspect(model)
-    assert recognition.family == "unknown"
-    assert "end-to-end Ultralytics segmentation model" in recognition.reason
+    assert recognition.family == "yolo" and recognition.details["head"] == "end2end"
+    assert recognition.details["masks"] == 32 and recognition.details["classes"] == 3
+    assert "end-to-end YOLO instance segmentation model with 3 classes" in recognition.reason
+    assert "output1 [1, 32, 16, 16]" in recognition.reason and "iou_threshold does not apply" in recognition.reason
+    # rows that are not 6 + the prototypes' 32 channels: named as an end-to-end export no family takes
+    odd = build_model(tmp_path / "o.onnx", {"images": [1, 3, 64, 64]}, {**outputs, "output0": [1, 300, 40]}, metadata)
+    _, recognition = inspect(odd)
+    assert recognition.family == "unknown" and "[1, N, 6 + M] and the mask prototypes" in recognition.reason
 
 
 def test_yolov5_objectness_head_by_its_metadata_names(tmp_path):

@@ -18,14 +18,19 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import SHARED
+from sensor_msgs.msg import Image
+from std_msgs.msg import Header
 from support.models import _constant_model
-from support.ros_harness import KEEP_EVERY_FRAME
+from support.ros_harness import KEEP_EVERY_FRAME, PATIENCE_S, NodeProcess, Probe
+from vision_msgs.msg import Detection2DArray
 
 from vision_factory.cli import main
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.results.detections import box_iou
+from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import write_image_bag
+from vision_factory.tools.bench import run_bench, table
 from vision_factory.tools.quantize import quantize
 from vision_factory.tools.replay import replay
 
@@ -303,3 +308,216 @@ def test_openvino_runs_the_end_to_end_detector_as_onnx_runtime_does():
         assert [d.class_id for d in ours] == [d.class_id for d in theirs] and ours
         assert np.allclose([d.xyxy for d in ours], [d.xyxy for d in theirs], atol=0.05)
         assert np.allclose([d.score for d in ours], [d.score for d in theirs], atol=1e-3)
+
+
+# --- the end-to-end segmentation head (YOLO26-seg): rows [1, 300, 6 + 32] and the prototypes [1, 32, H/4, W/4] ---
+
+SEG_E2E = HEADS / "yolo26n-seg-e2e.onnx"  # benchmarks/make_yolo26_seg.py
+
+
+def _seg_reference() -> dict:
+    return json.loads((HEADS / "seg_reference.json").read_text())["models"][0]
+
+
+def _seg_frame(case: dict) -> np.ndarray:
+    """A reference case's frame: a file (matplotlib's, shared) or a crop of one ("crop:SOURCE:FIRST:LAST" rows)."""
+    source = case["path"]
+    if source.startswith("crop:"):
+        source, first, last = source[len("crop:") :].rsplit(":", 2)
+        frame = cv2.imread(str(_reference_file(source)))[int(first) : int(last)]
+    else:
+        frame = cv2.imread(str(_reference_file(source)))
+    assert hashlib.sha256(frame.tobytes()).hexdigest() == case["pixels_sha256"], case["image"]
+    return frame
+
+
+def _rle_mask(rle: dict) -> np.ndarray:
+    """An uncompressed COCO RLE (column-major runs, zeros first) as a bool mask."""
+    height, width = rle["size"]
+    values = np.zeros(len(rle["counts"]), bool)
+    values[1::2] = True
+    return np.repeat(values, rle["counts"]).reshape((height, width), order="F")
+
+
+def _iou_off_the_edge(ours: np.ndarray, truth: np.ndarray, band: int) -> float:
+    """Mask IoU over the pixels farther than ``band`` pixels from ``truth``'s edge (1.0 when none is left)."""
+    kernel = np.ones((2 * band + 1, 2 * band + 1), np.uint8)
+    edge = cv2.dilate(truth.astype(np.uint8), kernel) != cv2.erode(truth.astype(np.uint8), kernel)
+    ours, truth = ours & ~edge, truth & ~edge
+    union = np.count_nonzero(ours | truth)
+    return np.count_nonzero(ours & truth) / union if union else 1.0
+
+
+@pytest.mark.parametrize("case", _seg_reference()["cases"], ids=lambda case: case["image"])
+def test_end_to_end_segmentation_rows_and_masks_are_ultralytics_own(case):
+    """Ours against Ultralytics' predict (retina_masks: masks at the frame's size) on the same file and pixels: the
+    same detections in the same order (those whose mask is empty left out, as its predictor leaves them), boxes
+    within 1 px, scores within 1e-3, and each mask's IoU with Ultralytics' at least 0.9 outside half a prototype cell
+    of its edge (random weights make fragmented masks; measured: 1.0 on every pixel)."""
+    model = _seg_reference()
+    assert hashlib.sha256(SEG_E2E.read_bytes()).hexdigest() == model["sha256"], f"{SEG_E2E} is not the model recorded"
+    frame = _seg_frame(case)
+    detector = YoloDetector(OnnxRunner.load(SEG_E2E, {}, LOG), confidence=case["conf"], max_detections=1000)
+    assert detector.head == "end2end" and detector.mask_channels == 32
+    ours, theirs = detector.detect(frame), case["detections"]
+    assert len(theirs) >= 20 and len(ours) == len(theirs)
+    # half a prototype cell in frame pixels: the prototypes are a quarter of the input, the input gain min(in / frame)
+    gain = min(s / f for s, f in zip(detector.size, frame.shape[:2]))
+    band = int(np.ceil(0.5 * 4 / gain))
+    for detection, reference in zip(ours, theirs, strict=True):
+        assert detection.class_id == reference["class_id"]
+        assert np.abs(np.subtract(detection.xyxy, reference["xyxy"])).max() <= 1.0, (detection.xyxy, reference["xyxy"])
+        assert abs(detection.score - reference["score"]) <= 1e-3
+        assert _iou_off_the_edge(detection.mask.full(), _rle_mask(reference["mask"]), band) >= 0.9
+
+
+def test_the_end_to_end_segmentation_model_is_recognised_and_predict_writes_its_masks(tmp_path):
+    from pycocotools import mask as coco_mask
+
+    inspected = CliRunner().invoke(main, ["inspect", str(SEG_E2E)])
+    assert inspected.exit_code == 0, inspected.output
+    assert "end-to-end YOLO instance segmentation model with 3 classes" in inspected.output
+    case = _seg_reference()["cases"][0]
+    image = _reference_file(case["path"])
+    command = ["predict", "--model-type", "yolo", "--model", str(SEG_E2E), "--format", "json", "--conf", "0.6"]
+    predicted = CliRunner().invoke(main, [*command, str(image)])
+    assert predicted.exit_code == 0, predicted.output
+    assert "end-to-end head" in predicted.stderr
+    (record,) = [json.loads(line) for line in predicted.stdout.splitlines()]
+    expected = YoloDetector(OnnxRunner.load(SEG_E2E, {}, LOG), confidence=0.6).detect(cv2.imread(str(image)))
+    assert len(record["detections"]) == len(expected) > 0
+    for written, detection in zip(record["detections"], expected):
+        rle = written["mask"]
+        decoded = coco_mask.decode({"size": rle["size"], "counts": rle["counts"].encode()}).astype(bool)
+        assert np.array_equal(decoded, detection.mask.full())
+
+
+def test_eval_scores_the_end_to_end_segmentation_masks_as_pycocotools_does(tmp_path):
+    """eval (iou_type segm) on a COCO set with polygons, against pycocotools run here on the predictions it wrote."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    if not SEG_DATA.is_dir():
+        pytest.skip(f"{SEG_DATA} not found (shared data)")
+    truth = json.loads((SEG_DATA / "annotations.json").read_text())
+    images = sorted(truth["images"], key=lambda image: image["file_name"])[:6]
+    (tmp_path / "data" / "images").mkdir(parents=True)
+    for image in images:
+        shutil.copy(SEG_DATA / "images" / image["file_name"], tmp_path / "data" / "images")
+    ids = {image["id"] for image in images}
+    subset = {**truth, "images": images, "annotations": [a for a in truth["annotations"] if a["image_id"] in ids]}
+    (tmp_path / "data" / "annotations.json").write_text(json.dumps(subset))
+    command = ["eval", "--model-type", "yolo", "--model", str(SEG_E2E), "--data", str(tmp_path / "data")]
+    result = CliRunner().invoke(main, [*command, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((tmp_path / "out" / "eval.json").read_text())["metrics"]
+    predictions = json.loads((tmp_path / "out" / "predictions.json").read_text())
+    assert predictions and all("segmentation" in p for p in predictions)
+    coco = COCO(str(tmp_path / "data" / "annotations.json"))
+    scored = COCOeval(coco, coco.loadRes(predictions), "segm")
+    scored.evaluate()
+    scored.accumulate()
+    scored.summarize()
+    assert metrics["mask_AP"] == pytest.approx(max(scored.stats[0], 0.0), abs=1e-9)
+    assert metrics["mask_AP50"] == pytest.approx(max(scored.stats[1], 0.0), abs=1e-9)
+
+
+def node_masks(tmp_path, model: Path, frame: np.ndarray, params: dict[str, str], executable=None, masks=True):
+    """One frame through a yolo node (this package's, or ``executable``: a generated package's) over DDS: its
+    Detection2DArray and its ~/masks label image, as [height, width] uint16 (``masks`` False: a detector's, None),
+    and its log."""
+    node_params = {"model_path": str(model), "qos_reliability": "reliable", **params}
+    node = NodeProcess(tmp_path, node_params, module="vision_factory.yolo_onnx_node", executable=executable)
+    probe = Probe()
+    header = Header(frame_id="camera")
+    header.stamp.sec, header.stamp.nanosec = 7, 250
+    try:
+        detections = probe.subscribe(Detection2DArray, "/t/detections")
+        labelled = probe.subscribe(Image, "/t/masks") if masks else [None]
+        publisher = probe.publisher(Image, "/t/image")
+        ready = lambda: publisher.get_subscription_count() > 0 and probe.matched()  # noqa: E731
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
+        publisher.publish(bgr_to_message(frame, header))
+        assert probe.spin_until(lambda: detections and labelled, PATIENCE_S), node.log()
+        log = node.log()
+    finally:
+        probe.close()
+        node.stop()
+    (found,), (labels,) = detections, labelled
+    if not masks:
+        assert found.header == header
+        return found, None, log
+    assert found.header == labels.header == header
+    assert (labels.width, labels.height, labels.encoding) == (frame.shape[1], frame.shape[0], "mono16")
+    return found, np.frombuffer(bytes(labels.data), "<u2").reshape(frame.shape[:2]), log
+
+
+def assert_labels_are_the_masks(found, labels: np.ndarray | None, expected, iou: float = 1.0) -> None:
+    """The published detections are the adapter's, and label k of the ~/masks image lies on the k-th detection's
+    mask where no earlier one's lies (IoU ``iou`` at least: 1.0, the same pixels)."""
+    assert len(found.detections) == len(expected) > 0
+    for k, (item, detection) in enumerate(zip(found.detections, expected), start=1):
+        assert item.results[0].hypothesis.score == pytest.approx(detection.score, abs=1e-6 if iou == 1 else 1e-3)
+        assert item.results[0].hypothesis.class_id == detection.class_name
+        if labels is not None:
+            own, mask = labels == k, detection.mask.full() & ~np.isin(labels, range(1, k))
+            assert np.count_nonzero(own & mask) >= iou * np.count_nonzero(own | mask), k
+
+
+def test_the_yolo_node_publishes_the_end_to_end_segmentation_masks(tmp_path):
+    case = _seg_reference()["cases"][0]
+    frame = _seg_frame(case)
+    found, labels, log = node_masks(tmp_path, SEG_E2E, frame, {"confidence_threshold": "0.9"})
+    assert log.count("does not apply") == 1, log  # no NMS: said once, at start-up
+    expected = YoloDetector(OnnxRunner.load(SEG_E2E, {}, LOG), confidence=0.9).detect(frame)
+    assert_labels_are_the_masks(found, labels, expected)
+
+
+def test_bench_splits_the_post_processing_of_a_segmentation_model_into_rows_and_masks():
+    (result,) = run_bench(SEG_E2E, "onnx:cpu", runs=3, warmup=1, model_type="yolo")
+    pipeline = result.pipeline
+    assert pipeline["head"] == "end2end" and pipeline["decode_ms"] > 0 and pipeline["masks_ms"] > 0
+    assert pipeline["decode_ms"] + pipeline["masks_ms"] == pytest.approx(pipeline["postprocess_ms"], rel=0.5)
+    shown = table([result])
+    assert "(rows, no NMS" in shown and f"masks {pipeline['masks_ms']:.2f} ms" in shown
+
+
+@pytest.mark.skipif(not SEG_DATA.is_dir(), reason=f"{SEG_DATA} not found (shared data)")
+def test_generated_yolo_packages_take_the_segmentation_end_to_end_and_objectness_heads(tmp_path, monkeypatch):
+    """`generate` for onnx and openvino, installed as colcon installs it; each generated node over DDS on the
+    end-to-end segmentation export, the YOLOv8-seg model (masks on ~/masks) and the YOLOv5 export, against the
+    adapter on the same runtime. OpenVINO cannot compile Ultralytics' end-to-end segmentation ONNX (its
+    GatherElements): the generated node refuses it at start-up saying so."""
+    from support.generated import generate_and_install, site_packages
+
+    from vision_factory.runtime.openvino_runner import OpenVinoRunner
+
+    monkeypatch.setenv("PYTHONPATH", str(site_packages(tmp_path / "install")))
+    photo = _seg_frame(_seg_reference()["cases"][0])
+    shapes = cv2.imread(str(SEG_DATA / "images" / "000003.jpg"))
+    seg_model = SHARED / "models" / "shapes-yolov8n-seg.onnx"
+    cases = [
+        (SEG_E2E, photo, {"confidence_threshold": "0.9"}, {"confidence": 0.9}, True),
+        (seg_model, shapes, {}, {}, True),
+        (
+            HEADS / "yolov5n-thin.onnx",
+            photo,
+            {"confidence_threshold": "0.7", "iou_threshold": "0.45"},
+            {"confidence": 0.7, "iou": 0.45},
+            False,
+        ),
+    ]
+    for backend, runner in (("onnx", OnnxRunner), ("openvino", OpenVinoRunner)):
+        executable = [str(generate_and_install("yolo", backend, f"gen_heads_{backend}", tmp_path))]
+        for index, (model, frame, params, options, masks) in enumerate(cases):
+            work = tmp_path / f"{backend}_{index}"
+            work.mkdir()
+            if backend == "openvino" and model == SEG_E2E:
+                node = NodeProcess(work, {"model_path": str(model)}, executable=executable)
+                assert node.wait(PATIENCE_S) != 0
+                assert "OpenVINO cannot compile yolo26n-seg-e2e.onnx" in node.log(), node.log()
+                continue
+            found, labels, log = node_masks(work, model, frame, params, executable, masks)
+            assert f"{backend} " in log.lower() or backend == "onnx", log
+            expected = YoloDetector(runner.load(model, {}, LOG), **options).detect(frame)
+            assert_labels_are_the_masks(found, labels, expected, 1.0 if backend == "onnx" else 0.98)

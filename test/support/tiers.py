@@ -80,6 +80,7 @@ SLOW = {
     "test_yolo.py::test_nms_limit_is_the_first_picks_of_the_full_run",
     "test_yolo.py::test_shapes_model_reaches_its_validation_ap",
     "test_yolo_heads.py::test_eval_of_the_end_to_end_yolo26n_reaches_ultralytics_figures",
+    "test_yolo_heads.py::test_eval_scores_the_end_to_end_segmentation_masks_as_pycocotools_does",
     "test_yolo_heads.py::test_openvino_runs_the_end_to_end_detector_as_onnx_runtime_does",
     "test_yolo_heads.py::test_quantize_keeps_the_end_to_end_head_in_float_and_the_int8_model_is_still_end_to_end",
 }

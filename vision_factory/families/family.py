@@ -135,7 +135,14 @@ class AccuracyLoss:
         return cls(what, default, lambda report: report["metrics"][key]["a"] - report["metrics"][key]["b"])
 
 
-AP_LOST = AccuracyLoss.metric("AP lost", "AP", 0.03)  # detectors: AP (keypoint AP for pose), pycocotools'
+def _ap_lost(report: Mapping[str, Any]) -> float:
+    """The drop of AP from a to b; a segmentation model's the larger of its box and mask AP drops."""
+    metrics = report["metrics"]
+    return max(metrics[key]["a"] - metrics[key]["b"] for key in ("AP", "mask_AP") if key in metrics)
+
+
+# detectors: AP (keypoint AP for pose; box or mask AP, whichever dropped more, for segmentation), pycocotools'
+AP_LOST = AccuracyLoss("AP lost", 0.03, _ap_lost)
 
 
 def _none_held(values: Mapping[str, Any]) -> int:

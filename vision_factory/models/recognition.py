@@ -113,13 +113,11 @@ def _unknown(model: Interface) -> Recognition:
     inputs, outputs = tensors_text(model.inputs), tensors_text(model.outputs)
     reason = f"no known family matches inputs {inputs} and outputs {outputs}"
     task = model.metadata.get("task")
-    if end2end(model.metadata) and task == "segment":
+    if end2end(model.metadata):
         reason += (
-            " (an end-to-end Ultralytics segmentation model: rows of box, score, class and mask coefficients with "
-            "mask prototypes; instance segmentation is not decoded by this version)"
+            " (Ultralytics exported it end-to-end, but not as one output [1, N, 6 (+ keypoints)] of rows, nor as rows "
+            "[1, N, 6 + M] and the mask prototypes [1, M, H/4, W/4])"
         )
-    elif end2end(model.metadata):
-        reason += " (Ultralytics exported it end-to-end, but not as one output [1, N, 6 (+ keypoints)] of rows)"
     elif task not in (None, "detect", "pose"):
         reason += f" (Ultralytics metadata task {task!r} is not supported)"
     return Recognition("unknown", reason, {})

@@ -14,6 +14,7 @@ input pads only up to a multiple of 32.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -75,13 +76,15 @@ class YoloDetector:
         self.size = (image_size, image_size) if self.dynamic else (fixed[0], fixed[1])
         self.pose, self.confidence, self.iou = pose, confidence, iou
         self.max_detections = max_detections
+        self.masks_s = 0.0  # the last decode's time spent on instance masks (bench's stage split)
         self.keep_classes(classes)
         kpt_shape = (keypoint_shape(runner.metadata) or (17, 3)) if pose else (0, 0)
         self.keypoint_count, self.keypoint_dims = kpt_shape
         channels = runner.outputs[0].shape[1:]
         self.head = yolo_head(Interface.of(runner))
-        # segmentation (a raw head with the prototypes beside it): mask coefficients per detection after its classes
-        self.mask_channels = 0 if pose or self.head == END2END else mask_channels(runner)
+        # segmentation (the prototypes beside the head): mask coefficients per detection after its classes (raw
+        # head) or after its score and class (end-to-end rows)
+        self.mask_channels = 0 if pose else mask_channels(runner)
         extra = self.keypoint_count * self.keypoint_dims + self.mask_channels
         if self.head == END2END:
             self._end2end(names, extra)
@@ -109,9 +112,10 @@ class YoloDetector:
             found = shape_text(shape)
             raise ValueError(
                 f"the end-to-end output {found} is not [1, N, {self.channels}] (x1, y1, x2, y2, score, class"
-                f"{', keypoints' if extra else ''}): a model exported end-to-end for another task "
+                f"{', keypoints' if self.pose else ', mask coefficients' if extra else ''}): a model exported "
+                "end-to-end for another task "
                 f"(metadata task {untrusted(self.runner.metadata.get('task'), 40)}), which "
-                f"{'yolo_pose' if extra else 'yolo'} does not decode"
+                f"{'yolo_pose' if self.pose else 'yolo'} does not decode"
             )
         names = list(names or class_names(self.runner.metadata))
         if not names:
@@ -156,7 +160,7 @@ class YoloDetector:
         if isinstance(output, Segmented):
             output, prototypes = output
         if self.head == END2END:
-            return self._decode_end2end(output, box)
+            return self._decode_end2end(output, box, prototypes)
         if self.head == OBJECTNESS:
             objectness = output[4]
             candidates = np.flatnonzero(objectness > self.confidence)
@@ -199,8 +203,11 @@ class YoloDetector:
         left, top = (input_w - fit.width * gain) / 2, (input_h - fit.height * gain) / 2
         return FrameFit(gain, gain, left, top, fit.width, fit.height)  # type: ignore[arg-type]  # fractional pads
 
-    def _decode_end2end(self, output: np.ndarray, box: FrameFit) -> list[Detection]:
-        """Rows scoring above the threshold (of a wanted class), in the model's order, the first max_detections."""
+    def _decode_end2end(
+        self, output: np.ndarray, box: FrameFit, prototypes: np.ndarray | None = None
+    ) -> list[Detection]:
+        """Rows scoring above the threshold (of a wanted class), in the model's order, the first max_detections
+        (Ultralytics' ``non_max_suppression`` with ``end2end``); a segmentation model's with their masks."""
         scores, classes = output[4], output[5]
         known = np.isfinite(classes) & (classes >= 0) & (classes < self.class_count)  # a damaged row names no class
         keep = (scores > self.confidence) & known
@@ -208,7 +215,7 @@ class YoloDetector:
         if self.classes is not None:
             keep &= np.isin(class_ids, self.classes)
         kept = np.flatnonzero(keep)[: self.max_detections]
-        return self._detections(output, box, output[0:4, kept].T, scores[kept], class_ids[kept], kept)
+        return self._detections(output, box, output[0:4, kept].T, scores[kept], class_ids[kept], kept, prototypes)
 
     def _detections(
         self,
@@ -231,7 +238,14 @@ class YoloDetector:
             keypoints = list(np.concatenate([box.to_frame(points[..., :2]), confidence], axis=-1))  # [K, 3] each
         masks = [None] * len(kept)
         if prototypes is not None:
+            start = time.perf_counter()
             masks = self.masks(output, prototypes, kept, corners, box)
+            self.masks_s = time.perf_counter() - start
+            # only the detections whose mask has a pixel, as Ultralytics' segmentation predictor keeps them
+            shown = [index for index, mask in enumerate(masks) if mask.bits.any()]
+            if len(shown) < len(masks):
+                masks, keypoints = [masks[i] for i in shown], [keypoints[i] for i in shown]
+                corners, scores, class_ids = [corners[i] for i in shown], scores[shown], class_ids[shown]
         names = self.names
         return [
             Detection(tuple(xyxy), score, class_id, names[class_id], points, mask)
@@ -242,6 +256,6 @@ class YoloDetector:
 
     def masks(self, output: np.ndarray, prototypes: np.ndarray, kept: np.ndarray, corners: list, box: FrameFit):
         """The instance masks of the ``kept`` anchors, whose boxes in frame pixels are ``corners``."""
-        coefficients = output[4 + self.class_count : 4 + self.class_count + self.mask_channels, kept].T
+        coefficients = output[self.channels - self.mask_channels : self.channels, kept].T  # the last channels
         frame_boxes = np.asarray(corners, np.float64).reshape(-1, 4)
         return instance_masks(prototypes, coefficients, frame_boxes, (box.height, box.width))

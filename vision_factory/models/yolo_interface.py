@@ -6,7 +6,8 @@ output, the mask prototypes [1, M, H/4, W/4], and M mask coefficients per detect
 Three heads (``yolo_head``), each decoded as its exporting project does (models/yolo.py):
 - raw (YOLOv8, YOLO11): [1, 4 + classes (+ keypoints x dims), N], class scores, then NMS;
 - end-to-end (YOLO26, YOLOv10, any export with ``nms=True``: metadata ``end2end`` True or ``args`` nms True):
-  [1, N, 6 (+ keypoints x dims)] rows of x1, y1, x2, y2 (input pixels), score, class, already final: no NMS;
+  [1, N, 6 (+ keypoints x dims, or + M mask coefficients beside the prototypes)] rows of x1, y1, x2, y2 (input
+  pixels), score, class, already final: no NMS;
 - objectness (YOLOv5's export.py): [1, N, 5 + classes] rows of cx, cy, w, h, objectness, class probabilities,
   score = objectness x probability, then NMS; told from a raw head by YOLOv5's metadata (names, no task) or,
   without names, by N = 3 anchors x the grid cells at strides 8, 16, 32.
@@ -225,11 +226,13 @@ def _yolo_seg(model: Interface) -> Recognition | None:
     """A YOLOv8/11-seg export: two outputs, [1, 4 + classes + M, N] and the prototypes [1, M, H/4, W/4], and
     Ultralytics metadata task 'segment' (or none); decoded by the detection family, masks and all."""
     metadata = model.metadata
-    if metadata.get("task") not in (None, "segment") or end2end(metadata) or len(model.outputs) != 2:
+    if metadata.get("task") not in (None, "segment") or len(model.outputs) != 2:
         return None
     image, (head, prototypes) = image_input(model), model.outputs
     if image is None or len(prototypes.shape) != 4 or not isinstance(prototypes.shape[1], int):
         return None
+    if end2end(metadata):
+        return _end2end_seg(model, image, prototypes.shape[1])
     output = _yolo_output(Interface(model.inputs, (head,), metadata))
     if output is None:
         return None
@@ -245,6 +248,25 @@ def _yolo_seg(model: Interface) -> Recognition | None:
         f"{count_text(classes, 'class', 'classes')}"
     )
     return _recognised(reason, metadata, "segment", image, classes, transposed, masks=masks)
+
+
+def _end2end_seg(model: Interface, image: TensorInfo, masks: int) -> Recognition | None:
+    """An end-to-end segmentation export (YOLO26-seg, ``nms=True``): rows [1, N, 6 + M] of x1, y1, x2, y2, score,
+    class and M mask coefficients, and the prototypes [1, M, H/4, W/4]."""
+    head, prototypes = model.outputs
+    channels = _end2end_channels(Interface(model.inputs, (head,), model.metadata))
+    if channels is None or channels != 6 + masks:
+        return None
+    names = class_names(model.metadata)
+    reason = (
+        f"{_end2end_evidence(model.metadata)}, an output {head.name} {shape_text(head.shape)} of rows x1, y1, x2, y2, "
+        f"score, class and {masks} mask coefficients in input pixels and the mask prototypes {prototypes.name} "
+        f"{shape_text(prototypes.shape)}: an end-to-end YOLO instance segmentation model with "
+        f"{count_text(len(names) or None, 'class', 'classes')}; {NO_NMS}"
+    )
+    details: dict[str, object] = {"classes": len(names) or None, "names": names, **image_details(image)}
+    details.update(transposed=True, masks=masks, head=END2END)
+    return Recognition("yolo", reason, details)
 
 
 def _yolo_or_seg(model: Interface) -> Recognition | None:

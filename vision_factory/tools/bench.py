@@ -98,18 +98,31 @@ def _detection_pipeline(runner, model: Path, model_type: str, frames: int) -> di
     detector = spec.pipeline(spec.values_from_model(model, "bench"), lambda path: runner).detector
     frame = _detection_frame()
     stages = {"preprocess_ms": [], "inference_ms": [], "postprocess_ms": []}
+    masks = bool(getattr(detector, "mask_channels", 0))  # a segmentation model: post-processing split in two
+    parts: dict[str, list[float]] = {"decode_ms": [], "masks_ms": []}
     for _ in range(frames):
         times = [time.perf_counter()]
         tensor, fit = detector.preprocess(frame)
         times.append(time.perf_counter())
         output = detector.infer(tensor)
         times.append(time.perf_counter())
+        detector.masks_s = 0.0
         detector.decode(output, fit)
         times.append(time.perf_counter())
         for name, start, end in zip(stages, times, times[1:]):
             stages[name].append(end - start)
+        if masks:
+            parts["masks_ms"].append(detector.masks_s)
+            parts["decode_ms"].append(times[-1] - times[-2] - detector.masks_s)
     split = {name: 1000 * float(np.median(values)) for name, values in stages.items()}
-    return {"frame_size": "1280x720", **split, "fps": 1000.0 / sum(split.values())}
+    split |= {name: 1000 * float(np.median(values)) for name, values in parts.items() if values}
+    head = getattr(detector, "head", None)
+    return {
+        "frame_size": "1280x720",
+        **({"head": head} if head else {}),
+        **split,
+        "fps": 1000.0 / sum(split[name] for name in stages),
+    }
 
 
 def _stream_pipeline(
@@ -347,9 +360,13 @@ def table(results: list[BenchResult]) -> str:
     for r in results:
         if r.pipeline:
             p = r.pipeline
+            post = f"post {p['postprocess_ms']:.2f} ms"
+            if "head" in p:  # a YOLO model: what its post-processing is
+                post += " (" + ("rows, no NMS" if p["head"] == "end2end" else "decode and NMS")
+                post += f" {p['decode_ms']:.2f} ms, masks {p['masks_ms']:.2f} ms)" if "masks_ms" in p else ")"
             lines.append(
                 f"{r.target} pipeline per {p['frame_size']} frame: pre {p['preprocess_ms']:.2f} ms, "
-                f"inference {p['inference_ms']:.2f} ms, post {p['postprocess_ms']:.2f} ms -> {p['fps']:.1f} frames/s"
+                f"inference {p['inference_ms']:.2f} ms, {post} -> {p['fps']:.1f} frames/s"
                 + (
                     f" (stride {p['stride']}: the model once every {p['stride']} frames)"
                     if p.get("stride", 1) > 1

@@ -45,10 +45,11 @@ def float_tail(graph) -> list[str]:
     """Names of the nodes of ``graph`` (onnx GraphProto) kept in float: walking back from each output, every
     node met up to and including the first Conv layer on that path (a Conv fed by a reshape or softmax is
     a decode step, not a layer: the walk goes on through it). For Ultralytics YOLO that is the detection
-    head's final convs (cv2/cv3, and cv4 for pose) with the concats, DFL and box decode after them; for
-    TrackNet the last conv and what follows it."""
+    head's final convs (cv2/cv3, and cv4 for pose and segmentation) with the concats, DFL and box decode after
+    them; for TrackNet the last conv and what follows it. A segmentation model's mask prototype branch
+    (``prototype_branch``) stays in float whole."""
     producer = {output: node for node in graph.node for output in node.output}
-    kept: dict[str, None] = {}
+    kept: dict[str, None] = dict.fromkeys(prototype_branch(graph))
     pending = [output.name for output in graph.output]
     seen: set[str] = set()
     while pending:
@@ -62,6 +63,31 @@ def float_tail(graph) -> list[str]:
         if node.op_type not in TAIL_OPS or (feeder is not None and feeder.op_type in DECODE_FEEDS):
             pending += [name for name in node.input if name]
     return list(kept)
+
+
+def prototype_branch(graph) -> list[str]:
+    """Names of the nodes of a segmentation model's mask prototype branch: where ``graph`` has a 4-D output after
+    its first (YOLO's prototypes [1, M, H/4, W/4]), every node whose results reach that output and no other (for
+    Ultralytics' Proto: its convs and upsampling; Proto26 also its per-scale convs). Its values are the masks' own
+    resolution: rounded to 8 bits they move each mask's edge. Empty for any other model."""
+    outputs = list(graph.output)
+    prototypes = [value.name for value in outputs[1:] if len(value.type.tensor_type.shape.dim) == 4]
+    if len(outputs) < 2 or not prototypes:
+        return []
+    producer = {output: node for node in graph.node for output in node.output}
+
+    def reaching(names) -> set[str]:  # the nodes whose results reach these tensors
+        found: set[str] = set()
+        pending = list(names)
+        while pending:
+            node = producer.get(pending.pop())
+            if node is not None and node.name not in found:
+                found.add(node.name)
+                pending += [name for name in node.input if name]
+        return found
+
+    others = reaching(value.name for value in outputs if value.name not in prototypes)
+    return [node.name for node in graph.node if node.name in reaching(prototypes) and node.name not in others]
 
 
 # --- the metadata a quantized model keeps (the source's, and its provenance) ------------------------------

@@ -4,6 +4,9 @@ tracker's thresholds (defaults: models/tracker.py's TrackerConfig) and the optio
 
 Appearance thresholds belong to the embedder: a re-id model tuned by `vision-factory reid-tune` carries its own in
 its metadata (MODEL_THRESHOLDS), which replace the parameters' values while ``track_thresholds_from_model`` is on.
+Those the model does not carry and the user did not set (a value other than the default) are calibrated online
+from the stream while ``track_calibrate_online`` is on (models/reid_calibration.py): the embedder's own distances,
+same track against tracks seen at once, with no truth.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..models.reid_calibration import FIELDS, OnlineCalibration
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import FRACTION, Parameter
 from ..results.detections import Detection
@@ -45,6 +49,14 @@ FROM_MODEL = Parameter(
     "has them; false: these parameters'",
 )
 
+ONLINE = Parameter(
+    "track_calibrate_online",
+    True,
+    "appearance, veto and re-entry thresholds the re-id model does not carry and left at their defaults are "
+    "calibrated online from the stream (same track against tracks seen at once; motion only until measured); "
+    "false: the parameters'",
+)
+
 
 def _bounds(default: object) -> dict:
     """A threshold's valid values: 0..1 (scores, IoU and appearance distances, costs); a count of frames: >= 0."""
@@ -60,6 +72,7 @@ PARAMETERS = (
         for name, field, description in _THRESHOLDS
     ),
     FROM_MODEL,
+    ONLINE,
     dataclasses.replace(
         reid.MODEL,
         required=False,
@@ -72,7 +85,8 @@ PARAMETERS = (
 def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Tracking | None:
     """The node's or tool's Tracking from PARAMETERS values; None when ``tracking`` is off. Both models load now.
     With ``track_thresholds_from_model`` on, thresholds in the re-id model's metadata replace the parameters' (the
-    Tracking's ``from_model`` lists them; a bad value is an error naming its key)."""
+    Tracking's ``from_model`` lists them; a bad value is an error naming its key). With ``track_calibrate_online``
+    on, those still at their defaults are calibrated online (the tracker's ``calibration``)."""
     if not values["tracking"]:
         return None
     embedder = reid.build(values, load_runner) if values["reid_model_path"] else None
@@ -81,7 +95,36 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Tracking | None
         from_model = model_thresholds(embedder.runner.metadata, values["reid_model_path"])
     chosen = {**values, **from_model}
     config = TrackerConfig(**{field: type(getattr(_DEFAULTS, field))(chosen[name]) for name, field, _ in _THRESHOLDS})
-    return Tracking(Tracker(config), embedder, from_model)
+    calibration = None
+    if embedder is not None and values[ONLINE.name]:
+        free = [field for field, name in FIELDS.items() if name not in from_model and given(values, name) is None]
+        calibration = OnlineCalibration(free) if free else None
+    return Tracking(Tracker(config, calibration), embedder, from_model)
+
+
+def given(values: Mapping[str, Any], name: str) -> Any:
+    """The value of the tracking parameter ``name`` when the user set it (other than its default), else None."""
+    default = getattr(_DEFAULTS, next(field for parameter, field, _ in _THRESHOLDS if parameter == name))
+    return None if values[name] == default else values[name]
+
+
+def thresholds_in_use(tracking: Tracking) -> dict[str, Any]:
+    """The appearance thresholds in use now and where each comes from (the re-id model's metadata, the parameter,
+    calibrated online, or the prior until calibrated), with the online calibration's measured distances: for
+    /diagnostics and `vision-factory track`'s summary. Empty when tracking by motion only."""
+    if tracking.embedder is None:
+        return {}
+    tracker = tracking.tracker
+    calibration = tracker.calibration
+    calibrated = calibration.fields if calibration is not None else ()
+    online = "calibrated online" if calibration is not None and calibration.calibrated else "prior (motion only)"
+    found: dict[str, Any] = {}
+    for field, name in FIELDS.items():
+        source = "model metadata" if name in tracking.from_model else online if field in calibrated else "parameter"
+        found[name] = {"value": getattr(tracker.config, field), "from": source}
+    if calibration is not None:
+        found["calibration"] = calibration.report()
+    return found
 
 
 def model_thresholds(metadata: Mapping[str, str], path: str) -> dict[str, float]:

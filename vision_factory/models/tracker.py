@@ -45,6 +45,7 @@ another is exactly the track re-identification should keep.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from ..results.detections import Detection
+from .reid_calibration import SURE_IOU, OnlineCalibration
 
 POSITION_WEIGHT = 1 / 20  # Kalman noise, relative to the box size (BoT-SORT's)
 VELOCITY_WEIGHT = 1 / 160
@@ -195,17 +197,31 @@ class KalmanXYWH:
 
 class Tracker:
     """``update(detections, embeddings)`` once per frame, in order -> the track ID of each detection (None: not
-    part of a confirmed track). ``reset()`` before a new stream."""
+    part of a confirmed track). ``reset()`` before a new stream.
 
-    def __init__(self, config: TrackerConfig | None = None):
-        self.config = config or TrackerConfig()
+    With ``calibration`` (models/reid_calibration.py) the appearance thresholds it names are measured from the stream
+    itself: each frame takes its current values (``config`` holds the ones in use), and the distances motion alone
+    is sure of (same track, tracks seen at once) feed it."""
+
+    def __init__(self, config: TrackerConfig | None = None, calibration: OnlineCalibration | None = None):
+        self.given = config or TrackerConfig()
+        self.calibration = calibration
         self.reset()
 
     def reset(self) -> None:
-        """Forget every track; the next frame is the first of a new stream, whose IDs count from 1 again."""
+        """Forget every track (and the calibration's distances); the next frame is the first of a new stream, whose
+        IDs count from 1 again."""
         self.frame = 0
         self.tracks: list[Track] = []
         self._next_id = 1
+        if self.calibration is not None:
+            self.calibration.reset()
+        self._calibrated()
+
+    def _calibrated(self) -> None:
+        """``config``: the given one with the calibration's thresholds in use now."""
+        values = self.calibration.values() if self.calibration is not None else {}
+        self.config = dataclasses.replace(self.given, **values) if values else self.given
 
     @property
     def active(self) -> list[Track]:
@@ -213,6 +229,8 @@ class Tracker:
         return [track for track in self.tracks if track.state == TRACKED and track.last_frame == self.frame]
 
     def update(self, detections: Sequence[Detection], embeddings: np.ndarray | None = None) -> list[int | None]:
+        if self.calibration is not None:
+            self._calibrated()
         config = self.config
         self.frame += 1
         count = len(detections)
@@ -236,7 +254,10 @@ class Tracker:
         # (track, detection, whether its filter takes the box): the filter and feature updates, made together once
         # the stages are done (no stage reads a track matched before it).
         self._measured: list[tuple[Track, int, bool]] = []
+        continued = []  # (track, detection) of stage 1: tracks matched last frame, matched again
         for row, column in assign(self._cost(pool, boxes, scores, classes, features, high), config.match_threshold):
+            if pool[row].state == TRACKED and pool[row].feature is not None:
+                continued.append((pool[row], high[column]))
             self._match(pool[row], high[column], boxes, scores, ids, matched_tracks)
         left_high = [index for index in high if ids[index] is None]
 
@@ -282,8 +303,34 @@ class Tracker:
                     self._confirm(track)
                     ids[index] = track.id
                 self.tracks.append(track)
+        if self.calibration is not None and features is not None and continued:
+            self._measure(continued, boxes, scores, features)
         self._apply_measurements(boxes, scores, features)
         return ids
+
+    def _measure(self, continued: list[tuple[Track, int]], boxes: np.ndarray, scores: np.ndarray, features) -> None:
+        """The calibration's distances of this frame (models/reid_calibration.py): of the tracks that continue,
+        those whose detection overlaps their prediction by SURE_IOU or more and no other detection (score at least
+        low_threshold) at all; each detection against its own track's feature (same) and against every other such
+        track's (different). Before the feature updates."""
+        considered = np.flatnonzero(scores >= self.config.high_threshold)
+        overlap = iou_xyxy(boxes, boxes[considered])
+        overlap[considered, np.arange(len(considered))] = 0  # a box with itself
+        alone = overlap.max(axis=1, initial=0) <= 0
+        present = np.einsum("nd,nd->n", features, features) > 0.25
+        sure = [(track, index) for track, index in continued if present[index]]
+        if not sure:
+            return
+        tracks = [track for track, _ in sure]
+        indices = np.array([index for _, index in sure])
+        follows = np.diag(self._iou(tracks, boxes[indices])) >= SURE_IOU
+        tracks, indices = [track for track, keep in zip(tracks, follows) if keep], indices[follows]
+        if not tracks:
+            return
+        rows = features[indices] / np.linalg.norm(features[indices], axis=1, keepdims=True)
+        distance = appearance_distance(np.stack([track.feature for track in tracks]), rows)
+        others = ~np.eye(len(tracks), dtype=bool)
+        self.calibration.add(distance.diagonal()[alone[indices]].tolist(), distance[others].tolist())
 
     def _features(self, embeddings: np.ndarray | None, count: int) -> np.ndarray | None:
         if embeddings is None:

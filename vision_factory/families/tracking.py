@@ -127,6 +127,18 @@ def thresholds_in_use(tracking: Tracking) -> dict[str, Any]:
     return found
 
 
+def diagnostic_values(tracking: Tracking) -> dict[str, str]:
+    """``thresholds_in_use`` as /diagnostics key-values (ros/monitor.py): each threshold with where it comes from,
+    and the online calibration's state and measured distances."""
+    values = {}
+    for name, entry in thresholds_in_use(tracking).items():
+        if name == "calibration":
+            values.update({f"reid calibration: {key}": str(value) for key, value in entry.items()})
+        else:
+            values[name] = f"{entry['value']:g} ({entry['from']})"
+    return values
+
+
 def model_thresholds(metadata: Mapping[str, str], path: str) -> dict[str, float]:
     """The appearance thresholds a re-id model's ``metadata`` carries (MODEL_THRESHOLDS), by parameter name. The
     text is the model file's, untrusted: each must be a number in 0..1, else the error names the key and the fix."""

@@ -1,5 +1,5 @@
 """The tracker's appearance thresholds, chosen from distances: measured offline on ground truth (`reid-tune`,
-tools/reid_tune.py) or online from the stream itself, with no truth (``OnlineCalibration``).
+tools/reid_tune.py: ``choose``) or online from the stream itself, with no truth (``OnlineCalibration``).
 
 Both measure what the tracker compares, the appearance distance (1 - cos) / 2 of a detection's feature and a
 track's running feature (models/tracker.py), in two kinds:
@@ -7,26 +7,34 @@ track's running feature (models/tracker.py), in two kinds:
 - **same**: a detection against its own person's feature, before the detection joins it;
 - **different**: a detection against the feature of another person.
 
-and choose the three thresholds by one rule (``choose``), "nearly all" being 99 % (``MARGIN``): appearance and
-re-entry link a pair by appearance, even against motion, so they sit at the safe end, the same-person 99th
-percentile, which must be under nearly all different-people distances (their 1st percentile); the veto refuses a
-pair, so it sits above nearly all same-person distances and under nearly all different-people ones, midway
-between the two when they leave a gap. When they overlap, the veto takes the same-person 99th percentile (it breaks
-nearly no true track) and appearance and re-entry the different-people 1st (they link nearly no stranger); between
-the two the tracker goes by motion.
+"Nearly all" is 99 % (``MARGIN``): the same-person 99th and the different-people 1st percentile.
 
-Online, with no truth, the tracker itself tells the kinds apart where motion alone is sure of them
-(``Tracker.update``): a confirmed track that was matched in the previous frame and is matched again, in the
-first matching stage, to a high-score detection that overlaps its predicted box (IoU >= ``SURE_IOU``) and no
-other detection, is one person: its detection against its feature is a same-person distance. Two such tracks in one
-frame are two people: each one's detection against the other's feature is a different-people distance. Only the
-most recent ``WINDOW`` distances of each kind are kept (bounded memory, and the thresholds follow the scene). Until
-``MIN_SAMPLES`` of each kind have been seen the thresholds are the ``PRIOR``: appearance off (threshold 0, veto 1,
-no re-entry), the tracker by motion alone, never worse than without re-identification.
+Offline (``choose``, on truth boxes, partly hidden ones included): appearance and re-entry link a pair by
+appearance, even against motion, so they sit at the safe end, the same-person 99th percentile, which must be under
+nearly all different-people distances; the veto refuses a pair, so it sits above nearly all same-person distances
+and under nearly all different-people ones, midway between the two when they leave a gap. When they overlap, the
+veto takes the same-person 99th percentile (it breaks nearly no true track) and appearance and re-entry the
+different-people 1st (they link nearly no stranger); between the two the tracker goes by motion.
+
+Online (``OnlineCalibration``), with no truth, the tracker itself tells the kinds apart where motion alone is sure
+of them (``Tracker._measure``): a confirmed track matched in the previous frame and again in this frame's first
+stage, to a high-score detection that overlaps its predicted box by ``SURE_IOU`` or more, is one person: that
+detection against the track's feature is a same-person distance when no other high-score detection overlaps it
+(its crop shows no one else). Two such tracks in one frame are two people: each one's detection against the
+other's feature is a different-people distance. Only the most recent ``WINDOW`` distances of each kind are kept
+(bounded memory; the thresholds follow the scene). Those same-person distances are the easy ones, whole and moving
+as predicted; the person coming back from behind a pillar, turned or partly hidden, is further from their feature.
+So the online rule (``online_rule``) leans the other way: appearance and re-entry midway between the same-person
+99th and the different-people 1st percentile (as far from both as the data allows), the veto at the
+different-people 1st percentile (it stops nearly every stranger and nothing closer). When the two kinds overlap
+the stream cannot tell people apart by appearance: the ``PRIOR``. Until ``MIN_SAMPLES`` of each kind have been
+seen the thresholds are the ``PRIOR`` too: appearance off (threshold 0, veto 1, no re-entry), the tracker by motion
+alone, as without re-identification.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -42,7 +50,7 @@ FIELDS = {
 }
 PRIOR = {"appearance_threshold": 0.0, "appearance_veto": 1.0, "reentry_threshold": 0.0}  # appearance off
 WINDOW = 2000  # distances kept of each kind, the most recent
-MIN_SAMPLES = 20  # of each kind, before the measured thresholds replace the prior
+MIN_SAMPLES = 10  # of each kind, before the measured thresholds replace the prior
 SURE_IOU = 0.5  # a detection continues its track by motion alone when it overlaps the prediction this much
 REPORTED = (1, 50, 99)  # percentiles reported
 
@@ -115,20 +123,23 @@ class OnlineCalibration:
         if min_samples < 1 or window < min_samples:
             raise ValueError(f"window ({window}) must hold at least min_samples ({min_samples}) >= 1 distances")
         self.window, self.min_samples = window, min_samples
+        self._lock = threading.Lock()  # the tracker adds on the inference thread; /diagnostics reads on another
         self.reset()
 
     def reset(self) -> None:
         """Forget every distance: the prior again."""
-        self.same: deque[float] = deque(maxlen=self.window)
-        self.different: deque[float] = deque(maxlen=self.window)
-        self._measured: dict[str, float] | None = None  # the thresholds of the distances kept, once computed
+        with self._lock:
+            self.same: deque[float] = deque(maxlen=self.window)
+            self.different: deque[float] = deque(maxlen=self.window)
+            self._measured: dict[str, float] | None = None  # the thresholds of the distances kept, once computed
 
     def add(self, same: Sequence[float], different: Sequence[float]) -> None:
         """One frame's same-person and different-people distances."""
         if len(same) or len(different):
-            self.same.extend(same)
-            self.different.extend(different)
-            self._measured = None
+            with self._lock:
+                self.same.extend(same)
+                self.different.extend(different)
+                self._measured = None
 
     @property
     def calibrated(self) -> bool:
@@ -138,13 +149,15 @@ class OnlineCalibration:
         """The thresholds of ``fields`` in use now: measured once both kinds have ``min_samples``, else PRIOR."""
         if not self.calibrated:
             return {name: PRIOR[name] for name in self.fields}
-        if self._measured is None:
-            self._measured = online_rule(np.asarray(self.same), np.asarray(self.different))
-        return {name: self._measured[name] for name in self.fields}
+        with self._lock:
+            if self._measured is None:
+                self._measured = online_rule(np.asarray(self.same), np.asarray(self.different))
+            return {name: self._measured[name] for name in self.fields}
 
     def report(self) -> dict[str, object]:
         """What is measured: the state, and the count and percentiles of both kinds."""
-        kinds = {"same": self.same, "different": self.different}
+        with self._lock:
+            kinds = {"same": np.asarray(self.same), "different": np.asarray(self.different)}
         report: dict[str, object] = {
             "state": "calibrated"
             if self.calibrated
@@ -152,7 +165,7 @@ class OnlineCalibration:
         }
         for kind, values in kinds.items():
             report[f"{kind} count"] = len(values)
-            if values:
-                points = np.percentile(np.asarray(values), REPORTED)
+            if len(values):
+                points = np.percentile(values, REPORTED)
                 report[f"{kind} p1/p50/p99"] = " / ".join(f"{point:.4f}" for point in points)
         return report

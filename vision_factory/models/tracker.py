@@ -25,7 +25,10 @@ ByteTrack's association (Zhang et al., 2022) with BoT-SORT's appearance fusion (
   ones are confirmed and get their ID, the others are dropped;
 - new tracks: high-score detections left with score >= ``new_track_threshold`` start unconfirmed (on the first
   frame of a stream they are confirmed at once); a track gets its ID when confirmed;
-- a lost track is dropped once it has gone unmatched for more than ``track_buffer`` frames.
+- a lost track is dropped once it has gone unmatched for more than ``track_buffer`` frames; with embeddings, one
+  unmatched for more than ``track_buffer`` but at most ``reentry_buffer`` frames is kept for re-entry alone (stage
+  3, by appearance): past the time its motion says anything, someone hidden longer (2 s at 30 fps by default)
+  still gets their ID back.
 
 Every assignment is optimal (scipy's ``linear_sum_assignment``) with a cost limit: a pair costing more than the
 stage's threshold is never made, and leaving a row and a column unmatched costs the threshold, as ByteTrack's
@@ -77,6 +80,7 @@ class TrackerConfig:
     appearance_threshold: float = 0.25  # appearance distance, (1 - cosine) / 2, under which it counts
     appearance_veto: float = 0.4  # appearance distance over which a pair is never made (stages 1 and 4); 1: off
     reentry_threshold: float = 0.1  # appearance distance for re-entry of lost tracks; 0: no re-entry
+    reentry_buffer: int = 60  # with embeddings: frames a lost track is kept for re-entry (stage 3) at least
     ema_alpha: float = 0.9  # weight of a track's feature against a new detection's
     fuse_score: bool = True  # stage 1 and 4 IoU similarity times the detection score
     per_class: bool = True  # a track only takes detections of its class; False: any class (the classes are states
@@ -87,8 +91,11 @@ class TrackerConfig:
             raise ValueError(
                 f"the thresholds must satisfy 0 <= low ({self.low_threshold}) <= high ({self.high_threshold})"
             )
-        if self.track_buffer < 0:
-            raise ValueError(f"track_buffer must be 0 or more frames, not {self.track_buffer}")
+        if self.track_buffer < 0 or self.reentry_buffer < 0:
+            raise ValueError(
+                f"track_buffer ({self.track_buffer}) and reentry_buffer ({self.reentry_buffer}) must be 0 or more "
+                "frames"
+            )
         if not 0 <= self.ema_alpha <= 1:
             raise ValueError(f"ema_alpha must be in 0..1, not {self.ema_alpha}")
 
@@ -214,6 +221,7 @@ class Tracker:
         self.frame = 0
         self.tracks: list[Track] = []
         self._next_id = 1
+        self._embedded = False  # embeddings came in this stream: lost tracks wait for re-entry
         if self.calibration is not None:
             self.calibration.reset()
         self._calibrated()
@@ -249,7 +257,7 @@ class Tracker:
         low = np.flatnonzero((scores >= config.low_threshold) & (scores < config.high_threshold))
 
         # Stage 1: confirmed and lost tracks, high-score detections, IoU fused with appearance.
-        pool = tracked + lost
+        pool = tracked + [track for track in lost if self.frame - 1 - track.last_frame <= config.track_buffer]
         matched_tracks: set[int] = set()  # id() of tracks matched this frame
         # (track, detection, whether its filter takes the box): the filter and feature updates, made together once
         # the stages are done (no stage reads a track matched before it).
@@ -293,7 +301,9 @@ class Tracker:
         # New tracks; then lost tracks past the buffer are dropped.
         born = [index for index in left_high if ids[index] is None and scores[index] >= config.new_track_threshold]
         self.tracks = [track for track in self.tracks if id(track) not in dropped]
-        self.tracks = [t for t in self.tracks if t.state != LOST or self.frame - t.last_frame <= config.track_buffer]
+        self._embedded = self._embedded or features is not None  # a frame without boxes has no embeddings
+        keep = max(config.track_buffer, config.reentry_buffer if self._embedded else 0)
+        self.tracks = [t for t in self.tracks if t.state != LOST or self.frame - t.last_frame <= keep]
         if born:
             means, covariances = KalmanXYWH.initiate(xyxy_to_xywh(boxes[born]))
             for index, mean, covariance in zip(born, means, covariances):

@@ -14,7 +14,9 @@ the veto keeps them off the other's track: no switch, and IDF1 clearly higher.
 Those thresholds belong to the embedder: `vision-factory reid-tune` (tools/reid_tune.py) measures them on one scene
 (hide_behind_person, its frames as PNG files and its truth as gt.txt) and writes them into a copy of the model; the
 tracker then takes them from the model on the other scene (turn_behind_pillar) with no threshold option at all,
-where the untuned model with the default thresholds (made for trained re-id models) switches IDs.
+where the untuned model with BoT-SORT's thresholds as they are (made for trained re-id models) switches IDs. With
+no threshold option the untuned model gets its thresholds calibrated online from the stream instead
+(models/reid_calibration.py) and keeps the identities too, also with no option at all.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ def test_overlapping_kinds_leave_appearance_off():
     calibration = OnlineCalibration(min_samples=10)
     calibration.add(np.linspace(0, 0.2, 40).tolist(), np.linspace(0.1, 0.3, 40).tolist())
     assert calibration.calibrated and calibration.values() == PRIOR
+    assert calibration.report()["state"] == "the kinds overlap: appearance off (motion only)"
 
 
 def test_only_the_last_window_of_distances_is_kept_and_reset_forgets_them():

@@ -158,11 +158,13 @@ class OnlineCalibration:
         """What is measured: the state, and the count and percentiles of both kinds."""
         with self._lock:
             kinds = {"same": np.asarray(self.same), "different": np.asarray(self.different)}
-        report: dict[str, object] = {
-            "state": "calibrated"
-            if self.calibrated
-            else f"prior (motion only) until {self.min_samples} distances of each kind",
-        }
+        if not self.calibrated:
+            state = f"prior (motion only) until {self.min_samples} distances of each kind"
+        elif self.values() == {name: PRIOR[name] for name in self.fields}:
+            state = "the kinds overlap: appearance off (motion only)"
+        else:
+            state = "calibrated"
+        report: dict[str, object] = {"state": state}
         for kind, values in kinds.items():
             report[f"{kind} count"] = len(values)
             if len(values):

@@ -82,12 +82,19 @@ def test_the_thresholds_in_use_say_they_were_calibrated_online_and_what_was_meas
     assert calibration["same count"] >= 10 and calibration["different count"] >= 10
     same = [float(value) for value in calibration["same p1/p50/p99"].split(" / ")]
     different = [float(value) for value in calibration["different p1/p50/p99"].split(" / ")]
-    link, veto = found["track_appearance_threshold"]["value"], found["track_appearance_veto"]["value"]
-    # the rule, applied by the test to what is reported: apart, links midway, the veto at the different p1
+    # the rule, applied by the test to the distances reported: apart, links midway, the veto at the different p1
+    # (the calibration's values now; the tracker took them at the last frame's start, before its distances came)
+    now = online.tracker.calibration.values()
     assert same[2] < different[0]
-    assert link == pytest.approx((same[2] + different[0]) / 2, abs=2e-4)
-    assert veto == pytest.approx(different[0], abs=2e-4)
-    assert found["track_reentry_threshold"]["value"] == link
+    assert now["appearance_threshold"] == now["reentry_threshold"]
+    assert now["appearance_threshold"] == pytest.approx((same[2] + different[0]) / 2, abs=2e-4)
+    assert now["appearance_veto"] == pytest.approx(different[0], abs=2e-4)
+    link, veto = found["track_appearance_threshold"]["value"], found["track_appearance_veto"]["value"]
+    assert (
+        link == pytest.approx(now["appearance_threshold"], abs=0.005)
+        and found["track_reentry_threshold"]["value"] == link
+    )
+    assert veto == pytest.approx(now["appearance_veto"], abs=0.005)
     # /diagnostics' values say the same
     shown = diagnostic_values(online)
     assert shown["track_appearance_veto"] == f"{veto:g} (calibrated online)"

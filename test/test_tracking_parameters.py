@@ -99,6 +99,27 @@ def test_thresholds_in_the_reid_models_metadata_replace_the_parameters_unless_tu
     assert (one.tracker.config.appearance_threshold, one.tracker.config.appearance_veto) == (0.3, 0.2)
 
 
+def test_thresholds_neither_in_the_model_nor_set_are_calibrated_online_and_said_where_each_comes_from(tmp_path):
+    if not REID_MODEL.is_file():
+        pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
+    # the model carries the veto, the user sets re-entry (not its default): only appearance is calibrated online
+    path = _with_metadata(tmp_path, {"reid_appearance_veto": "0.16"})
+    built = tracking.build(_values(tracking=True, reid_model_path=path, track_reentry_threshold=0.07), _load)
+    assert built.tracker.calibration.fields == ("appearance_threshold",)
+    config = built.tracker.config  # before any distance: the prior, appearance off
+    assert (config.appearance_threshold, config.appearance_veto, config.reentry_threshold) == (0.0, 0.16, 0.07)
+    shown = tracking.thresholds_in_use(built)
+    assert shown["track_appearance_threshold"] == {"value": 0.0, "from": "prior (motion only)"}
+    assert shown["track_appearance_veto"] == {"value": 0.16, "from": "model metadata"}
+    assert shown["track_reentry_threshold"] == {"value": 0.07, "from": "parameter"}
+    assert shown["calibration"]["same count"] == shown["calibration"]["different count"] == 0
+    # off: every threshold the parameter's, nothing measured; motion only: nothing to say
+    off = tracking.build(_values(tracking=True, reid_model_path=str(REID_MODEL), track_calibrate_online=False), _load)
+    assert off.tracker.calibration is None and off.tracker.config == TrackerConfig()
+    assert {entry["from"] for entry in tracking.thresholds_in_use(off).values()} == {"parameter"}
+    assert tracking.thresholds_in_use(tracking.build(_values(tracking=True), _load)) == {}
+
+
 @pytest.mark.parametrize("text", ["1.5", "-0.1", "nan", "0,15", "", "0.1\x1b[2J\nforged log line"])
 def test_a_bad_threshold_in_the_reid_models_metadata_is_refused_at_build(tmp_path, text):
     if not REID_MODEL.is_file():
@@ -109,6 +130,8 @@ def test_a_bad_threshold_in_the_reid_models_metadata_is_refused_at_build(tmp_pat
     message = str(error.value)
     assert "reid_appearance_veto" in message and "reid-tune" in message and "track_thresholds_from_model" in message
     assert "\n" not in message and "\x1b" not in message  # the model's text is escaped
-    # turned off, the model's thresholds are not read: it builds with the parameters
-    built = tracking.build(_values(tracking=True, reid_model_path=path, track_thresholds_from_model=False), _load)
+    # turned off, the model's thresholds are not read: it builds with the parameters (as they are: no calibration)
+    off = dict(track_thresholds_from_model=False, track_calibrate_online=False)
+    built = tracking.build(_values(tracking=True, reid_model_path=path, **off), _load)
     assert built.tracker.config.appearance_veto == TrackerConfig().appearance_veto
+    assert built.tracker.calibration is None

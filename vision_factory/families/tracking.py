@@ -4,6 +4,9 @@ tracker's thresholds (defaults: models/tracker.py's TrackerConfig) and the optio
 
 Appearance thresholds belong to the embedder: a re-id model tuned by `vision-factory reid-tune` carries its own in
 its metadata (MODEL_THRESHOLDS), which replace the parameters' values while ``track_thresholds_from_model`` is on.
+Those the model does not carry and the user did not set (a value other than the default) are calibrated online
+from the stream while ``track_calibrate_online`` is on (models/reid_calibration.py): the embedder's own distances,
+same track against tracks seen at once, with no truth.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..models.reid_calibration import FIELDS, OnlineCalibration
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import FRACTION, Parameter
 from ..results.detections import Detection
@@ -30,6 +34,7 @@ _THRESHOLDS = (
     ("track_appearance_threshold", "appearance_threshold", "appearance distance (1 - cos) / 2 under which it counts"),
     ("track_appearance_veto", "appearance_veto", "appearance distance over which a pair is never made; 1: off"),
     ("track_reentry_threshold", "reentry_threshold", "appearance distance for re-entry of lost tracks; 0: off"),
+    ("track_reentry_buffer", "reentry_buffer", "with re-id: frames a lost track is kept for re-entry, at least"),
     ("track_per_class", "per_class", "a track only takes detections of its class; false: any (e.g. Normal / Fall)"),
 )
 # appearance threshold parameter -> the re-id model's metadata key carrying its value (written by reid-tune)
@@ -43,6 +48,14 @@ FROM_MODEL = Parameter(
     True,
     "appearance, veto and re-entry thresholds from the re-id model's metadata (vision-factory reid-tune) when it "
     "has them; false: these parameters'",
+)
+
+ONLINE = Parameter(
+    "track_calibrate_online",
+    True,
+    "appearance, veto and re-entry thresholds the re-id model does not carry and left at their defaults are "
+    "calibrated online from the stream (same track against tracks seen at once; motion only until measured); "
+    "false: the parameters'",
 )
 
 
@@ -60,6 +73,7 @@ PARAMETERS = (
         for name, field, description in _THRESHOLDS
     ),
     FROM_MODEL,
+    ONLINE,
     dataclasses.replace(
         reid.MODEL,
         required=False,
@@ -72,7 +86,8 @@ PARAMETERS = (
 def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Tracking | None:
     """The node's or tool's Tracking from PARAMETERS values; None when ``tracking`` is off. Both models load now.
     With ``track_thresholds_from_model`` on, thresholds in the re-id model's metadata replace the parameters' (the
-    Tracking's ``from_model`` lists them; a bad value is an error naming its key)."""
+    Tracking's ``from_model`` lists them; a bad value is an error naming its key). With ``track_calibrate_online``
+    on, those still at their defaults are calibrated online (the tracker's ``calibration``)."""
     if not values["tracking"]:
         return None
     embedder = reid.build(values, load_runner) if values["reid_model_path"] else None
@@ -81,7 +96,48 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Tracking | None
         from_model = model_thresholds(embedder.runner.metadata, values["reid_model_path"])
     chosen = {**values, **from_model}
     config = TrackerConfig(**{field: type(getattr(_DEFAULTS, field))(chosen[name]) for name, field, _ in _THRESHOLDS})
-    return Tracking(Tracker(config), embedder, from_model)
+    calibration = None
+    if embedder is not None and values[ONLINE.name]:
+        free = [field for field, name in FIELDS.items() if name not in from_model and set_by_user(values, name) is None]
+        calibration = OnlineCalibration(free) if free else None
+    return Tracking(Tracker(config, calibration), embedder, from_model)
+
+
+def set_by_user(values: Mapping[str, Any], name: str) -> Any:
+    """The value of the tracking parameter ``name`` when the user set it (other than its default), else None."""
+    default = getattr(_DEFAULTS, next(field for parameter, field, _ in _THRESHOLDS if parameter == name))
+    return None if values[name] == default else values[name]
+
+
+def thresholds_in_use(tracking: Tracking) -> dict[str, Any]:
+    """The appearance thresholds in use now and where each comes from (the re-id model's metadata, the parameter,
+    calibrated online, or the prior until calibrated), with the online calibration's measured distances: for
+    /diagnostics and `vision-factory track`'s summary. Empty when tracking by motion only."""
+    if tracking.embedder is None:
+        return {}
+    tracker = tracking.tracker
+    calibration = tracker.calibration
+    calibrated = calibration.fields if calibration is not None else ()
+    online = "calibrated online" if tracker.measured else "prior (motion only)"
+    found: dict[str, Any] = {}
+    for field, name in FIELDS.items():
+        source = "model metadata" if name in tracking.from_model else online if field in calibrated else "parameter"
+        found[name] = {"value": getattr(tracker.config, field), "from": source}
+    if calibration is not None:
+        found["calibration"] = calibration.report()
+    return found
+
+
+def diagnostic_values(tracking: Tracking) -> dict[str, str]:
+    """``thresholds_in_use`` as /diagnostics key-values (ros/monitor.py): each threshold with where it comes from,
+    and the online calibration's state and measured distances."""
+    values = {}
+    for name, entry in thresholds_in_use(tracking).items():
+        if name == "calibration":
+            values.update({f"reid calibration: {key}": str(value) for key, value in entry.items()})
+        else:
+            values[name] = f"{entry['value']:g} ({entry['from']})"
+    return values
 
 
 def model_thresholds(metadata: Mapping[str, str], path: str) -> dict[str, float]:

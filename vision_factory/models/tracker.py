@@ -25,7 +25,10 @@ ByteTrack's association (Zhang et al., 2022) with BoT-SORT's appearance fusion (
   ones are confirmed and get their ID, the others are dropped;
 - new tracks: high-score detections left with score >= ``new_track_threshold`` start unconfirmed (on the first
   frame of a stream they are confirmed at once); a track gets its ID when confirmed;
-- a lost track is dropped once it has gone unmatched for more than ``track_buffer`` frames.
+- a lost track is dropped once it has gone unmatched for more than ``track_buffer`` frames; with embeddings, one
+  unmatched for more than ``track_buffer`` but at most ``reentry_buffer`` frames is kept for re-entry alone (stage
+  3, by appearance): past the time its motion says anything, someone hidden longer (2 s at 30 fps by default)
+  still gets their ID back.
 
 Every assignment is optimal (scipy's ``linear_sum_assignment``) with a cost limit: a pair costing more than the
 stage's threshold is never made, and leaving a row and a column unmatched costs the threshold, as ByteTrack's
@@ -45,6 +48,7 @@ another is exactly the track re-identification should keep.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -54,6 +58,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from ..results.detections import Detection
+from .reid_calibration import SURE_IOU, OnlineCalibration
 
 POSITION_WEIGHT = 1 / 20  # Kalman noise, relative to the box size (BoT-SORT's)
 VELOCITY_WEIGHT = 1 / 160
@@ -75,6 +80,7 @@ class TrackerConfig:
     appearance_threshold: float = 0.25  # appearance distance, (1 - cosine) / 2, under which it counts
     appearance_veto: float = 0.4  # appearance distance over which a pair is never made (stages 1 and 4); 1: off
     reentry_threshold: float = 0.1  # appearance distance for re-entry of lost tracks; 0: no re-entry
+    reentry_buffer: int = 60  # with embeddings: frames a lost track is kept for re-entry (stage 3) at least
     ema_alpha: float = 0.9  # weight of a track's feature against a new detection's
     fuse_score: bool = True  # stage 1 and 4 IoU similarity times the detection score
     per_class: bool = True  # a track only takes detections of its class; False: any class (the classes are states
@@ -85,8 +91,11 @@ class TrackerConfig:
             raise ValueError(
                 f"the thresholds must satisfy 0 <= low ({self.low_threshold}) <= high ({self.high_threshold})"
             )
-        if self.track_buffer < 0:
-            raise ValueError(f"track_buffer must be 0 or more frames, not {self.track_buffer}")
+        if self.track_buffer < 0 or self.reentry_buffer < 0:
+            raise ValueError(
+                f"track_buffer ({self.track_buffer}) and reentry_buffer ({self.reentry_buffer}) must be 0 or more "
+                "frames"
+            )
         if not 0 <= self.ema_alpha <= 1:
             raise ValueError(f"ema_alpha must be in 0..1, not {self.ema_alpha}")
 
@@ -195,17 +204,34 @@ class KalmanXYWH:
 
 class Tracker:
     """``update(detections, embeddings)`` once per frame, in order -> the track ID of each detection (None: not
-    part of a confirmed track). ``reset()`` before a new stream."""
+    part of a confirmed track). ``reset()`` before a new stream.
 
-    def __init__(self, config: TrackerConfig | None = None):
-        self.config = config or TrackerConfig()
+    With ``calibration`` (models/reid_calibration.py) the appearance thresholds it names are measured from the stream
+    itself: each frame takes its current values (``config`` holds the ones in use), and the distances motion alone
+    is sure of (same track, tracks seen at once) feed it."""
+
+    def __init__(self, config: TrackerConfig | None = None, calibration: OnlineCalibration | None = None):
+        self.given = config or TrackerConfig()
+        self.calibration = calibration
         self.reset()
 
     def reset(self) -> None:
-        """Forget every track; the next frame is the first of a new stream, whose IDs count from 1 again."""
+        """Forget every track (and the calibration's distances); the next frame is the first of a new stream, whose
+        IDs count from 1 again."""
         self.frame = 0
         self.tracks: list[Track] = []
         self._next_id = 1
+        self._embedded = False  # embeddings came in this stream: lost tracks wait for re-entry
+        if self.calibration is not None:
+            self.calibration.reset()
+        self._calibrated()
+
+    def _calibrated(self) -> None:
+        """``config``: the given one with the calibration's thresholds in use now (``measured``: measured ones, not
+        the prior)."""
+        self.measured = self.calibration is not None and self.calibration.calibrated
+        values = self.calibration.values() if self.calibration is not None else {}
+        self.config = dataclasses.replace(self.given, **values) if values else self.given
 
     @property
     def active(self) -> list[Track]:
@@ -213,6 +239,8 @@ class Tracker:
         return [track for track in self.tracks if track.state == TRACKED and track.last_frame == self.frame]
 
     def update(self, detections: Sequence[Detection], embeddings: np.ndarray | None = None) -> list[int | None]:
+        if self.calibration is not None:
+            self._calibrated()
         config = self.config
         self.frame += 1
         count = len(detections)
@@ -231,12 +259,15 @@ class Tracker:
         low = np.flatnonzero((scores >= config.low_threshold) & (scores < config.high_threshold))
 
         # Stage 1: confirmed and lost tracks, high-score detections, IoU fused with appearance.
-        pool = tracked + lost
+        pool = tracked + [track for track in lost if self.frame - 1 - track.last_frame <= config.track_buffer]
         matched_tracks: set[int] = set()  # id() of tracks matched this frame
         # (track, detection, whether its filter takes the box): the filter and feature updates, made together once
         # the stages are done (no stage reads a track matched before it).
         self._measured: list[tuple[Track, int, bool]] = []
+        continued = []  # (track, detection) of stage 1: tracks matched last frame, matched again
         for row, column in assign(self._cost(pool, boxes, scores, classes, features, high), config.match_threshold):
+            if pool[row].state == TRACKED and pool[row].feature is not None:
+                continued.append((pool[row], high[column]))
             self._match(pool[row], high[column], boxes, scores, ids, matched_tracks)
         left_high = [index for index in high if ids[index] is None]
 
@@ -272,7 +303,9 @@ class Tracker:
         # New tracks; then lost tracks past the buffer are dropped.
         born = [index for index in left_high if ids[index] is None and scores[index] >= config.new_track_threshold]
         self.tracks = [track for track in self.tracks if id(track) not in dropped]
-        self.tracks = [t for t in self.tracks if t.state != LOST or self.frame - t.last_frame <= config.track_buffer]
+        self._embedded = self._embedded or features is not None  # a frame without boxes has no embeddings
+        keep = max(config.track_buffer, config.reentry_buffer if self._embedded else 0)
+        self.tracks = [t for t in self.tracks if t.state != LOST or self.frame - t.last_frame <= keep]
         if born:
             means, covariances = KalmanXYWH.initiate(xyxy_to_xywh(boxes[born]))
             for index, mean, covariance in zip(born, means, covariances):
@@ -282,8 +315,34 @@ class Tracker:
                     self._confirm(track)
                     ids[index] = track.id
                 self.tracks.append(track)
+        if self.calibration is not None and features is not None and continued:
+            self._measure(continued, boxes, scores, features)
         self._apply_measurements(boxes, scores, features)
         return ids
+
+    def _measure(self, continued: list[tuple[Track, int]], boxes: np.ndarray, scores: np.ndarray, features) -> None:
+        """The calibration's distances of this frame (models/reid_calibration.py), before the feature updates: of the
+        tracks that continue (``continued``), those whose detection has a feature and overlaps their prediction by
+        SURE_IOU or more; each detection against every other such track's feature (different), and against its own
+        track's (same) when no other high-score detection overlaps it at all."""
+        considered = np.flatnonzero(scores >= self.config.high_threshold)
+        overlap = iou_xyxy(boxes, boxes[considered])
+        overlap[considered, np.arange(len(considered))] = 0  # a box with itself
+        alone = overlap.max(axis=1, initial=0) <= 0
+        present = np.einsum("nd,nd->n", features, features) > 0.25
+        sure = [(track, index) for track, index in continued if present[index]]
+        if not sure:
+            return
+        tracks = [track for track, _ in sure]
+        indices = np.array([index for _, index in sure])
+        follows = np.diag(self._iou(tracks, boxes[indices])) >= SURE_IOU
+        tracks, indices = [track for track, keep in zip(tracks, follows) if keep], indices[follows]
+        if not tracks:
+            return
+        rows = features[indices] / np.linalg.norm(features[indices], axis=1, keepdims=True)
+        distance = appearance_distance(np.stack([track.feature for track in tracks]), rows)
+        others = ~np.eye(len(tracks), dtype=bool)
+        self.calibration.add(distance.diagonal()[alone[indices]].tolist(), distance[others].tolist())
 
     def _features(self, embeddings: np.ndarray | None, count: int) -> np.ndarray | None:
         if embeddings is None:

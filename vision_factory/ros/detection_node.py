@@ -83,6 +83,11 @@ class DetectionNode(InferenceNode):
             reid = "re-identification " + values["reid_model_path"] if self.tracking.embedder else "motion only"
             self.get_logger().info(f"tracking ({reid}): Detection2D.id is the track ID")
 
+    def status_values(self) -> dict[str, str]:
+        """/diagnostics' values of this node (ros/monitor.py): with re-id, the tracker's thresholds and calibration."""
+        tracking = getattr(self, "tracking", None)
+        return tracking_parameters.diagnostic_values(tracking) if tracking is not None else {}
+
     def on_activate(self, state):
         result = super().on_activate(state)
         labels_header = Header(stamp=self.get_clock().now().to_msg())  # when published

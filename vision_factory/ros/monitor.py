@@ -372,6 +372,9 @@ class Monitor:
                 p50, p90, p99 = np.percentile(samples, (50, 90, 99))
                 values[f"{name} p50/p90/p99 (ms)"] = f"{p50:.1f} / {p90:.1f} / {p99:.1f}"
         values["model"] = self.model_path
+        more = getattr(node, "status_values", None)  # the node's own (a tracker's thresholds), when it has some
+        if more is not None:
+            values.update(more())
         for path, runs_on, _ in self.models:
             values[f"runs {os.path.basename(path)} on"] = runs_on
         level, message = self._level(came, dropped, skipped)

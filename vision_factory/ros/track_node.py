@@ -16,7 +16,7 @@ from __future__ import annotations
 from vision_msgs.msg import Detection2DArray  # noqa: F401  imported at start: a node without it says so (ros/start.py)
 
 from ..families.family import Family
-from ..families.tracking import id_text
+from ..families.tracking import diagnostic_values, id_text
 from ..images import ImageFormatError
 from ..results.detections import detections_from_message, draw_detections, track_markers
 from ..runtime.runner import Runner
@@ -37,6 +37,11 @@ class TrackNode(InferenceNode):
         publishers = self.create_outputs(self.family.node.outputs)  # families/track.py's table
         self.tracks_pub = publishers[self.family.output_topic]
         self.marker_pub, self.debug_pub = publishers["track_markers"], publishers["debug_image"]
+
+    def status_values(self) -> dict[str, str]:
+        """/diagnostics' values of this node (ros/monitor.py): with re-id, the tracker's thresholds and calibration."""
+        tracking = getattr(self, "tracking", None)
+        return diagnostic_values(tracking) if tracking is not None else {}
 
     def listen(self) -> None:
         hint = "is the detector running, and does it stamp its output with the image's header?"

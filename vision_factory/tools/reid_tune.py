@@ -17,7 +17,8 @@ model) puts everyone at a high cosine. This tool measures what the tracker will 
   the tracker holds, visible or hidden), at the same frame;
 - distances are the tracker's, (1 - cosine) / 2 (models/tracker.appearance_distance).
 
-The rule (``choose``), "nearly all" being 99 % (``MARGIN`` 1 %):
+The rule (``choose``, models/reid_calibration.py, which the tracker's online calibration shares), "nearly all"
+being 99 % (``MARGIN`` 1 %):
 
 - appearance and re-entry link a pair by appearance, even against motion (re-entry by appearance alone): a wrong
   link gives one person's ID to another, so they sit at the safe end: the same-person 99th percentile (nearly all
@@ -50,6 +51,7 @@ import numpy as np
 from ..families import reid, tracking
 from ..files import UnsafeWrite, check_output, staged
 from ..models.reid import ReidEmbedder
+from ..models.reid_calibration import MARGIN, Choice, choose
 from ..models.tracker import TrackerConfig, appearance_distance, blend_features
 from ..runtime.backends import load_target
 from .commands import CommandReport, UsageError
@@ -59,7 +61,6 @@ from .quantize import sha256
 from .quantize_backends import write_onnx_metadata
 from .quantize_calibration import calibration_frames
 
-MARGIN = 0.01  # "nearly all": the 1st / 99th percentile
 MIN_VISIBILITY = 0.3  # MOT16+ truth boxes less visible than this are left out
 MIN_PAIRS = 20  # of each kind, to choose at all
 PERCENTILES = (0, 1, 5, 25, 50, 75, 95, 99, 100)
@@ -74,14 +75,6 @@ class Distances:
     people: int  # truth IDs
     frames: int  # frames read
     outside: int  # truth boxes with nothing inside the frame (not embedded)
-
-
-@dataclass
-class Choice:
-    thresholds: dict[str, float]  # tracking parameter -> value
-    overlap: bool  # the same-person 99th percentile is not under the different-people 1st
-    split: float  # the distance with the fewest errors (reported, not a threshold)
-    errors: tuple[int, int]  # (same-person pairs over the split, different-people pairs at or under it)
 
 
 def scored_truth(truth: MotBoxes) -> MotBoxes:
@@ -148,35 +141,6 @@ def measure(embedder: ReidEmbedder, frames, truth: MotBoxes, ema_alpha: float) -
             "the frames the truth was made for (frames count from 1, in order)"
         )
     return Distances(np.array(same), np.array(different), crops, len(features), read, outside)
-
-
-def choose(same: np.ndarray, different: np.ndarray) -> Choice:
-    """The three thresholds by the module's rule."""
-    same_high = float(np.quantile(same, 1 - MARGIN))
-    different_low = float(np.quantile(different, MARGIN))
-    split, errors = least_error_split(same, different)
-    overlap = same_high >= different_low
-    veto = same_high if overlap else (same_high + different_low) / 2
-    link = min(same_high, different_low)
-    values = {
-        "track_appearance_threshold": round(link, 4),
-        "track_appearance_veto": round(veto, 4),
-        "track_reentry_threshold": round(link, 4),
-    }
-    return Choice(values, overlap, split, errors)
-
-
-def least_error_split(same: np.ndarray, different: np.ndarray) -> tuple[float, tuple[int, int]]:
-    """The distance t minimising (same > t) / len(same) + (different <= t) / len(different), midway between the
-    neighbouring distances; with the counts on the wrong side."""
-    candidates = np.unique(np.concatenate([same, different]))
-    same_sorted, different_sorted = np.sort(same), np.sort(different)
-    over = len(same) - np.searchsorted(same_sorted, candidates, side="right")
-    under = np.searchsorted(different_sorted, candidates, side="right")
-    cost = over / len(same) + under / len(different)
-    best = int(np.argmin(cost))
-    split = candidates[best] if best + 1 == len(candidates) else (candidates[best] + candidates[best + 1]) / 2
-    return float(split), (int(over[best]), int(under[best]))
 
 
 def tune(

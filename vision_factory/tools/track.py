@@ -55,6 +55,9 @@ class TrackRun:
     track_ids: int  # distinct IDs
     reid: bool
     thresholds_from_model: dict[str, float] = dataclasses.field(default_factory=dict)
+    # with re-id: each appearance threshold in use at the end and where it came from; the online calibration's
+    # measured distances (families/tracking.thresholds_in_use)
+    appearance_thresholds: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -65,6 +68,7 @@ class TrackRun:
             "track_ids": self.track_ids,
             "reid": self.reid,
             "thresholds_from_model": self.thresholds_from_model,
+            "appearance_thresholds": self.appearance_thresholds,
         }
 
 
@@ -145,6 +149,7 @@ def track(
         len({row[1] for row in rows}),
         pipeline.tracking.embedder is not None,
         pipeline.tracking.from_model,
+        tracking.thresholds_in_use(pipeline.tracking),
     )
 
 

@@ -187,6 +187,7 @@ def test_family_options_are_the_adapters_keyword_arguments(name, adapter, skip):
 # its launch file runs.
 SHARED = [
     "families/__init__.py",
+    "cameras.py",  # several cameras on one node (ros/inference_node.py)
     "families/family.py",
     "files.py",  # results/<kind>.py's file writer
     "images.py",
@@ -204,6 +205,7 @@ SHARED = [
     "quiet.py",
     "results/__init__.py",
     "ros/__init__.py",
+    "ros/cameras.py",
     "ros/inference_node.py",
     "ros/launch_description.py",
     "ros/messages.py",

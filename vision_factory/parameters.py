@@ -184,6 +184,13 @@ IMAGE_INPUT_PARAMETERS = (
         choices=TRANSPORTS,
     ),
     Parameter("qos_reliability", "best_effort", "best_effort (cameras) or reliable", choices=RELIABILITIES),
+    Parameter(
+        "cameras",
+        "",
+        "camera names, e.g. [front, left, right]: one model answers each camera's <camera>/image on <camera>/ "
+        "topics; empty: one camera, on image",
+        dynamic_typing=True,
+    ),
     Parameter("qos_depth", 5, "subscription history depth", minimum=1, maximum=MAX_QUEUE),
     Parameter(
         "queue_size",

@@ -1,0 +1,178 @@
+"""Nodes serving several cameras (the ``cameras`` parameter) over real DDS: each camera's frames answered on its
+own topics with its own headers, by one model; a silent camera and a camera of stale frames beside them; each
+camera's stream state its own (a TrackNet window per camera)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import cv2
+import numpy as np
+from conftest import pypi_model
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from geometry_msgs.msg import PointStamped
+from sensor_msgs.msg import Image
+from std_msgs.msg import Header
+from support.data import _photo_frames
+from support.real_models import NUDENET_MODEL
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe, late_node_params
+from vision_msgs.msg import Detection2DArray
+
+from vision_factory.families.registry import family
+from vision_factory.models.ball_stream import BallStream
+from vision_factory.models.tracknet import TrackNetModuleONNX
+from vision_factory.results.detections import detections_from_message
+from vision_factory.ros.messages import bgr_to_message
+from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.tools.synthetic import BallClip
+
+LOG = logging.getLogger("test")
+DAY_S = 86400
+
+
+def _message(frame: np.ndarray, camera: str, sec: int, nanosec: int = 0) -> Image:
+    header = Header(frame_id=f"{camera}_optical")
+    header.stamp.sec, header.stamp.nanosec = sec, nanosec
+    return bgr_to_message(frame, header)
+
+
+def _status(diagnostics: list, name: str) -> DiagnosticStatus | None:
+    found = [status for array in diagnostics for status in array.status if status.name == name]
+    return found[-1] if found else None
+
+
+def _value(status: DiagnosticStatus, key: str) -> str:
+    return next(item.value for item in status.values if item.key == key)
+
+
+def test_one_detector_node_answers_each_camera_on_its_own_topics(tmp_path):
+    """Three cameras of different frame sizes and rates, a fourth silent, a fifth whose frames are a day old: the
+    live cameras' frames answered on <camera>/detections with their own headers, as the offline pipeline detects
+    them (the model takes a dynamic batch: frames of several cameras go into one run); the stale camera's skipped,
+    the silent camera's status says so."""
+    model = pypi_model(*NUDENET_MODEL)  # a YOLO of dynamic batch and input size
+    photos = _photo_frames()
+    cameras = {
+        "front": [photos[0], photos[2], photos[0], photos[2], photos[0], photos[2]],  # 512x512, the fastest
+        "left": [cv2.resize(photos[1], (320, 240)), cv2.resize(photos[3], (320, 240))],  # smaller, a third the rate
+        "rig/right": [photos[4], photos[5], photos[4]],  # 1024x512, half the rate
+    }
+    answers_topics = [f"/t/{camera}/detections" for camera in (*cameras, "silent", "stale")]
+    params = {
+        "model_path": str(model),
+        "cameras": "[front, left, rig/right, silent, stale]",
+        "qos_reliability": "reliable",
+        "qos_depth": "50",
+        "queue_size": "50",  # every frame answered: the test compares each with the offline pipeline
+        "max_frame_age": str(3600 * 1000),  # an hour: only the stale camera's day-old frames are over it
+        "silence_timeout": "1.0",
+        **late_node_params(answers_topics),
+    }
+    node = NodeProcess(tmp_path, params, module="vision_factory.yolo_onnx_node")
+    probe = Probe()
+    try:
+        answers = {
+            camera: probe.subscribe(Detection2DArray, f"/t/{camera}/detections", late=True) for camera in cameras
+        }
+        others = {
+            camera: probe.subscribe(Detection2DArray, f"/t/{camera}/detections", late=True)
+            for camera in ("silent", "stale")
+        }
+        diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics")
+        publishers = {camera: probe.publisher(Image, f"/t/{camera}/image") for camera in (*cameras, "stale")}
+        ready = lambda: all(p.get_subscription_count() > 0 for p in publishers.values()) and probe.matched()  # noqa: E731
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
+        now = int(time.time())
+        sent: dict[str, list[tuple[int, int]]] = {camera: [] for camera in cameras}
+        for tick in range(6):  # front every tick, rig/right every second tick, left every third
+            for camera, frames in cameras.items():
+                every = 6 // len(frames)
+                if tick % every == 0:
+                    stamp = (now, 1000 * tick + len(camera))
+                    publishers[camera].publish(_message(frames[tick // every], camera.replace("/", "_"), *stamp))
+                    sent[camera].append(stamp)
+            publishers["stale"].publish(_message(photos[0], "stale", now - DAY_S, tick))
+        done = lambda: all(len(answers[c]) >= len(f) for c, f in cameras.items())  # noqa: E731
+        assert probe.spin_until(done, PATIENCE_S), (node.log(), {c: len(a) for c, a in answers.items()})
+
+        def statuses_say_so() -> bool:
+            stale, silent = _status(diagnostics, "yolo: camera stale"), _status(diagnostics, "yolo: camera silent")
+            return (
+                stale is not None
+                and _value(stale, "frames stale") == "6"
+                and silent is not None
+                and silent.level == DiagnosticStatus.WARN
+            )
+
+        assert probe.spin_until(statuses_say_so, PATIENCE_S), node.log()
+        main = _status(diagnostics, "yolo: inference")
+        assert _value(main, "cameras") == "front, left, rig/right, silent, stale"
+        runs = _value(main, "batch sizes run (frames: runs)")
+        LOG.info("batch sizes run: %s", runs)
+        assert sum(int(size) * int(count.split()[0]) for size, count in (p.split(": ") for p in runs.split(", "))) == 11
+        for camera in cameras:
+            status = _status(diagnostics, f"yolo: camera {camera}")
+            assert _value(status, "frames answered") == str(len(cameras[camera]))
+            assert _value(status, "frames stale") == "0"
+    finally:
+        probe.close()
+        node.stop()
+    assert all(not messages for messages in others.values())  # the silent and the stale cameras: no answer
+    values = family("yolo").values_from_model(model)
+    pipeline = family("yolo").pipeline(values, lambda path: OnnxRunner.load(path, {}, LOG))
+    found = {}
+    for camera, frames in cameras.items():
+        got = sorted(answers[camera], key=lambda m: m.header.stamp.nanosec)
+        assert [(m.header.stamp.sec, m.header.stamp.nanosec) for m in got] == sent[camera]
+        assert {m.header.frame_id for m in got} == {f"{camera.replace('/', '_')}_optical"}
+        for message, frame in zip(got, frames):
+            published, expected = detections_from_message(message), pipeline.push(frame).detections
+            assert [d.class_name for d in published] == [d.class_name for d in expected]
+            assert np.allclose([d.xyxy for d in published], [d.xyxy for d in expected], atol=1e-3)
+            assert np.allclose([d.score for d in published], [d.score for d in expected], atol=1e-4)
+        found[camera] = sum(len(m.detections) for m in got)
+    assert found["front"] > 0 and found["rig/right"] > 0  # faces: the comparison compares something
+    assert "stale frame" in node.log()
+
+
+def test_tracknet_keeps_a_window_per_camera(tmp_path, synthetic_models):
+    """Two cameras' ball clips, their frames interleaved on one node: each camera's answers are those of a
+    BallStream of its own frames alone (one shared window would mix the two clips)."""
+    clips = {
+        "court_a": BallClip(num_frames=16, width=640, height=360, seed=3),
+        "court_b": BallClip(num_frames=16, width=480, height=270, seed=7),
+    }
+    params = {
+        "model_path": str(synthetic_models[""]),
+        "bg_mode": "''",
+        "heatmap_threshold": "0.0",
+        "cameras": "court_a, court_b",
+        "qos_reliability": "reliable",
+        "qos_depth": "50",
+        "queue_size": "50",
+        "flush_timeout": "0.5",
+        **late_node_params([f"/t/{camera}/ball" for camera in clips]),
+    }
+    node = NodeProcess(tmp_path, params)
+    probe = Probe()
+    try:
+        balls = {camera: probe.subscribe(PointStamped, f"/t/{camera}/ball", late=True) for camera in clips}
+        publishers = {camera: probe.publisher(Image, f"/t/{camera}/image") for camera in clips}
+        ready = lambda: all(p.get_subscription_count() > 0 for p in publishers.values()) and probe.matched()  # noqa: E731
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
+        for index in range(16):
+            for camera, clip in clips.items():
+                publishers[camera].publish(_message(clip.frame(index), camera, 100 + index))
+        done = lambda: all(len(balls[camera]) >= 16 for camera in clips)  # noqa: E731
+        assert probe.spin_until(done, PATIENCE_S), (node.log(), {c: len(b) for c, b in balls.items()})
+    finally:
+        probe.close()
+        node.stop()
+    for camera, clip in clips.items():
+        stream = BallStream(TrackNetModuleONNX(synthetic_models[""], 8, ""))
+        outputs = [o for i, f in enumerate(clip.frames()) for o in stream.push(f, 100 + i)] + stream.flush()
+        expected = [(sec, p["Visibility"], float(p["X"]), float(p["Y"])) for sec, p in outputs]
+        got = sorted((m.header.stamp.sec, int(m.point.z > 0), m.point.x, m.point.y) for m in balls[camera])
+        assert got == expected
+        assert {m.header.frame_id for m in balls[camera]} == {f"{camera}_optical"}

@@ -9,12 +9,14 @@ import time
 
 import cv2
 import numpy as np
+import pytest
 from conftest import pypi_model
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import PointStamped
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from support.data import _photo_frames
+from support.models import SHAPES_MODEL
 from support.real_models import NUDENET_MODEL
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe, late_node_params
 from vision_msgs.msg import Detection2DArray
@@ -25,6 +27,8 @@ from vision_factory.models.tracknet import TrackNetModuleONNX
 from vision_factory.results.detections import detections_from_message
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.tools.bench import _node_frames, node_params, run_bench
+from vision_factory.tools.bench_cameras import cameras_vs_nodes, lines
 from vision_factory.tools.synthetic import BallClip
 
 LOG = logging.getLogger("test")
@@ -176,3 +180,21 @@ def test_tracknet_keeps_a_window_per_camera(tmp_path, synthetic_models):
         got = sorted((m.header.stamp.sec, int(m.point.z > 0), m.point.x, m.point.y) for m in balls[camera])
         assert got == expected
         assert {m.header.frame_id for m in balls[camera]} == {f"{camera}_optical"}
+
+
+def test_bench_measures_one_node_of_several_cameras_against_one_node_each(tmp_path):
+    """`bench --node --cameras N`'s measure (tools/bench_cameras.py): both set-ups answer every camera, and the
+    report holds what the table prints (no figure asserted: those are benchmarks/README.md's)."""
+    params, _ = node_params("yolo", SHAPES_MODEL, 1, {})
+    frame = next(iter(_node_frames("yolo", 1)))
+    report = cameras_vs_nodes("yolo", params, frame, 2, seconds=2.0, rate=4.0, work=tmp_path)
+    for setup in ("one_node", "nodes"):
+        assert len(report[setup]["camera_fps"]) == 2 and all(fps > 0 for fps in report[setup]["camera_fps"])
+        assert report[setup]["rss_mib"] > 0
+    assert report["memory_ratio"] > 0 and report["fps_ratio"] > 0
+    assert "1 node / 2 nodes: memory" in "\n".join(lines("onnx:cpu", report))
+
+
+def test_bench_cameras_needs_the_node():
+    with pytest.raises(ValueError, match="--cameras needs --node"):
+        run_bench(SHAPES_MODEL, "onnx:cpu", model_type="yolo", cameras=2)

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from .parameters import MAX_CAMERAS
 from .runtime.runner import fixed_dim, run_in_chunks
 from .text import untrusted
 
-MAX_CAMERAS = 64  # cameras on one node: each holds up to queue_size frames, and has its own publishers and state
 # A camera's name: a relative ROS topic name of plain tokens (its topics are <name>/image, <name>/detections, ...)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*")
 WINDOW_S = 10.0  # the per-camera rate, latency and age are over the last seconds (ros/monitor.py's window)

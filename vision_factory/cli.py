@@ -42,7 +42,7 @@ from .cli_support import warn as _warn
 from .families.registry import DETECTORS, FAMILIES, NODE_FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
 from .generator import ABOUT_DEFAULTS
 from .images import OUTPUT_ENCODINGS
-from .parameters import CAMERA_TOPIC
+from .parameters import CAMERA_TOPIC, MAX_CAMERAS
 from .runtime.backends import BACKENDS, BENCH_TARGETS
 from .tools.bags import STORAGES
 from .tools.ball_eval import evaluate_tracking
@@ -368,6 +368,9 @@ def generate(model_file: Path | None, **given: Any) -> None:
            help="also replay 1280x720 frames over DDS through the family's ROS node on each target: this package's "
            "node for onnx, a generated package's for the others (needs --model-type)"),
     parameter_option("stride", prefix="tracknet: ", suffix=", in the pipeline and the node", type=STRIDE),
+    option("--cameras", type=click.IntRange(min=2, max=MAX_CAMERAS),
+           help="with --node: also N cameras of 1280x720 at 15 Hz through one node against N single-camera nodes "
+           "(frames/s, latency per camera, memory), on onnx:cpu"),
     out_option("folder for bench.json and bench.png", "vision_factory_bench"),
 )  # fmt: skip
 def bench(**given: Any) -> None:
@@ -381,6 +384,7 @@ def bench(**given: Any) -> None:
       vision-factory bench model.onnx --backends onnx:cpu,openvino:CPU
       vision-factory bench tracknet.onnx --model-type tracknet --node --runs 200
       vision-factory bench yolov8n.onnx --model-type yolo --node --backends onnx:cpu,openvino:CPU
+      vision-factory bench yolov8n.onnx --model-type yolo --node --backends onnx:cpu --cameras 4
     """
     from .tools.bench import bench as run_bench
 

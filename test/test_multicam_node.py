@@ -198,3 +198,14 @@ def test_bench_measures_one_node_of_several_cameras_against_one_node_each(tmp_pa
 def test_bench_cameras_needs_the_node():
     with pytest.raises(ValueError, match="--cameras needs --node"):
         run_bench(SHAPES_MODEL, "onnx:cpu", model_type="yolo", cameras=2)
+
+
+def test_a_camera_named_twice_stops_the_node_naming_it(tmp_path):
+    node = NodeProcess(
+        tmp_path,
+        {"model_path": str(SHAPES_MODEL), "cameras": "[front, left, front]"},
+        module="vision_factory.yolo_onnx_node",
+    )
+    assert node.wait(timeout=PATIENCE_S) == 2
+    node.stop()
+    assert "cannot start: camera front is named twice in cameras: give each camera once" in node.log()

@@ -146,7 +146,8 @@ class DetectionNode(InferenceNode):
         """A frame's answer, and the markers, masks and debug image that are subscribed, on its camera's topics."""
         tracking = self.pipelines[self.camera].tracking
         if result.new_stream:
-            self.get_logger().info(f"new stream ({result.new_stream}): tracks reset, IDs count from 1 again")
+            camera = f"camera {self.camera}: " if self.multicamera else ""
+            self.get_logger().info(f"{camera}new stream ({result.new_stream}): tracks reset, IDs count from 1 again")
         detections, track_ids = result.detections, result.track_ids
         ids = None if track_ids is None else [tracking_parameters.id_text(track) for track in track_ids]
         self.detections_pub.publish(detections_message(header, detections, self.detector.keypoint_names, ids))

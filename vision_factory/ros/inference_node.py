@@ -255,6 +255,9 @@ class InferenceNode(LifecycleNode):
             self.destroy_lifecycle_publisher(publisher)
         if getattr(self, "monitor", None) is not None:
             self.monitor.destroy()
+        for publishers in getattr(self, "camera_debug", {}).values():  # ~/debug/<camera>/...
+            for publisher in publishers.values():
+                self.destroy_publisher(publisher)
         self._outputs, self._listened = [], []
         for name in self._configured or ():
             delattr(self, name)

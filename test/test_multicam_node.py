@@ -18,6 +18,7 @@ from geometry_msgs.msg import PointStamped
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from support.data import _photo_frames, _walk
+from support.generated import generate_and_install, site_packages
 from support.models import SHAPES_MODEL
 from support.real_models import FALL_MODEL, NUDENET_MODEL, REID_MODEL
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe, late_node_params
@@ -300,3 +301,31 @@ def test_replay_cameras_refuses_a_malformed_camera(tmp_path):
         parse_cameras(["front=/nowhere"], bag)
     with pytest.raises(ValueError, match="camera front is named twice"):
         parse_cameras(["front=/camera/image_raw", f"front={bag}"], bag)
+
+
+def test_a_generated_package_serves_several_cameras(tmp_path, monkeypatch):
+    """A generated yolo package on ONNX Runtime, installed as colcon installs it and run as its own executable
+    (nothing of vision_factory on its path), takes cameras too: each camera's answers are the offline pipeline's."""
+    executable = generate_and_install("yolo", "onnx", "gen_multicam", tmp_path)
+    model = pypi_model(*NUDENET_MODEL)
+    photos = _photo_frames()
+    frames = {"front": photos[:3], "back": [photos[4], photos[5]]}
+    bags = {
+        camera: write_image_bag(tmp_path / camera, camera_frames, fps=10, frame_id=camera)
+        for camera, camera_frames in frames.items()
+    }
+    sources = parse_cameras([f"{camera}={bag}" for camera, bag in bags.items()], bags["front"])
+    monkeypatch.setenv("PYTHONPATH", str(site_packages(tmp_path / "install")))
+    result = replay_cameras(sources, tmp_path / "out", "yolo", {"model_path": str(model)}, executable=[str(executable)])
+    assert result.missing_frames == {"front": [], "back": []}, open(result.node_log).read()
+    values = family("yolo").values_from_model(model)
+    pipeline = family("yolo").pipeline(values, lambda path: OnnxRunner.load(path, {}, LOG))
+    for camera, camera_frames in frames.items():
+        records = json.loads(Path(result.answers[camera]).read_text())
+        for record, frame in zip(records, camera_frames, strict=True):
+            expected = pipeline.push(frame).detections
+            assert [d["class_name"] for d in record["detections"]] == [d.class_name for d in expected]
+            assert np.allclose([d["xyxy"] for d in record["detections"]], [d.xyxy for d in expected], atol=1e-3)
+    listening = next(line for line in open(result.node_log) if "listening on" in line)
+    assert "/front/image, " in listening and "/back/image, publishing" in listening, listening
+    assert "/front/detections, " in listening and listening.rstrip().endswith("/back/detections"), listening

@@ -107,7 +107,7 @@ class DetectionNode(InferenceNode):
             self.get_logger().info(f"posing the people of {people}, paired with images by stamp")
         else:
             topic = self.subscribe_images()
-        self.get_logger().info(f"listening on {topic}, publishing {self.resolve_topic_name(self.family.output_topic)}")
+        self.get_logger().info(f"listening on {topic}, publishing {self.resolved_outputs(self.family.output_topic)}")
 
     def process(self, item) -> None:
         image_msg, people_msg = item if isinstance(item, tuple) else (item, None)

@@ -282,6 +282,10 @@ class InferenceNode(LifecycleNode):
             return publishers[""]
         return CameraPublisher(publishers, lambda: getattr(self._here, "camera", None))
 
+    def resolved_outputs(self, topic: str) -> str:
+        """The fully qualified name of output ``topic``: each camera's, with named cameras (for the logs)."""
+        return ", ".join(self.resolve_topic_name(camera_topic(camera, topic)) for camera in self.cameras)
+
     @property
     def multicamera(self) -> bool:
         """Whether the node serves named cameras (``cameras``), each on its own topics."""

@@ -48,7 +48,7 @@ class TrackNode(InferenceNode):
         reid = "re-identification " + self.values["reid_model_path"] if self.tracking.embedder else "motion only"
         self.get_logger().info(
             f"tracking ({reid}) the detections of {self.resolve_topic_name(detections.topic)} paired with {topic}, "
-            f"publishing {self.resolve_topic_name(self.family.output_topic)}"
+            f"publishing {self.resolved_outputs(self.family.output_topic)}"
         )
 
     def process(self, item) -> None:

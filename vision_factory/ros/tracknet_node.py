@@ -74,7 +74,7 @@ class TrackNetNode(InferenceNode):
 
     def listen(self) -> None:
         topic = self.subscribe_images(self._receive)
-        self.get_logger().info(f"listening on {topic}, publishing {self.resolve_topic_name('ball')}")
+        self.get_logger().info(f"listening on {topic}, publishing {self.resolved_outputs('ball')}")
 
     def _receive(self, msg) -> None:
         """Subscription callback: pre-process here, overlapping the inference of earlier frames.

@@ -15,13 +15,15 @@ import pytest
 from conftest import pypi_model
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import PointStamped
+from rclpy.parameter import Parameter as RosParameter
+from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import Image
-from std_msgs.msg import Header
+from std_msgs.msg import Float64, Header
 from support.data import _photo_frames, _walk
 from support.generated import generate_and_install, site_packages
 from support.models import SHAPES_MODEL
 from support.real_models import FALL_MODEL, NUDENET_MODEL, REID_MODEL
-from support.ros_harness import PATIENCE_S, NodeProcess, Probe, late_node_params
+from support.ros_harness import PATIENCE_S, Lifecycle, NodeProcess, Probe, late_node_params
 from test_tracking_node import _header, _offline
 from vision_msgs.msg import Detection2DArray
 
@@ -329,3 +331,56 @@ def test_a_generated_package_serves_several_cameras(tmp_path, monkeypatch):
     listening = next(line for line in open(result.node_log) if "listening on" in line)
     assert "/front/image, " in listening and "/back/image, publishing" in listening, listening
     assert "/front/detections, " in listening and listening.rstrip().endswith("/back/detections"), listening
+
+
+def test_cameras_are_read_at_configure_and_each_has_its_debug_topics(tmp_path):
+    """A node's cameras through its lifecycle: configured with [front, left] it answers each on its own topics and
+    publishes each camera's latency and frame age on ~/debug/<camera>/; after cleanup, cameras set to [rear] and
+    configured again, it answers rear alone (front's topic is no longer served)."""
+    params = {"autostart": "false", "model_path": str(SHAPES_MODEL), "cameras": "[front, left]"}
+    node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.yolo_onnx_node")
+    probe = Probe()
+    frame = cv2.resize(_photo_frames()[0], (320, 240))
+    try:
+        lifecycle = Lifecycle(probe, "/t/yolo")
+        answers = {camera: probe.subscribe(Detection2DArray, f"/t/{camera}/detections") for camera in ("front", "left")}
+        images = {camera: probe.publisher(Image, f"/t/{camera}/image") for camera in CAMERAS_LIFE}
+        debug = {
+            (camera, name): probe.subscribe(Float64, f"/t/yolo/debug/{camera}/{name}")
+            for camera in ("front", "left")
+            for name in ("pipeline_latency_ms", "frame_age_ms")
+        }
+        assert lifecycle.set("configure") and lifecycle.set("activate"), node.log()
+        listening = lambda *cameras: all(images[c].get_subscription_count() > 0 for c in cameras)  # noqa: E731
+        assert probe.spin_until(lambda: listening("front", "left") and probe.matched(), PATIENCE_S), node.log()
+        assert images["rear"].get_subscription_count() == 0
+        for index, camera in enumerate(("front", "left", "front")):
+            images[camera].publish(_message(frame, camera, 10 + index))
+            answered = lambda count=index + 1: sum(map(len, answers.values())) >= count  # noqa: E731
+            assert probe.spin_until(answered, PATIENCE_S), node.log()
+        assert [m.header.stamp.sec for m in answers["front"]] == [10, 12]
+        assert [m.header.stamp.sec for m in answers["left"]] == [11]
+        assert probe.spin_until(lambda: all(debug.values()), PATIENCE_S), {k: len(v) for k, v in debug.items()}
+
+        assert lifecycle.set("deactivate") and lifecycle.set("cleanup"), node.log()
+        parameters = AsyncParameterClient(probe.node, "/t/yolo")
+        assert probe.spin_until(lambda: parameters.services_are_ready(), PATIENCE_S)
+        changed = probe.answer(lambda: parameters.set_parameters([RosParameter("cameras", value=["rear"])]))
+        assert changed.results[0].successful
+        assert lifecycle.set("configure") and lifecycle.set("activate"), node.log()
+        answers["rear"] = probe.subscribe(Detection2DArray, "/t/rear/detections")
+        rear_reader = probe.subscriptions[-1]
+        served = lambda: listening("rear") and not listening("front") and rear_reader.get_publisher_count() > 0  # noqa: E731
+        assert probe.spin_until(served, PATIENCE_S), node.log()
+        images["rear"].publish(_message(frame, "rear", 20))
+        assert probe.spin_until(lambda: len(answers["rear"]) == 1, PATIENCE_S), node.log()
+        assert answers["rear"][0].header.frame_id == "rear_optical"
+        assert lifecycle.set("shutdown")
+        assert node.wait() == 0
+    finally:
+        probe.close()
+        node.stop()
+    assert "Traceback" not in node.log()
+
+
+CAMERAS_LIFE = ("front", "left", "rear")

@@ -7,6 +7,7 @@ import logging
 
 import cv2
 import numpy as np
+import onnx
 import pytest
 from conftest import pypi_model
 from support.data import _photo_frames
@@ -158,3 +159,31 @@ def test_a_model_of_batch_one_runs_the_frames_one_after_another():
     found = detect_batch([detector, detector], frames, sizes.append)
     assert sizes == [1, 1]
     assert found == [detector.detect(frame) for frame in frames]
+
+
+def test_a_model_of_a_fixed_batch_runs_padded_batches_sliced_back(tmp_path):
+    """NudeNet's YOLO with its batch fixed at 4: one frame, three and five run in batches of 4 padded with zeros,
+    each frame's detections those the dynamic model finds for it alone."""
+    dynamic_path = pypi_model(*NUDENET_MODEL)
+    model = onnx.load(dynamic_path)
+    for tensor in (*model.graph.input, *model.graph.output):
+        tensor.type.tensor_type.shape.dim[0].dim_value = 4  # clears its name
+    onnx.save(model, tmp_path / "batch4.onnx")
+    values = family("yolo").values_from_model(dynamic_path)
+    fixed = OnnxRunner.load(tmp_path / "batch4.onnx", {}, LOG)
+    assert batch_capacity(fixed) == 4
+    detector = family("yolo").pipeline(values, lambda path: fixed).detector
+    alone = family("yolo").pipeline(values, lambda path: OnnxRunner.load(path, {}, LOG)).detector
+    assert batches(detector)
+    photos = _photo_frames()
+    one, other = photos[0], photos[2]  # of one size: one batch of tensors
+    cases = (([one], [1]), ([one, one, other], [3]), ([one, other, one, other, one], [4, 1]))
+    for frames, runs in cases:
+        sizes = []
+        found = detect_batch([detector] * len(frames), frames, sizes.append)
+        assert sizes == runs
+        for frame, detections in zip(frames, found):
+            expected = alone.detect(frame)
+            assert [d.class_name for d in detections] == [d.class_name for d in expected]
+            assert np.allclose([d.xyxy for d in detections], [d.xyxy for d in expected], atol=1e-3)
+        assert sum(map(len, found)) > 0

@@ -251,13 +251,15 @@ def detect_batch(
 ) -> list[list]:
     """The detections of each of ``frames``, ``detectors[i]`` (each camera's own, on one shared runner) detecting
     ``frames[i]``, in as few model runs as the model takes: frames whose input tensors have one shape go into one
-    run of a dynamic batch, or runs of a fixed batch padded with zeros and sliced; a detector that does not batch
-    (``batches``) detects one frame after another. ``ran(size)``: told the number of frames of each model run."""
+    run of a dynamic batch, or runs of a fixed batch padded with zeros and sliced (one frame too: such a model takes
+    no other batch); a detector that does not batch (``batches``) detects one frame after another. ``ran(size)``:
+    told the number of frames of each model run."""
     ran = ran or (lambda size: None)
     if not frames:
         return []
     first = detectors[0]
-    if len(frames) == 1 or not batches(first):
+    capacity = batch_capacity(first.runner) if batches(first) else 1
+    if capacity == 1 or (len(frames) == 1 and capacity is None):  # a fixed batch over 1 takes even one frame padded
         found = []
         for detector, frame in zip(detectors, frames):
             found.append(detector.detect(frame))
@@ -267,7 +269,6 @@ def detect_batch(
     groups: dict[tuple, list[int]] = {}
     for index, (tensor, _) in enumerate(prepared):
         groups.setdefault(tensor.shape, []).append(index)
-    capacity = batch_capacity(first.runner)
     found: list[list] = [[] for _ in frames]
     for indices in groups.values():
         tensor = np.concatenate([prepared[index][0] for index in indices])

@@ -65,7 +65,7 @@ class DetectionNode(InferenceNode):
         self.pipeline = self.pipelines[self.cameras[0]]
         self.tracking, self.detector = self.pipeline.tracking, self.pipeline.detector
         if self.multicamera and family.node.paired(values) is None and batches(self.detector):
-            self.batch_limit = len(self.cameras)  # the frames waiting from the cameras, in one model run
+            self.batch_limit = len(self.cameras)  # the frames waiting from the cameras, in runs of the model's batch
         note = tracking_parameters.from_model_text(self.tracking) if self.tracking else None
         if note:
             self.get_logger().info(note)
@@ -122,8 +122,13 @@ class DetectionNode(InferenceNode):
             if self.person_class:
                 people = [person for person in people if person.class_name == self.person_class]
         header = image_msg.header
-        result = self.pipelines[self.camera].push(frame, stamp_of(header), people)
-        self.batch_sizes.ran(1)
+        pipeline = self.pipelines[self.camera]
+        if people is None and batches(self.detector):  # a model of a fixed batch over 1 takes one frame padded
+            detections = detect_batch([pipeline.detector], [frame], self.batch_sizes.ran)[0]
+            result = pipeline.track(frame, detections, stamp_of(header))
+        else:
+            result = pipeline.push(frame, stamp_of(header), people)
+            self.batch_sizes.ran(1)
         self._publish(header, frame, result)
 
     def process_batch(self, batch) -> None:

@@ -26,7 +26,7 @@ ROS_MODULES |= {"diagnostic_msgs"}
 ROS_MODULES |= {"vision_msgs", "builtin_interfaces", "rosbag2_py", "rosidl_runtime_py", "launch", "launch_ros"}
 # Besides ros/, what drives nodes over DDS or builds their messages.
 ROS_USERS = {"tools/replay.py", "tools/fuzz.py", "tools/bags.py", "tools/interfaces.py", "tools/demo.py"}
-ROS_USERS |= {"tools/verify.py", "tools/replay_outputs.py"}
+ROS_USERS |= {"tools/verify.py", "tools/replay_outputs.py", "tools/bench_cameras.py", "tools/replay_cameras.py"}
 # Modules that entry points run: every rendered *_onnx_node.py binds a runner to a node.
 ENTRY_POINTS = {path.name for path in SOURCE_ROOT.glob("*_onnx_node.py")}
 
@@ -187,6 +187,7 @@ def test_family_options_are_the_adapters_keyword_arguments(name, adapter, skip):
 # its launch file runs.
 SHARED = [
     "families/__init__.py",
+    "cameras.py",  # several cameras on one node (ros/inference_node.py)
     "families/family.py",
     "files.py",  # results/<kind>.py's file writer
     "images.py",
@@ -205,6 +206,7 @@ SHARED = [
     "quiet.py",
     "results/__init__.py",
     "ros/__init__.py",
+    "ros/cameras.py",
     "ros/inference_node.py",
     "ros/launch_description.py",
     "ros/messages.py",

@@ -42,7 +42,7 @@ from .cli_support import warn as _warn
 from .families.registry import DETECTORS, FAMILIES, NODE_FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
 from .generator import ABOUT_DEFAULTS
 from .images import OUTPUT_ENCODINGS
-from .parameters import CAMERA_TOPIC
+from .parameters import CAMERA_TOPIC, MAX_CAMERAS
 from .runtime.backends import BACKENDS, BENCH_TARGETS
 from .tools.bags import STORAGES
 from .tools.ball_eval import evaluate_tracking
@@ -102,9 +102,12 @@ def demo(**given: Any) -> None:
     option("--storage", type=click.Choice(list(STORAGES)), default="mcap", show_default=True,
            help="rosbag2 storage of the bag of the node's outputs written to OUT (the input bag's is read as it is)"),
     executable_option("ros2 run my_tracker tracknet_node"),
+    option("--camera", "cameras", multiple=True, metavar="NAME=SOURCE",
+           help="several cameras through one node (its cameras parameter), repeatable: SOURCE an image topic of BAG "
+           "or another bag; played in recorded time order, each camera's answers in OUT/NAME/"),
     force_option(),
 )  # fmt: skip
-def replay(params: tuple[str, ...], executable: str | None, **given: Any) -> None:
+def replay(params: tuple[str, ...], executable: str | None, cameras: tuple[str, ...], **given: Any) -> None:
     """Play a rosbag2 (mcap or sqlite3) through a node and record its outputs.
 
     Writes the node's messages to OUT/<node>_outputs (a bag), the ball as OUT/ball.csv in
@@ -126,10 +129,15 @@ def replay(params: tuple[str, ...], executable: str | None, **given: Any) -> Non
           -p model_path:=tracknet.onnx
       vision-factory replay street_bag --out /tmp/street --node yolo -p model_path:=yolov8n.onnx
       vision-factory replay street_bag --out /tmp/tracks --node track -p reid_model_path:=reid.onnx
+      vision-factory replay rig_bag --out /tmp/rig --node yolo -p model_path:=yolov8n.onnx \\
+          --camera front=/front/image_raw --camera left=/left/image_raw --camera back=back_bag
     """
     from .tools.replay import parse_overrides
     from .tools.replay import replay as run_replay
 
+    if cameras:
+        _replay_cameras(given, parse_overrides(params), _command(executable), cameras)
+        return
     with _reported(FileExistsError):
         overrides, command = parse_overrides(params), _command(executable)
         result = run_replay(**given, params=overrides, progress=_progress, executable=command)
@@ -137,6 +145,25 @@ def replay(params: tuple[str, ...], executable: str | None, **given: Any) -> Non
     click.echo(json.dumps(result.summary(), indent=2))
     if result.missing_frames:
         _warn(f"{len(result.missing_frames)} frames got no output (see {result.node_log})")
+
+
+def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, cameras: tuple[str, ...]) -> None:
+    """replay --camera: every camera through one node (tools/replay_cameras.py); the options of one camera's replay
+    that it does not take are refused."""
+    from .tools.replay_cameras import parse_cameras, replay_cameras
+
+    unused = [f"--{name.replace('_', '-')}" for name in ("topic", "rate", "params_file") if given.get(name)]
+    if unused:
+        raise click.UsageError(f"--camera plays as fast as the node keeps up and takes no {', '.join(unused)}")
+    with _reported(FileExistsError):
+        sources = parse_cameras(cameras, given["bag"])
+        result = replay_cameras(
+            sources, given["out"], given["node"], overrides, executable=command, force=given["force"]
+        )
+    click.echo(json.dumps(result.summary(), indent=2))
+    missing = sum(len(frames) for frames in result.missing_frames.values())
+    if missing:
+        _warn(f"{missing} frames got no output (see {result.node_log})")
 
 
 @main.command()
@@ -368,6 +395,9 @@ def generate(model_file: Path | None, **given: Any) -> None:
            help="also replay 1280x720 frames over DDS through the family's ROS node on each target: this package's "
            "node for onnx, a generated package's for the others (needs --model-type)"),
     parameter_option("stride", prefix="tracknet: ", suffix=", in the pipeline and the node", type=STRIDE),
+    option("--cameras", type=click.IntRange(min=2, max=MAX_CAMERAS),
+           help="with --node: also N cameras of 1280x720 at 15 Hz through one node against N single-camera nodes "
+           "(frames/s, latency per camera, memory), on onnx:cpu"),
     out_option("folder for bench.json and bench.png", "vision_factory_bench"),
 )  # fmt: skip
 def bench(**given: Any) -> None:
@@ -381,6 +411,7 @@ def bench(**given: Any) -> None:
       vision-factory bench model.onnx --backends onnx:cpu,openvino:CPU
       vision-factory bench tracknet.onnx --model-type tracknet --node --runs 200
       vision-factory bench yolov8n.onnx --model-type yolo --node --backends onnx:cpu,openvino:CPU
+      vision-factory bench yolov8n.onnx --model-type yolo --node --backends onnx:cpu --cameras 4
     """
     from .tools.bench import bench as run_bench
 

@@ -169,6 +169,9 @@ MAX_IMAGE_PIXELS = 7680 * 4320  # 8K UHD: larger than any camera frame a node is
 # The most frames a subscription's history or the inference queue holds: each can be a full frame in memory, and
 # DDS takes a QoS depth up to 2^31 - 1 only.
 MAX_QUEUE = 10000
+# The most cameras one node serves (its cameras parameter, cameras.py): each holds up to queue_size frames, and has
+# its own publishers and stream state.
+MAX_CAMERAS = 64
 # The most threads a backend may be asked for (ONNX Runtime starts as many as asked: 10000 took minutes to stop).
 MAX_THREADS = 256
 FRACTION = {"minimum": 0.0, "maximum": 1.0}  # scores, IoU, fractions
@@ -184,6 +187,13 @@ IMAGE_INPUT_PARAMETERS = (
         choices=TRANSPORTS,
     ),
     Parameter("qos_reliability", "best_effort", "best_effort (cameras) or reliable", choices=RELIABILITIES),
+    Parameter(
+        "cameras",
+        "",
+        "camera names, e.g. [front, left, right]: one model answers each camera's <camera>/image on <camera>/ "
+        "topics; empty: one camera, on image",
+        dynamic_typing=True,
+    ),
     Parameter("qos_depth", 5, "subscription history depth", minimum=1, maximum=MAX_QUEUE),
     Parameter(
         "queue_size",

@@ -149,10 +149,13 @@ class YoloDetector:
 
     def infer(self, tensor: np.ndarray) -> np.ndarray | Segmented:
         """The raw output as [C, N]; a segmentation model's with its prototypes (Segmented)."""
-        outputs = self.runner.run({self._input: tensor})
-        output = outputs[0][0]
+        return self.row(self.runner.run({self._input: tensor}), 0)
+
+    def row(self, outputs: list[np.ndarray], index: int) -> np.ndarray | Segmented:
+        """Frame ``index``'s raw output as [C, N] from the outputs of a run of several frames (cameras.py)."""
+        output = outputs[0][index]
         output = output if output.shape[0] == self.channels else output.T  # [N, C] exports
-        return Segmented(output, outputs[1][0]) if self.mask_channels else output
+        return Segmented(output, outputs[1][index]) if self.mask_channels else output
 
     def decode(self, output: np.ndarray | Segmented, box: FrameFit) -> list[Detection]:
         """[C, N] raw output (Segmented: with prototypes) -> detections in frame pixels."""

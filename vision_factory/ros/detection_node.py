@@ -16,6 +16,10 @@ ones that continue a track (families/tracking.published). The tracker starts a n
 when the frame size changes or a stamp goes back in time (families/pipeline.py's StreamRule). The node runs
 its family's frame pipeline (Family.pipeline), as verify, track and the other tools do.
 
+With ``cameras`` (ros/inference_node.py) each camera has its own pipeline (its tracker) on the one model, and a
+model that takes a batch (a dynamic batch, or a fixed one over 1) answers the frames waiting from several cameras
+in one run (cameras.py's detect_batch); others run them one after another.
+
 A managed (lifecycle) node as every node (ros/inference_node.py); its queue_size defaults to 1 (families/family.py):
 a detector answers the newest frame, never a backlog.
 
@@ -28,6 +32,7 @@ from __future__ import annotations
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray  # noqa: F401  imported at start: a node without it says so (ros/start.py)
 
+from ..cameras import batches, detect_batch
 from ..families import tracking as tracking_parameters
 from ..families.family import Family
 from ..images import ImageFormatError
@@ -55,8 +60,12 @@ class DetectionNode(InferenceNode):
 
     def configure(self) -> None:
         values, family = self.values, self.family
-        self.pipeline = family.pipeline(values, self.load_runner)  # families/pipeline.py, as the tools run it
+        # families/pipeline.py, as the tools run it: each camera's own, on the one model
+        self.pipelines = self.camera_pipelines(lambda load_runner: family.pipeline(values, load_runner))
+        self.pipeline = self.pipelines[self.cameras[0]]
         self.tracking, self.detector = self.pipeline.tracking, self.pipeline.detector
+        if self.multicamera and family.node.paired(values) is None and batches(self.detector):
+            self.batch_limit = len(self.cameras)  # the frames waiting from the cameras, in runs of the model's batch
         note = tracking_parameters.from_model_text(self.tracking) if self.tracking else None
         if note:
             self.get_logger().info(note)
@@ -103,7 +112,7 @@ class DetectionNode(InferenceNode):
             self.get_logger().info(f"posing the people of {people}, paired with images by stamp")
         else:
             topic = self.subscribe_images()
-        self.get_logger().info(f"listening on {topic}, publishing {self.resolve_topic_name(self.family.output_topic)}")
+        self.get_logger().info(f"listening on {topic}, publishing {self.resolved_outputs(self.family.output_topic)}")
 
     def process(self, item) -> None:
         image_msg, people_msg = item if isinstance(item, tuple) else (item, None)
@@ -118,9 +127,37 @@ class DetectionNode(InferenceNode):
             if self.person_class:
                 people = [person for person in people if person.class_name == self.person_class]
         header = image_msg.header
-        result = self.pipeline.push(frame, stamp_of(header), people)
+        pipeline = self.pipelines[self.camera]
+        if people is None and batches(self.detector):  # a model of a fixed batch over 1 takes one frame padded
+            detections = detect_batch([pipeline.detector], [frame], self.batch_sizes.ran)[0]
+            result = pipeline.track(frame, detections, stamp_of(header))
+        else:
+            result = pipeline.push(frame, stamp_of(header), people)
+            self.batch_sizes.ran(1)
+        self._publish(header, frame, result)
+
+    def process_batch(self, batch) -> None:
+        """The frames of several cameras (one each) in one model run (cameras.py's detect_batch), then each
+        through its camera's tracker and out on its camera's topics."""
+        frames = []
+        for camera, image_msg in batch:
+            with self.on_camera(camera):
+                try:
+                    frames.append((camera, image_msg.header, self.to_bgr(image_msg)))
+                except ImageFormatError as exc:
+                    self.skip_error(exc)
+        detectors = [self.pipelines[camera].detector for camera, _, _ in frames]
+        found = detect_batch(detectors, [frame for _, _, frame in frames], self.batch_sizes.ran)
+        for (camera, header, frame), detections in zip(frames, found):
+            with self.on_camera(camera):
+                self._publish(header, frame, self.pipelines[camera].track(frame, detections, stamp_of(header)))
+
+    def _publish(self, header, frame, result) -> None:
+        """A frame's answer, and the markers, masks and debug image that are subscribed, on its camera's topics."""
+        tracking = self.pipelines[self.camera].tracking
         if result.new_stream:
-            self.get_logger().info(f"new stream ({result.new_stream}): tracks reset, IDs count from 1 again")
+            camera = f"camera {self.camera}: " if self.multicamera else ""
+            self.get_logger().info(f"{camera}new stream ({result.new_stream}): tracks reset, IDs count from 1 again")
         detections, track_ids = result.detections, result.track_ids
         ids = None if track_ids is None else [tracking_parameters.id_text(track) for track in track_ids]
         self.detections_pub.publish(detections_message(header, detections, self.detector.keypoint_names, ids))
@@ -129,7 +166,7 @@ class DetectionNode(InferenceNode):
         if self.marker_pub is not None and self.marker_pub.get_subscription_count() > 0:
             self.marker_pub.publish(skeleton_markers(header, detections, self.skeleton, self.keypoint_threshold))
         if self.track_marker_pub is not None and self.track_marker_pub.get_subscription_count() > 0:
-            self.track_marker_pub.publish(track_markers(header, self.tracking.tracker.active))
+            self.track_marker_pub.publish(track_markers(header, tracking.tracker.active))
         if self.masks_pub is not None and self.masks_pub.get_subscription_count() > 0 and _has_masks(self.detector):
             self.masks_pub.publish(masks_message(header, detections, frame.shape[:2], self.mask_encoding))
         if self.debug_pub.get_subscription_count() > 0:

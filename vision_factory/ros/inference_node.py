@@ -19,6 +19,16 @@ Lifecycle (rclpy.lifecycle; ``ros2 lifecycle set <node> <transition>``):
   cleanup     forgets what configure made (the model, its session and memory, the publishers); the runtime stays
   shutdown    answers the frames already accepted first (``close()``), then releases
 ``autostart`` (default true) walks configure and activate at start, as a plain node starts.
+
+Several cameras (``cameras``: names, e.g. [front, left, right]; empty, the default: one camera on today's topics):
+the node subscribes ``<camera>/image`` (or image/compressed) for each and publishes each output under
+``<camera>/`` (``create_output``: a ros/cameras.py CameraPublisher), with that camera's header. One model, loaded
+once: ``camera_pipelines`` builds each camera's own pipeline (its tracker, its TrackNet window) on the same runners.
+Each camera keeps its newest queue_size frames, max_frame_age applies to each frame, and the inference thread takes
+the cameras in turn (cameras.py's CameraQueues): up to ``batch_limit`` frames, one per camera, go to
+``process_batch`` (a node whose model takes a batch runs them in one model run), one frame to ``process``; the
+code that runs for a frame is on that frame's camera (``camera``, ``on_camera``). /diagnostics adds one status per
+camera and the batch sizes run; ``~/debug/<camera>/pipeline_latency_ms`` and ``frame_age_ms`` per camera.
 """
 
 from __future__ import annotations
@@ -29,7 +39,8 @@ import gc
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import rclpy
@@ -39,14 +50,17 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
+from std_msgs.msg import Float64
 
+from ..cameras import BatchSizes, CameraQueues, CameraStats, camera_names, camera_topic
 from ..families.family import Input, Output
 from ..images import ImageFormatError
 from ..parameters import Parameter
 from ..runtime.runner import Runner
-from ..streaming import PAIRING_WINDOW, FrameQueue, Pairing, ProblemLog, stale_age_ms
+from ..streaming import PAIRING_WINDOW, Pairing, ProblemLog, frame_header, stale_age_ms, stamp_ns
 from ..text import untrusted
 from . import message_class
+from .cameras import CameraPublisher, camera_status
 from .messages import image_from_cdr, message_to_bgr
 from .monitor import Monitor
 from .parameters import (
@@ -80,6 +94,8 @@ class InferenceNode(LifecycleNode):
     lazy_period = 0.5  # seconds between looks at the outputs' subscribers, with ``lazy``
     max_frame_age = 0  # ms; parameter values (set at configure) of the same names
     lazy = False
+    cameras: tuple[str, ...] = ("",)  # the cameras served (configure): "" is the one camera of today's topics
+    batch_limit = 1  # the most frames (one per camera) handed to process_batch at once; subclasses set it
 
     def __init__(self, name: str, parameters: tuple[Parameter, ...], runner_class: type[Runner], **kwargs):
         """``parameters``: the node's all but the backend's (Family.node_parameters)."""
@@ -102,7 +118,8 @@ class InferenceNode(LifecycleNode):
         self._problems = ProblemLog(self.problems_period)  # from the executor and the inference thread
         self.problems = self._problems.counts  # kind of problem -> frames it happened to, in order of first sight
         self.create_timer(self.problems_period, self.log_problems)
-        self._queue = FrameQueue()
+        self._queue = CameraQueues()
+        self._here = threading.local()  # the camera whose frame the thread is on (on_camera)
         self._running = False
         self._worker: threading.Thread | None = None
         self._inputs: list = []  # the subscriptions listen() made, while listening
@@ -162,10 +179,15 @@ class InferenceNode(LifecycleNode):
             self.transport, self.image_qos = image_input(self.values)
             self.runner_settings = {p.name: self.values[p.name] for p in self.runner_class.PARAMETERS}
             self.queue_size = self._queue.size = self.values["queue_size"]
+            self.cameras = camera_names(self.values["cameras"]) or ("",)
+            self._queue.configure(self.cameras)
+            self.camera_stats = {camera: CameraStats() for camera in self.cameras}
+            self.batch_sizes = BatchSizes()
             self.max_image_pixels = self.values["max_image_pixels"]
             self.max_frame_age = self.values["max_frame_age"]
             self.lazy = self.values["lazy"]
             self.monitor = Monitor(self, self.values)  # ~/debug/ latency, /diagnostics, the silence warning
+            self.camera_debug = self._camera_debug()
             self.configure()
         except Exception as exc:
             # The reason can quote the model file (names, metadata) and parameters: one line, of bounded length.
@@ -199,11 +221,15 @@ class InferenceNode(LifecycleNode):
         self._stop_worker()
         dropped = self._queue.drain()
         self.frames_dropped += len(dropped)
-        for item in dropped:
-            self._survive(self.on_dropped, item)
+        for camera, item in dropped:
+            with self.on_camera(camera):
+                self.camera_stats[camera].count("dropped")
+                self._survive(self.on_dropped, item)
         if dropped:
             self.get_logger().info(f"deactivated: dropped {len(dropped)} queued frames")
-        self._survive(self.on_idle)  # the stream is over
+        for camera in self.cameras:  # the streams are over
+            with self.on_camera(camera):
+                self._survive(self.on_idle)
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -229,6 +255,9 @@ class InferenceNode(LifecycleNode):
             self.destroy_lifecycle_publisher(publisher)
         if getattr(self, "monitor", None) is not None:
             self.monitor.destroy()
+        for publishers in getattr(self, "camera_debug", {}).values():  # ~/debug/<camera>/...
+            for publisher in publishers.values():
+                self.destroy_publisher(publisher)
         self._outputs, self._listened = [], []
         for name in self._configured or ():
             delattr(self, name)
@@ -238,14 +267,103 @@ class InferenceNode(LifecycleNode):
 
     def create_output(self, message_type: type, topic: str, qos: Any, listened: bool = True) -> Any:
         """A lifecycle publisher (publishes only while active), destroyed at cleanup; ``listened``: its subscribers
-        make a ``lazy`` node listen (not so for latched metadata such as labels)."""
-        publisher = self.create_lifecycle_publisher(
-            message_type, topic, qos, qos_overriding_options=OUTPUT_QOS_OVERRIDES
-        )
-        self._outputs.append(publisher)
-        if listened:
-            self._listened.append(publisher)
-        return publisher
+        make a ``lazy`` node listen (not so for latched metadata such as labels). With named cameras, one per camera
+        (``<camera>/<topic>``) behind a CameraPublisher that publishes on the camera of the calling thread."""
+        publishers = {}
+        for camera in self.cameras:
+            publisher = self.create_lifecycle_publisher(
+                message_type, camera_topic(camera, topic), qos, qos_overriding_options=OUTPUT_QOS_OVERRIDES
+            )
+            self._outputs.append(publisher)
+            if listened:
+                self._listened.append(publisher)
+            publishers[camera] = publisher
+        if not self.multicamera:
+            return publishers[""]
+        return CameraPublisher(publishers, lambda: getattr(self._here, "camera", None))
+
+    def resolved_outputs(self, topic: str) -> str:
+        """The fully qualified name of output ``topic``: each camera's, with named cameras (for the logs)."""
+        return ", ".join(self.resolve_topic_name(camera_topic(camera, topic)) for camera in self.cameras)
+
+    @property
+    def multicamera(self) -> bool:
+        """Whether the node serves named cameras (``cameras``), each on its own topics."""
+        return self.cameras != ("",)
+
+    @property
+    def camera(self) -> str:
+        """The camera whose frame this thread is on (the first camera outside any)."""
+        return getattr(self._here, "camera", None) or self.cameras[0]
+
+    @contextmanager
+    def on_camera(self, camera: str) -> Iterator[None]:
+        """Run the code inside on ``camera``'s frame: its state, its publishers, its counts."""
+        before = getattr(self._here, "camera", None)
+        self._here.camera = camera
+        try:
+            yield
+        finally:
+            self._here.camera = before
+
+    def camera_pipelines(self, make: Callable[[Callable[[str], Runner]], Any]) -> dict[str, Any]:
+        """Each camera's own pipeline, ``make(load_runner)``, every camera's on the same runners: a model file loads
+        once (its session shared), while what a pipeline keeps of its stream (a tracker, a TrackNet window, a
+        median) is each camera's."""
+        loaded: dict[str, Runner] = {}
+
+        def load_once(path: str) -> Runner:
+            if path not in loaded:
+                loaded[path] = self.load_runner(path)
+            return loaded[path]
+
+        return {camera: make(load_once if self.multicamera else self.load_runner) for camera in self.cameras}
+
+    def _camera_debug(self) -> dict[str, dict[str, Any]]:
+        """``~/debug/<camera>/pipeline_latency_ms`` and ``frame_age_ms`` per named camera (none for one camera)."""
+        if not self.multicamera:
+            return {}
+        return {
+            camera: {
+                name: self.create_publisher(
+                    Float64, f"~/debug/{camera}/{name}", 10, qos_overriding_options=OUTPUT_QOS_OVERRIDES
+                )
+                for name in ("pipeline_latency_ms", "frame_age_ms")
+            }
+            for camera in self.cameras
+        }
+
+    def _debug(self, camera: str, name: str, value_ms: float) -> None:
+        publisher = getattr(self, "camera_debug", {}).get(camera, {}).get(name)
+        if publisher is not None and publisher.get_subscription_count() > 0:
+            publisher.publish(Float64(data=value_ms))
+
+    def camera_answered(self, latency_ms: float) -> None:
+        """The monitor's hook: an answer for the current camera's frame went out ``latency_ms`` after its stamp."""
+        stats = getattr(self, "camera_stats", None)
+        if stats is not None:
+            stats[self.camera].answer(latency_ms)
+            self._debug(self.camera, "pipeline_latency_ms", latency_ms)
+
+    def camera_statuses(self) -> list:
+        """/diagnostics: one status per named camera (none for one camera)."""
+        if not self.multicamera or getattr(self, "camera_stats", None) is None:
+            return []
+        silence = float(self.values["silence_timeout"]) if self._inputs else 0.0
+        since = getattr(self, "_listening_since", time.monotonic())
+        topic = "image" if self.transport == "raw" else "image/compressed"
+        return [
+            camera_status(
+                self.get_name(), camera, self.resolve_topic_name(camera_topic(camera, topic)), stats, silence, since
+            )
+            for camera, stats in self.camera_stats.items()
+        ]
+
+    def monitor_values(self) -> dict[str, str]:
+        """The node's status' values besides the monitor's own: with named cameras, them and the batch sizes run."""
+        if not self.multicamera or getattr(self, "batch_sizes", None) is None:
+            return {}
+        return {"cameras": ", ".join(self.cameras), "batch sizes run (frames: runs)": self.batch_sizes.text()}
 
     def create_outputs(self, outputs: tuple[Output, ...]) -> dict[str, Any]:
         """The publishers of a node's output table (Family.node.outputs: the table `vision-factory models` and the
@@ -275,9 +393,10 @@ class InferenceNode(LifecycleNode):
         self._inputs = []
         if getattr(self, "monitor", None) is not None:
             self.monitor.unwatch()  # no silence warning while not listening
-        pairs = getattr(self, "_pairs", None)
-        for _ in range(pairs.clear() if pairs else 0):  # paired images still waiting for their partner
-            self._unpaired_image()
+        for camera, pairs in getattr(self, "_pairs", {}).items():
+            with self.on_camera(camera):
+                for _ in range(pairs.clear()):  # paired images still waiting for their partner
+                    self._unpaired_image()
 
     def _stop_worker(self) -> None:
         self._running = False
@@ -297,7 +416,8 @@ class InferenceNode(LifecycleNode):
         return message_to_bgr(msg, self.max_image_pixels, self.warn)
 
     def subscribe_images(self, callback: Callable[[Any], None] | None = None) -> str:
-        """Subscribe to image (raw) or image/compressed (until deactivated). The topic subscribed."""
+        """Subscribe to image (raw) or image/compressed (until deactivated); with named cameras, each camera's
+        ``<camera>/image``, its frames handled on that camera (``on_camera``). The topics subscribed."""
         callback = callback or self.enqueue
         if self.transport == "raw":
             # Raw: the serialized bytes, read as an ImageView whose pixels stay in them (messages.image_from_cdr).
@@ -305,9 +425,24 @@ class InferenceNode(LifecycleNode):
             take = lambda data: self._take_image(data, callback)  # noqa: E731
         else:
             topic, message_type, raw, take = "image/compressed", CompressedImage, False, callback
-        watched = self.monitor.watch(topic, message_type, self.image_qos, take)  # arrivals, for the silence watch
-        self._inputs.append(self.create_subscription(message_type, topic, watched, self.image_qos, raw=raw))
-        return self.resolve_topic_name(topic)
+        self._listening_since = time.monotonic()
+        topics = []
+        for index, camera in enumerate(self.cameras):
+            camera_image = camera_topic(camera, topic)
+            # The monitor's silence watch follows the first camera's topic; /diagnostics says each camera's silence.
+            watched = self.monitor.watch(camera_image, message_type, self.image_qos, take) if index == 0 else take
+            on_camera = self._on_camera_callback(camera, watched) if self.multicamera else watched
+            subscription = self.create_subscription(message_type, camera_image, on_camera, self.image_qos, raw=raw)
+            self._inputs.append(subscription)
+            topics.append(self.resolve_topic_name(camera_image))
+        return ", ".join(topics)
+
+    def _on_camera_callback(self, camera: str, callback: Callable[[Any], None]) -> Callable[[Any], None]:
+        def on_camera(message: Any) -> None:
+            with self.on_camera(camera):
+                callback(message)
+
+        return on_camera
 
     def _take_image(self, data: bytes, callback: Callable[[Any], None]) -> None:
         try:
@@ -323,18 +458,21 @@ class InferenceNode(LifecycleNode):
         another node's detections, ``what`` in words) and enqueue (image, partner) once both of one stamp are in,
         keeping the newest unpaired of each. An image whose partner never comes is refused (counted as "image
         without ``what``", reported with ``hint``, how to fix it). The image topic."""
-        self._pairs = Pairing(PAIRING_WINDOW)
+        self._pairs = {camera: Pairing(PAIRING_WINDOW) for camera in self.cameras}
         self._pairing = partner.topic, what, hint
         images = self.subscribe_images(self._keep_image)
         message_type = message_class(partner.message)
-        self._inputs.append(self.create_subscription(message_type, partner.topic, self._keep_partner, 10))
+        for camera in self.cameras:
+            keep = self._on_camera_callback(camera, self._keep_partner) if self.multicamera else self._keep_partner
+            topic = camera_topic(camera, partner.topic)
+            self._inputs.append(self.create_subscription(message_type, topic, keep, 10))
         return images
 
     def _keep_image(self, msg: Any) -> None:
-        self._paired(*self._pairs.image(msg))
+        self._paired(*self._pairs[self.camera].image(msg))
 
     def _keep_partner(self, msg: Any) -> None:
-        self._paired(*self._pairs.partner(msg))
+        self._paired(*self._pairs[self.camera].partner(msg))
 
     def _paired(self, pair: tuple | None, unpaired: int) -> None:
         if pair is not None:
@@ -354,9 +492,13 @@ class InferenceNode(LifecycleNode):
     def enqueue(self, item: Any) -> None:
         """Hand an item to the inference thread; drop the oldest when the queue is full (``on_dropped``)."""
         self.frames_in += 1
-        dropped = self._queue.put(item)
+        camera = self.camera
+        stats = self.camera_stats[camera]
+        stats.came()
+        dropped = self._queue.put(item, camera)
         if dropped is not None:
             self.frames_dropped += 1
+            stats.count("dropped")
             self._survive(self.on_dropped, dropped)
 
     def on_dropped(self, item: Any) -> None:
@@ -366,26 +508,59 @@ class InferenceNode(LifecycleNode):
     def process(self, item: Any) -> None:
         raise NotImplementedError
 
+    def process_batch(self, batch: list[tuple[str, Any]]) -> None:
+        """The frames of several cameras, (camera, item) each, taken together (at most ``batch_limit``, one per
+        camera): a node whose model takes a batch runs them in one model run; by default one after another."""
+        for camera, item in batch:
+            with self.on_camera(camera):
+                self._survive(self.process, item)
+
     def on_idle(self) -> None:
         """Runs once after ``idle_timeout`` seconds without items."""
 
     def _work(self) -> None:
-        last_item = time.monotonic()
+        last_item = dict.fromkeys(self.cameras, time.monotonic())  # per camera: its stream ends on its own
         while self._running:
-            item = self._queue.take(timeout=0.05)
-            if item is not None:
-                last_item = time.monotonic()
+            batch = self._queue.take_batch(self.batch_limit, timeout=0.05)
+            now = time.monotonic()
+            for camera, _ in batch:
+                last_item[camera] = now
+            if batch:
+                self._run(batch)
+            if self.idle_timeout > 0:
+                for camera, last in last_item.items():
+                    if now - last > self.idle_timeout:
+                        last_item[camera] = float("inf")
+                        with self.on_camera(camera):
+                            self._survive(self.on_idle)
+
+    def _run(self, batch: list[tuple[str, Any]]) -> None:
+        """The frames the inference thread took, (camera, item) each: those not stale to ``process`` (one) or
+        ``process_batch`` (several), timed by the monitor."""
+        fresh = []
+        for camera, item in batch:
+            with self.on_camera(camera):
                 if not self._stale(item):
-                    self._survive(self.monitor.process, self.process, item)
-            elif self.idle_timeout > 0 and time.monotonic() - last_item > self.idle_timeout:
-                last_item = float("inf")
-                self._survive(self.on_idle)
+                    fresh.append((camera, item))
+        if len(fresh) == 1:
+            camera, item = fresh[0]
+            with self.on_camera(camera):
+                self._survive(self.monitor.process, self.process, item)
+        elif fresh:
+            self._survive(self.monitor.process, self.process_batch, fresh)
 
     def _stale(self, item: Any) -> bool:
-        """Whether ``item``, about to reach the model, is older than max_frame_age (then skipped, counted)."""
-        age_ms = stale_age_ms(item, self.get_clock().now().nanoseconds, self.max_frame_age)
+        """Whether ``item`` (of the current camera), about to reach the model, is older than max_frame_age (then
+        skipped, counted); its age is noted for the camera's diagnostics."""
+        now_ns = self.get_clock().now().nanoseconds
+        if self.multicamera:
+            age_ms = (now_ns - stamp_ns(frame_header(item))) / 1e6
+            self.camera_stats[self.camera].aged(age_ms)
+            self._debug(self.camera, "frame_age_ms", age_ms)
+        age_ms = stale_age_ms(item, now_ns, self.max_frame_age)
         if age_ms is None:
             return False
+        self.camera_stats[self.camera].count("stale")
         self.skip(
             "stale frame",
             f"the frame is {age_ms:.0f} ms old (now - its header stamp) as inference would start, over "
@@ -417,6 +592,9 @@ class InferenceNode(LifecycleNode):
 
     def _problem(self, kind: str, what: str, detail: str, skipped: bool) -> None:
         first = self._problems.count(kind, what, untrusted(detail), skipped)
+        stats = getattr(self, "camera_stats", None)
+        if skipped and stats is not None:
+            stats[self.camera].count("skipped")
         if first is not None:
             self.get_logger().warning(first)
 
@@ -432,12 +610,13 @@ class InferenceNode(LifecycleNode):
             return
         self._closed = True
         self._stop_worker()
-        while (item := self._queue.take()) is not None:  # frames already accepted still get their answer
-            if not self._stale(item):
-                self._survive(self.monitor.process, self.process, item)
+        while batch := self._queue.take_batch(self.batch_limit):  # frames already accepted still get their answer
+            self._run(batch)
         self._stop_listening()  # paired images still waiting for their partner are counted
         if self._configured is not None:
-            self.finish()
+            for camera in self.cameras:
+                with self.on_camera(camera):
+                    self.finish()
         self.log_problems(final=True)
         self.get_logger().info(self.counts())
 

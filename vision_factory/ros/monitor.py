@@ -196,6 +196,9 @@ class Monitor:
         with self._lock:
             self._latencies.append((time.monotonic(), 1000 * latency))
         self._publish("pipeline_latency_ms", latency)
+        camera_answered = getattr(self.node, "camera_answered", None)  # a node of several cameras counts each's
+        if camera_answered is not None:
+            camera_answered(1000 * latency)
 
     # --- inside ---
 
@@ -215,8 +218,9 @@ class Monitor:
     def tick(self) -> None:
         """Once a second: the silence watch, then /diagnostics."""
         self.watch_silence()
+        cameras = getattr(self.node, "camera_statuses", list)()  # one status per camera of a multi-camera node
         self.diagnostics.publish(
-            DiagnosticArray(header=Header(stamp=self.node.get_clock().now().to_msg()), status=[self.status()])
+            DiagnosticArray(header=Header(stamp=self.node.get_clock().now().to_msg()), status=[self.status(), *cameras])
         )
 
     def watch_silence(self) -> None:
@@ -371,6 +375,7 @@ class Monitor:
             if samples:
                 p50, p90, p99 = np.percentile(samples, (50, 90, 99))
                 values[f"{name} p50/p90/p99 (ms)"] = f"{p50:.1f} / {p90:.1f} / {p99:.1f}"
+        values.update(getattr(self.node, "monitor_values", dict)())  # the cameras and batch sizes run, with several
         values["model"] = self.model_path
         more = getattr(node, "status_values", None)  # the node's own (a tracker's thresholds), when it has some
         if more is not None:

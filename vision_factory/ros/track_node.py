@@ -8,7 +8,9 @@ Publishes   families/track.py's output table (its publishers, and what `vision-f
             debug_image only when subscribed.
 
 Detections are tracked per class: their results[0] class_id (a name) sets it. Those scoring under
-track_low_threshold are republished too, with an empty id. New streams as in ros/tracks.py.
+track_low_threshold are republished too, with an empty id. New streams as in ros/tracks.py. With ``cameras``
+(ros/inference_node.py) each camera's images and detections are paired and tracked on their own (a tracker per
+camera, one re-id model).
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ class TrackNode(InferenceNode):
         super().__init__(family.name, family.node_parameters, runner_class, **kwargs)
 
     def configure(self) -> None:
-        self.tracking = self.family.build(self.values, self.load_runner)
-        self.stream = TrackedStream(self.tracking, self.get_logger())
+        trackings = self.camera_pipelines(lambda load_runner: self.family.build(self.values, load_runner))
+        self.streams = {camera: TrackedStream(tracking, self.get_logger()) for camera, tracking in trackings.items()}
+        self.tracking = trackings[self.cameras[0]]
         self.classes: dict[str, int] = {}  # class name -> the tracker's class id, in order of first sight
         publishers = self.create_outputs(self.family.node.outputs)  # families/track.py's table
         self.tracks_pub = publishers[self.family.output_topic]
@@ -50,7 +53,7 @@ class TrackNode(InferenceNode):
         reid = "re-identification " + self.values["reid_model_path"] if self.tracking.embedder else "motion only"
         self.get_logger().info(
             f"tracking ({reid}) the detections of {self.resolve_topic_name(detections.topic)} paired with {topic}, "
-            f"publishing {self.resolve_topic_name(self.family.output_topic)}"
+            f"publishing {self.resolved_outputs(self.family.output_topic)}"
         )
 
     def process(self, item) -> None:
@@ -63,14 +66,15 @@ class TrackNode(InferenceNode):
         detections = detections_from_message(detections_msg)
         for detection in detections:
             detection.class_id = self.classes.setdefault(detection.class_name, len(self.classes))
-        track_ids = self.stream.update(detections_msg.header, frame, detections)
+        stream = self.streams[self.camera]
+        track_ids = stream.update(detections_msg.header, frame, detections)
         for message, track in zip(detections_msg.detections, track_ids):
             message.id = id_text(track)
         self.tracks_pub.publish(detections_msg)
         self.outputs += 1
         self.monitor.answered(detections_msg.header)
         if self.marker_pub.get_subscription_count() > 0:
-            self.marker_pub.publish(track_markers(detections_msg.header, self.tracking.tracker.active))
+            self.marker_pub.publish(track_markers(detections_msg.header, stream.tracking.tracker.active))
         if self.debug_pub.get_subscription_count() > 0:
             annotated = draw_detections(frame.copy(), detections, (), track_ids=track_ids)
             self.debug_pub.publish(bgr_to_message(annotated, image_msg.header))

@@ -5,6 +5,9 @@ Publishes   families/tracknet.py's output table (its publishers, and what `visio
             (geometry_msgs/PointStamped, pixels, z = visibility), one per accepted frame, stamped with that
             frame's header; ball_markers and debug_image only when subscribed.
 
+With ``cameras`` (ros/inference_node.py) each camera has its own stream (window, background median, InpaintNet,
+trajectory) on the one model, its frames one after another; a camera's stream ends on its own (flush_timeout).
+
 Two stages per frame: the subscription callback (the executor's thread) converts the message and
 pre-processes the frame while the inference thread runs the model on the frame before it; the
 inference thread assembles the window, runs the model, decodes and publishes.
@@ -20,6 +23,7 @@ from collections import deque
 from ..families.family import Family
 from ..images import ImageFormatError
 from ..models.ball_stream import FrameSizeChanged
+from ..models.tracknet_stream import StreamStats
 from ..results.ball import ball_message, draw_trajectory, trajectory_markers
 from ..runtime.runner import Runner
 from .inference_node import InferenceNode, spin
@@ -41,8 +45,9 @@ class TrackNetNode(InferenceNode):
     def configure(self) -> None:
         values = self.values
         self.idle_timeout = values["flush_timeout"]
-        self.stream = self.family.pipeline(values, self.load_runner)  # families/pipeline.py, as the tools run it
-        tracker = self.stream.tracker
+        # families/pipeline.py, as the tools run it: each camera's own stream, on the one model
+        self.streams = self.camera_pipelines(lambda load_runner: self.family.pipeline(values, load_runner))
+        tracker = self.streams[self.cameras[0]].tracker
         given = "" if values["bg_mode"] == tracker.bg_mode else " (the model's)"
         median = ""
         if tracker.needs_median:
@@ -55,11 +60,21 @@ class TrackNetNode(InferenceNode):
         publishers = self.create_outputs(self.family.node.outputs)  # families/tracknet.py's table
         self.ball_pub, self.marker_pub = publishers[self.family.output_topic], publishers["ball_markers"]
         self.debug_pub = publishers["debug_image"]
-        self.trajectory: deque[tuple[int, int]] = deque(maxlen=values["trajectory_length"])
+        self.trajectories = {camera: deque(maxlen=values["trajectory_length"]) for camera in self.cameras}
+
+    @property
+    def stream(self):
+        """The stream of the camera this thread is on (AttributeError before configure and after cleanup)."""
+        return self.streams[self.camera]
+
+    @property
+    def trajectory(self) -> deque:
+        """The ball's recent positions on the camera this thread is on."""
+        return self.trajectories[self.camera]
 
     def listen(self) -> None:
         topic = self.subscribe_images(self._receive)
-        self.get_logger().info(f"listening on {topic}, publishing {self.resolve_topic_name('ball')}")
+        self.get_logger().info(f"listening on {topic}, publishing {self.resolved_outputs('ball')}")
 
     def _receive(self, msg) -> None:
         """Subscription callback: pre-process here, overlapping the inference of earlier frames.
@@ -143,10 +158,12 @@ class TrackNetNode(InferenceNode):
 
     def counts(self, outputs: int | None = None) -> str:
         """The closing line, with the answers to dropped frames among the outputs and the per-stage times."""
-        stream = getattr(self, "stream", None)  # none before configure and after cleanup
-        if stream is None:
+        streams = getattr(self, "streams", None)  # none before configure and after cleanup
+        if streams is None:
             return super().counts(self.outputs + self.dropped_answers)
-        stats = stream.stats
+        stats = StreamStats()
+        for stream in streams.values():
+            stats.add(stream.stats)
         per_frame = lambda seconds: 1000 * seconds / max(1, stats.push_calls)  # noqa: E731
         return (
             f"{super().counts(self.outputs + self.dropped_answers)}; per frame: pre-processing "

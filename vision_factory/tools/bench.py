@@ -48,6 +48,7 @@ class BenchResult:
     peak_rss_mb: float = 0.0  # the worker process's peak resident memory
     pipeline: dict[str, float] = field(default_factory=dict)  # --model-type: per-frame stages
     node: dict[str, float] = field(default_factory=dict)  # --node: the ROS node end to end
+    cameras: dict[str, Any] = field(default_factory=dict)  # --cameras N: one node of N cameras against N nodes
     latencies_ms: list[float] = field(default_factory=list, repr=False)
 
     def summary(self) -> dict[str, Any]:
@@ -263,6 +264,17 @@ def _node(
     }
 
 
+def _cameras(
+    model: Path, model_type: str, stride: int, cameras: int, seconds: float, rate: float, work_dir: Path
+) -> dict[str, Any]:
+    """--cameras: one node of ``cameras`` cameras against as many single-camera nodes (tools/bench_cameras.py)."""
+    from .bench_cameras import cameras_vs_nodes
+
+    params, _ = node_params(model_type, model, stride, {})
+    frame = next(iter(_node_frames(model_type, 1)))
+    return cameras_vs_nodes(model_type, params, frame, cameras, seconds, rate, work_dir / "cameras")
+
+
 def node_params(model_type: str, model: Path, stride: int, settings: dict[str, str]) -> tuple[dict[str, str], int]:
     """The ``model_type`` node's parameters for ``model`` (those its model file and ``stride`` set apart from the
     node's defaults, and the target's ``settings``), and the frames it holds back until the stream ends."""
@@ -282,15 +294,22 @@ def run_bench(
     node: bool = False,
     progress: Callable[[str], None] | None = None,
     stride: int = 1,
+    cameras: int = 1,
+    camera_seconds: float = 15.0,
+    camera_rate: float = 15.0,
 ) -> list[BenchResult]:
     """Every target measured in its own worker; with ``node``, also the ROS node for each onnx target.
-    ``stride``: tracknet's, the model once every ``stride`` frames in the pipeline and the node."""
+    ``stride``: tracknet's, the model once every ``stride`` frames in the pipeline and the node. ``cameras`` over 1
+    (with ``node``): also one node serving that many cameras against as many single-camera nodes, each camera fed
+    ``camera_rate`` frames/s for ``camera_seconds`` (tools/bench_cameras.py), on ONNX Runtime's CPU target."""
     if not Path(model).is_file():
         raise ValueError(f"model file not found: {model}")
     if model_type is not None and model_type not in MODEL_TYPES:
         raise ValueError(f"--model-type {model_type} is not one of {', '.join(MODEL_TYPES)}")
     if node and model_type is None:
         raise ValueError(f"--node needs --model-type (the family whose node runs: {', '.join(MODEL_TYPES)})")
+    if cameras > 1 and not node:
+        raise ValueError("--cameras needs --node (it measures the family's ROS node serving several cameras)")
     if stride != 1:
         windowed = [name for name in MODEL_TYPES if any(p.name == "stride" for p in family(name).parameters)]
         if model_type not in windowed:
@@ -313,6 +332,12 @@ def run_bench(
                 if progress:
                     progress(f"replaying {frames} frames through the {model_type} node on {label} ...")
                 result.node = _node(Path(model), result, bag, work_dir, stride, model_type)
+            if cameras > 1 and result.available and parse_targets(label)[0].backend.name == "onnx":
+                if progress:
+                    progress(f"{cameras} cameras through one {model_type} node, then through {cameras} nodes ...")
+                result.cameras = _cameras(
+                    Path(model), model_type, stride, cameras, camera_seconds, camera_rate, work_dir
+                )
             results.append(result)
     return results
 
@@ -327,15 +352,19 @@ def bench(
     out_dir: Path,
     progress: Callable[[str], None] | None = None,
     stride: int = 1,
+    cameras: int | None = None,
 ) -> CommandReport:
-    """`bench`: ``run_bench``, its table, OUT/bench.json and the latency plot OUT/bench.png."""
+    """`bench`: ``run_bench``, its table, OUT/bench.json and the latency plot OUT/bench.png. ``cameras``: --cameras
+    (None: one camera, no multi-camera measure)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    results = run_bench(model, targets, runs, warmup, model_type, node, progress, stride)
+    cameras = cameras or 1
+    results = run_bench(model, targets, runs, warmup, model_type, node, progress, stride, cameras)
     report = {
         "model": str(model),
         "runs": runs,
         "warmup": warmup,
         "stride": stride,
+        "cameras": cameras,
         "results": [r.summary() for r in results],
     }
     write_text(out_dir / "bench.json", json.dumps(report, indent=2) + "\n", [model])
@@ -387,6 +416,10 @@ def table(results: list[BenchResult]) -> str:
                     f"pre {r.node['node_preprocess_ms']:.2f} ms, inference {r.node['node_inference_ms']:.2f} ms, "
                     f"post {r.node['node_postprocess_ms']:.2f} ms (medians)"
                 )
+        if r.cameras:
+            from .bench_cameras import lines as camera_lines
+
+            lines += camera_lines(r.target, r.cameras)
     return "\n".join(lines)
 
 

@@ -1,0 +1,63 @@
+"""The ROS side of a node serving several cameras (its ``cameras`` parameter; the rest is ../cameras.py, ROS-free):
+an output published per camera, and what /diagnostics and ``~/debug/`` say per camera.
+
+- ``CameraPublisher``: one publisher per camera (``<camera>/<topic>``) behind the one a node's code publishes on:
+  ``publish`` sends to the camera whose frame the calling thread is on (InferenceNode.on_camera), or to every
+  camera where none is (latched metadata such as labels); ``get_subscription_count`` counts that camera's
+  subscribers (every camera's where none).
+- ``camera_status``: one DiagnosticStatus per camera, "<node>: camera <name>": its counts, rate, latency and frame
+  age (CameraStats), WARN while it is silent for silence_timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+
+from ..cameras import CameraStats
+from ..text import untrusted
+
+CAMERA_STATUS = "{node}: camera {camera}"  # the name of a camera's DiagnosticStatus
+
+
+class CameraPublisher:
+    """A node output's publishers, one per camera, chosen by the camera the calling thread is on."""
+
+    def __init__(self, publishers: Mapping[str, Any], current: Callable[[], str | None]):
+        self.publishers = dict(publishers)
+        self._current = current
+
+    def _chosen(self) -> list:
+        camera = self._current()
+        return list(self.publishers.values()) if camera is None else [self.publishers[camera]]
+
+    def publish(self, message: Any) -> None:
+        for publisher in self._chosen():
+            publisher.publish(message)
+
+    def get_subscription_count(self) -> int:
+        return sum(publisher.get_subscription_count() for publisher in self._chosen())
+
+    @property
+    def topic_name(self) -> str:
+        """The topic of the camera the calling thread is on (the first camera's where none)."""
+        return self._chosen()[0].topic_name
+
+
+def camera_status(node: str, camera: str, topic: str, stats: CameraStats, silence_s: float, since: float):
+    """``camera``'s DiagnosticStatus: OK, or WARN when no frame came on ``topic`` for ``silence_s`` seconds since
+    ``since`` (monotonic s: when the node started listening; 0 silence_s: never)."""
+    values = stats.values()
+    level, message = DiagnosticStatus.OK, "answering" if stats.answered else f"waiting for frames on {topic}"
+    silent = stats.silent_for(since)
+    if silence_s > 0 and silent >= silence_s:
+        level, message = DiagnosticStatus.WARN, f"no frame on {topic} for {silent:.0f} s"
+    return DiagnosticStatus(
+        level=level,
+        name=CAMERA_STATUS.format(node=node, camera=camera),
+        message=untrusted(message, 500),
+        hardware_id=camera,
+        values=[KeyValue(key=key, value=untrusted(value, 500)) for key, value in values.items()],
+    )

@@ -23,7 +23,8 @@ The image processor is the checkpoints' own (keep aspect, multiple of 14, PIL bi
 the small one the model was made for (transformers' default backend: torchvision, uint8, antialiased). Reference:
 ``pipeline("depth-estimation", model, image_processor)`` (image processor + model + ``post_process_depth_estimation``
 at the image's size) on real images (skimage.data), its ``predicted_depth`` (every STRIDE-th row and column) written
-as .npy beside reference.json.
+as .npy beside reference.json; and the same with transformers' PIL backend (``DPTImageProcessorPil``, ``frames_pil``):
+the two backends' 8-bit resized images differ by one level in a few pixels (37 of 23520 values for chelsea).
 
 Run it in a scratch venv outside the repository, never in the project's venv. As the committed files were made
 (Python 3.11, CPU only, nothing downloaded):
@@ -117,11 +118,11 @@ def depth_anything(kind: str):
     return model
 
 
-def depth_anything_processor():
-    from transformers import DPTImageProcessor
+def depth_anything_processor(backend: str = "torchvision"):
+    from transformers import DPTImageProcessor, DPTImageProcessorPil
 
     # LiheYoung/depth-anything-*-hf and depth-anything/Depth-Anything-V2-*-hf's preprocessor_config.json, but size
-    return DPTImageProcessor(
+    return {"torchvision": DPTImageProcessor, "pil": DPTImageProcessorPil}[backend](
         do_resize=True,
         size={"height": DA_SIZE, "width": DA_SIZE},
         keep_aspect_ratio=True,
@@ -178,7 +179,7 @@ def export(model, path: Path, size: tuple[int, int], metadata: dict[str, str]) -
     )
 
 
-def reference(model, processor, name: str, images: Path, out: Path) -> list[dict]:
+def reference(model, processor, name: str, images: Path, out: Path, suffix: str = "") -> list[dict]:
     import torch
     from PIL import Image
     from transformers import pipeline
@@ -192,7 +193,7 @@ def reference(model, processor, name: str, images: Path, out: Path) -> list[dict
             inputs = processor(images=image, return_tensors="pt")["pixel_values"]
             raw = model(pixel_values=inputs).predicted_depth[0].numpy()
         depth = found["predicted_depth"].numpy().astype(np.float32)
-        saved = out / f"{name}_{image_name}.npy"
+        saved = out / f"{name}_{image_name}{suffix}.npy"
         np.save(saved, np.ascontiguousarray(depth[::STRIDE, ::STRIDE]))
         records.append(
             {
@@ -249,6 +250,8 @@ def main() -> None:
                 "max_depth": getattr(model.config, "max_depth", None),
             },
             "frames": reference(model, processor, name, args.images, args.out),
+            # the same with transformers' PIL backend (DPTImageProcessorPil): PIL's own bicubic resize
+            "frames_pil": reference(model, depth_anything_processor("pil"), name, args.images, args.out, "_pil"),
         }
         print(path, path.stat().st_size, "bytes")
     (args.out / "reference.json").write_text(

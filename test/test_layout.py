@@ -192,6 +192,7 @@ SHARED = [
     "images.py",
     "models/__init__.py",
     "models/bounds.py",
+    "models/depth_interface.py",
     "models/fasterrcnn_interface.py",
     "models/interface.py",
     "models/recognition.py",
@@ -254,6 +255,7 @@ CARRIED = {
         "ros/tracks.py",
         *TRACKER,
     ],
+    "depth": ["families/depth.py", "models/depth.py", "results/dense.py", "ros/depth_node.py"],
 }
 
 

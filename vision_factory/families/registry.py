@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..models import recognition
 from ..parameters import Parameter
-from . import fasterrcnn, reid, rtmpose, track, tracknet, yolo, yolo_pose
+from . import depth, fasterrcnn, reid, rtmpose, track, tracknet, yolo, yolo_pose
 from .family import Family
 
 FAMILIES: dict[str, Family] = {
@@ -22,6 +22,7 @@ FAMILIES: dict[str, Family] = {
         rtmpose.FAMILY,
         reid.FAMILY,
         track.FAMILY,
+        depth.FAMILY,
     )
 }
 # Families with a node of their own: what generate, replay, launch files and the per-frame tools (bench, eval,

@@ -3,8 +3,8 @@
 ``vision-factory inspect`` prints what these rules find in an ONNX file (models/model_file.py), and every
 node checks its models with them at start-up, on whatever backend loaded them. Each family's rule lives
 beside its adapter, in the light module of facts the two share (tracknet_interface.py, yolo_interface.py,
-fasterrcnn_interface.py, rtmpose_interface.py, reid_interface.py): a generated package carries every rule, to name
-the family a wrong model looks like, but only its own family's adapter.
+fasterrcnn_interface.py, rtmpose_interface.py, reid_interface.py, depth_interface.py): a generated package carries
+every rule, to name the family a wrong model looks like, but only its own family's adapter.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from ..runtime.runner import Runner, TensorInfo, tensor_text, tensors_text
 from ..text import untrusted
+from .depth_interface import DEPTH
 from .fasterrcnn_interface import FASTERRCNN
 from .interface import Interface, ModelInterface, Recognition, Rule, end2end
 from .reid_interface import REID
@@ -23,7 +24,7 @@ from .yolo_interface import YOLO, YOLO_POSE
 __all__ = ["FAMILY_NAMES", "RULES", "Recognition", "WrongFamily", "load_checked", "recognise", "require_family"]
 
 # Tried in this order; the first that matches wins (a pose model also fits the detector's rule).
-RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE, REID)
+RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE, REID, DEPTH)
 FAMILY_NAMES = tuple(rule.family for rule in RULES)
 _NEEDS = {rule.family: rule.needs for rule in RULES}
 

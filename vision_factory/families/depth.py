@@ -93,6 +93,7 @@ CAMERA_INFO = Input(
     ", the image's intrinsics (the newest of the image's size)",
     when=("camera_info", True),
 )
+MAP_INFO = "depth/camera_info"  # the maps' camera_info (camera_info is the image's, subscribed beside it)
 DEPTH_MAP = ", 32FC1 metres (REP-118: NaN invalid), one per frame with its header; metric models"
 RELATIVE_MAP = ", 32FC1 relative inverse depth (no unit: larger is nearer), one per frame with its header"
 
@@ -110,7 +111,9 @@ FAMILY = Family(
         outputs=(
             Output("depth", DENSE_MAP.message, DEPTH_MAP, depth=10),
             Output("relative_depth", DENSE_MAP.message, RELATIVE_MAP, depth=10),
-            Output("camera_info", "sensor_msgs/msg/CameraInfo", ": the maps' intrinsics (scaled to their size)"),
+            Output(
+                MAP_INFO, "sensor_msgs/msg/CameraInfo", ": the maps' intrinsics (the image's, scaled to their size)"
+            ),
             Output("points", "sensor_msgs/msg/PointCloud2", ": x, y, z in metres (metric models)", on_demand=True),
             DEBUG_IMAGE,
         ),

@@ -23,8 +23,9 @@ from .yolo_interface import YOLO, YOLO_POSE
 
 __all__ = ["FAMILY_NAMES", "RULES", "Recognition", "WrongFamily", "load_checked", "recognise", "require_family"]
 
-# Tried in this order; the first that matches wins (a pose model also fits the detector's rule).
-RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE, REID, DEPTH)
+# Tried in this order; the first that matches wins (a pose model also fits the detector's rule; a fixed-size depth
+# export's [1, H, W] map would fit YOLO's rows, but depth asks for its output's name or metadata).
+RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, DEPTH, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE, REID)
 FAMILY_NAMES = tuple(rule.family for rule in RULES)
 _NEEDS = {rule.family: rule.needs for rule in RULES}
 

@@ -6,7 +6,7 @@ Publishes   families/depth.py's output table:
             depth           sensor_msgs/Image 32FC1 in metres, a metric model's (REP-118: NaN where invalid)
             relative_depth  sensor_msgs/Image 32FC1, a relative model's relative inverse depth (larger is nearer,
                             scale and shift unknown: never metres)
-            camera_info     the maps' intrinsics: the image's camera_info, scaled to the map's size when they differ
+            depth/camera_info  the maps' intrinsics: the image's camera_info, scaled to the map's size if they differ
             points          sensor_msgs/PointCloud2 (x, y, z float32 metres, organised as the map, NaN where
                             invalid), metric models with a camera_info, computed only while subscribed
             debug_image     the map colour-mapped, while subscribed
@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 from sensor_msgs.msg import CameraInfo, PointCloud2, PointField
 
+from ..families.depth import MAP_INFO
 from ..families.family import Family
 from ..images import ImageFormatError
 from ..results.dense import draw, to_message
@@ -96,7 +97,7 @@ class DepthNode(InferenceNode):
         )
         publishers = self.create_outputs(self.family.node.outputs)  # families/depth.py's table
         self.map_pub = publishers["depth" if self.metric else "relative_depth"]
-        self.info_pub, self.points_pub = publishers["camera_info"], publishers["points"]
+        self.info_pub, self.points_pub = publishers[MAP_INFO], publishers["points"]
         self.debug_pub = publishers["debug_image"]
         self.camera_info: CameraInfo | None = None
 

@@ -9,16 +9,19 @@ import json
 import logging
 from pathlib import Path
 
+import cv2
 import numpy as np
 import onnx
 import pytest
 import skimage.data
 from builtin_interfaces.msg import Time
+from click.testing import CliRunner
 from onnx import TensorProto, helper
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2
 from std_msgs.msg import Header
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 
+from vision_factory.cli import main
 from vision_factory.families.registry import family
 from vision_factory.models.model_file import recognise, summarize
 from vision_factory.results.dense import from_message
@@ -101,7 +104,7 @@ def test_maps_match_transformers_depth_pipeline(model):
     few pixels (37 of 23520 values for chelsea), within 1e-3 of the range."""
     recorded = REFERENCE["models"][model]
     kind = recorded["config"]["depth_kind"]
-    given = {} if model == RELATIVE.name else {"depth_kind": kind, "input_size": "70x70"}
+    given = {} if model == RELATIVE.name else {"depth_kind": kind, "processor_size": "70x70"}
     estimator = family("depth").pipeline(_values(DATA / model, **given), _load)
     assert estimator.depth_kind == kind and estimator.unit == ("m" if kind == "metric" else "relative")
     for frames, tolerance in (("frames_pil", 1e-5), ("frames", 1e-3)):
@@ -123,9 +126,11 @@ def test_a_model_that_does_not_say_metric_or_relative_is_refused_without_depth_k
 
 
 def test_metric_depth_beyond_max_depth_is_nan():
-    estimator = family("depth").pipeline(_values(METRIC, depth_kind="metric", input_size="70x70", max_depth=6.0), _load)
+    estimator = family("depth").pipeline(
+        _values(METRIC, depth_kind="metric", processor_size="70x70", max_depth=6.0), _load
+    )
     found = estimator.infer(_frame("chelsea")).values
-    unlimited = family("depth").pipeline(_values(METRIC, depth_kind="metric", input_size="70x70"), _load)
+    unlimited = family("depth").pipeline(_values(METRIC, depth_kind="metric", processor_size="70x70"), _load)
     full = unlimited.infer(_frame("chelsea")).values
     assert np.isfinite(full).all() and (full > 6).any() and (full <= 6).any()
     assert np.array_equal(np.isnan(found), full > 6)
@@ -178,7 +183,7 @@ def test_depth_node_publishes_rep118_metres_its_camera_info_and_points(tmp_path)
     """A metric model: depth 32FC1 metres with the image's header (transformers' map), depth/camera_info the input's
     scaled to the map's size, points the pinhole back-projection of the map; nothing on relative_depth."""
     image = _frame("chelsea")
-    params = {"model_path": str(METRIC), "depth_kind": "metric", "input_size": "70x70"}
+    params = {"model_path": str(METRIC), "depth_kind": "metric", "processor_size": "70x70"}
     params["camera_info"] = "true"
     maps, infos, clouds, wrong, log = _run_depth_node(tmp_path, {**params}, image, "/t/depth")
     assert maps and infos and clouds, log
@@ -218,3 +223,27 @@ def test_depth_node_publishes_a_relative_models_map_as_relative_depth_never_metr
     assert np.abs(depth[:: frame["stride"], :: frame["stride"]] - expected).max() <= 1e-5 * (
         frame["max"] - frame["min"]
     )
+
+
+def test_predict_writes_metres_as_npy_and_millimetres_and_refuses_a_file_that_does_not_say(tmp_path):
+    """`predict --model-type depth`: the map as transformers gives it, in metres (.npy float32) and as a depth
+    camera's 16-bit millimetres (_mm.png); without --depth-kind a file without depth_kind metadata is refused, the
+    error naming the option."""
+    image = tmp_path / "chelsea.png"
+    cv2.imwrite(str(image), _frame("chelsea"))
+    arguments = ["predict", "--model-type", "depth", "--model", str(METRIC), str(image)]
+    refused = CliRunner().invoke(main, arguments)
+    assert refused.exit_code != 0 and "--depth-kind" in refused.output and "Traceback" not in refused.output
+    given = [*arguments, "--depth-kind", "metric", "--processor-size", "70x70", "--format", "json"]
+    done = CliRunner().invoke(main, [*given, "--save", str(tmp_path / "maps")])
+    assert done.exit_code == 0, done.output
+    record = json.loads(done.output.splitlines()[-1])
+    assert record["unit"] == "m" and record["kind"] == "depth" and record["valid"] == 300 * 451
+    frame = REFERENCE["models"][METRIC.name]["frames_pil"][0]
+    expected = np.load(DATA / frame["depth"])
+    saved = np.load(tmp_path / "maps" / "chelsea.npy")
+    assert np.abs(saved[:: frame["stride"], :: frame["stride"]] - expected).max() <= 1e-5 * (
+        frame["max"] - frame["min"]
+    )
+    millimetres = cv2.imread(str(tmp_path / "maps" / "chelsea_mm.png"), cv2.IMREAD_UNCHANGED)
+    assert millimetres.dtype == np.uint16 and np.array_equal(millimetres, np.round(saved.astype(np.float64) * 1000))

@@ -39,7 +39,7 @@ from .cli_support import progress as _progress
 from .cli_support import reported as _reported
 from .cli_support import show as _show
 from .cli_support import warn as _warn
-from .families.registry import DETECTORS, FAMILIES, NODE_FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
+from .families.registry import DETECTORS, FAMILIES, MAPS, NODE_FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
 from .generator import ABOUT_DEFAULTS
 from .images import OUTPUT_ENCODINGS
 from .parameters import CAMERA_TOPIC
@@ -620,10 +620,14 @@ def _given_detector_options(values: dict) -> dict:
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @options(
-    model_type_option(DETECTORS, required=True),
+    model_type_option((*DETECTORS, *MAPS), required=True),
     option("--model", type=FILE, required=True, help="ONNX model"),
     BACKEND,
     _detector_options(rtmpose=True),
+    option("--depth-kind", type=click.Choice(["metric", "relative"]),
+           help="depth: metric (metres) or relative, for a model whose file does not say"),
+    option("--processor-size", help="depth: the image processor's size WIDTHxHEIGHT  [default: the model's]"),
+    option("--max-depth", type=float, help="depth: metres beyond which depth is invalid (NaN)"),
     option("--detector", "detector_model", type=FILE, help="rtmpose: the person detector's model"),
     option("--detector-type", type=click.Choice(list(SINGLE_MODEL_DETECTORS)), default="yolo", show_default=True,
            help="rtmpose: the person detector's family"),
@@ -632,7 +636,7 @@ def _given_detector_options(values: dict) -> dict:
     option("--save", type=FOLDER, help="folder for annotated images"),
 )  # fmt: skip
 def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, save: Path | None, **given: Any) -> None:
-    """Detections (and keypoints) of a model on images or videos.
+    """Detections (and keypoints) of a model on images or videos; a depth model's maps.
 
     yolo / yolo_pose are pre-processed as Ultralytics does; fasterrcnn (boxes, scores and labels
     outputs, NMS inside) gets the frame resized to its input, RGB, 0..1; rtmpose estimates the
@@ -640,7 +644,10 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
 
     JSON: one record per line per image (or video frame, as PATH:FRAME) with frame (the
     index in its video, 0 for an image), width, height and detections [{xyxy, score,
-    class_id, class_name, keypoints}] in image pixels; `replay` writes the same records.
+    class_id, class_name, keypoints}] in image pixels; `replay` writes the same records. A depth
+    model's record: kind, unit (m, or relative) and the map's valid pixels, min, max and mean;
+    --save writes each map as .npy (float32, NaN invalid), a 16-bit millimetre .png (metric: 0
+    invalid) and a colour-mapped .png.
 
     \b
     Examples:
@@ -648,11 +655,13 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
       vision-factory predict --model-type yolo_pose --model yolo11n-pose.onnx clip.mp4 --save annotated/
       vision-factory predict --model-type fasterrcnn --model ssd_mobilenet.onnx street.jpg --labels coco.txt
       vision-factory predict --model-type rtmpose --model rtmpose-m.onnx --detector yolov8n.onnx people.jpg
+      vision-factory predict --model-type depth --model depth_anything_v2_small.onnx --depth-kind relative room.jpg
     """
-    from .tools.predict import detector_from_options
+    from .tools.predict import MAPPING, detector_from_options
     from .tools.predict import predict as run_predict
 
     options = {**_given_detector_options(given), "--person-class": person_class}
+    options.update({flag: given[name] for flag, name in MAPPING.items()})
     detector_model, json_lines = given["detector_model"], given["output_format"] == "json"
     with _reported():
         detector = detector_from_options(

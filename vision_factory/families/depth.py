@@ -35,10 +35,10 @@ PARAMETERS = (
         choices=(FROM_MODEL, *PROCESSORS),
     ),
     Parameter(
-        "input_size",
+        "processor_size",
         "",
-        "the processor's size WIDTHxHEIGHT (each side to its multiple, keeping the aspect ratio); empty: the file's "
-        "image_size metadata, else the model type's (depth_anything 518x518)",
+        "the image processor's size WIDTHxHEIGHT (each side to its multiple, keeping the aspect ratio); empty: "
+        "the file's image_size metadata, else the model type's (depth_anything 518x518)",
     ),
     Parameter("max_depth", 0.0, "metric: metres beyond which depth is invalid (NaN); 0: no limit", minimum=0.0),
     Parameter("camera_info", True, "subscribe to camera_info: the intrinsics of ~/camera_info and ~/points"),
@@ -51,8 +51,8 @@ def processor_of(values: Mapping[str, Any], details: Mapping[str, Any]):
     if model_type == FROM_MODEL:
         model_type = details.get("model_type") or "depth_anything"
     processor = PROCESSORS[model_type]
-    if values["input_size"]:
-        width, height = parse_size(values["input_size"], "input_size", "518x518")
+    if values["processor_size"]:
+        width, height = parse_size(values["processor_size"], "processor_size", "518x518")
         return replace(processor, size=(height, width))
     if details.get("image_size"):
         return replace(processor, size=tuple(details["image_size"]))
@@ -68,7 +68,7 @@ def depth_kind_of(values: Mapping[str, Any], details: Mapping[str, Any], path: s
         return details["depth_kind"]
     raise ValueError(
         f"model_path {untrusted(path)} does not say whether its depth is metric (metres) or relative (no depth_kind "
-        "metadata, as Optimum's exports): set depth_kind to metric (a metric checkpoint, e.g. "
+        "metadata, as Optimum's exports): set depth_kind (predict: --depth-kind) to metric (a metric checkpoint, e.g. "
         "Depth-Anything-V2-Metric-*) or relative (relative inverse depth, e.g. Depth-Anything-V2-Small-hf)"
     )
 

@@ -71,8 +71,9 @@ def line(record: Mapping[str, Any], result: DenseMap) -> str:
 def save(
     folder: Path, path: Path, index: int | None, frame: np.ndarray, result: DenseMap, protected: Iterable = ()
 ) -> Path:
-    """The map as FOLDER/<image's stem>.npy (or <video's stem>_<index>.npy) and drawn beside it as .png; never
-    through a link, nor onto ``path`` or another of the ``protected`` files. The .npy's path."""
+    """The map as FOLDER/<image's stem>.npy (or <video's stem>_<index>.npy) and drawn beside it as .png, a map in
+    metres also as <stem>_mm.png (``millimetres``); never through a link, nor onto ``path`` or another of the
+    ``protected`` files. The .npy's path."""
     import cv2
 
     from ..files import staged
@@ -84,7 +85,20 @@ def save(
         np.save(handle, result.values.astype(np.float32), allow_pickle=False)
     with staged(folder / f"{stem}.png", [path, *protected], "--save folder") as fresh:
         cv2.imwrite(str(fresh), draw(result))
+    if result.unit == "m":  # as a depth camera writes it: 16-bit millimetres, 0 invalid
+        with staged(folder / f"{stem}_mm.png", [path, *protected], "--save folder") as fresh:
+            cv2.imwrite(str(fresh), millimetres(result.values))
     return saved
+
+
+def millimetres(metres: np.ndarray) -> np.ndarray:
+    """A map in metres as uint16 millimetres (a depth camera's 16UC1): rounded, 0 where invalid (NaN, not above
+    0.5 mm, or beyond 65.535 m)."""
+    scaled = np.asarray(metres, np.float64) * 1000
+    valid = np.isfinite(scaled) & (scaled >= 0.5) & (scaled < 65535.5)
+    found = np.zeros(scaled.shape, np.uint16)
+    found[valid] = np.round(scaled[valid]).astype(np.uint16)
+    return found
 
 
 def read_map(path: str | Path) -> np.ndarray:

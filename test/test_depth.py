@@ -247,3 +247,24 @@ def test_predict_writes_metres_as_npy_and_millimetres_and_refuses_a_file_that_do
     )
     millimetres = cv2.imread(str(tmp_path / "maps" / "chelsea_mm.png"), cv2.IMREAD_UNCHANGED)
     assert millimetres.dtype == np.uint16 and np.array_equal(millimetres, np.round(saved.astype(np.float64) * 1000))
+
+
+def test_eval_scores_predicted_maps_against_truth_maps_by_absrel_and_delta1(tmp_path):
+    """`eval --model-type depth --predictions FOLDER --data FOLDER`: the maps predict saved against truth maps, the
+    left 200 columns 1.3 x the prediction (AbsRel 0.3 / 1.3, not within delta1) and the rest equal to it."""
+    image = tmp_path / "chelsea.png"
+    cv2.imwrite(str(image), _frame("chelsea"))
+    arguments = ["predict", "--model-type", "depth", "--model", str(METRIC), str(image), "--depth-kind", "metric"]
+    assert CliRunner().invoke(main, [*arguments, "--save", str(tmp_path / "maps")]).exit_code == 0
+    predicted = np.load(tmp_path / "maps" / "chelsea.npy")
+    truth = predicted.astype(np.float64).copy()
+    truth[:, :200] *= 1.3
+    (tmp_path / "truth").mkdir()
+    np.save(tmp_path / "truth" / "chelsea.npy", truth.astype(np.float32))
+    arguments = ["eval", "--model-type", "depth", "--data", str(tmp_path / "truth")]
+    done = CliRunner().invoke(main, [*arguments, "--predictions", str(tmp_path / "maps"), "--out", str(tmp_path / "e")])
+    assert done.exit_code == 0, done.output
+    scored = json.loads((tmp_path / "e" / "eval.json").read_text())
+    share = 200 / predicted.shape[1]
+    assert scored["AbsRel"] == pytest.approx(0.3 / 1.3 * share, rel=1e-5)
+    assert scored["delta1"] == pytest.approx(1 - share, rel=1e-6)

@@ -394,8 +394,9 @@ def bench(**given: Any) -> None:
     option("--data", type=ANY_PATH, required=True,
            help="truth: a CSV (Frame,Visibility,X,Y) for tracknet; a COCO JSON or a folder with annotations.json and "
            f"images/; MOTChallenge gt.txt for {TRACK}"),
-    option("--predictions", type=FILE,
-           help=f"predictions to score: a ball CSV, a COCO results JSON, or MOTChallenge tracks.txt ({TRACK})"),
+    option("--predictions", type=ANY_PATH,
+           help=f"predictions to score: a ball CSV, a COCO results JSON, MOTChallenge tracks.txt ({TRACK}), or a "
+           "folder of maps (.npy, as predict --save writes them: depth)"),
     option("--frame-size", help="WIDTHxHEIGHT of the frames, needed with --predictions"),
     option("--model", type=FILE, help="model to run over --source"),
     option("--source", type=ANY_PATH, help="rosbag2 or video the model runs over"),
@@ -437,6 +438,9 @@ def evaluate_command(
 
     Tracks (--model-type track): a MOTChallenge tracks file against MOTChallenge ground truth: HOTA (DetA,
     AssA), MOTA, MOTP, IDF1, ID switches, mostly tracked / partially tracked / mostly lost.
+
+    Depth: the maps predict --save wrote (--predictions FOLDER) against truth maps of the same names
+    (--data FOLDER of .npy in metres): AbsRel and delta1 (max(p/t, t/p) < 1.25) over pixels with truth.
 
     \b
     Examples:

@@ -49,7 +49,7 @@ def bicubic_rgb(image_bgr: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     the resampling the checkpoints' processors name (transformers' torchvision backend computes the same filter)."""
     from PIL import Image
 
-    rgb = np.ascontiguousarray(image_bgr[..., ::-1])
+    rgb = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2RGB)
     if rgb.shape[:2] == size:
         return rgb
     return np.asarray(Image.fromarray(rgb).resize((size[1], size[0]), Image.Resampling.BICUBIC))
@@ -67,8 +67,10 @@ class DepthEstimator:
         height, width = self.input.shape[2:]
         # A fixed-size export takes only its own size: every frame is resized to it (the aspect ratio not kept).
         self.fixed = (height, width) if isinstance(height, int) and isinstance(width, int) else None
-        self.scale = np.float32(1 / 255) / np.asarray(processor.std, np.float32)[:, None, None]
-        self.shift = (np.asarray(processor.mean, np.float32) / np.asarray(processor.std, np.float32))[:, None, None]
+        # x / 255, minus mean, over std, of each 8-bit value of each channel: looked up (cv2.LUT, float32)
+        levels = np.arange(256, dtype=np.float32)[:, None] * np.float32(1 / 255)
+        mean, std = np.asarray(processor.mean, np.float32), np.asarray(processor.std, np.float32)
+        self.table = np.ascontiguousarray(((levels - mean) / std).T[:, :, None])  # [3, 256, 1]
         self.unit = UNITS[depth_kind]
         self.seconds = {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0}
 
@@ -83,7 +85,10 @@ class DepthEstimator:
                 f"a depth model takes 8-bit colour frames, not {image_bgr.dtype} of shape {image_bgr.shape}"
             )
         rgb = bicubic_rgb(image_bgr, self.input_size(*image_bgr.shape[:2]))
-        return (rgb.transpose(2, 0, 1) * self.scale - self.shift)[None].astype(np.float32, copy=False)
+        tensor = np.empty((1, 3, *rgb.shape[:2]), np.float32)
+        for channel, plane in enumerate(cv2.split(rgb)):
+            tensor[0, channel] = cv2.LUT(plane, self.table[channel])
+        return tensor
 
     def raw(self, tensor: np.ndarray) -> np.ndarray:
         """The model's map [h, w] for an input tensor."""

@@ -18,6 +18,7 @@ diagnostics and QoS as the others.
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 from sensor_msgs.msg import CameraInfo, PointCloud2, PointField
 
@@ -58,10 +59,8 @@ def point_cloud(header, depth: np.ndarray, info: CameraInfo) -> PointCloud2:
     height, width = depth.shape
     u = (np.arange(width, dtype=np.float32) - np.float32(cx)) / np.float32(fx)
     v = (np.arange(height, dtype=np.float32) - np.float32(cy)) / np.float32(fy)
-    points = np.empty((height, width, 3), "<f4")
-    points[..., 2] = depth
-    points[..., 0] = depth * u[None, :]
-    points[..., 1] = depth * v[:, None]
+    depth = np.asarray(depth, "<f4")
+    points = cv2.merge([depth * u[None, :], depth * v[:, None], depth])  # x, y, z interleaved
     fields = [
         PointField(name=name, offset=4 * index, datatype=PointField.FLOAT32, count=1)
         for index, name in enumerate("xyz")

@@ -64,6 +64,7 @@ ROS_WHEELS = {"rclpy": "ros-rclpy", "rcl_interfaces": "ros-rcl-interfaces"}  # o
 NO_WHEEL = ("vision_msgs",)
 LAUNCH_MODULE = "ros/launch_description.py"  # what the launch file runs (it imports it from the package)
 START_MODULE = "ros/start.py"  # what the rendered node module starts its node through
+DEPTH_MODULE = "models/depth.py"  # resizes as the depth checkpoints' image processors, with Pillow
 TRACKER_MODULE = "models/tracker.py"  # built on pip-only machines by `vision-factory install-vision-msgs`
 
 
@@ -313,6 +314,7 @@ def package_files(
     context["custom_rosdep_keys"] = [key for key in backend_spec.rosdep if key in custom_rosdep_keys()]
     modules = copied_modules(spec, backend_spec)
     context["carries_tracker"] = TRACKER_MODULE in modules  # its assignment solver is scipy's
+    context["carries_pillow"] = DEPTH_MODULE in modules  # the depth processors' resampling is PIL's
     files: dict[str, str | bytes] = {}
     for relative in modules:
         files[f"{package}/{relative}"] = (SOURCE_ROOT / relative).read_bytes()

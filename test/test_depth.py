@@ -268,3 +268,23 @@ def test_eval_scores_predicted_maps_against_truth_maps_by_absrel_and_delta1(tmp_
     share = 200 / predicted.shape[1]
     assert scored["AbsRel"] == pytest.approx(0.3 / 1.3 * share, rel=1e-5)
     assert scored["delta1"] == pytest.approx(1 - share, rel=1e-6)
+
+
+def test_quantize_calibrates_on_the_depth_processors_input_and_reports_the_relative_difference(tmp_path):
+    """`quantize --model-type depth`: INT8 calibrated on frames through the family's own pre-processing (the
+    processor's keep-aspect size, [1, 3, 70, 112] for these images), the metadata kept, and the accuracy loss the
+    mean depth difference over the mean depth of compare's run over --data."""
+    images = tmp_path / "images"
+    images.mkdir()
+    for name in ("chelsea", "coffee"):
+        cv2.imwrite(str(images / f"{name}.png"), _frame(name))
+    out = tmp_path / "int8.onnx"
+    arguments = ["quantize", "--model-type", "depth", "--model", str(RELATIVE), "--calibration", str(images)]
+    done = CliRunner().invoke(main, [*arguments, "--out", str(out), "--data", str(images)])
+    assert done.exit_code == 0, done.output
+    found = recognise(summarize(out))
+    assert found.family == "depth" and found.details["depth_kind"] == "relative", found.reason
+    (report,) = (tmp_path / "int8_quantize").glob("compare_*.json")
+    outputs = json.loads(report.read_text())["outputs"]
+    assert outputs["valid_in_one"] == 0 and 0 < outputs["relative_difference"] < 0.05
+    assert "accuracy loss: mean relative depth difference" in done.output

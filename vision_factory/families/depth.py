@@ -14,7 +14,17 @@ from ..models.recognition import require_family
 from ..parameters import Parameter
 from ..results import DENSE_MAP
 from ..text import parse_size, untrusted
-from .family import DEBUG_IMAGE, IMAGE, NODE_ROS_DEPENDENCIES, Family, Input, LoadRunner, NodeWiring, Output
+from .family import (
+    DEBUG_IMAGE,
+    IMAGE,
+    NODE_ROS_DEPENDENCIES,
+    AccuracyLoss,
+    Family,
+    Input,
+    LoadRunner,
+    NodeWiring,
+    Output,
+)
 
 FROM_MODEL = "model"  # depth_kind and model_type: what the file's metadata says (refused when it says nothing)
 
@@ -105,6 +115,10 @@ FAMILY = Family(
     build=build,
     result=DENSE_MAP,
     make_pipeline=pipeline,
+    # quantize: compare's mean depth difference over the mean depth (results/dense.py: free of a relative map's scale)
+    accuracy_loss=AccuracyLoss(
+        "mean relative depth difference", 0.05, lambda report: report["outputs"]["relative_difference"]
+    ),
     node=NodeWiring(
         "depth_node",
         inputs=(IMAGE, CAMERA_INFO),

@@ -115,14 +115,18 @@ def read_map(path: str | Path) -> np.ndarray:
 # Comparison.
 def differences(a: DenseMap, b: DenseMap) -> dict[str, float]:
     """How two maps of one frame differ: the largest and mean difference of the pixels valid in both (inf when
-    their sizes or units differ), and how many pixels are valid in one only."""
+    their sizes or units differ), the mean difference relative to a's mean magnitude there (``relative_difference``:
+    free of the map's scale, e.g. a relative depth's), and how many pixels are valid in one only."""
     if a.values.shape != b.values.shape or a.unit != b.unit:
-        return {"max_difference": float("inf"), "mean_difference": float("inf"), "valid_in_one": 0}
+        inf = float("inf")
+        return {"max_difference": inf, "mean_difference": inf, "relative_difference": inf, "valid_in_one": 0}
     both = np.isfinite(a.values) & np.isfinite(b.values)
     difference = np.abs(a.values[both].astype(np.float64) - b.values[both])
     one = int(np.count_nonzero(np.isfinite(a.values) != np.isfinite(b.values)))
     largest, mean = (float(difference.max()), float(difference.mean())) if difference.size else (0.0, 0.0)
-    return {"max_difference": largest, "mean_difference": mean, "valid_in_one": one}
+    magnitude = float(np.abs(a.values[both].astype(np.float64)).mean()) if difference.size else 0.0
+    relative = mean / magnitude if magnitude > 0 else (0.0 if mean == 0 else float("inf"))
+    return {"max_difference": largest, "mean_difference": mean, "relative_difference": relative, "valid_in_one": one}
 
 
 # Drawing.
@@ -194,7 +198,7 @@ def compare_runs(model_type: str, configurations: Sequence[tuple[Path, str]], op
     """`compare`: two (model, target) configurations over ``source`` (an image, a video or a folder of images): the
     largest and mean difference of their maps, saved as compare's report."""
     predict, compare = tool_module("predict"), tool_module("compare")
-    source = options["source"]
+    source = options["source"] if options.get("source") is not None else options.get("data")  # quantize: --data
     if source is None:
         raise tool_module("commands").UsageError(
             f"{model_type} needs --source, the images both configurations run over"
@@ -207,7 +211,8 @@ def compare_runs(model_type: str, configurations: Sequence[tuple[Path, str]], op
         runs.append([found.result for found in predict.predict(adapter, inputs, result=DENSE_MAP)])
     found = [differences(a, b) for a, b in zip(*runs, strict=True)]
     outputs = {name: max((one[name] for one in found), default=0.0) for name in ("max_difference", "valid_in_one")}
-    outputs["mean_difference"] = float(np.mean([one["mean_difference"] for one in found])) if found else 0.0
+    for name in ("mean_difference", "relative_difference"):
+        outputs[name] = float(np.mean([one[name] for one in found])) if found else 0.0
     runs_on = [target for _, target in configurations]
     report, path = compare.save_comparison(
         configurations, runs_on, ("source", source), {"outputs": outputs}, options["out_dir"]

@@ -27,6 +27,7 @@ from vision_factory.models.model_file import recognise, summarize
 from vision_factory.results.dense import from_message
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.tools.bench import measure
 
 DATA = Path(__file__).resolve().parent / "data" / "depth"
 REFERENCE = json.loads((DATA / "reference.json").read_text())
@@ -288,3 +289,12 @@ def test_quantize_calibrates_on_the_depth_processors_input_and_reports_the_relat
     outputs = json.loads(report.read_text())["outputs"]
     assert outputs["valid_in_one"] == 0 and 0 < outputs["relative_difference"] < 0.05
     assert "accuracy loss: mean relative depth difference" in done.output
+
+
+def test_bench_times_a_dynamic_depth_model_on_its_processors_input_for_a_1280x720_frame():
+    """bench needs fixed sizes; a depth model's are its processor's for the frame: 1280x720 at size 70 keeps the
+    height (70) and scales the width to 124.4, the nearest multiple of 14 being 126."""
+    result = measure(RELATIVE, "onnx:cpu", runs=2, warmup=1, model_type="depth")
+    assert result.available, result.reason
+    assert result.pipeline["input"] == [1, 3, 70, 126] and result.pipeline["frame_size"] == "1280x720"
+    assert len(result.latencies_ms) == 2 and result.pipeline["preprocess_ms"] > 0

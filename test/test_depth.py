@@ -298,3 +298,19 @@ def test_bench_times_a_dynamic_depth_model_on_its_processors_input_for_a_1280x72
     assert result.available, result.reason
     assert result.pipeline["input"] == [1, 3, 70, 126] and result.pipeline["frame_size"] == "1280x720"
     assert len(result.latencies_ms) == 2 and result.pipeline["preprocess_ms"] > 0
+
+
+def test_eval_aligns_a_relative_map_by_scale_and_shift_in_inverse_depth(tmp_path):
+    """A relative map that is an affine function of the truth's inverse depth (0.3 / depth + 0.05) scores exactly
+    once aligned (AbsRel 0, delta1 1), and poorly as it is."""
+    rng = np.random.default_rng(3)
+    truth = rng.uniform(1.0, 10.0, (40, 60))
+    for folder, values in (("truth", truth), ("maps", 0.3 / truth + 0.05)):
+        (tmp_path / folder).mkdir()
+        np.save(tmp_path / folder / "frame.npy", values.astype(np.float32))
+    arguments = ["eval", "--model-type", "depth", "--data", str(tmp_path / "truth")]
+    done = CliRunner().invoke(main, [*arguments, "--predictions", str(tmp_path / "maps"), "--out", str(tmp_path / "e")])
+    assert done.exit_code == 0, done.output
+    scored = json.loads((tmp_path / "e" / "eval.json").read_text())
+    assert scored["aligned_AbsRel"] < 1e-5 and scored["aligned_delta1"] == 1.0
+    assert scored["AbsRel"] > 0.9 and scored["delta1"] == 0.0

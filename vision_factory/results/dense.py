@@ -164,16 +164,39 @@ def depth_metrics(predicted: Sequence[np.ndarray], truth: Sequence[np.ndarray]) 
     return {"AbsRel": float(relative_all.mean()), "delta1": float(np.mean(ratio_all < DELTA1))}
 
 
+def aligned(predicted: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """A relative map (relative inverse depth, as Depth Anything's and MiDaS's) as depth aligned to ``truth`` as the
+    depth literature scores such models (MiDaS, Depth Anything): the scale s and shift t of least squares between
+    s x prediction + t and the truth's inverse depth over the pixels of finite positive truth and finite prediction,
+    then 1 / (s x prediction + t), that disparity held at least 1 / the frame's largest truth depth (depth capped
+    there); NaN elsewhere."""
+    valid = np.isfinite(truth) & (truth > 0) & np.isfinite(predicted)
+    found = np.full(truth.shape, np.nan, np.float64)
+    if np.count_nonzero(valid) < 2:
+        return found
+    p, inverse = predicted[valid].astype(np.float64), 1 / truth[valid].astype(np.float64)
+    design = np.stack([p, np.ones_like(p)], axis=1)
+    (scale, shift), *_ = np.linalg.lstsq(design, inverse, rcond=None)
+    disparity = np.maximum(scale * p + shift, 1 / truth[valid].max())
+    found[valid] = 1 / disparity
+    return found
+
+
 def evaluate_maps(predictions: Path, truth: Path) -> dict[str, float]:
     """``depth_metrics`` of the .npy maps in folder ``predictions`` (as ``save`` writes them) against the truth maps
-    of the same names in folder ``truth``; a truth map without a prediction is a ValueError."""
+    of the same names in folder ``truth``, as they are and ``aligned`` (``aligned_AbsRel``, ``aligned_delta1``: a
+    relative model's scores); a truth map without a prediction is a ValueError."""
     names = sorted(path.name for path in Path(truth).glob("*.npy"))
     if not names:
         raise ValueError(f"no truth maps (.npy) in {truth}")
     missing = [name for name in names if not (Path(predictions) / name).is_file()]
     if missing:
         raise ValueError(f"{predictions} has no prediction for {untrusted(', '.join(missing[:5]), 400)}")
-    return depth_metrics([read_map(Path(predictions) / n) for n in names], [read_map(Path(truth) / n) for n in names])
+    found = [read_map(Path(predictions) / name) for name in names]
+    truths = [read_map(Path(truth) / name) for name in names]
+    scores = depth_metrics(found, truths)
+    shifted = depth_metrics([aligned(p, t) for p, t in zip(found, truths, strict=True)], truths)
+    return {**scores, **{f"aligned_{name}": value for name, value in shifted.items()}}
 
 
 def evaluate(model_type: str, options: Mapping[str, Any]) -> Any:
@@ -190,7 +213,10 @@ def evaluate(model_type: str, options: Mapping[str, Any]) -> Any:
     path = Path(options["out_dir"]) / "eval.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, json.dumps({"model_type": model_type, **metrics}, indent=2) + "\n")
-    text = f"AbsRel {metrics['AbsRel']:.4f}, delta1 {metrics['delta1']:.4f}\n"
+    text = f"AbsRel {metrics['AbsRel']:.4f}, delta1 {metrics['delta1']:.4f}"
+    text += (
+        f" (scale-and-shift aligned: AbsRel {metrics['aligned_AbsRel']:.4f}, delta1 {metrics['aligned_delta1']:.4f})\n"
+    )
     return commands.CommandReport(text, {"eval": path})
 
 

@@ -314,3 +314,10 @@ def test_eval_aligns_a_relative_map_by_scale_and_shift_in_inverse_depth(tmp_path
     scored = json.loads((tmp_path / "e" / "eval.json").read_text())
     assert scored["aligned_AbsRel"] < 1e-5 and scored["aligned_delta1"] == 1.0
     assert scored["AbsRel"] > 0.9 and scored["delta1"] == 0.0
+
+
+def test_depth_node_refuses_to_start_on_a_file_that_does_not_say_metric_or_relative(tmp_path):
+    node = NodeProcess(tmp_path, {"model_path": str(METRIC)}, module="vision_factory.depth_onnx_node")
+    assert node.wait(60) == 2, node.log()
+    node.stop()
+    assert "cannot start: model_path" in node.log() and "set depth_kind" in node.log(), node.log()

@@ -100,7 +100,7 @@ def pipeline(family: Family, values: Mapping[str, Any], load_runner: LoadRunner)
 CAMERA_INFO = Input(
     "camera_info",
     "sensor_msgs/msg/CameraInfo",
-    ", the image's intrinsics (the newest of the image's size)",
+    ", the image's intrinsics (the newest, scaled to the image's size when they differ)",
     when=("camera_info", True),
 )
 MAP_INFO = "depth/camera_info"  # the maps' camera_info (camera_info is the image's, subscribed beside it)

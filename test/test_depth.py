@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2
 from std_msgs.msg import Header
+from support.cli import run_cli
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 
 from vision_factory.cli import main
@@ -321,3 +322,20 @@ def test_depth_node_refuses_to_start_on_a_file_that_does_not_say_metric_or_relat
     assert node.wait(60) == 2, node.log()
     node.stop()
     assert "cannot start: model_path" in node.log() and "set depth_kind" in node.log(), node.log()
+
+
+def test_verify_finds_the_depth_node_gives_the_models_maps(tmp_path):
+    """`verify`: a bag of two frames through depth_node over DDS, each answer's map (on a 4-pixel grid) against the
+    pipeline offline, on ONNX Runtime CPU: equal."""
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    for name in ("chelsea", "coffee"):
+        cv2.imwrite(str(frames / f"{name}.png"), _frame(name))
+    assert CliRunner().invoke(main, ["bag", str(frames), "--out", str(tmp_path / "bag")]).exit_code == 0
+    arguments = ["verify", str(tmp_path / "bag"), "--model-type", "depth", "--model", str(METRIC)]
+    arguments += ["-p", "depth_kind:=metric", "-p", "processor_size:=70x70", "--out", str(tmp_path / "verify")]
+    done = run_cli(*arguments)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "verify" / "verify.json").read_text())
+    assert report["verdict"] == "pass", done.stdout
+    assert "2 of 2 answered frames within" in done.stdout and "largest difference 0 px" in done.stdout

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ..text import untrusted
-from . import DENSE_MAP, tool_module
+from . import DENSE_MAP, Item, tool_module
 
 if TYPE_CHECKING:
     from sensor_msgs.msg import Image
@@ -127,6 +127,32 @@ def differences(a: DenseMap, b: DenseMap) -> dict[str, float]:
     magnitude = float(np.abs(a.values[both].astype(np.float64)).mean()) if difference.size else 0.0
     relative = mean / magnitude if magnitude > 0 else (0.0 if mean == 0 else float("inf"))
     return {"max_difference": largest, "mean_difference": mean, "relative_difference": relative, "valid_in_one": one}
+
+
+# verify: a frame's map as one item whose points are its values on a grid (results/__init__.py's Item), compared
+# by the largest difference (tools/verify_frames.py), in the map's unit.
+VERIFY_STRIDE = 4  # every 4th row and column: a verify run holds every frame's map (a 1280x720 map: 230 KB so)
+INVALID = -1e9  # a NaN pixel's value there: NaN in both maps compares equal, NaN in one differs by far
+
+
+def items(result: DenseMap) -> list[Item]:
+    values = result.values[::VERIFY_STRIDE, ::VERIFY_STRIDE].astype(np.float64)
+    return [Item("map", 1.0, np.where(np.isfinite(values), values, INVALID).ravel(), np.zeros(0))]
+
+
+def message_items(message: Image, tracked: bool = False) -> list[Item]:
+    """The node's answer (a 32FC1 map) as verify compares it."""
+    return items(from_message(message, "", ""))
+
+
+def offline_items(pipeline: Any, frames: Sequence[np.ndarray]) -> list[list[Item]]:
+    """The family's pipeline (a DenseModel) on each frame, as verify compares it."""
+    return [items(pipeline.infer(frame)) for frame in frames]
+
+
+def names_of(pipeline: Any) -> tuple[list[str] | None, list[str]]:
+    """No class names, no keypoints."""
+    return None, []
 
 
 # Drawing.

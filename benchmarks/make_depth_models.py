@@ -8,6 +8,9 @@ seeded random weights (PyTorch's default init, then ``post_init``):
   32, patch 14; the DPT neck and head thinned) with ``depth_estimation_type="relative"``: relative inverse depth.
 - ``depth-anything-metric.onnx``: the same with ``depth_estimation_type="metric"`` and ``max_depth`` 20 (V2's indoor
   head: sigmoid x max_depth, metres).
+- ``dpt-relative.onnx``: a MiDaS-style relative model, ``DPTForDepthEstimation`` (a 4-layer ViT of hidden size 32,
+  patch 16), its processor DPTImageProcessor's defaults (no aspect kept, mean and std 0.5) at size 64, exported at
+  that fixed size (metadata ``model_type`` dpt, ``depth_kind`` relative).
 Each is exported by ``torch.onnx.export`` (the TorchScript exporter, as Hugging Face Optimum does) with input
 ``pixel_values`` [1, 3, height, width] and output ``predicted_depth`` [1, height, width], height and width dynamic.
 Depth Anything's head computes its interpolation size with int() of the traced patch counts, which would fix the
@@ -52,6 +55,7 @@ IMAGES = ("chelsea", "coffee")  # skimage.data's PNG files: 300x451 and 400x600 
 STRIDE = 3  # the reference keeps every third row and column of each map (the committed files stay small)
 DA_SIZE = 70  # the Depth Anything processor's size (5 x 14)
 MAX_DEPTH = 20
+DPT_SIZE = 64  # the DPT model's fixed input (4 x 16)
 HEAD_GAIN = 20.0  # Depth Anything's last convolution's weights times this (random weights give a near-flat map)
 
 
@@ -137,7 +141,40 @@ def depth_anything_processor(backend: str = "torchvision"):
     )
 
 
-def export(model, path: Path, size: tuple[int, int], metadata: dict[str, str]) -> None:
+def dpt():
+    """A MiDaS-style relative model: DPTForDepthEstimation (a 4-layer ViT of hidden size 32, patch 16), exported at
+    its processor's fixed size (DPTImageProcessor's defaults: no aspect kept, mean and std 0.5)."""
+    import torch
+    from transformers import DPTConfig, DPTForDepthEstimation
+
+    torch.manual_seed(SEED)
+    config = DPTConfig(
+        hidden_size=32,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        intermediate_size=64,
+        image_size=DPT_SIZE,
+        patch_size=16,
+        backbone_out_indices=[0, 1, 2, 3],
+        neck_hidden_sizes=[8, 16, 32, 32],
+        fusion_hidden_size=16,
+        head_in_index=-1,
+    )
+    model = randomised(DPTForDepthEstimation(config))
+    with torch.no_grad():  # a map that varies across the image, above 0 (the head's ReLU)
+        model.head.head[-2].weight.mul_(HEAD_GAIN)
+        model.head.head[-2].bias.fill_(1.0)
+    return model
+
+
+def dpt_processor(backend: str = "torchvision"):
+    from transformers import DPTImageProcessor, DPTImageProcessorPil
+
+    kind = {"torchvision": DPTImageProcessor, "pil": DPTImageProcessorPil}[backend]
+    return kind(size={"height": DPT_SIZE, "width": DPT_SIZE})  # DPTImageProcessor's defaults but size
+
+
+def export(model, path: Path, size: tuple[int, int], metadata: dict[str, str], dynamic: bool = True) -> None:
     """``model`` as ONNX at ``path`` by the TorchScript exporter (as Optimum exports), traced at ``size``, height and
     width dynamic; checked against PyTorch at a second size."""
     import onnx
@@ -153,7 +190,9 @@ def export(model, path: Path, size: tuple[int, int], metadata: dict[str, str]) -
             return self.inner(pixel_values=pixel_values).predicted_depth
 
     sample = torch.randn(1, 3, *size)
-    axes = {"pixel_values": {2: "height", 3: "width"}, "predicted_depth": {1: "height", 2: "width"}}
+    axes = (
+        {"pixel_values": {2: "height", 3: "width"}, "predicted_depth": {1: "height", 2: "width"}} if dynamic else None
+    )
     torch.onnx.export(
         Depth(model),
         (sample,),
@@ -169,7 +208,7 @@ def export(model, path: Path, size: tuple[int, int], metadata: dict[str, str]) -
     for key, value in metadata.items():
         proto.metadata_props.add(key=key, value=value)
     onnx.save(proto, str(path))
-    other = torch.randn(1, 3, size[0] + 28, size[1] - 14)
+    other = torch.randn(1, 3, size[0] + 28, size[1] - 14) if dynamic else torch.randn(1, 3, *size)
     with torch.no_grad():
         expected = model(pixel_values=other).predicted_depth.numpy()
     found = onnxruntime.InferenceSession(str(path)).run(None, {"pixel_values": other.numpy()})[0]
@@ -233,12 +272,15 @@ def main() -> None:
             {"model_type": "depth_anything", "depth_kind": "relative", "image_size": size},
         ),
         ("depth-anything-metric", lambda: depth_anything("metric"), depth_anything_processor, (DA_SIZE, DA_SIZE), {}),
+        ("dpt-relative", dpt, dpt_processor, (DPT_SIZE, DPT_SIZE), {"model_type": "dpt", "depth_kind": "relative"}),
     )
     for name, make, make_processor, input_size, metadata in plans:
         model, processor = make(), make_processor()
         path = args.out / f"{name}.onnx"
-        # traced at another size than the processor's: DINOv2 skips interpolating its position embeddings at its own
-        export(model, path, (input_size[0], input_size[1] + 3 * 14), metadata)
+        if name.startswith("dpt"):  # fixed at its processor's size, as it resizes every frame to it
+            export(model, path, input_size, metadata, dynamic=False)
+        else:  # traced at another size than the processor's: DINOv2 skips interpolating its position embeddings
+            export(model, path, (input_size[0], input_size[1] + 3 * 14), metadata)
         made[path.name] = {
             "sha256": sha256(path),
             "metadata": metadata,
@@ -246,12 +288,12 @@ def main() -> None:
             "processor_config": json.loads(processor.to_json_string()),
             "config": {
                 "model_type": model.config.model_type,
-                "depth_kind": getattr(model.config, "depth_estimation_type", "metric"),
+                "depth_kind": getattr(model.config, "depth_estimation_type", None) or metadata["depth_kind"],
                 "max_depth": getattr(model.config, "max_depth", None),
             },
             "frames": reference(model, processor, name, args.images, args.out),
             # the same with transformers' PIL backend (DPTImageProcessorPil): PIL's own bicubic resize
-            "frames_pil": reference(model, depth_anything_processor("pil"), name, args.images, args.out, "_pil"),
+            "frames_pil": reference(model, make_processor("pil"), name, args.images, args.out, "_pil"),
         }
         print(path, path.stat().st_size, "bytes")
     (args.out / "reference.json").write_text(

@@ -340,3 +340,16 @@ def test_verify_finds_the_depth_node_gives_the_models_maps(tmp_path):
     report = json.loads((tmp_path / "verify" / "verify.json").read_text())
     assert report["verdict"] == "pass", done.stdout
     assert "2 of 2 answered frames within" in done.stdout and "largest difference 0 px" in done.stdout
+
+
+def test_quantize_is_told_a_files_depth_kind_and_refuses_without(tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    cv2.imwrite(str(images / "chelsea.png"), _frame("chelsea"))
+    arguments = ["quantize", "--model-type", "depth", "--model", str(METRIC), "--calibration", str(images)]
+    arguments += ["--out", str(tmp_path / "int8.onnx"), "--data", str(images), "--speed-runs", "2"]
+    refused = CliRunner().invoke(main, arguments)
+    assert refused.exit_code != 0 and "--depth-kind" in refused.output and "Traceback" not in refused.output
+    done = CliRunner().invoke(main, [*arguments, "--depth-kind", "metric"])
+    assert done.exit_code == 0, done.output
+    assert "accuracy loss: mean relative depth difference" in done.output

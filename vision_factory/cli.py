@@ -533,6 +533,8 @@ MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}"
            help="rtmpose, reid: the YOLO model finding the people whose crops calibrate and compare"),
     option("--imgsz", type=int, help="yolo models with dynamic input: the input size  [default: as the nodes]"),
     option("--input-size", help="fasterrcnn / rtmpose with dynamic input: WIDTHxHEIGHT"),
+    option("--depth-kind", type=click.Choice(["metric", "relative"]),
+           help="depth: metric or relative, for a model whose file does not say"),
     option("--speed-runs", type=click.IntRange(min=1), default=50, show_default=True, help="timed runs of each"),
     tool_option("--threads", run_quantize, "threads", type=click.IntRange(min=0),
                 help="CPU threads when timing, 0 = default"),
@@ -544,7 +546,7 @@ MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}"
            f"NAME.rejected.EXT  [default: {MAX_LOSS_DEFAULT}]"),
     option("--accept-loss", is_flag=True, help="keep the model under --out whatever accuracy it lost"),
 )  # fmt: skip
-def quantize(imgsz: int | None, input_size: str | None, **given: Any) -> None:
+def quantize(imgsz: int | None, input_size: str | None, depth_kind: str | None, **given: Any) -> None:
     """An INT8 (or FP16) copy of a model, checked against it.
 
     INT8 is calibrated on the first --frames frames of --calibration, pre-processed as the
@@ -569,7 +571,7 @@ def quantize(imgsz: int | None, input_size: str | None, **given: Any) -> None:
     """
     from .tools.quantize import AccuracyLost
 
-    options = {"--imgsz": imgsz, "--input-size": input_size}
+    options = {"--imgsz": imgsz, "--input-size": input_size, "--depth-kind": depth_kind}
     with _reported():
         try:
             report = run_quantize(**given, options=options, log=lambda text: click.echo(text, err=True))

@@ -78,8 +78,9 @@ def depth_kind_of(values: Mapping[str, Any], details: Mapping[str, Any], path: s
         return details["depth_kind"]
     raise ValueError(
         f"model_path {untrusted(path)} does not say whether its depth is metric (metres) or relative (no depth_kind "
-        "metadata, as Optimum's exports): set depth_kind (predict: --depth-kind) to metric (a metric checkpoint, e.g. "
-        "Depth-Anything-V2-Metric-*) or relative (relative inverse depth, e.g. Depth-Anything-V2-Small-hf)"
+        "metadata, as Optimum's exports): set depth_kind (predict, quantize: --depth-kind) to metric (a metric "
+        "checkpoint, e.g. Depth-Anything-V2-Metric-*) or relative (relative inverse depth, e.g. "
+        "Depth-Anything-V2-Small-hf)"
     )
 
 

@@ -248,7 +248,8 @@ def evaluate(model_type: str, options: Mapping[str, Any]) -> Any:
 
 def compare_runs(model_type: str, configurations: Sequence[tuple[Path, str]], options: Mapping[str, Any]) -> Any:
     """`compare`: two (model, target) configurations over ``source`` (an image, a video or a folder of images): the
-    largest and mean difference of their maps, saved as compare's report."""
+    largest and mean difference of their maps, saved as compare's report; ``options["options"]``: predict's options
+    by flag (quantize's --depth-kind)."""
     predict, compare = tool_module("predict"), tool_module("compare")
     source = options["source"] if options.get("source") is not None else options.get("data")  # quantize: --data
     if source is None:
@@ -259,7 +260,7 @@ def compare_runs(model_type: str, configurations: Sequence[tuple[Path, str]], op
     inputs = sorted(path for path in source.iterdir() if path.is_file()) if source.is_dir() else [source]
     runs = []
     for model, target in configurations:
-        adapter = predict.detector_from_options(model_type, model, target, {})
+        adapter = predict.detector_from_options(model_type, model, target, options.get("options") or {})
         runs.append([found.result for found in predict.predict(adapter, inputs, result=DENSE_MAP)])
     found = [differences(a, b) for a, b in zip(*runs, strict=True)]
     outputs = {name: max((one[name] for one in found), default=0.0) for name in ("max_difference", "valid_in_one")}

@@ -55,7 +55,7 @@ setup(
         "click",
         "jinja2",
         "matplotlib",
-        "pillow",  # DETR models: images resized by PIL, as the exporters resize them (models/detr.py)
+        "pillow",  # images resized by PIL as the exporters resize them: DETR (models/detr.py), depth (models/depth.py)
         "pycocotools",
         # eval --model-type track: CLEAR MOT and IDF1 (1.4 works with numpy 2 / pandas 2+ as tools/mot.py calls it),
         # and scipy's assignment solver for HOTA and the tracker (linear_sum_assignment).

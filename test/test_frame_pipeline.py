@@ -52,6 +52,7 @@ def test_every_family_with_a_node_of_its_own_model_has_a_pipeline():
         "fasterrcnn",
         "detr",
         "rtmpose",
+        "depth",
     }
     with pytest.raises(ValueError, match="reid has no frame pipeline"):
         family("reid").pipeline({}, _load)

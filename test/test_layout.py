@@ -193,6 +193,7 @@ SHARED = [
     "images.py",
     "models/__init__.py",
     "models/bounds.py",
+    "models/depth_interface.py",
     "models/detr_interface.py",
     "models/fasterrcnn_interface.py",
     "models/interface.py",
@@ -268,6 +269,7 @@ CARRIED = {
         "ros/tracks.py",
         *TRACKER,
     ],
+    "depth": ["families/depth.py", "models/depth.py", "results/dense.py", "ros/depth_node.py"],
 }
 
 
@@ -282,8 +284,9 @@ def test_a_generated_package_carries_only_its_own_familys_code(name):
     tracker = set(TRACKER) <= set(CARRIED[name])
     assert ("<exec_depend>python3-scipy</exec_depend>" in files["package.xml"]) == tracker
     assert ('"scipy",' in files["setup.py"]) == tracker
-    # DETR frames are resized by PIL, as the exporters resize them: Pillow declared where that is carried, only there.
-    pillow = "models/detr.py" in CARRIED[name]
+    # DETR frames and depth models' inputs are resized by PIL, as the exporters resize them: Pillow declared where
+    # either is carried, only there.
+    pillow = bool({"models/detr.py", "models/depth.py"} & set(CARRIED[name]))
     assert ("<exec_depend>python3-pil</exec_depend>" in files["package.xml"]) == pillow
     assert ('"pillow",' in files["setup.py"]) == pillow
 

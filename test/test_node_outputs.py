@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -26,6 +27,7 @@ from vision_factory.tools.synthetic import build_tracknet_model
 
 NAMESPACE = "/described"
 SHAPES_MODEL = SHARED / "models" / "shapes-yolov8n.onnx"
+TEST_DATA = Path(__file__).resolve().parent / "data"
 # What rclpy itself publishes for every (lifecycle) node, described by ROS, not by us.
 ROS_OWN = {"/rosout", "/parameter_events", "{node}/transition_event"}
 
@@ -40,6 +42,7 @@ def _parameters(tmp_path) -> dict[str, dict]:
         "fasterrcnn": {"model_path": str(wrap_yolo(tmp_path / "wrapped.onnx", "tflite")), **tracking},
         "rtmpose": {"model_path": str(spot_finder(tmp_path / "spot.onnx")), "person_source": "topic"},
         "track": {},
+        "depth": {"model_path": str(TEST_DATA / "depth" / "depth-anything-relative.onnx")},
     }
 
 

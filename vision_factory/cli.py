@@ -39,7 +39,7 @@ from .cli_support import progress as _progress
 from .cli_support import reported as _reported
 from .cli_support import show as _show
 from .cli_support import warn as _warn
-from .families.registry import DETECTORS, FAMILIES, NODE_FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
+from .families.registry import DETECTORS, FAMILIES, MAPS, NODE_FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
 from .generator import ABOUT_DEFAULTS
 from .images import OUTPUT_ENCODINGS
 from .parameters import CAMERA_TOPIC, MAX_CAMERAS
@@ -425,8 +425,9 @@ def bench(**given: Any) -> None:
     option("--data", type=ANY_PATH, required=True,
            help="truth: a CSV (Frame,Visibility,X,Y) for tracknet; a COCO JSON or a folder with annotations.json and "
            f"images/; MOTChallenge gt.txt for {TRACK}"),
-    option("--predictions", type=FILE,
-           help=f"predictions to score: a ball CSV, a COCO results JSON, or MOTChallenge tracks.txt ({TRACK})"),
+    option("--predictions", type=ANY_PATH,
+           help=f"predictions to score: a ball CSV, a COCO results JSON, MOTChallenge tracks.txt ({TRACK}), or a "
+           "folder of maps (.npy, as predict --save writes them: depth)"),
     option("--frame-size", help="WIDTHxHEIGHT of the frames, needed with --predictions"),
     option("--model", type=FILE, help="model to run over --source"),
     option("--source", type=ANY_PATH, help="rosbag2 or video the model runs over"),
@@ -468,6 +469,9 @@ def evaluate_command(
 
     Tracks (--model-type track): a MOTChallenge tracks file against MOTChallenge ground truth: HOTA (DetA,
     AssA), MOTA, MOTP, IDF1, ID switches, mostly tracked / partially tracked / mostly lost.
+
+    Depth: the maps predict --save wrote (--predictions FOLDER) against truth maps of the same names
+    (--data FOLDER of .npy in metres): AbsRel and delta1 (max(p/t, t/p) < 1.25) over pixels with truth.
 
     \b
     Examples:
@@ -560,6 +564,8 @@ MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}"
            help="rtmpose, reid: the YOLO model finding the people whose crops calibrate and compare"),
     option("--imgsz", type=int, help="yolo models with dynamic input: the input size  [default: as the nodes]"),
     option("--input-size", help="fasterrcnn / rtmpose with dynamic input: WIDTHxHEIGHT"),
+    option("--depth-kind", type=click.Choice(["metric", "relative"]),
+           help="depth: metric or relative, for a model whose file does not say"),
     option("--speed-runs", type=click.IntRange(min=1), default=50, show_default=True, help="timed runs of each"),
     tool_option("--threads", run_quantize, "threads", type=click.IntRange(min=0),
                 help="CPU threads when timing, 0 = default"),
@@ -571,7 +577,7 @@ MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}"
            f"NAME.rejected.EXT  [default: {MAX_LOSS_DEFAULT}]"),
     option("--accept-loss", is_flag=True, help="keep the model under --out whatever accuracy it lost"),
 )  # fmt: skip
-def quantize(imgsz: int | None, input_size: str | None, **given: Any) -> None:
+def quantize(imgsz: int | None, input_size: str | None, depth_kind: str | None, **given: Any) -> None:
     """An INT8 (or FP16) copy of a model, checked against it.
 
     INT8 is calibrated on the first --frames frames of --calibration, pre-processed as the
@@ -596,7 +602,7 @@ def quantize(imgsz: int | None, input_size: str | None, **given: Any) -> None:
     """
     from .tools.quantize import AccuracyLost
 
-    options = {"--imgsz": imgsz, "--input-size": input_size}
+    options = {"--imgsz": imgsz, "--input-size": input_size, "--depth-kind": depth_kind}
     with _reported():
         try:
             report = run_quantize(**given, options=options, log=lambda text: click.echo(text, err=True))
@@ -651,10 +657,14 @@ def _given_detector_options(values: dict) -> dict:
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @options(
-    model_type_option(DETECTORS, required=True),
+    model_type_option((*DETECTORS, *MAPS), required=True),
     option("--model", type=FILE, required=True, help="ONNX model"),
     BACKEND,
     _detector_options(rtmpose=True),
+    option("--depth-kind", type=click.Choice(["metric", "relative"]),
+           help="depth: metric (metres) or relative, for a model whose file does not say"),
+    option("--processor-size", help="depth: the image processor's size WIDTHxHEIGHT  [default: the model's]"),
+    option("--max-depth", type=float, help="depth: metres beyond which depth is invalid (NaN)"),
     option("--detector", "detector_model", type=FILE, help="rtmpose: the person detector's model"),
     option("--detector-type", type=click.Choice(list(SINGLE_MODEL_DETECTORS)), default="yolo", show_default=True,
            help="rtmpose: the person detector's family"),
@@ -663,7 +673,7 @@ def _given_detector_options(values: dict) -> dict:
     option("--save", type=FOLDER, help="folder for annotated images"),
 )  # fmt: skip
 def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, save: Path | None, **given: Any) -> None:
-    """Detections (and keypoints) of a model on images or videos.
+    """Detections (and keypoints) of a model on images or videos; a depth model's maps.
 
     yolo / yolo_pose are pre-processed as Ultralytics does; fasterrcnn (boxes, scores and labels
     outputs, NMS inside) gets the frame resized to its input, RGB, 0..1; rtmpose estimates the
@@ -671,7 +681,10 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
 
     JSON: one record per line per image (or video frame, as PATH:FRAME) with frame (the
     index in its video, 0 for an image), width, height and detections [{xyxy, score,
-    class_id, class_name, keypoints}] in image pixels; `replay` writes the same records.
+    class_id, class_name, keypoints}] in image pixels; `replay` writes the same records. A depth
+    model's record: kind, unit (m, or relative) and the map's valid pixels, min, max and mean;
+    --save writes each map as .npy (float32, NaN invalid), a 16-bit millimetre .png (metric: 0
+    invalid) and a colour-mapped .png.
 
     \b
     Examples:
@@ -679,11 +692,13 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
       vision-factory predict --model-type yolo_pose --model yolo11n-pose.onnx clip.mp4 --save annotated/
       vision-factory predict --model-type fasterrcnn --model ssd_mobilenet.onnx street.jpg --labels coco.txt
       vision-factory predict --model-type rtmpose --model rtmpose-m.onnx --detector yolov8n.onnx people.jpg
+      vision-factory predict --model-type depth --model depth_anything_v2_small.onnx --depth-kind relative room.jpg
     """
-    from .tools.predict import detector_from_options
+    from .tools.predict import MAPPING, detector_from_options
     from .tools.predict import predict as run_predict
 
     options = {**_given_detector_options(given), "--person-class": person_class}
+    options.update({flag: given[name] for flag, name in MAPPING.items()})
     detector_model, json_lines = given["detector_model"], given["output_format"] == "json"
     with _reported():
         detector = detector_from_options(

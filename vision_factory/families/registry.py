@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ..models import recognition
 from ..parameters import Parameter
-from . import detr, fasterrcnn, reid, rtmpose, track, tracknet, yolo, yolo_pose
+from ..results import DENSE_MAP
+from . import depth, detr, fasterrcnn, reid, rtmpose, track, tracknet, yolo, yolo_pose
 from .family import Family
 
 FAMILIES: dict[str, Family] = {
@@ -23,6 +24,7 @@ FAMILIES: dict[str, Family] = {
         rtmpose.FAMILY,
         reid.FAMILY,
         track.FAMILY,
+        depth.FAMILY,
     )
 }
 # Families with a node of their own: what generate, replay, launch files and the per-frame tools (bench, eval,
@@ -32,6 +34,8 @@ NODE_FAMILIES: dict[str, Family] = {name: spec for name, spec in FAMILIES.items(
 DETECTORS = tuple(name for name, spec in NODE_FAMILIES.items() if spec.make is not None)
 SINGLE_MODEL = tuple(name for name, spec in NODE_FAMILIES.items() if spec.single_model)
 SINGLE_MODEL_DETECTORS = tuple(name for name in DETECTORS if name in SINGLE_MODEL)
+# Families whose node publishes a dense map (results/dense.py: depth), which `predict` also takes.
+MAPS = tuple(name for name, spec in NODE_FAMILIES.items() if spec.result is DENSE_MAP)
 
 
 def family(name: str) -> Family:

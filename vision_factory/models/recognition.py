@@ -3,8 +3,8 @@
 ``vision-factory inspect`` prints what these rules find in an ONNX file (models/model_file.py), and every
 node checks its models with them at start-up, on whatever backend loaded them. Each family's rule lives
 beside its adapter, in the light module of facts the two share (tracknet_interface.py, yolo_interface.py,
-fasterrcnn_interface.py, rtmpose_interface.py, reid_interface.py): a generated package carries every rule, to name
-the family a wrong model looks like, but only its own family's adapter.
+fasterrcnn_interface.py, rtmpose_interface.py, reid_interface.py, depth_interface.py): a generated package carries
+every rule, to name the family a wrong model looks like, but only its own family's adapter.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from ..runtime.runner import Runner, TensorInfo, tensor_text, tensors_text
 from ..text import untrusted
+from .depth_interface import DEPTH
 from .detr_interface import DETR
 from .fasterrcnn_interface import FASTERRCNN
 from .interface import Interface, ModelInterface, Recognition, Rule, end2end
@@ -24,8 +25,9 @@ from .yolo_interface import YOLO, YOLO_POSE
 __all__ = ["FAMILY_NAMES", "RULES", "Recognition", "WrongFamily", "load_checked", "recognise", "require_family"]
 
 # Tried in this order; the first that matches wins (a pose model also fits the detector's rule; a DETR export's
-# query rows would read as a transposed YOLO head, and a deploy export's labels, boxes, scores as fasterrcnn's).
-RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, DETR, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE, REID)
+# query rows would read as a transposed YOLO head, and a deploy export's labels, boxes, scores as fasterrcnn's; a
+# fixed-size depth export's [1, H, W] map would fit YOLO's rows, but depth asks for its output's name or metadata).
+RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, DEPTH, DETR, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE, REID)
 FAMILY_NAMES = tuple(rule.family for rule in RULES)
 _NEEDS = {rule.family: rule.needs for rule in RULES}
 

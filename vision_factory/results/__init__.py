@@ -81,4 +81,10 @@ TRACKS = ResultKind("detections", *_DETECTIONS, latched=_LABELS)  # another node
 BALL_TRACK = ResultKind(
     "ball", "geometry_msgs/msg/PointStamped", "ball positions", "ball.csv", metrics=("F1",), streamed=True
 )
-DENSE_MAP = ResultKind("dense", "sensor_msgs/msg/Image", "per-pixel values", "dense.json", metrics=("AbsRel", "delta1"))
+DENSE_MAP = ResultKind(
+    "dense",
+    "sensor_msgs/msg/Image",
+    "per-pixel values",
+    "dense.json",
+    metrics=("AbsRel", "delta1", "aligned_AbsRel", "aligned_delta1"),  # aligned: scale and shift, relative models
+)

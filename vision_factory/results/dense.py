@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ..text import untrusted
-from . import DENSE_MAP, tool_module
+from . import DENSE_MAP, Item, tool_module
 
 if TYPE_CHECKING:
     from sensor_msgs.msg import Image
@@ -71,8 +71,9 @@ def line(record: Mapping[str, Any], result: DenseMap) -> str:
 def save(
     folder: Path, path: Path, index: int | None, frame: np.ndarray, result: DenseMap, protected: Iterable = ()
 ) -> Path:
-    """The map as FOLDER/<image's stem>.npy (or <video's stem>_<index>.npy) and drawn beside it as .png; never
-    through a link, nor onto ``path`` or another of the ``protected`` files. The .npy's path."""
+    """The map as FOLDER/<image's stem>.npy (or <video's stem>_<index>.npy) and drawn beside it as .png, a map in
+    metres also as <stem>_mm.png (``millimetres``); never through a link, nor onto ``path`` or another of the
+    ``protected`` files. The .npy's path."""
     import cv2
 
     from ..files import staged
@@ -84,7 +85,20 @@ def save(
         np.save(handle, result.values.astype(np.float32), allow_pickle=False)
     with staged(folder / f"{stem}.png", [path, *protected], "--save folder") as fresh:
         cv2.imwrite(str(fresh), draw(result))
+    if result.unit == "m":  # as a depth camera writes it: 16-bit millimetres, 0 invalid
+        with staged(folder / f"{stem}_mm.png", [path, *protected], "--save folder") as fresh:
+            cv2.imwrite(str(fresh), millimetres(result.values))
     return saved
+
+
+def millimetres(metres: np.ndarray) -> np.ndarray:
+    """A map in metres as uint16 millimetres (a depth camera's 16UC1): rounded, 0 where invalid (NaN, not above
+    0.5 mm, or beyond 65.535 m)."""
+    scaled = np.asarray(metres, np.float64) * 1000
+    valid = np.isfinite(scaled) & (scaled >= 0.5) & (scaled < 65535.5)
+    found = np.zeros(scaled.shape, np.uint16)
+    found[valid] = np.round(scaled[valid]).astype(np.uint16)
+    return found
 
 
 def read_map(path: str | Path) -> np.ndarray:
@@ -101,14 +115,44 @@ def read_map(path: str | Path) -> np.ndarray:
 # Comparison.
 def differences(a: DenseMap, b: DenseMap) -> dict[str, float]:
     """How two maps of one frame differ: the largest and mean difference of the pixels valid in both (inf when
-    their sizes or units differ), and how many pixels are valid in one only."""
+    their sizes or units differ), the mean difference relative to a's mean magnitude there (``relative_difference``:
+    free of the map's scale, e.g. a relative depth's), and how many pixels are valid in one only."""
     if a.values.shape != b.values.shape or a.unit != b.unit:
-        return {"max_difference": float("inf"), "mean_difference": float("inf"), "valid_in_one": 0}
+        inf = float("inf")
+        return {"max_difference": inf, "mean_difference": inf, "relative_difference": inf, "valid_in_one": 0}
     both = np.isfinite(a.values) & np.isfinite(b.values)
     difference = np.abs(a.values[both].astype(np.float64) - b.values[both])
     one = int(np.count_nonzero(np.isfinite(a.values) != np.isfinite(b.values)))
     largest, mean = (float(difference.max()), float(difference.mean())) if difference.size else (0.0, 0.0)
-    return {"max_difference": largest, "mean_difference": mean, "valid_in_one": one}
+    magnitude = float(np.abs(a.values[both].astype(np.float64)).mean()) if difference.size else 0.0
+    relative = mean / magnitude if magnitude > 0 else (0.0 if mean == 0 else float("inf"))
+    return {"max_difference": largest, "mean_difference": mean, "relative_difference": relative, "valid_in_one": one}
+
+
+# verify: a frame's map as one item whose points are its values on a grid (results/__init__.py's Item), compared
+# by the largest difference (tools/verify_frames.py), in the map's unit.
+VERIFY_STRIDE = 4  # every 4th row and column: a verify run holds every frame's map (a 1280x720 map: 230 KB so)
+INVALID = -1e9  # a NaN pixel's value there: NaN in both maps compares equal, NaN in one differs by far
+
+
+def items(result: DenseMap) -> list[Item]:
+    values = result.values[::VERIFY_STRIDE, ::VERIFY_STRIDE].astype(np.float64)
+    return [Item("map", 1.0, np.where(np.isfinite(values), values, INVALID).ravel(), np.zeros(0))]
+
+
+def message_items(message: Image, tracked: bool = False) -> list[Item]:
+    """The node's answer (a 32FC1 map) as verify compares it."""
+    return items(from_message(message, "", ""))
+
+
+def offline_items(pipeline: Any, frames: Sequence[np.ndarray]) -> list[list[Item]]:
+    """The family's pipeline (a DenseModel) on each frame, as verify compares it."""
+    return [items(pipeline.infer(frame)) for frame in frames]
+
+
+def names_of(pipeline: Any) -> tuple[list[str] | None, list[str]]:
+    """No class names, no keypoints."""
+    return None, []
 
 
 # Drawing.
@@ -146,16 +190,39 @@ def depth_metrics(predicted: Sequence[np.ndarray], truth: Sequence[np.ndarray]) 
     return {"AbsRel": float(relative_all.mean()), "delta1": float(np.mean(ratio_all < DELTA1))}
 
 
+def aligned(predicted: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """A relative map (relative inverse depth, as Depth Anything's and MiDaS's) as depth aligned to ``truth`` as the
+    depth literature scores such models (MiDaS, Depth Anything): the scale s and shift t of least squares between
+    s x prediction + t and the truth's inverse depth over the pixels of finite positive truth and finite prediction,
+    then 1 / (s x prediction + t), that disparity held at least 1 / the frame's largest truth depth (depth capped
+    there); NaN elsewhere."""
+    valid = np.isfinite(truth) & (truth > 0) & np.isfinite(predicted)
+    found = np.full(truth.shape, np.nan, np.float64)
+    if np.count_nonzero(valid) < 2:
+        return found
+    p, inverse = predicted[valid].astype(np.float64), 1 / truth[valid].astype(np.float64)
+    design = np.stack([p, np.ones_like(p)], axis=1)
+    (scale, shift), *_ = np.linalg.lstsq(design, inverse, rcond=None)
+    disparity = np.maximum(scale * p + shift, 1 / truth[valid].max())
+    found[valid] = 1 / disparity
+    return found
+
+
 def evaluate_maps(predictions: Path, truth: Path) -> dict[str, float]:
     """``depth_metrics`` of the .npy maps in folder ``predictions`` (as ``save`` writes them) against the truth maps
-    of the same names in folder ``truth``; a truth map without a prediction is a ValueError."""
+    of the same names in folder ``truth``, as they are and ``aligned`` (``aligned_AbsRel``, ``aligned_delta1``: a
+    relative model's scores); a truth map without a prediction is a ValueError."""
     names = sorted(path.name for path in Path(truth).glob("*.npy"))
     if not names:
         raise ValueError(f"no truth maps (.npy) in {truth}")
     missing = [name for name in names if not (Path(predictions) / name).is_file()]
     if missing:
         raise ValueError(f"{predictions} has no prediction for {untrusted(', '.join(missing[:5]), 400)}")
-    return depth_metrics([read_map(Path(predictions) / n) for n in names], [read_map(Path(truth) / n) for n in names])
+    found = [read_map(Path(predictions) / name) for name in names]
+    truths = [read_map(Path(truth) / name) for name in names]
+    scores = depth_metrics(found, truths)
+    shifted = depth_metrics([aligned(p, t) for p, t in zip(found, truths, strict=True)], truths)
+    return {**scores, **{f"aligned_{name}": value for name, value in shifted.items()}}
 
 
 def evaluate(model_type: str, options: Mapping[str, Any]) -> Any:
@@ -172,15 +239,19 @@ def evaluate(model_type: str, options: Mapping[str, Any]) -> Any:
     path = Path(options["out_dir"]) / "eval.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, json.dumps({"model_type": model_type, **metrics}, indent=2) + "\n")
-    text = f"AbsRel {metrics['AbsRel']:.4f}, delta1 {metrics['delta1']:.4f}\n"
+    text = f"AbsRel {metrics['AbsRel']:.4f}, delta1 {metrics['delta1']:.4f}"
+    text += (
+        f" (scale-and-shift aligned: AbsRel {metrics['aligned_AbsRel']:.4f}, delta1 {metrics['aligned_delta1']:.4f})\n"
+    )
     return commands.CommandReport(text, {"eval": path})
 
 
 def compare_runs(model_type: str, configurations: Sequence[tuple[Path, str]], options: Mapping[str, Any]) -> Any:
     """`compare`: two (model, target) configurations over ``source`` (an image, a video or a folder of images): the
-    largest and mean difference of their maps, saved as compare's report."""
+    largest and mean difference of their maps, saved as compare's report; ``options["options"]``: predict's options
+    by flag (quantize's --depth-kind)."""
     predict, compare = tool_module("predict"), tool_module("compare")
-    source = options["source"]
+    source = options["source"] if options.get("source") is not None else options.get("data")  # quantize: --data
     if source is None:
         raise tool_module("commands").UsageError(
             f"{model_type} needs --source, the images both configurations run over"
@@ -189,11 +260,12 @@ def compare_runs(model_type: str, configurations: Sequence[tuple[Path, str]], op
     inputs = sorted(path for path in source.iterdir() if path.is_file()) if source.is_dir() else [source]
     runs = []
     for model, target in configurations:
-        adapter = predict.detector_from_options(model_type, model, target, {})
+        adapter = predict.detector_from_options(model_type, model, target, options.get("options") or {})
         runs.append([found.result for found in predict.predict(adapter, inputs, result=DENSE_MAP)])
     found = [differences(a, b) for a, b in zip(*runs, strict=True)]
     outputs = {name: max((one[name] for one in found), default=0.0) for name in ("max_difference", "valid_in_one")}
-    outputs["mean_difference"] = float(np.mean([one["mean_difference"] for one in found])) if found else 0.0
+    for name in ("mean_difference", "relative_difference"):
+        outputs[name] = float(np.mean([one[name] for one in found])) if found else 0.0
     runs_on = [target for _, target in configurations]
     report, path = compare.save_comparison(
         configurations, runs_on, ("source", source), {"outputs": outputs}, options["out_dir"]

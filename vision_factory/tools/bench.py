@@ -126,6 +126,43 @@ def _detection_pipeline(runner, model: Path, model_type: str, frames: int) -> di
     }
 
 
+def _maps(model_type: str | None) -> bool:
+    """Whether the family's result is a dense map (results/dense.py: depth): its model of dynamic size is timed on
+    the input its pipeline makes of a 1280x720 frame."""
+    return model_type is not None and family(model_type).result.name == "dense"
+
+
+def _map_estimator(runner, model: Path, model_type: str):
+    spec = family(model_type)
+    return spec.pipeline(spec.values_from_model(model, "bench"), lambda path: runner)
+
+
+def _map_feeds(runner, model: Path, model_type: str) -> dict[str, np.ndarray]:
+    """The input a dense family's pipeline makes of the 1280x720 frame (its processor's size for it)."""
+    estimator = _map_estimator(runner, model, model_type)
+    return {estimator.input.name: estimator.prepare(_detection_frame())}
+
+
+def _map_pipeline(runner, model: Path, model_type: str, frames: int) -> dict[str, float]:
+    """Pre-processing, inference and the map back at the frame's size per 1280x720 frame: the node's pipeline with
+    the node's parameter defaults (and the values the model file records)."""
+    estimator = _map_estimator(runner, model, model_type)
+    frame = _detection_frame()
+    stages = {"preprocess_ms": [], "inference_ms": [], "postprocess_ms": []}
+    for _ in range(frames):
+        times = [time.perf_counter()]
+        tensor = estimator.prepare(frame)
+        times.append(time.perf_counter())
+        depth = estimator.raw(tensor)
+        times.append(time.perf_counter())
+        estimator.finish(depth, *frame.shape[:2])
+        times.append(time.perf_counter())
+        for name, start, end in zip(stages, times, times[1:]):
+            stages[name].append(end - start)
+    split = {name: 1000 * float(np.median(values)) for name, values in stages.items()}
+    return {"frame_size": "1280x720", "input": list(tensor.shape), **split, "fps": 1000.0 / sum(split.values())}
+
+
 def _stream_pipeline(
     runner, model: Path, model_type: str, frames: int, stride: int = 1
 ) -> tuple[list[float], dict[str, float]]:
@@ -164,7 +201,7 @@ def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | 
     try:
         runner = load_target(target, model)
         load_ms = 1000 * (time.perf_counter() - start)
-        feeds = _random_feeds(runner)
+        feeds = _map_feeds(runner, model, model_type) if _maps(model_type) else _random_feeds(runner)
     except ProviderUnavailable as exc:  # its own fix names the node's parameter; bench has options instead
         fix = "install the matching onnxruntime package (onnxruntime-gpu for CUDA and TensorRT)"
         return BenchResult(target, False, reason=f"{exc.problem}; {fix}, or leave {target} out of --backends")
@@ -184,6 +221,8 @@ def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | 
         setattr(result, name, value)
     if model_type is not None and _streamed(model_type):
         _, result.pipeline = _stream_pipeline(runner, model, model_type, runs, stride)
+    elif _maps(model_type):
+        result.pipeline = _map_pipeline(runner, model, model_type, runs)
     elif model_type is not None:
         result.pipeline = _detection_pipeline(runner, model, model_type, runs)
     result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

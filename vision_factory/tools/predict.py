@@ -36,6 +36,7 @@ FINDING = {
     "--label-offset": "label_offset",
 }
 POSING = {"--input-size": "input_size", "--person-class": "person_class"}
+MAPPING = {"--depth-kind": "depth_kind", "--processor-size": "processor_size", "--max-depth": "max_depth"}  # depth
 
 
 def node_values(name: str, model: Path, options: Mapping[str, Any], parameters: Mapping[str, str]) -> dict:
@@ -78,7 +79,7 @@ def detector_from_options(
     if spec.runs_on:  # the people come from the --detector model
         people = family(detector_type).build(node_values(detector_type, detector_model, options, FINDING), load)
         return spec.build(node_values(model_type, model, options, POSING), load, person_detector=people)
-    return spec.build(node_values(model_type, model, options, FINDING | POSING), load)
+    return spec.build(node_values(model_type, model, options, FINDING | POSING | MAPPING), load)
 
 
 @dataclass

@@ -358,7 +358,7 @@ def compare_models(
     if family(model_type).runs_on:
         return compare_on_people(model_type, configurations, data, options or {}, detector_model, out_dir)
     spec = family(model_type)  # the family's result kind compares (results/<kind>.py's compare_runs)
-    given = {"source": source, "data": data, "median_warmup": None, "out_dir": out_dir}
+    given = {"source": source, "data": data, "median_warmup": None, "out_dir": out_dir, "options": options or {}}
     given["heatmap_threshold"] = next((p.default for p in spec.parameters if p.name == "heatmap_threshold"), None)
     return spec.result.module().compare_runs(model_type, configurations, given)
 

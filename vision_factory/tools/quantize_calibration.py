@@ -103,9 +103,10 @@ def calibration_inputs(
         stream = spec.pipeline(spec.values_from_model(model, "quantize"), load)
         read = sum(1 for index, frame in enumerate(calibration) if stream.push(frame, index) is not None)
         stream.flush()
-    else:  # a detector, as `predict` builds it from ``options``
+    else:  # a detector (or a dense model), as `predict` builds it from ``options``, run as predict runs it
         detector = detector_from_options(model_type, model, REFERENCE, options or {}, detector_model, load=load)
-        read = sum(1 for frame in calibration if detector.detect(frame) is not None)
+        kind = spec.result.module()
+        read = sum(1 for frame in calibration if kind.run(detector, frame) is not None)
     feeds = [feed for recorder in recorders for feed in recorder.feeds]
     if not feeds:
         raise ValueError(

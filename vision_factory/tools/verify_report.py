@@ -119,8 +119,8 @@ def draw(path: Path, image: np.ndarray, node: list[Item], model: list[Item]) -> 
             if points.size == 2:
                 cv2.drawMarker(canvas, _point(points), colour, cv2.MARKER_CROSS, 16, 2)
                 continue
-            if points.size < 4:
-                continue
+            if points.size < 4 or points.size != 4 + 2 * item.point_scores.size:
+                continue  # no box (with its keypoints): a map's values (results/dense.py) are not drawn
             x1, y1, x2, y2 = (int(round(v)) for v in points[:4])
             cv2.rectangle(canvas, (x1, y1), (x2, y2), colour, thickness)
             top = y1 - 4 if colour == NODE_COLOUR else y2 + 14  # the node's labels above, the model's below

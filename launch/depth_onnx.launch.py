@@ -1,0 +1,47 @@
+"""Launch the node: monocular depth (Depth Anything V1/V2 metric or relative, DPT/MiDaS-style), on ONNX Runtime.
+
+Command depth_node,
+of vision_factory.
+Rendered from vision_factory's templates/package/launch.py.j2: regenerate rather than edit.
+
+Usage:
+    ros2 launch vision_factory depth_onnx.launch.py \\
+        model_path:=/models/model.onnx \\
+        image_topic:=/camera/image_raw
+
+`--show-args` lists every argument, with its description and default:
+model_path, depth_kind, input_transport, autostart, execution_provider, image_topic,
+camera_info_topic, namespace, params_file, fastdds_profile.
+Parameters that are not arguments come from params_file (default:
+config/depth_onnx.yaml); the arguments always override the same keys of that file.
+
+fastdds_profile is exported as FASTDDS_DEFAULT_PROFILES_FILE for the node. Its default, which
+`--show-args` shows, is config/fastdds_shm.xml (shared memory for camera-sized frames, UDP on
+loopback only: export it for the camera driver too); when it is not given and the variable is
+already set (also by a launch file including this one), the variable is kept as it is.
+fastdds_profile:='' keeps Fast DDS defaults, e.g. to reach the node from other machines.
+
+The node is a managed (lifecycle) node. autostart:=true (the default) has it configure and activate itself at
+start, as a plain node; autostart:=false starts it as launch_ros's LifecycleNode, waiting in 'unconfigured' for
+its transitions (`ros2 lifecycle set /depth configure`, then `activate`; or ChangeState events
+from another launch file), so a system manager decides when it loads its model and works.
+
+What it does is NodeLaunch's, from ros/launch_description.py of the package
+vision_factory; this file names the family, backend and package.
+"""
+
+from vision_factory.families.depth import FAMILY
+from vision_factory.ros.launch_description import NodeLaunch
+from vision_factory.runtime.onnx_runner import OnnxRunner
+
+LAUNCH = NodeLaunch(
+    FAMILY,
+    OnnxRunner,
+    package="vision_factory",
+    executable="depth_node",
+    config_file="depth_onnx.yaml",
+)
+
+
+def generate_launch_description():
+    return LAUNCH.description()

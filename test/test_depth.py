@@ -1,0 +1,355 @@
+"""The depth family (families/depth.py, models/depth.py, ros/depth_node.py) on architecture-true Depth Anything
+exports (test/data/depth/, made by benchmarks/make_depth_models.py with transformers' own classes): recognition,
+the maps against transformers' own depth pipeline, the refusal of a file that does not say metric or relative, and
+the node over real DDS (REP-118 metres, relative depth, camera_info, points). Real ONNX Runtime sessions."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import cv2
+import numpy as np
+import onnx
+import pytest
+import skimage.data
+from builtin_interfaces.msg import Time
+from click.testing import CliRunner
+from onnx import TensorProto, helper
+from sensor_msgs.msg import CameraInfo, Image, PointCloud2
+from std_msgs.msg import Header
+from support.cli import run_cli
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe
+
+from vision_factory.cli import main
+from vision_factory.families.registry import family
+from vision_factory.models.model_file import recognise, summarize
+from vision_factory.results.dense import from_message
+from vision_factory.ros.messages import bgr_to_message
+from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.tools.bench import measure
+
+DATA = Path(__file__).resolve().parent / "data" / "depth"
+REFERENCE = json.loads((DATA / "reference.json").read_text())
+RELATIVE = DATA / "depth-anything-relative.onnx"  # metadata: model_type, depth_kind relative, image_size 70x70
+METRIC = DATA / "depth-anything-metric.onnx"  # no metadata, as Optimum's exports
+LOG = logging.getLogger("test")
+
+
+def _load(path):
+    return OnnxRunner.load(path, {}, LOG)
+
+
+def _values(model: Path, **given) -> dict:
+    from vision_factory.parameters import with_defaults
+
+    spec = family("depth")
+    return with_defaults(spec.parameters, {"model_path": str(model), **given}, "depth")
+
+
+def _frame(name: str) -> np.ndarray:
+    return np.ascontiguousarray(getattr(skimage.data, name)()[..., ::-1])  # BGR, as a node's frame
+
+
+def test_depth_anything_exports_are_recognised_from_their_output_and_metadata():
+    relative = recognise(summarize(RELATIVE))
+    assert relative.family == "depth", relative.reason
+    assert relative.details["depth_kind"] == "relative" and relative.details["image_size"] == (70, 70)
+    metric = recognise(summarize(METRIC))
+    assert metric.family == "depth" and metric.details["depth_kind"] is None, metric.reason
+    assert "no depth_kind" in metric.reason
+
+
+def _map_model(path: Path, output: str, shape: list, metadata: dict | None = None) -> Path:
+    """A model of one image in and one map out (the map: the image's mean), named and shaped as asked."""
+    nodes = [helper.make_node("ReduceMean", ["image", "axes"], [output], keepdims=1)]
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    if len(shape) == 3:
+        nodes = [
+            helper.make_node("ReduceMean", ["image", "axes"], ["mean"], keepdims=0),
+        ]
+        nodes.append(helper.make_node("Identity", ["mean"], [output]))
+    graph = helper.make_graph(
+        nodes,
+        "map",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, *shape[-2:]])],
+        [helper.make_tensor_value_info(output, TensorProto.FLOAT, shape)],
+        [axes],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    if metadata:
+        helper.set_model_props(model, metadata)
+    onnx.save(model, path)
+    return path
+
+
+def test_a_map_without_depths_name_or_metadata_is_not_called_depth_nor_tracknet(tmp_path):
+    """One [1, 1, 288, 512] or [1, 288, 512] map out is any per-pixel model's (TrackNet's size, seq_len 1): without
+    the name predicted_depth or depth metadata it is not depth (nor TrackNet); with them it is depth, even where
+    YOLO's rule would read [1, 288, 512] as rows."""
+    for shape in ([1, 1, 288, 512], [1, 288, 512]):
+        plain = _map_model(tmp_path / f"plain{len(shape)}.onnx", "map", shape)
+        assert recognise(summarize(plain)).family not in ("depth", "tracknet")
+        named = _map_model(tmp_path / f"named{len(shape)}.onnx", "predicted_depth", shape)
+        assert recognise(summarize(named)).family == "depth"
+    tagged = _map_model(tmp_path / "tagged.onnx", "out", [1, 1, 288, 512], {"depth_kind": "metric"})
+    assert recognise(summarize(tagged)).family == "depth"
+
+
+@pytest.mark.parametrize("model", sorted(REFERENCE["models"]))
+def test_maps_match_transformers_depth_pipeline(model):
+    """Our pre-processing (PIL bicubic, keep aspect, multiple of 14, ImageNet mean/std), the model and the bicubic
+    resize back (post_process_depth_estimation) against transformers' pipeline: within 1e-5 of the map's range with
+    its PIL backend; with its default torchvision backend, whose 8-bit resize differs from PIL's by one level in a
+    few pixels (37 of 23520 values for chelsea), within 1e-3 of the range."""
+    recorded = REFERENCE["models"][model]
+    kind = recorded["config"]["depth_kind"]
+    says = "depth_kind" in recorded["metadata"]  # else, as Optimum's exports, the node is told
+    given = {} if says else {"depth_kind": kind, "processor_size": "70x70"}
+    estimator = family("depth").pipeline(_values(DATA / model, **given), _load)
+    assert estimator.depth_kind == kind and estimator.unit == ("m" if kind == "metric" else "relative")
+    for frames, tolerance in (("frames_pil", 1e-5), ("frames", 1e-3)):
+        for frame in recorded[frames]:
+            image = _frame(frame["image"])
+            assert list(estimator.prepare(image).shape) == frame["model_input"]
+            found = estimator.infer(image)
+            assert found.values.shape == tuple(frame["size"]) and found.values.dtype == np.float32
+            expected = np.load(DATA / frame["depth"])
+            stride = frame["stride"]
+            sampled = found.values[::stride, ::stride]
+            span = frame["max"] - frame["min"]
+            assert np.abs(sampled - expected).max() <= tolerance * span, (frames, frame["image"])
+
+
+def test_a_model_that_does_not_say_metric_or_relative_is_refused_without_depth_kind():
+    with pytest.raises(ValueError, match="does not say whether its depth is metric .* set depth_kind"):
+        family("depth").pipeline(_values(METRIC), _load)
+
+
+def test_metric_depth_beyond_max_depth_is_nan():
+    estimator = family("depth").pipeline(
+        _values(METRIC, depth_kind="metric", processor_size="70x70", max_depth=6.0), _load
+    )
+    found = estimator.infer(_frame("chelsea")).values
+    unlimited = family("depth").pipeline(_values(METRIC, depth_kind="metric", processor_size="70x70"), _load)
+    full = unlimited.infer(_frame("chelsea")).values
+    assert np.isfinite(full).all() and (full > 6).any() and (full <= 6).any()
+    assert np.array_equal(np.isnan(found), full > 6)
+    assert np.array_equal(found[full <= 6], full[full <= 6])
+
+
+def _camera_info(width: int, height: int, header) -> CameraInfo:
+    fx, fy, cx, cy = 0.9 * width, 0.8 * width, width / 2 + 3, height / 2 - 5
+    return CameraInfo(
+        header=header,
+        width=width,
+        height=height,
+        distortion_model="plumb_bob",
+        d=[0.0] * 5,
+        k=[fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0],
+        r=[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+        p=[fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0],
+    )
+
+
+def _run_depth_node(tmp_path, params: dict, image: np.ndarray, map_topic: str):
+    """The node started on ``params``; a camera_info of twice the image's size and the image (again, until the node
+    has both) published; what it published on ``map_topic``, camera_info, points and depth (both map topics)."""
+    node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.depth_onnx_node")
+    probe = Probe()
+    try:
+        other = "/t/depth" if map_topic != "/t/depth" else "/t/relative_depth"
+        maps, wrong = probe.subscribe(Image, map_topic), probe.subscribe(Image, other)
+        infos, clouds = probe.subscribe(CameraInfo, "/t/depth/camera_info"), probe.subscribe(PointCloud2, "/t/points")
+        images, info_publisher = probe.publisher(Image, "/t/image"), probe.publisher(CameraInfo, "/t/camera_info")
+        ready = lambda: images.get_subscription_count() > 0 and info_publisher.get_subscription_count() > 0  # noqa: E731
+        assert probe.spin_until(lambda: ready() and probe.matched(), PATIENCE_S), node.log()
+        height, width = image.shape[:2]
+        for index in range(20):
+            header = Header(stamp=Time(sec=100 + index), frame_id="camera_optical")
+            info_publisher.publish(_camera_info(2 * width, 2 * height, header))
+            probe.spin_until(lambda: False, 0.2)
+            images.publish(bgr_to_message(image, header))
+            done = lambda: maps and infos and (clouds or "relative" in map_topic)  # noqa: E731
+            if probe.spin_until(done, PATIENCE_S / 10):
+                break
+        probe.spin_until(lambda: False, 0.5)
+    finally:
+        probe.close()
+        node.stop()
+    return maps, infos, clouds, wrong, node.log()
+
+
+def test_depth_node_publishes_rep118_metres_its_camera_info_and_points(tmp_path):
+    """A metric model: depth 32FC1 metres with the image's header (transformers' map), depth/camera_info the input's
+    scaled to the map's size, points the pinhole back-projection of the map; nothing on relative_depth."""
+    image = _frame("chelsea")
+    params = {"model_path": str(METRIC), "depth_kind": "metric", "processor_size": "70x70"}
+    params["camera_info"] = "true"
+    maps, infos, clouds, wrong, log = _run_depth_node(tmp_path, {**params}, image, "/t/depth")
+    assert maps and infos and clouds, log
+    assert not wrong, log
+    message = maps[-1]
+    assert message.encoding == "32FC1" and message.header.frame_id == "camera_optical"
+    assert (message.height, message.width) == image.shape[:2]
+    depth = from_message(message, "m", "depth").values
+    frame = REFERENCE["models"][METRIC.name]["frames_pil"][0]
+    expected = np.load(DATA / frame["depth"])
+    assert np.abs(depth[:: frame["stride"], :: frame["stride"]] - expected).max() <= 1e-5 * (
+        frame["max"] - frame["min"]
+    )
+    info = next(info for info in infos if info.header.stamp == message.header.stamp)
+    height, width = image.shape[:2]
+    fx, fy, cx, cy = 0.9 * 2 * width / 2, 0.8 * 2 * width / 2, (width + 3) / 2, (height - 5) / 2
+    assert (info.width, info.height) == (width, height)
+    assert np.allclose(np.array(info.k).reshape(3, 3)[:2], [[fx, 0, cx], [0, fy, cy]])
+    cloud = next(cloud for cloud in clouds if cloud.header.stamp == message.header.stamp)
+    points = np.frombuffer(bytes(cloud.data), "<f4").reshape(height, width, 3)
+    v, u = np.mgrid[0:height, 0:width]
+    assert np.allclose(points[..., 2], depth)
+    assert np.allclose(points[..., 0], (u - cx) * depth / fx, rtol=1e-5, atol=1e-5)
+    assert np.allclose(points[..., 1], (v - cy) * depth / fy, rtol=1e-5, atol=1e-5)
+
+
+def test_depth_node_publishes_a_relative_models_map_as_relative_depth_never_metres(tmp_path):
+    image = _frame("coffee")
+    maps, infos, clouds, wrong, log = _run_depth_node(
+        tmp_path, {"model_path": str(RELATIVE)}, image, "/t/relative_depth"
+    )
+    assert maps and not wrong and not clouds, log  # no metres, no points from a relative map
+    assert "relative inverse depth on relative_depth" in log, log
+    depth = from_message(maps[-1], "relative", "depth").values
+    frame = REFERENCE["models"][RELATIVE.name]["frames_pil"][1]
+    expected = np.load(DATA / frame["depth"])
+    assert np.abs(depth[:: frame["stride"], :: frame["stride"]] - expected).max() <= 1e-5 * (
+        frame["max"] - frame["min"]
+    )
+
+
+def test_predict_writes_metres_as_npy_and_millimetres_and_refuses_a_file_that_does_not_say(tmp_path):
+    """`predict --model-type depth`: the map as transformers gives it, in metres (.npy float32) and as a depth
+    camera's 16-bit millimetres (_mm.png); without --depth-kind a file without depth_kind metadata is refused, the
+    error naming the option."""
+    image = tmp_path / "chelsea.png"
+    cv2.imwrite(str(image), _frame("chelsea"))
+    arguments = ["predict", "--model-type", "depth", "--model", str(METRIC), str(image)]
+    refused = CliRunner().invoke(main, arguments)
+    assert refused.exit_code != 0 and "--depth-kind" in refused.output and "Traceback" not in refused.output
+    given = [*arguments, "--depth-kind", "metric", "--processor-size", "70x70", "--format", "json"]
+    done = CliRunner().invoke(main, [*given, "--save", str(tmp_path / "maps")])
+    assert done.exit_code == 0, done.output
+    record = json.loads(done.output.splitlines()[-1])
+    assert record["unit"] == "m" and record["kind"] == "depth" and record["valid"] == 300 * 451
+    frame = REFERENCE["models"][METRIC.name]["frames_pil"][0]
+    expected = np.load(DATA / frame["depth"])
+    saved = np.load(tmp_path / "maps" / "chelsea.npy")
+    assert np.abs(saved[:: frame["stride"], :: frame["stride"]] - expected).max() <= 1e-5 * (
+        frame["max"] - frame["min"]
+    )
+    millimetres = cv2.imread(str(tmp_path / "maps" / "chelsea_mm.png"), cv2.IMREAD_UNCHANGED)
+    assert millimetres.dtype == np.uint16 and np.array_equal(millimetres, np.round(saved.astype(np.float64) * 1000))
+
+
+def test_eval_scores_predicted_maps_against_truth_maps_by_absrel_and_delta1(tmp_path):
+    """`eval --model-type depth --predictions FOLDER --data FOLDER`: the maps predict saved against truth maps, the
+    left 200 columns 1.3 x the prediction (AbsRel 0.3 / 1.3, not within delta1) and the rest equal to it."""
+    image = tmp_path / "chelsea.png"
+    cv2.imwrite(str(image), _frame("chelsea"))
+    arguments = ["predict", "--model-type", "depth", "--model", str(METRIC), str(image), "--depth-kind", "metric"]
+    assert CliRunner().invoke(main, [*arguments, "--save", str(tmp_path / "maps")]).exit_code == 0
+    predicted = np.load(tmp_path / "maps" / "chelsea.npy")
+    truth = predicted.astype(np.float64).copy()
+    truth[:, :200] *= 1.3
+    (tmp_path / "truth").mkdir()
+    np.save(tmp_path / "truth" / "chelsea.npy", truth.astype(np.float32))
+    arguments = ["eval", "--model-type", "depth", "--data", str(tmp_path / "truth")]
+    done = CliRunner().invoke(main, [*arguments, "--predictions", str(tmp_path / "maps"), "--out", str(tmp_path / "e")])
+    assert done.exit_code == 0, done.output
+    scored = json.loads((tmp_path / "e" / "eval.json").read_text())
+    share = 200 / predicted.shape[1]
+    assert scored["AbsRel"] == pytest.approx(0.3 / 1.3 * share, rel=1e-5)
+    assert scored["delta1"] == pytest.approx(1 - share, rel=1e-6)
+
+
+def test_quantize_calibrates_on_the_depth_processors_input_and_reports_the_relative_difference(tmp_path):
+    """`quantize --model-type depth`: INT8 calibrated on frames through the family's own pre-processing (the
+    processor's keep-aspect size, [1, 3, 70, 112] for these images), the metadata kept, and the accuracy loss the
+    mean depth difference over the mean depth of compare's run over --data."""
+    images = tmp_path / "images"
+    images.mkdir()
+    for name in ("chelsea", "coffee"):
+        cv2.imwrite(str(images / f"{name}.png"), _frame(name))
+    out = tmp_path / "int8.onnx"
+    arguments = ["quantize", "--model-type", "depth", "--model", str(RELATIVE), "--calibration", str(images)]
+    done = CliRunner().invoke(main, [*arguments, "--out", str(out), "--data", str(images)])
+    assert done.exit_code == 0, done.output
+    found = recognise(summarize(out))
+    assert found.family == "depth" and found.details["depth_kind"] == "relative", found.reason
+    (report,) = (tmp_path / "int8_quantize").glob("compare_*.json")
+    outputs = json.loads(report.read_text())["outputs"]
+    assert outputs["valid_in_one"] == 0 and 0 < outputs["relative_difference"] < 0.05
+    assert "accuracy loss: mean relative depth difference" in done.output
+
+
+def test_bench_times_a_dynamic_depth_model_on_its_processors_input_for_a_1280x720_frame():
+    """bench needs fixed sizes; a depth model's are its processor's for the frame: 1280x720 at size 70 keeps the
+    height (70) and scales the width to 124.4, the nearest multiple of 14 being 126."""
+    result = measure(RELATIVE, "onnx:cpu", runs=2, warmup=1, model_type="depth")
+    assert result.available, result.reason
+    assert result.pipeline["input"] == [1, 3, 70, 126] and result.pipeline["frame_size"] == "1280x720"
+    assert len(result.latencies_ms) == 2 and result.pipeline["preprocess_ms"] > 0
+
+
+def test_eval_aligns_a_relative_map_by_scale_and_shift_in_inverse_depth(tmp_path):
+    """A relative map that is an affine function of the truth's inverse depth (0.3 / depth + 0.05) scores exactly
+    once aligned (AbsRel 0, delta1 1), and poorly as it is."""
+    rng = np.random.default_rng(3)
+    truth = rng.uniform(1.0, 10.0, (40, 60))
+    for folder, values in (("truth", truth), ("maps", 0.3 / truth + 0.05)):
+        (tmp_path / folder).mkdir()
+        np.save(tmp_path / folder / "frame.npy", values.astype(np.float32))
+    arguments = ["eval", "--model-type", "depth", "--data", str(tmp_path / "truth")]
+    done = CliRunner().invoke(main, [*arguments, "--predictions", str(tmp_path / "maps"), "--out", str(tmp_path / "e")])
+    assert done.exit_code == 0, done.output
+    scored = json.loads((tmp_path / "e" / "eval.json").read_text())
+    assert scored["aligned_AbsRel"] < 1e-5 and scored["aligned_delta1"] == 1.0
+    assert scored["AbsRel"] > 0.9 and scored["delta1"] == 0.0
+
+
+def test_depth_node_refuses_to_start_on_a_file_that_does_not_say_metric_or_relative(tmp_path):
+    node = NodeProcess(tmp_path, {"model_path": str(METRIC)}, module="vision_factory.depth_onnx_node")
+    assert node.wait(60) == 2, node.log()
+    node.stop()
+    assert "cannot start: model_path" in node.log() and "set depth_kind" in node.log(), node.log()
+
+
+def test_verify_finds_the_depth_node_gives_the_models_maps(tmp_path):
+    """`verify`: a bag of two frames through depth_node over DDS, each answer's map (on a 4-pixel grid) against the
+    pipeline offline, on ONNX Runtime CPU: equal."""
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    for name in ("chelsea", "coffee"):
+        cv2.imwrite(str(frames / f"{name}.png"), _frame(name))
+    assert CliRunner().invoke(main, ["bag", str(frames), "--out", str(tmp_path / "bag")]).exit_code == 0
+    arguments = ["verify", str(tmp_path / "bag"), "--model-type", "depth", "--model", str(METRIC)]
+    arguments += ["-p", "depth_kind:=metric", "-p", "processor_size:=70x70", "--out", str(tmp_path / "verify")]
+    done = run_cli(*arguments)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "verify" / "verify.json").read_text())
+    assert report["verdict"] == "pass", done.stdout
+    assert "2 of 2 answered frames within" in done.stdout and "largest difference 0 px" in done.stdout
+
+
+def test_quantize_is_told_a_files_depth_kind_and_refuses_without(tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    cv2.imwrite(str(images / "chelsea.png"), _frame("chelsea"))
+    arguments = ["quantize", "--model-type", "depth", "--model", str(METRIC), "--calibration", str(images)]
+    arguments += ["--out", str(tmp_path / "int8.onnx"), "--data", str(images), "--speed-runs", "2"]
+    refused = CliRunner().invoke(main, arguments)
+    assert refused.exit_code != 0 and "--depth-kind" in refused.output and "Traceback" not in refused.output
+    done = CliRunner().invoke(main, [*arguments, "--depth-kind", "metric"])
+    assert done.exit_code == 0, done.output
+    assert "accuracy loss: mean relative depth difference" in done.output

@@ -1,0 +1,138 @@
+"""depth: monocular depth (Depth Anything V1/V2 relative and metric, DPT/MiDaS-style relative) as transformers and
+Optimum export them (models/depth.py), recognised by models/depth_interface.py. Its result is a dense map
+(results/dense.py): metres for a metric model, relative inverse depth for a relative one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from ..models.depth import DepthEstimator
+from ..models.depth_interface import DEPTH, DEPTH_KINDS, PROCESSORS
+from ..models.recognition import require_family
+from ..parameters import Parameter
+from ..results import DENSE_MAP
+from ..text import parse_size, untrusted
+from .family import (
+    DEBUG_IMAGE,
+    IMAGE,
+    NODE_ROS_DEPENDENCIES,
+    AccuracyLoss,
+    Family,
+    Input,
+    LoadRunner,
+    NodeWiring,
+    Output,
+)
+
+FROM_MODEL = "model"  # depth_kind and model_type: what the file's metadata says (refused when it says nothing)
+
+PARAMETERS = (
+    Parameter("model_path", "", "depth model file (.onnx)", launch_argument=True, required=True),
+    Parameter(
+        "depth_kind",
+        FROM_MODEL,
+        "metric (metres on ~/depth) or relative (relative inverse depth on ~/relative_depth); model: the file's "
+        "depth_kind metadata (required when it has none: never guessed)",
+        launch_argument=True,
+        choices=(FROM_MODEL, *DEPTH_KINDS),
+    ),
+    Parameter(
+        "model_type",
+        FROM_MODEL,
+        f"the image processor: {', '.join(PROCESSORS)}; model: the file's model_type metadata, else depth_anything",
+        choices=(FROM_MODEL, *PROCESSORS),
+    ),
+    Parameter(
+        "processor_size",
+        "",
+        "the image processor's size WIDTHxHEIGHT (each side to its multiple, keeping the aspect ratio); empty: "
+        "the file's image_size metadata, else the model type's (depth_anything 518x518)",
+    ),
+    Parameter("max_depth", 0.0, "metric: metres beyond which depth is invalid (NaN); 0: no limit", minimum=0.0),
+    Parameter("camera_info", True, "subscribe to camera_info: the intrinsics of ~/camera_info and ~/points"),
+)
+
+
+def processor_of(values: Mapping[str, Any], details: Mapping[str, Any]):
+    """The image processor for a model of recognition ``details`` and the node's parameter ``values``."""
+    model_type = values["model_type"]
+    if model_type == FROM_MODEL:
+        model_type = details.get("model_type") or "depth_anything"
+    processor = PROCESSORS[model_type]
+    if values["processor_size"]:
+        width, height = parse_size(values["processor_size"], "processor_size", "518x518")
+        return replace(processor, size=(height, width))
+    if details.get("image_size"):
+        return replace(processor, size=tuple(details["image_size"]))
+    return processor
+
+
+def depth_kind_of(values: Mapping[str, Any], details: Mapping[str, Any], path: str) -> str:
+    """metric or relative: the parameter's, else the file's metadata; refused when neither says."""
+    kind = values["depth_kind"]
+    if kind != FROM_MODEL:
+        return kind
+    if details.get("depth_kind") in DEPTH_KINDS:
+        return details["depth_kind"]
+    raise ValueError(
+        f"model_path {untrusted(path)} does not say whether its depth is metric (metres) or relative (no depth_kind "
+        "metadata, as Optimum's exports): set depth_kind (predict, quantize: --depth-kind) to metric (a metric "
+        "checkpoint, e.g. Depth-Anything-V2-Metric-*) or relative (relative inverse depth, e.g. "
+        "Depth-Anything-V2-Small-hf)"
+    )
+
+
+def build(values: Mapping[str, Any], load_runner: LoadRunner) -> DepthEstimator:
+    """The DepthEstimator of ``PARAMETERS`` values; the model loads now, so a bad one fails at start-up."""
+    path = values["model_path"]
+    runner = load_runner(path)
+    details = require_family(runner, FAMILY.name, f"model_path {untrusted(path)}", FAMILY.executable).details
+    kind = depth_kind_of(values, details, path)
+    return DepthEstimator(runner, processor_of(values, details), kind, values["max_depth"])
+
+
+def pipeline(family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> DepthEstimator:
+    """depth's frame pipeline (Family.pipeline): each frame alone, the estimator ``build`` makes."""
+    return build(values, load_runner)
+
+
+CAMERA_INFO = Input(
+    "camera_info",
+    "sensor_msgs/msg/CameraInfo",
+    ", the image's intrinsics (the newest, scaled to the image's size when they differ)",
+    when=("camera_info", True),
+)
+MAP_INFO = "depth/camera_info"  # the maps' camera_info (camera_info is the image's, subscribed beside it)
+DEPTH_MAP = ", 32FC1 metres (REP-118: NaN invalid), one per frame with its header; metric models"
+RELATIVE_MAP = ", 32FC1 relative inverse depth (no unit: larger is nearer), one per frame with its header"
+
+FAMILY = Family(
+    name="depth",
+    summary="monocular depth (Depth Anything V1/V2 metric or relative, DPT/MiDaS-style)",
+    rule=DEPTH,
+    parameters=PARAMETERS,
+    build=build,
+    result=DENSE_MAP,
+    make_pipeline=pipeline,
+    # quantize: compare's mean depth difference over the mean depth (results/dense.py: free of a relative map's scale)
+    accuracy_loss=AccuracyLoss(
+        "mean relative depth difference", 0.05, lambda report: report["outputs"]["relative_difference"]
+    ),
+    node=NodeWiring(
+        "depth_node",
+        inputs=(IMAGE, CAMERA_INFO),
+        outputs=(
+            Output("depth", DENSE_MAP.message, DEPTH_MAP, depth=10),
+            Output("relative_depth", DENSE_MAP.message, RELATIVE_MAP, depth=10),
+            Output(
+                MAP_INFO, "sensor_msgs/msg/CameraInfo", ": the maps' intrinsics (the image's, scaled to their size)"
+            ),
+            Output("points", "sensor_msgs/msg/PointCloud2", ": x, y, z in metres (metric models)", on_demand=True),
+            DEBUG_IMAGE,
+        ),
+        ros_dependencies=NODE_ROS_DEPENDENCIES,
+        topic_arguments=(("camera_info", "camera_info_topic", "/camera/camera_info", "CameraInfo of the image"),),
+    ),
+)

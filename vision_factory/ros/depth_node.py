@@ -1,0 +1,137 @@
+"""depth_node: a depth map per image from a monocular depth model (families/depth.py), on any backend.
+
+Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage); with camera_info on (the
+            default) also camera_info (sensor_msgs/CameraInfo): the newest one is used for each image
+Publishes   families/depth.py's output table:
+            depth           sensor_msgs/Image 32FC1 in metres, a metric model's (REP-118: NaN where invalid)
+            relative_depth  sensor_msgs/Image 32FC1, a relative model's relative inverse depth (larger is nearer,
+                            scale and shift unknown: never metres)
+            depth/camera_info  the maps' intrinsics: the image's camera_info, scaled to the map's size if they differ
+            points          sensor_msgs/PointCloud2 (x, y, z float32 metres, organised as the map, NaN where
+                            invalid), metric models with a camera_info, computed only while subscribed
+            debug_image     the map colour-mapped, while subscribed
+Each map is the size of its image and carries its header (stamp and frame_id: the camera's optical frame).
+
+A managed (lifecycle) node as every node (ros/inference_node.py): queue, freshness (max_frame_age), lazy,
+diagnostics and QoS as the others.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+from sensor_msgs.msg import CameraInfo, PointCloud2, PointField
+
+from ..families.depth import MAP_INFO
+from ..families.family import Family
+from ..images import ImageFormatError
+from ..results.dense import draw, to_message
+from ..runtime.runner import Runner
+from .inference_node import InferenceNode, spin
+from .messages import bgr_to_message
+
+
+def scaled_camera_info(info: CameraInfo, header, width: int, height: int) -> CameraInfo:
+    """``info`` for an image of ``width`` x ``height`` (its own size scaled: focal lengths and principal point),
+    with ``header``."""
+    sx, sy = width / info.width, height / info.height
+    k, p = np.array(info.k, np.float64).reshape(3, 3), np.array(info.p, np.float64).reshape(3, 4)
+    k[0] *= sx
+    k[1] *= sy
+    p[0] *= sx
+    p[1] *= sy
+    return CameraInfo(
+        header=header,
+        height=height,
+        width=width,
+        distortion_model=info.distortion_model,
+        d=list(info.d),
+        k=k.ravel().tolist(),
+        r=list(info.r),
+        p=p.ravel().tolist(),
+    )
+
+
+def point_cloud(header, depth: np.ndarray, info: CameraInfo) -> PointCloud2:
+    """The organised cloud of a metric map: each pixel (u, v) at depth z is x = (u - cx) z / fx, y = (v - cy) z / fy
+    in the optical frame (pinhole, from K: the image is taken as rectified); NaN where the depth is."""
+    fx, _, cx, _, fy, cy = info.k[:6]
+    height, width = depth.shape
+    u = (np.arange(width, dtype=np.float32) - np.float32(cx)) / np.float32(fx)
+    v = (np.arange(height, dtype=np.float32) - np.float32(cy)) / np.float32(fy)
+    depth = np.asarray(depth, "<f4")
+    points = cv2.merge([depth * u[None, :], depth * v[:, None], depth])  # x, y, z interleaved
+    fields = [
+        PointField(name=name, offset=4 * index, datatype=PointField.FLOAT32, count=1)
+        for index, name in enumerate("xyz")
+    ]
+    return PointCloud2(
+        header=header,
+        height=height,
+        width=width,
+        fields=fields,
+        is_bigendian=False,
+        point_step=12,
+        row_step=12 * width,
+        data=points.tobytes(),
+        is_dense=bool(np.isfinite(depth).all()),
+    )
+
+
+class DepthNode(InferenceNode):
+    def __init__(self, runner_class: type[Runner], family: Family, **kwargs):
+        self.family = family
+        super().__init__(family.name, family.node_parameters, runner_class, **kwargs)
+
+    def configure(self) -> None:
+        values = self.values
+        self.estimator = self.family.pipeline(values, self.load_runner)  # families/depth.py, as the tools run it
+        estimator = self.estimator
+        self.metric = estimator.depth_kind == "metric"
+        size = "x".join(map(str, estimator.processor.size[::-1]))
+        self.get_logger().info(
+            f"depth {values['model_path']}: {estimator.runner.describe()}; {estimator.depth_kind} "
+            f"({'metres on depth' if self.metric else 'relative inverse depth on relative_depth'}), processor size "
+            f"{size}, multiple of {estimator.processor.multiple}"
+        )
+        publishers = self.create_outputs(self.family.node.outputs)  # families/depth.py's table
+        self.map_pub = publishers["depth" if self.metric else "relative_depth"]
+        self.info_pub, self.points_pub = publishers[MAP_INFO], publishers["points"]
+        self.debug_pub = publishers["debug_image"]
+        self.camera_info: CameraInfo | None = None
+
+    def listen(self) -> None:
+        topic = self.subscribe_images()
+        if self.values["camera_info"]:
+            self._inputs.append(self.create_subscription(CameraInfo, "camera_info", self._keep_camera_info, 10))
+        published = self.resolve_topic_name("depth" if self.metric else "relative_depth")
+        self.get_logger().info(f"listening on {topic}, publishing {published}")
+
+    def _keep_camera_info(self, msg: CameraInfo) -> None:
+        self.camera_info = msg
+
+    def process(self, item) -> None:
+        try:
+            frame = self.to_bgr(item)
+        except ImageFormatError as exc:
+            self.skip_error(exc)
+            return
+        header = item.header
+        result = self.estimator.infer(frame)
+        self.map_pub.publish(to_message(header, result))
+        self.outputs += 1
+        self.monitor.answered(header)
+        info = self.camera_info
+        if info is not None and info.width > 0 and info.height > 0:
+            height, width = result.values.shape
+            scaled = scaled_camera_info(info, header, width, height)
+            self.info_pub.publish(scaled)
+            if self.metric and self.points_pub.get_subscription_count() > 0:
+                self.points_pub.publish(point_cloud(header, result.values, scaled))
+        if self.debug_pub.get_subscription_count() > 0:
+            self.debug_pub.publish(bgr_to_message(draw(result), header))
+
+
+def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:
+    """Run the node until SIGINT/SIGTERM; 2 when it cannot start (the reason is logged)."""
+    return spin(lambda: DepthNode(runner_class, family), family.name, args)

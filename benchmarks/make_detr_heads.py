@@ -12,6 +12,14 @@ them: test/data/detr_heads/ (the ONNX files and reference.json), read by test/te
   Runtime's outputs for the same file.
 - ``dfine-hf.onnx``: ``DFineForObjectDetection`` likewise (an HGNetV2 backbone of 8-64 channels), same interface;
   D-FINE's checkpoints use the same image processor (RTDetrImageProcessor).
+- ``detr-hf.onnx``: ``DetrForObjectDetection`` (the original DETR) from a small seeded config: a transformers
+  ResNet backbone (``use_timm_backbone=False``; timm's resnet50 is the default) of 8-64 channels, d_model 16, one
+  encoder and two decoder layers, 100 queries, 5 classes plus DETR's "no object": ``logits`` [1, 100, 6],
+  ``pred_boxes`` [1, 100, 4], metadata ``model_type: detr`` (the config's) added to the file. Its weights drawn with
+  init_std 1.0 (the config's 0.02 gives every query the same box and scores to 1e-5). Reference: DETR's own image
+  processor (``DetrImageProcessorPil`` at 320x320: PIL bilinear, 1/255, ImageNet mean and std) and its
+  ``post_process_object_detection`` (softmax, the best class but "no object" of each query, above the threshold).
+  ``--only-detr`` remakes this file alone (as it was made; the other files and their entries kept).
 - ``rtdetr-hf-deploy.onnx``: the RT-DETR repository's deploy export style (its tools/export_onnx.py: the model and
   its RTDETRPostProcessor in one graph): inputs ``images`` and ``orig_target_sizes`` [1, 2] (width, height), outputs
   ``labels``, ``boxes`` (x1, y1, x2, y2 in original-image pixels), ``scores``; here the RT-DETR model above wrapped
@@ -58,14 +66,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 0
 SIZE = 320  # every model's input
-SPREAD = {"rtdetr": 0.1, "dfine": 0.5, "ultralytics": 0.5}  # the class heads' weights (spread_scores)
+SPREAD = {"rtdetr": 0.1, "dfine": 0.5, "ultralytics": 0.5, "detr": 1.0}  # the class heads' weights (spread_scores)
+DETR_QUERIES = 100  # DetrConfig's default
+DETR_INIT_STD = 1.0  # DetrConfig's 0.02 makes every query's box and scores the same to 1e-5
 THIN = 16  # Ultralytics' rtdetr-l.yaml channel counts divided by this
 NAMES = ["person", "cat", "cup", "rocket", "face"]  # the Hugging Face models' 5 classes
 UL_NAMES = {0: "person", 1: "cat", 2: "cup"}
 IMAGES = ("astronaut.png", "coffee.png", "chelsea.png")
 # Random weights score alike almost everywhere: thresholds that keep some tens of detections per image.
 # (Each clear of every score by 2e-4 and more.)
-THRESHOLDS = {"rtdetr-hf.onnx": 0.7497, "dfine-hf.onnx": 0.5266, "rtdetr-hf-deploy.onnx": 0.7497}
+THRESHOLDS = {"rtdetr-hf.onnx": 0.7497, "dfine-hf.onnx": 0.5266, "rtdetr-hf-deploy.onnx": 0.7497, "detr-hf.onnx": 0.6}
 UL_CONF = {"rtdetr-ul.onnx": 0.8019, "rtdetr-ul-old.onnx": 0.8019}
 
 
@@ -284,6 +294,77 @@ def deploy_model(out: Path, images: Path) -> dict:
     return {"file": file, "sha256": sha256(target), "head": "deploy", "cases": cases}
 
 
+def detr_model():
+    """Hugging Face's DetrForObjectDetection from a small seeded config: a transformers ResNet backbone (not timm's,
+    which the default config asks for) of 8-64 channels, one block a stage; d_model 16, one encoder and two decoder
+    layers, 100 queries, 5 classes and DETR's "no object" class: logits [1, 100, 6]."""
+    import torch
+    from transformers import DetrConfig, DetrForObjectDetection, ResNetConfig
+
+    backbone = ResNetConfig(
+        embedding_size=8, hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1], layer_type="basic", out_features=["stage4"]
+    )
+    labels = dict(enumerate(NAMES))
+    config = DetrConfig(
+        use_timm_backbone=False,
+        use_pretrained_backbone=False,
+        backbone_config=backbone,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        num_queries=DETR_QUERIES,
+        init_std=DETR_INIT_STD,
+        id2label=labels,
+        label2id={name: i for i, name in labels.items()},
+    )
+    torch.manual_seed(SEED)
+    return spread_scores(DetrForObjectDetection(config).eval(), len(NAMES) + 1, SPREAD["detr"])
+
+
+def detr_processor():
+    """DETR's image processor (PIL backend) as a fixed-size export is fed: resized to the export's 320 x 320 (PIL
+    bilinear), rescaled 1/255, normalised with ImageNet's mean and std (its defaults, kept)."""
+    from transformers.models.detr.image_processing_pil_detr import DetrImageProcessorPil
+
+    return DetrImageProcessorPil(size={"height": SIZE, "width": SIZE})
+
+
+def detr_entry(out: Path, images: Path) -> dict:
+    """``detr-hf.onnx``: logits (softmax over the classes and "no object") and pred_boxes, metadata ``model_type``
+    (the transformers config's) recorded; reference: DETR's own processor and post_process_object_detection."""
+    import onnx
+    import onnxruntime
+    import torch
+    from PIL import Image
+
+    file = "detr-hf.onnx"
+    target = out / file
+    export_hf(detr_model(), target)
+    model = onnx.load(str(target))
+    model.metadata_props.add(key="model_type", value="detr")
+    onnx.save(model, str(target))
+    session = onnxruntime.InferenceSession(str(target), providers=["CPUExecutionProvider"])
+    processor = detr_processor()
+    threshold = THRESHOLDS[file]
+    cases = []
+    for name, path in image_cases(images):
+        image = Image.open(path).convert("RGB")
+        pixels = processor(images=image, return_tensors="pt")["pixel_values"].numpy()
+        logits, boxes = session.run(None, {"pixel_values": pixels})
+        (found,) = processor.post_process_object_detection(
+            Outputs(torch.from_numpy(logits), torch.from_numpy(boxes)),
+            threshold=threshold,
+            target_sizes=[(image.height, image.width)],
+        )
+        detections = record(found["boxes"].tolist(), found["scores"].tolist(), found["labels"].tolist())
+        cases.append(case_entry(name, path, threshold, detections))
+    return {"file": file, "sha256": sha256(target), "head": "logits_boxes_softmax", "cases": cases}
+
+
 def ultralytics_yaml(work: Path) -> Path:
     """Ultralytics' rtdetr-l.yaml, every channel count / THIN and one repeat a block, a thin decoder."""
     import yaml
@@ -395,6 +476,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "test" / "data" / "detr_heads")
     parser.add_argument("--skimage-data", type=Path, default=default_skimage_data())
+    parser.add_argument(
+        "--only-detr",
+        action="store_true",
+        help="(re)make detr-hf.onnx alone, its entry replaced in the existing reference.json, the other files kept",
+    )
     args = parser.parse_args()
     os.environ.setdefault("YOLO_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -406,6 +492,12 @@ def main() -> None:
     import transformers
     import ultralytics
 
+    if args.only_detr:
+        reference = json.loads((args.out / "reference.json").read_text())
+        kept = [entry for entry in reference["models"] if entry["file"] != "detr-hf.onnx"]
+        reference["models"] = [*kept, detr_entry(args.out, args.skimage_data)]
+        (args.out / "reference.json").write_text(json.dumps(reference, indent=1) + "\n")
+        return
     reference = {
         "generator": "benchmarks/make_detr_heads.py",
         "versions": {
@@ -418,7 +510,11 @@ def main() -> None:
             "opencv": cv2.__version__,
             "numpy": np.__version__,
         },
-        "models": [*hf_models(args.out, args.skimage_data), *ultralytics_models(args.out, args.skimage_data)],
+        "models": [
+            *hf_models(args.out, args.skimage_data),
+            *ultralytics_models(args.out, args.skimage_data),
+            detr_entry(args.out, args.skimage_data),
+        ],
     }
     (args.out / "reference.json").write_text(json.dumps(reference, indent=1) + "\n")
 

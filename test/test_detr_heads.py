@@ -42,9 +42,13 @@ REFERENCE = json.loads((HEADS / "reference.json").read_text())
 CASES = [(model, case) for model in REFERENCE["models"] for case in model["cases"]]
 # What inspect says of each file (written out here, not read from the code under test).
 FOUND = {
-    "rtdetr-hf.onnx": "outputs logits [1, 300, 5] and pred_boxes [1, 300, 4], as Hugging Face's RT-DETR / D-FINE "
-    "give them: a DETR detector with 5 classes",
-    "dfine-hf.onnx": "as Hugging Face's RT-DETR / D-FINE give them: a DETR detector with 5 classes",
+    "rtdetr-hf.onnx": "outputs logits [1, 300, 5] and pred_boxes [1, 300, 4], as Hugging Face's RT-DETR / D-FINE / "
+    "DETR give: a DETR detector with 5 classes (sigmoid, the top queries x classes, assumed: no model_type or names "
+    "say",
+    "dfine-hf.onnx": "as Hugging Face's RT-DETR / D-FINE / DETR give: a DETR detector with 5 classes (sigmoid",
+    "detr-hf.onnx": "outputs logits [1, 100, 6] and pred_boxes [1, 100, 4], as Hugging Face's RT-DETR / D-FINE / "
+    'DETR give: a DETR detector with 5 classes (softmax over the classes and "no object", each query\'s best, '
+    "as DETR (by its metadata model_type 'detr')",
     "rtdetr-hf-deploy.onnx": "inputs images [1, 3, 320, 320] and orig_target_sizes [1, 2] (the frame's width and "
     "height), outputs labels [1, 300], boxes [1, 300, 4] and scores [1, 300]: an RT-DETR / D-FINE deploy export",
     "rtdetr-ul.onnx": "Ultralytics metadata head 'RTDETRDecoder' and one output output0 [1, 300, 6] read as [1, N, 6] "
@@ -104,7 +108,9 @@ def test_same_detections_as_the_exporting_projects_own_post_processing(model, ca
     assert hashlib.sha256(path.read_bytes()).hexdigest() == model["sha256"], f"{path} is not the model recorded"
     assert hashlib.sha256(image.read_bytes()).hexdigest() == case["sha256"], f"{image} is not the image recorded"
     detector = DetrDetector(_load(model["file"]), confidence=case["conf"], max_detections=1000)
-    assert detector.head == {"ultralytics_scores": "ultralytics"}.get(model["head"], model["head"])
+    heads = {"ultralytics_scores": "ultralytics", "logits_boxes_softmax": "logits_boxes"}
+    assert detector.head == heads.get(model["head"], model["head"])
+    assert detector.scoring == ("softmax" if model["head"] == "logits_boxes_softmax" else "sigmoid")
     ours = detector.detect(_frame(case["image"]))
     _same_detections(ours, case["detections"])
     if model["head"] == "logits_boxes":  # transformers' top-k: best first
@@ -168,6 +174,37 @@ def test_hugging_face_top_k_is_over_queries_times_classes(tmp_path):
     assert np.allclose([d.xyxy for d in found], [[0, 10, 80, 30], [0, 10, 80, 30], [0, 0, 40, 20]])
 
 
+def test_detr_softmax_is_told_by_the_class_names_or_asked_for_never_silently_assumed(tmp_path):
+    """A logits + pred_boxes file without model_type: 5 class names and 6 logits is DETR's softmax with its "no
+    object" class; nothing to tell it by: sigmoid, said at start-up; score_function softmax asks for it; a
+    Conditional DETR (sigmoid, top 100, normalised) is refused by its model_type, not decoded wrongly."""
+    logits = np.full((1, 3, 6), -4.0, np.float32)
+    logits[0, 0] = [3.0, 0.0, -4.0, -4.0, -4.0, 0.0]  # query 0: class 0, e^3 / (e^3 + 2 + 3 e^-4) = 0.907
+    logits[0, 1, 5] = 5.0  # query 1: "no object"; its best class e^-4 / (e^5 + 5 e^-4) < 0.001
+    logits[0, 2, 2] = 1.0  # query 2: class 2, e / (e + 5 e^-4) = 0.967
+    boxes = np.array([[[0.5, 0.5, 1.0, 0.5], [0.5, 0.5, 0.2, 0.2], [0.25, 0.25, 0.5, 0.5]]], np.float32)
+    model = _constant_outputs(tmp_path / "detr.onnx", "pixel_values", {"logits": logits, "pred_boxes": boxes})
+    frame = np.zeros((40, 80, 3), np.uint8)
+    named = DetrDetector(OnnxRunner.load(model, {}, LOG), confidence=0.2, names=["a", "b", "c", "d", "e"])
+    assert named.scoring == "softmax" and named.class_count == 5 and not named.assumed
+    found = named.detect(frame)
+    assert [(d.class_name, round(d.score, 3)) for d in found] == [("a", 0.907), ("c", 0.967)]  # query order
+    assert np.allclose([d.xyxy for d in found], [[0, 10, 80, 30], [0, 0, 40, 20]])
+    asked = DetrDetector(OnnxRunner.load(model, {}, LOG), confidence=0.2, score_function="softmax")
+    assert [(d.class_id, round(d.score, 3)) for d in asked.detect(frame)] == [(0, 0.907), (2, 0.967)]
+    unsaid = DetrDetector(OnnxRunner.load(model, {}, LOG), confidence=0.2)
+    assert unsaid.scoring == "sigmoid" and unsaid.class_count == 6
+    assert "assumed: the model records no model_type or class names" in unsaid.head_note
+    assert "score_function softmax" in unsaid.head_note
+    with pytest.raises(ValueError, match="score_function 'tanh': give one of auto, sigmoid, softmax"):
+        DetrDetector(OnnxRunner.load(model, {}, LOG), score_function="tanh")
+    conditional = onnx.load(model)
+    conditional.metadata_props.add(key="model_type", value="conditional_detr")
+    onnx.save(conditional, tmp_path / "conditional.onnx")
+    with pytest.raises(ValueError, match="a transformers conditional_detr export .* which this adapter does not"):
+        DetrDetector(OnnxRunner.load(tmp_path / "conditional.onnx", {}, LOG))
+
+
 @pytest.mark.parametrize("file", sorted(FOUND))
 def test_inspect_says_what_it_found(file):
     inspected = CliRunner().invoke(main, ["inspect", str(HEADS / file)])
@@ -214,7 +251,13 @@ def test_the_yolo_node_started_with_an_rtdetr_model_says_so_and_exits(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "file,conf", [("rtdetr-hf.onnx", "0.7497"), ("rtdetr-hf-deploy.onnx", "0.7497"), ("rtdetr-ul-old.onnx", "0.8019")]
+    "file,conf",
+    [
+        ("rtdetr-hf.onnx", "0.7497"),
+        ("rtdetr-hf-deploy.onnx", "0.7497"),
+        ("rtdetr-ul-old.onnx", "0.8019"),
+        ("detr-hf.onnx", "0.6"),
+    ],
 )
 def test_the_detr_node_publishes_what_the_adapter_decodes(tmp_path, file, conf):
     """Over DDS: the frames of a bag through the detr node, against the adapter on the same frames."""

@@ -49,6 +49,8 @@ FOUND = {
     "detr-hf.onnx": "outputs logits [1, 100, 6] and pred_boxes [1, 100, 4], as Hugging Face's RT-DETR / D-FINE / "
     'DETR give: a DETR detector with 5 classes (softmax over the classes and "no object", each query\'s best, '
     "as DETR (by its metadata model_type 'detr')",
+    "rfdetr-renamed.onnx": "outputs dets [1, 300, 4] and labels [1, 300, 5], as RF-DETR's export gives them: a DETR "
+    "detector with 5 classes (sigmoid, the top queries x classes; boxes cx, cy, w, h normalised)",
     "rtdetr-hf-deploy.onnx": "inputs images [1, 3, 320, 320] and orig_target_sizes [1, 2] (the frame's width and "
     "height), outputs labels [1, 300], boxes [1, 300, 4] and scores [1, 300]: an RT-DETR / D-FINE deploy export",
     "rtdetr-ul.onnx": "Ultralytics metadata head 'RTDETRDecoder' and one output output0 [1, 300, 6] read as [1, N, 6] "
@@ -113,7 +115,7 @@ def test_same_detections_as_the_exporting_projects_own_post_processing(model, ca
     assert detector.scoring == ("softmax" if model["head"] == "logits_boxes_softmax" else "sigmoid")
     ours = detector.detect(_frame(case["image"]))
     _same_detections(ours, case["detections"])
-    if model["head"] == "logits_boxes":  # transformers' top-k: best first
+    if model["head"] in ("logits_boxes", "rfdetr"):  # transformers' and RF-DETR's top-k: best first
         assert [d.score for d in ours] == sorted((d.score for d in ours), reverse=True)
 
 

@@ -14,11 +14,16 @@
   DETR's softmax models (``scoring``: models/detr_interface.py) as DetrImageProcessor feeds and decodes them: the
   same resize, RGB / 255 then ImageNet's mean and std; scores = softmax over the classes and "no object", each
   query's best class but "no object", those above the threshold in query order.
+- ``rfdetr`` (RF-DETR's export): as rfdetr's own ONNX reading (``preprocess_to_nchw``, ``decode_detections``)
+  and ``RFDETR.predict``'s PostProcess: the frame resized bilinear with half-pixel centres and no antialias (on float
+  pixels, as torchvision resizes its tensor), RGB / 255, ImageNet's mean and std; sigmoid, the top queries-many of
+  queries x classes (every class slot kept, as PostProcess keeps them), best first, above the threshold; boxes x the
+  frame's size, clipped to the frame (as RF-DETR clips them).
 - ``deploy`` (the RT-DETR / D-FINE repositories' exports): the frame resized as above (their deploy reading:
   torchvision's ``Resize`` of a PIL image, ToTensor), the frame's width and height fed as ``orig_target_sizes``;
   the labels, boxes (frame pixels) and scores it returns, those above the threshold, in its order.
 
-Boxes are the exporters' own: not clipped to the frame.
+Boxes are the exporters' own: not clipped to the frame (but RF-DETR's, which it clips).
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from .detr_interface import (
     DETR,
     LOGITS_BOXES,
     NO_NMS,
+    RFDETR,
+    RFDETR_OUTPUTS,
     SCORE_FUNCTIONS,
     SIGMOID,
     SIZES_INPUT,
@@ -160,14 +167,18 @@ class DetrDetector:
     def preprocess(self, image_bgr: np.ndarray) -> tuple[dict[str, np.ndarray], Size]:
         """The model's inputs for the frame, and the frame's (width, height)."""
         height, width = self.size
-        if self.head == ULTRALYTICS:
+        if self.head == RFDETR:  # torchvision's resize of the float tensor: bilinear, half-pixel, no antialias
+            fitted = image_bgr.astype(np.float32)
+            if image_bgr.shape[:2] != (height, width):
+                fitted = cv2.resize(fitted, (width, height), interpolation=cv2.INTER_LINEAR)
+        elif self.head == ULTRALYTICS:
             fitted = image_bgr
             if image_bgr.shape[:2] != (height, width):
                 fitted = cv2.resize(image_bgr, (width, height), interpolation=cv2.INTER_LINEAR)
         else:
             fitted = pil_resize(image_bgr, width, height)
         tensor = rgb_tensor(fitted)
-        if self.head == LOGITS_BOXES and self.scoring == SOFTMAX:  # DetrImageProcessor: ImageNet mean and std
+        if self.head == RFDETR or (self.head == LOGITS_BOXES and self.scoring == SOFTMAX):  # ImageNet mean and std
             tensor = (tensor - IMAGENET_MEAN) / IMAGENET_STD
         feeds = {self._image: tensor}
         size = (image_bgr.shape[1], image_bgr.shape[0])
@@ -186,9 +197,9 @@ class DetrDetector:
             labels, boxes, scores = (np.asarray(outputs[self._outputs[name]])[0] for name in DEPLOY_OUTPUTS)
             keep = np.flatnonzero(scores > self.confidence)
             return self._detections(boxes[keep].astype(np.float64), scores[keep], labels[keep].astype(np.int64))
-        if self.head == LOGITS_BOXES:
-            logits = np.asarray(outputs[self._outputs["logits"]])[0]
-            boxes = np.asarray(outputs[self._outputs["pred_boxes"]])[0]
+        if self.head in (LOGITS_BOXES, RFDETR):
+            names = ("logits", "pred_boxes") if self.head == LOGITS_BOXES else RFDETR_OUTPUTS[::-1]
+            logits, boxes = (np.asarray(outputs[self._outputs[name]])[0] for name in names)
             if self.scoring == SOFTMAX:  # DetrImageProcessor: each query's best class but "no object", in query order
                 shifted = np.exp(logits.astype(np.float32) - logits.max(axis=1, keepdims=True))
                 probabilities = shifted[:, :-1] / shifted.sum(axis=1, keepdims=True)
@@ -201,7 +212,10 @@ class DetrDetector:
             candidates = np.flatnonzero(flat > self.confidence)
             candidates = candidates[np.argsort(-flat[candidates], kind="stable")][: logits.shape[0]]  # top-k
             queries, class_ids = np.divmod(candidates, logits.shape[1])
-            return self._detections(self._corners(boxes[queries], size), flat[candidates], class_ids)
+            corners = self._corners(boxes[queries], size)
+            if self.head == RFDETR:
+                corners = np.clip(corners, 0.0, np.array(size * 2, np.float64))
+            return self._detections(corners, flat[candidates], class_ids)
         rows = np.asarray(outputs[0])[0]
         if self.selected:
             scores, labels = rows[:, 4], rows[:, 5]

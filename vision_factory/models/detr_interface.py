@@ -16,6 +16,8 @@ its exporting project does (models/detr.py):
   ``benchmarks/make_detr_heads.py`` records it) says which, or its class names (``names``) against the logits'
   width (one more: DETR's "no object"); else the adapter's ``score_function`` or the class names given to it;
   else sigmoid, said as an assumption;
+- ``rfdetr``: RF-DETR's own ONNX export (``RFDETR...().export()``): an image input and outputs named ``dets``
+  [1, Q, 4] (cx, cy, w, h normalised) and ``labels`` [1, Q, classes] (logits, scored with a sigmoid);
 - ``deploy``: the RT-DETR / D-FINE repositories' deploy exports, post-processing inside: inputs an image and
   ``orig_target_sizes`` [1, 2] (the frame's width and height), outputs ``labels``, ``boxes`` (frame pixels) and
   ``scores``.
@@ -28,7 +30,8 @@ from ..text import untrusted
 from .interface import Interface, Recognition, Rule, batch_ok, count_text, end2end, image_details, image_input
 from .ultralytics import class_names
 
-ULTRALYTICS, LOGITS_BOXES, DEPLOY = "ultralytics", "logits_boxes", "deploy"
+ULTRALYTICS, LOGITS_BOXES, DEPLOY, RFDETR = "ultralytics", "logits_boxes", "deploy", "rfdetr"
+RFDETR_OUTPUTS = ("dets", "labels")  # RF-DETR's export: boxes, logits
 ULTRALYTICS_HEAD = "RTDETRDecoder"  # Ultralytics' metadata ``head`` of an RT-DETR export
 SIZES_INPUT = "orig_target_sizes"
 DEPLOY_OUTPUTS = ("labels", "boxes", "scores")
@@ -174,6 +177,25 @@ def _logits_boxes(model: Interface) -> Recognition | None:
     return Recognition("detr", reason, details | {"scoring": scoring, "logits": width})
 
 
+def _rfdetr(model: Interface) -> Recognition | None:
+    boxes, logits = (_named(model.outputs, name) for name in RFDETR_OUTPUTS)
+    image = image_input(model)
+    if image is None or logits is None or boxes is None or len(model.inputs) != 1:
+        return None
+    logit_rows, box_rows = _rows(logits), _rows(boxes)
+    if logit_rows is None or box_rows is None or box_rows[1] != 4 or not isinstance(logit_rows[1], int):
+        return None
+    classes = logit_rows[1]
+    reason = (
+        f"outputs {boxes.name} {shape_text(boxes.shape)} and {logits.name} {shape_text(logits.shape)}, as RF-DETR's "
+        f"export gives them: a DETR detector with {count_text(classes, 'class', 'classes')} (sigmoid, the top "
+        f"queries x classes; boxes cx, cy, w, h normalised); {NO_NMS}"
+    )
+    names = class_names(model.metadata)
+    details: dict[str, object] = {"classes": classes, "names": names, **image_details(image), "head": RFDETR}
+    return Recognition("detr", reason, details)
+
+
 def _deploy(model: Interface) -> Recognition | None:
     sizes = _named(model.inputs, SIZES_INPUT)
     if sizes is None or len(model.inputs) != 2:
@@ -195,13 +217,13 @@ def _deploy(model: Interface) -> Recognition | None:
 
 
 def _detr(model: Interface) -> Recognition | None:
-    return _deploy(model) or _logits_boxes(model) or _ultralytics(model)
+    return _deploy(model) or _rfdetr(model) or _logits_boxes(model) or _ultralytics(model)
 
 
 DETR = Rule(
     "detr",
     "a DETR-family detector: Ultralytics RT-DETR ([1, 300, 4 + classes] or [1, 300, 6] out), Hugging Face RT-DETR / "
-    "D-FINE (logits and pred_boxes out) or an RT-DETR deploy export (images and orig_target_sizes in; labels, "
-    "boxes, scores out)",
+    "D-FINE / DETR (logits and pred_boxes out), RF-DETR (dets and labels out) or an RT-DETR deploy export (images "
+    "and orig_target_sizes in; labels, boxes, scores out)",
     _detr,
 )

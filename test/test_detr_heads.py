@@ -299,6 +299,27 @@ def test_predict_writes_what_the_adapter_decodes_and_says_no_nms():
     assert refused.exit_code != 0 and "detr models take no iou_threshold" in refused.output
 
 
+def test_predict_takes_the_score_function_of_a_file_that_does_not_say():
+    """rtdetr-hf.onnx records neither model_type nor names: predict says sigmoid is assumed; --score-function softmax
+    decodes it as DETR (5 logits: 4 classes and "no object") as the adapter asked for softmax does."""
+    image, model = SKIMAGE / "coffee.png", HEADS / "rtdetr-hf.onnx"
+    arguments = ["predict", "--model-type", "detr", "--model", str(model), str(image), "--format", "json"]
+    assumed = CliRunner().invoke(main, [*arguments, "--conf", "0.7497"])
+    assert assumed.exit_code == 0 and "sigmoid, the top queries x classes, assumed" in assumed.stderr, assumed.output
+    asked = CliRunner().invoke(main, [*arguments, "--conf", "0.3", "--score-function", "softmax"])
+    assert asked.exit_code == 0, asked.output
+    assert 'DETR head (logits_boxes; softmax over the classes and "no object"' in asked.stderr
+    (record,) = [json.loads(line) for line in asked.stdout.splitlines()]
+    expected = DetrDetector(_load("rtdetr-hf.onnx"), confidence=0.3, score_function="softmax").detect(
+        _frame("coffee.png")
+    )
+    assert record["detections"] == [d.as_dict() for d in expected] and expected
+    assert {d["class_id"] for d in record["detections"]} <= {0, 1, 2, 3}
+    refused = CliRunner().invoke(main, ["predict", "--model-type", "yolo", "--model", str(model), str(image),
+                                        "--score-function", "softmax"])  # fmt: skip
+    assert refused.exit_code != 0 and "yolo models take no score_function" in refused.output
+
+
 def test_verify_passes_the_detr_node_on_the_hugging_face_export(tmp_path):
     """verify: the node over ROS 2 against the model run offline through the adapter, answer by answer."""
     frames = [_frame(name) for name in ("astronaut.png", "coffee.png", "chelsea.png")]

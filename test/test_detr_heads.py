@@ -259,6 +259,7 @@ def test_the_yolo_node_started_with_an_rtdetr_model_says_so_and_exits(tmp_path):
         ("rtdetr-hf-deploy.onnx", "0.7497"),
         ("rtdetr-ul-old.onnx", "0.8019"),
         ("detr-hf.onnx", "0.6"),
+        ("rfdetr-renamed.onnx", "0.72"),
     ],
 )
 def test_the_detr_node_publishes_what_the_adapter_decodes(tmp_path, file, conf):

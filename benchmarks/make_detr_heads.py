@@ -12,6 +12,19 @@ them: test/data/detr_heads/ (the ONNX files and reference.json), read by test/te
   Runtime's outputs for the same file.
 - ``dfine-hf.onnx``: ``DFineForObjectDetection`` likewise (an HGNetV2 backbone of 8-64 channels), same interface;
   D-FINE's checkpoints use the same image processor (RTDetrImageProcessor).
+- ``detr-hf.onnx``: ``DetrForObjectDetection`` (the original DETR) from a small seeded config: a transformers
+  ResNet backbone (``use_timm_backbone=False``; timm's resnet50 is the default) of 8-64 channels, d_model 16, one
+  encoder and two decoder layers, 100 queries, 5 classes plus DETR's "no object": ``logits`` [1, 100, 6],
+  ``pred_boxes`` [1, 100, 4], metadata ``model_type: detr`` (the config's) added to the file. Its weights drawn with
+  init_std 1.0 (the config's 0.02 gives every query the same box and scores to 1e-5). Reference: DETR's own image
+  processor (``DetrImageProcessorPil`` at 320x320: PIL bilinear, 1/255, ImageNet mean and std) and its
+  ``post_process_object_detection`` (softmax, the best class but "no object" of each query, above the threshold).
+  ``--only detr-hf.onnx`` remakes this file alone (as it was made; the other files and their entries kept).
+- ``rfdetr-renamed.onnx``: not RF-DETR's own model (its code needs a training stack and DINOv2 backbone not
+  installable offline): rtdetr-hf.onnx with RF-DETR's export names (``input``; ``dets``, ``labels``). Reference:
+  rfdetr 1.11.2's own ONNX Runtime reading (``rfdetr.export._runtime``: ``preprocess_to_nchw`` and
+  ``decode_detections``, every class slot kept as PostProcess keeps them), from its wheel unpacked
+  (``pip download rfdetr==1.11.2 --no-deps``, unzip; ``--rfdetr-source``).
 - ``rtdetr-hf-deploy.onnx``: the RT-DETR repository's deploy export style (its tools/export_onnx.py: the model and
   its RTDETRPostProcessor in one graph): inputs ``images`` and ``orig_target_sizes`` [1, 2] (width, height), outputs
   ``labels``, ``boxes`` (x1, y1, x2, y2 in original-image pixels), ``scores``; here the RT-DETR model above wrapped
@@ -36,7 +49,7 @@ the project's venv; as the committed files were made (Python 3.11, CPU only, not
     python3.11 -m venv /work/wt/export_venv   # torch 2.14.1, torchvision 0.29.1, ultralytics 8.4.190,
                                               # transformers 5.24.0, onnx, onnxruntime, onnxslim, pillow
     YOLO_OFFLINE=1 HF_HUB_OFFLINE=1 YOLO_CONFIG_DIR=/tmp/ultra_detr /work/wt/export_venv/bin/python \
-        benchmarks/make_detr_heads.py
+        benchmarks/make_detr_heads.py [--only detr-hf.onnx --only rfdetr-renamed.onnx]
 
 The versions used are written into reference.json.
 """
@@ -58,14 +71,22 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 0
 SIZE = 320  # every model's input
-SPREAD = {"rtdetr": 0.1, "dfine": 0.5, "ultralytics": 0.5}  # the class heads' weights (spread_scores)
+SPREAD = {"rtdetr": 0.1, "dfine": 0.5, "ultralytics": 0.5, "detr": 1.0}  # the class heads' weights (spread_scores)
+DETR_QUERIES = 100  # DetrConfig's default
+DETR_INIT_STD = 1.0  # DetrConfig's 0.02 makes every query's box and scores the same to 1e-5
 THIN = 16  # Ultralytics' rtdetr-l.yaml channel counts divided by this
 NAMES = ["person", "cat", "cup", "rocket", "face"]  # the Hugging Face models' 5 classes
 UL_NAMES = {0: "person", 1: "cat", 2: "cup"}
 IMAGES = ("astronaut.png", "coffee.png", "chelsea.png")
 # Random weights score alike almost everywhere: thresholds that keep some tens of detections per image.
 # (Each clear of every score by 2e-4 and more.)
-THRESHOLDS = {"rtdetr-hf.onnx": 0.7497, "dfine-hf.onnx": 0.5266, "rtdetr-hf-deploy.onnx": 0.7497}
+THRESHOLDS = {
+    "rtdetr-hf.onnx": 0.7497,
+    "dfine-hf.onnx": 0.5266,
+    "rtdetr-hf-deploy.onnx": 0.7497,
+    "detr-hf.onnx": 0.6,
+    "rfdetr-renamed.onnx": 0.72,
+}
 UL_CONF = {"rtdetr-ul.onnx": 0.8019, "rtdetr-ul-old.onnx": 0.8019}
 
 
@@ -284,6 +305,130 @@ def deploy_model(out: Path, images: Path) -> dict:
     return {"file": file, "sha256": sha256(target), "head": "deploy", "cases": cases}
 
 
+def detr_model():
+    """Hugging Face's DetrForObjectDetection from a small seeded config: a transformers ResNet backbone (not timm's,
+    which the default config asks for) of 8-64 channels, one block a stage; d_model 16, one encoder and two decoder
+    layers, 100 queries, 5 classes and DETR's "no object" class: logits [1, 100, 6]."""
+    import torch
+    from transformers import DetrConfig, DetrForObjectDetection, ResNetConfig
+
+    backbone = ResNetConfig(
+        embedding_size=8, hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1], layer_type="basic", out_features=["stage4"]
+    )
+    labels = dict(enumerate(NAMES))
+    config = DetrConfig(
+        use_timm_backbone=False,
+        use_pretrained_backbone=False,
+        backbone_config=backbone,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        num_queries=DETR_QUERIES,
+        init_std=DETR_INIT_STD,
+        id2label=labels,
+        label2id={name: i for i, name in labels.items()},
+    )
+    torch.manual_seed(SEED)
+    return spread_scores(DetrForObjectDetection(config).eval(), len(NAMES) + 1, SPREAD["detr"])
+
+
+def detr_processor():
+    """DETR's image processor (PIL backend) as a fixed-size export is fed: resized to the export's 320 x 320 (PIL
+    bilinear), rescaled 1/255, normalised with ImageNet's mean and std (its defaults, kept)."""
+    from transformers.models.detr.image_processing_pil_detr import DetrImageProcessorPil
+
+    return DetrImageProcessorPil(size={"height": SIZE, "width": SIZE})
+
+
+def detr_entry(out: Path, images: Path) -> dict:
+    """``detr-hf.onnx``: logits (softmax over the classes and "no object") and pred_boxes, metadata ``model_type``
+    (the transformers config's) recorded; reference: DETR's own processor and post_process_object_detection."""
+    import onnx
+    import onnxruntime
+    import torch
+    from PIL import Image
+
+    file = "detr-hf.onnx"
+    target = out / file
+    export_hf(detr_model(), target)
+    model = onnx.load(str(target))
+    model.metadata_props.add(key="model_type", value="detr")
+    onnx.save(model, str(target))
+    session = onnxruntime.InferenceSession(str(target), providers=["CPUExecutionProvider"])
+    processor = detr_processor()
+    threshold = THRESHOLDS[file]
+    cases = []
+    for name, path in image_cases(images):
+        image = Image.open(path).convert("RGB")
+        pixels = processor(images=image, return_tensors="pt")["pixel_values"].numpy()
+        logits, boxes = session.run(None, {"pixel_values": pixels})
+        (found,) = processor.post_process_object_detection(
+            Outputs(torch.from_numpy(logits), torch.from_numpy(boxes)),
+            threshold=threshold,
+            target_sizes=[(image.height, image.width)],
+        )
+        detections = record(found["boxes"].tolist(), found["scores"].tolist(), found["labels"].tolist())
+        cases.append(case_entry(name, path, threshold, detections))
+    return {"file": file, "sha256": sha256(target), "head": "logits_boxes_softmax", "cases": cases}
+
+
+def rfdetr_source(source: Path):
+    """rfdetr's own ONNX Runtime pre-processing and decoding (``rfdetr.export._runtime``: numpy, no PyTorch model),
+    imported from its unpacked wheel without the package's ``__init__`` (which needs its training stack)."""
+    import sys
+    import types
+
+    package = types.ModuleType("rfdetr")
+    package.__path__ = [str(source / "rfdetr")]
+    sys.modules.setdefault("rfdetr", package)
+    from rfdetr.export._runtime.decode import decode_detections
+    from rfdetr.export._runtime.preprocess import preprocess_to_nchw
+
+    return preprocess_to_nchw, decode_detections
+
+
+def rfdetr_entry(out: Path, images: Path, source: Path) -> dict:
+    """``rfdetr-renamed.onnx``: NOT a model made by RF-DETR's code (its training stack and DINOv2 backbone are not
+    installable offline here) but rtdetr-hf.onnx with RF-DETR's export names: input ``input``, outputs ``dets``
+    [1, 300, 4] (cx, cy, w, h normalised) and ``labels`` [1, 300, 5] (logits). Reference: rfdetr's own ONNX Runtime
+    reading of such a file (``preprocess_to_nchw``: bilinear, half-pixel, no antialias, ImageNet mean and std;
+    ``decode_detections`` with every class slot kept, as ``RFDETR.predict``'s PostProcess keeps them: sigmoid, the
+    top Q of queries x classes, above the threshold, boxes x the frame size clipped to it)."""
+    import onnx
+    import onnxruntime
+    from PIL import Image
+
+    preprocess_to_nchw, decode_detections = rfdetr_source(source)
+    file = "rfdetr-renamed.onnx"
+    model = onnx.load(str(out / "rtdetr-hf.onnx"))
+    renames = {"pixel_values": "input", "logits": "labels", "pred_boxes": "dets"}
+    for node in model.graph.node:
+        node.input[:] = [renames.get(name, name) for name in node.input]
+        node.output[:] = [renames.get(name, name) for name in node.output]
+    for value in [*model.graph.input, *model.graph.output]:
+        value.name = renames.get(value.name, value.name)
+    outputs = sorted(model.graph.output, key=lambda value: value.name != "dets")  # RF-DETR's order: dets, labels
+    del model.graph.output[:]
+    model.graph.output.extend(outputs)
+    target = out / file
+    onnx.save(model, str(target))
+    session = onnxruntime.InferenceSession(str(target), providers=["CPUExecutionProvider"])
+    threshold = THRESHOLDS[file]
+    cases = []
+    for name, path in image_cases(images):
+        with Image.open(path) as image:
+            pixels = preprocess_to_nchw(image.convert("RGB"), SIZE, SIZE, 3)
+            size = image.size
+        dets, labels = session.run(["dets", "labels"], {"input": pixels})
+        found = decode_detections(dets[0], labels[0], size, threshold=threshold, background_class_id=None)
+        cases.append(case_entry(name, path, threshold, record(found.xyxy, found.confidence, found.class_id)))
+    return {"file": file, "sha256": sha256(target), "head": "rfdetr", "cases": cases}
+
+
 def ultralytics_yaml(work: Path) -> Path:
     """Ultralytics' rtdetr-l.yaml, every channel count / THIN and one repeat a block, a thin decoder."""
     import yaml
@@ -395,6 +540,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "test" / "data" / "detr_heads")
     parser.add_argument("--skimage-data", type=Path, default=default_skimage_data())
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=("detr-hf.onnx", "rfdetr-renamed.onnx"),
+        help="(re)make this file alone (repeatable), its entry replaced in the existing reference.json, the rest kept",
+    )
+    parser.add_argument(
+        "--rfdetr-source",
+        type=Path,
+        default=Path("/tmp/rfdetr_dl/x"),
+        help="rfdetr's wheel unpacked (pip download rfdetr==1.11.2 --no-deps; unzip): its ONNX reading, the reference",
+    )
     args = parser.parse_args()
     os.environ.setdefault("YOLO_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -406,6 +563,17 @@ def main() -> None:
     import transformers
     import ultralytics
 
+    makers = {
+        "detr-hf.onnx": lambda: detr_entry(args.out, args.skimage_data),
+        "rfdetr-renamed.onnx": lambda: rfdetr_entry(args.out, args.skimage_data, args.rfdetr_source),
+    }
+    if args.only:
+        reference = json.loads((args.out / "reference.json").read_text())
+        kept = [entry for entry in reference["models"] if entry["file"] not in args.only]
+        reference["models"] = [*kept, *(makers[file]() for file in makers if file in args.only)]
+        reference["versions"]["rfdetr (its ONNX reading)"] = "1.11.2"
+        (args.out / "reference.json").write_text(json.dumps(reference, indent=1) + "\n")
+        return
     reference = {
         "generator": "benchmarks/make_detr_heads.py",
         "versions": {
@@ -417,8 +585,13 @@ def main() -> None:
             "pillow": PIL.__version__,
             "opencv": cv2.__version__,
             "numpy": np.__version__,
+            "rfdetr (its ONNX reading)": "1.11.2",
         },
-        "models": [*hf_models(args.out, args.skimage_data), *ultralytics_models(args.out, args.skimage_data)],
+        "models": [
+            *hf_models(args.out, args.skimage_data),
+            *ultralytics_models(args.out, args.skimage_data),
+            *(make() for make in makers.values()),
+        ],
     }
     (args.out / "reference.json").write_text(json.dumps(reference, indent=1) + "\n")
 

@@ -42,9 +42,15 @@ REFERENCE = json.loads((HEADS / "reference.json").read_text())
 CASES = [(model, case) for model in REFERENCE["models"] for case in model["cases"]]
 # What inspect says of each file (written out here, not read from the code under test).
 FOUND = {
-    "rtdetr-hf.onnx": "outputs logits [1, 300, 5] and pred_boxes [1, 300, 4], as Hugging Face's RT-DETR / D-FINE "
-    "give them: a DETR detector with 5 classes",
-    "dfine-hf.onnx": "as Hugging Face's RT-DETR / D-FINE give them: a DETR detector with 5 classes",
+    "rtdetr-hf.onnx": "outputs logits [1, 300, 5] and pred_boxes [1, 300, 4], as Hugging Face's RT-DETR / D-FINE / "
+    "DETR give: a DETR detector with 5 classes (sigmoid, the top queries x classes, assumed: no model_type or names "
+    "say",
+    "dfine-hf.onnx": "as Hugging Face's RT-DETR / D-FINE / DETR give: a DETR detector with 5 classes (sigmoid",
+    "detr-hf.onnx": "outputs logits [1, 100, 6] and pred_boxes [1, 100, 4], as Hugging Face's RT-DETR / D-FINE / "
+    'DETR give: a DETR detector with 5 classes (softmax over the classes and "no object", each query\'s best, '
+    "as DETR (by its metadata model_type 'detr')",
+    "rfdetr-renamed.onnx": "outputs dets [1, 300, 4] and labels [1, 300, 5], as RF-DETR's export gives them: a DETR "
+    "detector with 5 classes (sigmoid, the top queries x classes; boxes cx, cy, w, h normalised)",
     "rtdetr-hf-deploy.onnx": "inputs images [1, 3, 320, 320] and orig_target_sizes [1, 2] (the frame's width and "
     "height), outputs labels [1, 300], boxes [1, 300, 4] and scores [1, 300]: an RT-DETR / D-FINE deploy export",
     "rtdetr-ul.onnx": "Ultralytics metadata head 'RTDETRDecoder' and one output output0 [1, 300, 6] read as [1, N, 6] "
@@ -104,10 +110,12 @@ def test_same_detections_as_the_exporting_projects_own_post_processing(model, ca
     assert hashlib.sha256(path.read_bytes()).hexdigest() == model["sha256"], f"{path} is not the model recorded"
     assert hashlib.sha256(image.read_bytes()).hexdigest() == case["sha256"], f"{image} is not the image recorded"
     detector = DetrDetector(_load(model["file"]), confidence=case["conf"], max_detections=1000)
-    assert detector.head == {"ultralytics_scores": "ultralytics"}.get(model["head"], model["head"])
+    heads = {"ultralytics_scores": "ultralytics", "logits_boxes_softmax": "logits_boxes"}
+    assert detector.head == heads.get(model["head"], model["head"])
+    assert detector.scoring == ("softmax" if model["head"] == "logits_boxes_softmax" else "sigmoid")
     ours = detector.detect(_frame(case["image"]))
     _same_detections(ours, case["detections"])
-    if model["head"] == "logits_boxes":  # transformers' top-k: best first
+    if model["head"] in ("logits_boxes", "rfdetr"):  # transformers' and RF-DETR's top-k: best first
         assert [d.score for d in ours] == sorted((d.score for d in ours), reverse=True)
 
 
@@ -168,6 +176,37 @@ def test_hugging_face_top_k_is_over_queries_times_classes(tmp_path):
     assert np.allclose([d.xyxy for d in found], [[0, 10, 80, 30], [0, 10, 80, 30], [0, 0, 40, 20]])
 
 
+def test_detr_softmax_is_told_by_the_class_names_or_asked_for_never_silently_assumed(tmp_path):
+    """A logits + pred_boxes file without model_type: 5 class names and 6 logits is DETR's softmax with its "no
+    object" class; nothing to tell it by: sigmoid, said at start-up; score_function softmax asks for it; a
+    Conditional DETR (sigmoid, top 100, normalised) is refused by its model_type, not decoded wrongly."""
+    logits = np.full((1, 3, 6), -4.0, np.float32)
+    logits[0, 0] = [3.0, 0.0, -4.0, -4.0, -4.0, 0.0]  # query 0: class 0, e^3 / (e^3 + 2 + 3 e^-4) = 0.907
+    logits[0, 1, 5] = 5.0  # query 1: "no object"; its best class e^-4 / (e^5 + 5 e^-4) < 0.001
+    logits[0, 2, 2] = 1.0  # query 2: class 2, e / (e + 5 e^-4) = 0.967
+    boxes = np.array([[[0.5, 0.5, 1.0, 0.5], [0.5, 0.5, 0.2, 0.2], [0.25, 0.25, 0.5, 0.5]]], np.float32)
+    model = _constant_outputs(tmp_path / "detr.onnx", "pixel_values", {"logits": logits, "pred_boxes": boxes})
+    frame = np.zeros((40, 80, 3), np.uint8)
+    named = DetrDetector(OnnxRunner.load(model, {}, LOG), confidence=0.2, names=["a", "b", "c", "d", "e"])
+    assert named.scoring == "softmax" and named.class_count == 5 and not named.assumed
+    found = named.detect(frame)
+    assert [(d.class_name, round(d.score, 3)) for d in found] == [("a", 0.907), ("c", 0.967)]  # query order
+    assert np.allclose([d.xyxy for d in found], [[0, 10, 80, 30], [0, 0, 40, 20]])
+    asked = DetrDetector(OnnxRunner.load(model, {}, LOG), confidence=0.2, score_function="softmax")
+    assert [(d.class_id, round(d.score, 3)) for d in asked.detect(frame)] == [(0, 0.907), (2, 0.967)]
+    unsaid = DetrDetector(OnnxRunner.load(model, {}, LOG), confidence=0.2)
+    assert unsaid.scoring == "sigmoid" and unsaid.class_count == 6
+    assert "assumed: the model records no model_type or class names" in unsaid.head_note
+    assert "score_function softmax" in unsaid.head_note
+    with pytest.raises(ValueError, match="score_function 'tanh': give one of auto, sigmoid, softmax"):
+        DetrDetector(OnnxRunner.load(model, {}, LOG), score_function="tanh")
+    conditional = onnx.load(model)
+    conditional.metadata_props.add(key="model_type", value="conditional_detr")
+    onnx.save(conditional, tmp_path / "conditional.onnx")
+    with pytest.raises(ValueError, match="a transformers conditional_detr export .* which this adapter does not"):
+        DetrDetector(OnnxRunner.load(tmp_path / "conditional.onnx", {}, LOG))
+
+
 @pytest.mark.parametrize("file", sorted(FOUND))
 def test_inspect_says_what_it_found(file):
     inspected = CliRunner().invoke(main, ["inspect", str(HEADS / file)])
@@ -214,7 +253,14 @@ def test_the_yolo_node_started_with_an_rtdetr_model_says_so_and_exits(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "file,conf", [("rtdetr-hf.onnx", "0.7497"), ("rtdetr-hf-deploy.onnx", "0.7497"), ("rtdetr-ul-old.onnx", "0.8019")]
+    "file,conf",
+    [
+        ("rtdetr-hf.onnx", "0.7497"),
+        ("rtdetr-hf-deploy.onnx", "0.7497"),
+        ("rtdetr-ul-old.onnx", "0.8019"),
+        ("detr-hf.onnx", "0.6"),
+        ("rfdetr-renamed.onnx", "0.72"),
+    ],
 )
 def test_the_detr_node_publishes_what_the_adapter_decodes(tmp_path, file, conf):
     """Over DDS: the frames of a bag through the detr node, against the adapter on the same frames."""
@@ -254,6 +300,27 @@ def test_predict_writes_what_the_adapter_decodes_and_says_no_nms():
     assert refused.exit_code != 0 and "detr models take no iou_threshold" in refused.output
 
 
+def test_predict_takes_the_score_function_of_a_file_that_does_not_say():
+    """rtdetr-hf.onnx records neither model_type nor names: predict says sigmoid is assumed; --score-function softmax
+    decodes it as DETR (5 logits: 4 classes and "no object") as the adapter asked for softmax does."""
+    image, model = SKIMAGE / "coffee.png", HEADS / "rtdetr-hf.onnx"
+    arguments = ["predict", "--model-type", "detr", "--model", str(model), str(image), "--format", "json"]
+    assumed = CliRunner().invoke(main, [*arguments, "--conf", "0.7497"])
+    assert assumed.exit_code == 0 and "sigmoid, the top queries x classes, assumed" in assumed.stderr, assumed.output
+    asked = CliRunner().invoke(main, [*arguments, "--conf", "0.3", "--score-function", "softmax"])
+    assert asked.exit_code == 0, asked.output
+    assert 'DETR head (logits_boxes; softmax over the classes and "no object"' in asked.stderr
+    (record,) = [json.loads(line) for line in asked.stdout.splitlines()]
+    expected = DetrDetector(_load("rtdetr-hf.onnx"), confidence=0.3, score_function="softmax").detect(
+        _frame("coffee.png")
+    )
+    assert record["detections"] == [d.as_dict() for d in expected] and expected
+    assert {d["class_id"] for d in record["detections"]} <= {0, 1, 2, 3}
+    refused = CliRunner().invoke(main, ["predict", "--model-type", "yolo", "--model", str(model), str(image),
+                                        "--score-function", "softmax"])  # fmt: skip
+    assert refused.exit_code != 0 and "yolo models take no score_function" in refused.output
+
+
 def test_verify_passes_the_detr_node_on_the_hugging_face_export(tmp_path):
     """verify: the node over ROS 2 against the model run offline through the adapter, answer by answer."""
     frames = [_frame(name) for name in ("astronaut.png", "coffee.png", "chelsea.png")]
@@ -266,13 +333,13 @@ def test_verify_passes_the_detr_node_on_the_hugging_face_export(tmp_path):
     assert max(frame.deviation_px for frame in report.frames) <= 1e-3
 
 
-def _coco_set(folder: Path) -> Path:
-    """astronaut and coffee as a COCO data set of 5 categories class_0..class_4, each image's truth the reference's
-    detections of rtdetr-hf.onnx (so that AP is far from 0)."""
+def _coco_set(folder: Path, file: str = "rtdetr-hf.onnx", count: int = 2) -> Path:
+    """The first ``count`` images (astronaut, coffee, chelsea) as a COCO data set of 5 categories class_0..class_4,
+    each image's truth the reference's detections of ``file`` (so that AP is far from 0)."""
     (folder / "images").mkdir(parents=True)
-    (reference,) = [m for m in REFERENCE["models"] if m["file"] == "rtdetr-hf.onnx"]
+    (reference,) = [m for m in REFERENCE["models"] if m["file"] == file]
     images, annotations = [], []
-    for index, case in enumerate(reference["cases"][:2], start=1):
+    for index, case in enumerate(reference["cases"][:count], start=1):
         frame = _frame(case["image"])
         cv2.imwrite(str(folder / "images" / case["image"]), frame)
         images.append({"id": index, "file_name": case["image"], "width": frame.shape[1], "height": frame.shape[0]})
@@ -309,6 +376,49 @@ def test_eval_scores_the_detr_model_as_pycocotools_does_on_the_adapters_detectio
     scored.evaluate(), scored.accumulate(), scored.summarize()
     assert metrics["AP"] == pytest.approx(scored.stats[0], abs=1e-6) and metrics["AP"] > 0.5, metrics
     assert metrics["AP50"] == pytest.approx(scored.stats[1], abs=1e-6)
+
+
+def _coco_ap(data: Path, detector: DetrDetector) -> float:
+    """pycocotools' AP of the detector's detections (class i -> category i + 1) on the COCO set ``data``."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    results = []
+    for image in json.loads((data / "annotations.json").read_text())["images"]:
+        for d in detector.detect(_frame(image["file_name"])):
+            x1, y1, x2, y2 = d.xyxy
+            results.append({"image_id": image["id"], "category_id": d.class_id + 1, "bbox": [x1, y1, x2 - x1, y2 - y1],
+                            "score": d.score})  # fmt: skip
+    truth = COCO(str(data / "annotations.json"))
+    scored = COCOeval(truth, truth.loadRes(results), "bbox")
+    scored.evaluate(), scored.accumulate(), scored.summarize()
+    return scored.stats[0]
+
+
+@pytest.mark.parametrize("target_cpu", ["auto", "avx2"])
+def test_quantize_reports_the_int8_detr_models_loss_as_pycocotools_measures_it(tmp_path, target_cpu):
+    """quantize of the DETR (softmax) export: the INT8 model keeps model_type, so the adapter still decodes it as
+    DETR (softmax, ImageNet input); the AP it reports for FP32 and INT8 on real images (truth: FP32's reference
+    detections) is pycocotools' on each model's own detections, whatever this CPU's int8 kernels (VNNI or AVX2's 7-bit
+    weights) make of it. No bound on the loss itself: these are random weights (drawn wide so that queries differ),
+    through which int8 rounding travels unlike it does through trained ones (here the backbone in int8 loses 0.27 AP
+    on a VNNI CPU); the loss of a trained DETR is what quantize's --max-loss checks for its user."""
+    from vision_factory.tools.quantize import quantize
+
+    data = _coco_set(tmp_path / "set", "detr-hf.onnx", 3)
+    out = tmp_path / "detr_int8.onnx"
+    report = quantize("detr", HEADS / "detr-hf.onnx", data / "images", out, frames=3, data=data, speed_runs=1,
+                      accept_loss=True, target_cpu=target_cpu)  # fmt: skip
+    summary = json.loads(report.files["summary"].read_text())
+    int8 = DetrDetector(OnnxRunner.load(out, {}, LOG), confidence=0.001)
+    assert int8.scoring == "softmax" and not int8.assumed and int8.class_count == 5
+    assert onnx.load(out).graph.node and any(n.op_type == "QuantizeLinear" for n in onnx.load(out).graph.node)
+    fp32 = DetrDetector(_load("detr-hf.onnx"), confidence=0.001)
+    metrics = summary["comparison"]["metrics"]["AP"]
+    assert metrics["a"] == pytest.approx(_coco_ap(data, fp32), abs=1e-6) and metrics["a"] > 0.9, metrics
+    assert metrics["b"] == pytest.approx(_coco_ap(data, int8), abs=1e-6), metrics
+    assert summary["comparison"]["outputs"]["matched"] > 0
+    assert summary["loss"]["value"] == pytest.approx(metrics["a"] - metrics["b"], abs=1e-6), summary["loss"]
 
 
 def test_compare_onnx_runtime_and_openvino_on_a_d_fine_export(tmp_path):

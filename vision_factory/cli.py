@@ -629,6 +629,8 @@ DETECTOR_OPTIONS = (
     ("--resize", click.Choice(["stretch", "letterbox", "none"]), "fasterrcnn: fit frames by", None),
     ("--box-units", click.Choice(["auto", "normalized", "pixels"]), "fasterrcnn: boxes are in", None),
     ("--label-offset", int, "fasterrcnn: the label of class 0 (default 1: 0 is the background)", None),
+    ("--score-function", click.Choice(["auto", "sigmoid", "softmax"]), "detr logits + pred_boxes models: sigmoid "
+     "(RT-DETR, D-FINE) or softmax (DETR)  [default: auto, as the model says]", None),
 )  # fmt: skip
 
 

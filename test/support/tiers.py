@@ -51,6 +51,7 @@ SLOW = {
     "test_ball_eval.py::test_eval_runs_the_tracker_over_a_bag",
     "test_ball_stream.py::test_failed_frames_leave_nothing_behind",
     "test_detr_heads.py::test_compare_onnx_runtime_and_openvino_on_a_d_fine_export",
+    "test_detr_heads.py::test_quantize_reports_the_int8_detr_models_loss_as_pycocotools_measures_it",
     "test_fasterrcnn.py::test_compare_a_fasterrcnn_model_with_itself_on_two_backends",
     "test_fasterrcnn.py::test_predict_and_eval_run_a_fasterrcnn_model",
     "test_fasterrcnn.py::test_wrapped_yolo_detects_what_yolo_detects",

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..models.detr import DetrDetector
-from ..models.detr_interface import DETR
+from ..models.detr_interface import DETR, SCORE_FUNCTIONS
+from ..parameters import Parameter
 from ..results import DETECTIONS
 from ..results.detections import Detector
 from . import tracking
@@ -15,8 +16,15 @@ from .detection import CLASSES, CONFIDENCE, IMAGE_SIZE, LABELS, MAX_DETECTIONS, 
 from .family import AP_LOST, Family, LoadRunner
 from .pipeline import DetectionPipeline
 
-PARAMETERS = (MODEL, LABELS, CONFIDENCE, MAX_DETECTIONS, CLASSES, IMAGE_SIZE)
-OPTIONS = ("confidence", "max_detections", "classes", "image_size", "names")  # DetrDetector's
+SCORE_FUNCTION = Parameter(
+    "score_function",
+    "auto",
+    "Hugging Face logits + pred_boxes models: sigmoid (RT-DETR, D-FINE), softmax (DETR: a last 'no object' class, "
+    "ImageNet-normalised input) or auto: as the model's metadata model_type or its class names say",
+    choices=SCORE_FUNCTIONS,
+)
+PARAMETERS = (MODEL, LABELS, CONFIDENCE, MAX_DETECTIONS, CLASSES, IMAGE_SIZE, SCORE_FUNCTION)
+OPTIONS = ("confidence", "max_detections", "classes", "image_size", "names", "score_function")  # DetrDetector's
 
 
 def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Detector:
@@ -25,6 +33,7 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Detector:
         "max_detections": values["max_detections"],
         "image_size": values["image_size"],
         "names": read_labels(values["labels_path"]),
+        "score_function": values["score_function"],
     }
     return load_detector(FAMILY, values, load_runner, options)
 

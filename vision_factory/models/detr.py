@@ -11,11 +11,19 @@
   normalisation (RTDetrImageProcessor's defaults); scores = sigmoid(logits), the top queries-many of queries x
   classes, best first, each query's box for its class, those above the threshold
   (``post_process_object_detection`` with focal loss), boxes x the frame's size.
+  DETR's softmax models (``scoring``: models/detr_interface.py) as DetrImageProcessor feeds and decodes them: the
+  same resize, RGB / 255 then ImageNet's mean and std; scores = softmax over the classes and "no object", each
+  query's best class but "no object", those above the threshold in query order.
+- ``rfdetr`` (RF-DETR's export): as rfdetr's own ONNX reading (``preprocess_to_nchw``, ``decode_detections``)
+  and ``RFDETR.predict``'s PostProcess: the frame resized bilinear with half-pixel centres and no antialias (on float
+  pixels, as torchvision resizes its tensor), RGB / 255, ImageNet's mean and std; sigmoid, the top queries-many of
+  queries x classes (every class slot kept, as PostProcess keeps them), best first, above the threshold; boxes x the
+  frame's size, clipped to the frame (as RF-DETR clips them).
 - ``deploy`` (the RT-DETR / D-FINE repositories' exports): the frame resized as above (their deploy reading:
   torchvision's ``Resize`` of a PIL image, ToTensor), the frame's width and height fed as ``orig_target_sizes``;
   the labels, boxes (frame pixels) and scores it returns, those above the threshold, in its order.
 
-Boxes are the exporters' own: not clipped to the frame.
+Boxes are the exporters' own: not clipped to the frame (but RF-DETR's, which it clips).
 """
 
 from __future__ import annotations
@@ -28,13 +36,33 @@ from PIL import Image
 
 from ..results.detections import Detection
 from ..runtime.runner import Runner, fixed_dim, tensors_text
+from ..text import untrusted
 from .bounds import MAX_CLASSES, check_count, check_input_size
-from .detr_interface import DEPLOY, DEPLOY_OUTPUTS, DETR, LOGITS_BOXES, NO_NMS, SIZES_INPUT, ULTRALYTICS
+from .detr_interface import (
+    DEPLOY,
+    DEPLOY_OUTPUTS,
+    DETR,
+    LOGITS_BOXES,
+    NO_NMS,
+    RFDETR,
+    RFDETR_OUTPUTS,
+    SCORE_FUNCTIONS,
+    SIGMOID,
+    SIZES_INPUT,
+    SOFTMAX,
+    ULTRALYTICS,
+    UNDECODED_MODEL_TYPES,
+    scoring_of,
+    scoring_text,
+)
 from .geometry import rgb_tensor
 from .interface import Interface
 from .ultralytics import class_names, recorded_imgsz
 
 Size = tuple[int, int]  # the frame's (width, height)
+# DetrImageProcessor's normalisation (transformers' IMAGENET_DEFAULT_MEAN / _STD), RGB, of its softmax models
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32).reshape(1, 3, 1, 1)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32).reshape(1, 3, 1, 1)
 
 
 def pil_resize(image_bgr: np.ndarray, width: int, height: int) -> np.ndarray:
@@ -57,6 +85,7 @@ class DetrDetector:
         classes: Sequence[int] | None = None,
         image_size: int = 0,  # of models with dynamic input; 0: the recorded imgsz (Ultralytics), else 640
         names: Sequence[str] | None = None,
+        score_function: str = "auto",  # logits_boxes models: sigmoid, softmax, or auto: as the file (names) says
     ):
         recognition = DETR.recognise(Interface.of(runner))
         if recognition is None:
@@ -80,7 +109,11 @@ class DetrDetector:
         self._outputs = {tensor.name: i for i, tensor in enumerate(runner.outputs)}
         names = list(names or class_names(runner.metadata))
         check_count("the model's class names", len(names), MAX_CLASSES, minimum=0)
+        model_type = runner.metadata.get("model_type", "")
+        self.scoring, self.assumed = self._scoring(details, names, model_type, score_function)
         count = details.get("classes")
+        if self.head == LOGITS_BOXES:
+            count = int(details["logits"]) - (self.scoring == SOFTMAX)
         if names and isinstance(count, int) and len(names) != count:
             raise ValueError(f"{len(names)} class names given for a model with {count} classes")
         self.class_count = count if isinstance(count, int) else len(names) or None
@@ -92,10 +125,36 @@ class DetrDetector:
         self.names = names or [f"class_{i}" for i in range(self.class_count or 0)]
         self.keypoint_names: list[str] = []
 
+    @staticmethod
+    def _scoring(details: dict, names: list[str], model_type: str, score_function: str) -> tuple[str, bool]:
+        """How a logits_boxes model's logits are scored, and whether that is assumed (nothing said which)."""
+        if score_function not in SCORE_FUNCTIONS:
+            raise ValueError(f"score_function '{untrusted(score_function)}': give one of {', '.join(SCORE_FUNCTIONS)}")
+        if details["head"] != LOGITS_BOXES:
+            return SIGMOID, False
+        if model_type in UNDECODED_MODEL_TYPES:
+            raise ValueError(
+                f"a transformers {model_type} export (metadata model_type): its image processor normalises the input "
+                "and keeps its top 100 queries x classes, which this adapter does not decode"
+            )
+        if score_function != "auto":
+            return score_function, False
+        found = details.get("scoring") or (scoring_of(int(details["logits"]), names, "") or (None,))[0]
+        return (found, False) if found else (SIGMOID, True)
+
     @property
     def head_note(self) -> str:
-        """What a node says once at start-up: the layout, and that no NMS is run."""
-        return f"DETR head ({self.head}): {NO_NMS}"
+        """What a node says once at start-up: the layout, how it scores where it could be either, and that no NMS is
+        run."""
+        if self.head != LOGITS_BOXES:
+            return f"DETR head ({self.head}): {NO_NMS}"
+        scores = scoring_text(self.scoring)
+        if self.assumed:
+            scores += (
+                ", assumed: the model records no model_type or class names that say; a DETR export (softmax, a last "
+                '"no object" logit) needs score_function softmax or its class names'
+            )
+        return f"DETR head ({self.head}; {scores}): {NO_NMS}"
 
     def keep_classes(self, classes: Sequence[int] | None) -> None:
         """Report only these class ids from now on; None: every class."""
@@ -108,13 +167,20 @@ class DetrDetector:
     def preprocess(self, image_bgr: np.ndarray) -> tuple[dict[str, np.ndarray], Size]:
         """The model's inputs for the frame, and the frame's (width, height)."""
         height, width = self.size
-        if self.head == ULTRALYTICS:
+        if self.head == RFDETR:  # torchvision's resize of the float tensor: bilinear, half-pixel, no antialias
+            fitted = image_bgr.astype(np.float32)
+            if image_bgr.shape[:2] != (height, width):
+                fitted = cv2.resize(fitted, (width, height), interpolation=cv2.INTER_LINEAR)
+        elif self.head == ULTRALYTICS:
             fitted = image_bgr
             if image_bgr.shape[:2] != (height, width):
                 fitted = cv2.resize(image_bgr, (width, height), interpolation=cv2.INTER_LINEAR)
         else:
             fitted = pil_resize(image_bgr, width, height)
-        feeds = {self._image: rgb_tensor(fitted)}
+        tensor = rgb_tensor(fitted)
+        if self.head == RFDETR or (self.head == LOGITS_BOXES and self.scoring == SOFTMAX):  # ImageNet mean and std
+            tensor = (tensor - IMAGENET_MEAN) / IMAGENET_STD
+        feeds = {self._image: tensor}
         size = (image_bgr.shape[1], image_bgr.shape[0])
         if self._sizes is not None:
             dtype = self._sizes.dtype if self._sizes.dtype.startswith(("int", "float")) else "int64"
@@ -131,15 +197,25 @@ class DetrDetector:
             labels, boxes, scores = (np.asarray(outputs[self._outputs[name]])[0] for name in DEPLOY_OUTPUTS)
             keep = np.flatnonzero(scores > self.confidence)
             return self._detections(boxes[keep].astype(np.float64), scores[keep], labels[keep].astype(np.int64))
-        if self.head == LOGITS_BOXES:
-            logits = np.asarray(outputs[self._outputs["logits"]])[0]
-            boxes = np.asarray(outputs[self._outputs["pred_boxes"]])[0]
+        if self.head in (LOGITS_BOXES, RFDETR):
+            names = ("logits", "pred_boxes") if self.head == LOGITS_BOXES else RFDETR_OUTPUTS[::-1]
+            logits, boxes = (np.asarray(outputs[self._outputs[name]])[0] for name in names)
+            if self.scoring == SOFTMAX:  # DetrImageProcessor: each query's best class but "no object", in query order
+                shifted = np.exp(logits.astype(np.float32) - logits.max(axis=1, keepdims=True))
+                probabilities = shifted[:, :-1] / shifted.sum(axis=1, keepdims=True)
+                class_ids = probabilities.argmax(axis=1)
+                scores = probabilities[np.arange(len(logits)), class_ids]
+                keep = np.flatnonzero(scores > self.confidence)
+                return self._detections(self._corners(boxes[keep], size), scores[keep], class_ids[keep])
             scores = 1.0 / (1.0 + np.exp(-logits.astype(np.float32)))
             flat = scores.ravel()
             candidates = np.flatnonzero(flat > self.confidence)
             candidates = candidates[np.argsort(-flat[candidates], kind="stable")][: logits.shape[0]]  # top-k
             queries, class_ids = np.divmod(candidates, logits.shape[1])
-            return self._detections(self._corners(boxes[queries], size), flat[candidates], class_ids)
+            corners = self._corners(boxes[queries], size)
+            if self.head == RFDETR:
+                corners = np.clip(corners, 0.0, np.array(size * 2, np.float64))
+            return self._detections(corners, flat[candidates], class_ids)
         rows = np.asarray(outputs[0])[0]
         if self.selected:
             scores, labels = rows[:, 4], rows[:, 5]

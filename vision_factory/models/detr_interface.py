@@ -7,8 +7,17 @@ its exporting project does (models/detr.py):
   (``[1, 300, 4 + nc]``, Ultralytics up to 8.3) or, from 8.4, the top queries x classes already chosen
   (``[1, 300, 6]``: score, class). Told by Ultralytics' metadata ``head: RTDETRDecoder`` or, without it, by rows that
   are not a YOLO head's anchors (N is not the grid cells of the input at strides 8-32, nor 4-32 or 8-64);
-- ``logits_boxes``: Hugging Face transformers' RT-DETR / D-FINE (``RTDetrForObjectDetection``, ...) exported with
-  ``torch.onnx.export`` or Optimum: outputs named ``logits`` [1, Q, classes] and ``pred_boxes`` [1, Q, 4];
+- ``logits_boxes``: Hugging Face transformers' RT-DETR / D-FINE (``RTDetrForObjectDetection``, ...) and DETR
+  (``DetrForObjectDetection``) exported with ``torch.onnx.export`` or Optimum: outputs named ``logits``
+  [1, Q, classes] and ``pred_boxes`` [1, Q, 4]. Their scores differ (``scoring``): RT-DETR and D-FINE score each
+  class with a sigmoid (focal loss), DETR with a softmax over its classes and a last "no object" class (Conditional,
+  Deformable and DAB-DETR, sigmoid on ImageNet-normalised input and top 100, are refused by their model_type). The
+  layout alone cannot tell them apart: the file's metadata ``model_type`` (the transformers config's, as
+  ``benchmarks/make_detr_heads.py`` records it) says which, or its class names (``names``) against the logits'
+  width (one more: DETR's "no object"); else the adapter's ``score_function`` or the class names given to it;
+  else sigmoid, said as an assumption;
+- ``rfdetr``: RF-DETR's own ONNX export (``RFDETR...().export()``): an image input and outputs named ``dets``
+  [1, Q, 4] (cx, cy, w, h normalised) and ``labels`` [1, Q, classes] (logits, scored with a sigmoid);
 - ``deploy``: the RT-DETR / D-FINE repositories' deploy exports, post-processing inside: inputs an image and
   ``orig_target_sizes`` [1, 2] (the frame's width and height), outputs ``labels``, ``boxes`` (frame pixels) and
   ``scores``.
@@ -17,13 +26,28 @@ its exporting project does (models/detr.py):
 from __future__ import annotations
 
 from ..runtime.runner import TensorInfo, shape_text
+from ..text import untrusted
 from .interface import Interface, Recognition, Rule, batch_ok, count_text, end2end, image_details, image_input
 from .ultralytics import class_names
 
-ULTRALYTICS, LOGITS_BOXES, DEPLOY = "ultralytics", "logits_boxes", "deploy"
+ULTRALYTICS, LOGITS_BOXES, DEPLOY, RFDETR = "ultralytics", "logits_boxes", "deploy", "rfdetr"
+RFDETR_OUTPUTS = ("dets", "labels")  # RF-DETR's export: boxes, logits
 ULTRALYTICS_HEAD = "RTDETRDecoder"  # Ultralytics' metadata ``head`` of an RT-DETR export
 SIZES_INPUT = "orig_target_sizes"
 DEPLOY_OUTPUTS = ("labels", "boxes", "scores")
+SIGMOID, SOFTMAX = "sigmoid", "softmax"
+SCORE_FUNCTIONS = ("auto", SIGMOID, SOFTMAX)  # the adapter's score_function: auto, from the file (else the names)
+# transformers' config model_type -> how its post_process_object_detection scores (DETR and Table Transformer:
+# DetrImageProcessor's softmax over classes + "no object"; the others: sigmoid focal loss)
+MODEL_TYPE_SCORING = {
+    "detr": SOFTMAX,
+    "table-transformer": SOFTMAX,
+    "rt_detr": SIGMOID,
+    "rt_detr_v2": SIGMOID,
+    "d_fine": SIGMOID,
+}
+# transformers' model types of this layout decoded otherwise (ImageNet-normalised input, sigmoid, top 100): refused
+UNDECODED_MODEL_TYPES = ("conditional_detr", "deformable_detr", "dab_detr")
 NO_NMS = "its queries are final detections, no NMS is run (iou_threshold does not apply)"
 SELECTING_VERSION = (8, 4)  # Ultralytics from which an RT-DETR export selects its top queries x classes
 ANCHOR_STRIDES = ((8, 16, 32), (4, 8, 16, 32), (8, 16, 32, 64))  # YOLO heads P3-P5, P2-P5, P3-P6
@@ -109,6 +133,25 @@ def _ultralytics(model: Interface) -> Recognition | None:
     return Recognition("detr", reason, details | {"selected": selected})
 
 
+def scoring_of(classes: int, names: list[str], model_type: str) -> tuple[str, str] | None:
+    """How a ``logits_boxes`` model scores (SIGMOID or SOFTMAX) and why, from its config's ``model_type`` or its
+    class names against the logits' width; None where neither says."""
+    known = MODEL_TYPE_SCORING.get(model_type)
+    if known:
+        return known, f"metadata model_type '{untrusted(model_type)}'"
+    if names and classes == len(names) + 1:
+        return SOFTMAX, f'{len(names)} class names and one more logit, DETR\'s "no object"'
+    if names and classes == len(names):
+        return SIGMOID, f"{len(names)} class names, one logit each"
+    return None
+
+
+def scoring_text(scoring: str) -> str:
+    if scoring == SOFTMAX:
+        return 'softmax over the classes and "no object", each query\'s best, as DETR'
+    return "sigmoid, the top queries x classes"
+
+
 def _logits_boxes(model: Interface) -> Recognition | None:
     logits, boxes = _named(model.outputs, "logits"), _named(model.outputs, "pred_boxes")
     image = image_input(model)
@@ -117,13 +160,39 @@ def _logits_boxes(model: Interface) -> Recognition | None:
     logit_rows, box_rows = _rows(logits), _rows(boxes)
     if logit_rows is None or box_rows is None or box_rows[1] != 4 or not isinstance(logit_rows[1], int):
         return None
-    classes = logit_rows[1]
+    width, names = logit_rows[1], class_names(model.metadata)
+    found = scoring_of(width, names, model.metadata.get("model_type", ""))
+    scoring = found[0] if found else None
+    classes = width - 1 if scoring == SOFTMAX else width
+    if found:
+        scores = f"{scoring_text(scoring)} (by its {found[1]})"
+    else:
+        scores = f"{scoring_text(SIGMOID)}, assumed: no model_type or names say"
     reason = (
         f"outputs {logits.name} {shape_text(logits.shape)} and {boxes.name} {shape_text(boxes.shape)}, as Hugging "
-        f"Face's RT-DETR / D-FINE give them: a DETR detector with {count_text(classes, 'class', 'classes')} "
-        f"(sigmoid scores, the top queries x classes; boxes cx, cy, w, h normalised); {NO_NMS}"
+        f"Face's RT-DETR / D-FINE / DETR give: a DETR detector with {count_text(classes, 'class', 'classes')} "
+        f"({scores}; boxes cx, cy, w, h normalised); {NO_NMS}"
     )
-    details: dict[str, object] = {"classes": classes, "names": [], **image_details(image), "head": LOGITS_BOXES}
+    details: dict[str, object] = {"classes": classes, "names": names, **image_details(image), "head": LOGITS_BOXES}
+    return Recognition("detr", reason, details | {"scoring": scoring, "logits": width})
+
+
+def _rfdetr(model: Interface) -> Recognition | None:
+    boxes, logits = (_named(model.outputs, name) for name in RFDETR_OUTPUTS)
+    image = image_input(model)
+    if image is None or logits is None or boxes is None or len(model.inputs) != 1:
+        return None
+    logit_rows, box_rows = _rows(logits), _rows(boxes)
+    if logit_rows is None or box_rows is None or box_rows[1] != 4 or not isinstance(logit_rows[1], int):
+        return None
+    classes = logit_rows[1]
+    reason = (
+        f"outputs {boxes.name} {shape_text(boxes.shape)} and {logits.name} {shape_text(logits.shape)}, as RF-DETR's "
+        f"export gives them: a DETR detector with {count_text(classes, 'class', 'classes')} (sigmoid, the top "
+        f"queries x classes; boxes cx, cy, w, h normalised); {NO_NMS}"
+    )
+    names = class_names(model.metadata)
+    details: dict[str, object] = {"classes": classes, "names": names, **image_details(image), "head": RFDETR}
     return Recognition("detr", reason, details)
 
 
@@ -148,13 +217,13 @@ def _deploy(model: Interface) -> Recognition | None:
 
 
 def _detr(model: Interface) -> Recognition | None:
-    return _deploy(model) or _logits_boxes(model) or _ultralytics(model)
+    return _deploy(model) or _rfdetr(model) or _logits_boxes(model) or _ultralytics(model)
 
 
 DETR = Rule(
     "detr",
     "a DETR-family detector: Ultralytics RT-DETR ([1, 300, 4 + classes] or [1, 300, 6] out), Hugging Face RT-DETR / "
-    "D-FINE (logits and pred_boxes out) or an RT-DETR deploy export (images and orig_target_sizes in; labels, "
-    "boxes, scores out)",
+    "D-FINE / DETR (logits and pred_boxes out), RF-DETR (dets and labels out) or an RT-DETR deploy export (images "
+    "and orig_target_sizes in; labels, boxes, scores out)",
     _detr,
 )

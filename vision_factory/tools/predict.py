@@ -34,6 +34,7 @@ FINDING = {
     "--resize": "resize",
     "--box-units": "box_units",
     "--label-offset": "label_offset",
+    "--score-function": "score_function",
 }
 POSING = {"--input-size": "input_size", "--person-class": "person_class"}
 MAPPING = {"--depth-kind": "depth_kind", "--processor-size": "processor_size", "--max-depth": "max_depth"}  # depth

@@ -45,6 +45,14 @@ def _claim_domain() -> int:
 
 
 os.environ["ROS_DOMAIN_ID"] = str(_claim_domain())
+
+
+@pytest.fixture(scope="session")
+def second_domain() -> int:
+    """A second ROS domain held for this run, beside ROS_DOMAIN_ID's (e.g. standing in for another host's)."""
+    return _claim_domain()
+
+
 os.environ["ROS_HOME"] = _ros_home
 os.environ["ROS_LOG_DIR"] = os.path.join(_ros_home, "log")
 os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds_shm.xml"))

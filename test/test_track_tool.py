@@ -188,3 +188,58 @@ def test_a_bag_gives_the_tracks_of_its_frames(frames, detector_model, tmp_path):
     from_images = _track(detector_model, paths, tmp_path / "images")
     _check_one_stable_track(from_bag.tracks, boxes)
     assert from_bag.tracks.read_text() == from_images.tracks.read_text()  # bgr8 frames: the same pixels
+
+
+def _camera_bags(frames, folder):
+    """Two cameras' bags: the frames as they are, and six of them mirrored at half size (another stream, another
+    size); each with the person's boxes."""
+    from vision_factory.tools.bags import write_image_bag
+
+    paths, boxes = frames
+    images = [cv2.imread(str(path)) for path in paths]
+    back = [cv2.resize(image[:, ::-1], (450, 300), interpolation=cv2.INTER_AREA) for image in images[:6]]
+    write_image_bag(folder / "front_bag", images)
+    write_image_bag(folder / "back_bag", back)
+    width = images[0].shape[1]
+    mirrored = np.column_stack([width - boxes[:6, 0] - boxes[:6, 2], boxes[:6, 1], boxes[:6, 2], boxes[:6, 3]]) / 2
+    return {"front": (folder / "front_bag", boxes), "rig/back": (folder / "back_bag", mirrored)}
+
+
+def test_several_cameras_each_tracked_on_its_own(frames, detector_model, tmp_path):
+    """track --camera: each camera's frames through the node's pipeline with a tracker of its own: the person in
+    each camera is one track of ID 1 (one tracker for both would number the second camera's person 2), in
+    OUT/NAME/tracks.txt, the lines a single-camera run on that source writes."""
+    from vision_factory.tools.track import parse_camera_sources, track_cameras
+
+    cameras = _camera_bags(frames, tmp_path)
+    items = [f"{name}={bag}" for name, (bag, _) in cameras.items()]
+    runs = track_cameras("yolo", detector_model, "onnx:cpu", parse_camera_sources(items), tmp_path / "out", OPTIONS)
+    assert list(runs) == ["front", "rig/back"]
+    for name, (bag, boxes) in cameras.items():
+        assert runs[name].tracks == tmp_path / "out" / name / "tracks.txt" and runs[name].frames == len(boxes)
+        _check_one_stable_track(runs[name].tracks, boxes)
+        alone = _track(detector_model, [bag], tmp_path / "alone" / name)
+        assert runs[name].tracks.read_text() == alone.tracks.read_text()
+    with pytest.raises(FileExistsError, match="earlier run"):
+        track_cameras("yolo", detector_model, "onnx:cpu", parse_camera_sources(items), tmp_path / "out", OPTIONS)
+
+
+def test_track_command_with_cameras(frames, detector_model, tmp_path):
+    cameras = _camera_bags(frames, tmp_path)
+    base = ("track", "--model-type", "yolo", "--model", str(detector_model), "--imgsz", "320", "--out")
+    items = [arg for name, (bag, _) in cameras.items() for arg in ("--camera", f"{name}={bag}")]
+    done = run_cli(*base, str(tmp_path / "cli"), *items)
+    assert done.returncode == 0, done.stderr
+    assert '"rig/back": {' in done.stdout and '"frames": 6' in done.stdout
+    _check_one_stable_track(tmp_path / "cli" / "front" / "tracks.txt", cameras["front"][1])
+    for extra, message in [
+        (("--camera", "front"), "write NAME=SOURCE"),
+        (("--camera", f"front={cameras['front'][0]}", "--camera", f"front={cameras['front'][0]}"), "named twice"),
+        (("--camera", "front=no_such_bag"), "does not exist"),
+        (("--camera", f"../x={cameras['front'][0]}"), "is not a relative ROS topic name"),
+        ((str(cameras["front"][0]), "--camera", f"front={cameras['front'][0]}"), "not both"),
+        ((), "not both"),
+    ]:
+        bad = run_cli(*base, str(tmp_path / "bad"), *extra)
+        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, (extra, bad.stderr)
+    assert not (tmp_path / "bad").exists()

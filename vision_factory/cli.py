@@ -731,7 +731,7 @@ def _tracking_options() -> Callable:
 
 
 @main.command()
-@click.argument("sources", nargs=-1, required=True, type=EXISTING)
+@click.argument("sources", nargs=-1, type=EXISTING)
 @options(
     model_type_option(SINGLE_MODEL_DETECTORS, "the detector's family", required=True),
     option("--model", type=FILE, required=True, help="detector (ONNX)"),
@@ -740,8 +740,11 @@ def _tracking_options() -> Callable:
     _tracking_options(),
     out_option("folder"),
     option("--save", is_flag=True, help="also write OUT/tracks.mp4, each box labelled with its track ID"),
+    option("--camera", "cameras", multiple=True, metavar="NAME=SOURCE",
+           help="several cameras, repeatable: SOURCE a video, rosbag2 or image of camera NAME, tracked on its own "
+           "(IDs per camera), its tracks in OUT/NAME/"),
     force_option(),
-)
+)  # fmt: skip
 def track(sources: tuple[Path, ...], model_type: str, model: Path, target: str, **given: Any) -> None:
     """Track a detector's boxes over a stream: image files (in the order given), one video or one rosbag2.
 
@@ -756,16 +759,34 @@ def track(sources: tuple[Path, ...], model_type: str, model: Path, target: str, 
       vision-factory track --model-type yolo --model yolov8n.onnx street.mp4 --out runs/street --save
       vision-factory track --model-type yolo --model yolov8n.onnx --classes person \\
           --reid mobilenetv2-reid-embedder.onnx frames/*.jpg --out runs/frames
+      vision-factory track --model-type yolo --model yolov8n.onnx --out runs/rig \\
+          --camera front=front.mp4 --camera left=left_bag
     """
     from .tools.track import TRACKING
     from .tools.track import track as run_track
 
     detector_options = _given_detector_options(given)
     tracking_options = {flag: given[name] for flag, name in TRACKING.items()}
+    if bool(sources) == bool(given["cameras"]):
+        raise click.UsageError("give the frames: SOURCES (one stream) or --camera NAME=SOURCE (several), not both")
+    if given["cameras"]:
+        _track_cameras(model_type, model, target, given, detector_options, tracking_options)
+        return
     with _reported(FileExistsError):
         result = run_track(model_type, model, target, sources, given["out_dir"], detector_options, tracking_options,
                            given["save"], given["force"])  # fmt: skip
     click.echo(json.dumps(result.summary(), indent=2))
+
+
+def _track_cameras(model_type, model, target, given, detector_options, tracking_options) -> None:
+    """track --camera: each camera's source tracked on its own (tools/track.py's track_cameras)."""
+    from .tools.track import parse_camera_sources, track_cameras
+
+    with _reported(FileExistsError):
+        cameras = parse_camera_sources(given["cameras"])
+        runs = track_cameras(model_type, model, target, cameras, given["out_dir"], detector_options,
+                             tracking_options, given["save"], given["force"])  # fmt: skip
+    click.echo(json.dumps({"cameras": {name: run.summary() for name, run in runs.items()}}, indent=2))
 
 
 @main.command("reid-tune")

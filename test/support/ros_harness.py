@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -45,17 +46,20 @@ class NodeProcess:
         namespace: str = "/t",
         module: str = "vision_factory.tracknet_onnx_node",
         executable: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ):
         self.namespace = namespace
         self.log_path = log_dir / "node.log"
-        """``executable``: the command that starts the node instead of ``module`` (e.g. a generated package's)."""
+        """``executable``: the command that starts the node instead of ``module`` (e.g. a generated package's);
+        ``env``: variables set for its process over the test's (e.g. another ROS_DOMAIN_ID)."""
         command = [*(executable or [sys.executable, "-m", module]), "--ros-args", "-r", f"__ns:={namespace}"]
         if params_file:
             command += ["--params-file", str(params_file)]
         for key, value in params.items():
             command += ["-p", f"{key}:={value}"]
         self._log = self.log_path.open("w")
-        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
+        environment = {**os.environ, **env} if env else None
+        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=environment)
 
     def log(self) -> str:
         return self.log_path.read_text()
@@ -74,9 +78,10 @@ class NodeProcess:
 class Probe:
     """A test-side rclpy node with its own context: publishes frames, collects outputs."""
 
-    def __init__(self, name: str = "probe"):
+    def __init__(self, name: str = "probe", domain_id: int | None = None):
+        """``domain_id``: the ROS domain it joins (the test run's, ROS_DOMAIN_ID, when None)."""
         self.context = rclpy.Context()
-        rclpy.init(context=self.context)
+        rclpy.init(context=self.context, domain_id=domain_id)
         self.node = Node(name, context=self.context)
         self.executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)

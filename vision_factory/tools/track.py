@@ -5,6 +5,8 @@ detector's from the options as `predict` takes them (tools/predict.py: each opti
 left out: the node's default), the tracking parameters of families/tracking.py (each ``--track-*`` / ``--reid*``
 option is the parameter it names, left out: its default), as a node with ``tracking: true`` has them. Frames come
 from images (in the order given), one video or one rosbag2 (tools/sources.py); they are one stream, numbered from 1.
+Several cameras (``track_cameras``, `track --camera NAME=SOURCE`): each camera's source its own stream, through its
+own pipeline and tracker on the models loaded once, as a node with ``cameras`` has them; OUT/NAME/ per camera.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cameras import camera_names
 from ..families import tracking
 from ..families.pipeline import DetectionPipeline
 from ..families.registry import family
@@ -26,6 +29,7 @@ from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import with_defaults
 from ..results.detections import Detection
 from ..runtime.backends import load_target
+from ..text import untrusted
 from .commands import UsageError
 from .mot_files import MotBoxes, boxes_from_rows, write_mot
 from .predict import FINDING, POSING, node_values
@@ -115,14 +119,20 @@ def track(
     tracker (``tracking_options``: TRACKING's) over the frames of ``sources``; write OUT/tracks.txt (MOTChallenge:
     one line per detection with a track ID) and, with ``save``, OUT/tracks.mp4 (boxes labelled with their IDs).
     An OUT holding an earlier run's files is refused unless ``force``; models load before any frame is read."""
-    from ..families.registry import SINGLE_MODEL_DETECTORS
-
-    if model_type not in SINGLE_MODEL_DETECTORS:
-        raise UsageError(f"track runs {', '.join(SINGLE_MODEL_DETECTORS)} models, not {model_type}", "--model-type")
-    outputs = {"tracks": out_dir / TRACKS_FILE, "video": out_dir / VIDEO_FILE}
+    _check_detector(model_type)
+    outputs = _outputs(out_dir)
     clear_earlier_run(out_dir, outputs, force)
     (pipeline,) = build_pipelines(model_type, model, target, detector_options, [tracking_options or {}])
-    sources = [Path(source) for source in sources]
+    return _track_stream(pipeline, [Path(source) for source in sources], out_dir, save, model)
+
+
+def _outputs(out_dir: Path) -> dict[str, Path]:
+    return {"tracks": out_dir / TRACKS_FILE, "video": out_dir / VIDEO_FILE}
+
+
+def _track_stream(pipeline: DetectionPipeline, sources: list[Path], out_dir: Path, save: bool, model: Path) -> TrackRun:
+    """The frames of ``sources`` through ``pipeline``: OUT/tracks.txt and, with ``save``, OUT/tracks.mp4."""
+    outputs = _outputs(out_dir)
     fps = _video_fps(sources[0]) if len(sources) == 1 and is_video(sources[0]) else IMAGE_FPS
     out_dir.mkdir(parents=True, exist_ok=True)
     rows: list[tuple[int, int, float, float, float, float, float]] = []
@@ -151,6 +161,79 @@ def track(
         pipeline.tracking.from_model,
         tracking.thresholds_in_use(pipeline.tracking),
     )
+
+
+def parse_camera_sources(items: Sequence[str]) -> list[tuple[str, Path]]:
+    """``--camera NAME=SOURCE`` items (replay --camera's form): SOURCE one video, one rosbag2 or one image of that
+    camera. A malformed item, a missing SOURCE or a name that is no camera name is a UsageError naming it."""
+    cameras = []
+    for item in items:
+        name, equals, source = item.partition("=")
+        if not equals or not name.strip() or not source:
+            raise UsageError(f"--camera {untrusted(item, 200)}: write NAME=SOURCE (a video, a rosbag2 or an image)")
+        if not Path(source).exists():
+            raise UsageError(f"--camera {untrusted(item, 200)}: {untrusted(source, 200)} does not exist")
+        cameras.append((name.strip(), Path(source)))
+    try:
+        camera_names([name for name, _ in cameras])  # each a relative topic name (OUT/NAME/), none twice
+    except ValueError as error:
+        raise UsageError(str(error), "--camera") from None
+    return cameras
+
+
+def track_cameras(
+    model_type: str,
+    model: Path,
+    target: str,
+    cameras: Sequence[tuple[str, Path]],
+    out_dir: Path,
+    detector_options: Mapping[str, Any] | None = None,
+    tracking_options: Mapping[str, Any] | None = None,
+    save: bool = False,
+    force: bool = False,
+) -> dict[str, TrackRun]:
+    """``track`` for several cameras (``cameras``: (name, source) as ``parse_camera_sources`` gives them): each
+    camera's frames through its own pipeline, its own tracker (IDs per camera), every camera's on the same loaded
+    models, as a node with ``cameras`` runs them (InferenceNode.camera_pipelines); OUT/NAME/tracks.txt (and
+    tracks.mp4 with ``save``) per camera. An OUT holding an earlier run's files is refused unless ``force``."""
+    _check_detector(model_type)
+    for name, _ in cameras:
+        clear_earlier_run(out_dir / name, _outputs(out_dir / name), force)
+    pipelines = camera_pipelines(model_type, model, target, detector_options, tracking_options or {}, len(cameras))
+    return {
+        name: _track_stream(pipeline, [source], out_dir / name, save, model)
+        for (name, source), pipeline in zip(cameras, pipelines)
+    }
+
+
+def camera_pipelines(
+    model_type: str,
+    model: Path,
+    target: str,
+    detector_options: Mapping[str, Any] | None,
+    tracking_options: Mapping[str, Any],
+    count: int,
+) -> list[DetectionPipeline]:
+    """``count`` pipelines of the node's (Family.pipeline), each with its own tracker, all on runners loaded once."""
+    runners: dict[str, Any] = {}
+
+    def load_once(path: str | Path):
+        if str(path) not in runners:
+            runners[str(path)] = load_target(target, Path(path))
+        return runners[str(path)]
+
+    values = {
+        **node_values(model_type, model, detector_options or {}, FINDING | POSING),
+        **tracking_values(tracking_options),
+    }
+    return [family(model_type).pipeline(values, load_once) for _ in range(count)]
+
+
+def _check_detector(model_type: str) -> None:
+    from ..families.registry import SINGLE_MODEL_DETECTORS
+
+    if model_type not in SINGLE_MODEL_DETECTORS:
+        raise UsageError(f"track runs {', '.join(SINGLE_MODEL_DETECTORS)} models, not {model_type}", "--model-type")
 
 
 Kept = list[tuple[Detection, int]]  # a frame's detections that have a track ID, with it

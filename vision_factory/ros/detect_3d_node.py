@@ -92,6 +92,7 @@ PARAMETERS = (
         if p.name == "input_transport"
         else p
         for p in IMAGE_INPUT_PARAMETERS
+        if p.name != "cameras"  # one camera's detections and depth; a node per camera
     ),
     *RUNTIME_PARAMETERS,
 )
@@ -141,7 +142,7 @@ class Detect3DNode(InferenceNode):
     def listen(self) -> None:
         # The detections are the frames owed an answer; a depth image waits for its detections (a detector that
         # answers only the newest frame leaves depth images unpaired, which is no problem).
-        self._pairs = Pairing(PAIRING_WINDOW)
+        self._pairs = {camera: Pairing(PAIRING_WINDOW) for camera in self.cameras}  # one camera: its own topics
         self._pairing = "depth", "depth", HINT
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         watched = self.monitor.watch("depth", Image, self.image_qos, self._take_depth)

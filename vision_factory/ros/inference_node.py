@@ -179,7 +179,7 @@ class InferenceNode(LifecycleNode):
             self.transport, self.image_qos = image_input(self.values)
             self.runner_settings = {p.name: self.values[p.name] for p in self.runner_class.PARAMETERS}
             self.queue_size = self._queue.size = self.values["queue_size"]
-            self.cameras = camera_names(self.values["cameras"]) or ("",)
+            self.cameras = camera_names(self.values.get("cameras", "")) or ("",)  # a node without: one camera
             self._queue.configure(self.cameras)
             self.camera_stats = {camera: CameraStats() for camera in self.cameras}
             self.batch_sizes = BatchSizes()

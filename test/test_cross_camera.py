@@ -244,3 +244,4 @@ def test_a_node_of_two_cameras_gives_the_person_one_id_on_both(tmp_path, handove
     on_left, on_right = id_of("left", 20, astronaut), id_of("right", count, astronaut)
     assert on_left and on_left == on_right, node.log()
     assert id_of("right", 20, cameraman) not in ("", None, on_left)
+    assert "Detection2D.id is the person's global ID over the cameras" in node.log()

@@ -95,7 +95,8 @@ class DetectionNode(InferenceNode):
         self.person_class = values.get("person_class", "")  # rtmpose's people from another node, by name
         if self.tracking:
             reid = "re-identification " + values["reid_model_path"] if self.tracking.embedder else "motion only"
-            self.get_logger().info(f"tracking ({reid}): Detection2D.id is the track ID")
+            held = "the person's global ID over the cameras" if self.global_ids is not None else "the track ID"
+            self.get_logger().info(f"tracking ({reid}): Detection2D.id is {held}")
 
     def status_values(self) -> dict[str, str]:
         """/diagnostics' values of this node (ros/monitor.py): with re-id, the tracker's thresholds and calibration."""

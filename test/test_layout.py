@@ -222,11 +222,12 @@ SHARED = [
     "text.py",
 ]
 # The tracker and its re-identification embedder (on the package's own runner), in every detection node, with the
-# frame pipeline holding it and the new-stream rule (families/pipeline.py).
+# frame pipeline holding it and the new-stream rule (families/pipeline.py); identities across cameras.
 TRACKER = [
     "families/pipeline.py",
     "families/reid.py",
     "families/tracking.py",
+    "models/global_ids.py",
     "models/reid.py",
     "models/reid_calibration.py",
     "models/tracker.py",

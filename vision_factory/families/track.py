@@ -24,7 +24,7 @@ from .family import (
     Output,
 )
 
-PARAMETERS = tuple(parameter for parameter in tracking.PARAMETERS if parameter.name != "tracking")
+PARAMETERS = tuple(parameter for parameter in tracking.PARAMETERS if parameter.name not in tracking.NODE_ONLY)
 
 
 def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Tracking:

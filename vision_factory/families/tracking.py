@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..models.global_ids import GlobalIdentities
 from ..models.reid_calibration import FIELDS, OnlineCalibration
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import FRACTION, Parameter
@@ -58,6 +59,15 @@ ONLINE = Parameter(
     "false: the parameters'",
 )
 
+CROSS_CAMERA = Parameter(
+    "cross_camera_reid",
+    False,
+    "with several cameras and a reid_model_path: one global ID per person over every camera (Detection2D.id; "
+    "models/global_ids.py); the per-camera track ID stays on <camera>/track_markers",
+)
+# Of the detection nodes alone: the track family and `vision-factory track` always track, and serve one stream.
+NODE_ONLY = ("tracking", CROSS_CAMERA.name)
+
 
 def _bounds(default: object) -> dict:
     """A threshold's valid values: 0..1 (scores, IoU and appearance distances, costs); a count of frames: >= 0."""
@@ -74,6 +84,7 @@ PARAMETERS = (
     ),
     FROM_MODEL,
     ONLINE,
+    CROSS_CAMERA,
     dataclasses.replace(
         reid.MODEL,
         required=False,
@@ -101,6 +112,25 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Tracking | None
         free = [field for field, name in FIELDS.items() if name not in from_model and set_by_user(values, name) is None]
         calibration = OnlineCalibration(free) if free else None
     return Tracking(Tracker(config, calibration), embedder, from_model)
+
+
+def cross_camera(values: Mapping[str, Any], cameras: Sequence[str]) -> GlobalIdentities | None:
+    """The node's identities across its ``cameras`` (models/global_ids.py) with ``cross_camera_reid`` on; None when
+    off. On, it needs tracking, a re-id model and two cameras or more: else the error says which is missing."""
+    if not values.get(CROSS_CAMERA.name):
+        return None
+    missing = [
+        need
+        for need, given in (
+            ("tracking: true", values.get("tracking")),
+            ("a reid_model_path (appearance links one camera's tracks to another's)", values["reid_model_path"]),
+            (f"two cameras or more in cameras (given: {len(cameras)})", len(cameras) >= 2),
+        )
+        if not given
+    ]
+    if missing:
+        raise ValueError(f"{CROSS_CAMERA.name}: true needs {' and '.join(missing)}; set them, or set it false")
+    return GlobalIdentities()
 
 
 def set_by_user(values: Mapping[str, Any], name: str) -> Any:

@@ -12,7 +12,9 @@ Publishes   families/detection.py's output table (node()), from which configure 
 With ``tracking`` on (yolo, yolo_pose, fasterrcnn: families/tracking.py's parameters) each Detection2D.id is the
 detection's track ID, empty when it is not (yet) part of a confirmed track; the detector then hands the tracker
 its detections down to track_low_threshold and the node publishes those above confidence_threshold and the lower
-ones that continue a track (families/tracking.published). The tracker starts a new stream (IDs from 1 again)
+ones that continue a track (families/tracking.published). With ``cross_camera_reid`` on
+(several cameras, a re-id model) it is the person's global ID over every camera instead (models/global_ids.py),
+and the camera's own track ID stays on its track_markers. The tracker starts a new stream (IDs from 1 again)
 when the frame size changes or a stamp goes back in time (families/pipeline.py's StreamRule). The node runs
 its family's frame pipeline (Family.pipeline), as verify, track and the other tools do.
 
@@ -36,6 +38,7 @@ from ..cameras import batches, detect_batch
 from ..families import tracking as tracking_parameters
 from ..families.family import Family
 from ..images import ImageFormatError
+from ..models.global_ids import global_ids, reentry_threshold
 from ..results.detections import (
     COCO_KEYPOINTS,
     COCO_SKELETON,
@@ -48,7 +51,7 @@ from ..results.detections import (
     track_markers,
 )
 from ..runtime.runner import Runner
-from ..streaming import stamp_of
+from ..streaming import stamp_ns, stamp_of
 from .inference_node import InferenceNode, spin
 from .messages import bgr_to_message
 
@@ -64,6 +67,8 @@ class DetectionNode(InferenceNode):
         self.pipelines = self.camera_pipelines(lambda load_runner: family.pipeline(values, load_runner))
         self.pipeline = self.pipelines[self.cameras[0]]
         self.tracking, self.detector = self.pipeline.tracking, self.pipeline.detector
+        # cross_camera_reid: one global ID per person over the cameras (models/global_ids.py)
+        self.global_ids = tracking_parameters.cross_camera(values, self.cameras if self.multicamera else ())
         if self.multicamera and family.node.paired(values) is None and batches(self.detector):
             self.batch_limit = len(self.cameras)  # the frames waiting from the cameras, in runs of the model's batch
         note = tracking_parameters.from_model_text(self.tracking) if self.tracking else None
@@ -90,7 +95,8 @@ class DetectionNode(InferenceNode):
         self.person_class = values.get("person_class", "")  # rtmpose's people from another node, by name
         if self.tracking:
             reid = "re-identification " + values["reid_model_path"] if self.tracking.embedder else "motion only"
-            self.get_logger().info(f"tracking ({reid}): Detection2D.id is the track ID")
+            held = "the person's global ID over the cameras" if self.global_ids is not None else "the track ID"
+            self.get_logger().info(f"tracking ({reid}): Detection2D.id is {held}")
 
     def status_values(self) -> dict[str, str]:
         """/diagnostics' values of this node (ros/monitor.py): with re-id, the tracker's thresholds and calibration."""
@@ -159,6 +165,11 @@ class DetectionNode(InferenceNode):
             camera = f"camera {self.camera}: " if self.multicamera else ""
             self.get_logger().info(f"{camera}new stream ({result.new_stream}): tracks reset, IDs count from 1 again")
         detections, track_ids = result.detections, result.track_ids
+        if self.global_ids is not None and track_ids is not None:  # the camera's track IDs as global IDs
+            if result.new_stream:
+                self.global_ids.forget(self.camera)
+            threshold = reentry_threshold(pipeline.tracking for pipeline in self.pipelines.values())
+            track_ids = global_ids(self.global_ids, self.camera, stamp_ns(header) / 1e9, tracking, track_ids, threshold)
         ids = None if track_ids is None else [tracking_parameters.id_text(track) for track in track_ids]
         self.detections_pub.publish(detections_message(header, detections, self.detector.keypoint_names, ids))
         self.outputs += 1

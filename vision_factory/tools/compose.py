@@ -233,3 +233,42 @@ def scenes() -> Iterator[Composed]:
     """SCENES composed, in order."""
     for scene in SCENES:
         yield compose(scene)
+
+
+# Two cameras over one scene (identities across cameras, models/global_ids.py): a 1200x360 scene seen by two cameras,
+# each a 560x360 crop, left (x 0..560) and right (x 640..1200), with 80 pixels between them that neither sees. Two
+# people walk the upper lane from the left camera's view into the right one's, one after the other (never side by
+# side) and out of the picture; the cameraman walks the lower lane from the right camera's view into the left
+# one's. 150 frames at 30 fps.
+HANDOVER = Scene(
+    "handover",
+    150,
+    (
+        Walker("astronaut", 150, _walk((1, 20, 10), (120, 1210, 10))),
+        Walker("grace_hopper", 150, _walk((30, -130, 10), (150, 1070, 10))),
+        Walker("cameraman", 150, _walk((1, 1080, 205), (150, 20, 205))),
+    ),
+    size=(1200, 360),
+    description="two people walk from the left camera's view into the right one's, one after the other; a third "
+    "walks from the right camera's view into the left one's on a lower lane",
+)
+HANDOVER_CAMERAS = {"left": (0, 560), "right": (640, 1200)}  # camera: its columns of the scene, x1..x2
+
+
+def camera_view(composed: Composed, columns: tuple[int, int]) -> tuple[list[np.ndarray], MotBoxes]:
+    """One camera's view of a composed scene: its columns (x1, x2) of each frame, and its truth in its own pixels
+    with the scene's IDs (the global truth IDs): each truth box cut to the columns, kept while what is left is at
+    least MIN_VISIBLE of that person's crop."""
+    x1, x2 = columns
+    sizes = {
+        index + 1: np.prod(person(walker.name, walker.height).shape[:2])
+        for index, walker in enumerate(composed.scene.walkers)
+    }
+    rows = []
+    truth = composed.truth
+    for frame, track, (left, top, width, height) in zip(truth.frames, truth.ids, truth.boxes):
+        start, end = max(left, x1), min(left + width, x2)
+        if (end - start) * height >= MIN_VISIBLE * sizes[int(track)]:
+            rows.append((int(frame), int(track), float(start - x1), float(top), float(end - start), float(height), 1.0))
+    frames = [np.ascontiguousarray(frame[:, x1:x2]) for frame in composed.frames]
+    return frames, boxes_from_rows(rows, f"{composed.scene.name} {x1}..{x2} (composed truth)")

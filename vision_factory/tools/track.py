@@ -47,7 +47,7 @@ def _option(name: str) -> str:
 
 
 # option -> the tracking parameter it sets (every one but ``tracking``, which this tool turns on).
-TRACKING = {_option(p.name): p.name for p in tracking.PARAMETERS if p.name != "tracking"}
+TRACKING = {_option(p.name): p.name for p in tracking.PARAMETERS if p.name not in tracking.NODE_ONLY}
 
 
 @dataclass

@@ -17,6 +17,7 @@ import skimage.data
 from builtin_interfaces.msg import Time
 from click.testing import CliRunner
 from onnx import TensorProto, helper
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2
 from std_msgs.msg import Header
 from support.cli import run_cli
@@ -28,7 +29,9 @@ from vision_factory.models.model_file import recognise, summarize
 from vision_factory.results.dense import from_message
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.tools.bags import read_framed, read_messages
 from vision_factory.tools.bench import measure
+from vision_factory.tools.replay import replay
 
 DATA = Path(__file__).resolve().parent / "data" / "depth"
 REFERENCE = json.loads((DATA / "reference.json").read_text())
@@ -336,6 +339,46 @@ def test_verify_finds_the_depth_node_gives_the_models_maps(tmp_path):
     arguments = ["verify", str(tmp_path / "bag"), "--model-type", "depth", "--model", str(METRIC)]
     arguments += ["-p", "depth_kind:=metric", "-p", "processor_size:=70x70", "--out", str(tmp_path / "verify")]
     done = run_cli(*arguments)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "verify" / "verify.json").read_text())
+    assert report["verdict"] == "pass", done.stdout
+    assert "2 of 2 answered frames within" in done.stdout and "largest difference 0 px" in done.stdout
+
+
+def _bag_of_two_frames(tmp_path) -> Path:
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    for name in ("chelsea", "coffee"):
+        cv2.imwrite(str(frames / f"{name}.png"), _frame(name))
+    assert CliRunner().invoke(main, ["bag", str(frames), "--out", str(tmp_path / "bag")]).exit_code == 0
+    return tmp_path / "bag"
+
+
+def test_replay_of_a_relative_model_records_its_maps_on_relative_depth(tmp_path):
+    """`replay --node depth` of a relative model (its file says so): every frame answered on the topic the node
+    publishes a relative model's maps on (relative_depth), each map the pipeline's offline on the bag's frame."""
+    bag = _bag_of_two_frames(tmp_path)
+    result = replay(bag, tmp_path / "replay", "depth", {"model_path": str(RELATIVE)})
+    assert result.frames_sent == 2 and result.outputs == 2 and result.missing_frames == [], Path(
+        result.node_log
+    ).read_text()
+    estimator = family("depth").pipeline(_values(RELATIVE), _load)
+    frames = [frame for _, frame in read_framed(bag)]
+    messages = [deserialize_message(raw.data, Image) for raw in read_messages(result.output_bag, "/relative_depth")]
+    assert len(messages) == 2
+    for message, frame in zip(messages, frames):
+        expected = estimator.infer(frame).values
+        values = from_message(message, "relative", "depth").values
+        assert values.shape == expected.shape
+        assert np.abs(values - expected).max() <= 1e-6 * (expected.max() - expected.min())
+    assert len(json.loads((tmp_path / "replay" / family("depth").result.file).read_text())) == 2
+
+
+def test_verify_finds_the_depth_node_gives_a_relative_models_maps(tmp_path):
+    """`verify` of a relative model: its node's answers are read from relative_depth, where it publishes them."""
+    bag = _bag_of_two_frames(tmp_path)
+    arguments = ["verify", str(bag), "--model-type", "depth", "--model", str(RELATIVE)]
+    done = run_cli(*arguments, "--out", str(tmp_path / "verify"))
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "verify" / "verify.json").read_text())
     assert report["verdict"] == "pass", done.stdout

@@ -84,6 +84,16 @@ def depth_kind_of(values: Mapping[str, Any], details: Mapping[str, Any], path: s
     )
 
 
+def map_topic(kind: str) -> str:
+    """The topic a node publishes a model's maps on: metric ones (metres) on depth, relative ones on relative_depth."""
+    return METRIC_TOPIC if kind == "metric" else RELATIVE_TOPIC
+
+
+def main_output(values: Mapping[str, Any], details: Mapping[str, Any]) -> str:
+    """Family.output_of: the node's map topic for the depth_kind its ``values`` and model file's ``details`` give."""
+    return map_topic(depth_kind_of(values, details, values["model_path"]))
+
+
 def build(values: Mapping[str, Any], load_runner: LoadRunner) -> DepthEstimator:
     """The DepthEstimator of ``PARAMETERS`` values; the model loads now, so a bad one fails at start-up."""
     path = values["model_path"]
@@ -104,6 +114,7 @@ CAMERA_INFO = Input(
     ", the image's intrinsics (the newest, scaled to the image's size when they differ)",
     when=("camera_info", True),
 )
+METRIC_TOPIC, RELATIVE_TOPIC = "depth", "relative_depth"  # a metric model's maps, a relative one's (map_topic)
 MAP_INFO = "depth/camera_info"  # the maps' camera_info (camera_info is the image's, subscribed beside it)
 DEPTH_MAP = ", 32FC1 metres (REP-118: NaN invalid), one per frame with its header; metric models"
 RELATIVE_MAP = ", 32FC1 relative inverse depth (no unit: larger is nearer), one per frame with its header"
@@ -116,6 +127,7 @@ FAMILY = Family(
     build=build,
     result=DENSE_MAP,
     make_pipeline=pipeline,
+    output_of=main_output,
     # quantize: compare's mean depth difference over the mean depth (results/dense.py: free of a relative map's scale)
     accuracy_loss=AccuracyLoss(
         "mean relative depth difference", 0.05, lambda report: report["outputs"]["relative_difference"]
@@ -124,8 +136,8 @@ FAMILY = Family(
         "depth_node",
         inputs=(IMAGE, CAMERA_INFO),
         outputs=(
-            Output("depth", DENSE_MAP.message, DEPTH_MAP, depth=10),
-            Output("relative_depth", DENSE_MAP.message, RELATIVE_MAP, depth=10),
+            Output(METRIC_TOPIC, DENSE_MAP.message, DEPTH_MAP, depth=10),
+            Output(RELATIVE_TOPIC, DENSE_MAP.message, RELATIVE_MAP, depth=10),
             Output(
                 MAP_INFO, "sensor_msgs/msg/CameraInfo", ": the maps' intrinsics (the image's, scaled to their size)"
             ),

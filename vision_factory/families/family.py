@@ -145,6 +145,12 @@ def _ap_lost(report: Mapping[str, Any]) -> float:
 AP_LOST = AccuracyLoss("AP lost", 0.03, _ap_lost)
 
 
+def _model_file() -> Any:
+    """models/model_file.py (onnx), imported by name: a generated package carries its family's module but never reads
+    a model file's values without loading it, and does not carry model_file.py."""
+    return importlib.import_module(f"{__package__.rpartition('.')[0]}.models.model_file")
+
+
 def _none_held(values: Mapping[str, Any]) -> int:
     return 0
 
@@ -179,6 +185,9 @@ class Family:
     # (model file, its recognition's details, **given) -> the node's parameter values for a model file that records
     # some of them itself (tracknet: seq_len and bg_mode); None: the defaults, the file as model_parameter
     from_model: Callable[..., dict[str, Any]] | None = None
+    # (parameter values, its model file's recognition details) -> its node's main output topic where the model
+    # decides it (depth: depth for a metric model, relative_depth for a relative one); None: always output_topic
+    output_of: Callable[[Mapping[str, Any], Mapping[str, Any]], str] | None = None
     # (parameter values) -> the frames its node holds back until a stream ends (tracknet: a window's but one)
     held_back: Callable[[Mapping[str, Any]], int] = _none_held
     # `quantize`: its accuracy loss (None: quantize does not take it), and what it compares over besides --data
@@ -202,6 +211,17 @@ class Family:
     def output_topic(self) -> str:
         """The main output: one message per accepted frame, stamped with its header."""
         return self.node.outputs[0].topic if self.node else ""
+
+    def main_output(self, values: Mapping[str, Any], user: str = "this command") -> str:
+        """The main output topic of its node run with parameter ``values`` (any node parameters; those of the family
+        read, the rest its defaults): ``output_topic``, or where its model decides it (``output_of``) the one its
+        model file (``model_parameter``, when given) says, read as its node reads it (``user``: who asks, in errors)."""
+        if self.output_of is None or not values.get(self.model_parameter):
+            return self.output_topic
+        own = {parameter.name: parameter.default for parameter in self.parameters}
+        values = {**own, **{name: value for name, value in values.items() if name in own}}
+        details = _model_file().require_file_family(values[self.model_parameter], self.name, user).details
+        return self.output_of(values, details)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -265,10 +285,7 @@ class Family:
         model file (bench, eval, compare, quantize) build its pipeline from."""
         if self.from_model is None:
             return with_defaults(self.parameters, {self.model_parameter: str(model), **given}, self.name)
-        # models/model_file.py (onnx) imported by name: a generated package carries its family's module but never
-        # reads a model file's values without loading it, and does not carry model_file.py
-        model_file = importlib.import_module(f"{__package__.rpartition('.')[0]}.models.model_file")
-        return self.from_model(str(model), model_file.require_file_family(model, self.name, user).details, **given)
+        return self.from_model(str(model), _model_file().require_file_family(model, self.name, user).details, **given)
 
     def detector(self, runner: Runner, **options: Any) -> Any:
         """The family's adapter on ``runner``: the one way to put it on a runner (the node, the pipeline and the tools

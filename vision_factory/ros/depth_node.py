@@ -22,7 +22,7 @@ import cv2
 import numpy as np
 from sensor_msgs.msg import CameraInfo, PointCloud2, PointField
 
-from ..families.depth import MAP_INFO
+from ..families.depth import MAP_INFO, map_topic
 from ..families.family import Family
 from ..images import ImageFormatError
 from ..results.dense import draw, to_message
@@ -95,7 +95,7 @@ class DepthNode(InferenceNode):
             f"{size}, multiple of {estimator.processor.multiple}"
         )
         publishers = self.create_outputs(self.family.node.outputs)  # families/depth.py's table
-        self.map_pub = publishers["depth" if self.metric else "relative_depth"]
+        self.map_pub = publishers[map_topic(estimator.depth_kind)]
         self.info_pub, self.points_pub = publishers[MAP_INFO], publishers["points"]
         self.debug_pub = publishers["debug_image"]
         self.camera_info: CameraInfo | None = None
@@ -104,7 +104,7 @@ class DepthNode(InferenceNode):
         topic = self.subscribe_images()
         if self.values["camera_info"]:
             self._inputs.append(self.create_subscription(CameraInfo, "camera_info", self._keep_camera_info, 10))
-        published = self.resolve_topic_name("depth" if self.metric else "relative_depth")
+        published = self.resolve_topic_name(map_topic(self.estimator.depth_kind))
         self.get_logger().info(f"listening on {topic}, publishing {published}")
 
     def _keep_camera_info(self, msg: CameraInfo) -> None:

@@ -86,8 +86,9 @@ def measure(
         return on_answer
 
     answer_type = message_class(spec.result.message)
+    output = spec.main_output(params, "bench")  # its main output, as the node publishes it for its model
     subscriptions = [
-        node.create_subscription(answer_type, f"{prefix}/{spec.output_topic}", received(index), reliable)
+        node.create_subscription(answer_type, f"{prefix}/{output}", received(index), reliable)
         for index, prefix in enumerate(prefixes)
     ]
     publishers = [node.create_publisher(Image, f"{prefix}/image", reliable) for prefix in prefixes]

@@ -10,9 +10,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -61,19 +62,21 @@ END_WAIT_MAX_S = 30.0  # ... and at most (see _wait_for_end)
 FLUSH_TIMEOUT = {"flush_timeout": "0.5"}
 
 
-def node_spec(node: str) -> NodeSpec:
+def node_spec(node: str, values: Mapping[str, Any] | None = None) -> NodeSpec:
     """The ``node`` family's node as replay runs it (any family with a node, registered ones too): this package's
-    ONNX Runtime node, its main output, and the inputs it always pairs with its images (its input table: the track
+    ONNX Runtime node, its main output (with the node's parameter ``values``, where known, the one they and its
+    model give: Family.main_output), and the inputs it always pairs with its images (its input table: the track
     node's other node's detections), which replay plays from the bag, each with its image's stamp."""
     from ..generator.package import node_module_name  # what a package's node is named (jinja2, onnx: not at import)
 
     if node not in NODE_FAMILIES:
         raise ValueError(f"unknown node '{node}': choose one of {', '.join(NODE_FAMILIES)}")
     spec = NODE_FAMILIES[node]
+    main = spec.main_output(values, "replay") if values else spec.output_topic
     return NodeSpec(
         f"vision_factory.{node_module_name(spec, BACKENDS['onnx'])}",
-        {spec.output_topic: spec.result.message},
-        spec.output_topic,
+        {main: spec.result.message},
+        main,
         spec.result,
         FLUSH_TIMEOUT if any(parameter.name in FLUSH_TIMEOUT for parameter in spec.parameters) else {},
         {topic.topic: topic.message for topic in spec.node.inputs[1:] if not topic.when},
@@ -158,6 +161,23 @@ def checked_overrides(node: str, params: dict[str, str]) -> dict[str, Value]:
         raise UsageError(str(exc), "--param") from None
 
 
+def params_file_values(params_file: str | Path | None) -> dict[str, Any]:
+    """Every ``ros__parameters`` value of a ROS 2 parameters YAML (any node's section), by name."""
+    if params_file is None:
+        return {}
+    import yaml
+
+    try:
+        document = yaml.safe_load(Path(params_file).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"cannot read {params_file}: {exc}", "--params-file") from None
+    values: dict[str, Any] = {}
+    for section in document.values() if isinstance(document, dict) else ():
+        if isinstance(section, dict) and isinstance(section.get("ros__parameters"), dict):
+            values.update(section["ros__parameters"])
+    return values
+
+
 def parse_overrides(items: Iterable[str]) -> dict[str, str]:
     """Node parameters given as NAME:=VALUE (the ros2 run syntax), by name."""
     overrides = {}
@@ -215,8 +235,9 @@ def replay(
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from std_msgs.msg import Float64
 
-    spec = node_spec(node)
+    spec = node_spec(node)  # an unknown node refused first
     given = checked_overrides(node, params or {})  # before anything plays
+    spec = node_spec(node, {**params_file_values(params_file), **given})  # its main output, as the node publishes
     topic, msgtype = image_topic(bag, topic)
     out_dir = Path(out_dir)
     outputs = output_paths(out_dir, node)

@@ -110,6 +110,7 @@ def replay_cameras(
         raise ValueError(f"--camera replays images alone; the {node} node pairs them with {', '.join(spec.inputs)}")
     names = list(camera_names([source.name for source in sources]))
     given = checked_overrides(node, params or {})
+    spec = node_spec(node, given)  # its main output, as the node publishes it for its model
     out_dir = Path(out_dir)
     answer_files = {name: out_dir / name / spec.result.file for name in names}
     log_path, summary_path = out_dir / f"{node}_node.log", out_dir / "replay.json"

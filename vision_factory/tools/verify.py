@@ -31,7 +31,7 @@ from ..runtime.backends import load_target
 from ..text import untrusted
 from .bags import image_topic, read_framed, read_messages
 from .commands import UsageError
-from .replay import checked_overrides, message_class, replay
+from .replay import checked_overrides, message_class, params_file_values, replay
 from .verify_frames import (
     MASK_IOU,
     Answer,
@@ -125,7 +125,7 @@ def verify(
     spec = _family(model_type)
     params = dict(params or {})
     given = checked_overrides(model_type, params)  # names and values as the node would take them, or refused
-    offline_values = _offline_values(spec, Path(model), given, _file_values(params_file))
+    offline_values = _offline_values(spec, Path(model), given, params_file_values(params_file))
     tolerance = tolerance_for(backend)
     if tolerance_px is not None:
         tolerance = Tolerance(tolerance_px, tolerance.score)
@@ -159,7 +159,7 @@ def verify(
         diagnostics=True,
         also=MASKS_TOPIC if masked else None,
     )
-    answers = _answers(Path(result.output_bag), spec, tracked)
+    answers = _answers(Path(result.output_bag), spec, spec.main_output(offline_values, "verify"), tracked)
     if masked:
         _with_masks(answers, Path(result.output_bag))
     node_names = _label_names(Path(result.output_bag), latched) if latched else None
@@ -211,23 +211,6 @@ def _family(model_type: str) -> Family:
     return spec
 
 
-def _file_values(params_file: str | Path | None) -> dict[str, Any]:
-    """Every ``ros__parameters`` value of a ROS 2 parameters YAML (any node's section), by name."""
-    if params_file is None:
-        return {}
-    import yaml
-
-    try:
-        document = yaml.safe_load(Path(params_file).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read {params_file}: {exc}", "--params-file") from None
-    values: dict[str, Any] = {}
-    for section in document.values() if isinstance(document, dict) else ():
-        if isinstance(section, dict) and isinstance(section.get("ros__parameters"), dict):
-            values.update(section["ros__parameters"])
-    return values
-
-
 def _offline_values(
     spec: Family, model: Path, params: Mapping[str, Any], file_values: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -265,14 +248,14 @@ def _offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callabl
     return lambda frames: kind.offline_items(pipeline, frames), *kind.names_of(pipeline)
 
 
-def _answers(output_bag: Path, spec: Family, tracked: bool = False) -> list[Answer]:
-    """The node's answers on its main output, in the order they came; ``tracked``: each detection's id is its
-    track ID (else the id, a rank, is not compared)."""
+def _answers(output_bag: Path, spec: Family, output: str, tracked: bool = False) -> list[Answer]:
+    """The node's answers on its main output ``output``, in the order they came; ``tracked``: each detection's id is
+    its track ID (else the id, a rank, is not compared)."""
     from rclpy.serialization import deserialize_message
 
     kind, message = spec.result.module(), message_class(spec.result.message)
     answers = []
-    for raw in read_messages(output_bag, f"/{spec.output_topic}"):
+    for raw in read_messages(output_bag, f"/{output}"):
         msg = deserialize_message(raw.data, message)
         items = kind.message_items(msg, tracked)
         stamp = (msg.header.stamp.sec, msg.header.stamp.nanosec)

@@ -43,6 +43,7 @@ def _parameters(tmp_path) -> dict[str, dict]:
         "rtmpose": {"model_path": str(spot_finder(tmp_path / "spot.onnx")), "person_source": "topic"},
         "track": {},
         "depth": {"model_path": str(TEST_DATA / "depth" / "depth-anything-relative.onnx")},
+        "detr": {"model_path": str(TEST_DATA / "detr_heads" / "rtdetr-hf.onnx"), **tracking},
     }
 
 

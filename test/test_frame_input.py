@@ -23,7 +23,7 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 from support.data import UNUSUAL_SHAPES, _bytes_per_pixel, _damaged, huge_png
 from support.real_models import NUDENET_MODEL, PHOTOS
-from support.ros_harness import PATIENCE_S, NodeProcess, Probe
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe, late_node_params
 from vision_msgs.msg import Detection2DArray
 
 from vision_factory.families.yolo import FAMILY as YOLO
@@ -35,7 +35,13 @@ from vision_factory.runtime.onnx_runner import OnnxRunner
 
 LOG = logging.getLogger("test")
 MODULE = "vision_factory.yolo_onnx_node"
-PARAMS = {"qos_reliability": "reliable", "qos_depth": "500", "queue_size": "500"}
+# Every answer reaches the probe's LATE reader, also one published before the node's writer learnt of it.
+PARAMS = {
+    "qos_reliability": "reliable",
+    "qos_depth": "500",
+    "queue_size": "500",
+    **late_node_params(["/t/detections"]),
+}
 ROS_LINE = re.compile(r"\[(INFO|WARN)\] \[\d+\.\d+\] \[t\.\w+\]: ")  # what the node logs; the libraries don't
 
 
@@ -90,7 +96,7 @@ def test_yolo_node_answers_every_valid_but_unusual_frame(tmp_path):
     node = NodeProcess(tmp_path, {"model_path": str(model), **PARAMS}, module=MODULE)
     probe = Probe()
     try:
-        answers = probe.subscribe(Detection2DArray, "/t/detections")
+        answers = probe.subscribe(Detection2DArray, "/t/detections", late=True)
         _send(probe, probe.publisher(Image, "/t/image"), messages, answers, len(messages))
     finally:
         probe.close()
@@ -142,7 +148,7 @@ def test_compressed_campaign_is_refused_by_kind_quietly_and_in_bounded_memory(tm
     node = NodeProcess(tmp_path, {"model_path": str(model), "input_transport": "compressed", **PARAMS}, module=MODULE)
     probe = Probe()
     try:
-        answers = probe.subscribe(Detection2DArray, "/t/detections")
+        answers = probe.subscribe(Detection2DArray, "/t/detections", late=True)
         publisher = probe.publisher(CompressedImage, "/t/image/compressed")
         _send(probe, publisher, messages[: len(valid)], answers, len(valid))
         lines_before = len(node.log().splitlines())
@@ -193,7 +199,7 @@ def test_raw_campaign_of_varied_bad_messages_gives_a_few_safe_lines(tmp_path):
     node = NodeProcess(tmp_path, {"model_path": str(model), **PARAMS}, module=MODULE)
     probe = Probe()
     try:
-        answers = probe.subscribe(Detection2DArray, "/t/detections")
+        answers = probe.subscribe(Detection2DArray, "/t/detections", late=True)
         publisher = probe.publisher(Image, "/t/image")
         _send(probe, publisher, messages[:1], answers, 1)
         lines_before = len(node.log().splitlines())
@@ -262,7 +268,7 @@ def test_serialized_images_cut_short_are_counted_and_the_node_goes_on(tmp_path):
     node = NodeProcess(tmp_path, {"model_path": str(model), **PARAMS}, module=MODULE)
     probe = Probe()
     try:
-        answers = probe.subscribe(Detection2DArray, "/t/detections")
+        answers = probe.subscribe(Detection2DArray, "/t/detections", late=True)
         _send(probe, probe.publisher(Image, "/t/image"), messages, answers, 6)
     finally:
         probe.close()

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import rclpy
@@ -35,8 +36,20 @@ def late_node_params(topics) -> dict[str, str]:
     return {name: str(value) for name, value in kept_for_late_readers(topics, LATE.depth).items()}
 
 
+def _main_outputs() -> tuple[str, ...]:
+    """Every node family's main output topic (one answer per frame), relative to the node's namespace."""
+    from vision_factory.families.registry import NODE_FAMILIES
+
+    return tuple(sorted({spec.output_topic for spec in NODE_FAMILIES.values()}))
+
+
+_STARTED: list = []  # weak references to every NodeProcess started: a Probe reads their main outputs LATE
+
+
 class NodeProcess:
-    """A node (default: tracknet_node) in a subprocess under a private namespace; its log goes to a file."""
+    """A node (default: tracknet_node) in a subprocess under a private namespace; its log goes to a file. Its main
+    output keeps its answers for a LATE reader (late_node_params), and a Probe subscribes to it so while it runs:
+    a test that counts answers loses none to discovery's asymmetry (CI lost a burst's answers so)."""
 
     def __init__(
         self,
@@ -52,6 +65,9 @@ class NodeProcess:
         self.log_path = log_dir / "node.log"
         """``executable``: the command that starts the node instead of ``module`` (e.g. a generated package's);
         ``env``: variables set for its process over the test's (e.g. another ROS_DOMAIN_ID)."""
+        self.late_topics = {f"{namespace.rstrip('/')}/{topic}" for topic in _main_outputs()}
+        params = {**late_node_params(sorted(self.late_topics)), **params}
+        _STARTED.append(weakref.ref(self))
         command = [*(executable or [sys.executable, "-m", module]), "--ros-args", "-r", f"__ns:={namespace}"]
         if params_file:
             command += ["--params-file", str(params_file)]
@@ -75,6 +91,10 @@ class NodeProcess:
         return code
 
 
+def _keeps_for_late_readers(node: NodeProcess | None, topic: str) -> bool:
+    return node is not None and node.process.poll() is None and topic in node.late_topics
+
+
 class Probe:
     """A test-side rclpy node with its own context: publishes frames, collects outputs."""
 
@@ -88,8 +108,12 @@ class Probe:
         self.received: dict[str, list] = {}
         self.subscriptions: list = []
 
-    def subscribe(self, msg_type, topic: str, late: bool = False) -> list:
-        """The messages on ``topic``, as they come; ``late``: the node's earlier ones too (LATE)."""
+    def subscribe(self, msg_type, topic: str, late: bool | None = None) -> list:
+        """The messages on ``topic``, as they come; ``late``: the node's earlier ones too (LATE); by default so where
+        a running NodeProcess keeps them for late readers (its main output), else not (a volatile publisher
+        matches no LATE reader)."""
+        if late is None:
+            late = any(_keeps_for_late_readers(reference(), topic) for reference in _STARTED)
         messages = self.received.setdefault(topic, [])
         qos = LATE if late else RELIABLE
         self.subscriptions.append(self.node.create_subscription(msg_type, topic, messages.append, qos))

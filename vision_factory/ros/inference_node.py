@@ -672,9 +672,14 @@ def spin(make_node: Callable[[], InferenceNode], name: str, args: list[str] | No
         return 2
     executor = _Executor()  # one executor: rclpy.spin_once would re-add the node every call
     executor.add_node(node)
+    # From here a signal only asks the loop to end: raised inside a callback (a timer's, say), it would be logged
+    # as that callback's fatal exception (seen in CI: a traceback on SIGTERM).
+    stopping = threading.Event()
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda signum, frame: stopping.set())
     try:
-        while rclpy.ok() and not node.finalized:  # ros2 lifecycle set <node> shutdown ends the process too
-            executor.spin_once(timeout_sec=0.2)  # returns often, so signal handlers run
+        while rclpy.ok() and not node.finalized and not stopping.is_set():  # lifecycle shutdown ends it too
+            executor.spin_once(timeout_sec=0.2)  # returns often, so the signal handlers run
     except KeyboardInterrupt:
         pass
     finally:

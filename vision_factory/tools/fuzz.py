@@ -286,6 +286,9 @@ class Played:
     strangers: int = 0  # answers whose stamp matches no shot
 
 
+ANSWERS_KEPT = 1000  # answers the node keeps for the player's reader, and the reader's own queue
+
+
 class NodeUnderTest:
     """A node in its own process, fed shots over DDS by a test-side rclpy node; its answers by stamp.
 
@@ -304,11 +307,19 @@ class NodeUnderTest:
     ):
         import rclpy
         from rclpy.node import Node
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import CompressedImage, Image
 
+        from ..parameters import kept_for_late_readers
+
         self.namespace = f"/vf_fuzz_{os.getpid()}_{int(time.monotonic_ns() % 1_000_000)}"
-        overrides = {"input_transport": transport, "qos_reliability": "reliable" if reliable else "best_effort"}
+        answers = f"{self.namespace}/{output[0]}"
+        overrides = {
+            "input_transport": transport,
+            "qos_reliability": "reliable" if reliable else "best_effort",
+            # every answer reaches the player, also one sent before the node's writer learnt of its reader
+            **kept_for_late_readers([answers], ANSWERS_KEPT),
+        }
         command = [sys.executable, "-m", module, "--ros-args", "-r", f"__ns:={self.namespace}"]
         for key, value in {**overrides, **params}.items():
             command += ["-p", f"{key}:={value}"]
@@ -329,9 +340,13 @@ class NodeUnderTest:
         topic, message_type = output
         self.reader = self.node.create_subscription(
             message_type,
-            f"{self.namespace}/{topic}",
+            answers,
             self._on_answer,
-            QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE),
+            QoSProfile(
+                depth=ANSWERS_KEPT,
+                reliability=ReliabilityPolicy.RELIABLE,
+                durability=DurabilityPolicy.TRANSIENT_LOCAL,
+            ),
         )
         self.executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)

@@ -680,8 +680,6 @@ def spin(make_node: Callable[[], InferenceNode], name: str, args: list[str] | No
     try:
         while rclpy.ok() and not node.finalized and not stopping.is_set():  # lifecycle shutdown ends it too
             executor.spin_once(timeout_sec=0.2)  # returns often, so the signal handlers run
-    except KeyboardInterrupt:
-        pass
     finally:
         if not node.finalized:
             node.trigger_shutdown()  # answers the frames already accepted (close())

@@ -383,16 +383,7 @@ def replay(
         wall_s = time.perf_counter() - start
         node_status = replay_outputs.node_status(player, namespace, spec.main_output, statuses) if diagnostics else {}
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log_file.close()
-        executor.shutdown()
-        spinner.join(timeout=5)  # a spinning thread left inside rclpy at interpreter exit can abort the process
-        player.destroy_node()
-        rclpy.try_shutdown(context=context)
+        stop_replay(process, log_file, executor, spinner, player, context)
 
     messages = [
         RawMessage(f"/{name}", recorded[name], stamp_ns, data)
@@ -480,6 +471,23 @@ def clear_earlier_run(out_dir: Path, outputs: dict[str, Path], force: bool) -> N
             shutil.rmtree(path)
         else:
             path.unlink()  # a file, or a link (never what it points to)
+
+
+def stop_replay(process, log_file, executor, spinner, player, context) -> None:
+    """The end of a replay, however it ends: the node's process stopped (killed if it does not stop), its log
+    closed, the player's executor, thread, node and context shut down."""
+    import rclpy
+
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log_file.close()
+    executor.shutdown()
+    spinner.join(timeout=5)  # a spinning thread left inside rclpy at interpreter exit can abort the process
+    player.destroy_node()
+    rclpy.try_shutdown(context=context)
 
 
 def _wait_for_node(process, publisher, reader, timeout: float, log_path: Path) -> None:

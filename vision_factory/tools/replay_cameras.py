@@ -34,6 +34,7 @@ from .replay import (
     clear_earlier_run,
     node_parameters,
     node_spec,
+    stop_replay,
     use_shared_memory_profile,
 )
 from .replay_outputs import write_answers
@@ -212,16 +213,7 @@ def replay_cameras(
         _wait_for_end(answered, done, len(played), END_IDLE_S)
         wall_s = time.perf_counter() - start
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log_file.close()
-        executor.shutdown()
-        spinner.join(timeout=5)
-        player.destroy_node()
-        rclpy.try_shutdown(context=context)
+        stop_replay(process, log_file, executor, spinner, player, context)
 
     sources_by_name = {source.name: source for source in sources}
     written = {}

@@ -37,10 +37,17 @@ def late_node_params(topics) -> dict[str, str]:
 
 
 def _main_outputs() -> tuple[str, ...]:
-    """Every node family's main output topic (one answer per frame), relative to the node's namespace."""
+    """Every node family's outputs that answer each frame whether or not anyone listens (not latched, not computed
+    only on demand), relative to the node's namespace. An on-demand output is published only once the node's writer
+    has seen a reader, which no reader can see: a test of one sends again until it is answered."""
     from vision_factory.families.registry import NODE_FAMILIES
 
-    return tuple(sorted({spec.output_topic for spec in NODE_FAMILIES.values()}))
+    topics = set()
+    for spec in NODE_FAMILIES.values():
+        for output in spec.node.outputs:
+            if not (output.latched or output.on_demand or output.topic.startswith("~")):
+                topics.add(output.topic)
+    return tuple(sorted(topics))
 
 
 _STARTED: list = []  # weak references to every NodeProcess started: a Probe reads their main outputs LATE

@@ -4,9 +4,10 @@
     PYTHONPATH=. python benchmarks/bench_depth.py [--model test/data/depth/depth-anything-relative.onnx]
 
 A 1280x720 frame (skimage's coffee, resized) through what depth_node runs on it (families/depth.py's pipeline on
-ONNX Runtime, CPU): the image processor's resize (PIL bicubic, keep aspect, multiple of 14) and normalisation, the
-session, the bicubic resize of the map back to 1280x720 with the invalid pixels made NaN, and the 32FC1 message
-(results/dense.py's to_message); the point cloud (only while subscribed) timed apart. The processor's size is
+ONNX Runtime, CPU), once per resize_filter: the resize (exact: the processor's PIL bicubic; fast: OpenCV's area
+filter; keep aspect, multiple of 14) and normalisation, the session, the bicubic resize of the map back to
+1280x720 with the invalid pixels made NaN, and the 32FC1 message serialized as the node publishes it
+(results/dense.py's to_cdr); the point cloud (only while subscribed) timed apart. The processor's size is
 518x518 (Depth Anything's own: a 518x924 input for 1280x720) unless --processor-size; the model is the committed
 tiny architecture-true export, whose session is far cheaper than a real checkpoint's, so the ratio here is an upper
 bound of the real one. The session and the node's frame are timed in turn each round and the overhead is the median
@@ -29,8 +30,9 @@ from sensor_msgs.msg import CameraInfo
 from std_msgs.msg import Header
 
 from vision_factory.families.registry import family
+from vision_factory.models.depth import RESIZES
 from vision_factory.parameters import with_defaults
-from vision_factory.results.dense import to_message
+from vision_factory.results.dense import to_cdr
 from vision_factory.ros.depth_node import point_cloud
 from vision_factory.runtime.onnx_runner import OnnxRunner
 
@@ -76,35 +78,49 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args()
     spec = family("depth")
-    given = {"model_path": str(args.model), "processor_size": args.processor_size, "depth_kind": args.depth_kind}
-    values = with_defaults(spec.parameters, given, "depth")
-    settings = {"intra_op_threads": 1}
-    estimator = spec.pipeline(values, lambda path: OnnxRunner.load(path, settings, logging.getLogger("bench")))
     frame = cv2.resize(np.ascontiguousarray(skimage.data.coffee()[..., ::-1]), FRAME[::-1])
-    tensor = estimator.prepare(frame)
-    raw = estimator.raw(tensor)
     header = Header(frame_id="camera")
     info = CameraInfo(width=FRAME[1], height=FRAME[0], k=[1000.0, 0, 640, 0, 1000.0, 360, 0, 0, 1])
-    result = estimator.finish(raw, *FRAME)
+    for resize_filter in RESIZES:
+        measure(spec, args, resize_filter, frame, header, info)
 
+
+def measure(spec, args: argparse.Namespace, resize_filter: str, frame: np.ndarray, header: Header, info) -> None:
+    """Time the node's frame against the raw session, and its stages, with ``resize_filter``; print them."""
+    settings = {"intra_op_threads": 1}
+    given = {
+        "model_path": str(args.model),
+        "processor_size": args.processor_size,
+        "depth_kind": args.depth_kind,
+        "resize_filter": resize_filter,
+    }
+    values = with_defaults(spec.parameters, given, "depth")
+    estimator = spec.pipeline(values, lambda path: OnnxRunner.load(path, settings, logging.getLogger("bench")))
+    tensor = estimator.prepare(frame)
+    raw = estimator.raw(tensor)
+    result = estimator.finish(raw, *FRAME)
     session, node = paired(
         lambda: estimator.runner.run({estimator.input.name: tensor}),
-        lambda: to_message(header, estimator.infer(frame)),
+        lambda: to_cdr(header, estimator.infer(frame)),
         args.rounds,
     )
     prepare = timed(lambda: estimator.prepare(frame), args.rounds)
     finish = timed(lambda: estimator.finish(raw, *FRAME), args.rounds)
-    message = timed(lambda: to_message(header, result), args.rounds)
+    message = timed(lambda: to_cdr(header, result), args.rounds)
     points = timed(lambda: point_cloud(header, result.values, info), args.rounds)
     overhead = node - session
-    print(f"model {args.model.name}, input {list(tensor.shape)} for a 1280x720 frame, {args.depth_kind}")
-    print(f"raw session        {session:8.2f} ms")
-    print(f"node's frame       {node:8.2f} ms (pre-processing, session, post-processing, 32FC1 message)")
-    print(f"  pre-processing   {prepare:8.2f} ms")
-    print(f"  post-processing  {finish:8.2f} ms")
-    print(f"  32FC1 message    {message:8.2f} ms")
-    print(f"overhead           {overhead:8.2f} ms = {overhead / session:.2f} x the raw session")
-    print(f"points (when subscribed) {points:8.2f} ms")
+    print(
+        f"model {args.model.name}, input {list(tensor.shape)} for a 1280x720 frame, {args.depth_kind}, "
+        f"resize_filter {resize_filter}"
+    )
+    print(f"  raw session        {session:8.2f} ms")
+    print(f"  node's frame       {node:8.2f} ms (pre-processing, session, post-processing, 32FC1 message)")
+    print(f"    pre-processing   {prepare:8.2f} ms")
+    print(f"    post-processing  {finish:8.2f} ms")
+    print(f"    32FC1 message    {message:8.2f} ms (serialized, as the node publishes it)")
+    print(f"  overhead           {overhead:8.2f} ms = {overhead / session:.2f} x the raw session")
+    print(f"  stages' sum        {prepare + finish + message:8.2f} ms (fastest of each)")
+    print(f"  points (when subscribed) {points:8.2f} ms")
 
 
 if __name__ == "__main__":

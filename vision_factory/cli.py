@@ -42,6 +42,7 @@ from .cli_support import warn as _warn
 from .families.registry import DETECTORS, FAMILIES, MAPS, NODE_FAMILIES, SINGLE_MODEL, SINGLE_MODEL_DETECTORS
 from .generator import ABOUT_DEFAULTS
 from .images import OUTPUT_ENCODINGS
+from .models.depth import RESIZES as DEPTH_RESIZE_FILTERS
 from .parameters import CAMERA_TOPIC, MAX_CAMERAS
 from .runtime.backends import BACKENDS, BENCH_TARGETS
 from .tools.bags import STORAGES
@@ -667,6 +668,8 @@ def _given_detector_options(values: dict) -> dict:
            help="depth: metric (metres) or relative, for a model whose file does not say"),
     option("--processor-size", help="depth: the image processor's size WIDTHxHEIGHT  [default: the model's]"),
     option("--max-depth", type=float, help="depth: metres beyond which depth is invalid (NaN)"),
+    option("--resize-filter", type=click.Choice(DEPTH_RESIZE_FILTERS),
+           help=f"depth: exact (the processor's own filter) or fast (OpenCV's)  [default: {DEPTH_RESIZE_FILTERS[0]}]"),
     option("--detector", "detector_model", type=FILE, help="rtmpose: the person detector's model"),
     option("--detector-type", type=click.Choice(list(SINGLE_MODEL_DETECTORS)), default="yolo", show_default=True,
            help="rtmpose: the person detector's family"),

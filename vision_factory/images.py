@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import Any
 
 import cv2
 import numpy as np
@@ -245,3 +246,31 @@ def bgr_to_image_fields(bgr: np.ndarray, encoding: str = "bgr8") -> tuple[int, i
     pixels = bgr if conversion is None else cv2.cvtColor(bgr, conversion)
     height, width = bgr.shape[:2]
     return width, height, encoding, width * channels, np.ascontiguousarray(pixels).tobytes()
+
+
+def image_cdr(header: Any, height: int, width: int, encoding: str, step: int, pixels: np.ndarray) -> bytes:
+    """A sensor_msgs/Image serialized as plain little-endian CDR, as rclpy's serialize_message would give it (the
+    header: a std_msgs/Header, or anything with its stamp.sec, stamp.nanosec and frame_id), the
+    pixels (``pixels``' bytes, little endian: is_bigendian 0) copied once: a publisher takes the bytes as they are
+    (rclpy's Image would copy them into a Python array, then into its C message)."""
+    parts, position = [b"\x00\x01\x00\x00"], 0  # the representation; CDR aligns from after it
+
+    def put(data: bytes, align: int = 1) -> None:
+        nonlocal position
+        padding = -position % align
+        parts.append(b"\0" * padding + data)
+        position += padding + len(data)
+
+    def text(value: str) -> None:
+        encoded = value.encode("utf-8") + b"\0"
+        put(struct.pack("<I", len(encoded)), 4)
+        put(encoded)
+
+    put(struct.pack("<iI", header.stamp.sec, header.stamp.nanosec), 4)
+    text(header.frame_id)
+    put(struct.pack("<II", height, width), 4)
+    text(encoding)
+    put(b"\0")  # is_bigendian
+    put(struct.pack("<II", step, pixels.nbytes), 4)
+    parts.append(memoryview(np.ascontiguousarray(pixels)).cast("B"))
+    return b"".join(parts)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..models.depth import DepthEstimator
+from ..models.depth import RESIZES, DepthEstimator
 from ..models.depth_interface import DEPTH, DEPTH_KINDS, PROCESSORS
 from ..models.recognition import require_family
 from ..parameters import Parameter
@@ -49,6 +49,14 @@ PARAMETERS = (
         "",
         "the image processor's size WIDTHxHEIGHT (each side to its multiple, keeping the aspect ratio); empty: "
         "the file's image_size metadata, else the model type's (depth_anything 518x518)",
+    ),
+    Parameter(
+        "resize_filter",
+        RESIZES[0],
+        "how frames are resized to the processor's size: exact (the processor's own antialiased bicubic, PIL: maps "
+        "as transformers gives them) or fast (OpenCV's area filter: about a quarter of the time, maps slightly "
+        "different; benchmarks/README.md)",
+        choices=RESIZES,
     ),
     Parameter("max_depth", 0.0, "metric: metres beyond which depth is invalid (NaN); 0: no limit", minimum=0.0),
     Parameter("camera_info", True, "subscribe to camera_info: the intrinsics of ~/camera_info and ~/points"),
@@ -100,7 +108,7 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> DepthEstimator:
     runner = load_runner(path)
     details = require_family(runner, FAMILY.name, f"model_path {untrusted(path)}", FAMILY.executable).details
     kind = depth_kind_of(values, details, path)
-    return DepthEstimator(runner, processor_of(values, details), kind, values["max_depth"])
+    return DepthEstimator(runner, processor_of(values, details), kind, values["max_depth"], values["resize_filter"])
 
 
 def pipeline(family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> DepthEstimator:

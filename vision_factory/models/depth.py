@@ -44,33 +44,49 @@ def resized_size(height: int, width: int, processor: Processor) -> tuple[int, in
     return constrain(scale_height * height, processor.multiple), constrain(scale_width * width, processor.multiple)
 
 
-def bicubic_rgb(image_bgr: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """The frame as 8-bit RGB resized to ``size`` (height, width) by PIL's bicubic filter, antialiased as it shrinks:
-    the resampling the checkpoints' processors name (transformers' torchvision backend computes the same filter)."""
+# How frames are resized to the processor's size (the depth family's resize_filter), the default first.
+RESIZES = ("exact", "fast")
+
+
+def resized_colour(image: np.ndarray, size: tuple[int, int], resize: str = "exact") -> np.ndarray:
+    """The 8-bit colour frame resized to ``size`` (height, width), its channels kept in their order (each filter
+    works on each channel alone). ``exact``: PIL's bicubic filter, antialiased as it shrinks: the resampling the
+    checkpoints' processors name (transformers' torchvision backend computes the same filter). ``fast``: OpenCV's
+    area filter as it shrinks (alias-free, as the processor's is) and its bicubic as it enlarges: about a quarter of
+    the time at 1280x720, the input differing from exact's by a few levels (benchmarks/README.md, "Depth node
+    overhead", has both and what they change in the maps)."""
+    if image.shape[:2] == size:
+        return image
+    if resize == "fast":
+        shrinks = size[0] * size[1] < image.shape[0] * image.shape[1]
+        return cv2.resize(image, size[::-1], interpolation=cv2.INTER_AREA if shrinks else cv2.INTER_CUBIC)
     from PIL import Image
 
-    rgb = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2RGB)
-    if rgb.shape[:2] == size:
-        return rgb
-    return np.asarray(Image.fromarray(rgb).resize((size[1], size[0]), Image.Resampling.BICUBIC))
+    return np.asarray(Image.fromarray(image).resize((size[1], size[0]), Image.Resampling.BICUBIC))
 
 
 class DepthEstimator:
     """A depth model on a runner: BGR frame in, a DenseMap of the frame's size out (metres or relative)."""
 
-    def __init__(self, runner: Runner, processor: Processor, depth_kind: str, max_depth: float = 0.0):
+    def __init__(
+        self, runner: Runner, processor: Processor, depth_kind: str, max_depth: float = 0.0, resize: str = "exact"
+    ):
         if depth_kind not in UNITS:
             raise ValueError(f"depth_kind must be one of {', '.join(UNITS)}, not {untrusted(depth_kind, 40)}")
+        if resize not in RESIZES:
+            raise ValueError(f"resize_filter must be one of {', '.join(RESIZES)}, not {untrusted(resize, 40)}")
         self.runner, self.processor, self.depth_kind, self.max_depth = runner, processor, depth_kind, max_depth
+        self.resize = resize
         self.input = runner.inputs[0]
         check_image_input(self.input)
         height, width = self.input.shape[2:]
         # A fixed-size export takes only its own size: every frame is resized to it (the aspect ratio not kept).
         self.fixed = (height, width) if isinstance(height, int) and isinstance(width, int) else None
-        # x / 255, minus mean, over std, of each 8-bit value of each channel: looked up (cv2.LUT, float32)
+        # x / 255, minus mean, over std, of each 8-bit value of each channel: looked up (cv2.LUT, float32); the
+        # tables in BGR order, as frames come (the model's channel c is the frame's channel 2 - c)
         levels = np.arange(256, dtype=np.float32)[:, None] * np.float32(1 / 255)
         mean, std = np.asarray(processor.mean, np.float32), np.asarray(processor.std, np.float32)
-        self.table = np.ascontiguousarray(((levels - mean) / std).T[:, :, None])  # [3, 256, 1]
+        self.table = np.ascontiguousarray(((levels - mean) / std).T[:, :, None])  # [3 (RGB), 256, 1]
         self.unit = UNITS[depth_kind]
         self.seconds = {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0}
 
@@ -84,10 +100,10 @@ class DepthEstimator:
             raise ValueError(
                 f"a depth model takes 8-bit colour frames, not {image_bgr.dtype} of shape {image_bgr.shape}"
             )
-        rgb = bicubic_rgb(image_bgr, self.input_size(*image_bgr.shape[:2]))
-        tensor = np.empty((1, 3, *rgb.shape[:2]), np.float32)
-        for channel, plane in enumerate(cv2.split(rgb)):
-            tensor[0, channel] = cv2.LUT(plane, self.table[channel])
+        bgr = resized_colour(image_bgr, self.input_size(*image_bgr.shape[:2]), self.resize)
+        tensor = np.empty((1, 3, *bgr.shape[:2]), np.float32)
+        for channel, plane in enumerate(cv2.split(bgr)):  # B, G, R: the model's channels 2, 1, 0
+            cv2.LUT(plane, self.table[2 - channel], dst=tensor[0, 2 - channel])
         return tensor
 
     def raw(self, tensor: np.ndarray) -> np.ndarray:
@@ -104,6 +120,10 @@ class DepthEstimator:
         if depth.shape != (height, width):
             depth = cv2.resize(depth, (width, height), interpolation=cv2.INTER_CUBIC)
         if self.depth_kind == "metric":
+            low, high = float(depth.min()), float(depth.max())  # NaN when any pixel is: the tests below fail
+            within = high <= self.max_depth if self.max_depth > 0 else high < np.inf
+            if low > 0 and within:
+                return DenseMap(depth, self.unit, KIND)  # every pixel valid: these two passes only
             invalid = ~(depth > 0) | ~np.isfinite(depth)
             if self.max_depth > 0:
                 invalid |= depth > self.max_depth

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from ..images import image_cdr
 from ..text import untrusted
 from . import DENSE_MAP, Item, tool_module
 
@@ -288,6 +289,13 @@ def to_message(header: Header, result: DenseMap) -> Image:
         step=4 * width,
         data=values.tobytes(),
     )
+
+
+def to_cdr(header: Header, result: DenseMap) -> bytes:
+    """to_message's Image, serialized (what a publisher sends): the map's bytes copied once."""
+    values = np.asarray(result.values, dtype="<f4")
+    height, width = values.shape
+    return image_cdr(header, height, width, "32FC1", 4 * width, values)
 
 
 def from_message(message: Image, unit: str, kind: str) -> DenseMap:

@@ -25,7 +25,7 @@ from sensor_msgs.msg import CameraInfo, PointCloud2, PointField
 from ..families.depth import MAP_INFO, map_topic
 from ..families.family import Family
 from ..images import ImageFormatError
-from ..results.dense import draw, to_message
+from ..results.dense import draw, to_cdr
 from ..runtime.runner import Runner
 from .inference_node import InferenceNode, spin
 from .messages import bgr_to_message
@@ -118,7 +118,7 @@ class DepthNode(InferenceNode):
             return
         header = item.header
         result = self.estimator.infer(frame)
-        self.map_pub.publish(to_message(header, result))
+        self.map_pub.publish(to_cdr(header, result))  # serialized here: the map copied once
         self.outputs += 1
         self.monitor.answered(header)
         info = self.camera_info

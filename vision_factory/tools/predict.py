@@ -37,7 +37,12 @@ FINDING = {
     "--score-function": "score_function",
 }
 POSING = {"--input-size": "input_size", "--person-class": "person_class"}
-MAPPING = {"--depth-kind": "depth_kind", "--processor-size": "processor_size", "--max-depth": "max_depth"}  # depth
+MAPPING = {  # depth
+    "--depth-kind": "depth_kind",
+    "--processor-size": "processor_size",
+    "--max-depth": "max_depth",
+    "--resize-filter": "resize_filter",
+}
 
 
 def node_values(name: str, model: Path, options: Mapping[str, Any], parameters: Mapping[str, str]) -> dict:

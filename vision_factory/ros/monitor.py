@@ -108,8 +108,7 @@ class Monitor:
         self._processing: deque[tuple[float, float]] = deque(maxlen=SAMPLES)
         # (monotonic s, in, answered, dropped, skipped) at each status, from the node's start (nothing yet)
         self._counts: deque[tuple[float, int, int, int, int]] = deque([(time.monotonic(), 0, 0, 0, 0)])
-        self._clock: _FrameClock | None = None
-        self._clock_thread = 0
+        self._frame = threading.local()  # .clock: the _FrameClock of the frame this thread is processing
         self.topic: str | None = None  # the image topic once subscribed
         self.message_type = ""  # its type, e.g. sensor_msgs/msg/Image
         self.qos: QoSProfile | None = None  # the subscription's
@@ -167,11 +166,11 @@ class Monitor:
         """``work(item)`` timed by stage; the times recorded and published unless the frame was skipped."""
         clock = _FrameClock()
         skipped = self.node.frames_skipped
-        self._clock, self._clock_thread = clock, threading.get_ident()
+        self._frame.clock = clock
         try:
             work(item)
         finally:
-            self._clock = None
+            self._frame.clock = None
         end = time.perf_counter()
         if self.node.frames_skipped != skipped:
             return
@@ -187,8 +186,9 @@ class Monitor:
 
     def received(self, seconds: float) -> None:
         """Pre-processing the current frame had on the receiving thread (TrackNet), counted as its own."""
-        if self._clock is not None:
-            self._clock.received += seconds
+        clock = getattr(self._frame, "clock", None)
+        if clock is not None:
+            clock.received += seconds
 
     def answered(self, header: Header) -> None:
         """An answer for the frame of ``header`` was just published: its pipeline latency."""
@@ -203,8 +203,8 @@ class Monitor:
     # --- inside ---
 
     def _ran(self, start: float, end: float) -> None:
-        clock = self._clock
-        if clock is None or threading.get_ident() != self._clock_thread:
+        clock = getattr(self._frame, "clock", None)  # None: a run outside a frame, or on another thread
+        if clock is None:
             return
         if clock.first_run is None:
             clock.first_run = start

@@ -47,6 +47,7 @@ class OnnxRunner:
 
     backend = "onnx"
     PARAMETERS = PARAMETERS
+    concurrent_runs = True  # one session runs from several threads at once (a node's inference_workers)
 
     def __init__(
         self, model_path: str | os.PathLike, config: ProviderConfig, logger: Logger, cpu_kind: str | None = None

@@ -6,6 +6,7 @@ frames at ``rate`` Hz, stamped with the time they are sent, over Fast DDS shared
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -145,14 +146,22 @@ def measure(
 
 
 def cameras_vs_nodes(
-    model_type: str, params: dict[str, str], frame: np.ndarray, cameras: int, seconds: float, rate: float, work: Path
+    model_type: str,
+    params: dict[str, str],
+    frame: np.ndarray,
+    cameras: int,
+    seconds: float,
+    rate: float,
+    work: Path,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """One node of ``cameras`` cameras and ``cameras`` single-camera nodes, one after the other, and their ratios
-    (one node over the N nodes: memory, frames/s)."""
+    (one node over the N nodes: memory, frames/s); with ``workers`` over 1, also the one node with that many
+    inference_workers, each run on cores / workers intra-op threads."""
     work.mkdir(parents=True, exist_ok=True)
     one = measure(model_type, params, frame, cameras, True, seconds, rate, work)
     many = measure(model_type, params, frame, cameras, False, seconds, rate, work)
-    return {
+    report = {
         "cameras": cameras,
         "rate_hz": rate,
         "seconds": seconds,
@@ -161,21 +170,36 @@ def cameras_vs_nodes(
         "memory_ratio": one["rss_mib"] / many["rss_mib"],
         "fps_ratio": one["fps"] / many["fps"] if many["fps"] else float("nan"),
     }
+    if workers > 1:
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        given = {**params, "inference_workers": str(workers), "intra_op_threads": str(threads)}
+        report["workers"] = workers
+        report["one_node_workers"] = measure(model_type, given, frame, cameras, True, seconds, rate, work)
+        workers_fps = report["one_node_workers"]["fps"]
+        report["fps_ratio_workers"] = workers_fps / many["fps"] if many["fps"] else float("nan")
+    return report
 
 
 def lines(label: str, report: dict[str, Any]) -> list[str]:
     """The table's lines for a ``cameras_vs_nodes`` report."""
     cameras = report["cameras"]
+    rows = [(f"1 node of {cameras} cameras", report["one_node"]), (f"{cameras} nodes", report["nodes"])]
+    if "one_node_workers" in report:
+        rows.append((f"1 node of {cameras} cameras, {report['workers']} workers", report["one_node_workers"]))
     text = []
-    for name, row in ((f"1 node of {cameras} cameras", report["one_node"]), (f"{cameras} nodes", report["nodes"])):
+    for name, row in rows:
         p99 = [value for value in row["latency_p99_ms"] if value == value]
         spread = f" (max/min {max(p99) / min(p99):.2f})" if p99 and min(p99) > 0 else ""
+        p50 = [value for value in row["latency_p50_ms"] if value == value]
+        spread50 = f" (max/min {max(p50) / min(p50):.2f})" if p50 and min(p50) > 0 else ""
         text.append(
             f"{label} {name}: {row['fps']:.1f} frames/s answered of {row['sent_fps']:.1f} sent; per camera "
-            f"{' '.join(f'{value:.1f}' for value in row['camera_fps'])}; latency p99 ms "
+            f"{' '.join(f'{value:.1f}' for value in row['camera_fps'])}; latency p50 ms "
+            f"{' '.join(f'{value:.0f}' for value in row['latency_p50_ms'])}{spread50}, p99 ms "
             f"{' '.join(f'{value:.0f}' for value in row['latency_p99_ms'])}{spread}; VmRSS {row['rss_mib']:.0f} MiB"
         )
-    text.append(
-        f"{label} 1 node / {cameras} nodes: memory {report['memory_ratio']:.2f}x, frames/s {report['fps_ratio']:.2f}x"
-    )
+    ratios = f"memory {report['memory_ratio']:.2f}x, frames/s {report['fps_ratio']:.2f}x"
+    if "fps_ratio_workers" in report:
+        ratios += f"; with {report['workers']} workers frames/s {report['fps_ratio_workers']:.2f}x"
+    text.append(f"{label} 1 node / {cameras} nodes: {ratios}")
     return text

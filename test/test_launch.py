@@ -31,6 +31,7 @@ except ImportError:
 
 import yaml
 from launch.utilities import perform_substitutions
+from support.models import SHAPES_MODEL
 
 import vision_factory
 from vision_factory.families.registry import NODE_FAMILIES
@@ -723,7 +724,6 @@ HOSTS_IMAGE = "0005.jpg"  # of the shapes validation set: its triangle the shape
 def _hosts_file(tmp_path: Path, domain_id: int) -> Path:
     """Two host groups of the shapes YOLOv8n: host_a (cameras front and left, in robot/a, on ``domain_id``) and host_b
     (camera rear, in robot/b). Each keeps its answers for a late reader and every frame (reliable, a deep queue)."""
-    from support.models import SHAPES_MODEL
     from support.ros_harness import LATE
 
     from vision_factory.parameters import kept_for_late_readers
@@ -852,3 +852,20 @@ def test_hosts_launch_refuses_a_host_or_file_it_cannot_use(case, says, run_launc
     log = log_path.read_text()
     assert says in log, log
     assert "Traceback" not in log and "process started" not in log, log
+
+
+def test_hosts_launch_fails_when_its_node_cannot_start(run_launch, tmp_path):
+    """A group's parameter the node cannot start with (a model file that is not there) ends the launch with a failure
+    (a service manager sees that host fail, where a launch that ran out of processes would exit 0), naming the
+    host's node and its exit code after the node's own reason."""
+    hosts_file = _hosts_file(tmp_path, 1)
+    hosts_file.write_text(hosts_file.read_text().replace(str(SHAPES_MODEL), str(tmp_path / "absent.onnx")))
+    process, log_path = run_launch(
+        f"hosts_file:={hosts_file}", "host:=host_b", launch_file="multicamera_hosts.launch.py"
+    )
+    assert process.wait(timeout=120) == 1
+    log = log_path.read_text()
+    assert "cannot start: model file not found" in log, log
+    reason = log.index("cannot start")
+    assert log.index("the yolo node of host 'host_b' ended with exit code 2: its log above says why") > reason, log
+    assert "Traceback" not in log, log

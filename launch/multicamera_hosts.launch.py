@@ -9,10 +9,14 @@ ROS_DOMAIN_ID) and the node's other parameters (shape: vision_factory/ros/hosts_
 hosts, one hosts file"). host defaults to this machine's host name. The node is started with its group's
 parameters (cameras included), in its group's namespace. FASTDDS_DEFAULT_PROFILES_FILE is left as it is:
 unset, Fast DDS defaults reach the other hosts (the shared-memory profile of the single-node launch files keeps
-UDP on loopback). Written by hand: one launch file for every family, the family being the hosts file's.
+UDP on loopback). The launch ends with the node, and fails (exit code 1, naming the node's) when the node ended on
+its own with an error, e.g. at start on a parameter of the hosts file: a service manager sees that host fail.
+Written by hand: one launch file for every family, the family being the hosts file's.
 """
 
-from vision_factory.ros.hosts_launch import host_node, load_hosts, this_host
+from functools import partial
+
+from vision_factory.ros.hosts_launch import HostNodeError, host_node, load_hosts, this_host
 
 
 def _start_node(context):
@@ -34,8 +38,15 @@ def _start_node(context):
             parameters=[parameters],
             additional_env=node.environment,
             output="screen",
+            on_exit=partial(_node_ended, node),
         )
     ]
+
+
+def _node_ended(node, event, context):
+    """The node's process ended: an error unless it ended well or launch was ending it (Ctrl-C, a Shutdown)."""
+    if event.returncode != 0 and not context.is_shutdown:
+        raise HostNodeError(node, event.returncode)
 
 
 def generate_launch_description():

@@ -19,6 +19,8 @@ from vision_msgs.msg import Detection2DArray
 
 from vision_factory.families.registry import NODE_FAMILIES
 from vision_factory.ros.hosts_launch import (
+    HostNode,
+    HostNodeError,
     HostsFileError,
     host_node,
     load_hosts,
@@ -99,6 +101,15 @@ def test_an_unknown_host_or_an_unreadable_file_names_the_fix(tmp_path):
     (tmp_path / "bad.yaml").write_text("hosts: [")
     with pytest.raises(HostsFileError, match="is not YAML"):
         load_hosts(tmp_path / "bad.yaml")
+
+
+def test_a_host_node_that_ended_with_an_error_is_named_with_its_exit_code():
+    """What the launch file raises (ros2 launch then fails) when the host's node ends on its own with an error (run for
+    real in test_launch.py, where ROS launch is installed): the host, escaped, and the node's exit code."""
+    error = HostNodeError(HostNode("front_pc", "yolo", "robot/front", ("front",)), 2)
+    assert str(error).startswith("the yolo node of host 'front_pc' ended with exit code 2: its log above says why")
+    assert error.returncode == 2
+    assert "\x1b" not in str(HostNodeError(HostNode("side\x1b[2J", "yolo", "robot/side", ("front",)), -11))
 
 
 def test_the_launch_file_imports_no_launch_at_its_top_level():

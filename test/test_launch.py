@@ -31,6 +31,7 @@ except ImportError:
 
 import yaml
 from launch.utilities import perform_substitutions
+from support.models import SHAPES_MODEL
 
 import vision_factory
 from vision_factory.families.registry import NODE_FAMILIES
@@ -563,8 +564,8 @@ def test_launch_description(prefix, monkeypatch):
         "input_transport": "raw",
         "execution_provider": "cpu",
         "seq_len": "8",
-        "bg_mode": "",
-        "median_warmup": "0",
+        "bg_mode": "model",
+        "median_warmup": "10",
         "stride": "1",
         "autostart": "true",
         "params_file": str(share / "config" / "tracknet_onnx.yaml"),
@@ -602,7 +603,7 @@ def test_launch_description(prefix, monkeypatch):
         "inpaint_model_path": "",
         "input_transport": "raw",
         "execution_provider": "tensorrt,cuda,cpu",
-        "bg_mode": "",
+        "bg_mode": "model",
         "seq_len": 12,
         "median_warmup": 30,
         "stride": 4,
@@ -644,3 +645,227 @@ def test_launch_description(prefix, monkeypatch):
         node = started(autostart=autostart)
         assert type(node) is action
         assert (node.node_package, node.node_executable) == (PACKAGE, "tracknet_node")
+
+
+# Runs in its own process, in the host group's domain, on Fast DDS defaults (the hosts launch file leaves
+# FASTDDS_DEFAULT_PROFILES_FILE alone, so the node is on them too). Sends one real image to each camera topic of the
+# config (own: the host's, stray: topics the host does not serve) and records what comes back and the graph.
+HOSTS_PROBE = r"""
+import json, sys, time
+import cv2
+import rclpy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import Image
+from vision_msgs.msg import Detection2DArray
+from vision_factory.ros.messages import bgr_to_message
+from std_msgs.msg import Header
+
+config = json.loads(open(sys.argv[1]).read())
+own, stray, frames = config["own"], config["stray"], config["frames"]
+reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+late = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+rclpy.init()
+node = rclpy.create_node("hosts_launch_probe")
+answers = {topic: [] for topic in own + stray}
+for topic in own + stray:  # the node keeps its answers on its own topics for a late reader (the hosts file says so)
+    qos = late if topic in own else reliable
+    node.create_subscription(Detection2DArray, f"{topic}/detections", answers[topic].append, qos)
+publishers = {topic: node.create_publisher(Image, f"{topic}/image", reliable) for topic in own + stray}
+
+
+def spin_until(condition, seconds):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.02)
+    return condition()
+
+
+def serves(topic):
+    return publishers[topic].get_subscription_count() > 0 and node.count_publishers(f"{topic}/detections") > 0
+
+
+matched = spin_until(lambda: all(serves(topic) for topic in own), 120)
+image = cv2.imread(config["image"])
+sent = []
+for index in range(frames if matched else 0):
+    for topic in own + stray:
+        header = Header(frame_id=topic.rsplit("/", 1)[-1] + "_optical")
+        header.stamp.sec = 100 + index
+        publishers[topic].publish(bgr_to_message(image, header))
+    sent.append(100 + index)
+    spin_until(lambda: False, 0.2)
+spin_until(lambda: all(len(answers[t]) >= frames for t in own), 120)
+spin_until(lambda: False, 1.0)  # a stray answer, had there been one, has had its time
+
+
+def boxes(message):
+    return [{"class_id": d.results[0].hypothesis.class_id if d.results else None,
+             "score": d.results[0].hypothesis.score if d.results else None,
+             "center": [d.bbox.center.position.x, d.bbox.center.position.y], "size": [d.bbox.size_x, d.bbox.size_y]}
+            for d in message.detections]
+
+
+record = {
+    "matched": matched,
+    "sent": sent,
+    "stray_subscribers": {t: publishers[t].get_subscription_count() for t in stray},
+    "answers": {t: [{"stamp": m.header.stamp.sec, "frame_id": m.header.frame_id, "detections": boxes(m)}
+                    for m in answers[t]] for t in own + stray},
+    "nodes": sorted(node.get_node_names_and_namespaces()),
+}
+with open(sys.argv[2], "w") as f:
+    json.dump(record, f)
+node.destroy_node()
+rclpy.shutdown()
+"""
+HOSTS_IMAGE = "0005.jpg"  # of the shapes validation set: its triangle the shapes model finds (score 0.73)
+
+
+def _hosts_file(tmp_path: Path, domain_id: int) -> Path:
+    """Two host groups of the shapes YOLOv8n: host_a (cameras front and left, in robot/a, on ``domain_id``) and host_b
+    (camera rear, in robot/b). Each keeps its answers for a late reader and every frame (reliable, a deep queue)."""
+    from support.ros_harness import LATE
+
+    from vision_factory.parameters import kept_for_late_readers
+
+    if not SHAPES_MODEL.exists():
+        pytest.skip(f"{SHAPES_MODEL} is not here (the shared models)")
+    groups = {"host_a": ("robot/a", ["front", "left"]), "host_b": ("robot/b", ["rear"])}
+    hosts = {}
+    for name, (namespace, cameras) in groups.items():
+        parameters = {"model_path": str(SHAPES_MODEL), "qos_reliability": "reliable", "queue_size": 8}
+        parameters.update(
+            kept_for_late_readers([f"/{namespace}/{camera}/detections" for camera in cameras], LATE.depth)
+        )
+        hosts[name] = {"family": "yolo", "namespace": namespace, "cameras": cameras, "parameters": parameters}
+    hosts["host_a"]["domain_id"] = domain_id
+    path = tmp_path / "hosts.yaml"
+    path.write_text(yaml.safe_dump({"hosts": hosts}))
+    return path
+
+
+def _iou(a: list[float], b: list[float]) -> float:
+    """Intersection over union of two [x1, y1, x2, y2] boxes."""
+    width = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    height = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - width * height
+    return width * height / union
+
+
+def test_hosts_launch_starts_this_hosts_node_on_its_cameras_only(run_launch, ros_env, second_domain, tmp_path):
+    """`ros2 launch vision_factory multicamera_hosts.launch.py hosts_file:=... host:=host_a` starts host_a's node
+    only: in robot/a, under host_a's domain_id (not the launching shell's), serving front and left, each answered
+    with the shapes model's detection of the image's triangle under that camera's header; the frames sent to host_b's
+    camera, or to that camera under robot/a, reach no node, and host_b's node is in no graph."""
+    from conftest import SHARED
+
+    ros_env["ROS_DOMAIN_ID"] = os.environ["ROS_DOMAIN_ID"]  # this run's domain (conftest), beside second_domain
+    hosts_file = _hosts_file(tmp_path, second_domain)
+    process, log_path = run_launch(
+        f"hosts_file:={hosts_file}", "host:=host_a", launch_file="multicamera_hosts.launch.py"
+    )
+    listening = r"\[robot\.a\.yolo\]: listening on .*publishing /robot/a/front/detections, /robot/a/left/detections"
+    wait_for_log(log_path, listening, process, timeout=120)
+    pid = int(wait_for_log(log_path, r"process started with pid \[(\d+)\]", process).group(1))
+    environment = process_environment(pid)
+    if environment is not None:
+        assert environment.get("ROS_DOMAIN_ID") == str(second_domain)
+        assert "FASTDDS_DEFAULT_PROFILES_FILE" not in environment  # Fast DDS defaults: reachable from other hosts
+
+    images = SHARED / "data" / "shapes-val"
+    config = {
+        "own": ["/robot/a/front", "/robot/a/left"],
+        "stray": ["/robot/b/rear", "/robot/a/rear"],
+        "frames": 3,
+        "image": str(images / "images" / HOSTS_IMAGE),
+    }
+    config_path = tmp_path / "hosts_probe_config.json"
+    config_path.write_text(json.dumps(config))
+    probe, result_path = tmp_path / "hosts_probe.py", tmp_path / "hosts_probe.json"
+    probe.write_text(HOSTS_PROBE)
+    subprocess.run(
+        [sys.executable, str(probe), str(config_path), str(result_path)],
+        env={**ros_env, "ROS_DOMAIN_ID": str(second_domain)},
+        cwd=tmp_path,
+        check=True,
+        timeout=300,
+    )
+    result = json.loads(result_path.read_text())
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 0
+    log = log_path.read_text()
+    assert result["matched"], f"the probe never matched host_a's camera topics:\n{log}"
+
+    # The truth of the image (the shapes validation set's annotations): the model's most confident detection is one
+    # of its shapes, of that shape's class.
+    annotations = json.loads((images / "annotations.json").read_text())
+    (image_id,) = [image["id"] for image in annotations["images"] if image["file_name"] == HOSTS_IMAGE]
+    names = {category["id"]: category["name"] for category in annotations["categories"]}
+    truth = [
+        (
+            names[a["category_id"]],
+            [a["bbox"][0], a["bbox"][1], a["bbox"][0] + a["bbox"][2], a["bbox"][1] + a["bbox"][3]],
+        )
+        for a in annotations["annotations"]
+        if a["image_id"] == image_id
+    ]
+    for camera in ("front", "left"):
+        got = result["answers"][f"/robot/a/{camera}"]
+        assert [answer["stamp"] for answer in got] == result["sent"], log
+        assert {answer["frame_id"] for answer in got} == {f"{camera}_optical"}
+        for answer in got:
+            best = max(answer["detections"], key=lambda d: d["score"])
+            (cx, cy), (bw, bh) = best["center"], best["size"]
+            box = [cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2]
+            assert any(name == best["class_id"] and _iou(box, shape) >= 0.5 for name, shape in truth), (answer, truth)
+    assert result["stray_subscribers"] == dict.fromkeys(config["stray"], 0), log
+    assert all(not result["answers"][topic] for topic in config["stray"]), result["answers"]
+    nodes = {tuple(node) for node in result["nodes"]}
+    assert ("yolo", "/robot/a") in nodes and not any(namespace.startswith("/robot/b") for _, namespace in nodes), nodes
+
+
+@pytest.mark.parametrize(
+    ("case", "says"),
+    [
+        ("unknown host", "no host group 'host_c' in the hosts file: give host:= one of host_a, host_b"),
+        ("not YAML", "is not YAML"),
+        ("unknown family", "family 'reid' has no node: choose one of"),
+        ("no file", "cannot read the hosts file"),
+    ],
+)
+def test_hosts_launch_refuses_a_host_or_file_it_cannot_use(case, says, run_launch, tmp_path):
+    """An unknown host or a hosts file it cannot use ends `ros2 launch` with the file's message naming the fix, and no
+    traceback, before any node starts."""
+    hosts_file, host = _hosts_file(tmp_path, 1), "host_a"
+    if case == "unknown host":
+        host = "host_c"
+    elif case == "not YAML":
+        hosts_file.write_text("hosts: [")
+    elif case == "unknown family":
+        hosts_file.write_text(hosts_file.read_text().replace("family: yolo", "family: reid", 1))
+    else:
+        hosts_file = tmp_path / "absent.yaml"
+    process, log_path = run_launch(
+        f"hosts_file:={hosts_file}", f"host:={host}", launch_file="multicamera_hosts.launch.py"
+    )
+    assert process.wait(timeout=60) != 0
+    log = log_path.read_text()
+    assert says in log, log
+    assert "Traceback" not in log and "process started" not in log, log
+
+
+def test_hosts_launch_fails_when_its_node_cannot_start(run_launch, tmp_path):
+    """A group's parameter the node cannot start with (a model file that is not there) ends the launch with a failure
+    (a service manager sees that host fail, where a launch that ran out of processes would exit 0), naming the
+    host's node and its exit code after the node's own reason."""
+    hosts_file = _hosts_file(tmp_path, 1)
+    hosts_file.write_text(hosts_file.read_text().replace(str(SHAPES_MODEL), str(tmp_path / "absent.onnx")))
+    process, log_path = run_launch(
+        f"hosts_file:={hosts_file}", "host:=host_b", launch_file="multicamera_hosts.launch.py"
+    )
+    assert process.wait(timeout=120) == 1
+    log = log_path.read_text()
+    assert "cannot start: model file not found" in log, log
+    reason = log.index("cannot start")
+    assert log.index("the yolo node of host 'host_b' ended with exit code 2: its log above says why") > reason, log
+    assert "Traceback" not in log, log

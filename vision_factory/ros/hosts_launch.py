@@ -44,6 +44,17 @@ class HostsFileError(ValueError):
     """A hosts file that cannot be used; the message names the file's problem and the fix."""
 
 
+class HostNodeError(RuntimeError):
+    """A host's node that ended on its own with an error (the launch file raises it: ``ros2 launch`` then fails)."""
+
+    def __init__(self, node: HostNode, returncode: int):
+        super().__init__(
+            f"the {node.family} node of host {untrusted(repr(node.host), 80)} ended with exit code {returncode}: "
+            "its log above says why (on 'cannot start', fix the group's parameters in the hosts file)"
+        )
+        self.returncode = returncode
+
+
 @dataclass(frozen=True)
 class HostNode:
     """The multi-camera node of one host group."""

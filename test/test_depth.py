@@ -26,7 +26,7 @@ from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 from vision_factory.cli import main
 from vision_factory.families.registry import family
 from vision_factory.models.model_file import recognise, summarize
-from vision_factory.results.dense import DenseMap, from_message, to_cdr, to_message
+from vision_factory.results.dense import DenseMap, depth_metrics, from_message, to_cdr, to_message
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import read_framed, read_messages
@@ -311,6 +311,11 @@ def test_eval_scores_predicted_maps_against_truth_maps_by_absrel_and_delta1(tmp_
     share = 200 / predicted.shape[1]
     assert scored["AbsRel"] == pytest.approx(0.3 / 1.3 * share, rel=1e-5)
     assert scored["delta1"] == pytest.approx(1 - share, rel=1e-6)
+    valid = np.isfinite(predicted) & (predicted > 0)
+    assert valid.all()  # the metric test model gives every pixel a depth: every pixel counts
+    squared = (0.3 * predicted[:, :200].astype(np.float64)) ** 2  # the left columns' error; the rest is 0
+    assert scored["RMSE"] == pytest.approx(np.sqrt(squared.sum() / predicted.size), rel=1e-5)
+    assert "RMSE" in done.output
 
 
 def test_quantize_calibrates_on_the_depth_processors_input_and_reports_the_relative_difference(tmp_path):
@@ -356,6 +361,20 @@ def test_eval_aligns_a_relative_map_by_scale_and_shift_in_inverse_depth(tmp_path
     scored = json.loads((tmp_path / "e" / "eval.json").read_text())
     assert scored["aligned_AbsRel"] < 1e-5 and scored["aligned_delta1"] == 1.0
     assert scored["AbsRel"] > 0.9 and scored["delta1"] == 0.0
+
+
+def test_depth_metrics_are_each_images_then_their_mean():
+    """Two images of different sizes, one scored perfectly and one 10 % too far everywhere: the metrics are the
+    mean of the two images' (AbsRel 0.05, RMSE half of the second's, delta1 1), whatever their pixel counts; pixels
+    of no truth (NaN, 0) and an image of no valid pixel at all do not count."""
+    near = np.full((10, 10), 2.0)
+    far = np.full((30, 40), 4.0)
+    far[0, 0], far[0, 1] = np.nan, 0.0  # no truth there
+    empty = np.full((5, 5), np.nan)
+    scored = depth_metrics([near, far * 1.1, np.ones((5, 5))], [near, far, empty])
+    assert scored["AbsRel"] == pytest.approx(0.05)
+    assert scored["RMSE"] == pytest.approx(0.4 / 2)
+    assert scored["delta1"] == 1.0
 
 
 def test_depth_node_refuses_to_start_on_a_file_that_does_not_say_metric_or_relative(tmp_path):

@@ -472,7 +472,8 @@ def evaluate_command(
     AssA), MOTA, MOTP, IDF1, ID switches, mostly tracked / partially tracked / mostly lost.
 
     Depth: the maps predict --save wrote (--predictions FOLDER) against truth maps of the same names
-    (--data FOLDER of .npy in metres): AbsRel and delta1 (max(p/t, t/p) < 1.25) over pixels with truth.
+    (--data FOLDER of .npy in metres): AbsRel, RMSE and delta1 (max(p/t, t/p) < 1.25) over the pixels
+    with truth, per image, then averaged over the images.
 
     \b
     Examples:

@@ -86,5 +86,6 @@ DENSE_MAP = ResultKind(
     "sensor_msgs/msg/Image",
     "per-pixel values",
     "dense.json",
-    metrics=("AbsRel", "delta1", "aligned_AbsRel", "aligned_delta1"),  # aligned: scale and shift, relative models
+    # aligned: after the scale and shift of least squares, as relative models are scored
+    metrics=("AbsRel", "RMSE", "delta1", "aligned_AbsRel", "aligned_RMSE", "aligned_delta1"),
 )

@@ -1,7 +1,7 @@
 """The dense map result kind (results/__init__.py): one float per pixel of the frame with its unit, e.g. depth in
 metres or relative depth. Its files: the map as .npy (float32, height x width, NaN where invalid) and a drawn .png
 beside the JSON record predict prints; its message a sensor_msgs/Image 32FC1 (REP-118: NaN invalid); compared by
-the largest difference; scored against truth maps by AbsRel and delta1."""
+the largest difference; scored against truth maps by AbsRel, RMSE and delta1."""
 
 from __future__ import annotations
 
@@ -173,22 +173,32 @@ def draw(result: DenseMap) -> np.ndarray:
 
 # Metrics.
 def depth_metrics(predicted: Sequence[np.ndarray], truth: Sequence[np.ndarray]) -> dict[str, float]:
-    """AbsRel (mean |p - t| / t) and delta1 (share with max(p / t, t / p) < 1.25) over the pixels of every frame
-    whose truth is finite and positive and prediction finite; a frame whose sizes differ is a ValueError."""
-    ratios, relative = [], []
+    """AbsRel (mean |p - t| / t), RMSE (root of the mean (p - t)^2, in the maps' unit) and delta1 (share with
+    max(p / t, t / p) < 1.25) of each frame over its pixels whose truth is finite and positive and prediction
+    finite and positive, then averaged over the frames that have such pixels, as depth evaluations report them
+    (each image's metrics, then their mean: Monodepth2's and ZoeDepth's evaluation code; each image weighs alike,
+    whatever its valid pixels); a frame whose sizes differ is a ValueError."""
+    per_frame = []
     for index, (p, t) in enumerate(zip(predicted, truth, strict=True)):
         if p.shape != t.shape:
             raise ValueError(
                 f"frame {index}: the map is {p.shape[1]}x{p.shape[0]}, its truth {t.shape[1]}x{t.shape[0]}"
             )
         valid = np.isfinite(t) & (t > 0) & np.isfinite(p) & (p > 0)
+        if not valid.any():
+            continue
         p, t = p[valid].astype(np.float64), t[valid].astype(np.float64)
-        relative.append(np.abs(p - t) / t)
-        ratios.append(np.maximum(p / t, t / p))
-    relative_all, ratio_all = np.concatenate(relative or [[]]), np.concatenate(ratios or [[]])
-    if not relative_all.size:
+        per_frame.append(
+            (
+                float(np.mean(np.abs(p - t) / t)),
+                float(np.sqrt(np.mean((p - t) ** 2))),
+                float(np.mean(np.maximum(p / t, t / p) < DELTA1)),
+            )
+        )
+    if not per_frame:
         raise ValueError("no pixel to score: no truth is finite and positive where the prediction is")
-    return {"AbsRel": float(relative_all.mean()), "delta1": float(np.mean(ratio_all < DELTA1))}
+    absrel, rmse, delta1 = np.mean(per_frame, axis=0)
+    return {"AbsRel": float(absrel), "RMSE": float(rmse), "delta1": float(delta1)}
 
 
 def aligned(predicted: np.ndarray, truth: np.ndarray) -> np.ndarray:
@@ -211,8 +221,8 @@ def aligned(predicted: np.ndarray, truth: np.ndarray) -> np.ndarray:
 
 def evaluate_maps(predictions: Path, truth: Path) -> dict[str, float]:
     """``depth_metrics`` of the .npy maps in folder ``predictions`` (as ``save`` writes them) against the truth maps
-    of the same names in folder ``truth``, as they are and ``aligned`` (``aligned_AbsRel``, ``aligned_delta1``: a
-    relative model's scores); a truth map without a prediction is a ValueError."""
+    of the same names in folder ``truth``, as they are and ``aligned`` (``aligned_AbsRel``, ``aligned_RMSE``,
+    ``aligned_delta1``: a relative model's scores); a truth map without a prediction is a ValueError."""
     names = sorted(path.name for path in Path(truth).glob("*.npy"))
     if not names:
         raise ValueError(f"no truth maps (.npy) in {truth}")
@@ -228,7 +238,7 @@ def evaluate_maps(predictions: Path, truth: Path) -> dict[str, float]:
 
 def evaluate(model_type: str, options: Mapping[str, Any]) -> Any:
     """`eval`: the maps in folder ``predictions`` (as predict --save writes them) against the truth maps of the same
-    names in folder ``data``: AbsRel and delta1, written as OUT/eval.json."""
+    names in folder ``data``: AbsRel, RMSE and delta1, written as OUT/eval.json."""
     import json
 
     from ..files import write_text
@@ -240,9 +250,10 @@ def evaluate(model_type: str, options: Mapping[str, Any]) -> Any:
     path = Path(options["out_dir"]) / "eval.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, json.dumps({"model_type": model_type, **metrics}, indent=2) + "\n")
-    text = f"AbsRel {metrics['AbsRel']:.4f}, delta1 {metrics['delta1']:.4f}"
+    text = f"AbsRel {metrics['AbsRel']:.4f}, RMSE {metrics['RMSE']:.4f}, delta1 {metrics['delta1']:.4f}"
     text += (
-        f" (scale-and-shift aligned: AbsRel {metrics['aligned_AbsRel']:.4f}, delta1 {metrics['aligned_delta1']:.4f})\n"
+        f" (scale-and-shift aligned: AbsRel {metrics['aligned_AbsRel']:.4f}, RMSE {metrics['aligned_RMSE']:.4f}, "
+        f"delta1 {metrics['aligned_delta1']:.4f})\n"
     )
     return commands.CommandReport(text, {"eval": path})
 

@@ -18,7 +18,7 @@ from builtin_interfaces.msg import Time
 from click.testing import CliRunner
 from onnx import TensorProto, helper
 from rclpy.serialization import deserialize_message, serialize_message
-from sensor_msgs.msg import CameraInfo, Image, PointCloud2
+from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
 from std_msgs.msg import Header
 from support.cli import run_cli
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe
@@ -27,6 +27,7 @@ from vision_factory.cli import main
 from vision_factory.families.registry import family
 from vision_factory.models.model_file import recognise, summarize
 from vision_factory.results.dense import DenseMap, depth_metrics, from_message, to_cdr, to_message
+from vision_factory.ros.depth_node import point_cloud
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import read_framed, read_messages
@@ -161,6 +162,31 @@ def test_a_maps_serialized_message_is_rclpys_to_the_field(frame_id):
         read = deserialize_message(serialized, Image)
         assert read.header == header and read.encoding == "32FC1" and read.step == 4 * shape[1]
         assert np.array_equal(from_message(read, "m", "depth").values, result.values, equal_nan=True)
+
+
+def test_the_point_cloud_reads_back_with_rclpy_as_the_pinhole_points_of_the_map():
+    """depth_node's cloud, serialized by itself (images.xyz_cloud_cdr): rclpy's deserializer reads an organised
+    PointCloud2 of x, y, z float32 fields whose points are (u - cx) z / fx, (v - cy) z / fy, z, NaN where the depth
+    is, as long as rclpy's own serialization of that message."""
+    rng = np.random.default_rng(5)
+    depth = rng.uniform(0.5, 8.0, (48, 64)).astype(np.float32)
+    depth[3, 7] = np.nan
+    info = CameraInfo(width=64, height=48, k=[50.0, 0, 31.5, 0, 55.0, 23.5, 0, 0, 1])
+    header = Header(stamp=Time(sec=12, nanosec=34), frame_id="camera_optical")
+    cloud = deserialize_message(point_cloud(header, depth, info), PointCloud2)
+    assert cloud.header == header and (cloud.height, cloud.width) == (48, 64)
+    assert [(f.name, f.offset, f.datatype, f.count) for f in cloud.fields] == [
+        ("x", 0, PointField.FLOAT32, 1),
+        ("y", 4, PointField.FLOAT32, 1),
+        ("z", 8, PointField.FLOAT32, 1),
+    ]
+    assert (cloud.point_step, cloud.row_step, cloud.is_bigendian, cloud.is_dense) == (12, 12 * 64, False, False)
+    points = np.frombuffer(bytes(cloud.data), "<f4").reshape(48, 64, 3)
+    v, u = np.mgrid[0:48, 0:64]
+    assert np.allclose(points[..., 0], (u - 31.5) * depth / 50.0, rtol=1e-6, equal_nan=True)
+    assert np.allclose(points[..., 1], (v - 23.5) * depth / 55.0, rtol=1e-6, equal_nan=True)
+    assert np.array_equal(points[..., 2], depth, equal_nan=True)
+    assert len(point_cloud(header, depth, info)) == len(serialize_message(cloud))
 
 
 def test_a_model_that_does_not_say_metric_or_relative_is_refused_without_depth_kind():

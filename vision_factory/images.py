@@ -248,29 +248,72 @@ def bgr_to_image_fields(bgr: np.ndarray, encoding: str = "bgr8") -> tuple[int, i
     return width, height, encoding, width * channels, np.ascontiguousarray(pixels).tobytes()
 
 
+class _Cdr:
+    """Plain little-endian CDR (what rclpy's serialize_message writes for a ROS 2 message), written field by field:
+    each field aligned to its size, counted from after the 4-byte representation header."""
+
+    def __init__(self):
+        self.parts: list = [b"\x00\x01\x00\x00"]
+        self.position = 0
+
+    def put(self, data: bytes, align: int = 1) -> None:
+        padding = -self.position % align
+        self.parts.append(b"\0" * padding + data)
+        self.position += padding + len(data)
+
+    def text(self, value: str) -> None:
+        encoded = value.encode("utf-8") + b"\0"
+        self.put(struct.pack("<I", len(encoded)), 4)
+        self.put(encoded)
+
+    def header(self, header: Any) -> None:
+        """A std_msgs/Header (or anything with its stamp.sec, stamp.nanosec and frame_id)."""
+        self.put(struct.pack("<iI", header.stamp.sec, header.stamp.nanosec), 4)
+        self.text(header.frame_id)
+
+    def octets(self, values: np.ndarray) -> None:
+        """A uint8[] of ``values``' bytes (little endian), copied once, when the message is joined."""
+        self.put(struct.pack("<I", values.nbytes), 4)
+        self.parts.append(memoryview(np.ascontiguousarray(values)).cast("B"))
+        self.position += values.nbytes
+
+    def joined(self) -> bytes:
+        return b"".join(self.parts)
+
+
 def image_cdr(header: Any, height: int, width: int, encoding: str, step: int, pixels: np.ndarray) -> bytes:
-    """A sensor_msgs/Image serialized as plain little-endian CDR, as rclpy's serialize_message would give it (the
-    header: a std_msgs/Header, or anything with its stamp.sec, stamp.nanosec and frame_id), the
+    """A sensor_msgs/Image serialized as plain little-endian CDR, as rclpy's serialize_message would give it, the
     pixels (``pixels``' bytes, little endian: is_bigendian 0) copied once: a publisher takes the bytes as they are
     (rclpy's Image would copy them into a Python array, then into its C message)."""
-    parts, position = [b"\x00\x01\x00\x00"], 0  # the representation; CDR aligns from after it
+    cdr = _Cdr()
+    cdr.header(header)
+    cdr.put(struct.pack("<II", height, width), 4)
+    cdr.text(encoding)
+    cdr.put(b"\0")  # is_bigendian
+    cdr.put(struct.pack("<I", step), 4)
+    cdr.octets(pixels)
+    return cdr.joined()
 
-    def put(data: bytes, align: int = 1) -> None:
-        nonlocal position
-        padding = -position % align
-        parts.append(b"\0" * padding + data)
-        position += padding + len(data)
 
-    def text(value: str) -> None:
-        encoded = value.encode("utf-8") + b"\0"
-        put(struct.pack("<I", len(encoded)), 4)
-        put(encoded)
+POINT_FLOAT32 = 7  # sensor_msgs/PointField's FLOAT32
 
-    put(struct.pack("<iI", header.stamp.sec, header.stamp.nanosec), 4)
-    text(header.frame_id)
-    put(struct.pack("<II", height, width), 4)
-    text(encoding)
-    put(b"\0")  # is_bigendian
-    put(struct.pack("<II", step, pixels.nbytes), 4)
-    parts.append(memoryview(np.ascontiguousarray(pixels)).cast("B"))
-    return b"".join(parts)
+
+def xyz_cloud_cdr(header: Any, points: np.ndarray) -> bytes:
+    """An organised sensor_msgs/PointCloud2 of ``points`` [height, width, 3] float32 (x, y, z; NaN where none),
+    serialized as image_cdr serializes an Image: the points copied once (rclpy's PointCloud2 takes 20 ms more for a
+    1280x720 cloud, its data converted to a Python array)."""
+    height, width, _ = points.shape
+    points = np.asarray(points, "<f4")
+    cdr = _Cdr()
+    cdr.header(header)
+    cdr.put(struct.pack("<III", height, width, 3), 4)  # height, width, then the fields' count
+    for index, name in enumerate("xyz"):
+        cdr.text(name)
+        cdr.put(struct.pack("<I", 4 * index), 4)  # offset
+        cdr.put(struct.pack("<B", POINT_FLOAT32))  # datatype
+        cdr.put(struct.pack("<I", 1), 4)  # count
+    cdr.put(b"\0")  # is_bigendian
+    cdr.put(struct.pack("<II", 12, 12 * width), 4)  # point_step, row_step
+    cdr.octets(points)
+    cdr.put(struct.pack("<?", bool(np.isfinite(points).all())))  # is_dense
+    return cdr.joined()

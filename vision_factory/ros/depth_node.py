@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-from sensor_msgs.msg import CameraInfo, PointCloud2, PointField
+from sensor_msgs.msg import CameraInfo
 
 from ..families.depth import MAP_INFO, map_topic
 from ..families.family import Family
-from ..images import ImageFormatError
+from ..images import ImageFormatError, xyz_cloud_cdr
 from ..results.dense import draw, to_cdr
 from ..runtime.runner import Runner
 from .inference_node import InferenceNode, spin
@@ -52,30 +52,15 @@ def scaled_camera_info(info: CameraInfo, header, width: int, height: int) -> Cam
     )
 
 
-def point_cloud(header, depth: np.ndarray, info: CameraInfo) -> PointCloud2:
-    """The organised cloud of a metric map: each pixel (u, v) at depth z is x = (u - cx) z / fx, y = (v - cy) z / fy
-    in the optical frame (pinhole, from K: the image is taken as rectified); NaN where the depth is."""
+def point_cloud(header, depth: np.ndarray, info: CameraInfo) -> bytes:
+    """The organised cloud of a metric map, serialized (images.xyz_cloud_cdr): each pixel (u, v) at depth z is
+    x = (u - cx) z / fx, y = (v - cy) z / fy in the optical frame (pinhole, from K: the image is taken as rectified);
+    NaN where the depth is."""
     fx, _, cx, _, fy, cy = info.k[:6]
-    height, width = depth.shape
-    u = (np.arange(width, dtype=np.float32) - np.float32(cx)) / np.float32(fx)
-    v = (np.arange(height, dtype=np.float32) - np.float32(cy)) / np.float32(fy)
+    u = (np.arange(depth.shape[1], dtype=np.float32) - np.float32(cx)) / np.float32(fx)
+    v = (np.arange(depth.shape[0], dtype=np.float32) - np.float32(cy)) / np.float32(fy)
     depth = np.asarray(depth, "<f4")
-    points = cv2.merge([depth * u[None, :], depth * v[:, None], depth])  # x, y, z interleaved
-    fields = [
-        PointField(name=name, offset=4 * index, datatype=PointField.FLOAT32, count=1)
-        for index, name in enumerate("xyz")
-    ]
-    return PointCloud2(
-        header=header,
-        height=height,
-        width=width,
-        fields=fields,
-        is_bigendian=False,
-        point_step=12,
-        row_step=12 * width,
-        data=points.tobytes(),
-        is_dense=bool(np.isfinite(depth).all()),
-    )
+    return xyz_cloud_cdr(header, cv2.merge([depth * u[None, :], depth * v[:, None], depth]))  # x, y, z interleaved
 
 
 class DepthNode(InferenceNode):

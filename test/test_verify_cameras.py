@@ -288,3 +288,12 @@ def test_verify_compares_each_cameras_masks(tmp_path):
     for camera in ("front", "right"):
         (masks,) = [check for check in report.cameras[camera].checks if check.name == "masks within tolerance"]
         assert sum(frame.masks for frame in report.cameras[camera].frames) >= len(frames[camera]), masks.numbers
+
+
+def test_verify_of_silent_cameras_alone_fails_for_want_of_frames(tmp_path):
+    silent = write_image_bag(tmp_path / "side", [], frame_id="side")
+    report = verify_cameras(parse_cameras([f"side={silent}"], silent), "yolo", SHAPES_MODEL, tmp_path / "v")
+    assert not report.passed and report.cameras["side"].passed  # the camera itself: silent, nothing wrong
+    assert report.failures() == ["no camera's source holds a frame: nothing was compared (are these the cameras' "
+                                 "bags and topics?)"]  # fmt: skip
+    assert json.loads((tmp_path / "v" / "verify.json").read_text())["verdict"] == "fail"

@@ -46,6 +46,7 @@ from .verify import (
 from .verify_frames import Answer, Tolerance, compare, tolerance_for
 from .verify_report import clear, write
 
+NOTHING_COMPARED = "no camera's source holds a frame: nothing was compared (are these the cameras' bags and topics?)"
 SILENT = "frames played"  # the one check of a camera whose source holds no frames (besides its answers' stamps)
 
 
@@ -68,12 +69,15 @@ class CamerasVerifyReport:
         }
 
     def failures(self) -> list[str]:
-        return [f"camera {name}: {failure}" for name, report in self.cameras.items() for failure in report.failures()]
+        failed = [f"camera {name}: {failure}" for name, report in self.cameras.items() for failure in report.failures()]
+        if not any(report.frames for report in self.cameras.values()):
+            failed.append(NOTHING_COMPARED)
+        return failed
 
     def text(self) -> str:
         lines = [f"verify: {'PASS' if self.passed else 'FAIL'} ({len(self.cameras)} cameras through one node)"]
         if not any(report.frames for report in self.cameras.values()):
-            lines.append("  no camera's source holds a frame: nothing was compared")
+            lines.append(f"  {NOTHING_COMPARED}")
         for name, report in self.cameras.items():
             figures = self.summary(name)
             if figures["frames"]:
@@ -201,19 +205,14 @@ def _name_crossing(name: str, checks: list[Check], seen: Seen, paired, expected,
     outputs are crossed), in place: its answers carry other cameras' frames' stamps, or its frames are answered on
     other cameras' topics; where the cameras' frames share their stamps, its answers carry another camera's
     frame_id, or they are what the model offline gives for another camera's frame of the same stamp (``paired``:
-    each camera's answer per frame, ``expected``: the model's items per frame)."""
-    answers, stamps = seen.answers, seen.stamps
-    own = set(stamps[name])
-    carried = {
-        other: sum(answer.stamp in set(stamps[other]) - own for answer in answers[name])
-        for other in stamps
-        if other != name
-    }
-    elsewhere = {
-        other: sum(answer.stamp in own - set(stamps[other]) for answer in answers[other])
-        for other in answers
-        if other != name
-    }
+    each camera's answer per frame, ``expected``: the model's items per frame). Track IDs that differ also name a
+    tracker shared between cameras."""
+    answers, stamps = seen.answers, {camera: set(frames) for camera, frames in seen.stamps.items()}
+    others = [camera for camera in stamps if camera != name]
+    theirs = {other: stamps[other] - stamps[name] for other in others}  # stamps of the other's frames alone
+    mine = {other: stamps[name] - stamps[other] for other in others}  # stamps of this camera's frames alone
+    carried = {other: sum(answer.stamp in theirs[other] for answer in answers[name]) for other in others}
+    elsewhere = {other: sum(answer.stamp in mine[other] for answer in answers[other]) for other in others}
     hint = (
         "outputs crossed: check the node's topic remappings, and that each camera has its own topics and its own "
         "stream state (tracker, TrackNet window)"

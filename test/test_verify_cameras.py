@@ -97,6 +97,7 @@ def test_verify_passes_each_camera_of_one_node_and_reports_a_silent_one(tmp_path
             "boxes within tolerance",
         ]
     assert (out / "front" / "worst_frame.png").is_file()
+    assert "stamp): not measured." in (out / "front" / "verify.md").read_text()  # as fast as the node keeps up
     compared = sum(frame["model_count"] for camera in frames for frame in json.loads(
         (out / camera / "verify.json").read_text())["frames"])  # fmt: skip
     everything = YoloDetector(OnnxRunner.load(SHAPES_MODEL, {}, logging.getLogger("test")))  # at 0.25

@@ -17,6 +17,7 @@ from .cli_support import (
     ANY_PATH,
     BACKEND,
     BAG_TOPIC,
+    CAMERAS,
     EXISTING,
     EXISTING_FILE,
     FILE,
@@ -25,6 +26,7 @@ from .cli_support import (
     PARAM,
     POSITIVE,
     STRIDE,
+    camera_sources,
     executable_option,
     force_option,
     model_type_option,
@@ -103,9 +105,7 @@ def demo(**given: Any) -> None:
     option("--storage", type=click.Choice(list(STORAGES)), default="mcap", show_default=True,
            help="rosbag2 storage of the bag of the node's outputs written to OUT (the input bag's is read as it is)"),
     executable_option("ros2 run my_tracker tracknet_node"),
-    option("--camera", "cameras", multiple=True, metavar="NAME=SOURCE",
-           help="several cameras through one node (its cameras parameter), repeatable: SOURCE an image topic of BAG "
-           "or another bag; played in recorded time order, each camera's answers in OUT/NAME/"),
+    CAMERAS,
     force_option(),
 )  # fmt: skip
 def replay(params: tuple[str, ...], executable: str | None, cameras: tuple[str, ...], **given: Any) -> None:
@@ -151,15 +151,18 @@ def replay(params: tuple[str, ...], executable: str | None, cameras: tuple[str, 
 def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, cameras: tuple[str, ...]) -> None:
     """replay --camera: every camera through one node (tools/replay_cameras.py); the options of one camera's replay
     that it does not take are refused."""
-    from .tools.replay_cameras import parse_cameras, replay_cameras
+    from .tools.replay_cameras import replay_cameras
 
-    unused = [f"--{name.replace('_', '-')}" for name in ("topic", "rate", "params_file") if given.get(name)]
-    if unused:
-        raise click.UsageError(f"--camera plays as fast as the node keeps up and takes no {', '.join(unused)}")
+    sources = camera_sources(given, cameras, {"topic": None, "rate": None})
     with _reported(FileExistsError):
-        sources = parse_cameras(cameras, given["bag"])
         result = replay_cameras(
-            sources, given["out"], given["node"], overrides, executable=command, force=given["force"]
+            sources,
+            given["out_dir"],
+            given["node"],
+            overrides,
+            executable=command,
+            force=given["force"],
+            params_file=given["params_file"],
         )
     click.echo(json.dumps(result.summary(), indent=2))
     missing = sum(len(frames) for frames in result.missing_frames.values())
@@ -185,9 +188,10 @@ def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, c
     BAG_TOPIC,
     option("--rate", type=POSITIVE, default=1.0, show_default=True, help="play at the bag's own rate times RATE"),
     out_option("folder for verify.json, verify.md, worst_frame.png and the node's outputs", "vision_factory_verify"),
+    CAMERAS,
     force_option("replace an earlier verification in OUT (else refused)"),
 )  # fmt: skip
-def verify(params: tuple[str, ...], executable: str | None, **given: Any) -> None:
+def verify(params: tuple[str, ...], executable: str | None, cameras: tuple[str, ...], **given: Any) -> None:
     """Check that a deployed node gives the model's own answers; exit 1 when it does not.
 
     Plays BAG through the node over ROS 2 (this package's, or --executable: a generated
@@ -199,17 +203,53 @@ def verify(params: tuple[str, ...], executable: str | None, **given: Any) -> Non
     another model, restamped headers, frames dropped under load). Writes OUT/verify.json,
     OUT/verify.md and OUT/worst_frame.png (node's answers red, the model's green).
 
+    With --camera, the cameras play through one node serving them all and each camera's
+    answers are compared with the model run offline on that camera's frames alone (its own
+    tracker or TrackNet window): a report per camera in OUT/NAME/, the verdict of all in OUT;
+    exit 1 when any camera fails.
+
     \b
     Examples:
       vision-factory verify street_bag --model-type yolo --model yolov8n.onnx --latency-budget-ms 100
       vision-factory verify rally_bag --model-type tracknet --model tracknet.onnx \\
           --executable 'ros2 run court_tracker court_tracker_node' -p bg_mode:=subtract -p median_warmup:=10
+      vision-factory verify rig_bag --model-type yolo --model yolov8n.onnx \
+          --camera front=/front/image_raw --camera left=/left/image_raw --camera back=back_bag
     """
     from .tools.replay import parse_overrides
     from .tools.verify import verify as run_verify
 
+    if cameras:
+        _verify_cameras(given, parse_overrides(params), _command(executable), cameras)
+        return
     with _reported(FileExistsError):
         report = run_verify(**given, params=parse_overrides(params), executable=_command(executable))
+    click.echo(report.text())
+    if not report.passed:
+        for failure in report.failures():
+            click.echo(f"verify failed: {failure}", err=True)
+        sys.exit(1)
+
+
+def _verify_cameras(given: dict[str, Any], overrides: dict[str, str], command, cameras: tuple[str, ...]) -> None:
+    """verify --camera: every camera through one node, each compared with the model on its own frames
+    (tools/verify_cameras.py); exit 1 when any camera fails."""
+    from .tools.verify_cameras import verify_cameras
+
+    sources = camera_sources(given, cameras, {"topic": None, "rate": 1.0, "latency_budget_ms": None})
+    with _reported(FileExistsError):
+        report = verify_cameras(
+            sources,
+            given["model_type"],
+            given["model"],
+            given["out_dir"],
+            overrides,
+            command,
+            given["backend"],
+            given["tolerance_px"],
+            given["force"],
+            given["params_file"],
+        )
     click.echo(report.text())
     if not report.passed:
         for failure in report.failures():

@@ -34,6 +34,29 @@ BACKEND = option(
 )
 BAG_TOPIC = option("--topic", help="image topic in the bag (needed when it has several)")
 PARAM = option("-p", "--param", "params", multiple=True, metavar="NAME:=VALUE", help="node parameter, repeatable")
+# replay's and verify's several cameras through one node, read by tools/replay_cameras.py's parse_cameras for both.
+CAMERAS = option(
+    "--camera",
+    "cameras",
+    multiple=True,
+    metavar="NAME=SOURCE",
+    help="several cameras through one node (its cameras parameter), repeatable: SOURCE an image topic of BAG or "
+    "another bag; played in recorded time order as fast as the node keeps up, each camera's results in OUT/NAME/",
+)
+
+
+def camera_sources(given: dict, cameras: tuple[str, ...], unused: dict[str, object]) -> list:
+    """--camera's sources (replay_cameras.parse_cameras), the options of one camera's run it does not take
+    (``unused``: an option's name and its default) refused, naming them."""
+    from .tools.replay_cameras import parse_cameras
+
+    refused = [f"--{name.replace('_', '-')}" for name, default in unused.items() if given.get(name) != default]
+    if refused:
+        raise click.UsageError(f"--camera plays as fast as the node keeps up and takes no {', '.join(refused)}")
+    try:
+        return parse_cameras(cameras, given["bag"])
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 class ParameterOption(click.Option):

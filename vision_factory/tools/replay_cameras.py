@@ -2,7 +2,8 @@
 one node serving those cameras (its ``cameras`` parameter), merged in their recorded time order, as fast as the node
 keeps up (at most ``max_in_flight`` frames of all cameras without an answer, nothing dropped). Each camera's answers
 are written as replay writes one camera's (its result kind's file: detections.json, ball.csv) under OUT/<camera>/,
-the node's log and a summary (frames sent and answered per camera) under OUT."""
+the node's log and a summary (frames sent and answered per camera) under OUT. What the node published is kept in
+memory too (``CamerasReplayed.received``): verify --camera compares it with the model offline, camera by camera."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from .replay import (
     END_IDLE_S,
     LATE_DEPTH_PER_IN_FLIGHT,
     MAX_IN_FLIGHT,
+    _restamped,
     _stamp,
     _wait_for_end,
     _wait_for_node,
@@ -34,6 +36,7 @@ from .replay import (
     clear_earlier_run,
     node_parameters,
     node_spec,
+    params_file_values,
     stop_replay,
     use_shared_memory_profile,
 )
@@ -58,10 +61,13 @@ class CamerasReplayed:
     node_log: str
     wall_s: float
     order: list[str] = field(default_factory=list, repr=False)  # the cameras of the frames, in the order played
+    # per camera, what the node published on each recorded output: (time received in ns, the message's CDR bytes)
+    received: dict[str, dict[str, list[tuple[int, bytes]]]] = field(default_factory=dict, repr=False)
 
     def summary(self) -> dict:
         data = asdict(self)
-        data.pop("order")
+        for name in ("order", "received"):
+            data.pop(name)
         return data
 
 
@@ -100,8 +106,17 @@ def replay_cameras(
     startup_timeout: float = 60.0,
     executable: Sequence[str] | None = None,
     force: bool = False,
+    params_file: str | Path | None = None,
+    warm_up: bool = False,
+    also: dict[str, str] | None = None,
 ) -> CamerasReplayed:
-    """Play every camera of ``sources`` through one ``node`` serving them all and record each camera's answers."""
+    """Play every camera of ``sources`` through one ``node`` serving them all and record each camera's answers.
+
+    ``params_file``: a ROS 2 parameters YAML for the node (``params`` override it). ``warm_up``: each camera's first
+    image is sent once before the replay, stamped just before that camera's first frame, its answer awaited and left
+    out (as replay's warm_up: a model's slow first inference, a tracker that has seen the first frame once; a node
+    with a flush_timeout then ends the streams). ``also``: more of the node's per-frame outputs to record per camera
+    (e.g. ``{"masks": "sensor_msgs/msg/Image"}``)."""
     import rclpy
     from rclpy.node import Node
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -111,12 +126,12 @@ def replay_cameras(
         raise ValueError(f"--camera replays images alone; the {node} node pairs them with {', '.join(spec.inputs)}")
     names = list(camera_names([source.name for source in sources]))
     given = checked_overrides(node, params or {})
-    spec = node_spec(node, given)  # its main output, as the node publishes it for its model
+    spec = node_spec(node, {**params_file_values(params_file), **given})  # its main output, as the node publishes
     out_dir = Path(out_dir)
     answer_files = {name: out_dir / name / spec.result.file for name in names}
     log_path, summary_path = out_dir / f"{node}_node.log", out_dir / "replay.json"
     clear_earlier_run(out_dir, {"log": log_path, "summary": summary_path, **answer_files}, force)
-    topics, frame_of, played, msgtypes = {}, {}, [], set()
+    topics, frame_of, played, msgtypes, first = {}, {}, [], set(), {}
     for source in sources:
         topic, msgtype = image_topic(source.bag, source.topic)
         topics[source.name], msgtypes = topic, msgtypes | {msgtype}
@@ -125,6 +140,9 @@ def replay_cameras(
         if len(set(stamps)) != len(stamps):
             raise BagError(f"image headers of camera {source.name} repeat their stamps; replay needs one per frame")
         frame_of[source.name] = {stamp: index for index, stamp in enumerate(stamps)}
+        if messages:  # the warm-up image: the camera's first, stamped 1 ns before its earliest frame
+            earliest = min(sec * 10**9 + nanosec for sec, nanosec in stamps)
+            first[source.name] = _restamped(messages[0].data, earliest - 1)[0]
         played += [
             (message.timestamp_ns, names.index(source.name), index, message.data)
             for index, message in enumerate(messages)
@@ -144,27 +162,33 @@ def replay_cameras(
         **({"input_transport": "compressed"} if compressed else {}),
     }
     command = [*(executable or [sys.executable, "-m", spec.module]), "--ros-args", "-r", f"__ns:={namespace}"]
+    if params_file:
+        command += ["--params-file", str(params_file)]
     dynamic = {parameter.name for parameter in node_parameters(node) if parameter.dynamic_typing}
     for key, value in overrides.items():  # as replay passes them: text quoted, a text-or-list parameter as given
         command += ["-p", f"{key}:={value if key in dynamic else ros_text(value)}"]
     command += ["-p", f"cameras:=[{', '.join(names)}]"]
     for topic in [
         *main.values(),
+        *(f"{namespace}/{camera_topic(name, output)}" for name in names for output in also or {}),
         *(f"{namespace}/{camera_topic(name, latched)}" for name in names for latched, _ in spec.result.latched),
     ]:
         command += ["-p", f"qos_overrides.{topic}.publisher.durability:=transient_local"]
         command += ["-p", f"qos_overrides.{topic}.publisher.depth:={LATE_DEPTH_PER_IN_FLIGHT * max_in_flight}"]
     use_shared_memory_profile()
     out_dir.mkdir(parents=True, exist_ok=True)
-    log_file = open_new(log_path, [source.bag for source in sources])
+    log_file = open_new(log_path, [*(source.bag for source in sources), params_file])
     process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
 
     context = rclpy.Context()
     rclpy.init(args=[], context=context)
     player = Node("vf_replay_cameras", context=context)
-    recorded = {spec.main_output: spec.outputs[spec.main_output], **dict(spec.result.latched)}
+    per_frame = {spec.main_output: spec.outputs[spec.main_output], **(also or {})}
+    recorded = {**per_frame, **dict(spec.result.latched)}
     received = {name: {output: [] for output in recorded} for name in names}
-    done: dict[tuple[str, int], int] = {}
+    # (camera, frame index) answered -> when; an answer of a stamp none of the camera's frames has counts under its
+    # stamp (a crossed output: the frames in flight are still counted down, and the replay ends)
+    done: dict[tuple[str, int | tuple[int, int]], int] = {}
     answered = threading.Condition()
     late = QoSProfile(
         depth=max(100, 4 * max_in_flight),
@@ -178,7 +202,8 @@ def replay_cameras(
             with answered:
                 received[name][output].append((now, data))
                 if output == spec.main_output:
-                    done.setdefault((name, frame_of[name].get(_stamp(data), -1)), now)
+                    stamp = _stamp(data)
+                    done.setdefault((name, frame_of[name].get(stamp, stamp)), now)
                 answered.notify_all()
 
         return callback
@@ -205,12 +230,17 @@ def replay_cameras(
     try:
         for name in names:
             _wait_for_node(process, publishers[name], readers[(name, spec.main_output)], startup_timeout, log_path)
+        idle_s = END_IDLE_S
+        if warm_up and first:
+            idle_s = _warm_up(
+                first, publishers, answered, done, received, per_frame, process, overrides, startup_timeout
+            )
         start = time.perf_counter()
         for sent, (_, camera, _, data) in enumerate(played):
             _wait_in_flight(answered, done, sent, max_in_flight, process, log_path)
             order.append(names[camera])
             publishers[names[camera]].publish(data)
-        _wait_for_end(answered, done, len(played), END_IDLE_S)
+        _wait_for_end(answered, done, len(played), idle_s)
         wall_s = time.perf_counter() - start
     finally:
         stop_replay(process, log_file, executor, spinner, player, context)
@@ -233,6 +263,29 @@ def replay_cameras(
         node_log=str(log_path),
         wall_s=wall_s,
         order=order,
+        received=received,
     )
     write_text(summary_path, json.dumps(result.summary(), indent=2), [source.bag for source in sources])
     return result
+
+
+def _warm_up(first, publishers, answered, done, received, per_frame, process, overrides, timeout: float) -> float:
+    """Each camera's warm-up image (``first``) sent, every camera's answer awaited (or ``timeout``), then what the
+    node answered per frame (``per_frame``'s outputs; not its latched class map) forgotten; a node that ends its
+    streams after a pause (flush_timeout) given that pause. How long with no answer then ends the replay: END_IDLE_S,
+    or twice the warm-up where that took longer (a heavy model, a loaded machine)."""
+    start = time.monotonic()
+    for name, data in first.items():
+        publishers[name].publish(data)
+    with answered:
+        answered.wait_for(
+            lambda: {name for name, _ in done} >= set(first) or process.poll() is not None, timeout=timeout
+        )
+    idle_s = max(END_IDLE_S, 2 * (time.monotonic() - start))
+    time.sleep(2 * float(overrides.get("flush_timeout", 0)))
+    with answered:
+        done.clear()
+        for outputs in received.values():
+            for output in per_frame:
+                outputs[output].clear()
+    return idle_s

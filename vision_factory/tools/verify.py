@@ -16,7 +16,7 @@ with left and right exchanged. What the node itself counts (frames dropped, skip
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,18 +88,24 @@ class VerifyReport:
         return [f"{check.name}: {check.cause}" for check in self.checks if not check.passed]
 
     def text(self) -> str:
-        lines = [f"verify: {'PASS' if self.passed else 'FAIL'}"]
-        for check in self.checks:
-            mark = "ok  " if check.passed else "FAIL"
-            lines.append(f"  {mark if check.compared else '--  '} {check.name}: {check.numbers}")
-            if not check.passed:
-                lines.append(f"       {check.cause}")
+        lines = [f"verify: {'PASS' if self.passed else 'FAIL'}", *check_lines(self.checks)]
         lines.append(f"pipeline latency: p50 {self.latency_ms_p50:.1f} ms, p99 {self.latency_ms_p99:.1f} ms")
         lines.append(
             f"node's counts (dropped {self.counts.dropped}, skipped {self.counts.skipped}) from {self.counts.source}"
         )
         lines += [f"{name}: {path}" for name, path in self.files.items()]
         return "\n".join(lines)
+
+
+def check_lines(checks: list[Check], indent: str = "  ") -> list[str]:
+    """The checks as verify prints them: one line each (ok, FAIL, or -- not compared), a failed one's cause below."""
+    lines = []
+    for check in checks:
+        mark = "ok  " if check.passed else "FAIL"
+        lines.append(f"{indent}{mark if check.compared else '--  '} {check.name}: {check.numbers}")
+        if not check.passed:
+            lines.append(f"{indent}     {check.cause}")
+    return lines
 
 
 def verify(
@@ -159,31 +165,18 @@ def verify(
         diagnostics=True,
         also=MASKS_TOPIC if masked else None,
     )
-    answers = _answers(Path(result.output_bag), spec, spec.main_output(offline_values, "verify"), tracked)
+    output_bag = Path(result.output_bag)
+    recorded = lambda topic: [(raw.timestamp_ns, raw.data) for raw in read_messages(output_bag, topic)]  # noqa: E731
+    answers = _answers(recorded(f"/{spec.main_output(offline_values, 'verify')}"), spec, tracked)
     if masked:
-        _with_masks(answers, Path(result.output_bag))
-    node_names = _label_names(Path(result.output_bag), latched) if latched else None
-    paired, by_order = _pair(answers, result.sent_stamps)
-    frame_checks = [compare(index, paired.get(index), expected[index]) for index in range(len(frames))]
+        _with_masks(answers, [data for _, data in recorded("/masks")])
+    node_names = _label_names(_latched_labels(output_bag), latched) if latched else None
     log = Path(result.node_log).read_text(errors="replace") if Path(result.node_log).is_file() else ""
     counts = node_counts(result.node_status, log)
-
-    checks = [
-        _answered_check(frame_checks, by_order, counts, params),
-        _stamp_check(answers, result.sent_stamps, [frame_id for frame_id, _ in framed]),
-    ]
-    if latched:
-        checks.append(_class_check(answers, node_names, model_names, Path(model)))
-    other_classes = not checks[-1].passed if latched else False
-    checks.append(
-        _output_check(
-            spec, frame_checks, paired, expected, tolerance, frames, run_offline, other_classes, counts, keypoint_names
-        )
+    offline = Offline(run_offline, expected, model_names, keypoint_names, Path(model), tracked, masked)
+    checks, frame_checks, paired = compare_answers(
+        spec, answers, result.sent_stamps, framed, offline, node_names, tolerance, counts, params
     )
-    if masked:
-        checks.append(_mask_check(frame_checks))
-    if tracked:
-        checks.append(_track_check(frame_checks, paired, expected, checks[0], checks[-2 if masked else -1]))
     latencies = [
         (answer.received_ns - (answer.stamp[0] * 10**9 + answer.stamp[1])) / 1e6
         for index, answer in paired.items()
@@ -197,6 +190,64 @@ def verify(
     )
     write(report, out_dir, spec, frames, paired, expected)
     return report
+
+
+@dataclass
+class Offline:
+    """What the model offline gives (``expected``: per frame, its items) and what verify knows of it."""
+
+    run: Callable  # frames -> per frame, the items (a fresh stream each call)
+    expected: list[list[Item]]
+    names: list[str] | None  # its class names (None: the ball)
+    keypoint_names: list[str]
+    model: Path
+    tracked: bool  # with tracking on: its items carry track IDs
+    masked: bool  # a segmentation model: its items carry masks
+
+
+def compare_answers(
+    spec: Family,
+    answers: list[Answer],
+    stamps: list[tuple[int, int]],
+    framed: list[tuple[str, np.ndarray]],
+    offline: Offline,
+    node_names: list[str] | None,
+    tolerance: Tolerance,
+    counts: NodeCounts,
+    params: Mapping[str, str],
+) -> tuple[list[Check], list[FrameCheck], dict[int, Answer]]:
+    """The node's ``answers`` to one camera's frames (``framed``: frame_id and image, sent with ``stamps``) against
+    the model's offline: the checks, each frame's comparison and each frame's answer."""
+    expected, frames = offline.expected, [frame for _, frame in framed]
+    paired, by_order = _pair(answers, stamps)
+    frame_checks = [compare(index, paired.get(index), expected[index]) for index in range(len(frames))]
+    checks = [
+        _answered_check(frame_checks, by_order, counts, params),
+        _stamp_check(answers, stamps, [frame_id for frame_id, _ in framed]),
+    ]
+    latched = bool(spec.result.latched)
+    if latched:
+        checks.append(_class_check(answers, node_names, offline.names, offline.model))
+    other_classes = not checks[-1].passed if latched else False
+    checks.append(
+        _output_check(
+            spec,
+            frame_checks,
+            paired,
+            expected,
+            tolerance,
+            frames,
+            offline.run,
+            other_classes,
+            counts,
+            offline.keypoint_names,
+        )
+    )
+    if offline.masked:
+        checks.append(_mask_check(frame_checks))
+    if offline.tracked:
+        checks.append(_track_check(frame_checks, paired, expected, checks[0], checks[-2 if offline.masked else -1]))
+    return checks, frame_checks, paired
 
 
 def _family(model_type: str) -> Family:
@@ -248,33 +299,34 @@ def _offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callabl
     return lambda frames: kind.offline_items(pipeline, frames), *kind.names_of(pipeline)
 
 
-def _answers(output_bag: Path, spec: Family, output: str, tracked: bool = False) -> list[Answer]:
-    """The node's answers on its main output ``output``, in the order they came; ``tracked``: each detection's id is
-    its track ID (else the id, a rank, is not compared)."""
+def _answers(received: Iterable[tuple[int, bytes]], spec: Family, tracked: bool = False) -> list[Answer]:
+    """The node's answers on its main output (``received``: when each came, in ns, and its CDR bytes), in the order
+    they came; ``tracked``: each detection's id is its track ID (else the id, a rank, is not compared)."""
     from rclpy.serialization import deserialize_message
 
     kind, message = spec.result.module(), message_class(spec.result.message)
     answers = []
-    for raw in read_messages(output_bag, f"/{output}"):
-        msg = deserialize_message(raw.data, message)
+    for received_ns, data in received:
+        msg = deserialize_message(data, message)
         items = kind.message_items(msg, tracked)
         stamp = (msg.header.stamp.sec, msg.header.stamp.nanosec)
-        answers.append(Answer(raw.timestamp_ns, stamp, msg.header.frame_id, items))
+        answers.append(Answer(received_ns, stamp, msg.header.frame_id, items))
     return answers
 
 
 MASKS_TOPIC = {"masks": "sensor_msgs/msg/Image"}
 
 
-def _with_masks(answers: list[Answer], output_bag: Path) -> None:
-    """Gives each answer's items their masks from the node's ~/masks label image of the same stamp."""
+def _with_masks(answers: list[Answer], masks: Iterable[bytes]) -> None:
+    """Gives each answer's items their masks from the node's ~/masks label image of the same stamp (``masks``: the
+    CDR bytes of each it published)."""
     from rclpy.serialization import deserialize_message
 
     from ..results.detections import with_labels
 
     by_stamp = {answer.stamp: answer for answer in answers}
-    for raw in read_messages(output_bag, "/masks"):
-        msg = deserialize_message(raw.data, message_class(MASKS_TOPIC["masks"]))
+    for data in masks:
+        msg = deserialize_message(data, message_class(MASKS_TOPIC["masks"]))
         answer = by_stamp.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
         dtype = {"mono16": np.dtype("<u2"), "mono8": np.dtype("u1")}.get(msg.encoding)
         if answer is None or dtype is None or msg.step != msg.width * dtype.itemsize:
@@ -302,17 +354,22 @@ def _mask_check(frames: list[FrameCheck]) -> Check:
     return Check("masks within tolerance", False, numbers, cause)
 
 
-def _label_names(output_bag: Path, latched: Mapping[str, str]) -> list[str] | None:
-    """The class names of the node's LabelInfo, when it published one."""
+def _latched_labels(output_bag: Path) -> list[bytes]:
+    """The LabelInfo messages the node published, as recorded in ``output_bag`` (none: the topic is not there)."""
+    try:
+        return [raw.data for raw in read_messages(output_bag, "/labels")]
+    except ValueError:
+        return []
+
+
+def _label_names(labels: list[bytes], latched: Mapping[str, str]) -> list[str] | None:
+    """The class names of the node's LabelInfo (``labels``: the CDR bytes of each it published), when it published
+    one."""
     from rclpy.serialization import deserialize_message
 
-    try:
-        raws = list(read_messages(output_bag, "/labels"))
-    except ValueError:
+    if not labels:
         return None
-    if not raws:
-        return None
-    msg = deserialize_message(raws[-1].data, message_class(latched["labels"]))
+    msg = deserialize_message(labels[-1], message_class(latched["labels"]))
     return [entry.class_name for entry in sorted(msg.class_map, key=lambda entry: entry.class_id)]
 
 

@@ -25,7 +25,7 @@ from sensor_msgs.msg import CameraInfo, PointCloud2, PointField
 
 from ..camera_infos import CameraInfos
 from ..cameras import camera_topic
-from ..families.depth import MAP_INFO, map_topic
+from ..families.depth import CAMERA_INFO, MAP_INFO, map_topic
 from ..families.family import Family
 from ..images import ImageFormatError
 from ..results.dense import draw, to_message
@@ -108,7 +108,8 @@ class DepthNode(InferenceNode):
         if self.values["camera_info"]:
             for camera in self.cameras:  # "" (one camera): camera_info
                 keep = lambda msg, camera=camera: self.camera_infos.keep(msg, camera)  # noqa: E731
-                self._inputs.append(self.create_subscription(CameraInfo, camera_topic(camera, "camera_info"), keep, 10))
+                topic_of_camera = camera_topic(camera, CAMERA_INFO.topic)
+                self._inputs.append(self.create_subscription(CameraInfo, topic_of_camera, keep, 10))
         published = self.resolved_outputs(map_topic(self.estimator.depth_kind))
         self.get_logger().info(f"listening on {topic}, publishing {published}")
 

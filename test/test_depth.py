@@ -21,7 +21,7 @@ from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
 from std_msgs.msg import Header
 from support.cli import run_cli
-from support.ros_harness import PATIENCE_S, NodeProcess, Probe
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe, late_node_params
 
 from vision_factory.cli import main
 from vision_factory.families.registry import family
@@ -217,8 +217,8 @@ def test_metric_depth_beyond_max_depth_is_nan():
     assert np.array_equal(found[full <= 6], full[full <= 6])
 
 
-def _camera_info(width: int, height: int, header) -> CameraInfo:
-    fx, fy, cx, cy = 0.9 * width, 0.8 * width, width / 2 + 3, height / 2 - 5
+def _camera_info(width: int, height: int, header, focal: float = 0.9) -> CameraInfo:
+    fx, fy, cx, cy = focal * width, (focal - 0.1) * width, width / 2 + 3, height / 2 - 5
     return CameraInfo(
         header=header,
         width=width,
@@ -288,6 +288,127 @@ def test_depth_node_publishes_rep118_metres_its_camera_info_and_points(tmp_path)
     assert np.allclose(points[..., 2], depth)
     assert np.allclose(points[..., 0], (u - cx) * depth / fx, rtol=1e-5, atol=1e-5)
     assert np.allclose(points[..., 1], (v - cy) * depth / fy, rtol=1e-5, atol=1e-5)
+
+
+def _scaled_k(info: CameraInfo, width: int, height: int) -> np.ndarray:
+    """The first two rows of ``info``'s K for an image of ``width`` x ``height``: focal lengths and principal point
+    scaled by the sizes' ratios."""
+    k = np.array(info.k, np.float64).reshape(3, 3)[:2]
+    return k * np.array([[width / info.width], [height / info.height]])
+
+
+def _assert_points(cloud: PointCloud2, depth: np.ndarray, k: np.ndarray) -> None:
+    """``cloud`` is ``depth`` back-projected through the pinhole of K's rows ``k``."""
+    (fx, _, cx), (_, fy, cy) = k
+    height, width = depth.shape
+    assert (cloud.height, cloud.width) == (height, width)
+    points = np.frombuffer(bytes(cloud.data), "<f4").reshape(height, width, 3)
+    v, u = np.mgrid[0:height, 0:width]
+    assert np.allclose(points[..., 2], depth)
+    assert np.allclose(points[..., 0], (u - cx) * depth / fx, rtol=1e-5, atol=1e-5)
+    assert np.allclose(points[..., 1], (v - cy) * depth / fy, rtol=1e-5, atol=1e-5)
+
+
+def test_with_cameras_each_cameras_maps_carry_its_own_camera_info_and_points(tmp_path):
+    """Two cameras of different image sizes and intrinsics (front's camera_info of twice its image's size, rig/left's
+    of its size and another focal length) on one node: each camera's depth/camera_info is its own camera_info scaled
+    to its maps, and its points are its maps back-projected through that; never the other camera's."""
+    images = {"front": _frame("chelsea"), "rig/left": _frame("coffee")}  # 451x300 and 600x400
+    sizes = {"front": 2, "rig/left": 1}  # the camera_info's size, in image sizes
+    focal = {"front": 0.9, "rig/left": 0.5}
+    late = [f"/t/{camera}/{topic}" for camera in images for topic in ("depth", "depth/camera_info")]
+    params = {"model_path": str(METRIC), "depth_kind": "metric", "processor_size": "70x70"}
+    params |= {"cameras": "[front, rig/left]", "qos_reliability": "reliable", **late_node_params(late)}
+    node = NodeProcess(tmp_path, params, module="vision_factory.depth_onnx_node")
+    probe = Probe()
+    try:
+        maps = {camera: probe.subscribe(Image, f"/t/{camera}/depth", late=True) for camera in images}
+        infos = {camera: probe.subscribe(CameraInfo, f"/t/{camera}/depth/camera_info", late=True) for camera in images}
+        clouds = {camera: probe.subscribe(PointCloud2, f"/t/{camera}/points") for camera in images}
+        publishers = {camera: probe.publisher(Image, f"/t/{camera}/image") for camera in images}
+        info_publishers = {camera: probe.publisher(CameraInfo, f"/t/{camera}/camera_info") for camera in images}
+        ready = lambda: all(  # noqa: E731
+            p.get_subscription_count() > 0 for p in (*publishers.values(), *info_publishers.values())
+        )
+        assert probe.spin_until(lambda: ready() and probe.matched(), PATIENCE_S), node.log()
+        done = lambda: all(maps[c] and infos[c] and clouds[c] for c in images)  # noqa: E731
+        for index in range(20):  # again until each camera's points came (published only once the node sees us)
+            for camera, image in images.items():
+                height, width = image.shape[:2]
+                header = Header(stamp=Time(sec=100 + index), frame_id=f"{camera.replace('/', '_')}_optical")
+                size = sizes[camera]
+                info_publishers[camera].publish(_camera_info(size * width, size * height, header, focal[camera]))
+                probe.spin_until(lambda: False, 0.2)
+                publishers[camera].publish(bgr_to_message(image, header))
+            if probe.spin_until(done, PATIENCE_S / 10):
+                break
+        assert done(), node.log()
+    finally:
+        probe.close()
+        node.stop()
+    for camera, image in images.items():
+        height, width = image.shape[:2]
+        cloud = clouds[camera][-1]
+        message = next(m for m in maps[camera] if m.header.stamp == cloud.header.stamp)
+        info = next(i for i in infos[camera] if i.header.stamp == cloud.header.stamp)
+        assert info.header.frame_id == message.header.frame_id == f"{camera.replace('/', '_')}_optical"
+        assert (info.width, info.height) == (width, height)
+        size, f = sizes[camera], focal[camera]
+        fx, fy, cx, cy = f * width, (f - 0.1) * width, width / 2 + 3 / size, height / 2 - 5 / size  # at its size
+        expected = np.array([[fx, 0, cx], [0, fy, cy]])
+        assert np.allclose(np.array(info.k).reshape(3, 3)[:2], expected), camera
+        _assert_points(cloud, from_message(message, "m", "depth").values, expected)
+
+
+def _stamp(message) -> tuple[int, int]:
+    return message.header.stamp.sec, message.header.stamp.nanosec
+
+
+def test_each_map_carries_the_camera_info_of_its_own_stamp(tmp_path):
+    """Two camera_infos of different intrinsics and stamps, both received before the two images of those stamps:
+    each image's depth/camera_info is the one of its stamp (not the newest for both), scaled to the map."""
+    image = _frame("coffee")
+    height, width = image.shape[:2]
+    params = {"model_path": str(RELATIVE), "qos_reliability": "reliable", "queue_size": "4"}
+    node = NodeProcess(tmp_path, params, module="vision_factory.depth_onnx_node")
+    probe = Probe()
+    try:
+        infos = probe.subscribe(CameraInfo, "/t/depth/camera_info")
+        images, info_publisher = probe.publisher(Image, "/t/image"), probe.publisher(CameraInfo, "/t/camera_info")
+        ready = lambda: images.get_subscription_count() > 0 and info_publisher.get_subscription_count() > 0  # noqa: E731
+        assert probe.spin_until(lambda: ready() and probe.matched(), PATIENCE_S), node.log()
+        headers = [Header(stamp=Time(sec=200 + n), frame_id="camera_optical") for n in (0, 1)]
+        sent = {
+            _stamp(info): info
+            for info in (_camera_info(2 * width, 2 * height, h, focal) for h, focal in zip(headers, (0.9, 0.5)))
+        }
+        second = _scaled_k(sent[(201, 0)], width, height)
+
+        def both_received() -> bool:
+            """Whether an image of a stamp of neither (300, 301, ...) was answered with the second camera_info, the
+            newest: camera_info is reliable and in order, so the first came before it (known without a sleep)."""
+            return any(
+                i.header.stamp.sec >= 300 and np.allclose(np.array(i.k).reshape(3, 3)[:2], second) for i in infos
+            )
+
+        for index in range(int(PATIENCE_S / 5)):
+            for info in sent.values():
+                info_publisher.publish(info)
+            images.publish(bgr_to_message(image, Header(stamp=Time(sec=300 + index), frame_id="camera_optical")))
+            if probe.spin_until(both_received, 5.0):
+                break
+        assert both_received(), node.log()
+        for header in headers:
+            images.publish(bgr_to_message(image, header))
+        answered = lambda: sent.keys() <= {_stamp(i) for i in infos}  # noqa: E731
+        assert probe.spin_until(answered, PATIENCE_S), node.log()
+    finally:
+        probe.close()
+        node.stop()
+    for stamp, info in sent.items():
+        published = next(i for i in infos if _stamp(i) == stamp)
+        assert (published.width, published.height) == (width, height)
+        assert np.allclose(np.array(published.k).reshape(3, 3)[:2], _scaled_k(info, width, height)), stamp
 
 
 def test_depth_node_publishes_a_relative_models_map_as_relative_depth_never_metres(tmp_path):

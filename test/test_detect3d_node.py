@@ -10,6 +10,7 @@ import itertools
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -161,6 +162,55 @@ def test_detections_in_3d_over_dds_and_bad_input_refused_once_per_kind(tmp_path)
         assert log.count(f"({kind}):") == 1, kind  # the first of each kind, with its fix
     assert "no depth_camera_info says how they align" in log and "calibrate it" in log
     assert "16UC1 (millimetres) or 32FC1 (metres)" in log
+
+
+def _exact(answer: Detection3DArray) -> bool:
+    try:
+        _assert_exact(answer)
+    except AssertionError:
+        return False
+    return True
+
+
+def test_each_frame_is_lifted_with_the_camera_info_of_its_own_stamp(tmp_path):
+    """The colour camera zooms between two frames: the camera_infos of both stamps (different focal lengths) come
+    before either frame's depth and detections; each frame is lifted with the camera_info of its stamp (with the
+    newest for both, the first frame's boxes would be off by the zoom)."""
+    zoomed = Intrinsics(fx=1.5 * COLOUR.fx, fy=1.5 * COLOUR.fy, cx=COLOUR.cx, cy=COLOUR.cy, width=640, height=480)
+    node = NodeProcess(tmp_path, {"qos_reliability": "reliable"}, module="vision_factory.detect_3d_node")
+    probe = Probe()
+    try:
+        scene = Scene(probe)
+        assert probe.spin_until(scene.ready, PATIENCE_S), node.log()
+
+        def send(stamp: int, camera: Intrinsics) -> None:
+            scene.depth.publish(_depth(camera, "32FC1", stamp))
+            boxes = [replace(found, xyxy=item.box(camera)) for found, item in zip(detections(SCENE), SCENE)]
+            scene.detections.publish(detections_message(_header(stamp), boxes, (), IDS))
+
+        cameras = {1: COLOUR, 2: zoomed}  # the camera_info of each stamp
+
+        def both_received() -> bool:
+            """Whether a zoomed frame of a stamp of neither (500, 501, ...) was lifted exactly, with the newest
+            camera_info: camera_info is reliable and in order, so the first came before it (known without a sleep)."""
+            return any(a.header.stamp.sec >= 1500 and _exact(a) for a in scene.answers)
+
+        for index in range(int(PATIENCE_S / 5)):
+            for stamp, camera in cameras.items():
+                scene.info.publish(_info(camera, stamp))
+            send(500 + index, zoomed)
+            if probe.spin_until(both_received, 5.0):
+                break
+        assert both_received(), node.log()
+        for stamp, camera in cameras.items():
+            send(stamp, camera)
+        answered = lambda: {1001, 1002} <= {a.header.stamp.sec for a in scene.answers}  # noqa: E731
+        assert probe.spin_until(answered, PATIENCE_S), node.log()
+        for stamp in cameras:
+            _assert_exact(next(a for a in scene.answers if a.header.stamp.sec == 1000 + stamp))
+    finally:
+        probe.close()
+        node.stop()
 
 
 def test_the_launch_file_declares_the_topics_and_starts_the_node_as_autostart_says():

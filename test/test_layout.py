@@ -270,7 +270,7 @@ CARRIED = {
         "ros/tracks.py",
         *TRACKER,
     ],
-    "depth": ["families/depth.py", "models/depth.py", "results/dense.py", "ros/depth_node.py"],
+    "depth": ["camera_infos.py", "families/depth.py", "models/depth.py", "results/dense.py", "ros/depth_node.py"],
 }
 
 

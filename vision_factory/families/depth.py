@@ -119,7 +119,8 @@ def pipeline(family: Family, values: Mapping[str, Any], load_runner: LoadRunner)
 CAMERA_INFO = Input(
     "camera_info",
     "sensor_msgs/msg/CameraInfo",
-    ", the image's intrinsics (the newest, scaled to the image's size when they differ)",
+    ", the image's intrinsics (the one of its stamp, else the newest received; with cameras, each camera's "
+    "<camera>/camera_info), scaled to the maps' size when they differ",
     when=("camera_info", True),
 )
 METRIC_TOPIC, RELATIVE_TOPIC = "depth", "relative_depth"  # a metric model's maps, a relative one's (map_topic)

@@ -1,7 +1,8 @@
 """depth_node: a depth map per image from a monocular depth model (families/depth.py), on any backend.
 
 Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage); with camera_info on (the
-            default) also camera_info (sensor_msgs/CameraInfo): the newest one is used for each image
+            default) also camera_info (sensor_msgs/CameraInfo): for each image the one of its header stamp, else the
+            newest received (camera_infos.py's rule); with cameras, each camera's <camera>/camera_info for its images
 Publishes   families/depth.py's output table:
             depth           sensor_msgs/Image 32FC1 in metres, a metric model's (REP-118: NaN where invalid)
             relative_depth  sensor_msgs/Image 32FC1, a relative model's relative inverse depth (larger is nearer,
@@ -22,7 +23,9 @@ import cv2
 import numpy as np
 from sensor_msgs.msg import CameraInfo
 
-from ..families.depth import MAP_INFO, map_topic
+from ..camera_infos import CameraInfos
+from ..cameras import camera_topic
+from ..families.depth import CAMERA_INFO, MAP_INFO, map_topic
 from ..families.family import Family
 from ..images import ImageFormatError, xyz_cloud_cdr
 from ..results.dense import draw, to_cdr
@@ -83,17 +86,17 @@ class DepthNode(InferenceNode):
         self.map_pub = publishers[map_topic(estimator.depth_kind)]
         self.info_pub, self.points_pub = publishers[MAP_INFO], publishers["points"]
         self.debug_pub = publishers["debug_image"]
-        self.camera_info: CameraInfo | None = None
+        self.camera_infos = CameraInfos(self.cameras)  # each camera's, by stamp
 
     def listen(self) -> None:
         topic = self.subscribe_images()
         if self.values["camera_info"]:
-            self._inputs.append(self.create_subscription(CameraInfo, "camera_info", self._keep_camera_info, 10))
-        published = self.resolve_topic_name(map_topic(self.estimator.depth_kind))
+            for camera in self.cameras:  # "" (one camera): camera_info
+                keep = lambda msg, camera=camera: self.camera_infos.keep(msg, camera)  # noqa: E731
+                topic_of_camera = camera_topic(camera, CAMERA_INFO.topic)
+                self._inputs.append(self.create_subscription(CameraInfo, topic_of_camera, keep, 10))
+        published = self.resolved_outputs(map_topic(self.estimator.depth_kind))
         self.get_logger().info(f"listening on {topic}, publishing {published}")
-
-    def _keep_camera_info(self, msg: CameraInfo) -> None:
-        self.camera_info = msg
 
     def process(self, item) -> None:
         try:
@@ -106,7 +109,7 @@ class DepthNode(InferenceNode):
         self.map_pub.publish(to_cdr(header, result))  # serialized here: the map copied once
         self.outputs += 1
         self.monitor.answered(header)
-        info = self.camera_info
+        info = self.camera_infos.for_stamp(header.stamp, self.camera)  # this camera's, of this frame's stamp
         if info is not None and info.width > 0 and info.height > 0:
             height, width = result.values.shape
             scaled = scaled_camera_info(info, header, width, height)

@@ -5,9 +5,10 @@ Subscribes  detections (vision_msgs/Detection2DArray: any detection node's, its 
             depth (sensor_msgs/Image, 16UC1 millimetres or 32FC1 metres, REP-118: the unit from its encoding),
             paired with the detections of the same header stamp (as rtmpose pairs people with images: registered
             depth from an RGB-D driver, or depth_node's output, carries the colour image's stamp);
-            camera_info (sensor_msgs/CameraInfo of the colour image: its K and size), the latest;
-            depth_camera_info (sensor_msgs/CameraInfo of the depth image), the latest, optional: needed when the depth
-            image's size differs from the colour image's
+            camera_info (sensor_msgs/CameraInfo of the colour image: its K and size), the one of the detections'
+            stamp, else the newest received (camera_infos.py's rule);
+            depth_camera_info (sensor_msgs/CameraInfo of the depth image), the one of the depth's stamp, else the
+            newest received, optional: needed when the depth image's size differs from the colour image's
             with use_masks, masks (sensor_msgs/Image mono16 or mono8: a segmentation node's instance label image,
             label k the k-th detection), paired by stamp too: each detection measured under its mask
 Publishes   detections_3d (vision_msgs/Detection3DArray), one per detections message with its header (frame_id:
@@ -45,6 +46,7 @@ except ImportError as missing:  # a vision_msgs built before the 3D messages wer
         "install the distribution's vision_msgs (rosdep)."
     ) from None
 
+from ..camera_infos import CameraInfos
 from ..families.family import MARKERS_MESSAGE, Output
 from ..images import ImageFormatError
 from ..models.lift3d import (
@@ -134,8 +136,7 @@ class Detect3DNode(InferenceNode):
         self.min_valid = self.values["min_valid_fraction"]
         publishers = self.create_outputs(OUTPUTS)
         self.boxes_pub, self.marker_pub = publishers["detections_3d"], publishers["box_markers"]
-        self.camera_info: CameraInfo | None = None
-        self.depth_camera_info: CameraInfo | None = None
+        self.camera_infos, self.depth_camera_infos = CameraInfos(), CameraInfos()  # by stamp
         self.use_masks = self.values["use_masks"]
         self._mask_pairs: Pairing | None = None
 
@@ -204,14 +205,14 @@ class Detect3DNode(InferenceNode):
             self._without_masks()
 
     def _keep_camera_info(self, msg: CameraInfo) -> None:
-        self.camera_info = msg
+        self.camera_infos.keep(msg)
 
     def _keep_depth_camera_info(self, msg: CameraInfo) -> None:
-        self.depth_camera_info = msg
+        self.depth_camera_infos.keep(msg)
 
     def process(self, item) -> None:
         detections_msg, depth_msg, masks_msg = item if len(item) == 3 else (*item, None)
-        info = self.camera_info
+        info = self.camera_infos.for_stamp(detections_msg.header.stamp)
         if info is None:
             self.skip(
                 "no camera_info",
@@ -221,7 +222,7 @@ class Detect3DNode(InferenceNode):
             return
         try:
             colour = _intrinsics(info, "camera_info")
-            depth_info = self.depth_camera_info
+            depth_info = self.depth_camera_infos.for_stamp(depth_msg.header.stamp)
             depth_k = None if depth_info is None else _intrinsics(depth_info, "depth_camera_info")
             pixels = depth_msg.width * depth_msg.height
             if self.max_image_pixels and pixels > self.max_image_pixels:

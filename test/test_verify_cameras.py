@@ -9,6 +9,7 @@ import json
 import logging
 import sys
 import textwrap
+from pathlib import Path
 from types import SimpleNamespace
 
 import cv2
@@ -18,8 +19,8 @@ from click.testing import CliRunner
 from conftest import SHARED, pypi_model
 from support.cli import run_cli
 from support.data import _walk
-from support.models import SHAPES_MODEL
-from support.real_models import FALL_MODEL, REID_MODEL
+from support.models import SHAPES_MODEL, wrap_yolo
+from support.real_models import FALL_MODEL, POSE_MODEL, REID_MODEL
 
 from vision_factory.cli import main
 from vision_factory.models.yolo import YoloDetector
@@ -32,16 +33,17 @@ from vision_factory.tools.verify_cameras import verify_cameras
 START = 1_700_000_000_000_000_000
 SHAPES_IMAGES = SHARED / "data" / "shapes-val" / "images"
 SEG_MODEL = SHARED / "models" / "shapes-yolov8n-seg.onnx"
+TEST_DATA = Path(__file__).resolve().parent / "data"
 pytestmark = pytest.mark.skipif(
     not (SHAPES_MODEL.is_file() and SHAPES_IMAGES.is_dir()), reason=f"shared model or data not found under {SHARED}"
 )
 
 
-def _rig(tmp_path):
-    """Three cameras of different sizes and rates, each seeing images of the shapes validation set: front (384x256
-    at 30 frames/s) and left (320x240 at 10/s, from +10 ms) as two image topics of one bag, right (its own bag,
-    512x384 at 15/s, from +5 ms), and side, a camera whose bag holds no frame (silent)."""
-    shapes = [cv2.imread(str(path)) for path in sorted(SHAPES_IMAGES.glob("*.jpg"))[:13]]
+def _rig(tmp_path, images: list | None = None):
+    """Three cameras of different sizes and rates, each seeing images of the shapes validation set (or 13
+    ``images``): front (384x256 at 30 frames/s) and left (320x240 at 10/s, from +10 ms) as two image topics of one
+    bag, right (its own bag, 512x384 at 15/s, from +5 ms), and side, a camera whose bag holds no frame (silent)."""
+    shapes = images or [cv2.imread(str(path)) for path in sorted(SHAPES_IMAGES.glob("*.jpg"))[:13]]
     frames = {
         "front": [cv2.resize(image, (384, 256)) for image in shapes[:6]],
         "left": [cv2.resize(image, (320, 240)) for image in shapes[6:9]],
@@ -298,3 +300,31 @@ def test_verify_of_silent_cameras_alone_fails_for_want_of_frames(tmp_path):
     assert report.failures() == ["no camera's source holds a frame: nothing was compared (are these the cameras' "
                                  "bags and topics?)"]  # fmt: skip
     assert json.loads((tmp_path / "v" / "verify.json").read_text())["verdict"] == "fail"
+
+
+def _people() -> list:
+    """13 frames of real people: the two-person walk, its mirror image, and the walk's first frame again."""
+    walk = _walk()
+    return [*walk, *[frame[:, ::-1].copy() for frame in walk[:4]], walk[0]]
+
+
+@pytest.mark.parametrize("model_type", ["yolo_pose", "fasterrcnn", "detr", "depth"])
+def test_every_single_image_familys_node_serves_each_camera_as_its_model_offline(tmp_path, model_type):
+    """Each family's node (beside yolo's and tracknet's above) with the rig's cameras of three sizes and rates and a
+    silent one: every camera's answers are the model's offline on that camera's frames, with their own headers,
+    and something was compared (people for the pose model; a depth map is compared at every pixel)."""
+    models = {
+        "yolo_pose": POSE_MODEL,
+        "fasterrcnn": wrap_yolo(tmp_path / "wrapped.onnx", "tflite"),
+        "detr": TEST_DATA / "detr_heads" / "rtdetr-hf.onnx",
+        "depth": TEST_DATA / "depth" / "depth-anything-relative.onnx",
+    }
+    rig, cameras, frames = _rig(tmp_path, _people() if model_type == "yolo_pose" else None)
+    report = verify_cameras(parse_cameras(cameras, rig), model_type, models[model_type], tmp_path / "v")
+    assert report.passed, report.text()
+    assert report.cameras["side"].passed and not report.cameras["side"].frames  # silent: reported, nothing wrong
+    for camera, camera_frames in frames.items():
+        checked = report.cameras[camera]
+        assert len(checked.frames) == len(camera_frames) and all(frame.answered for frame in checked.frames)
+        if model_type != "depth":
+            assert sum(frame.model_count for frame in checked.frames) > 0, (camera, report.text())

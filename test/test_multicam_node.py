@@ -19,18 +19,18 @@ from rclpy.parameter import Parameter as RosParameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import Image
 from std_msgs.msg import Float64, Header
-from support.data import _photo_frames, _walk
+from support.data import _photo_frames, _red_spots, _walk
 from support.generated import generate_and_install, site_packages
-from support.models import SHAPES_MODEL
+from support.models import SHAPES_MODEL, spot_finder
 from support.real_models import FALL_MODEL, NUDENET_MODEL, REID_MODEL
 from support.ros_harness import PATIENCE_S, Lifecycle, NodeProcess, Probe, late_node_params
-from test_tracking_node import _header, _offline
+from test_tracking_node import _header, _offline, _track_node_case
 from vision_msgs.msg import Detection2DArray
 
 from vision_factory.families.registry import family
 from vision_factory.models.ball_stream import BallStream
 from vision_factory.models.tracknet import TrackNetModuleONNX
-from vision_factory.results.detections import detections_from_message
+from vision_factory.results.detections import Detection, detections_from_message, detections_message
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import read_messages, write_image_bag, write_messages
@@ -290,6 +290,88 @@ def test_inference_workers_run_cameras_together_each_camera_in_order(tmp_path):
     assert "inference_workers 2: frames of up to 2 cameras in the model at once" in node.log()
     for camera, camera_frames in frames.items():
         assert published[camera] == _offline(params, camera_frames), (camera, node.log())
+
+
+def test_the_track_node_pairs_and_tracks_each_cameras_detections_on_its_own(tmp_path):
+    """The track node (images paired with another node's detections by stamp) with cameras [a, b]: each camera's
+    images pair with its own <camera>/detections, and its tracks are the offline tracker's over that camera's
+    frames alone (the same stamps on both cameras: a pairing across cameras would mix them)."""
+    walk = _walk()
+    cases = {"a": _track_node_case(walk), "b": _track_node_case([frame[:, ::-1].copy() for frame in walk])}
+    params = cases["a"][2]
+    topics = [f"/t/{camera}/tracks" for camera in cases]
+    node = NodeProcess(
+        tmp_path,
+        {**params, "cameras": "[a, b]", "qos_reliability": "reliable", **late_node_params(topics)},
+        module="vision_factory.track_onnx_node",
+    )
+    probe = Probe()
+    try:
+        tracks = {camera: probe.subscribe(Detection2DArray, f"/t/{camera}/tracks") for camera in cases}
+        images = {camera: probe.publisher(Image, f"/t/{camera}/image") for camera in cases}
+        found = {camera: probe.publisher(Detection2DArray, f"/t/{camera}/detections") for camera in cases}
+        publishers = [*images.values(), *found.values()]
+        ready = lambda: all(p.get_subscription_count() > 0 for p in publishers) and probe.matched()  # noqa: E731
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
+        for index in range(len(walk)):
+            for camera, (frames, inputs, _, _) in cases.items():
+                pair = ((images[camera], bgr_to_message(frames[index], _header(index))), (found[camera], inputs[index]))
+                for publisher, message in pair[:: 1 if index % 2 else -1]:  # either order per stamp
+                    publisher.publish(message)
+                answers = tracks[camera]
+                assert probe.spin_until(lambda a=answers, n=index + 1: len(a) >= n, PATIENCE_S), node.log()
+    finally:
+        probe.close()
+        node.stop()
+    for camera, (_, _, _, expected) in cases.items():
+        assert tracks[camera] == expected, (camera, node.log())
+
+
+def test_rtmpose_poses_each_cameras_people_of_its_own_detections_topic(tmp_path):
+    """rtmpose with person_source topic and cameras [a, b]: each camera's images pair with its own
+    <camera>/person_detections (same stamps on both cameras), and each person's keypoints land on that camera's
+    red spot (spot_finder puts every keypoint there; b's spots are mirrored: a pairing across cameras would put
+    them on the other side)."""
+    frames = {"a": _red_spots(_photo_frames()[:3])}
+    frames["b"] = [frame[:, ::-1].copy() for frame in frames["a"]]
+    width = frames["a"][0].shape[1]
+    params = {"model_path": str(spot_finder(tmp_path / "spot.onnx")), "person_source": "topic"}
+    topics = [f"/t/{camera}/poses" for camera in frames]
+    node = NodeProcess(
+        tmp_path,
+        {**params, "cameras": "[a, b]", "qos_reliability": "reliable", "queue_size": 4, **late_node_params(topics)},
+        module="vision_factory.rtmpose_onnx_node",
+    )
+    probe = Probe()
+    try:
+        poses = {camera: probe.subscribe(Detection2DArray, f"/t/{camera}/poses") for camera in frames}
+        images = {camera: probe.publisher(Image, f"/t/{camera}/image") for camera in frames}
+        people = {camera: probe.publisher(Detection2DArray, f"/t/{camera}/person_detections") for camera in frames}
+        publishers = [*images.values(), *people.values()]
+        ready = lambda: all(p.get_subscription_count() > 0 for p in publishers) and probe.matched()  # noqa: E731
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
+        for index in range(3):
+            for camera, camera_frames in frames.items():
+                box = (100, 150, 260, 300) if camera == "a" else (width - 260, 150, width - 100, 300)
+                header = _header(index)
+                message = detections_message(header, [Detection(box, 0.9, -1, "person")])
+                pair = ((images[camera], bgr_to_message(camera_frames[index], header)), (people[camera], message))
+                for publisher, sent in pair[:: 1 if index % 2 else -1]:
+                    publisher.publish(sent)
+        done = lambda: all(len(poses[camera]) >= 3 for camera in frames)  # noqa: E731
+        assert probe.spin_until(done, PATIENCE_S), node.log()
+    finally:
+        probe.close()
+        node.stop()
+    for camera in frames:
+        for index, message in enumerate(sorted(poses[camera], key=lambda m: m.header.stamp.sec)):
+            assert message.header.stamp.sec == _header(index).stamp.sec
+            (person,) = message.detections
+            x, y = 150 + 5 * index, 200 + 7 * index
+            spot = (x, y) if camera == "a" else (width - 1 - x, y)
+            assert len(person.results) > 1  # the person's class, then its keypoints
+            for result in person.results[1:]:
+                assert (result.pose.pose.position.x, result.pose.pose.position.y) == pytest.approx(spot, abs=3)
 
 
 def test_replay_plays_several_cameras_through_one_node_in_recorded_time_order(tmp_path):

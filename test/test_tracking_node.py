@@ -257,12 +257,12 @@ def test_track_node_gives_another_nodes_detections_the_ids_of_the_offline_tracke
     assert "frames in 8, dropped 0, skipped 0, outputs 8" in log, log
 
 
-def _track_node_case():
-    """The frames, a detector's Detection2DArray for each, the track node's parameters and what it must publish
-    (families/track.py's build run offline on the same frames and detections)."""
+def _track_node_case(frames: list[np.ndarray] | None = None):
+    """The frames (``frames``, else the walk), a detector's Detection2DArray for each, the track node's parameters
+    and what it must publish (families/track.py's build run offline on the same frames and detections)."""
     if not REID_MODEL.is_file():
         pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
-    frames = _walk()
+    frames = _walk() if frames is None else frames
     detector = YOLO.build(with_defaults(YOLO.node_parameters, {"model_path": str(pypi_model(*FALL_MODEL))}, "y"), _load)
     found = [detector.detect(frame) for frame in frames]
     inputs = [detections_message(_header(i), detections) for i, detections in enumerate(found)]

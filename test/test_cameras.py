@@ -4,6 +4,7 @@ their round-robin scheduler, the per-camera counts, and the frames of several ca
 from __future__ import annotations
 
 import logging
+import threading
 
 import cv2
 import numpy as np
@@ -11,6 +12,7 @@ import onnx
 import pytest
 from conftest import pypi_model
 from support.data import _photo_frames
+from support.models import SHAPES_MODEL
 from support.real_models import NUDENET_MODEL
 
 from vision_factory.cameras import (
@@ -28,6 +30,7 @@ from vision_factory.cameras import (
 from vision_factory.families.registry import family
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.runtime.openvino_runner import OpenVinoRunner
+from vision_factory.runtime.tensorrt_runner import TensorRtRunner
 from vision_factory.streaming import FrameQueue
 
 LOG = logging.getLogger("test")
@@ -128,8 +131,35 @@ def test_inference_workers_are_several_only_for_several_cameras_on_a_concurrent_
     )
     workers, note = inference_workers(2, (), OnnxRunner)
     assert workers == 1 and "one camera's frames run one at a time" in note
-    with pytest.raises(ValueError, match="the openvino backend runs one inference at a time; set inference_workers"):
-        inference_workers(2, ("a", "b"), OpenVinoRunner)
+    assert inference_workers(2, ("a", "b"), OpenVinoRunner)[0] == 2  # an infer request per thread
+    with pytest.raises(ValueError, match="the tensorrt backend runs one inference at a time; set inference_workers"):
+        inference_workers(2, ("a", "b"), TensorRtRunner)
+
+
+@pytest.mark.parametrize("runner_class", [OnnxRunner, OpenVinoRunner])
+def test_a_runner_of_concurrent_runs_gives_each_thread_its_own_answer(runner_class, tmp_path):
+    """inference_workers' runners: two threads running one runner at once, each its own frames, get what the
+    frames give run one by one (OpenVINO: each thread its own infer request; one request shared would mix them)."""
+    settings = {"cache_dir": str(tmp_path)} if runner_class is OpenVinoRunner else {}
+    runner = runner_class.load(SHAPES_MODEL, settings, LOG)
+    name = runner.inputs[0].name
+    rng = np.random.default_rng(7)
+    inputs = [rng.random((1, 3, 256, 256), np.float32) for _ in range(6)]
+    expected = [runner.run({name: tensor})[0] for tensor in inputs]
+    found: dict[int, np.ndarray] = {}
+
+    def work(indices):
+        for _ in range(3):
+            for index in indices:
+                found[index] = runner.run({name: inputs[index]})[0]
+
+    threads = [threading.Thread(target=work, args=(range(part, 6, 2),)) for part in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for index, output in enumerate(expected):
+        assert np.array_equal(found[index], output), index
 
 
 def test_camera_stats_count_and_window():

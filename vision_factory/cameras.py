@@ -269,7 +269,7 @@ def inference_workers(asked: int, cameras: Sequence[str], runner_class: Any) -> 
     if not getattr(runner_class, "concurrent_runs", False):
         raise ValueError(
             f"inference_workers {asked}: the {runner_class.backend} backend runs one inference at a time; set "
-            "inference_workers to 1 (the onnx backend runs several)"
+            "inference_workers to 1 (the onnx and openvino backends run several)"
         )
     workers = min(asked, len(cameras))
     return workers, f"inference_workers {workers}: frames of up to {workers} cameras in the model at once"

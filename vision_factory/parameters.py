@@ -197,7 +197,7 @@ IMAGE_INPUT_PARAMETERS = (
     Parameter(
         "inference_workers",
         1,
-        "with cameras: how many frames, each of another camera, may be in the model at once (the onnx backend; "
+        "with cameras: how many frames, each of another camera, may be in the model at once (onnx, openvino; "
         "each camera's frames stay in order): where one run leaves CPU cores idle, several fill them (set "
         "intra_op_threads so that workers x threads is about the cores)",
         minimum=1,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,6 +60,7 @@ class OpenVinoRunner:
     """A model compiled by OpenVINO for ``device``, with a compiled-model cache."""
 
     backend = "openvino"
+    concurrent_runs = True  # an infer request per thread (a node's inference_workers; THROUGHPUT runs them at once)
     PARAMETERS = (
         Parameter("device", DEVICE, "OpenVINO device: CPU, GPU, GPU.1, NPU or AUTO", launch_argument=True),
         Parameter("performance_hint", "LATENCY", f"OpenVINO performance hint: {', '.join(PERFORMANCE_HINTS)}"),
@@ -105,7 +107,9 @@ class OpenVinoRunner:
             self.compiled = core.compile_model(model, device, config)
         except Exception as exc:
             raise RuntimeError(f"OpenVINO cannot compile {path.name} for {device}: {exc}") from exc
-        self.request = self.compiled.create_infer_request()
+        self.request = self.compiled.create_infer_request()  # this thread's; each other thread makes its own
+        self._requests = threading.local()
+        self._requests.request = self.request
         self.device = device
         self.precision = self.compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
         self.version = ov.__version__
@@ -138,7 +142,10 @@ class OpenVinoRunner:
         return cls(model_path, **with_defaults(cls.PARAMETERS, settings, "OpenVINO"), logger=logger)
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        results = self.request.infer(feeds)  # copies the outputs, so the next run cannot overwrite them
+        request = getattr(self._requests, "request", None)
+        if request is None:  # a request runs one inference at a time: one per thread that runs the model
+            request = self._requests.request = self.compiled.create_infer_request()
+        results = request.infer(feeds)  # copies the outputs, so the next run cannot overwrite them
         return [results[port] for port in self.compiled.outputs]
 
     def describe(self) -> str:

@@ -37,6 +37,7 @@ DATA = Path(__file__).resolve().parent / "data" / "depth"
 REFERENCE = json.loads((DATA / "reference.json").read_text())
 RELATIVE = DATA / "depth-anything-relative.onnx"  # metadata: model_type, depth_kind relative, image_size 70x70
 METRIC = DATA / "depth-anything-metric.onnx"  # no metadata, as Optimum's exports
+ZOEDEPTH = DATA / "zoedepth-metric.onnx"  # metadata: model_type zoedepth, image_size 96x128 (no depth_kind)
 LOG = logging.getLogger("test")
 
 
@@ -101,7 +102,9 @@ def test_a_map_without_depths_name_or_metadata_is_not_called_depth_nor_tracknet(
     assert recognise(summarize(tagged)).family == "depth"
 
 
-@pytest.mark.parametrize("model", sorted(REFERENCE["models"]))
+@pytest.mark.parametrize(
+    "model", sorted(name for name, made in REFERENCE["models"].items() if made["processor"].startswith("DPT"))
+)
 def test_maps_match_transformers_depth_pipeline(model):
     """Our pre-processing (PIL bicubic, keep aspect, multiple of 14, ImageNet mean/std), the model and the bicubic
     resize back (post_process_depth_estimation) against transformers' pipeline: within 1e-5 of the map's range with
@@ -124,6 +127,33 @@ def test_maps_match_transformers_depth_pipeline(model):
             sampled = found.values[::stride, ::stride]
             span = frame["max"] - frame["min"]
             assert np.abs(sampled - expected).max() <= tolerance * span, (frames, frame["image"])
+
+
+def _within(values: np.ndarray, frame: dict, bound: float) -> bool:
+    """``values`` (a whole map) on the reference's grid within ``bound`` of the reference's range of it."""
+    expected = np.load(DATA / frame["depth"])
+    sampled = values[:: frame["stride"], :: frame["stride"]]
+    return sampled.shape == expected.shape and np.abs(sampled - expected).max() <= bound * (frame["max"] - frame["min"])
+
+
+def test_zoedepth_is_recognised_as_metric_and_its_maps_match_transformers_depth_pipeline():
+    """A ZoeDepth export (BEiT backbone, metric bins head; metadata model_type zoedepth, no depth_kind): metric, as
+    the architecture is; its maps (reflection padding, keep aspect to a multiple of 32, bilinear with align_corners,
+    mean and std 0.5; the map resized to the padded frame, the padding cut off) within 1e-4 of the range of
+    transformers' pipeline's (ZoeDepthImageProcessor, one pass: no flipped second pass). Told relative, refused."""
+    found = recognise(summarize(ZOEDEPTH))
+    assert found.family == "depth" and found.details["model_type"] == "zoedepth", found.reason
+    assert found.details["depth_kind"] == "metric" and found.details["image_size"] == (96, 128), found.reason
+    estimator = family("depth").pipeline(_values(ZOEDEPTH), _load)
+    assert estimator.depth_kind == "metric" and estimator.unit == "m"
+    for frame in REFERENCE["models"][ZOEDEPTH.name]["frames"]:
+        image = _frame(frame["image"])
+        assert list(estimator.prepare(image).shape) == frame["model_input"]
+        found = estimator.infer(image).values
+        assert found.shape == tuple(frame["size"]) and found.dtype == np.float32
+        assert _within(found, frame, 1e-4), frame["image"]
+    with pytest.raises(ValueError, match="zoedepth model's depth is metric only"):
+        family("depth").pipeline(_values(ZOEDEPTH, depth_kind="relative"), _load)
 
 
 def test_a_model_that_does_not_say_metric_or_relative_is_refused_without_depth_kind():
@@ -214,6 +244,17 @@ def test_depth_node_publishes_rep118_metres_its_camera_info_and_points(tmp_path)
     assert np.allclose(points[..., 2], depth)
     assert np.allclose(points[..., 0], (u - cx) * depth / fx, rtol=1e-5, atol=1e-5)
     assert np.allclose(points[..., 1], (v - cy) * depth / fy, rtol=1e-5, atol=1e-5)
+
+
+def test_depth_node_publishes_a_zoedepth_models_metres(tmp_path):
+    """A ZoeDepth export, told nothing: metres on depth (transformers' pipeline's map within 1e-4 of its range) and
+    points; nothing on relative_depth."""
+    image = _frame("coffee")
+    maps, infos, clouds, wrong, log = _run_depth_node(tmp_path, {"model_path": str(ZOEDEPTH)}, image, "/t/depth")
+    assert maps and infos and clouds and not wrong, log
+    assert maps[-1].encoding == "32FC1" and (maps[-1].height, maps[-1].width) == image.shape[:2]
+    depth = from_message(maps[-1], "m", "depth").values
+    assert _within(depth, REFERENCE["models"][ZOEDEPTH.name]["frames"][1], 1e-4)
 
 
 def test_depth_node_publishes_a_relative_models_map_as_relative_depth_never_metres(tmp_path):

@@ -38,6 +38,7 @@ DATA = Path(__file__).resolve().parent / "data" / "depth"
 REFERENCE = json.loads((DATA / "reference.json").read_text())
 RELATIVE = DATA / "depth-anything-relative.onnx"  # metadata: model_type, depth_kind relative, image_size 70x70
 METRIC = DATA / "depth-anything-metric.onnx"  # no metadata, as Optimum's exports
+ZOEDEPTH = DATA / "zoedepth-metric.onnx"  # metadata: model_type zoedepth, image_size 96x128 (no depth_kind)
 LOG = logging.getLogger("test")
 
 
@@ -102,7 +103,9 @@ def test_a_map_without_depths_name_or_metadata_is_not_called_depth_nor_tracknet(
     assert recognise(summarize(tagged)).family == "depth"
 
 
-@pytest.mark.parametrize("model", sorted(REFERENCE["models"]))
+@pytest.mark.parametrize(
+    "model", sorted(name for name, made in REFERENCE["models"].items() if made["processor"].startswith("DPT"))
+)
 def test_maps_match_transformers_depth_pipeline(model):
     """Our pre-processing (PIL bicubic, keep aspect, multiple of 14, ImageNet mean/std), the model and the bicubic
     resize back (post_process_depth_estimation) against transformers' pipeline: within 1e-5 of the map's range with
@@ -127,7 +130,9 @@ def test_maps_match_transformers_depth_pipeline(model):
             assert np.abs(sampled - expected).max() <= tolerance * span, (frames, frame["image"])
 
 
-@pytest.mark.parametrize("model", sorted(REFERENCE["models"]))
+@pytest.mark.parametrize(
+    "model", sorted(name for name, made in REFERENCE["models"].items() if made["processor"].startswith("DPT"))
+)
 def test_the_fast_resize_filter_stays_near_transformers_maps(model):
     """resize_filter fast (OpenCV's filters in place of the processor's antialiased bicubic: the area filter for
     these frames shrunk 4x, bilinear for a 1280x720 frame shrunk 1.4x): a different 8-bit input, whose maps stay
@@ -198,6 +203,33 @@ def test_the_point_cloud_reads_back_with_rclpy_as_the_pinhole_points_of_the_map(
     assert np.allclose(points[..., 1], (v - 23.5) * depth / 55.0, rtol=1e-6, equal_nan=True)
     assert np.array_equal(points[..., 2], depth, equal_nan=True)
     assert len(point_cloud(header, depth, info)) == len(serialize_message(cloud))
+
+
+def _within(values: np.ndarray, frame: dict, bound: float) -> bool:
+    """``values`` (a whole map) on the reference's grid within ``bound`` of the reference's range of it."""
+    expected = np.load(DATA / frame["depth"])
+    sampled = values[:: frame["stride"], :: frame["stride"]]
+    return sampled.shape == expected.shape and np.abs(sampled - expected).max() <= bound * (frame["max"] - frame["min"])
+
+
+def test_zoedepth_is_recognised_as_metric_and_its_maps_match_transformers_depth_pipeline():
+    """A ZoeDepth export (BEiT backbone, metric bins head; metadata model_type zoedepth, no depth_kind): metric, as
+    the architecture is; its maps (reflection padding, keep aspect to a multiple of 32, bilinear with align_corners,
+    mean and std 0.5; the map resized to the padded frame, the padding cut off) within 1e-4 of the range of
+    transformers' pipeline's (ZoeDepthImageProcessor, one pass: no flipped second pass). Told relative, refused."""
+    found = recognise(summarize(ZOEDEPTH))
+    assert found.family == "depth" and found.details["model_type"] == "zoedepth", found.reason
+    assert found.details["depth_kind"] == "metric" and found.details["image_size"] == (96, 128), found.reason
+    estimator = family("depth").pipeline(_values(ZOEDEPTH), _load)
+    assert estimator.depth_kind == "metric" and estimator.unit == "m"
+    for frame in REFERENCE["models"][ZOEDEPTH.name]["frames"]:
+        image = _frame(frame["image"])
+        assert list(estimator.prepare(image).shape) == frame["model_input"]
+        found = estimator.infer(image).values
+        assert found.shape == tuple(frame["size"]) and found.dtype == np.float32
+        assert _within(found, frame, 1e-4), frame["image"]
+    with pytest.raises(ValueError, match="zoedepth model's depth is metric only"):
+        family("depth").pipeline(_values(ZOEDEPTH, depth_kind="relative"), _load)
 
 
 def test_a_model_that_does_not_say_metric_or_relative_is_refused_without_depth_kind():
@@ -409,6 +441,17 @@ def test_each_map_carries_the_camera_info_of_its_own_stamp(tmp_path):
         published = next(i for i in infos if _stamp(i) == stamp)
         assert (published.width, published.height) == (width, height)
         assert np.allclose(np.array(published.k).reshape(3, 3)[:2], _scaled_k(info, width, height)), stamp
+
+
+def test_depth_node_publishes_a_zoedepth_models_metres(tmp_path):
+    """A ZoeDepth export, told nothing: metres on depth (transformers' pipeline's map within 1e-4 of its range) and
+    points; nothing on relative_depth."""
+    image = _frame("coffee")
+    maps, infos, clouds, wrong, log = _run_depth_node(tmp_path, {"model_path": str(ZOEDEPTH)}, image, "/t/depth")
+    assert maps and infos and clouds and not wrong, log
+    assert maps[-1].encoding == "32FC1" and (maps[-1].height, maps[-1].width) == image.shape[:2]
+    depth = from_message(maps[-1], "m", "depth").values
+    assert _within(depth, REFERENCE["models"][ZOEDEPTH.name]["frames"][1], 1e-4)
 
 
 def test_depth_node_publishes_a_relative_models_map_as_relative_depth_never_metres(tmp_path):

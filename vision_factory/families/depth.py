@@ -1,6 +1,6 @@
-"""depth: monocular depth (Depth Anything V1/V2 relative and metric, DPT/MiDaS-style relative) as transformers and
-Optimum export them (models/depth.py), recognised by models/depth_interface.py. Its result is a dense map
-(results/dense.py): metres for a metric model, relative inverse depth for a relative one."""
+"""depth: monocular depth (Depth Anything V1/V2 relative and metric, DPT/MiDaS-style relative, ZoeDepth metric) as
+transformers and Optimum export them (models/depth.py), recognised by models/depth_interface.py. Its result is a
+dense map (results/dense.py): metres for a metric model, relative inverse depth for a relative one."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..models.depth import RESIZES, DepthEstimator
-from ..models.depth_interface import DEPTH, DEPTH_KINDS, PROCESSORS
+from ..models.depth_interface import DEPTH, DEPTH_KINDS, PROCESSORS, implied_kind
 from ..models.recognition import require_family
 from ..parameters import Parameter
 from ..results import DENSE_MAP
@@ -55,7 +55,7 @@ PARAMETERS = (
         RESIZES[0],
         "how frames are resized to the processor's size: exact (the processor's own antialiased bicubic, PIL: maps "
         "as transformers gives them) or fast (OpenCV's bilinear or area filter: a tenth of the time at 1280x720, "
-        "maps slightly different; benchmarks/README.md)",
+        "maps slightly different; benchmarks/README.md); ZoeDepth's processor (bilinear) is exact either way",
         choices=RESIZES,
     ),
     Parameter("max_depth", 0.0, "metric: metres beyond which depth is invalid (NaN); 0: no limit", minimum=0.0),
@@ -63,12 +63,15 @@ PARAMETERS = (
 )
 
 
+def model_type_of(values: Mapping[str, Any], details: Mapping[str, Any]) -> str:
+    """The model type: the parameter's, else the file's model_type metadata, else depth_anything."""
+    model_type = values["model_type"]
+    return model_type if model_type != FROM_MODEL else details.get("model_type") or "depth_anything"
+
+
 def processor_of(values: Mapping[str, Any], details: Mapping[str, Any]):
     """The image processor for a model of recognition ``details`` and the node's parameter ``values``."""
-    model_type = values["model_type"]
-    if model_type == FROM_MODEL:
-        model_type = details.get("model_type") or "depth_anything"
-    processor = PROCESSORS[model_type]
+    processor = PROCESSORS[model_type_of(values, details)]
     if values["processor_size"]:
         width, height = parse_size(values["processor_size"], "processor_size", "518x518")
         return replace(processor, size=(height, width))
@@ -78,8 +81,16 @@ def processor_of(values: Mapping[str, Any], details: Mapping[str, Any]):
 
 
 def depth_kind_of(values: Mapping[str, Any], details: Mapping[str, Any], path: str) -> str:
-    """metric or relative: the parameter's, else the file's metadata; refused when neither says."""
-    kind = values["depth_kind"]
+    """metric or relative: the parameter's, else the file's metadata; refused when neither says. A model type with
+    one kind (ZoeDepth: metric; its architecture has no relative form) has that kind, and refuses the other."""
+    kind, model_type = values["depth_kind"], model_type_of(values, details)
+    implied = implied_kind(model_type)
+    if implied and kind not in (FROM_MODEL, implied):
+        raise ValueError(
+            f"depth_kind {kind}: a {model_type} model's depth is {implied} only: set depth_kind to {implied}"
+        )
+    if implied:
+        return implied
     if kind != FROM_MODEL:
         return kind
     if details.get("depth_kind") in DEPTH_KINDS:

@@ -1,6 +1,8 @@
-"""Monocular depth (Depth Anything V1/V2, DPT/MiDaS-style) as transformers runs it: its image processor's
+"""Monocular depth (Depth Anything V1/V2, DPT/MiDaS-style, ZoeDepth) as transformers runs it: its image processor's
 pre-processing, the model, and post_process_depth_estimation's resize back to the frame (models/depth_interface.py
-for the processors and the rule).
+for the processors and the rule). ZoeDepth's reflection padding is added here and cut off its map here; one pass:
+post_process_depth_estimation's optional average with a horizontally flipped frame's map (``outputs_flipped``) is
+not made, as it would run the model twice per frame.
 
 Metric maps are metres; a pixel the model gives no finite positive depth for (or, with ``max_depth``, more than
 that) is NaN, invalid (REP-118). Relative maps are the model's relative inverse depth as it is (larger is nearer;
@@ -18,7 +20,7 @@ import numpy as np
 from ..results.dense import DenseMap
 from ..runtime.runner import Runner, tensor_text
 from ..text import untrusted
-from .depth_interface import Processor
+from .depth_interface import BILINEAR_CORNERS, Processor
 from .interface import check_image_input
 
 KIND = "depth"
@@ -42,6 +44,33 @@ def resized_size(height: int, width: int, processor: Processor) -> tuple[int, in
         else:
             scale_width = scale_height
     return constrain(scale_height * height, processor.multiple), constrain(scale_width * width, processor.multiple)
+
+
+def padding(height: int, width: int, processor: Processor) -> tuple[int, int]:
+    """The rows and columns ZoeDepthImageProcessor pads a frame with on each side: int(sqrt(side / 2) * 3)."""
+    if not processor.pad:
+        return 0, 0
+    return int(math.sqrt(height / 2) * 3), int(math.sqrt(width / 2) * 3)
+
+
+def corner_samples(size: int, padded: int, pad: int, frame: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """torch's bilinear with align_corners along one axis, from a ``padded`` axis (``pad`` reflected on each side
+    of ``frame``) to ``size``: for each output, its two source indices in the frame and the second one's weight."""
+    scale = np.float32((padded - 1) / (size - 1)) if size > 1 else np.float32(0)
+    source = np.arange(size, dtype=np.float32) * scale
+    low = np.minimum(source.astype(np.int64), padded - 1)
+    high = np.minimum(low + 1, padded - 1)
+    weight = (source - low).astype(np.float32)
+    return reflected(low - pad, frame), reflected(high - pad, frame), weight
+
+
+def reflected(index: np.ndarray, size: int) -> np.ndarray:
+    """Indices outside [0, size) reflected back (no edge repeat: torch's and numpy's reflect)."""
+    if size == 1:
+        return np.zeros_like(index)
+    period = 2 * (size - 1)
+    index = np.abs(index) % period
+    return np.where(index > size - 1, period - index, index)
 
 
 # How frames are resized to the processor's size (the depth family's resize_filter), the default first.
@@ -95,8 +124,9 @@ class DepthEstimator:
         self.seconds = {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0}
 
     def input_size(self, height: int, width: int) -> tuple[int, int]:
-        """The model input's (height, width) for a frame of that size."""
-        return self.fixed or resized_size(height, width, self.processor)
+        """The model input's (height, width) for a frame of that size (ZoeDepth's: for the padded frame)."""
+        pad_rows, pad_columns = padding(height, width, self.processor)
+        return self.fixed or resized_size(height + 2 * pad_rows, width + 2 * pad_columns, self.processor)
 
     def prepare(self, image_bgr: np.ndarray) -> np.ndarray:
         """The model's input tensor [1, 3, h, w] float32 for a BGR frame."""
@@ -104,10 +134,31 @@ class DepthEstimator:
             raise ValueError(
                 f"a depth model takes 8-bit colour frames, not {image_bgr.dtype} of shape {image_bgr.shape}"
             )
+        if self.processor.resample == BILINEAR_CORNERS:  # ZoeDepth's: padded, bilinear (no antialiasing: as cheap
+            return self.bilinear_corners(image_bgr)  # computed exactly; resize_filter is for the bicubic ones)
         bgr = resized_colour(image_bgr, self.input_size(*image_bgr.shape[:2]), self.resize)
         tensor = np.empty((1, 3, *bgr.shape[:2]), np.float32)
         for channel, plane in enumerate(cv2.split(bgr)):  # B, G, R: the model's channels 2, 1, 0
             cv2.LUT(plane, self.table[2 - channel], dst=tensor[0, 2 - channel])
+        return tensor
+
+    def bilinear_corners(self, image_bgr: np.ndarray) -> np.ndarray:
+        """ZoeDepthImageProcessor's input: the frame padded by reflection (when the processor pads), resized by
+        torch's bilinear with align_corners (on x / 255: the same as on the normalised values, bilinear being
+        linear), normalised. The padding is never made: each sample reads the frame's reflected row and column."""
+        height, width = image_bgr.shape[:2]
+        pad_rows, pad_columns = padding(height, width, self.processor)
+        size = self.input_size(height, width)
+        rows = corner_samples(size[0], height + 2 * pad_rows, pad_rows, height)
+        columns = corner_samples(size[1], width + 2 * pad_columns, pad_columns, width)
+        tensor = np.empty((1, 3, *size), np.float32)
+        for channel in range(3):  # BGR's channel 2 - channel is RGB's channel
+            plane = image_bgr[:, :, 2 - channel]
+            lookup = self.table[channel, :, 0]
+            top, bottom = lookup[plane[rows[0]]], lookup[plane[rows[1]]]
+            mixed = top + (bottom - top) * rows[2][:, None]
+            left, right = mixed[:, columns[0]], mixed[:, columns[1]]
+            tensor[0, channel] = left + (right - left) * columns[2]
         return tensor
 
     def raw(self, tensor: np.ndarray) -> np.ndarray:
@@ -119,10 +170,15 @@ class DepthEstimator:
         return output.reshape(output.shape[-2:])
 
     def finish(self, depth: np.ndarray, height: int, width: int) -> DenseMap:
-        """The model's map resized to the frame (bicubic, as post_process_depth_estimation), invalid pixels NaN."""
+        """The model's map resized to the frame (bicubic, as post_process_depth_estimation; ZoeDepth's to the padded
+        frame, the padding then cut off), invalid pixels NaN."""
         depth = np.asarray(depth, np.float32)
-        if depth.shape != (height, width):
-            depth = cv2.resize(depth, (width, height), interpolation=cv2.INTER_CUBIC)
+        pad_rows, pad_columns = padding(height, width, self.processor)
+        padded = (height + 2 * pad_rows, width + 2 * pad_columns)
+        if depth.shape != padded:
+            depth = cv2.resize(depth, padded[::-1], interpolation=cv2.INTER_CUBIC)
+        if pad_rows or pad_columns:
+            depth = np.ascontiguousarray(depth[pad_rows : pad_rows + height, pad_columns : pad_columns + width])
         if self.depth_kind == "metric":
             low, high = float(depth.min()), float(depth.max())  # NaN when any pixel is: the tests below fail
             within = high <= self.max_depth if self.max_depth > 0 else high < np.inf

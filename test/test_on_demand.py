@@ -1,19 +1,22 @@
 """Probe.answered (test/support/ros_harness.py) over real DDS, against a real yolo node: a test's reader of an
-on-demand output (here ~/debug_image, drawn only while the node's writer counts a subscriber) made just before its
-frame gets that output for the stamp it sent, round after round; an output that never comes fails naming its topic
-and showing the node's log. benchmarks/on_demand_race.py counts how often a frame sent once loses it."""
+on-demand output (here ~/debug_image, drawn only while the node's writer counts a subscriber, and a ~/debug/
+figure) made just before its frame gets that output for the stamp it sent, round after round; an output that
+never comes fails naming its topic and showing the node's log. benchmarks/on_demand_race.py counts how often a
+frame sent once loses it."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from sensor_msgs.msg import Image
+from std_msgs.msg import Float64
 from support.models import _constant_model
 from support.nodes import YOLO, _yolo_output
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe, stamped_anew
 from vision_msgs.msg import Detection2DArray
 
 SIZE = 256  # the constant model's input: a frame of its size is not scaled
+PROCESSING = "/t/yolo/debug/processing_time_ms"  # the node's monitor's, on demand too
 
 
 def _fresh_readers(probe: Probe, topics: dict[str, type]) -> dict[str, list]:
@@ -32,12 +35,14 @@ def test_a_reader_made_just_before_the_frame_gets_the_on_demand_output_of_the_st
     try:
         publisher = probe.publisher(Image, "/t/image")
         for round_ in range(3):
-            answers = _fresh_readers(probe, {"/t/detections": Detection2DArray, "/t/debug_image": Image})
+            topics = {"/t/detections": Detection2DArray, "/t/debug_image": Image, PROCESSING: Float64}
+            answers = _fresh_readers(probe, topics)
             ready = lambda: publisher.get_subscription_count() > 0 and probe.matched()  # noqa: E731
             assert probe.spin_until(ready, PATIENCE_S), node.log()
             send = stamped_anew(publisher, frame, first_sec=1000 * (round_ + 1))
             header, answered = probe.answered(send, answers, node)
-            found, drawn = answered.values()
+            found, drawn, processing = answered.values()
+            assert processing.data > 0  # a ~/debug/ figure (no stamp): one that came after a frame was sent
             assert header.stamp.sec >= 1000 * (round_ + 1) and found.header == drawn.header == header
             (item,) = found.detections
             assert item.results[0].hypothesis.class_id == "square"

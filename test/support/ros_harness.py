@@ -130,6 +130,15 @@ def stamp_of(message):
     return markers[0].header.stamp if markers else None
 
 
+def _answer(messages: list, stamp, since: int):
+    """The first of ``messages`` of ``stamp``, or without a stamp and at ``since`` or after (None if none)."""
+    for index, message in enumerate(messages):
+        own = stamp_of(message)
+        if (own == stamp) if own is not None else index >= since:
+            return message
+    return None
+
+
 def _keeps_for_late_readers(node: NodeProcess | None, topic: str) -> bool:
     return node is not None and node.process.poll() is None and topic in node.late_topics
 
@@ -191,7 +200,8 @@ class Probe:
         """The answers on every topic of ``answers`` (topic: the list ``subscribe`` returned) to one frame: ``send()``
         publishes the frame (its inputs), stamped anew at each call (stamped_anew), and returns the header (or stamp)
         it sent; it is called again every AGAIN_S until, for one of the stamps sent, each list holds a message of
-        that stamp. That header, and by topic the first message of its stamp; the node's log tail on failure.
+        that stamp (a message without a stamp, such as a ~/debug/ Float64, counts for every frame sent before it
+        came). That header, and by topic the first message of its stamp; the node's log tail on failure.
 
         Needed wherever a test waits for an on-demand output (Output.on_demand: masks, markers, debug_image,
         points): the node computes it only while its writer counts a subscriber, and discovery is not symmetric,
@@ -201,9 +211,9 @@ class Probe:
         deadline, sent, result = time.monotonic() + timeout, [], []
 
         def found() -> bool:  # the answers of the earliest stamp sent that every topic answered, into result
-            for header in sent:
+            for header, counts in sent:
                 stamp = getattr(header, "stamp", header)
-                of_stamp = [next((m for m in messages if stamp_of(m) == stamp), None) for messages in answers.values()]
+                of_stamp = [_answer(messages, stamp, count) for messages, count in zip(answers.values(), counts)]
                 if all(message is not None for message in of_stamp):
                     result[:] = [header, dict(zip(answers, of_stamp))]
                     return True
@@ -214,13 +224,18 @@ class Probe:
                 raise AssertionError(
                     f"the node exited ({node.process.returncode}) before answering:\n{node.log_tail()}"
                 )
-            sent.append(send())
+            counts = [len(messages) for messages in answers.values()]
+            sent.append((send(), counts))
             if self.spin_until(found, max(0.0, min(AGAIN_S, deadline - time.monotonic()))):
                 return result[0], result[1]
             if time.monotonic() >= deadline:
-                stamps = [getattr(header, "stamp", header) for header in sent]
                 missing = [
-                    topic for topic, messages in answers.items() if not any(stamp_of(m) in stamps for m in messages)
+                    topic
+                    for index, (topic, messages) in enumerate(answers.items())
+                    if all(
+                        _answer(messages, getattr(header, "stamp", header), counts[index]) is None
+                        for header, counts in sent
+                    )
                 ]
                 raise AssertionError(
                     f"no answer on {', '.join(missing) or 'each of ' + ', '.join(answers)} to one of the {len(sent)}"

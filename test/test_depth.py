@@ -5,6 +5,7 @@ the node over real DDS (REP-118 metres, relative depth, camera_info, points). Re
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from pathlib import Path
@@ -264,31 +265,39 @@ def _camera_info(width: int, height: int, header, focal: float = 0.9) -> CameraI
 
 
 def _run_depth_node(tmp_path, params: dict, image: np.ndarray, map_topic: str):
-    """The node started on ``params``; a camera_info of twice the image's size and the image (again, until the node
-    has both) published; what it published on ``map_topic``, camera_info, points and depth (both map topics)."""
+    """The node started on ``params``; a camera_info of twice the image's size and the image published (again,
+    stamped anew, until the node has answered one on ``map_topic``, depth/camera_info and, for metres, the
+    on-demand points). Those answers of one stamp (by topic), everything on points and on the other map topic,
+    and the node's log."""
     node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.depth_onnx_node")
     probe = Probe()
     try:
         other = "/t/depth" if map_topic != "/t/depth" else "/t/relative_depth"
-        maps, wrong = probe.subscribe(Image, map_topic), probe.subscribe(Image, other)
-        infos, clouds = probe.subscribe(CameraInfo, "/t/depth/camera_info"), probe.subscribe(PointCloud2, "/t/points")
+        wrong, clouds = probe.subscribe(Image, other), probe.subscribe(PointCloud2, "/t/points")
+        answers = {map_topic: probe.subscribe(Image, map_topic)}
+        answers["/t/depth/camera_info"] = probe.subscribe(CameraInfo, "/t/depth/camera_info")
+        if "relative" not in map_topic:
+            answers["/t/points"] = clouds
         images, info_publisher = probe.publisher(Image, "/t/image"), probe.publisher(CameraInfo, "/t/camera_info")
         ready = lambda: images.get_subscription_count() > 0 and info_publisher.get_subscription_count() > 0  # noqa: E731
         assert probe.spin_until(lambda: ready() and probe.matched(), PATIENCE_S), node.log()
         height, width = image.shape[:2]
-        for index in range(20):
-            header = Header(stamp=Time(sec=100 + index), frame_id="camera_optical")
+        stamps = itertools.count(100)
+
+        def send() -> Header:  # the camera_info first: the node pairs a frame with the latest it has
+            header = Header(stamp=Time(sec=next(stamps)), frame_id="camera_optical")
             info_publisher.publish(_camera_info(2 * width, 2 * height, header))
             probe.spin_until(lambda: False, 0.2)
             images.publish(bgr_to_message(image, header))
-            done = lambda: maps and infos and (clouds or "relative" in map_topic)  # noqa: E731
-            if probe.spin_until(done, PATIENCE_S / 10):
-                break
+            return header
+
+        header, answered = probe.answered(send, answers, node)
         probe.spin_until(lambda: False, 0.5)
     finally:
         probe.close()
         node.stop()
-    return maps, infos, clouds, wrong, node.log()
+    assert all(message.header.stamp == header.stamp for message in answered.values())
+    return answered, clouds, wrong, node.log()
 
 
 def test_depth_node_publishes_rep118_metres_its_camera_info_and_points(tmp_path):
@@ -297,10 +306,9 @@ def test_depth_node_publishes_rep118_metres_its_camera_info_and_points(tmp_path)
     image = _frame("chelsea")
     params = {"model_path": str(METRIC), "depth_kind": "metric", "processor_size": "70x70"}
     params["camera_info"] = "true"
-    maps, infos, clouds, wrong, log = _run_depth_node(tmp_path, {**params}, image, "/t/depth")
-    assert maps and infos and clouds, log
+    answered, _, wrong, log = _run_depth_node(tmp_path, {**params}, image, "/t/depth")
     assert not wrong, log
-    message = maps[-1]
+    message, info, cloud = answered["/t/depth"], answered["/t/depth/camera_info"], answered["/t/points"]
     assert message.encoding == "32FC1" and message.header.frame_id == "camera_optical"
     assert (message.height, message.width) == image.shape[:2]
     depth = from_message(message, "m", "depth").values
@@ -309,12 +317,10 @@ def test_depth_node_publishes_rep118_metres_its_camera_info_and_points(tmp_path)
     assert np.abs(depth[:: frame["stride"], :: frame["stride"]] - expected).max() <= 1e-5 * (
         frame["max"] - frame["min"]
     )
-    info = next(info for info in infos if info.header.stamp == message.header.stamp)
     height, width = image.shape[:2]
     fx, fy, cx, cy = 0.9 * 2 * width / 2, 0.8 * 2 * width / 2, (width + 3) / 2, (height - 5) / 2
     assert (info.width, info.height) == (width, height)
     assert np.allclose(np.array(info.k).reshape(3, 3)[:2], [[fx, 0, cx], [0, fy, cy]])
-    cloud = next(cloud for cloud in clouds if cloud.header.stamp == message.header.stamp)
     points = np.frombuffer(bytes(cloud.data), "<f4").reshape(height, width, 3)
     v, u = np.mgrid[0:height, 0:width]
     assert np.allclose(points[..., 2], depth)
@@ -456,12 +462,10 @@ def test_depth_node_publishes_a_zoedepth_models_metres(tmp_path):
 
 def test_depth_node_publishes_a_relative_models_map_as_relative_depth_never_metres(tmp_path):
     image = _frame("coffee")
-    maps, infos, clouds, wrong, log = _run_depth_node(
-        tmp_path, {"model_path": str(RELATIVE)}, image, "/t/relative_depth"
-    )
-    assert maps and not wrong and not clouds, log  # no metres, no points from a relative map
+    answered, clouds, wrong, log = _run_depth_node(tmp_path, {"model_path": str(RELATIVE)}, image, "/t/relative_depth")
+    assert not wrong and not clouds, log  # no metres, no points from a relative map
     assert "relative inverse depth on relative_depth" in log, log
-    depth = from_message(maps[-1], "relative", "depth").values
+    depth = from_message(answered["/t/relative_depth"], "relative", "depth").values
     frame = REFERENCE["models"][RELATIVE.name]["frames_pil"][1]
     expected = np.load(DATA / frame["depth"])
     assert np.abs(depth[:: frame["stride"], :: frame["stride"]] - expected).max() <= 1e-5 * (

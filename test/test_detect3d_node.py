@@ -75,6 +75,7 @@ class Scene:
         self.info = probe.publisher(CameraInfo, "/t/camera_info")
         self.depth_info = probe.publisher(CameraInfo, "/t/depth_camera_info")
         self.stamps = itertools.count(1)
+        self.drawn: list[MarkerArray] = []  # the box markers of each answer
 
     def ready(self) -> bool:
         publishers = (self.detections, self.depth, self.info, self.depth_info)
@@ -91,14 +92,14 @@ class Scene:
         return stamp
 
     def answered(self, *frame, **given) -> Detection3DArray:
-        """The answer to ``send(*frame, **given)``, sent again with a fresh stamp until one comes: the node keeps the
-        latest camera_info, which DDS may deliver after the first frame's depth and detections."""
-        for _ in range(int(PATIENCE_S / 5)):
-            stamp = self.send(*frame, **given)
-            came = lambda stamp=stamp: any(a.header.stamp.sec == 1000 + stamp for a in self.answers)  # noqa: E731
-            if self.probe.spin_until(came, 5.0):
-                return next(a for a in self.answers if a.header.stamp.sec == 1000 + stamp)
-        raise AssertionError("no answer")
+        """The answer to ``send(*frame, **given)``, sent again with a fresh stamp until it and its box markers of one
+        stamp come: the node keeps the latest camera_info, which DDS may deliver after the first frame's depth and
+        detections, and draws the markers (on demand) only once its writer counts our reader. The markers go to
+        ``drawn``."""
+        answers = {"/t/detections_3d": self.answers, "/t/box_markers": self.markers}
+        _, answered = self.probe.answered(lambda: _header(self.send(*frame, **given)), answers)
+        self.drawn.append(answered["/t/box_markers"])
+        return answered["/t/detections_3d"]
 
     def problems(self, kind: str) -> int:
         status = _latest(self.diagnostics, STATUS)
@@ -145,11 +146,10 @@ def test_detections_in_3d_over_dds_and_bad_input_refused_once_per_kind(tmp_path)
         # With its depth_camera_info, both encodings.
         for encoding in ("16UC1", "32FC1"):
             _assert_exact(scene.answered(DEPTH, encoding, depth_info=True))
-        assert probe.spin_until(lambda: any(len(m.markers) > 1 for m in scene.markers), PATIENCE_S), node.log()
-        drawn = next(m for m in scene.markers if len(m.markers) > 1).markers
-        assert drawn[0].action == Marker.DELETEALL
-        cubes = [m for m in drawn if m.type == Marker.CUBE]
-        assert [round(m.pose.position.z, 3) for m in cubes] == [1.5, 3.2]
+        for drawn in scene.drawn:  # each answer's box markers
+            assert drawn.markers[0].action == Marker.DELETEALL
+            cubes = [m for m in drawn.markers if m.type == Marker.CUBE]
+            assert [round(m.pose.position.z, 3) for m in cubes] == [1.5, 3.2]
         bad = _info(COLOUR, 0, focal=False)
         scene.refused("camera_info without focal length", DEPTH, "32FC1", info=bad, depth_info=True)
         assert scene.problems("detection without depth") >= 3  # the sign, in every answered frame

@@ -18,8 +18,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHARED
 from sensor_msgs.msg import Image
-from std_msgs.msg import Header
-from support.ros_harness import PATIENCE_S, NodeProcess, Probe
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe, stamped_anew
 from vision_msgs.msg import Detection2DArray
 
 from vision_factory.cli import main
@@ -29,7 +28,6 @@ from vision_factory.models.recognition import recognise
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.parameters import with_defaults
 from vision_factory.results.detections import differences
-from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import write_image_bag
 from vision_factory.tools.coco_eval import coco_result
@@ -149,22 +147,19 @@ def test_yolo_node_publishes_masks_whose_label_k_is_detection_k(tmp_path, encodi
     node = NodeProcess(tmp_path, params, module="vision_factory.yolo_onnx_node")
     probe = Probe()
     frame = _image(3)
-    header = Header(frame_id="camera")
-    header.stamp.sec, header.stamp.nanosec = 21, 500
     try:
-        detections = probe.subscribe(Detection2DArray, "/t/detections")
-        masks = probe.subscribe(Image, "/t/masks")
-        debug = probe.subscribe(Image, "/t/debug_image")
+        topics = {"/t/detections": Detection2DArray, "/t/masks": Image, "/t/debug_image": Image}
+        answers = {topic: probe.subscribe(kind, topic) for topic, kind in topics.items()}
         publisher = probe.publisher(Image, "/t/image")
-        assert probe.spin_until(lambda: publisher.get_subscription_count() > 0, PATIENCE_S), node.log()
-        probe.spin_until(lambda: False, 0.5)  # let the masks and debug subscriptions match
-        publisher.publish(bgr_to_message(frame, header))
-        assert probe.spin_until(lambda: detections and masks and debug, PATIENCE_S), node.log()
+        ready = lambda: publisher.get_subscription_count() > 0 and probe.matched()  # noqa: E731
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
+        # masks and debug_image are on demand: the frame goes again, stamped anew, until all three of one are in
+        header, answered = probe.answered(stamped_anew(publisher, frame, first_sec=21), answers, node)
     finally:
         probe.close()
         node.stop()
-    (found,), (labels,), (drawn,) = detections, masks, debug
-    assert found.header == labels.header == header
+    found, labels, drawn = answered.values()
+    assert found.header == labels.header == drawn.header == header
     assert (labels.width, labels.height, labels.encoding) == (frame.shape[1], frame.shape[0], encoding)
     dtype = np.dtype("<u2" if encoding == "mono16" else "u1")
     assert labels.step == frame.shape[1] * dtype.itemsize and labels.is_bigendian == 0

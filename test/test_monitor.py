@@ -194,6 +194,33 @@ def test_a_detection_node_publishes_its_stage_times_and_diagnostics(tmp_path):
         node.stop()
 
 
+def test_stage_times_kept_for_late_readers_are_kept_for_a_reader_that_came_after_the_frame(tmp_path):
+    """The ~/debug/ figures are published only while a reader is counted, but those a node keeps for late readers
+    (transient local: replay and these tests ask for it) always: a reader the node's writer learns of after the
+    frame (discovery is not symmetric) still gets the frame's figures."""
+    model = _constant_model(tmp_path / "m.onnx", _yolo_output())
+    params = {"model_path": str(model), "qos_reliability": "reliable", **_kept("/t", "yolo", "detections")}
+    node = NodeProcess(tmp_path, params, module=YOLO)
+    probe = Probe()
+    try:
+        answers = probe.subscribe(Detection2DArray, "/t/detections", late=True)
+        publisher = probe.publisher(Image, "/t/image")
+        ready = lambda: publisher.get_subscription_count() > 0 and probe.matched()  # noqa: E731
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
+        publisher.publish(_frame(probe, 0))  # no reader of the node's ~/debug/ topics anywhere yet
+        assert probe.spin_until(lambda: answers, PATIENCE_S), node.log()
+        debug, subscriptions, _ = _subscribe_debug(probe, "/t", "yolo")
+        assert probe.spin_until(lambda: all(debug.values()), PATIENCE_S), {k: len(v) for k, v in debug.items()}
+        probe.spin_until(lambda: False, 0.5)
+    finally:
+        probe.close()
+        node.stop()
+    values = {name: [message.data for message in messages] for name, messages in debug.items()}
+    assert all(len(series) == 1 for series in values.values()), values  # the one frame's
+    stages = sum(values[name][0] for name in ("preprocess_ms", "inference_ms", "postprocess_ms"))
+    assert stages == pytest.approx(values["processing_time_ms"][0], rel=1e-6) and stages > 0
+
+
 def test_a_node_that_works_on_after_its_answer_times_that_work_but_not_in_its_latency(tmp_path):
     # As a loaded machine does to any node (its thread descheduled right after the answer), or a debug image being
     # drawn: the work after the answer is the node's processing time, not the answer's latency.

@@ -19,15 +19,13 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHARED
 from sensor_msgs.msg import Image
-from std_msgs.msg import Header
 from support.models import _constant_model
-from support.ros_harness import KEEP_EVERY_FRAME, PATIENCE_S, NodeProcess, Probe
+from support.ros_harness import KEEP_EVERY_FRAME, PATIENCE_S, NodeProcess, Probe, stamped_anew
 from vision_msgs.msg import Detection2DArray
 
 from vision_factory.cli import main
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.results.detections import box_iou
-from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import write_image_bag
 from vision_factory.tools.bench import run_bench, table
@@ -429,35 +427,24 @@ def node_masks(tmp_path, model: Path, frame: np.ndarray, params: dict[str, str],
     node_params = {"model_path": str(model), "qos_reliability": "reliable", **params}
     node = NodeProcess(tmp_path, node_params, module="vision_factory.yolo_onnx_node", executable=executable)
     probe = Probe()
-    header = Header(frame_id="camera")
     try:
-        detections = probe.subscribe(Detection2DArray, "/t/detections")
-        labelled = probe.subscribe(Image, "/t/masks") if masks else []
+        answers = {"/t/detections": probe.subscribe(Detection2DArray, "/t/detections")}
+        if masks:
+            answers["/t/masks"] = probe.subscribe(Image, "/t/masks")
         publisher = probe.publisher(Image, "/t/image")
         ready = lambda: publisher.get_subscription_count() > 0 and probe.matched()  # noqa: E731
         assert probe.spin_until(ready, PATIENCE_S), node.log()
-
-        # ~/masks is computed only once the node's writer has seen our reader, which we cannot see: the frame goes
-        # again, stamped anew, until both answers of one stamp are in (CI: the masks of a single frame never came).
-        def stamped(answers: list) -> list:  # those of the frame last sent
-            return [answer for answer in answers if answer.header == header]
-
-        for attempt in range(int(PATIENCE_S / 5)):
-            header.stamp.sec, header.stamp.nanosec = 7 + attempt, 250
-            publisher.publish(bgr_to_message(frame, header))
-            if probe.spin_until(lambda: stamped(detections) and (stamped(labelled) or not masks), 5.0):
-                break
-        else:
-            raise AssertionError(f"no answer:\n{node.log()}")
-        found, labels = stamped(detections)[0], (stamped(labelled) or [None])[0]
+        # ~/masks is on demand: the frame goes again, stamped anew, until both answers of one stamp are in.
+        header, answered = probe.answered(stamped_anew(publisher, frame, first_sec=7), answers, node)
+        found, labels = answered["/t/detections"], answered.get("/t/masks")
         log = node.log()
     finally:
         probe.close()
         node.stop()
+    assert found.header == header and header.frame_id == "camera"
     if not masks:
-        assert found.header == header
         return found, None, log
-    assert found.header == labels.header == header
+    assert labels.header == header
     assert (labels.width, labels.height, labels.encoding) == (frame.shape[1], frame.shape[0], "mono16")
     return found, np.frombuffer(bytes(labels.data), "<u2").reshape(frame.shape[:2]), log
 

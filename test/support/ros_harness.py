@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
 import time
 import weakref
 from pathlib import Path
+from typing import Any
 
 import rclpy
+from builtin_interfaces.msg import Time
 from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import Header
 
 from vision_factory.parameters import kept_for_late_readers
+from vision_factory.ros.messages import bgr_to_message
 
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 # A reader that also gets what a node published before its writer learnt of the reader (discovery is not symmetric:
@@ -28,6 +33,8 @@ PATIENCE_S = 120.0
 # Node parameters for a test that needs every frame answered (replay, verify): a queue deep enough that a loaded
 # machine never drops one (a node's default keeps only the newest frame, or tracknet's 4).
 KEEP_EVERY_FRAME = {"queue_size": "32"}
+# How long Probe.answered waits for the answers to one frame before it sends the frame again, stamped anew.
+AGAIN_S = 5.0
 
 
 def late_node_params(topics) -> dict[str, str]:
@@ -87,6 +94,10 @@ class NodeProcess:
     def log(self) -> str:
         return self.log_path.read_text()
 
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of the node's log (for a failure's message)."""
+        return "\n".join(self.log().splitlines()[-lines:])
+
     def wait(self, timeout: float = 20) -> int:
         return self.process.wait(timeout=timeout)
 
@@ -96,6 +107,36 @@ class NodeProcess:
         code = self.process.wait(timeout=15)
         self._log.close()
         return code
+
+
+def stamped_anew(publisher, frame, frame_id: str = "camera", first_sec: int = 1):
+    """A ``send`` for Probe.answered: each call publishes the BGR ``frame`` on ``publisher``, stamped a second after
+    the call before (from ``first_sec``), and returns its header."""
+    seconds = itertools.count(first_sec)
+
+    def send() -> Header:
+        header = Header(stamp=Time(sec=next(seconds), nanosec=250), frame_id=frame_id)
+        publisher.publish(bgr_to_message(frame, header))
+        return header
+
+    return send
+
+
+def stamp_of(message):
+    """A message's stamp: its header's, or a MarkerArray's first marker's; None for one without (Float64)."""
+    if hasattr(message, "header"):
+        return message.header.stamp
+    markers = getattr(message, "markers", None)
+    return markers[0].header.stamp if markers else None
+
+
+def _answer(messages: list, stamp, since: int):
+    """The first of ``messages`` of ``stamp``, or without a stamp and at ``since`` or after (None if none)."""
+    for index, message in enumerate(messages):
+        own = stamp_of(message)
+        if (own == stamp) if own is not None else index >= since:
+            return message
+    return None
 
 
 def _keeps_for_late_readers(node: NodeProcess | None, topic: str) -> bool:
@@ -152,6 +193,55 @@ class Probe:
             future = ask()
             self.spin_until(future.done, again_s)
         return future.result()
+
+    def answered(
+        self, send, answers: dict[str, list], node: NodeProcess | None = None, timeout: float = PATIENCE_S
+    ) -> tuple[Any, dict[str, Any]]:
+        """The answers on every topic of ``answers`` (topic: the list ``subscribe`` returned) to one frame: ``send()``
+        publishes the frame (its inputs), stamped anew at each call (stamped_anew), and returns the header (or stamp)
+        it sent; it is called again every AGAIN_S until, for one of the stamps sent, each list holds a message of
+        that stamp (a message without a stamp, such as a ~/debug/ Float64, counts for every frame sent before it
+        came). That header, and by topic the first message of its stamp; the node's log tail on failure.
+
+        Needed wherever a test waits for an on-demand output (Output.on_demand: masks, markers, debug_image,
+        points): the node computes it only while its writer counts a subscriber, and discovery is not symmetric,
+        so our reader can match the node's writer before that writer has learnt of our reader; a frame the node
+        handles meanwhile gets no such answer, which no QoS keeps (nothing was published). A frame sent once can so
+        be answered on the main output alone (CI hung on a generated package's ~/masks)."""
+        deadline, sent, result = time.monotonic() + timeout, [], []
+
+        def found() -> bool:  # the answers of the earliest stamp sent that every topic answered, into result
+            for header, counts in sent:
+                stamp = getattr(header, "stamp", header)
+                of_stamp = [_answer(messages, stamp, count) for messages, count in zip(answers.values(), counts)]
+                if all(message is not None for message in of_stamp):
+                    result[:] = [header, dict(zip(answers, of_stamp))]
+                    return True
+            return False
+
+        while True:
+            if node is not None and node.process.poll() is not None:
+                raise AssertionError(
+                    f"the node exited ({node.process.returncode}) before answering:\n{node.log_tail()}"
+                )
+            counts = [len(messages) for messages in answers.values()]
+            sent.append((send(), counts))
+            if self.spin_until(found, max(0.0, min(AGAIN_S, deadline - time.monotonic()))):
+                return result[0], result[1]
+            if time.monotonic() >= deadline:
+                missing = [
+                    topic
+                    for index, (topic, messages) in enumerate(answers.items())
+                    if all(
+                        _answer(messages, getattr(header, "stamp", header), counts[index]) is None
+                        for header, counts in sent
+                    )
+                ]
+                raise AssertionError(
+                    f"no answer on {', '.join(missing) or 'each of ' + ', '.join(answers)} to one of the {len(sent)}"
+                    f" frames sent (each stamped anew, {AGAIN_S:g} s apart) in {timeout:g} s"
+                    + (f"; the node's log ends:\n{node.log_tail()}" if node is not None else "")
+                )
 
     def close(self) -> None:
         self.executor.shutdown()

@@ -36,7 +36,14 @@ from typing import Any
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSCompatibility, QoSProfile, ReliabilityPolicy, qos_check_compatible
+from rclpy.qos import (
+    DurabilityPolicy,
+    HistoryPolicy,
+    QoSCompatibility,
+    QoSProfile,
+    ReliabilityPolicy,
+    qos_check_compatible,
+)
 from std_msgs.msg import Float64, Header
 
 from ..text import untrusted
@@ -211,8 +218,14 @@ class Monitor:
         clock.inference += end - start
 
     def _publish(self, name: str, seconds: float) -> None:
+        """A ~/debug/ figure, while its writer counts a reader, or always where it is kept for late readers
+        (transient local, as replay asks): discovery is not symmetric, so the writer may learn of a reader only
+        after the frames that reader waits for (a replay or a test lost a first frame's figures so)."""
         publisher = self.debug[name]
-        if publisher.get_subscription_count() > 0:
+        if (
+            publisher.get_subscription_count() > 0
+            or publisher.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
+        ):
             publisher.publish(Float64(data=1000 * seconds))
 
     def tick(self) -> None:

@@ -12,7 +12,7 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import Float64
 from support.models import _constant_model
 from support.nodes import YOLO, _yolo_output
-from support.ros_harness import PATIENCE_S, NodeProcess, Probe, stamped_anew
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe, late_node_params, stamped_anew
 from vision_msgs.msg import Detection2DArray
 
 SIZE = 256  # the constant model's input: a frame of its size is not scaled
@@ -66,3 +66,29 @@ def test_a_reader_made_just_before_the_frame_gets_the_on_demand_output_of_the_st
     finally:
         probe.close()
         node.stop()
+
+
+def test_an_on_demand_output_kept_for_late_readers_reaches_a_reader_that_came_after_its_frame(tmp_path):
+    """A node told to keep its ~/debug_image for late readers (transient local, as replay asks of what it records)
+    draws it for every frame, a reader counted or not: a reader made after the frame was answered gets that frame's
+    image (on demand alone, the node would never have drawn it: no reader was there)."""
+    model = _constant_model(tmp_path / "m.onnx", _yolo_output())
+    kept = late_node_params(["/t/detections", "/t/debug_image"])
+    node = NodeProcess(tmp_path, {"model_path": str(model), "qos_reliability": "reliable", **kept}, module=YOLO)
+    probe = Probe()
+    frame = np.full((SIZE, SIZE, 3), 90, np.uint8)
+    try:
+        answers = probe.subscribe(Detection2DArray, "/t/detections", late=True)
+        publisher = probe.publisher(Image, "/t/image")
+        ready = lambda: publisher.get_subscription_count() > 0 and probe.matched()  # noqa: E731
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
+        sent = stamped_anew(publisher, frame, first_sec=500)()  # no reader of the debug image anywhere yet
+        assert probe.spin_until(lambda: answers, PATIENCE_S), node.log()
+        drawn = probe.subscribe(Image, "/t/debug_image", late=True)
+        assert probe.spin_until(lambda: drawn, PATIENCE_S), node.log()
+    finally:
+        probe.close()
+        node.stop()
+    assert drawn[0].header == answers[0].header == sent
+    image = np.frombuffer(bytes(drawn[0].data), np.uint8).reshape(frame.shape)
+    assert (image != frame).any()  # the box drawn

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from rclpy.qos import DurabilityPolicy
 
 from ..cameras import CameraStats
 from ..text import untrusted
@@ -44,6 +45,20 @@ class CameraPublisher:
     def topic_name(self) -> str:
         """The topic of the camera the calling thread is on (the first camera's where none)."""
         return self._chosen()[0].topic_name
+
+    @property
+    def qos_profile(self) -> Any:
+        """The QoS of the camera the calling thread is on (the first camera's where none; every camera's alike)."""
+        return self._chosen()[0].qos_profile
+
+
+def wanted(publisher: Any) -> bool:
+    """Whether a node computes an on-demand output (a debug image, markers, masks, a point cloud, a ~/debug/ time)
+    now: while its writer counts a reader, or always where the output is kept for late readers (transient local,
+    as replay asks: discovery is not symmetric, so the writer may learn of a reader only after the frames that
+    reader waits for)."""
+    kept = publisher.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
+    return kept or publisher.get_subscription_count() > 0
 
 
 def camera_status(node: str, camera: str, topic: str, stats: CameraStats, silence_s: float, since: float):

@@ -30,6 +30,7 @@ from ..families.family import Family
 from ..images import ImageFormatError, xyz_cloud_cdr
 from ..results.dense import draw, to_cdr
 from ..runtime.runner import Runner
+from .cameras import wanted
 from .inference_node import InferenceNode, spin
 from .messages import bgr_to_message
 
@@ -114,9 +115,9 @@ class DepthNode(InferenceNode):
             height, width = result.values.shape
             scaled = scaled_camera_info(info, header, width, height)
             self.info_pub.publish(scaled)
-            if self.metric and self.points_pub.get_subscription_count() > 0:
+            if self.metric and wanted(self.points_pub):
                 self.points_pub.publish(point_cloud(header, result.values, scaled))
-        if self.debug_pub.get_subscription_count() > 0:
+        if wanted(self.debug_pub):
             self.debug_pub.publish(bgr_to_message(draw(result), header))
 
 

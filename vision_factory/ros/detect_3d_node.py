@@ -65,6 +65,7 @@ from ..parameters import FRACTION, IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, P
 from ..results.detections import MASK_LABELS, detections_from_message, track_colour
 from ..streaming import PAIRING_WINDOW, Pairing
 from ..text import untrusted
+from .cameras import wanted
 from .inference_node import InferenceNode, spin
 from .messages import image_from_cdr
 
@@ -261,7 +262,7 @@ class Detect3DNode(InferenceNode):
                 f"{self.min_valid:g} valid depth in their mask or box core (out of the depth camera's range, or "
                 "outside its image): left out of detections_3d, never placed at zero depth",
             )
-        if self.marker_pub.get_subscription_count() > 0:
+        if wanted(self.marker_pub):
             self.marker_pub.publish(box_markers(header, detections_msg, boxes))
 
 

@@ -52,6 +52,7 @@ from ..results.detections import (
 )
 from ..runtime.runner import Runner
 from ..streaming import stamp_ns, stamp_of
+from .cameras import wanted
 from .inference_node import InferenceNode, spin
 from .messages import bgr_to_message
 
@@ -174,13 +175,13 @@ class DetectionNode(InferenceNode):
         self.detections_pub.publish(detections_message(header, detections, self.detector.keypoint_names, ids))
         self.outputs += 1
         self.monitor.answered(header)
-        if self.marker_pub is not None and self.marker_pub.get_subscription_count() > 0:
+        if self.marker_pub is not None and wanted(self.marker_pub):
             self.marker_pub.publish(skeleton_markers(header, detections, self.skeleton, self.keypoint_threshold))
-        if self.track_marker_pub is not None and self.track_marker_pub.get_subscription_count() > 0:
+        if self.track_marker_pub is not None and wanted(self.track_marker_pub):
             self.track_marker_pub.publish(track_markers(header, tracking.tracker.active))
-        if self.masks_pub is not None and self.masks_pub.get_subscription_count() > 0 and _has_masks(self.detector):
+        if self.masks_pub is not None and wanted(self.masks_pub) and _has_masks(self.detector):
             self.masks_pub.publish(masks_message(header, detections, frame.shape[:2], self.mask_encoding))
-        if self.debug_pub.get_subscription_count() > 0:
+        if wanted(self.debug_pub):
             annotated = draw_detections(frame.copy(), detections, self.skeleton, self.keypoint_threshold, track_ids)
             self.debug_pub.publish(bgr_to_message(annotated, header))
 

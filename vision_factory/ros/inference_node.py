@@ -60,7 +60,7 @@ from ..runtime.runner import Runner
 from ..streaming import PAIRING_WINDOW, Pairing, ProblemLog, frame_header, stale_age_ms, stamp_ns
 from ..text import untrusted
 from . import message_class
-from .cameras import CameraPublisher, camera_status
+from .cameras import CameraPublisher, camera_status, wanted
 from .messages import image_from_cdr, message_to_bgr
 from .monitor import Monitor
 from .parameters import (
@@ -344,7 +344,7 @@ class InferenceNode(LifecycleNode):
 
     def _debug(self, camera: str, name: str, value_ms: float) -> None:
         publisher = getattr(self, "camera_debug", {}).get(camera, {}).get(name)
-        if publisher is not None and publisher.get_subscription_count() > 0:
+        if publisher is not None and wanted(publisher):
             publisher.publish(Float64(data=value_ms))
 
     def camera_answered(self, latency_ms: float) -> None:
@@ -388,11 +388,11 @@ class InferenceNode(LifecycleNode):
 
     def _follow_subscribers(self) -> None:
         """lazy: listen while an output has a subscriber, stop when none has."""
-        wanted = any(publisher.get_subscription_count() > 0 for publisher in self._listened)
-        if wanted and not self._inputs:
+        listened_to = any(publisher.get_subscription_count() > 0 for publisher in self._listened)
+        if listened_to and not self._inputs:
             self.get_logger().info("lazy: an output has a subscriber, listening")
             self.listen()
-        elif not wanted and self._inputs:
+        elif not listened_to and self._inputs:
             self._stop_listening()
             self.get_logger().info("lazy: no output has a subscriber, stopped listening")
 

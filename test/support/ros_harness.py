@@ -18,6 +18,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Header
 
+from vision_factory.cameras import camera_names, camera_topic
 from vision_factory.parameters import kept_for_late_readers
 from vision_factory.ros.messages import bgr_to_message
 
@@ -57,12 +58,23 @@ def _main_outputs() -> tuple[str, ...]:
     return tuple(sorted(topics))
 
 
+def _served_outputs(cameras) -> tuple[str, ...]:
+    """The main outputs (``_main_outputs``) a node publishes with its ``cameras`` parameter: each camera's
+    (<camera>/<topic>), or the one camera's; none of a value the node refuses (its test reads the refusal)."""
+    try:
+        names = camera_names(cameras)
+    except ValueError:
+        return ()
+    return tuple(camera_topic(camera, topic) for camera in names or ("",) for topic in _main_outputs())
+
+
 _STARTED: list = []  # weak references to every NodeProcess started: a Probe reads their main outputs LATE
 
 
 class NodeProcess:
     """A node (default: tracknet_node) in a subprocess under a private namespace; its log goes to a file. Its main
-    output keeps its answers for a LATE reader (late_node_params), and a Probe subscribes to it so while it runs:
+    output (each camera's, with ``cameras``) keeps its answers for a LATE reader (late_node_params), and a Probe
+    subscribes to it so while it runs:
     a test that counts answers loses none to discovery's asymmetry (CI lost a burst's answers so)."""
 
     def __init__(
@@ -79,7 +91,7 @@ class NodeProcess:
         self.log_path = log_dir / "node.log"
         """``executable``: the command that starts the node instead of ``module`` (e.g. a generated package's);
         ``env``: variables set for its process over the test's (e.g. another ROS_DOMAIN_ID)."""
-        self.late_topics = {f"{namespace.rstrip('/')}/{topic}" for topic in _main_outputs()}
+        self.late_topics = {f"{namespace.rstrip('/')}/{topic}" for topic in _served_outputs(params.get("cameras"))}
         params = {**late_node_params(sorted(self.late_topics)), **params}
         _STARTED.append(weakref.ref(self))
         command = [*(executable or [sys.executable, "-m", module]), "--ros-args", "-r", f"__ns:={namespace}"]

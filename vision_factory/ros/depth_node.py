@@ -64,7 +64,8 @@ def point_cloud(header, depth: np.ndarray, info: CameraInfo) -> bytes:
     u = (np.arange(depth.shape[1], dtype=np.float32) - np.float32(cx)) / np.float32(fx)
     v = (np.arange(depth.shape[0], dtype=np.float32) - np.float32(cy)) / np.float32(fy)
     depth = np.asarray(depth, "<f4")
-    return xyz_cloud_cdr(header, cv2.merge([depth * u[None, :], depth * v[:, None], depth]))  # x, y, z interleaved
+    points = cv2.merge([depth * u[None, :], depth * v[:, None], depth])  # x, y, z interleaved
+    return xyz_cloud_cdr(header, points, dense=bool(np.isfinite(depth).all()))  # x, y are NaN where z is
 
 
 class DepthNode(InferenceNode):

@@ -188,18 +188,21 @@ def lines(label: str, report: dict[str, Any]) -> list[str]:
         rows.append((f"1 node of {cameras} cameras, {report['workers']} workers", report["one_node_workers"]))
     text = []
     for name, row in rows:
-        p99 = [value for value in row["latency_p99_ms"] if value == value]
-        spread = f" (max/min {max(p99) / min(p99):.2f})" if p99 and min(p99) > 0 else ""
-        p50 = [value for value in row["latency_p50_ms"] if value == value]
-        spread50 = f" (max/min {max(p50) / min(p50):.2f})" if p50 and min(p50) > 0 else ""
         text.append(
             f"{label} {name}: {row['fps']:.1f} frames/s answered of {row['sent_fps']:.1f} sent; per camera "
             f"{' '.join(f'{value:.1f}' for value in row['camera_fps'])}; latency p50 ms "
-            f"{' '.join(f'{value:.0f}' for value in row['latency_p50_ms'])}{spread50}, p99 ms "
-            f"{' '.join(f'{value:.0f}' for value in row['latency_p99_ms'])}{spread}; VmRSS {row['rss_mib']:.0f} MiB"
+            f"{_latencies(row['latency_p50_ms'])}, p99 ms {_latencies(row['latency_p99_ms'])}; "
+            f"VmRSS {row['rss_mib']:.0f} MiB"
         )
     ratios = f"memory {report['memory_ratio']:.2f}x, frames/s {report['fps_ratio']:.2f}x"
     if "fps_ratio_workers" in report:
         ratios += f"; with {report['workers']} workers frames/s {report['fps_ratio_workers']:.2f}x"
     text.append(f"{label} 1 node / {cameras} nodes: {ratios}")
     return text
+
+
+def _latencies(per_camera: list[float]) -> str:
+    """Each camera's latency (ms), and their spread (max/min) over the cameras that have one."""
+    known = [value for value in per_camera if value == value]
+    spread = f" (max/min {max(known) / min(known):.2f})" if known and min(known) > 0 else ""
+    return " ".join(f"{value:.0f}" for value in per_camera) + spread

@@ -20,7 +20,7 @@ from rclpy.parameter import Parameter as RosParameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import Image
 from std_msgs.msg import Float64, Header
-from support.data import _photo_frames, _red_spots, _walk
+from support.data import RIG_START_NS, _photo_frames, _red_spots, _walk, camera_rig
 from support.generated import generate_and_install, site_packages
 from support.models import SHAPES_MODEL, spot_finder
 from support.real_models import FALL_MODEL, NUDENET_MODEL, REID_MODEL
@@ -34,7 +34,7 @@ from vision_factory.models.tracknet import TrackNetModuleONNX
 from vision_factory.results.detections import Detection, detections_from_message, detections_message
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
-from vision_factory.tools.bags import read_messages, write_image_bag, write_messages
+from vision_factory.tools.bags import write_image_bag
 from vision_factory.tools.bench import _node_frames, node_params, run_bench
 from vision_factory.tools.bench_cameras import cameras_vs_nodes, lines
 from vision_factory.tools.replay_cameras import parse_cameras, replay_cameras
@@ -357,17 +357,8 @@ def test_replay_plays_several_cameras_through_one_node_in_recorded_time_order(tm
         "left": [cv2.resize(photos[1], (320, 240)), cv2.resize(photos[3], (320, 240))],
         "right": [photos[4], photos[5], photos[4]],
     }
-    start = 1_700_000_000_000_000_000
-    front = write_image_bag(tmp_path / "front", frames["front"], "/front/image_raw", 30, "front", start_ns=start)
-    left = write_image_bag(tmp_path / "left", frames["left"], "/left/image_raw", 10, "left", start_ns=start + 10**7)
-    rig = write_messages(
-        tmp_path / "rig",
-        sorted(
-            [*read_messages(front, "/front/image_raw"), *read_messages(left, "/left/image_raw")],
-            key=lambda message: message.timestamp_ns,
-        ),
-    )
-    right = write_image_bag(tmp_path / "right", frames["right"], fps=15, frame_id="right", start_ns=start + 5 * 10**6)
+    start = RIG_START_NS
+    rig, right = camera_rig(tmp_path, frames)
     sources = parse_cameras(["front=/front/image_raw", "left=/left/image_raw", f"right={right}"], rig)
     result = replay_cameras(sources, tmp_path / "out", "yolo", {"model_path": str(model)})
     assert result.missing_frames == {"front": [], "left": [], "right": []}, open(result.node_log).read()

@@ -18,19 +18,19 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHARED, pypi_model
 from support.cli import run_cli
-from support.data import _walk
+from support.data import RIG_START_NS, _walk, camera_rig
 from support.models import SHAPES_MODEL, wrap_yolo
 from support.real_models import FALL_MODEL, POSE_MODEL, REID_MODEL
 
 from vision_factory.cli import main
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.runtime.onnx_runner import OnnxRunner
-from vision_factory.tools.bags import read_ball_csv, read_messages, write_image_bag, write_messages
+from vision_factory.tools.bags import read_ball_csv, write_image_bag
 from vision_factory.tools.replay_cameras import parse_cameras
 from vision_factory.tools.synthetic import BallClip, build_tracknet_model
 from vision_factory.tools.verify_cameras import verify_cameras
 
-START = 1_700_000_000_000_000_000
+START = RIG_START_NS
 SHAPES_IMAGES = SHARED / "data" / "shapes-val" / "images"
 SEG_MODEL = SHARED / "models" / "shapes-yolov8n-seg.onnx"
 TEST_DATA = Path(__file__).resolve().parent / "data"
@@ -49,16 +49,7 @@ def _rig(tmp_path, images: list | None = None):
         "left": [cv2.resize(image, (320, 240)) for image in shapes[6:9]],
         "right": [cv2.resize(image, (512, 384)) for image in shapes[9:13]],
     }
-    front = write_image_bag(tmp_path / "front", frames["front"], "/front/image_raw", 30, "front", start_ns=START)
-    left = write_image_bag(tmp_path / "left", frames["left"], "/left/image_raw", 10, "left", start_ns=START + 10**7)
-    rig = write_messages(
-        tmp_path / "rig",
-        sorted(
-            [*read_messages(front, "/front/image_raw"), *read_messages(left, "/left/image_raw")],
-            key=lambda message: message.timestamp_ns,
-        ),
-    )
-    right = write_image_bag(tmp_path / "right", frames["right"], fps=15, frame_id="right", start_ns=START + 5 * 10**6)
+    rig, right = camera_rig(tmp_path, frames)
     side = write_image_bag(tmp_path / "side", [], frame_id="side")
     cameras = ["front=/front/image_raw", "left=/left/image_raw", f"right={right}", f"side={side}"]
     return rig, cameras, frames

@@ -10,10 +10,31 @@ import cv2
 import numpy as np
 from support.real_models import PHOTOS
 
+from vision_factory.tools.bags import read_messages, write_image_bag, write_messages
 from vision_factory.tools.compose import SCENES, compose
 from vision_factory.tools.mot_files import write_mot
 
 TUNING_SCENE = "hide_behind_person"  # the scene reid-tune measures the embedder on
+RIG_START_NS = 1_700_000_000_000_000_000  # camera_rig's first frame, bag time
+
+
+def camera_rig(folder: Path, frames: dict[str, list[np.ndarray]]) -> tuple[Path, Path]:
+    """Three cameras' ``frames`` as bags: front (30 frames/s from RIG_START_NS) and left (10/s, from +10 ms) as two
+    image topics of one bag, /front/image_raw and /left/image_raw; right (15/s, from +5 ms) as its own bag. The
+    two bags (front and left's, right's)."""
+    front = write_image_bag(folder / "front", frames["front"], "/front/image_raw", 30, "front", start_ns=RIG_START_NS)
+    left_start = RIG_START_NS + 10**7
+    left = write_image_bag(folder / "left", frames["left"], "/left/image_raw", 10, "left", start_ns=left_start)
+    rig = write_messages(
+        folder / "rig",
+        sorted(
+            [*read_messages(front, "/front/image_raw"), *read_messages(left, "/left/image_raw")],
+            key=lambda message: message.timestamp_ns,
+        ),
+    )
+    right_start = RIG_START_NS + 5 * 10**6
+    right = write_image_bag(folder / "right", frames["right"], fps=15, frame_id="right", start_ns=right_start)
+    return rig, right
 
 
 def scene_files(folder: Path, name: str) -> tuple[Path, Path]:

@@ -20,6 +20,7 @@ import numpy as np
 from ..results.dense import DenseMap
 from ..runtime.runner import Runner, tensor_text
 from ..text import untrusted
+from .bounds import MAX_INPUT_PIXELS
 from .depth_interface import BILINEAR_CORNERS, Processor
 from .interface import check_image_input
 
@@ -124,9 +125,16 @@ class DepthEstimator:
         self.seconds = {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0}
 
     def input_size(self, height: int, width: int) -> tuple[int, int]:
-        """The model input's (height, width) for a frame of that size (ZoeDepth's: for the padded frame)."""
+        """The model input's (height, width) for a frame of that size (ZoeDepth's: for the padded frame); a
+        ValueError when it has more than MAX_INPUT_PIXELS pixels (an odd frame's aspect ratio, kept)."""
         pad_rows, pad_columns = padding(height, width, self.processor)
-        return self.fixed or resized_size(height + 2 * pad_rows, width + 2 * pad_columns, self.processor)
+        size = self.fixed or resized_size(height + 2 * pad_rows, width + 2 * pad_columns, self.processor)
+        if size[0] * size[1] > MAX_INPUT_PIXELS:
+            raise ValueError(
+                f"the image processor resizes a {width}x{height} frame to {size[1]}x{size[0]}, more than "
+                f"{MAX_INPUT_PIXELS} pixels: give a smaller processor_size"
+            )
+        return size
 
     def prepare(self, image_bgr: np.ndarray) -> np.ndarray:
         """The model's input tensor [1, 3, h, w] float32 for a BGR frame."""

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..images import FILE_FIX, TOO_LARGE, ImageFormatError, check_pixels, read_image_file
+from ..parameters import MAX_IMAGE_PIXELS
+from ..text import untrusted
 from .bags import read_frames
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm")
@@ -17,19 +20,32 @@ def is_video(path: Path) -> bool:
 
 
 def read_image(path: Path) -> np.ndarray | None:
-    """A BGR image, or None when ``path`` is no readable image."""
-    import cv2
-
-    return cv2.imread(str(path), cv2.IMREAD_COLOR)
+    """A BGR image, or None when ``path`` is no readable image; one declaring more than MAX_IMAGE_PIXELS pixels is
+    a ValueError naming the file, raised before it is decoded (images.read_image_file)."""
+    try:
+        return read_image_file(path)
+    except ImageFormatError as exc:
+        if exc.kind == TOO_LARGE:
+            raise ValueError(f"{untrusted(str(path), 300)}: {exc}") from None
+        return None
+    except OSError:
+        return None
 
 
 def video_frames(path: Path) -> Iterator[np.ndarray]:
-    """BGR frames of a video file."""
+    """BGR frames of a video file, whose declared frame size is checked against MAX_IMAGE_PIXELS before the first
+    frame is decoded (a ValueError naming the file)."""
     import cv2
 
     capture = cv2.VideoCapture(str(path))
     if not capture.isOpened():
-        raise ValueError(f"cannot open video {path}")
+        raise ValueError(f"cannot open video {untrusted(str(path), 300)}")
+    width, height = (int(capture.get(prop)) for prop in (cv2.CAP_PROP_FRAME_WIDTH, cv2.CAP_PROP_FRAME_HEIGHT))
+    try:
+        check_pixels(width, height, MAX_IMAGE_PIXELS, "video frames", FILE_FIX)
+    except ImageFormatError as exc:
+        capture.release()
+        raise ValueError(f"{untrusted(str(path), 300)}: {exc}") from None
     while True:
         ok, frame = capture.read()
         if not ok:

@@ -113,6 +113,12 @@ class DepthEstimator:
         self.resize = resize
         self.input = runner.inputs[0]
         check_image_input(self.input)
+        output = runner.outputs[0]
+        if any(isinstance(dim, int) and dim < 1 for dim in output.shape):
+            raise ValueError(
+                f"the depth model's output {tensor_text(output)} is empty: no depth map; the file is damaged or no "
+                "depth model"
+            )
         height, width = self.input.shape[2:]
         # A fixed-size export takes only its own size: every frame is resized to it (the aspect ratio not kept).
         self.fixed = (height, width) if isinstance(height, int) and isinstance(width, int) else None
@@ -175,6 +181,9 @@ class DepthEstimator:
         if output.ndim not in (3, 4) or output.shape[0] != 1 or (output.ndim == 4 and output.shape[1] != 1):
             shown = tensor_text(self.runner.outputs[0])
             raise ValueError(f"the depth model's output {shown} gave {output.shape}: not one [1, H, W] map")
+        if output.size == 0:
+            shown = tensor_text(self.runner.outputs[0])
+            raise ValueError(f"the depth model's output {shown} gave {output.shape}: an empty map")
         return output.reshape(output.shape[-2:])
 
     def finish(self, depth: np.ndarray, height: int, width: int) -> DenseMap:

@@ -178,24 +178,18 @@ RESULT_MASK_DAMAGE = {
 }
 
 
-@pytest.mark.parametrize("case", list(TRUTH_MASK_DAMAGE))
-def test_eval_refuses_a_truth_mask_that_is_no_mask_of_its_image_naming_the_annotation(tmp_path, case):
-    segmentation, named = TRUTH_MASK_DAMAGE[case]
-    arguments, files = _mask_eval(tmp_path, segmentation=segmentation)
-    done = CliRunner().invoke(main, arguments)
-    assert done.exit_code == 1 and isinstance(done.exception, SystemExit), (done.output, done.exception)
-    where, fix = _truth_refusal(files)
-    assert done.output.startswith(where) and named in done.output and fix in done.output, done.output
-    assert len(done.output.strip().splitlines()) == 1 and not (tmp_path / "o" / "eval.json").exists()
+MASK_DAMAGE = {("truth", k): v for k, v in TRUTH_MASK_DAMAGE.items()}
+MASK_DAMAGE |= {("results", k): v for k, v in RESULT_MASK_DAMAGE.items()}
 
 
-@pytest.mark.parametrize("case", list(RESULT_MASK_DAMAGE))
-def test_eval_refuses_a_result_mask_that_is_no_mask_of_its_image_naming_the_detection(tmp_path, case):
-    result, named = RESULT_MASK_DAMAGE[case]
-    arguments, files = _mask_eval(tmp_path, result=result)
+@pytest.mark.parametrize("damaged, case", list(MASK_DAMAGE), ids=[f"{d}: {c}" for d, c in MASK_DAMAGE])
+def test_eval_refuses_a_mask_that_is_no_mask_of_its_image_naming_the_annotation_or_detection(tmp_path, damaged, case):
+    segmentation, named = MASK_DAMAGE[(damaged, case)]
+    given = {"segmentation": segmentation} if damaged == "truth" else {"result": segmentation}
+    arguments, files = _mask_eval(tmp_path, **given)
     done = CliRunner().invoke(main, arguments)
     assert done.exit_code == 1 and isinstance(done.exception, SystemExit), (done.output, done.exception)
-    where, fix = _results_refusal(files)
+    where, fix = (_truth_refusal if damaged == "truth" else _results_refusal)(files)
     assert done.output.startswith(where) and named in done.output and fix in done.output, done.output
     assert len(done.output.strip().splitlines()) == 1 and not (tmp_path / "o" / "eval.json").exists()
 

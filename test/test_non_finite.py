@@ -19,6 +19,7 @@ from support.models import _constant_model
 
 from vision_factory.cli import main
 from vision_factory.families.registry import family
+from vision_factory.models.lift3d import Intrinsics, LiftError, lift
 from vision_factory.models.masks import box_span, instance_masks, labelled
 from vision_factory.parameters import with_defaults
 from vision_factory.results.detections import Detection, finite_detections, nms
@@ -236,3 +237,64 @@ def test_top_down_pose_poses_the_finite_people_and_counts_the_rest(tmp_path):
     (circle,) = found.detections
     assert circle.xyxy == (40, 40, 80, 80) and np.allclose(circle.keypoints, [(60, 60, 0.7)] * 17)
     assert list(found.problems) == ["non-finite box"]
+
+
+def test_a_nan_box_gets_no_3d_box_and_the_others_theirs():
+    """lift read math.ceil(nan) and raised: the frame's good boxes were lost with it."""
+    camera = Intrinsics(500.0, 500.0, 319.5, 239.5, 640, 480)
+    depth = np.full((480, 640), 2.0, np.float32)
+    detections = [
+        Detection((100, 100, 200, 200), 0.9, 0, "a"),
+        Detection((NAN, 100, 200, 200), 0.9, 0, "a"),
+        Detection((300, -INF, 400, 200), 0.9, 0, "a"),
+        Detection((-1e308, 0, 1e308, 100), 0.9, 0, "a"),  # finite, but its width in metres is not
+        Detection((400, 300, 500, 400), 0.9, 0, "a"),
+    ]
+    boxes = lift(detections, depth, camera, camera)
+    assert [box is None for box in boxes] == [False, True, True, True, False]
+    for box, (x1, y1, x2, y2) in zip((boxes[0], boxes[4]), ((100, 100, 200, 200), (400, 300, 500, 400))):
+        assert box.centre == pytest.approx((((x1 + x2) / 2 - 320) / 250, ((y1 + y2) / 2 - 240) / 250, 2.0))
+        assert box.size == pytest.approx((0.4, 0.4, 0.0))
+
+
+@pytest.mark.parametrize(
+    "k,kind",
+    [
+        ([0.0, 0, 320, 0, 0.0, 240, 0, 0, 1], "camera_info without focal length"),
+        ([NAN, 0, 320, 0, 500, 240, 0, 0, 1], "camera_info without focal length"),
+        ([500, 0, 320, 0, INF, 240, 0, 0, 1], "camera_info without focal length"),
+        ([500, 0, NAN, 0, 500, 240, 0, 0, 1], "camera_info without principal point"),
+        ([500, 0, 320, 0, 500, -INF, 0, 0, 1], "camera_info without principal point"),
+        ([500, 0, 320, 0, 500, 240, 0, 0, NAN], "bad camera_info"),
+    ],
+)
+def test_a_camera_info_that_cannot_place_a_pixel_is_refused_by_kind(k, kind):
+    with pytest.raises(LiftError) as refused:
+        Intrinsics.from_camera_info(k, 640, 480)
+    assert refused.value.kind == kind
+
+
+@pytest.mark.parametrize("kind", ["metric", "relative"])
+def test_a_depth_maps_infinite_or_negative_values_are_nan_and_reported(tmp_path, kind):
+    raw = np.full((56, 56), 3.0, np.float32)
+    raw[:4, :4] = INF
+    raw[50:, 50:] = -2.0
+    raw[20:24, 20:24] = NAN
+    metadata = {"depth_kind": kind, "model_type": "depth_anything", "image_size": "56x56"}
+    model = _constant_outputs(tmp_path / "depth.onnx", [1, 3, 56, 56], {"predicted_depth": raw[None]}, metadata)
+    found = _pipeline("depth", model).infer(np.zeros((112, 112, 3), np.uint8))
+    values = found.values
+    assert values.shape == (112, 112) and not np.isinf(values).any()
+    assert np.isnan(values[:8, :8]).all() and np.isnan(values[40:48, 40:48]).all()
+    assert np.allclose(values[60:90, 10:40], 3.0)  # far from every bad value: the map as the model gave it
+    if kind == "metric":  # negative metres are no depth; a NaN is the model's "no depth", no problem
+        assert np.isnan(values[104:, 104:]).all()
+        assert list(found.problems) == ["infinite or negative depth from the model"]
+        assert found.problems["infinite or negative depth from the model"].startswith("52 of 3136 values")
+    else:  # relative inverse depth: negative is a value like another
+        assert np.allclose(values[106:, 106:], -2.0)
+        assert list(found.problems) == ["NaN or infinite depth from the model"]
+        assert found.problems["NaN or infinite depth from the model"].startswith("32 of 3136 values")
+    clean = _constant_outputs(tmp_path / "clean.onnx", [1, 3, 56, 56], {"predicted_depth": np.full((1, 56, 56), 3.0)},
+                              metadata)  # fmt: skip
+    assert _pipeline("depth", clean).infer(np.zeros((112, 112, 3), np.uint8)).problems == {}

@@ -33,10 +33,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ..results.detections import Detection
+from ..results.detections import Detection, finite_box
 from ..text import untrusted
 
 # Depth image encodings (REP-118) -> (numpy dtype, units per metre). Nothing else is depth.
@@ -75,17 +76,25 @@ class Intrinsics:
     ) -> Intrinsics:
         """From a sensor_msgs/CameraInfo's K (row-major 3x3), width and height; ``binning`` (binning_x, binning_y)
         and ``roi`` (x_offset, y_offset, width, height) must be unset. An uncalibrated camera (K all zeros, a focal
-        length of 0 or not finite) or a size of 0 is a LiftError naming ``what``."""
+        length of 0 or not finite), a principal point or another K value not finite, or a size of 0 is a LiftError
+        naming ``what`` (its kind with it: a node reports each once)."""
         values = [float(v) for v in k]
         if len(values) != 9:
             raise LiftError(f"bad {what}", f"{what}: K has {len(values)} values, not 9")
         fx, cx, fy, cy = values[0], values[2], values[4], values[5]
-        if not all(math.isfinite(v) for v in values) or fx <= 0 or fy <= 0:
+        if not (math.isfinite(fx) and math.isfinite(fy)) or fx <= 0 or fy <= 0:
             raise LiftError(
                 f"{what} without focal length",
                 f"{what}'s K has focal lengths fx {fx:g}, fy {fy:g}: the camera is not calibrated (a driver publishes "
                 "K all zeros then); calibrate it (camera_calibration) or have its driver publish its factory "
                 "intrinsics",
+            )
+        if not all(math.isfinite(v) for v in values):
+            centre = math.isfinite(cx) and math.isfinite(cy)
+            raise LiftError(
+                f"bad {what}" if centre else f"{what} without principal point",
+                f"{what}'s K has a NaN or infinite value (cx {cx:g}, cy {cy:g}): it is damaged; calibrate the camera "
+                "or have its driver publish its factory intrinsics",
             )
         if width <= 0 or height <= 0:
             raise LiftError(f"bad {what}", f"{what} says the image is {width}x{height}: no image has that size")
@@ -96,6 +105,19 @@ class Intrinsics:
                 "sent (image_proc's crop_decimate does), or leave both unset",
             )
         return cls(fx, fy, cx, cy, int(width), int(height))
+
+    @classmethod
+    def of(cls, info: Any, what: str = "camera_info") -> Intrinsics:
+        """``from_camera_info`` of a sensor_msgs/CameraInfo (any object of its fields: no ROS here)."""
+        roi = info.roi
+        return cls.from_camera_info(
+            info.k,
+            info.width,
+            info.height,
+            what,
+            (info.binning_x, info.binning_y),
+            (roi.x_offset, roi.y_offset, roi.width, roi.height),
+        )
 
     @property
     def size(self) -> tuple[int, int]:
@@ -201,7 +223,10 @@ def _to_colour_index(index: np.ndarray, colour: Intrinsics, depth: Intrinsics, a
 
 def _span(low: float, high: float, size: int) -> tuple[int, int]:
     """The pixels (first, end) whose centres c + 0.5 lie in low..high, clipped to 0..size; at least the pixel holding
-    the middle when it is inside."""
+    the middle when it is inside; none when either is NaN."""
+    if math.isnan(low) or math.isnan(high):
+        return 0, 0
+    low, high = max(low, -1.0), min(high, size + 1.0)  # an infinite (or vast) side: just outside the image
     first, end = max(math.ceil(low - 0.5), 0), min(math.ceil(high - 0.5), size)
     if end <= first:
         middle = math.floor((low + high) / 2)
@@ -246,7 +271,10 @@ def lift_one(
     min_valid: float = MIN_VALID,
 ) -> Box3D | None:
     """``detection``'s box in 3D from ``depth`` (float metres, NaN invalid: ``depth_metres``) read through
-    ``depth_k`` (``depth_intrinsics``), its 2D box in the image of ``colour``; None without enough valid depth."""
+    ``depth_k`` (``depth_intrinsics``), its 2D box in the image of ``colour``; None without enough valid depth, and
+    for a 2D box of a NaN or infinite value (results/detections.finite_box: the caller counts those apart)."""
+    if not finite_box(detection.xyxy):
+        return None
     (r0, r1, c0, c1), selected = _region(detection, colour, depth_k, core)
     window = depth[r0:r1, c0:c1]
     samples = window[selected] if selected is not None else window.ravel()
@@ -264,6 +292,8 @@ def lift_one(
     x = ((x1 + x2) / 2 - 0.5 - colour.cx) / colour.fx * z
     y = ((y1 + y2) / 2 - 0.5 - colour.cy) / colour.fy * z
     size = ((x2 - x1) / colour.fx * z, (y2 - y1) / colour.fy * z, far - near)
+    if not all(math.isfinite(v) for v in (x, y, *size)):  # a finite 2D box too vast for floats once in metres
+        return None
     return Box3D((x, y, z), size, int(inliers.size))
 
 

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 from support.models import _constant_model
+from support.ros_harness import KEEP_EVERY_FRAME
 
 from vision_factory.cli import main
 from vision_factory.families.registry import family
@@ -24,6 +25,8 @@ from vision_factory.models.masks import box_span, instance_masks, labelled
 from vision_factory.parameters import with_defaults
 from vision_factory.results.detections import Detection, finite_detections, nms
 from vision_factory.runtime.backends import load_target
+from vision_factory.tools.bags import write_image_bag
+from vision_factory.tools.replay import replay
 
 NAN, INF = float("nan"), float("inf")
 SIZE = 256  # the constant models' input: a frame of this size maps onto it one to one
@@ -148,6 +151,23 @@ def test_a_detr_whose_pred_boxes_are_nan_keeps_its_other_queries(tmp_path):
         ((130.0, 40.0, 170.0, 60.0), "thing"),
     ]
     assert list(found.problems) == ["non-finite box"]
+
+
+def test_the_detr_node_publishes_no_nan_box_and_says_so_once(tmp_path):
+    """Over DDS (replay of a bag of three frames through the detr node): the queries of NaN and infinite boxes
+    (published as they came on 9b439f9) never reach a Detection2DArray; the others do, every frame; the node says it
+    once, and counts the frames at stop."""
+    frames = [np.full((100, 200, 3), 40 * index, np.uint8) for index in range(3)]
+    bag = write_image_bag(tmp_path / "bag", frames)
+    params = {"model_path": str(_detr(tmp_path / "detr.onnx", DETR_BOXES)), **KEEP_EVERY_FRAME}
+    result = replay(bag, tmp_path / "out", node="detr", params=params)
+    log = Path(result.node_log).read_text()
+    assert result.missing_frames == [], log
+    records = json.loads(Path(result.detections_json).read_text(), parse_constant=pytest.fail)
+    published = [[d["xyxy"] for d in record["detections"]] for record in records]
+    assert np.allclose(published, [[[40, 20, 60, 30], [130, 40, 170, 60]]] * 3, atol=1e-4), published
+    assert log.count("(non-finite box): 2 of 4 detections in the model's output with a NaN or infinite box") == 1
+    assert "frames with problems in all, by kind: non-finite box: 3" in log and "Traceback" not in log
 
 
 def _constant_outputs(path: Path, image: list, outputs: dict[str, np.ndarray], metadata: dict | None = None) -> Path:

@@ -238,14 +238,8 @@ def test_track_node_gives_another_nodes_detections_the_ids_of_the_offline_tracke
     """Images and a detector's Detection2DArray (in either order per stamp) in; the same detections out on
     ``tracks``, each id the track ID the offline Tracking gives them (families/track.py's build)."""
     frames, inputs, params, expected = _track_node_case()
-    node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.track_onnx_node")
-    probe = Probe()
+    node, probe, tracks, images, detections = _track_node(tmp_path, params)
     try:
-        tracks = probe.subscribe(Detection2DArray, "/t/tracks")
-        images = probe.publisher(Image, "/t/image")
-        detections = probe.publisher(Detection2DArray, "/t/detections")
-        ready = lambda: images.get_subscription_count() > 0 and detections.get_subscription_count() > 0  # noqa: E731
-        assert probe.spin_until(lambda: ready() and probe.matched(), PATIENCE_S), node.log()
         for index, (frame, message) in enumerate(zip(frames, inputs)):
             image = bgr_to_message(frame, _header(index))
             first, second = ((images, image), (detections, message))[:: 1 if index % 2 else -1]
@@ -267,15 +261,9 @@ def test_track_node_tracks_the_finite_detections_and_republishes_the_rest_withou
     NaN box in the Kalman filter), republished with an empty id and reported once by kind; the person keeps one
     track ID."""
     nan, inf = float("nan"), float("inf")
-    node = NodeProcess(tmp_path, {"qos_reliability": "reliable"}, module="vision_factory.track_onnx_node")
-    probe = Probe()
     frames = 6
+    node, probe, tracks, images, detections = _track_node(tmp_path, {})
     try:
-        tracks = probe.subscribe(Detection2DArray, "/t/tracks")
-        images = probe.publisher(Image, "/t/image")
-        detections = probe.publisher(Detection2DArray, "/t/detections")
-        ready = lambda: images.get_subscription_count() > 0 and detections.get_subscription_count() > 0  # noqa: E731
-        assert probe.spin_until(lambda: ready() and probe.matched(), PATIENCE_S), node.log()
         for index in range(frames):
             found = [
                 Detection((100 + 5 * index, 100, 160 + 5 * index, 260), 0.9, 0, "person"),
@@ -296,6 +284,22 @@ def test_track_node_tracks_the_finite_detections_and_republishes_the_rest_withou
     for kind in ("non-finite box in detections", "non-finite score in detections"):
         assert log.count(f"({kind}):") == 1, log
     assert "Traceback" not in log
+
+
+def _track_node(tmp_path, params: dict) -> tuple:
+    """A track node on ``params`` (reliable) and a probe matched with it: (node, probe, its tracks received, the image
+    and the detections publishers)."""
+    node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.track_onnx_node")
+    probe = Probe()
+    tracks = probe.subscribe(Detection2DArray, "/t/tracks")
+    images = probe.publisher(Image, "/t/image")
+    detections = probe.publisher(Detection2DArray, "/t/detections")
+    ready = lambda: images.get_subscription_count() > 0 and detections.get_subscription_count() > 0  # noqa: E731
+    if not probe.spin_until(lambda: ready() and probe.matched(), PATIENCE_S):
+        probe.close()
+        node.stop()
+        raise AssertionError(node.log())
+    return node, probe, tracks, images, detections
 
 
 def _track_node_case(frames: list[np.ndarray] | None = None):

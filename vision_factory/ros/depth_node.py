@@ -11,7 +11,7 @@ Publishes   families/depth.py's output table:
             points          sensor_msgs/PointCloud2 (x, y, z float32 metres, organised as the map, NaN where
                             invalid), metric models with a camera_info, computed only while subscribed
 A camera_info that cannot place a pixel (a focal length of 0, NaN or infinite: an uncalibrated camera; a principal
-point not finite; a size of 0; binning or roi set) is refused as detect_3d_node refuses it (models/lift3d.py's
+point not finite; a size of 0; binning or roi set) is refused as detect_3d_node refuses it (camera_infos.py's
 Intrinsics, one check): the map is published, depth/camera_info and points are not, each kind reported once and
 counted. Values the model should not give (models/depth.py's out_of_range) are published as NaN, reported so too.
             debug_image     the map colour-mapped, while subscribed
@@ -27,12 +27,11 @@ import cv2
 import numpy as np
 from sensor_msgs.msg import CameraInfo
 
-from ..camera_infos import CameraInfos
+from ..camera_infos import CameraInfoError, CameraInfos, Intrinsics
 from ..cameras import camera_topic
 from ..families.depth import CAMERA_INFO, MAP_INFO, map_topic
 from ..families.family import Family
 from ..images import ImageFormatError, xyz_cloud_cdr
-from ..models.lift3d import Intrinsics, LiftError
 from ..results.dense import draw, to_cdr
 from ..runtime.runner import Runner
 from .cameras import wanted
@@ -133,11 +132,11 @@ class DepthNode(InferenceNode):
             self.debug_pub.publish(bgr_to_message(draw(result), header))
 
     def _usable(self, info: CameraInfo) -> bool:
-        """Whether the camera's ``info`` places its pixels (models/lift3d.py's Intrinsics, as detect_3d_node checks
+        """Whether the camera's ``info`` places its pixels (camera_infos.py's Intrinsics, as detect_3d_node checks
         it); else the kind of problem reported once, naming the camera_info topic, and counted."""
         try:
             Intrinsics.of(info, self.info_topics[self.camera])
-        except LiftError as exc:
+        except CameraInfoError as exc:
             self.warn(exc.kind, str(exc))  # the map is published, depth/camera_info and points are not
             return False
         return True

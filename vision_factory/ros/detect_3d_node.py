@@ -46,14 +46,13 @@ except ImportError as missing:  # a vision_msgs built before the 3D messages wer
         "install the distribution's vision_msgs (rosdep)."
     ) from None
 
-from ..camera_infos import CameraInfos
+from ..camera_infos import CameraInfoError, CameraInfos, Intrinsics
 from ..families.family import MARKERS_MESSAGE, Output
 from ..images import ImageFormatError
 from ..models.lift3d import (
     CORE,
     MIN_VALID,
     Box3D,
-    Intrinsics,
     LiftError,
     check_camera_frame,
     depth_intrinsics,
@@ -253,7 +252,7 @@ class Detect3DNode(InferenceNode):
             detections = detections_from_message(detections_msg)
             if masks_msg is not None:
                 _masks_onto(detections, masks_msg, colour)
-        except LiftError as exc:
+        except (LiftError, CameraInfoError) as exc:
             self.skip_error(exc)
             return
         # those of a NaN or infinite box or score: no 3D box, counted apart from those without depth

@@ -175,13 +175,14 @@ def finite_detections(
     is the usual case, known from one sum over them."""
     if not detections:
         return Finite([], {}, [])
-    total = sum(float(value) for d in detections for value in (*d.xyxy, d.score))  # inf - inf: NaN
     points = [d.keypoints for d in detections if d.keypoints is not None and len(d.keypoints)]
-    if points:
-        try:
-            total += float(np.sum(np.asarray(points, np.float64)))
-        except ValueError:  # keypoint counts that differ: one by one
-            total += sum(float(np.sum(np.asarray(p, np.float64))) for p in points)
+    with np.errstate(over="ignore", invalid="ignore"):  # numpy values among them: inf - inf is NaN, quietly
+        total = sum(d.score + sum(d.xyxy) for d in detections)
+        if points:
+            try:
+                total += float(np.sum(np.asarray(points, np.float64)))
+            except ValueError:  # keypoint counts that differ: one by one
+                total += sum(float(np.sum(np.asarray(p, np.float64))) for p in points)
     if math.isfinite(total) and not (masks and any(d.mask is None for d in detections)):
         return Finite(list(detections), {}, list(range(len(detections))))  # a finite sum: all finite
     counts = dict.fromkeys(NON_FINITE_PARTS, 0)  # (a sum of finite values may overflow: then each is looked at)

@@ -10,12 +10,12 @@ Publishes   families/depth.py's output table:
             depth/camera_info  the maps' intrinsics: the image's camera_info, scaled to the map's size if they differ
             points          sensor_msgs/PointCloud2 (x, y, z float32 metres, organised as the map, NaN where
                             invalid), metric models with a camera_info, computed only while subscribed
+            debug_image     the map colour-mapped, while subscribed
+Each map is the size of its image and carries its header (stamp and frame_id: the camera's optical frame).
 A camera_info that cannot place a pixel (a focal length of 0, NaN or infinite: an uncalibrated camera; a principal
 point not finite; a size of 0; binning or roi set) is refused as detect_3d_node refuses it (camera_infos.py's
 Intrinsics, one check): the map is published, depth/camera_info and points are not, each kind reported once and
 counted. Values the model should not give (models/depth.py's out_of_range) are published as NaN, reported so too.
-            debug_image     the map colour-mapped, while subscribed
-Each map is the size of its image and carries its header (stamp and frame_id: the camera's optical frame).
 
 A managed (lifecycle) node as every node (ros/inference_node.py): queue, freshness (max_frame_age), lazy,
 diagnostics and QoS as the others.

@@ -25,16 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .streaming import PAIRING_WINDOW, stamp_of
+from .streaming import PAIRING_WINDOW, KindError, stamp_of
 
 
-class CameraInfoError(ValueError):
-    """A camera_info that cannot place a pixel; ``kind`` names the kind of problem in a few fixed words (the message
-    adds the values and the fix), so that a node counts and reports them once per kind."""
-
-    def __init__(self, kind: str, detail: str):
-        super().__init__(detail)
-        self.kind = kind
+class CameraInfoError(KindError):
+    """A camera_info that cannot place a pixel (``kind``: which problem; the message: the values and the fix)."""
 
 
 @dataclass(frozen=True)

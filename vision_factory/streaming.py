@@ -78,6 +78,15 @@ class FrameQueue:
             self._wake.notify()
 
 
+class KindError(ValueError):
+    """An input that cannot be used, of a kind of problem a node counts and reports once (ProblemLog): ``kind`` names
+    it in a few fixed words (never text from a message), the message adds the details and the fix."""
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(detail)
+        self.kind = kind
+
+
 class ProblemLog:
     """Problems with frames, counted by kind (a short fixed name, never text from a message): ``count`` gives the
     line to log for the first of each kind only, ``summary`` the counts when new ones came since the last."""

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..camera_infos import Intrinsics
 from ..results.detections import Detection, finite_box
+from ..streaming import KindError
 from ..text import untrusted
 
 # Depth image encodings (REP-118) -> (numpy dtype, units per metre). Nothing else is depth.
@@ -50,13 +51,9 @@ SPREAD_PERCENTILES = (5.0, 95.0)  # the robust depth range of the object's sampl
 MAD_TO_SIGMA = 1.4826  # a normal distribution's standard deviation per median absolute deviation
 
 
-class LiftError(ValueError):
-    """Depth or intrinsics that cannot be used; ``kind`` names the kind of problem in a few fixed words (the message
-    adds the details and the fix), so that a node counts and reports them once per kind."""
-
-    def __init__(self, kind: str, detail: str):
-        super().__init__(detail)
-        self.kind = kind
+class LiftError(KindError):
+    """Depth that cannot be used (``kind``: which problem, so that a node counts and reports each once; the message:
+    the details and the fix)."""
 
 
 def depth_metres(encoding: str, width: int, height: int, step: int, data, bigendian: bool = False) -> np.ndarray:

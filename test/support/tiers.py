@@ -154,6 +154,7 @@ class Reach:
             value = scope.get(name)
             if value is None:
                 continue
+            value = inspect.unwrap(value) if callable(value) and hasattr(value, "__wrapped__") else value
             if name in DDS_NAMES and _ours(value):
                 kinds.add("dds")
             if name in PROCESS_NAMES and _ours(value):

@@ -375,3 +375,58 @@ def test_the_silence_warning_says_what_the_node_saw(tmp_path, synthetic_models):
     line = _silences(warming, before[warming])[-1]
     assert "3 frames came before" in line and "10-frame background-median warm-up (median_warmup)" in line
     assert "skipped" not in line and "Fast DDS" not in line
+
+
+# --- senders that wait for answers ---
+
+
+@pytest.mark.parametrize("transport", ["raw", "compressed"])
+def test_a_sender_that_waits_for_each_answer_gets_the_ball_tracked(tmp_path, synthetic_models, clips, transport):
+    """A user's request-and-wait loop: publish frame k, wait for its answer (longer than flush_timeout), then k+1.
+    A frame is answered held_back frames later, so each wait ends at flush_timeout: the stream pauses, the node
+    answers the pending frame from the windows so far and the next frame goes on with the stream (median, window,
+    size). The ball is tracked on 90 % of the visible frames past the median warm-up, each frame answered once. On
+    the original node each pause ended the stream: every stream was 9 warm-up frames ('no ball') and one tracked
+    (3 of 42 visible frames). Then a sender that keeps held_back frames unanswered, as the README says: answered as
+    an offline stream, paused only at its end."""
+    clip = clips["big"]
+    values = _values(synthetic_models)
+    held_back = family("tracknet").held_back(values)
+    assert held_back == 7 + 15  # TrackNet's window but one, and InpaintNet's
+    params = {
+        "model_path": values["model_path"],
+        "inpaint_model_path": values["inpaint_model_path"],
+        "flush_timeout": "0.3",
+        "queue_size": "1000",
+        "qos_depth": "1000",
+    }
+    shots = fuzz.stream(list(clip.frames()), transport)
+    node = fuzz.NodeUnderTest(
+        "vision_factory.tracknet_onnx_node", params, ("ball", PointStamped), transport, tmp_path / "node.log"
+    )
+    try:
+        node.wait_ready()
+        waiting = node.play(shots, gap=0.0, behind=0, timeout=30.0, settle=1.5)
+        keeping = node.play(shots, gap=0.0, behind=held_back, timeout=30.0, settle=1.5)
+    finally:
+        code = node.stop()
+    log = node.log()
+    assert code == 0, log[-3000:]
+    assert "Traceback" not in log
+    for played in (waiting, keeping):
+        assert played.duplicates == played.strangers == 0
+        assert sorted(played.answers) == list(range(len(shots)))
+    got = lambda played: sorted((i, m.point.x, m.point.y, m.point.z) for i, m in played.answers.items())  # noqa: E731
+    waited = [(i, int(x), int(y), int(z)) for i, x, y, z in got(waiting)]
+    warmup = values["median_warmup"]
+    assert [answer[3] for answer in waited[: warmup - 1]] == [0] * (warmup - 1)  # the warm-up: no ball
+    near, visible = _found(clip, waited, warmup)
+    assert near >= 0.9 * visible, (near, visible, log[-3000:])
+    load = lambda path: load_target("onnx:cpu", Path(path))  # noqa: E731
+    expected = _run(family("tracknet").build(values, load), _decoded(shots, transport), "offline")
+    assert got(keeping) == [(i, float(x), float(y), float(v)) for i, x, y, v in expected]
+    # Each stream's first pause is logged (the waiting sender's later ones are counted): the second stream paused
+    # only at its end, with held_back frames pending.
+    pauses = [line for line in log.splitlines() if "pending from the windows so far" in line]
+    assert len(pauses) == 2 and f"answered {held_back} pending" in pauses[1], log[-3000:]
+    assert log.count("the stream is over") == 2, log[-3000:]

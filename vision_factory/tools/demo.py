@@ -103,7 +103,7 @@ class DemoReport:
             f"p99 {replayed.latency_ms_p99:.0f} ms. Not the node's work: the demo sends frames as fast as the node "
             f"answers, up to {MAX_IN_FLIGHT} unanswered, so a frame waits in the queue; TrackNet answers a frame "
             f"only once its window of {self.seq_len} is full, and the last {self.seq_len - 1} after "
-            f"{FLUSH_TIMEOUT['flush_timeout']} s without frames (the stream's end)"
+            f"{FLUSH_TIMEOUT['flush_timeout']} s without frames (a pause: the node answers what is pending)"
         )
         marks = "; ".join(f"{_mark_name(marker)}: {label}" for label, _, marker in MARKS.values())
         lines.append(f"picture: {self.picture} ({marks})")

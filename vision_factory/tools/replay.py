@@ -112,11 +112,11 @@ class ReplayResult:
         return data
 
     def steady_fps(self, held_back: int = 0) -> float:
-        """Answers per second from the first answer to the last one not held back for the stream's end.
+        """Answers per second from the first answer to the last one not held back until the stream pauses.
 
         ``fps`` spans the whole replay: also the wait before the first answer and, for a node
         that holds the last ``held_back`` frames until no frame came for its flush_timeout
-        (TrackNet: seq_len - 1), that wait. NaN without two answers in the span.
+        (TrackNet: seq_len - 1, and InpaintNet's seq_len - 1 with it), that wait. NaN without two answers in the span.
         """
         answers = sorted(self.answered_ns)
         span = answers[: max(2, len(answers) - held_back)]
@@ -346,8 +346,9 @@ def replay(
                 answered.wait_for(lambda: done_frames or process.poll() is not None, timeout=startup_timeout)
             # A node whose one frame takes longer than END_IDLE_S (a heavy model, a loaded machine) is given longer.
             idle_s = max(idle_s, 2 * (time.monotonic() - warm_up_start))
-            # A node that ends a stream after a pause (flush_timeout) starts the bag afresh.
-            time.sleep(2 * float(overrides.get("flush_timeout", 0)))
+            # A node that ends a stream after a pause (flush_timeout: what is pending answered, and as long again
+            # without frames) starts the bag afresh.
+            time.sleep(3 * float(overrides.get("flush_timeout", 0)))
             with answered:
                 done_frames.clear()
                 for name in spec.outputs:

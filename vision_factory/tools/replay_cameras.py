@@ -272,8 +272,9 @@ def replay_cameras(
 def _warm_up(first, publishers, answered, done, received, per_frame, process, overrides, timeout: float) -> float:
     """Each camera's warm-up image (``first``) sent, every camera's answer awaited (or ``timeout``), then what the
     node answered per frame (``per_frame``'s outputs; not its latched class map) forgotten; a node that ends its
-    streams after a pause (flush_timeout) given that pause. How long with no answer then ends the replay: END_IDLE_S,
-    or twice the warm-up where that took longer (a heavy model, a loaded machine)."""
+    streams after a pause (flush_timeout: what is pending answered, and as long again without frames) given it.
+    How long with no answer then ends the replay: END_IDLE_S, or twice the warm-up where that took longer (a heavy
+    model, a loaded machine)."""
     start = time.monotonic()
     for name, data in first.items():
         publishers[name].publish(data)
@@ -282,7 +283,7 @@ def _warm_up(first, publishers, answered, done, received, per_frame, process, ov
             lambda: {name for name, _ in done} >= set(first) or process.poll() is not None, timeout=timeout
         )
     idle_s = max(END_IDLE_S, 2 * (time.monotonic() - start))
-    time.sleep(2 * float(overrides.get("flush_timeout", 0)))
+    time.sleep(3 * float(overrides.get("flush_timeout", 0)))
     with answered:
         done.clear()
         for outputs in received.values():

@@ -209,3 +209,32 @@ def test_track_out_under_a_file_is_a_one_line_refusal(tmp_path, shapes_bags):
                   shapes_bags[0])  # fmt: skip
     assert_refused(done, "afile is a file, not a folder")
     assert (tmp_path / "afile").read_bytes() == KEPT
+
+
+# --- inputs of the wrong kind ----------------------------------------------------------------------------------
+
+
+def test_eval_predictions_that_are_a_folder_are_a_one_line_refusal(tmp_path):
+    """A folder where the COCO results file goes (an IsADirectoryError traceback before)."""
+    (tmp_path / "coco").mkdir()
+    (tmp_path / "coco" / "annotations.json").write_text('{"images": [], "annotations": [], "categories": []}')
+    (tmp_path / "results").mkdir()
+    done = invoke("eval", "--model-type", "yolo", "--data", tmp_path / "coco", "--predictions", tmp_path / "results",
+                  "--out", tmp_path / "out")  # fmt: skip
+    assert_refused(done, f"COCO results {tmp_path / 'results'} is a folder: give the JSON file")
+
+
+def test_any_other_os_error_a_command_meets_is_one_line_naming_the_path(tmp_path):
+    """The command line's last net (cli_support.reported): an OSError no tool turned into its own words is still one
+    line naming the path, the reason and the fix, never a traceback."""
+    import click
+
+    from vision_factory.cli_support import reported
+
+    with pytest.raises(click.ClickException) as raised, reported():
+        (tmp_path / f"folder\n{chr(27)}[2J").mkdir()
+        (tmp_path / f"folder\n{chr(27)}[2J").read_text()
+    assert raised.value.message == (
+        f"cannot use {tmp_path}/folder\\n\\x1b[2J: Is a directory; give a path of the right kind (a file or a "
+        "folder) that this user can read, or write for an output"
+    )

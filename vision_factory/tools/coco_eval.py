@@ -35,8 +35,10 @@ def _load_json(path: Path, what: str) -> Any:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise ValueError(f"{what} not found: {shown_path(path)}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{what} {shown_path(path)} is not valid JSON: {exc}") from exc
+    except IsADirectoryError:
+        raise ValueError(f"{what} {shown_path(path)} is a folder: give the JSON file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{what} {shown_path(path)} is not valid JSON: {untrusted(exc)}") from None
 
 
 class CocoFormatError(ValueError):

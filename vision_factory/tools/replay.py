@@ -170,7 +170,7 @@ def params_file_values(params_file: str | Path | None) -> dict[str, Any]:
     try:
         document = yaml.safe_load(Path(params_file).read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read {shown_path(params_file)}: {exc}", "--params-file") from None
+        raise UsageError(f"cannot read {shown_path(params_file)}: {untrusted(exc, 400)}", "--params-file") from None
     values: dict[str, Any] = {}
     for section in document.values() if isinstance(document, dict) else ():
         if isinstance(section, dict) and isinstance(section.get("ros__parameters"), dict):

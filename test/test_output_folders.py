@@ -191,6 +191,15 @@ def test_verify_cameras_never_write_through_a_link_below_out(tmp_path, shapes_ba
     assert list(target.iterdir()) == []
 
 
+def test_verify_of_one_camera_never_writes_through_a_link_at_out_node(tmp_path, shapes_bags):
+    out = tmp_path / "out"
+    target = planted(out, "node", tmp_path)
+    done = run_cli("verify", str(shapes_bags[0]), "--model-type", "yolo", "--model", str(SHAPES_MODEL), "--out",
+                   str(out))  # fmt: skip
+    assert_refused_by_process(done, f"{out / 'node'} is a symbolic link", "choose another --out")
+    assert list(target.iterdir()) == []
+
+
 # --- outputs under a file ------------------------------------------------------------------------------------
 
 

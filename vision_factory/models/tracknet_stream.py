@@ -52,6 +52,7 @@ import cv2
 import numpy as np
 
 from ..runtime.runner import Runner, fixed_dim
+from ..text import shown_path
 from .tracknet_background import (
     MEDIAN_MODES,
     MedianMissing,
@@ -170,7 +171,7 @@ def _check_metadata(metadata: dict[str, str], expected: dict[str, object], model
         found = metadata.get(key)
         if found is not None and str(found) != str(value):
             raise ValueError(
-                f"model {model} was exported with {key}={found!r} but {key}={value!r} was "
+                f"model {shown_path(model)} was exported with {key}={found!r} but {key}={value!r} was "
                 f"requested; pass {key}={found!r} or use the matching model"
             )
 

@@ -65,6 +65,7 @@ from .messages import image_from_cdr, message_to_bgr
 from .monitor import Monitor
 from .parameters import (
     OUTPUT_QOS_OVERRIDES,
+    check_qos_overrides,
     declare_parameters,
     image_input,
     parameter_values,
@@ -111,6 +112,7 @@ class InferenceNode(LifecycleNode):
                 f"ignoring parameters {name} does not have: {untrusted(', '.join(unknown), 1000)} "
                 "(`ros2 param list` on the running node lists its own)"
             )
+        check_qos_overrides(self)  # before the model loads: ROS reads them only as it makes the publishers
         self.autostart = self.get_parameter("autostart").value
         self._prepare_runtime()
         self.frames_in = self.frames_dropped = 0

@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import NODE_FAMILIES
-from ..files import open_new, write_text
+from ..files import check_folder, open_new, output_folder, write_text
 from ..parameters import Parameter, Value, checked_values, kept_for_late_readers, ros_text
 from ..results import ResultKind
 from ..ros import message_class
 from ..runtime.backends import BACKENDS
 from ..share import share_path
-from ..text import untrusted
+from ..text import shown_path, untrusted
 from . import replay_outputs
 from .bags import (
     BagError,
@@ -170,7 +170,7 @@ def params_file_values(params_file: str | Path | None) -> dict[str, Any]:
     try:
         document = yaml.safe_load(Path(params_file).read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read {params_file}: {exc}", "--params-file") from None
+        raise UsageError(f"cannot read {shown_path(params_file)}: {untrusted(exc, 400)}", "--params-file") from None
     values: dict[str, Any] = {}
     for section in document.values() if isinstance(document, dict) else ():
         if isinstance(section, dict) and isinstance(section.get("ros__parameters"), dict):
@@ -242,11 +242,12 @@ def replay(
     out_dir = Path(out_dir)
     outputs = output_paths(out_dir, node)
     clear_earlier_run(out_dir, outputs, force)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, option="--out")
     stamps = [header_stamp(message, bag, index) for index, message in enumerate(read_messages(bag, topic))]
     if len(set(stamps)) != len(stamps):
         raise BagError(
-            f"image headers in {bag}:{untrusted(topic, 200)} repeat their stamps; replay needs one stamp per frame"
+            f"image headers in {shown_path(bag)}:{untrusted(topic, 200)} repeat their stamps; replay needs one "
+            "stamp per frame"
         )
     frame_of = {stamp: index for index, stamp in enumerate(stamps)}
     fed = _fed_inputs(bag, node, spec, frame_of)
@@ -428,9 +429,10 @@ def _fed_inputs(bag, node: str, spec: NodeSpec, frame_of: dict) -> dict[str, dic
             shown = untrusted(", ".join(found), 400)  # topic names from the bag
             which = f"has {len(found)} {msgtype} topics ({shown})" if found else f"has no {msgtype} topic"
             raise BagError(
-                f"the {node} node needs its {name} input with the images, by stamp: bag {bag} {which}; record one "
-                f"topic of the detections to track beside the images (or replay the detector itself with tracking "
-                f"on, e.g. --node yolo -p tracking:=true -p model_path:=..., or run vision-factory track)"
+                f"the {node} node needs its {name} input with the images, by stamp: bag {shown_path(bag)} "
+                f"{which}; record one topic of the detections to track beside the images (or replay the detector "
+                "itself with tracking on, e.g. --node yolo -p tracking:=true -p model_path:=..., or run vision-factory "
+                "track)"
             )
         by_frame: dict[int, list[bytes]] = {}
         for index, message in enumerate(read_messages(bag, found[0])):
@@ -458,14 +460,19 @@ def _file_role(kind: ResultKind) -> str:
 
 
 def clear_earlier_run(out_dir: Path, outputs: dict[str, Path], force: bool) -> None:
-    """Refuse (or with ``force`` remove) outputs of an earlier run, before the replay starts."""
+    """Refuse (or with ``force`` remove) outputs of an earlier run, before the replay starts. ``outputs`` may lie in
+    folders below ``out_dir`` (a camera's OUT/NAME/): a link or a file at any of those is refused first
+    (files.check_folder), so that nothing where a link points is taken for an earlier run, nor removed."""
+    for path in outputs.values():
+        check_folder(out_dir, str(path.parent.relative_to(out_dir)), "--out")
     earlier = [path for path in outputs.values() if path.exists() or path.is_symlink()]
     if not earlier:
         return
     if not force:
-        names = ", ".join(path.name for path in earlier)
+        names = ", ".join(str(path.relative_to(out_dir)) for path in earlier)
         raise FileExistsError(
-            f"{out_dir} holds an earlier run ({names}): choose another --out, or --force to replace that run"
+            f"{shown_path(out_dir)} holds an earlier run ({names}): choose another --out, or --force to replace that "
+            "run"
         )
     for path in earlier:
         if path.is_dir() and not path.is_symlink():

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..text import shown_path
 from .bags import read_frames
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm")
@@ -29,7 +30,7 @@ def video_frames(path: Path) -> Iterator[np.ndarray]:
 
     capture = cv2.VideoCapture(str(path))
     if not capture.isOpened():
-        raise ValueError(f"cannot open video {path}")
+        raise ValueError(f"cannot open video {shown_path(path)}")
     while True:
         ok, frame = capture.read()
         if not ok:
@@ -54,5 +55,5 @@ def file_frames(path: Path) -> Iterator[tuple[str, int | None, np.ndarray]]:
         return
     image = read_image(path)
     if image is None:
-        raise ValueError(f"{path} is neither a readable image nor a video ({', '.join(VIDEO_SUFFIXES)})")
+        raise ValueError(f"{shown_path(path)} is neither a readable image nor a video ({', '.join(VIDEO_SUFFIXES)})")
     yield str(path), None, image

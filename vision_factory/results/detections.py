@@ -280,14 +280,15 @@ def save(
 ) -> Path:
     """``frame`` with its detections drawn, as FOLDER/<image's name>, or FOLDER/<video's stem>_<index>.jpg; never
     through a link, nor onto ``path`` or another of the ``protected`` files."""
-    from ..files import staged
+    from ..files import output_folder, staged
+    from ..text import shown_path
 
-    folder.mkdir(parents=True, exist_ok=True)
+    output_folder(folder, option="--save folder")
     suffix = f"_{index:06d}.jpg" if index is not None else path.suffix
     saved = folder / f"{path.stem}{suffix}"
     with staged(saved, [path, *protected], "--save folder") as fresh:
         if not cv2.imwrite(str(fresh), draw_detections(frame, detections)):
-            raise ValueError(f"cannot write {saved}: OpenCV writes no {suffix} image")
+            raise ValueError(f"cannot write {shown_path(saved)}: OpenCV writes no {suffix} image")
     return saved
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..quiet import quiet_videos
-from ..text import untrusted
+from ..text import shown_path
 from .bags import read_frames
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm")
@@ -35,7 +35,7 @@ def open_video(path: Path) -> Any:
     quiet_videos()
     capture = cv2.VideoCapture(str(path))
     if not capture.isOpened():
-        raise ValueError(f"cannot open video {path}")
+        raise ValueError(f"cannot open video {shown_path(path)}")
     return capture
 
 
@@ -70,7 +70,7 @@ class VideoFrames:
         if self.read >= self.declared:
             return ""
         return (
-            f"{untrusted(str(self.path), 300)} declares {self.declared} frames and {self.read} could be read: it is "
+            f"{shown_path(self.path)} declares {self.declared} frames and {self.read} could be read: it is "
             f"truncated or damaged (or its container counts frames it does not show); only the first {self.read} "
             "are used"
         )
@@ -97,5 +97,5 @@ def file_frames(path: Path) -> Iterator[tuple[str, int | None, np.ndarray]]:
         return
     image = read_image(path)
     if image is None:
-        raise ValueError(f"{path} is neither a readable image nor a video ({', '.join(VIDEO_SUFFIXES)})")
+        raise ValueError(f"{shown_path(path)} is neither a readable image nor a video ({', '.join(VIDEO_SUFFIXES)})")
     yield str(path), None, image

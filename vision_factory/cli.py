@@ -742,6 +742,8 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
       vision-factory predict --model-type rtmpose --model rtmpose-m.onnx --detector yolov8n.onnx people.jpg
       vision-factory predict --model-type depth --model depth_anything_v2_small.onnx --depth-kind relative room.jpg
     """
+    from .streaming import ProblemLog
+    from .text import untrusted
     from .tools.predict import MAPPING, detector_from_options
     from .tools.predict import predict as run_predict
 
@@ -756,8 +758,12 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
         head_note = getattr(detector, "head_note", None)  # e.g. YOLO's end-to-end head: no NMS
         if head_note:
             _echo(head_note, err=True)
+        problems = ProblemLog(0)  # what was wrong with the model's output: each kind said once, counted at the end
         for found in run_predict(detector, inputs, save, protected, kind):
+            for problem, detail in found.problems.items():
+                _warn(problems.count(problem, f"frame {untrusted(found.record['image'], 400)}", detail, False))
             click.echo(json.dumps(found.record) if json_lines else found.line())
+        _warn(problems.summary(final=True))
 
 
 METAVARS = {"--reid": "REID.onnx"}

@@ -6,7 +6,7 @@ the largest difference; scored against truth maps by AbsRel, RMSE and delta1."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,6 +28,9 @@ class DenseMap:
     values: np.ndarray  # [height, width] float32 in frame pixels, NaN where the model gives nothing
     unit: str  # what a value counts: "m" (metres), "relative" (scale unknown)
     kind: str  # what it measures, e.g. "depth"
+    # What was wrong with the model's map (values it should not give, published as NaN): problem-log kind -> the
+    # detail to log once; {} when nothing was
+    problems: dict[str, str] = field(default_factory=dict)
 
 
 class DenseModel(Protocol):
@@ -36,9 +39,12 @@ class DenseModel(Protocol):
     def infer(self, image_bgr: np.ndarray) -> DenseMap: ...
 
 
-def run(adapter: DenseModel, frame: np.ndarray) -> DenseMap:
-    """What ``predict`` runs on each frame."""
-    return adapter.infer(frame)
+def run(adapter: DenseModel, frame: np.ndarray, problems: dict[str, str] | None = None) -> DenseMap:
+    """What ``predict`` runs on each frame; what was wrong with the model's map added to ``problems``."""
+    result = adapter.infer(frame)
+    if problems is not None:
+        problems.update(result.problems)
+    return result
 
 
 # Files.

@@ -14,7 +14,7 @@ from ..files import UnsafeWrite, output_folder
 from ..text import shown_path, untrusted
 from .bags import write_image_bag
 from .commands import CommandReport, UsageError
-from .sources import VIDEO_SUFFIXES, is_video, read_image, video_frames
+from .sources import VIDEO_SUFFIXES, VideoFrames, is_video, open_video, read_image
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 DEFAULT_FPS = 30.0  # a folder of images, or a video that records no rate
@@ -42,9 +42,7 @@ def video_rate(path: Path) -> float:
     """The frames per second a video records, or 0.0 when it records none."""
     import cv2
 
-    capture = cv2.VideoCapture(str(path))
-    if not capture.isOpened():
-        raise ValueError(f"cannot open video {shown_path(path)}")
+    capture = open_video(path)  # cannot be opened: a ValueError naming it
     rate = float(capture.get(cv2.CAP_PROP_FPS) or 0.0)
     capture.release()
     return rate if math.isfinite(rate) and rate > 0 else 0.0
@@ -74,11 +72,13 @@ def make_bag(
     except UnsafeWrite as exc:
         raise UsageError(str(exc), "--out") from None
     notes = []
+    video = None  # a video's frames: how many it declares, and whether it ends before
     if source.is_dir():
         frames, what = _image_frames(folder_images(source)), "images"
         rate = fps or DEFAULT_FPS
     elif is_video(source):
-        frames, what = video_frames(source), "video frames"
+        video = VideoFrames(source)
+        frames, what = iter(video), "video frames"
         recorded = video_rate(source)
         rate = fps or recorded or DEFAULT_FPS
         if not fps and not recorded:
@@ -107,6 +107,9 @@ def make_bag(
         _remove_partial(out)
         raise ValueError(f"{shown_path(source)} has no frames: no bag written")
     kind = f"sensor_msgs/CompressedImage ({compressed})" if compressed else f"sensor_msgs/Image ({encoding})"
+    if video is not None and video.shortfall():  # a truncated video: its bag holds the frames before the damage
+        notes.append(video.shortfall())
+        what += f" (of the {video.declared} the video declares)"
     text = (
         f"{count} {what} on {topic} as {kind}, stamped at {rate:g} fps "
         f"(0 to {(count - 1) / rate:.3f} s)\n"

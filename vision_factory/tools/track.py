@@ -27,6 +27,7 @@ from ..families.registry import family
 from ..files import output_folder, staged
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import with_defaults
+from ..quiet import quiet_videos
 from ..results.detections import Detection
 from ..runtime.backends import load_target
 from ..text import shown_path, untrusted
@@ -34,7 +35,7 @@ from .commands import UsageError
 from .mot_files import MotBoxes, boxes_from_rows, write_mot
 from .predict import FINDING, POSING, node_values
 from .replay import clear_earlier_run
-from .sources import is_video, read_image, source_frames
+from .sources import is_video, open_video, read_image, source_frames
 
 TRACKS_FILE = "tracks.txt"
 VIDEO_FILE = "tracks.mp4"
@@ -341,7 +342,7 @@ def _annotated(frame: np.ndarray, kept) -> np.ndarray:
 def _video_fps(path: Path) -> float:
     import cv2
 
-    capture = cv2.VideoCapture(str(path))
+    capture = open_video(path)
     fps = capture.get(cv2.CAP_PROP_FPS)
     capture.release()
     return fps if fps and np.isfinite(fps) and fps > 0 else IMAGE_FPS
@@ -350,6 +351,7 @@ def _video_fps(path: Path) -> float:
 def _open_video(path: Path, fps: float, size: tuple[int, int]):
     import cv2
 
+    quiet_videos()  # FFmpeg's own lines kept off the terminal (quiet.py)
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (size[1], size[0]))
     if not writer.isOpened():
         raise RuntimeError(f"cannot write the video {shown_path(path)} (OpenCV has no mp4v encoder here)")

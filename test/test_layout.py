@@ -1,5 +1,5 @@
-"""The layout the README describes, checked on the source tree: one module per family read through one registry,
-recognition beside the adapters, import rules between the layers, and what a generated package carries."""
+"""The layout docs/develop/layout.md describes, checked on the source tree: one module per family read through one
+registry, recognition beside the adapters, import rules between the layers, and what a generated package carries."""
 
 from __future__ import annotations
 

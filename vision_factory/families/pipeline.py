@@ -12,13 +12,13 @@ No ROS here: a node converts its messages, a tool reads its files.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..models.tracker import Tracking
-from ..results.detections import Detection, Detector
+from ..results.detections import MESSAGE_FIX, Detection, Detector, finite_detections, has_masks
 from . import tracking as tracking_parameters
 from .family import Family, LoadRunner
 
@@ -30,6 +30,9 @@ class Detected:
     detections: list[Detection]
     track_ids: list[int | None] | None = None  # None: tracking off
     new_stream: str = ""  # why this frame started a new stream (tracks reset, IDs from 1 again); "": it did not
+    # What was wrong with the frame's detections and left out or mended (results/detections.finite_detections):
+    # problem-log kind -> the detail to log once; {} when nothing was
+    problems: dict[str, str] = field(default_factory=dict)
 
 
 class StreamRule:
@@ -62,10 +65,13 @@ class DetectionPipeline:
     """A detection or pose family's frame pipeline: the detector and, with ``tracking`` on, its tracker and the
     new-stream rule. With tracking on the detector hands the tracker its detections down to track_low_threshold
     (tracking.detector_values) and ``push`` returns those above confidence_threshold and the lower ones that
-    continue a track (tracking.published)."""
+    continue a track (tracking.published). Every detection passes ``finite_detections`` first, before the tracker
+    and before a message or a file: one NaN or infinite value never reaches either, and never costs the frame's
+    other detections."""
 
     def __init__(self, detector: Detector, tracking: Tracking | None, confidence: float):
         self.detector, self.tracking, self.confidence = detector, tracking, confidence
+        self.masks = has_masks(detector)  # a segmentation model: each detection its mask
         self.rule = StreamRule()
 
     @classmethod
@@ -77,20 +83,26 @@ class DetectionPipeline:
 
     def push(self, frame: np.ndarray, stamp: Any = None, people: Sequence[Detection] | None = None) -> Detected:
         """The frame's detections (``people``: the person boxes a top-down pose model poses, instead of its own
-        detector's), tracked when tracking is on."""
-        detections = self.detector.detect(frame) if people is None else self.detector.pose(frame, people)
-        return self.track(frame, detections, stamp)
+        detector's: those of a NaN or infinite value are left out, counted), tracked when tracking is on."""
+        if people is None:
+            return self.track(frame, self.detector.detect(frame), stamp)
+        screened = finite_detections(people, "person detections", MESSAGE_FIX)
+        found = self.track(frame, self.detector.pose(frame, screened.detections), stamp)
+        found.problems.update(screened.problems)
+        return found
 
     def track(self, frame: np.ndarray, detections: Sequence[Detection], stamp: Any = None) -> Detected:
-        """``push`` after the detector: ``detections`` of ``frame`` through the tracker (when on)."""
+        """``push`` after the detector: ``detections`` of ``frame``, those of a NaN or infinite value left out
+        (``Detected.problems`` says), through the tracker (when on)."""
+        detections, problems, _ = finite_detections(detections, masks=self.masks)
         if self.tracking is None:
-            return Detected(list(detections))
+            return Detected(detections, problems=problems)
         reason = self.rule.new_stream(frame.shape[:2], stamp)
         if reason:
             self.tracking.reset()
         ids = self.tracking.update(frame, detections)
         shown, ids = tracking_parameters.published(detections, ids, self.confidence)
-        return Detected(shown, ids, reason)
+        return Detected(shown, ids, reason, problems)
 
     def reset(self) -> None:
         """Forget the stream: the next frame starts a new one (tracks from 1 again)."""

@@ -17,6 +17,7 @@ import time
 import cv2
 import numpy as np
 
+from ..results import MODEL_FIX
 from ..results.dense import DenseMap
 from ..runtime.runner import Runner, tensor_text
 from ..text import untrusted
@@ -188,8 +189,10 @@ class DepthEstimator:
 
     def finish(self, depth: np.ndarray, height: int, width: int) -> DenseMap:
         """The model's map resized to the frame (bicubic, as post_process_depth_estimation; ZoeDepth's to the padded
-        frame, the padding then cut off), invalid pixels NaN."""
+        frame, the padding then cut off), invalid pixels NaN; values a model should not give are the map's
+        ``problems`` (``out_of_range``)."""
         depth = np.asarray(depth, np.float32)
+        problems = self.out_of_range(depth)
         pad_rows, pad_columns = padding(height, width, self.processor)
         padded = (height + 2 * pad_rows, width + 2 * pad_columns)
         if depth.shape != padded:
@@ -200,7 +203,7 @@ class DepthEstimator:
             low, high = float(depth.min()), float(depth.max())  # NaN when any pixel is: the tests below fail
             within = high <= self.max_depth if self.max_depth > 0 else high < np.inf
             if low > 0 and within:
-                return DenseMap(depth, self.unit, KIND)  # every pixel valid: these two passes only
+                return DenseMap(depth, self.unit, KIND, problems)  # every pixel valid: these two passes only
             invalid = ~(depth > 0) | ~np.isfinite(depth)
             if self.max_depth > 0:
                 invalid |= depth > self.max_depth
@@ -209,7 +212,28 @@ class DepthEstimator:
                 depth[invalid] = np.nan
         elif not np.isfinite(depth).all():
             depth = np.where(np.isfinite(depth), depth, np.float32(np.nan))
-        return DenseMap(depth, self.unit, KIND)
+        return DenseMap(depth, self.unit, KIND, problems)
+
+    def out_of_range(self, raw: np.ndarray) -> dict[str, str]:
+        """What is wrong with the model's own map (before the resize), as problem-log kind -> detail: a metric map's
+        infinite or negative metres (its NaN is the model's "no depth", REP-118's invalid: no problem), a relative
+        map's NaN or infinite values; {} for a map without (two passes over the model's map)."""
+        low, high = float(raw.min()), float(raw.max())  # NaN when any value is
+        if self.depth_kind == "metric":
+            if low >= 0 and high < np.inf:
+                return {}
+            bad, what = np.isinf(raw) | (raw < 0), "infinite or negative"
+        else:
+            if math.isfinite(low) and math.isfinite(high):
+                return {}
+            bad, what = ~np.isfinite(raw), "NaN or infinite"
+        count = int(np.count_nonzero(bad))
+        if not count:
+            return {}
+        return {
+            f"{what} depth from the model": f"{count} of {raw.size} values of the model's {self.depth_kind} map are "
+            f"{what}: NaN (invalid) there and where the resize spreads them; {MODEL_FIX}"
+        }
 
     def infer(self, image_bgr: np.ndarray) -> DenseMap:
         start = time.perf_counter()

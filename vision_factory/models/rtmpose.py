@@ -171,8 +171,14 @@ class RTMPoseEstimator:
         return self.runner.outputs[self._x].name, self.runner.outputs[self._y].name
 
     def estimate(self, image_bgr: np.ndarray, boxes_xyxy) -> list[Keypoints]:
-        """Keypoints (x, y, score) in frame pixels of the person in each box, in box order."""
+        """Keypoints (x, y, score) in frame pixels of the person in each box, in box order; none ([]) for a box of a
+        NaN or infinite value (a damaged detector's: no crop is made of it; results/detections.finite_detections
+        leaves it out)."""
         boxes = np.asarray(boxes_xyxy, dtype=np.float64).reshape(-1, 4)
+        finite = np.isfinite(boxes).all(axis=1)
+        if not finite.all():
+            found = iter(self.estimate(image_bgr, boxes[finite]))
+            return [next(found) if ok else [] for ok in finite]
         if not len(boxes):
             return []
         tensor, center_scale = self.preprocess(image_bgr, boxes)

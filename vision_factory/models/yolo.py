@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..results.detections import Detection, keypoint_names, nms
+from ..results.detections import Detection, finite_box, keypoint_names, nms
 from ..runtime.runner import Runner, fixed_dim, shape_text
 from ..text import untrusted
 from .bounds import MAX_CLASSES, check_count
@@ -244,8 +244,9 @@ class YoloDetector:
             start = time.perf_counter()
             masks = self.masks(output, prototypes, kept, corners, box)
             self.masks_s = time.perf_counter() - start
-            # only the detections whose mask has a pixel, as Ultralytics' segmentation predictor keeps them
-            shown = [index for index, mask in enumerate(masks) if mask.bits.any()]
+            # only the detections whose mask has a pixel, as Ultralytics' segmentation predictor keeps them; and
+            # those of a non-finite box or mask (None), which finite_detections counts and leaves out or reports
+            shown = [i for i, mask in enumerate(masks) if mask is None or mask.bits.any() or not finite_box(corners[i])]
             if len(shown) < len(masks):
                 masks, keypoints = [masks[i] for i in shown], [keypoints[i] for i in shown]
                 corners, scores, class_ids = [corners[i] for i in shown], scores[shown], class_ids[shown]

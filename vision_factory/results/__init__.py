@@ -19,6 +19,10 @@ from typing import Any
 
 import numpy as np
 
+# The fix to give for values a model should not give (NaN or infinite boxes, an infinite depth), said where a node
+# or a tool leaves them out
+MODEL_FIX = "a damaged model, or an FP16 export that overflows (export in FP32)"
+
 
 @dataclass(frozen=True)
 class ResultKind:

@@ -6,14 +6,14 @@ the largest difference; scored against truth maps by AbsRel, RMSE and delta1."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..images import image_cdr
-from ..text import untrusted
+from ..text import shown_path, untrusted
 from . import DENSE_MAP, Item, tool_module
 
 if TYPE_CHECKING:
@@ -28,6 +28,9 @@ class DenseMap:
     values: np.ndarray  # [height, width] float32 in frame pixels, NaN where the model gives nothing
     unit: str  # what a value counts: "m" (metres), "relative" (scale unknown)
     kind: str  # what it measures, e.g. "depth"
+    # What was wrong with the model's map (values it should not give, published as NaN): problem-log kind -> the
+    # detail to log once; {} when nothing was
+    problems: dict[str, str] = field(default_factory=dict)
 
 
 class DenseModel(Protocol):
@@ -36,9 +39,12 @@ class DenseModel(Protocol):
     def infer(self, image_bgr: np.ndarray) -> DenseMap: ...
 
 
-def run(adapter: DenseModel, frame: np.ndarray) -> DenseMap:
-    """What ``predict`` runs on each frame."""
-    return adapter.infer(frame)
+def run(adapter: DenseModel, frame: np.ndarray, problems: dict[str, str] | None = None) -> DenseMap:
+    """What ``predict`` runs on each frame; what was wrong with the model's map added to ``problems``."""
+    result = adapter.infer(frame)
+    if problems is not None:
+        problems.update(result.problems)
+    return result
 
 
 # Files.
@@ -77,9 +83,9 @@ def save(
     ``protected`` files. The .npy's path."""
     import cv2
 
-    from ..files import staged
+    from ..files import output_folder, staged
 
-    folder.mkdir(parents=True, exist_ok=True)
+    output_folder(folder, option="--save folder")
     stem = f"{path.stem}_{index:06d}" if index is not None else path.stem
     saved = folder / f"{stem}.npy"
     with staged(saved, [path, *protected], "--save folder") as fresh, fresh.open("wb") as handle:
@@ -107,9 +113,9 @@ def read_map(path: str | Path) -> np.ndarray:
     try:
         values = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read the map {path}: {untrusted(exc)}") from None
+        raise ValueError(f"cannot read the map {shown_path(path)}: {untrusted(exc)}") from None
     if values.ndim != 2 or values.dtype.kind != "f":
-        raise ValueError(f"{path} is not a map: a 2-D float array (it is {values.ndim}-D {values.dtype})")
+        raise ValueError(f"{shown_path(path)} is not a map: a 2-D float array (it is {values.ndim}-D {values.dtype})")
     return values
 
 
@@ -225,10 +231,10 @@ def evaluate_maps(predictions: Path, truth: Path) -> dict[str, float]:
     ``aligned_delta1``: a relative model's scores); a truth map without a prediction is a ValueError."""
     names = sorted(path.name for path in Path(truth).glob("*.npy"))
     if not names:
-        raise ValueError(f"no truth maps (.npy) in {truth}")
+        raise ValueError(f"no truth maps (.npy) in {shown_path(truth)}")
     missing = [name for name in names if not (Path(predictions) / name).is_file()]
     if missing:
-        raise ValueError(f"{predictions} has no prediction for {untrusted(', '.join(missing[:5]), 400)}")
+        raise ValueError(f"{shown_path(predictions)} has no prediction for {untrusted(', '.join(missing[:5]), 400)}")
     found = [read_map(Path(predictions) / name) for name in names]
     truths = [read_map(Path(truth) / name) for name in names]
     scores = depth_metrics(found, truths)
@@ -241,14 +247,13 @@ def evaluate(model_type: str, options: Mapping[str, Any]) -> Any:
     names in folder ``data``: AbsRel, RMSE and delta1, written as OUT/eval.json."""
     import json
 
-    from ..files import write_text
+    from ..files import output_folder, write_text
 
     commands = tool_module("commands")
     if options["predictions"] is None:
         raise commands.UsageError(f"{model_type} is scored from its maps: give --predictions FOLDER (predict --save)")
     metrics = evaluate_maps(Path(options["predictions"]), Path(options["data"]))
-    path = Path(options["out_dir"]) / "eval.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = output_folder(options["out_dir"], option="--out") / "eval.json"
     write_text(path, json.dumps({"model_type": model_type, **metrics}, indent=2) + "\n")
     text = f"AbsRel {metrics['AbsRel']:.4f}, RMSE {metrics['RMSE']:.4f}, delta1 {metrics['delta1']:.4f}"
     text += (

@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import colorsys
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import cv2
 import numpy as np
 
-from . import Item, tool_module
+from . import MODEL_FIX, Item, tool_module
 
 if TYPE_CHECKING:
     from sensor_msgs.msg import Image
@@ -86,9 +87,18 @@ def nms(
     lower-scored boxes, so the first ``limit`` picks come from a prefix of the score order: it
     starts at 4 x ``limit`` and is doubled until it yields ``limit`` picks or holds every box,
     which keeps thousands of candidates cheap.
+
+    A box or score that is NaN or infinite (a damaged model's) takes no part: such boxes come after the kept ones
+    (at most ``limit`` of them), for ``finite_detections`` to count and leave out, and never change what the
+    finite boxes keep.
     """
     if not len(boxes):
         return np.zeros(0, dtype=np.int64)
+    finite = np.isfinite(boxes).all(axis=1) & np.isfinite(scores)
+    if not finite.all():
+        good, bad = np.flatnonzero(finite), np.flatnonzero(~finite)
+        kept = good[nms(boxes[good], scores[good], class_ids[good], iou_threshold, limit)]
+        return np.concatenate([kept, bad[: len(bad) if limit is None else limit]])
     order = np.argsort(-scores, kind="stable")
     limit = len(order) if limit is None else limit
     # Boxes of different classes never overlap once each class is moved to its own region.
@@ -121,6 +131,88 @@ class Detection:
         if self.mask is not None:
             record["mask"] = mask_rle(self.mask)
         return record
+
+
+# Non-finite values: a damaged model, an FP16 export that overflows, or another node's message can give NaN or
+# infinite boxes, scores and keypoints. ``finite_detections`` is the one check every detection passes on its way to
+# a message or a file (families/pipeline.py's DetectionPipeline, predict's ``run``, the nodes that read another
+# node's detections): the bad part left out and counted, the good part kept.
+NON_FINITE_PARTS = {  # part -> what is done with it
+    "box": "a NaN or infinite box: left out, the others kept",
+    "score": "a NaN or infinite score: left out, the others kept",
+    "keypoint": "a NaN or infinite value: set to 0, 0, score 0 (not seen)",
+    "mask": "a mask of NaN or infinite values: kept without a mask",
+}
+MESSAGE_FIX = "its publisher sends NaN or infinite values"  # detections from another node
+
+
+def finite_box(xyxy: Sequence[float]) -> bool:
+    """Whether each of a box's four values is finite."""
+    return all(math.isfinite(value) for value in xyxy)
+
+
+def non_finite_kind(part: str, source: str = "") -> str:
+    """The problem-log kind of a non-finite ``part`` (NON_FINITE_PARTS) of detections from ``source`` ("": the
+    model; else the input named, e.g. "person detections")."""
+    return f"non-finite {part}" + (f" in {source}" if source else "")
+
+
+class Finite(NamedTuple):
+    """What ``finite_detections`` keeps of a frame's detections, and what it found."""
+
+    detections: list[Detection]  # those kept (a keypoint of a NaN or infinite value set to 0, 0, 0)
+    problems: dict[str, str]  # problem-log kind (non_finite_kind) -> the detail to log once; {}: all finite
+    kept: list[int]  # the index of each kept one among those given
+
+
+def finite_detections(
+    detections: Sequence[Detection], source: str = "", fix: str = MODEL_FIX, masks: bool = False
+) -> Finite:
+    """``detections`` but those whose box or score is NaN or infinite, each keypoint of a NaN or infinite value set
+    to (0, 0, 0) (COCO's "not labelled"); with ``masks`` (a segmentation model's detections), a detection without its
+    mask is one whose mask values were not finite (models/masks.py). The problems' details say how many of the
+    frame's detections (or keypoints) from ``source`` ("": the model's output) and the ``fix``; every value finite
+    is the usual case, known from one sum over them."""
+    if not detections:
+        return Finite([], {}, [])
+    points = [d.keypoints for d in detections if d.keypoints is not None and len(d.keypoints)]
+    with np.errstate(over="ignore", invalid="ignore"):  # numpy values among them: inf - inf is NaN, quietly
+        total = sum(d.score + sum(d.xyxy) for d in detections)
+        if points:
+            try:
+                total += float(np.sum(np.asarray(points, np.float64)))
+            except ValueError:  # keypoint counts that differ: one by one
+                total += sum(float(np.sum(np.asarray(p, np.float64))) for p in points)
+    if math.isfinite(total) and not (masks and any(d.mask is None for d in detections)):
+        return Finite(list(detections), {}, list(range(len(detections))))  # a finite sum: all finite
+    counts = dict.fromkeys(NON_FINITE_PARTS, 0)  # (a sum of finite values may overflow: then each is looked at)
+    kept, indices = [], []
+    for index, detection in enumerate(detections):
+        if not finite_box(detection.xyxy):
+            counts["box"] += 1
+            continue
+        if not math.isfinite(detection.score):
+            counts["score"] += 1
+            continue
+        if detection.keypoints is not None and len(detection.keypoints):
+            keypoints = np.asarray(detection.keypoints, np.float64)
+            bad = ~np.isfinite(keypoints).all(axis=-1)
+            if bad.any():
+                counts["keypoint"] += int(bad.sum())
+                keypoints = keypoints.copy()
+                keypoints[bad] = 0.0
+                detection = replace(detection, keypoints=keypoints)
+        if masks and detection.mask is None:
+            counts["mask"] += 1
+        kept.append(detection)
+        indices.append(index)
+    where = source or "the model's output"
+    problems = {}
+    for part, count in counts.items():
+        if count:
+            of = f"{count} keypoints" if part == "keypoint" else f"{count} of {len(detections)} detections"
+            problems[non_finite_kind(part, source)] = f"{of} in {where} with {NON_FINITE_PARTS[part]}; {fix}"
+    return Finite(kept, problems, indices)
 
 
 def mask_rle(mask: InstanceMask) -> dict:
@@ -160,9 +252,18 @@ def write_replayed(
     return path
 
 
-def run(detector: Detector, frame: np.ndarray) -> list[Detection]:
-    """What ``predict`` runs on each frame."""
-    return detector.detect(frame)
+def run(detector: Detector, frame: np.ndarray, problems: dict[str, str] | None = None) -> list[Detection]:
+    """What ``predict`` runs on each frame: the detector's detections, those of a NaN or infinite value left out or
+    mended (``finite_detections``), what was found added to ``problems`` (kind -> detail)."""
+    screened = finite_detections(detector.detect(frame), masks=has_masks(detector))
+    if problems is not None:
+        problems.update(screened.problems)
+    return screened.detections
+
+
+def has_masks(detector: Any) -> bool:
+    """Whether ``detector`` gives each detection its instance mask (a YOLO segmentation model)."""
+    return bool(getattr(detector, "mask_channels", 0))
 
 
 def line(record: Mapping[str, Any], detections: Sequence[Detection]) -> str:
@@ -179,14 +280,15 @@ def save(
 ) -> Path:
     """``frame`` with its detections drawn, as FOLDER/<image's name>, or FOLDER/<video's stem>_<index>.jpg; never
     through a link, nor onto ``path`` or another of the ``protected`` files."""
-    from ..files import staged
+    from ..files import output_folder, staged
+    from ..text import shown_path
 
-    folder.mkdir(parents=True, exist_ok=True)
+    output_folder(folder, option="--save folder")
     suffix = f"_{index:06d}.jpg" if index is not None else path.suffix
     saved = folder / f"{path.stem}{suffix}"
     with staged(saved, [path, *protected], "--save folder") as fresh:
         if not cv2.imwrite(str(fresh), draw_detections(frame, detections)):
-            raise ValueError(f"cannot write {saved}: OpenCV writes no {suffix} image")
+            raise ValueError(f"cannot write {shown_path(saved)}: OpenCV writes no {suffix} image")
     return saved
 
 

@@ -46,14 +46,13 @@ except ImportError as missing:  # a vision_msgs built before the 3D messages wer
         "install the distribution's vision_msgs (rosdep)."
     ) from None
 
-from ..camera_infos import CameraInfos
+from ..camera_infos import CameraInfoError, CameraInfos, Intrinsics
 from ..families.family import MARKERS_MESSAGE, Output
 from ..images import ImageFormatError
 from ..models.lift3d import (
     CORE,
     MIN_VALID,
     Box3D,
-    Intrinsics,
     LiftError,
     check_camera_frame,
     depth_intrinsics,
@@ -62,7 +61,13 @@ from ..models.lift3d import (
 )
 from ..models.masks import labelled
 from ..parameters import FRACTION, IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter
-from ..results.detections import MASK_LABELS, detections_from_message, track_colour
+from ..results.detections import (
+    MASK_LABELS,
+    MESSAGE_FIX,
+    detections_from_message,
+    finite_detections,
+    track_colour,
+)
 from ..streaming import PAIRING_WINDOW, Pairing
 from ..text import untrusted
 from .cameras import wanted
@@ -222,9 +227,9 @@ class Detect3DNode(InferenceNode):
             )
             return
         try:
-            colour = _intrinsics(info, "camera_info")
+            colour = Intrinsics.of(info, "camera_info")
             depth_info = self.depth_camera_infos.for_stamp(depth_msg.header.stamp)
-            depth_k = None if depth_info is None else _intrinsics(depth_info, "depth_camera_info")
+            depth_k = None if depth_info is None else Intrinsics.of(depth_info, "depth_camera_info")
             pixels = depth_msg.width * depth_msg.height
             if self.max_image_pixels and pixels > self.max_image_pixels:
                 raise LiftError(
@@ -247,18 +252,25 @@ class Detect3DNode(InferenceNode):
             detections = detections_from_message(detections_msg)
             if masks_msg is not None:
                 _masks_onto(detections, masks_msg, colour)
-        except LiftError as exc:
+        except (LiftError, CameraInfoError) as exc:
             self.skip_error(exc)
             return
-        boxes = lift(detections, depth, colour, k, self.core, self.min_valid)
+        # those of a NaN or infinite box or score: no 3D box, counted apart from those without depth
+        screened = finite_detections(detections, "detections", MESSAGE_FIX)
+        for kind, detail in screened.problems.items():
+            self.warn(kind, detail)
+        boxes: list[Box3D | None] = [None] * len(detections)
+        for index, box in zip(screened.kept, lift(screened.detections, depth, colour, k, self.core, self.min_valid)):
+            boxes[index] = box
         header = Header(stamp=detections_msg.header.stamp, frame_id=frame)
         self.boxes_pub.publish(detections_3d_message(header, detections_msg, boxes))
         self.outputs += 1
         self.monitor.answered(header)
-        if any(box is None for box in boxes):
+        without = sum(boxes[index] is None for index in screened.kept)
+        if without:
             self.warn(
                 "detection without depth",
-                f"{sum(box is None for box in boxes)} of {len(boxes)} detections have under min_valid_fraction "
+                f"{without} of {len(boxes)} detections have under min_valid_fraction "
                 f"{self.min_valid:g} valid depth in their mask or box core (out of the depth camera's range, or "
                 "outside its image): left out of detections_3d, never placed at zero depth",
             )
@@ -299,18 +311,6 @@ def _masks_onto(detections: list, masks: Any, colour: Intrinsics) -> None:
     labels = np.ascontiguousarray(rows[:, : masks.width * dtype.itemsize]).view(dtype)
     for index, detection in enumerate(detections):
         detection.mask = labelled(labels, index + 1, detection.xyxy) if index < most else None
-
-
-def _intrinsics(info: CameraInfo, what: str) -> Intrinsics:
-    roi = info.roi
-    return Intrinsics.from_camera_info(
-        info.k,
-        info.width,
-        info.height,
-        what,
-        (info.binning_x, info.binning_y),
-        (roi.x_offset, roi.y_offset, roi.width, roi.height),
-    )
 
 
 def detections_3d_message(header: Header, detections: Any, boxes: list[Box3D | None]) -> Detection3DArray:

@@ -8,7 +8,8 @@ Publishes   families/track.py's output table (its publishers, and what `vision-f
             debug_image only when subscribed.
 
 Detections are tracked per class: their results[0] class_id (a name) sets it. Those scoring under
-track_low_threshold are republished too, with an empty id. New streams as in ros/tracks.py. With ``cameras``
+track_low_threshold are republished too, with an empty id; so are those of a NaN or infinite box or score, never
+tracked (reported once, counted). New streams as in ros/tracks.py. With ``cameras``
 (ros/inference_node.py) each camera's images and detections are paired and tracked on their own (a tracker per
 camera, one re-id model).
 """
@@ -20,7 +21,7 @@ from vision_msgs.msg import Detection2DArray  # noqa: F401  imported at start: a
 from ..families.family import Family
 from ..families.tracking import diagnostic_values, id_text
 from ..images import ImageFormatError
-from ..results.detections import detections_from_message, draw_detections, track_markers
+from ..results.detections import MESSAGE_FIX, detections_from_message, draw_detections, finite_detections, track_markers
 from ..runtime.runner import Runner
 from .cameras import wanted
 from .inference_node import InferenceNode, spin
@@ -64,12 +65,19 @@ class TrackNode(InferenceNode):
         except ImageFormatError as exc:
             self.skip_error(exc)
             return
-        detections = detections_from_message(detections_msg)
+        # those of a NaN or infinite box or score are not tracked (republished with an empty id), counted
+        screened = finite_detections(detections_from_message(detections_msg), "detections", MESSAGE_FIX)
+        for kind, detail in screened.problems.items():
+            self.warn(kind, detail)
+        detections = screened.detections
         for detection in detections:
             detection.class_id = self.classes.setdefault(detection.class_name, len(self.classes))
         stream = self.streams[self.camera]
         track_ids = stream.update(detections_msg.header, frame, detections)
-        for message, track in zip(detections_msg.detections, track_ids):
+        ids: list[int | None] = [None] * len(detections_msg.detections)
+        for index, track in zip(screened.kept, track_ids):
+            ids[index] = track
+        for message, track in zip(detections_msg.detections, ids):
             message.id = id_text(track)
         self.tracks_pub.publish(detections_msg)
         self.outputs += 1

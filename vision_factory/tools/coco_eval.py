@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import FAMILIES, SINGLE_MODEL_DETECTORS, family
-from ..files import write_text
+from ..files import output_folder, write_text
 from ..results.detections import differences as detection_differences
 from ..results.detections import mask_rle
-from ..text import untrusted
+from ..text import shown_path, untrusted
 from .coco_masks import image_size_problem, segmentation_problem
 from .commands import CommandReport, UsageError
 from .compare import configuration_name, describe_comparison, metric_differences, save_comparison
@@ -35,9 +35,11 @@ def _load_json(path: Path, what: str) -> Any:
     try:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise ValueError(f"{what} not found: {path}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{what} {path} is not valid JSON: {exc}") from exc
+        raise ValueError(f"{what} not found: {shown_path(path)}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{what} {shown_path(path)} is a folder: give the JSON file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{what} {shown_path(path)} is not valid JSON: {untrusted(exc)}") from None
 
 
 class CocoFormatError(ValueError):
@@ -45,7 +47,7 @@ class CocoFormatError(ValueError):
 
 
 def _entry(path: Path, where: str, problem: str) -> CocoFormatError:
-    return CocoFormatError(f"{path}: {where} {problem}")
+    return CocoFormatError(f"{shown_path(path)}: {where} {problem}")
 
 
 def _field(entry: Any, path: Path, where: str, name: str) -> Any:
@@ -98,10 +100,12 @@ def check_truth(truth: Any, path: Path, iou_type: str) -> dict[str, Any]:
     annotations[3]) and the field."""
     sections = ("images", "annotations", "categories")
     if not isinstance(truth, dict) or not set(sections) <= set(truth):
-        raise CocoFormatError(f"{path} is not a COCO annotation file: it needs images, annotations and categories")
+        raise CocoFormatError(
+            f"{shown_path(path)} is not a COCO annotation file: it needs images, annotations and categories"
+        )
     for section in sections:
         if not isinstance(truth[section], list):
-            raise CocoFormatError(f"{path}: '{section}' is {type(truth[section]).__name__}, not a list")
+            raise CocoFormatError(f"{shown_path(path)}: '{section}' is {type(truth[section]).__name__}, not a list")
     for index, image in enumerate(truth["images"]):
         for size in ("width", "height"):
             if isinstance(image, dict) and size in image:
@@ -160,7 +164,7 @@ def check_results(results: Any, path: Path, iou_type: str, truth: dict[str, Any]
     for segm each a run-length encoding of its image's mask); else a CocoFormatError naming the file, the entry and
     the field (pycocotools scores a NaN box as a match)."""
     if not isinstance(results, list):
-        raise CocoFormatError(f"{path} is not a COCO results file: it must be a list of detections")
+        raise CocoFormatError(f"{shown_path(path)} is not a COCO results file: it must be a list of detections")
     images = {image["id"] for image in truth["images"]}
     sizes = _image_sizes(truth, truth_path) if iou_type == "segm" else {}
     for index, result in enumerate(results):
@@ -184,7 +188,9 @@ def check_results(results: Any, path: Path, iou_type: str, truth: dict[str, Any]
     unknown = {result["image_id"] for result in results} - images
     if unknown:
         shown = untrusted(sorted(unknown, key=str)[:5], 120)
-        raise CocoFormatError(f"{path} has detections for image ids {shown} not in {truth_path}")
+        raise CocoFormatError(
+            f"{shown_path(path)} has detections for image ids {shown} not in {shown_path(truth_path)}"
+        )
     return results
 
 
@@ -233,7 +239,9 @@ def annotation_file(data: Path) -> Path:
     """The COCO annotation JSON of ``data``: the file itself, or DIR/annotations.json."""
     path = Path(data) / "annotations.json" if Path(data).is_dir() else Path(data)
     if not path.is_file():
-        raise ValueError(f"no COCO annotations at {path}: give the JSON file or a folder with annotations.json")
+        raise ValueError(
+            f"no COCO annotations at {shown_path(path)}: give the JSON file or a folder with annotations.json"
+        )
     return path
 
 
@@ -266,7 +274,7 @@ class CocoPredictions:
         counts = self.skipped.items()
         classes = ", ".join(f"'{untrusted(name, 60)}' (id {class_id}): {count}" for (class_id, name), count in counts)
         return (
-            f"{self.skipped_count} detections skipped, their class has no category in {data}: {classes}; "
+            f"{self.skipped_count} detections skipped, their class has no category in {shown_path(data)}: {classes}; "
             "give the model's class names (labels) as the data set's category names"
         )
 
@@ -288,7 +296,9 @@ def predict_coco(detector, data: Path, iou_type: str) -> CocoPredictions:
         path = next((p for p in candidates if p.is_file()), None)
         frame = read_image(path) if path else None
         if frame is None:
-            raise ValueError(f"image {image['file_name']} of {annotations} not found or unreadable beside it")
+            raise ValueError(
+                f"image {untrusted(image['file_name'])} of {shown_path(annotations)} not found or unreadable beside it"
+            )
         for detection in detector.detect(frame):
             category = category_of.get(detection.class_id)
             if category is None:
@@ -356,7 +366,7 @@ def evaluate_detections(
 ) -> CommandReport:
     """`eval` for detection and pose: a COCO results file, or a ``model`` run over the data set, scored against
     its annotations; the report written in ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, option="--out")
     skipped, warnings = {}, []
     if predictions is not None:
         metrics = evaluate_all(annotation_file(data), predictions, IOU_TYPES[model_type])
@@ -383,7 +393,7 @@ def compare_detections(
     predictions and metrics side by side; the report is saved in ``out_dir``."""
     if data is None:
         raise UsageError(f"{model_type} needs --data, the COCO data set both configurations run over")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, option="--out")
     runs = [
         run_and_score(model_type, path, target, data, out_dir / f"predictions_{configuration_name(path, target)}.json")
         for path, target in configurations

@@ -8,7 +8,7 @@ left out is the node's default.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -93,6 +93,8 @@ class Prediction:
     record: dict[str, Any]  # the result kind's frame_record: image, frame, width, height, and the frame's result
     result: Any  # its detections (results/detections.py), its map (results/dense.py), ...
     kind: ModuleType  # the result kind's module
+    # what was wrong with the model's output on this frame (a NaN box left out, ...): kind -> detail
+    problems: dict[str, str] = field(default_factory=dict)
 
     @property
     def detections(self) -> Any:
@@ -119,8 +121,9 @@ def predict(
     protected = [*inputs, *protected]
     for path in inputs:
         for name, index, frame in file_frames(path):
-            found = kind.run(detector, frame)
+            problems: dict[str, str] = {}
+            found = kind.run(detector, frame, problems)
             record = kind.frame_record(name, index or 0, frame.shape[1], frame.shape[0], found)
             if save is not None:
                 kind.save(save, path, index, frame, found, protected)
-            yield Prediction(record, found, kind)
+            yield Prediction(record, found, kind, problems)

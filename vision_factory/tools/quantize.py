@@ -34,10 +34,11 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import FAMILIES, family
-from ..files import UnsafeWrite, check_outputs, model_files, stage, write_text
+from ..files import UnsafeWrite, check_outputs, model_files, output_folder, stage, write_text
 from ..runtime.backends import load_target
 from ..runtime.cpu import this_cpu
 from ..runtime.runner import Runner
+from ..text import shown_path
 from .commands import CommandReport, UsageError
 from .quantize_backends import (
     float_tail,
@@ -181,18 +182,17 @@ def quantize(
         check_outputs(written, inputs, "--out")
     except UnsafeWrite as exc:
         raise UsageError(str(exc), "--out") from None
-    out.parent.mkdir(parents=True, exist_ok=True)
+    output_folder(out.parent, option="--out")
 
     feeds: list[dict[str, np.ndarray]] = []
     if calibration is not None:
         feeds, frames = calibration_inputs(model_type, model, calibration, frames, options, detector_model)
-        log(f"calibration: {len(feeds)} inputs from {frames} frames of {calibration}")
+        log(f"calibration: {len(feeds)} inputs from {frames} frames of {shown_path(calibration)}")
     kind = (this_cpu() if target_cpu == "auto" else target_cpu) if precision == "int8" else ""
     if kind:
         log(f"int8 for {kind} CPUs ({'detected here' if target_cpu == 'auto' else '--target-cpu'})")
     companions = [".bin"] if backend == "openvino" else []
     target = RUNS_ON[backend]
-    out_dir = Path(out_dir) if out_dir is not None else out.parent / f"{out.stem}_quantize"
     # The model is written under a temporary name beside --out, timed and compared there, and published (as --out,
     # or as NAME.rejected.EXT when it lost too much) only then: a comparison that fails leaves nothing under --out.
     with stage(out, inputs, "--out", companions) as staging:
@@ -211,7 +211,10 @@ def quantize(
                 frames,
             )
         speed = speed_ratio(model, staging.fresh, target, feeds or None, speed_runs, threads)
-        out_dir.mkdir(parents=True, exist_ok=True)
+        # the comparison's reports: NAME_quantize/ beside the model (a link planted there refused), or ``out_dir``
+        out_dir = (
+            output_folder(out_dir, option="--out") if out_dir else output_folder(out.parent, f"{out.stem}_quantize")
+        )
         comparison, record = None, None
         if data is not None:
             comparison = compare_models(
@@ -319,8 +322,8 @@ def loss_text(loss: Mapping[str, Any], out: Path, provenance: Provenance) -> str
     )
     return (
         f"the quantized model lost more accuracy than allowed: {loss['loss']} {loss['value']:.4f} > --max-loss "
-        f"{loss['limit']:g}; written as {out} (not under the --out name){cpu}; try more --frames or another "
-        "--method, or give --accept-loss (or a larger --max-loss) to keep it"
+        f"{loss['limit']:g}; written as {shown_path(out)} (not under the --out name){cpu}; try more --frames or "
+        "another --method, or give --accept-loss (or a larger --max-loss) to keep it"
     )
 
 
@@ -441,7 +444,7 @@ def compare_on_people(
         boxes = [[found.xyxy for found in people.detect(frame)] for frame in frames]
         if not any(boxes):
             raise ValueError(
-                f"{Path(detector_model).name} finds no people in {data}: give --data with people to compare"
+                f"{Path(detector_model).name} finds no people in {shown_path(data)}: give --data with people to compare"
             )
         embeddings = []
         for model, target in configurations:
@@ -462,7 +465,7 @@ def describe(
     comparison: CommandReport | None,
     loss: Mapping[str, Any] | None = None,
 ) -> str:
-    lines = [f"wrote {out}: {provenance.precision} for {provenance.backend} ({provenance.method})"]
+    lines = [f"wrote {shown_path(out)}: {provenance.precision} for {provenance.backend} ({provenance.method})"]
     if provenance.target_cpu:
         weights = "7-bit weights (reduce_range)" if provenance.reduce_range else "full-range int8 weights"
         lines.append(f"made for {provenance.target_cpu} CPUs: {weights}")

@@ -28,7 +28,7 @@ from ..families.registry import NODE_FAMILIES
 from ..parameters import with_defaults
 from ..results import Item
 from ..runtime.backends import load_target
-from ..text import untrusted
+from ..text import shown_path, untrusted
 from .bags import image_topic, read_framed, read_messages
 from .commands import UsageError
 from .replay import checked_overrides, message_class, params_file_values, replay
@@ -93,7 +93,7 @@ class VerifyReport:
         lines.append(
             f"node's counts (dropped {self.counts.dropped}, skipped {self.counts.skipped}) from {self.counts.source}"
         )
-        lines += [f"{name}: {path}" for name, path in self.files.items()]
+        lines += [f"{name}: {shown_path(path)}" for name, path in self.files.items()]
         return "\n".join(lines)
 
 
@@ -494,8 +494,8 @@ def _class_check(answers: list[Answer], labels: list[str] | None, names: list[st
     if not foreign and not label_problem:
         return Check("class names", True, numbers)
     cause = (
-        f"the node names classes the model {model.name} does not have ({shown(foreign or labels)}) — a different "
-        "model: check the node's model_path (and labels_path) against the model you validated"
+        f"the node names classes the model {shown_path(model.name)} does not have ({shown(foreign or labels)}) "
+        "— a different model: check the node's model_path (and labels_path) against the model you validated"
     )
     return Check("class names", False, numbers, cause)
 

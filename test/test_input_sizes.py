@@ -18,7 +18,8 @@ from support.cli import assert_refused, run_cli
 from support.data import declaring, declaring_avi, huge_png
 from support.models import onnx_model
 
-from vision_factory.images import TOO_LARGE, ImageFormatError, image_header, read_image_file
+from vision_factory.images import TOO_LARGE, ImageFormatError, read_image_file
+from vision_factory.tools.sources import image_header
 
 MEMORY_LIMIT = 3 << 30  # bytes of address space a command may map: the 2.7 GB decode fails in it
 TOO_MANY = "pixels is larger than max_image_pixels 33177600; the tools read images of at most 7680x4320 pixels"
@@ -121,9 +122,9 @@ def test_each_format_is_read_at_its_declared_size_and_decoded_as_opencv_decodes_
     path = tmp_path / "frame"
     path.write_bytes(data)
     expected = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-    np.testing.assert_array_equal(read_image_file(path), expected)
+    np.testing.assert_array_equal(read_image_file(path, header=image_header), expected)
     with pytest.raises(ImageFormatError) as error:
-        read_image_file(path, max_pixels=64 * 47)
+        read_image_file(path, max_pixels=64 * 47, header=image_header)
     assert error.value.kind == TOO_LARGE and "64x48 = 3072 pixels is larger than max_image_pixels 3008" in str(
         error.value
     )
@@ -137,8 +138,12 @@ def test_a_file_larger_than_any_image_the_tools_read_is_refused_before_it_is_rea
     with pytest.raises(
         ImageFormatError, match=f"the file is {size} bytes, more than any image of max_image_pixels 4096"
     ):
-        read_image_file(path, max_pixels=4096)
-    assert read_image_file(path, max_pixels=(2 << 20) // 8).shape == (48, 64, 3)  # 18 MiB: the file is within
+        read_image_file(path, max_pixels=4096, header=image_header)
+    assert read_image_file(path, max_pixels=(2 << 20) // 8, header=image_header).shape == (
+        48,
+        64,
+        3,
+    )  # 18 MiB: the file is within
 
 
 @pytest.mark.parametrize(

@@ -291,7 +291,7 @@ def _bag(tmp_path, count: int = 2):
 @pytest.mark.parametrize(
     "param,message",
     [
-        ("max_detections:=-3", "max_detections must be an integer >= 1, not -3"),
+        ("max_detections:=-3", "max_detections must be an integer in 1..10000, not -3"),
         ("confidence_treshold:=0.3", "the yolo node has no parameter confidence_treshold (did you mean "),
         ("confidence_threshold:=abc", "confidence_threshold must be a finite number in 0..1, not 'abc'"),
         ("confidence_threshold:=1", "write 1.0"),
@@ -310,7 +310,7 @@ def test_verify_refuses_a_bad_or_misspelt_parameter_before_running(tmp_path, par
 @pytest.mark.parametrize(
     "param,message",
     [
-        ("max_detections:=-3", "max_detections must be an integer >= 1, not -3"),
+        ("max_detections:=-3", "max_detections must be an integer in 1..10000, not -3"),
         ("confidence_treshold:=0.3", "the yolo node has no parameter confidence_treshold (did you mean "),
     ],
 )

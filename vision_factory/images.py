@@ -162,9 +162,9 @@ def compressed_header(data) -> tuple[str, int, int]:
         if len(view) < 24 or view[12:16] != b"IHDR":
             raise ImageFormatError("unreadable compressed header", f"PNG of {len(view)} bytes has no IHDR header")
         width, height = struct.unpack(">II", view[16:24])
-        return _declared("png", width, height)
+        return declared("png", width, height)
     if view[:2] == b"\xff\xd8":
-        return _declared("jpeg", *_jpeg_size(view))
+        return declared("jpeg", *_jpeg_size(view))
     raise ImageFormatError(
         "unsupported compressed format",
         f"compressed image of {len(view)} bytes is neither JPEG nor PNG (it starts with {bytes(view[:8])!r}); "
@@ -199,48 +199,26 @@ def _jpeg_size(view: memoryview) -> tuple[int, int]:
     )
 
 
-def _declared(kind: str, width: int, height: int) -> tuple[str, int, int]:
+def declared(kind: str, width: int, height: int) -> tuple[str, int, int]:
+    """(kind, width, height) when a header declares a size an image can have, else an ImageFormatError."""
     if width <= 0 or height <= 0 or width > 2**31 - 1 or height > 2**31 - 1:
         raise ImageFormatError("unreadable compressed header", f"{kind} header declares an image of {width}x{height}")
     return kind, width, height
 
 
-# The other formats OpenCV decodes whose size Pillow reads from the header alone (its WebP open allocates the canvas:
-# read here instead).
-PILLOW_HEADERS = ("BMP", "DIB", "TIFF", "PPM", "SUN", "JPEG2000", "GIF")
+UNKNOWN_FORMAT = "unsupported image format"
 
 
-def image_header(data) -> tuple[str, int, int]:
+def file_header(data) -> tuple[str, int, int]:
     """(format, width, height) an image file's bytes declare, read without decoding: JPEG and PNG as
-    ``compressed_header`` reads them, WebP from its first chunk, PILLOW_HEADERS' formats by Pillow's lazy open. An
-    image Pillow calls a decompression bomb (over twice its MAX_IMAGE_PIXELS, far above ours) is one too large; one
-    of another format, or a header cut short, is an ImageFormatError."""
+    ``compressed_header`` reads them, WebP from its first chunk. Another format is an ImageFormatError of kind
+    UNKNOWN_FORMAT (the tools read more: tools/sources.image_header), a header cut short one of its own."""
     view = memoryview(np.frombuffer(data, dtype=np.uint8))
     if view[:8] == _PNG_SIGNATURE or view[:2] == b"\xff\xd8":
         return compressed_header(view)
     if view[:4] == b"RIFF" and view[8:12] == b"WEBP":
-        return _declared("webp", *_webp_size(view))
-    import io
-    import warnings
-
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # over our bound: refused by the caller
-            with Image.open(io.BytesIO(view), formats=PILLOW_HEADERS) as image:
-                kind, (width, height) = (image.format or "image").lower(), image.size
-    except Image.DecompressionBombError:
-        raise ImageFormatError(
-            TOO_LARGE,
-            f"image declares more than {2 * Image.MAX_IMAGE_PIXELS} pixels (Pillow's own bound, above "
-            f"max_image_pixels {MAX_IMAGE_PIXELS}); {FILE_FIX}",
-        ) from None
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise ImageFormatError(
-            "unreadable image header", f"no image this package reads (JPEG, PNG, WebP, BMP, TIFF...): {untrusted(exc)}"
-        ) from None
-    return _declared(kind, width, height)
+        return declared("webp", *_webp_size(view))
+    raise ImageFormatError(UNKNOWN_FORMAT, f"image of {len(view)} bytes is no JPEG, PNG or WebP")
 
 
 def _webp_size(view: memoryview) -> tuple[int, int]:
@@ -267,8 +245,8 @@ def compressed_to_bgr(
     header: Callable[[Any], tuple[str, int, int]] = compressed_header,
     fix: str = CAMERA_FIX,
 ) -> np.ndarray:
-    """Decode a sensor_msgs/CompressedImage payload (JPEG or PNG; with ``header=image_header``, an image file's
-    bytes of any format ``image_header`` reads) to BGR.
+    """Decode a sensor_msgs/CompressedImage payload (JPEG or PNG; with another ``header``, e.g. ``file_header``, an
+    image file's bytes of any format it reads) to BGR.
 
     The size its header declares is checked against ``max_pixels`` (0: no limit) first (``fix``: what to do when it
     is larger). Data the decoder cannot read is an ImageFormatError carrying what the decoder said; data it reads
@@ -297,11 +275,13 @@ BYTES_PER_PIXEL = 8  # the most an image file stores a pixel in (16-bit RGBA, un
 HEADER_BYTES = 16 << 20  # what a file may hold beside its pixels (metadata, an embedded preview)
 
 
-def read_image_file(path, max_pixels: int = MAX_IMAGE_PIXELS) -> np.ndarray:
-    """The BGR image of an image file, its declared size (``image_header``) checked against ``max_pixels`` (0: no
-    limit) before it is decoded, and the file's size before it is read (no image of that many pixels takes more
-    than BYTES_PER_PIXEL a pixel, plus HEADER_BYTES). An ImageFormatError (kind TOO_LARGE, or what made it no image)
-    says why not, without the path."""
+def read_image_file(
+    path, max_pixels: int = MAX_IMAGE_PIXELS, header: Callable[[Any], tuple[str, int, int]] = file_header
+) -> np.ndarray:
+    """The BGR image of an image file, its declared size (``header``: JPEG, PNG and WebP by default) checked against
+    ``max_pixels`` (0: no limit) before it is decoded, and the file's size before it is read (no image of that many
+    pixels takes more than BYTES_PER_PIXEL a pixel, plus HEADER_BYTES). An ImageFormatError (kind TOO_LARGE, or what
+    made it no image) says why not, without the path."""
     size = os.stat(path).st_size
     if max_pixels > 0 and size > max_pixels * BYTES_PER_PIXEL + HEADER_BYTES:
         raise ImageFormatError(
@@ -309,7 +289,7 @@ def read_image_file(path, max_pixels: int = MAX_IMAGE_PIXELS) -> np.ndarray:
         )
     with open(path, "rb") as file:
         data = file.read()
-    return compressed_to_bgr(data, max_pixels, header=image_header, fix=FILE_FIX)
+    return compressed_to_bgr(data, max_pixels, header=header, fix=FILE_FIX)
 
 
 _ENCODE = {

@@ -76,7 +76,7 @@ PARAMETERS = (
     Parameter(
         "median_path",
         "",
-        "background median instead of the warm-up: an image, or .npy of HxWx3 RGB uint8 at frame size "
+        "background median instead of the warm-up: a PNG, JPEG or WebP image, or .npy of HxWx3 RGB uint8 at frame size "
         f"(concat: also 3x{HEIGHT}x{WIDTH})",
     ),
     Parameter("heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'", **FRACTION),

@@ -41,7 +41,7 @@ def load_median(path: str, bg_mode: str) -> np.ndarray | None:
         try:
             image = read_image_file(file)  # its declared size checked before it is decoded
         except ImageFormatError as exc:
-            problem = exc if exc.kind == TOO_LARGE else "not a readable image file (nor .npy)"
+            problem = exc if exc.kind == TOO_LARGE else "not a readable image file (PNG, JPEG or WebP; nor .npy)"
             raise ValueError(f"median_path {shown}: {problem}") from None
         median = np.ascontiguousarray(image[..., ::-1])
     problem = median_problem(median, bg_mode)

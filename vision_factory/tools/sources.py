@@ -9,10 +9,19 @@ from typing import Any
 
 import numpy as np
 
-from ..images import FILE_FIX, TOO_LARGE, ImageFormatError, check_pixels, read_image_file
+from ..images import (
+    FILE_FIX,
+    TOO_LARGE,
+    UNKNOWN_FORMAT,
+    ImageFormatError,
+    check_pixels,
+    declared,
+    file_header,
+    read_image_file,
+)
 from ..parameters import MAX_IMAGE_PIXELS
 from ..quiet import quiet_videos
-from ..text import shown_path
+from ..text import shown_path, untrusted
 from .bags import read_frames
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm")
@@ -22,11 +31,49 @@ def is_video(path: Path) -> bool:
     return Path(path).suffix.lower() in VIDEO_SUFFIXES
 
 
+# The other formats OpenCV decodes whose size Pillow reads from the header alone (its WebP open allocates the canvas:
+# images.file_header reads WebP's).
+PILLOW_HEADERS = ("BMP", "DIB", "TIFF", "PPM", "SUN", "JPEG2000", "GIF")
+
+
+def image_header(data) -> tuple[str, int, int]:
+    """(format, width, height) an image file's bytes declare, read without decoding: JPEG, PNG and WebP as
+    images.file_header reads them, PILLOW_HEADERS' formats by Pillow's lazy open. An image Pillow calls a
+    decompression bomb (over twice its MAX_IMAGE_PIXELS, far above ours) is one too large; one of another format,
+    or a header cut short, is an ImageFormatError."""
+    try:
+        return file_header(data)
+    except ImageFormatError as exc:
+        if exc.kind != UNKNOWN_FORMAT:
+            raise
+    import io
+    import warnings
+
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # over our bound: refused by the caller
+            with Image.open(io.BytesIO(data), formats=PILLOW_HEADERS) as image:
+                kind, (width, height) = (image.format or "image").lower(), image.size
+    except Image.DecompressionBombError:
+        raise ImageFormatError(
+            TOO_LARGE,
+            f"image declares more than {2 * Image.MAX_IMAGE_PIXELS} pixels (Pillow's own bound, above "
+            f"max_image_pixels {MAX_IMAGE_PIXELS}); {FILE_FIX}",
+        ) from None
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise ImageFormatError(
+            "unreadable image header", f"no image this package reads (JPEG, PNG, WebP, BMP, TIFF...): {untrusted(exc)}"
+        ) from None
+    return declared(kind, width, height)
+
+
 def read_image(path: Path) -> np.ndarray | None:
     """A BGR image, or None when ``path`` is no readable image; one declaring more than MAX_IMAGE_PIXELS pixels is
-    a ValueError naming the file, raised before it is decoded (images.read_image_file)."""
+    a ValueError naming the file, raised before it is decoded (images.read_image_file, with image_header)."""
     try:
-        return read_image_file(path)
+        return read_image_file(path, header=image_header)
     except ImageFormatError as exc:
         if exc.kind == TOO_LARGE:
             raise ValueError(f"{shown_path(path)}: {exc}") from None

@@ -81,6 +81,16 @@ COCO_DAMAGE = {
         _set(("annotations", 3, "bbox"), [150, float("nan"), 100, 100]),
         "annotations[3] 'bbox' [150, nan, 100, 100] is not finite",
     ),
+    "truth box of a negative width": (
+        "truth",
+        _set(("annotations", 2, "bbox"), [10, 10, -5, 20]),
+        "annotations[2] 'bbox' [10, 10, -5, 20] has a negative width or height",
+    ),
+    "result box of a negative height": (
+        "results",
+        _set((2, "bbox"), [10, 10, 5, -20]),
+        "[2] (detection 3) 'bbox' [10, 10, 5, -20] has a negative width or height",
+    ),
     "result image_id a list (unhashable)": ("results", _set((0, "image_id"), [1]), "[0] (detection 1) 'image_id'"),
     "result without score": ("results", _set((2, "score"), _DELETE), "[2] (detection 3) has no 'score' field"),
     "result without category_id": ("results", _set((1, "category_id"), _DELETE), "has no 'category_id' field"),

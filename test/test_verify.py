@@ -171,7 +171,7 @@ def test_verify_fails_a_node_fed_the_wrong_colour_order(tmp_path):
         tmp_path,
         """
         import sys
-        import vision_factory.ros.inference_node as node
+        import vision_factory.ros.node_inputs as node
 
         to_bgr = node.message_to_bgr
         node.message_to_bgr = lambda *args, **kwargs: to_bgr(*args, **kwargs)[..., ::-1].copy()  # RGB to the model

@@ -31,8 +31,9 @@ from ..images import ImageFormatError, xyz_cloud_cdr
 from ..results.dense import draw, to_cdr
 from ..runtime.runner import Runner
 from .cameras import wanted
-from .inference_node import InferenceNode, spin
+from .inference_node import InferenceNode
 from .messages import bgr_to_message
+from .spin import spin
 
 
 def scaled_camera_info(info: CameraInfo, header, width: int, height: int) -> CameraInfo:

@@ -66,8 +66,9 @@ from ..results.detections import MASK_LABELS, detections_from_message, track_col
 from ..streaming import PAIRING_WINDOW, Pairing
 from ..text import untrusted
 from .cameras import wanted
-from .inference_node import InferenceNode, spin
+from .inference_node import InferenceNode
 from .messages import image_from_cdr
+from .spin import spin
 
 NAME = "detect_3d"
 PARAMETERS = (

@@ -53,8 +53,9 @@ from ..results.detections import (
 from ..runtime.runner import Runner
 from ..streaming import stamp_ns, stamp_of
 from .cameras import wanted
-from .inference_node import InferenceNode, spin
+from .inference_node import InferenceNode
 from .messages import bgr_to_message
+from .spin import spin
 
 
 class DetectionNode(InferenceNode):

@@ -23,8 +23,9 @@ from ..images import ImageFormatError
 from ..results.detections import detections_from_message, draw_detections, track_markers
 from ..runtime.runner import Runner
 from .cameras import wanted
-from .inference_node import InferenceNode, spin
+from .inference_node import InferenceNode
 from .messages import bgr_to_message
+from .spin import spin
 from .tracks import TrackedStream
 
 

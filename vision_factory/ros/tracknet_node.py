@@ -27,8 +27,9 @@ from ..models.tracknet_stream import StreamStats
 from ..results.ball import ball_message, draw_trajectory, trajectory_markers
 from ..runtime.runner import Runner
 from .cameras import wanted
-from .inference_node import InferenceNode, spin
+from .inference_node import InferenceNode
 from .messages import bgr_to_message
+from .spin import spin
 
 
 class TrackNetNode(InferenceNode):

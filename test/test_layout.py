@@ -225,6 +225,7 @@ SHARED = [
     "runtime/runner.py",
     "streaming.py",
     "text.py",
+    "workers.py",
 ]
 # The tracker and its re-identification embedder (on the package's own runner), in every detection node, with the
 # frame pipeline holding it and the new-stream rule (families/pipeline.py); identities across cameras.

@@ -101,26 +101,26 @@ class DepthNode(InferenceNode):
         published = self.resolved_outputs(map_topic(self.estimator.depth_kind))
         self.get_logger().info(f"listening on {topic}, publishing {published}")
 
-    def process(self, item) -> None:
+    def process(self, camera: str, item) -> None:
         try:
             frame = self.to_bgr(item)
         except ImageFormatError as exc:
-            self.skip_error(exc)
+            self.skip_error(exc, camera)
             return
         header = item.header
         result = self.estimator.infer(frame)
-        self.map_pub.publish(to_cdr(header, result))  # serialized here: the map copied once
+        self.map_pub[camera].publish(to_cdr(header, result))  # serialized here: the map copied once
         self.outputs += 1
-        self.monitor.answered(header)
-        info = self.camera_infos.for_stamp(header.stamp, self.camera)  # this camera's, of this frame's stamp
+        self.monitor.answered(header, camera)
+        info = self.camera_infos.for_stamp(header.stamp, camera)  # this camera's, of this frame's stamp
         if info is not None and info.width > 0 and info.height > 0:
             height, width = result.values.shape
             scaled = scaled_camera_info(info, header, width, height)
-            self.info_pub.publish(scaled)
-            if self.metric and wanted(self.points_pub):
-                self.points_pub.publish(point_cloud(header, result.values, scaled))
-        if wanted(self.debug_pub):
-            self.debug_pub.publish(bgr_to_message(draw(result), header))
+            self.info_pub[camera].publish(scaled)
+            if self.metric and wanted(self.points_pub[camera]):
+                self.points_pub[camera].publish(point_cloud(header, result.values, scaled))
+        if wanted(self.debug_pub[camera]):
+            self.debug_pub[camera].publish(bgr_to_message(draw(result), header))
 
 
 def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:

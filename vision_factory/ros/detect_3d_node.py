@@ -151,7 +151,7 @@ class Detect3DNode(InferenceNode):
         watched = self.monitor.watch("depth", Image, self.image_qos, self._take_depth)
         self._inputs += [
             self.create_subscription(Image, "depth", watched, self.image_qos, raw=True),
-            self.create_subscription(Detection2DArray, "detections", self._keep_image, reliable),
+            self.create_subscription(Detection2DArray, "detections", lambda msg: self._keep_image("", msg), reliable),
             self.create_subscription(CameraInfo, "camera_info", self._keep_camera_info, self.image_qos),
             self.create_subscription(CameraInfo, "depth_camera_info", self._keep_depth_camera_info, self.image_qos),
         ]
@@ -169,14 +169,14 @@ class Detect3DNode(InferenceNode):
         try:
             msg = image_from_cdr(data)
         except ImageFormatError as exc:  # counted under its kind, never raised in the executor
-            self.skip_error(exc)
+            self.skip_error(exc, "")
             return
-        self._keep_partner(msg)
+        self._keep_partner("", msg)
 
-    def enqueue(self, item: Any) -> None:
+    def enqueue(self, camera: str, item: Any) -> None:
         """(detections, depth) of one stamp; with use_masks, enqueued once the masks of that stamp are in too."""
         if self._mask_pairs is None or len(item) == 3:
-            super().enqueue(item)
+            super().enqueue(camera, item)
             return
         self._with_masks(*self._mask_pairs.image(_Waiting(item)))
 
@@ -187,7 +187,7 @@ class Detect3DNode(InferenceNode):
     def _with_masks(self, pair: tuple | None, unpaired: int) -> None:
         if pair is not None:
             waiting, masks = pair
-            super().enqueue((*waiting.item, masks))
+            super().enqueue("", (*waiting.item, masks))
         for _ in range(unpaired):
             self._without_masks()
 
@@ -198,6 +198,7 @@ class Detect3DNode(InferenceNode):
             "detections without masks",
             f"no {self.resolve_topic_name('masks')} message with their stamp came among the next {PAIRING_WINDOW} "
             f"messages; {MASKS_HINT}",
+            "",
         )
 
     def _stop_listening(self) -> None:
@@ -212,7 +213,7 @@ class Detect3DNode(InferenceNode):
     def _keep_depth_camera_info(self, msg: CameraInfo) -> None:
         self.depth_camera_infos.keep(msg)
 
-    def process(self, item) -> None:
+    def process(self, camera: str, item) -> None:
         detections_msg, depth_msg, masks_msg = item if len(item) == 3 else (*item, None)
         info = self.camera_infos.for_stamp(detections_msg.header.stamp)
         if info is None:
@@ -220,6 +221,7 @@ class Detect3DNode(InferenceNode):
                 "no camera_info",
                 f"no CameraInfo came on {self.resolve_topic_name('camera_info')}: remap camera_info to the colour "
                 "camera's (the image the detections are from)",
+                camera,
             )
             return
         try:
@@ -249,13 +251,13 @@ class Detect3DNode(InferenceNode):
             if masks_msg is not None:
                 _masks_onto(detections, masks_msg, colour)
         except LiftError as exc:
-            self.skip_error(exc)
+            self.skip_error(exc, camera)
             return
         boxes = lift(detections, depth, colour, k, self.core, self.min_valid)
         header = Header(stamp=detections_msg.header.stamp, frame_id=frame)
-        self.boxes_pub.publish(detections_3d_message(header, detections_msg, boxes))
+        self.boxes_pub[camera].publish(detections_3d_message(header, detections_msg, boxes))
         self.outputs += 1
-        self.monitor.answered(header)
+        self.monitor.answered(header, camera)
         if any(box is None for box in boxes):
             self.warn(
                 "detection without depth",
@@ -263,8 +265,8 @@ class Detect3DNode(InferenceNode):
                 f"{self.min_valid:g} valid depth in their mask or box core (out of the depth camera's range, or "
                 "outside its image): left out of detections_3d, never placed at zero depth",
             )
-        if wanted(self.marker_pub):
-            self.marker_pub.publish(box_markers(header, detections_msg, boxes))
+        if wanted(self.marker_pub[camera]):
+            self.marker_pub[camera].publish(box_markers(header, detections_msg, boxes))
 
 
 class _Waiting:

@@ -122,12 +122,12 @@ class DetectionNode(InferenceNode):
             topic = self.subscribe_images()
         self.get_logger().info(f"listening on {topic}, publishing {self.resolved_outputs(self.family.output_topic)}")
 
-    def process(self, item) -> None:
+    def process(self, camera: str, item) -> None:
         image_msg, people_msg = item if isinstance(item, tuple) else (item, None)
         try:
             frame = self.to_bgr(image_msg)
         except ImageFormatError as exc:
-            self.skip_error(exc)
+            self.skip_error(exc, camera)
             return
         people = None
         if people_msg is not None:
@@ -135,56 +135,55 @@ class DetectionNode(InferenceNode):
             if self.person_class:
                 people = [person for person in people if person.class_name == self.person_class]
         header = image_msg.header
-        pipeline = self.pipelines[self.camera]
+        pipeline = self.pipelines[camera]
         if people is None and batches(self.detector):  # a model of a fixed batch over 1 takes one frame padded
             detections = detect_batch([pipeline.detector], [frame], self.batch_sizes.ran)[0]
             result = pipeline.track(frame, detections, stamp_of(header))
         else:
             result = pipeline.push(frame, stamp_of(header), people)
             self.batch_sizes.ran(1)
-        self._publish(header, frame, result)
+        self._publish(camera, header, frame, result)
 
     def process_batch(self, batch) -> None:
         """The frames of several cameras (one each) in one model run (cameras.py's detect_batch), then each
         through its camera's tracker and out on its camera's topics."""
         frames = []
         for camera, image_msg in batch:
-            with self.on_camera(camera):
-                try:
-                    frames.append((camera, image_msg.header, self.to_bgr(image_msg)))
-                except ImageFormatError as exc:
-                    self.skip_error(exc)
+            try:
+                frames.append((camera, image_msg.header, self.to_bgr(image_msg)))
+            except ImageFormatError as exc:
+                self.skip_error(exc, camera)
         detectors = [self.pipelines[camera].detector for camera, _, _ in frames]
         found = detect_batch(detectors, [frame for _, _, frame in frames], self.batch_sizes.ran)
         for (camera, header, frame), detections in zip(frames, found):
-            with self.on_camera(camera):
-                self._publish(header, frame, self.pipelines[camera].track(frame, detections, stamp_of(header)))
+            self._publish(camera, header, frame, self.pipelines[camera].track(frame, detections, stamp_of(header)))
 
-    def _publish(self, header, frame, result) -> None:
+    def _publish(self, camera: str, header, frame, result) -> None:
         """A frame's answer, and the markers, masks and debug image that are subscribed, on its camera's topics."""
-        tracking = self.pipelines[self.camera].tracking
+        tracking = self.pipelines[camera].tracking
         if result.new_stream:
-            camera = f"camera {self.camera}: " if self.multicamera else ""
-            self.get_logger().info(f"{camera}new stream ({result.new_stream}): tracks reset, IDs count from 1 again")
+            named = f"camera {camera}: " if self.multicamera else ""
+            self.get_logger().info(f"{named}new stream ({result.new_stream}): tracks reset, IDs count from 1 again")
         detections, track_ids = result.detections, result.track_ids
         if self.global_ids is not None and track_ids is not None:  # the camera's track IDs as global IDs
             if result.new_stream:
-                self.global_ids.forget(self.camera)
+                self.global_ids.forget(camera)
             threshold = reentry_threshold(pipeline.tracking for pipeline in self.pipelines.values())
-            track_ids = global_ids(self.global_ids, self.camera, stamp_ns(header) / 1e9, tracking, track_ids, threshold)
+            track_ids = global_ids(self.global_ids, camera, stamp_ns(header) / 1e9, tracking, track_ids, threshold)
         ids = None if track_ids is None else [tracking_parameters.id_text(track) for track in track_ids]
-        self.detections_pub.publish(detections_message(header, detections, self.detector.keypoint_names, ids))
+        self.detections_pub[camera].publish(detections_message(header, detections, self.detector.keypoint_names, ids))
         self.outputs += 1
-        self.monitor.answered(header)
-        if self.marker_pub is not None and wanted(self.marker_pub):
-            self.marker_pub.publish(skeleton_markers(header, detections, self.skeleton, self.keypoint_threshold))
-        if self.track_marker_pub is not None and wanted(self.track_marker_pub):
-            self.track_marker_pub.publish(track_markers(header, tracking.tracker.active))
-        if self.masks_pub is not None and wanted(self.masks_pub) and _has_masks(self.detector):
-            self.masks_pub.publish(masks_message(header, detections, frame.shape[:2], self.mask_encoding))
-        if wanted(self.debug_pub):
+        self.monitor.answered(header, camera)
+        if self.marker_pub is not None and wanted(self.marker_pub[camera]):
+            markers = skeleton_markers(header, detections, self.skeleton, self.keypoint_threshold)
+            self.marker_pub[camera].publish(markers)
+        if self.track_marker_pub is not None and wanted(self.track_marker_pub[camera]):
+            self.track_marker_pub[camera].publish(track_markers(header, tracking.tracker.active))
+        if self.masks_pub is not None and wanted(self.masks_pub[camera]) and _has_masks(self.detector):
+            self.masks_pub[camera].publish(masks_message(header, detections, frame.shape[:2], self.mask_encoding))
+        if wanted(self.debug_pub[camera]):
             annotated = draw_detections(frame.copy(), detections, self.skeleton, self.keypoint_threshold, track_ids)
-            self.debug_pub.publish(bgr_to_message(annotated, header))
+            self.debug_pub[camera].publish(bgr_to_message(annotated, header))
 
 
 def _has_masks(detector) -> bool:

@@ -36,8 +36,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
-import threading
-import time
 
 from rclpy.exceptions import ParameterException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -62,9 +60,11 @@ ERROR = TransitionCallbackReturn.ERROR  # an unexpected exception: on_error, the
 
 class InferenceNode(NodeInputs, NodeWorkers, NodeOutputs, NodeDiagnostics, LifecycleNode):
     """Subclasses implement ``configure()`` (load the model, create the publishers with ``create_output``),
-    ``listen()`` (subscribe with ``subscribe_images`` or ``subscribe_paired_images``) and ``process(item)``;
-    ``enqueue`` hands items to the inference thread. An item is an image message, or a tuple whose first element
-    is the image message (its header stamp is the frame's age)."""
+    ``listen()`` (subscribe with ``subscribe_images`` or ``subscribe_paired_images``) and ``process(camera,
+    item)``; ``enqueue(camera, item)`` hands items to the inference threads. An item is an image message, or a tuple
+    whose first element is the image message (its header stamp is the frame's age). The camera is an argument
+    everywhere ("" for the one camera of a node without ``cameras``): its state, publishers and counts are chosen
+    by it."""
 
     idle_timeout = 0.0  # seconds without items before ``on_idle`` runs once; 0 = never
     problems_period = 60.0  # seconds between the logged counts of problems while new ones come
@@ -96,12 +96,8 @@ class InferenceNode(NodeInputs, NodeWorkers, NodeOutputs, NodeDiagnostics, Lifec
         self.problems = self._problems.counts  # kind of problem -> frames it happened to, in order of first sight
         self.create_timer(self.problems_period, self.log_problems)
         self._queue = CameraQueues()
-        self._here = threading.local()  # the camera whose frame the thread is on (on_camera)
-        self._running = False
-        self._workers: list[threading.Thread] = []  # the inference threads, while active
+        self._threads = self._make_threads()  # the inference threads (node_workers.py), running while active
         self.workers = 1  # inference_workers as configured (one unless several cameras and a concurrent runner)
-        self._frame_lock = threading.Lock()  # held by a worker on a frame, but while its model runs
-        self._holds = threading.local()  # .lock: whether this thread holds _frame_lock
         self._inputs: list = []  # the subscriptions listen() made, while listening
         self._outputs: list = []  # the publishers configure() made
         self._listened: list = []  # those whose subscribers make a lazy node listen
@@ -186,36 +182,23 @@ class InferenceNode(NodeInputs, NodeWorkers, NodeOutputs, NodeDiagnostics, Lifec
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         result = super().on_activate(state)  # enables the lifecycle publishers
-        self._running = True
-        self._last_item = dict.fromkeys(self.cameras, time.monotonic())  # per camera: its stream ends on its own
-        self._workers = [
-            threading.Thread(target=self._work, args=(index,), name=f"{self.get_name()}_inference{index}", daemon=True)
-            for index in range(self.workers)
-        ]
-        for worker in self._workers:
-            worker.start()
-        if self.lazy:
-            self._lazy_timer = self.create_timer(self.lazy_period, self._follow_subscribers)
-            self.get_logger().info("lazy: listening only while something subscribes to an output")
-            self._follow_subscribers()
-        else:
-            self.listen()
+        self._start_workers()
+        self._start_listening()
         return result
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_following()
         self._stop_listening()
         self._stop_worker()
         dropped = self._queue.drain()
         self.frames_dropped += len(dropped)
         for camera, item in dropped:
-            with self.on_camera(camera):
-                self.camera_stats[camera].count("dropped")
-                self._survive(self.on_dropped, item)
+            self.camera_stats[camera].count("dropped")
+            self._survive(camera, self.on_dropped, camera, item)
         if dropped:
             self.get_logger().info(f"deactivated: dropped {len(dropped)} queued frames")
         for camera in self.cameras:  # the streams are over
-            with self.on_camera(camera):
-                self._survive(self.on_idle)
+            self._survive(camera, self.on_idle, camera)
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -229,6 +212,7 @@ class InferenceNode(NodeInputs, NodeWorkers, NodeOutputs, NodeDiagnostics, Lifec
         return super().on_shutdown(state)
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_following()
         self._stop_listening()
         self._stop_worker()
         self._release()
@@ -256,14 +240,14 @@ class InferenceNode(NodeInputs, NodeWorkers, NodeOutputs, NodeDiagnostics, Lifec
         if self._closed:
             return
         self._closed = True
+        self._stop_following()
         self._stop_worker()
         while batch := self._queue.take_batch(self.batch_limit):  # frames already accepted still get their answer
             self._run(batch)
         self._stop_listening()  # paired images still waiting for their partner are counted
         if self._configured is not None:
             for camera in self.cameras:
-                with self.on_camera(camera):
-                    self.finish()
+                self.finish(camera)
         self.log_problems(final=True)
         self.get_logger().info(self.counts())
 

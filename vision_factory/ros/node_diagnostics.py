@@ -16,12 +16,12 @@ from .cameras import camera_status
 class NodeDiagnostics:
     """InferenceNode's counts and problems (``skip``, ``warn``) and its per-camera diagnostics."""
 
-    def camera_answered(self, latency_ms: float) -> None:
-        """The monitor's hook: an answer for the current camera's frame went out ``latency_ms`` after its stamp."""
+    def camera_answered(self, camera: str, latency_ms: float) -> None:
+        """The monitor's hook: an answer for ``camera``'s frame went out ``latency_ms`` after its stamp."""
         stats = getattr(self, "camera_stats", None)
         if stats is not None:
-            stats[self.camera].answer(latency_ms)
-            self._debug(self.camera, "pipeline_latency_ms", latency_ms)
+            stats[camera].answer(latency_ms)
+            self._debug(camera, "pipeline_latency_ms", latency_ms)
 
     def camera_statuses(self) -> list:
         """/diagnostics: one status per named camera (none for one camera)."""
@@ -43,25 +43,24 @@ class NodeDiagnostics:
             return {}
         return {"cameras": ", ".join(self.cameras), "batch sizes run (frames: runs)": self.batch_sizes.text()}
 
-    def skip(self, kind: str, detail: str = "") -> None:
-        """Count a skipped frame under ``kind``, a short fixed name for the kind of problem (never text
-        from a message); the first of each kind is logged with its ``detail``."""
-        self._problem(kind, "skipping frame", detail, skipped=True)
+    def skip(self, kind: str, detail: str = "", camera: str | None = None) -> None:
+        """Count a skipped frame (of ``camera``: counted in its diagnostics too) under ``kind``, a short fixed name
+        for the kind of problem (never text from a message); the first of each kind is logged with its ``detail``."""
+        first = self._problems.count(kind, "skipping frame", untrusted(detail), True)
+        stats = getattr(self, "camera_stats", None)
+        if camera is not None and stats is not None:
+            stats[camera].count("skipped")
+        if first is not None:
+            self.get_logger().warning(first)
 
-    def skip_error(self, exc: Exception) -> None:
+    def skip_error(self, exc: Exception, camera: str | None = None) -> None:
         """``skip`` for an exception: its ``kind`` when it has one (ImageFormatError), else its type."""
-        self.skip(getattr(exc, "kind", None) or type_name(exc), str(exc))
+        self.skip(getattr(exc, "kind", None) or type_name(exc), str(exc), camera)
 
     def warn(self, kind: str, detail: str = "") -> None:
         """Count a frame that is answered despite a problem (compressed data decoded despite the decoder's
         complaints) under ``kind``; the first of each kind is logged with its ``detail``."""
-        self._problem(kind, "frame answered despite a problem", detail, skipped=False)
-
-    def _problem(self, kind: str, what: str, detail: str, skipped: bool) -> None:
-        first = self._problems.count(kind, what, untrusted(detail), skipped)
-        stats = getattr(self, "camera_stats", None)
-        if skipped and stats is not None:
-            stats[self.camera].count("skipped")
+        first = self._problems.count(kind, "frame answered despite a problem", untrusted(detail), False)
         if first is not None:
             self.get_logger().warning(first)
 
@@ -75,9 +74,6 @@ class NodeDiagnostics:
     def frames_skipped(self) -> int:
         """Frames skipped for a problem (counted by ``skip``)."""
         return self._problems.skipped
-
-    def finish(self) -> None:
-        """Runs at close once every queued item is processed, before the closing lines (e.g. flush a stream)."""
 
     def counts(self, outputs: int | None = None) -> str:
         """The closing line: frames in, dropped, skipped and ``outputs`` (default: ``self.outputs``)."""

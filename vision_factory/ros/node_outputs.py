@@ -1,13 +1,10 @@
 """An inference node's outputs (a part of ros/inference_node.py's InferenceNode): the publishers of its output
 table, one per camera with named cameras (``<camera>/<topic>``, a ros/cameras.py CameraPublisher that publishes on
-the camera of the calling thread), the camera the calling thread is on (``camera``, ``on_camera``), and
-``~/debug/<camera>/`` figures per named camera.
+the camera given, ``publisher[camera]``) and ``~/debug/<camera>/`` figures per named camera.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from rclpy.qos import DurabilityPolicy, QoSProfile
@@ -24,9 +21,10 @@ class NodeOutputs:
     """InferenceNode's outputs: its publishers (``create_outputs``), per camera."""
 
     def create_output(self, message_type: type, topic: str, qos: Any, listened: bool = True) -> Any:
-        """A lifecycle publisher (publishes only while active), destroyed at cleanup; ``listened``: its subscribers
-        make a ``lazy`` node listen (not so for latched metadata such as labels). With named cameras, one per camera
-        (``<camera>/<topic>``) behind a CameraPublisher that publishes on the camera of the calling thread."""
+        """A lifecycle publisher (publishes only while active) per camera (``<camera>/<topic>``; the one camera's:
+        ``topic``), destroyed at cleanup, behind a CameraPublisher: ``publisher[camera].publish(message)`` publishes
+        on that camera's, ``publisher.publish(message)`` on every camera's (latched metadata such as labels).
+        ``listened``: its subscribers make a ``lazy`` node listen (not so for latched metadata)."""
         publishers = {}
         for camera in self.cameras:
             publisher = self.create_lifecycle_publisher(
@@ -36,9 +34,7 @@ class NodeOutputs:
             if listened:
                 self._listened.append(publisher)
             publishers[camera] = publisher
-        if not self.multicamera:
-            return publishers[""]
-        return CameraPublisher(publishers, lambda: getattr(self._here, "camera", None))
+        return CameraPublisher(publishers)
 
     def resolved_outputs(self, topic: str) -> str:
         """The fully qualified name of output ``topic``: each camera's, with named cameras (for the logs)."""
@@ -48,21 +44,6 @@ class NodeOutputs:
     def multicamera(self) -> bool:
         """Whether the node serves named cameras (``cameras``), each on its own topics."""
         return self.cameras != ("",)
-
-    @property
-    def camera(self) -> str:
-        """The camera whose frame this thread is on (the first camera outside any)."""
-        return getattr(self._here, "camera", None) or self.cameras[0]
-
-    @contextmanager
-    def on_camera(self, camera: str) -> Iterator[None]:
-        """Run the code inside on ``camera``'s frame: its state, its publishers, its counts."""
-        before = getattr(self._here, "camera", None)
-        self._here.camera = camera
-        try:
-            yield
-        finally:
-            self._here.camera = before
 
     def _camera_debug(self) -> dict[str, dict[str, Any]]:
         """``~/debug/<camera>/pipeline_latency_ms`` and ``frame_age_ms`` per named camera (none for one camera)."""

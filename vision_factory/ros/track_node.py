@@ -58,28 +58,28 @@ class TrackNode(InferenceNode):
             f"publishing {self.resolved_outputs(self.family.output_topic)}"
         )
 
-    def process(self, item) -> None:
+    def process(self, camera: str, item) -> None:
         image_msg, detections_msg = item
         try:
             frame = self.to_bgr(image_msg)
         except ImageFormatError as exc:
-            self.skip_error(exc)
+            self.skip_error(exc, camera)
             return
         detections = detections_from_message(detections_msg)
         for detection in detections:
             detection.class_id = self.classes.setdefault(detection.class_name, len(self.classes))
-        stream = self.streams[self.camera]
+        stream = self.streams[camera]
         track_ids = stream.update(detections_msg.header, frame, detections)
         for message, track in zip(detections_msg.detections, track_ids):
             message.id = id_text(track)
-        self.tracks_pub.publish(detections_msg)
+        self.tracks_pub[camera].publish(detections_msg)
         self.outputs += 1
-        self.monitor.answered(detections_msg.header)
-        if wanted(self.marker_pub):
-            self.marker_pub.publish(track_markers(detections_msg.header, stream.tracking.tracker.active))
-        if wanted(self.debug_pub):
+        self.monitor.answered(detections_msg.header, camera)
+        if wanted(self.marker_pub[camera]):
+            self.marker_pub[camera].publish(track_markers(detections_msg.header, stream.tracking.tracker.active))
+        if wanted(self.debug_pub[camera]):
             annotated = draw_detections(frame.copy(), detections, (), track_ids=track_ids)
-            self.debug_pub.publish(bgr_to_message(annotated, image_msg.header))
+            self.debug_pub[camera].publish(bgr_to_message(annotated, image_msg.header))
 
 
 def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:

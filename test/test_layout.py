@@ -189,6 +189,7 @@ SHARED = [
     "families/__init__.py",
     "cameras.py",  # several cameras on one node (ros/inference_node.py)
     "families/family.py",
+    "families/prompts.py",
     "files.py",  # results/<kind>.py's file writer
     "images.py",
     "models/__init__.py",
@@ -214,7 +215,9 @@ SHARED = [
     "ros/monitor.py",
     "ros/node_diagnostics.py",
     "ros/node_inputs.py",
+    "ros/node_live.py",
     "ros/node_outputs.py",
+    "ros/node_prompts.py",
     "ros/node_workers.py",
     "ros/parameters.py",
     "ros/spin.py",

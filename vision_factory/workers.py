@@ -8,6 +8,8 @@ turn from a cameras.CameraQueues and hand each batch to the node, and end a came
   model runs together.
 - The first thread ends each camera's stream after ``idle_timeout`` seconds without a frame of it (``idle(camera)``,
   once per silence), holding the camera's claim and the frame lock as a batch would.
+- ``between_frames(change)`` runs a change of what the frames run with (a live parameter, a new prompt) before the
+  next batch a thread runs, never during one; at once while no thread runs.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class InferenceThreads:
         self._threads: list[threading.Thread] = []
         self._running = False
         self._last: dict[str, float] = {}
+        self._changes: list[Callable[[], None]] = []  # between_frames' changes not run yet, in order
+        self._changes_lock = threading.Lock()
 
     @property
     def running(self) -> bool:
@@ -51,7 +55,8 @@ class InferenceThreads:
 
     def start(self, count: int, cameras: tuple[str, ...]) -> None:
         """Start ``count`` threads over the queue's ``cameras`` (each camera's silence counted from now)."""
-        self._running = True
+        with self._changes_lock:
+            self._running = True
         self._last = dict.fromkeys(cameras, time.monotonic())  # per camera: its stream ends on its own
         self._threads = [
             threading.Thread(target=self._work, args=(index,), name=f"{self.name}{index}", daemon=True)
@@ -61,13 +66,31 @@ class InferenceThreads:
             thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the threads (each ends after the batch it is on), waiting up to ``timeout`` seconds for each."""
-        self._running = False
+        """Stop the threads (each ends after the batch it is on), waiting up to ``timeout`` seconds for each; the
+        changes still waiting run now."""
+        with self._changes_lock:
+            self._running = False
         self.queue.wake()
         for thread in self._threads:
             if thread.is_alive():
                 thread.join(timeout=timeout)
         self._threads = []
+        self.run_changes()
+
+    def between_frames(self, change: Callable[[], None]) -> None:
+        """Run ``change`` before the next batch a thread runs (after the one it is on), or now when none runs."""
+        with self._changes_lock:
+            if self._running:
+                self._changes.append(change)
+                return
+        change()
+
+    def run_changes(self) -> None:
+        """Run the changes waiting (``between_frames``), in the order they came."""
+        with self._changes_lock:
+            changes, self._changes = self._changes, []
+        for change in changes:
+            change()
 
     def unlocked(self, run: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """``run`` (a runner's) that gives the frame lock up while it runs, when the calling thread holds it: the
@@ -99,6 +122,7 @@ class InferenceThreads:
             if batch:
                 try:
                     with self._locked(several):
+                        self.run_changes()
                         self._run(batch)
                 finally:
                     if several:

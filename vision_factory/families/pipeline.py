@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from ..models.tracker import Tracking
+from ..models.tracker import TrackerConfig, Tracking
 from ..results.detections import Detection, Detector
 from . import tracking as tracking_parameters
 from .family import Family, LoadRunner
+from .prompts import BoxesPrompt
 
 
 @dataclass
@@ -30,6 +31,12 @@ class Detected:
     detections: list[Detection]
     track_ids: list[int | None] | None = None  # None: tracking off
     new_stream: str = ""  # why this frame started a new stream (tracks reset, IDs from 1 again); "": it did not
+
+
+def detector_of(family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> Detector:
+    """``family``'s detector from its node's parameter ``values`` (with tracking on, down to track_low_threshold:
+    tracking.detector_values)."""
+    return family.build(tracking_parameters.detector_values(values), load_runner)
 
 
 class StreamRule:
@@ -64,21 +71,41 @@ class DetectionPipeline:
     (tracking.detector_values) and ``push`` returns those above confidence_threshold and the lower ones that
     continue a track (tracking.published)."""
 
-    def __init__(self, detector: Detector, tracking: Tracking | None, confidence: float):
+    def __init__(
+        self, detector: Detector, tracking: Tracking | None, confidence: float, boxes_prompt: BoxesPrompt | None = None
+    ):
         self.detector, self.tracking, self.confidence = detector, tracking, confidence
+        self.boxes_prompt = boxes_prompt  # how boxes from another node reach the detector (families/prompts.py)
         self.rule = StreamRule()
 
     @classmethod
-    def build(cls, family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> DetectionPipeline:
-        """``family``'s pipeline from its node's parameter values; every model loads now (the re-id model first)."""
+    def build(
+        cls, family: Family, values: Mapping[str, Any], load_runner: LoadRunner, detector: Detector | None = None
+    ) -> DetectionPipeline:
+        """``family``'s pipeline from its node's parameter values; every model loads now (the re-id model first).
+        ``detector``: one already built of these values (another camera's: an adapter keeps nothing of a stream),
+        which the pipeline shares."""
         tracking = tracking_parameters.build(values, load_runner) if "tracking" in values else None
-        detector = family.build(tracking_parameters.detector_values(values), load_runner)
-        return cls(detector, tracking, values["confidence_threshold"])
+        detector = detector or detector_of(family, values, load_runner)
+        return cls(detector, tracking, values["confidence_threshold"], family.boxes_prompt)
 
-    def push(self, frame: np.ndarray, stamp: Any = None, people: Sequence[Detection] | None = None) -> Detected:
-        """The frame's detections (``people``: the person boxes a top-down pose model poses, instead of its own
-        detector's), tracked when tracking is on."""
-        detections = self.detector.detect(frame) if people is None else self.detector.pose(frame, people)
+    def retune(self, detector: Detector, values: Mapping[str, Any], tracker: TrackerConfig | None) -> None:
+        """From the next frame: ``detector`` (``detector_of`` the live parameter ``values``, on the models loaded),
+        their confidence_threshold, and the tracker's ``tracker`` configuration (``tracking.live_config``); the
+        tracks go on."""
+        self.detector, self.confidence = detector, values["confidence_threshold"]
+        if self.tracking is not None and tracker is not None:
+            self.tracking.tracker.retune(tracker)
+
+    def push(self, frame: np.ndarray, stamp: Any = None, boxes: Sequence[Detection] | None = None) -> Detected:
+        """The frame's detections, tracked when tracking is on; ``boxes``: another node's, the family's boxes prompt
+        (e.g. the people a top-down pose model poses, instead of its own detector's)."""
+        if boxes is None:
+            detections = self.detector.detect(frame)
+        elif self.boxes_prompt is None:
+            raise ValueError("this family takes no boxes from another node")
+        else:
+            detections = self.boxes_prompt.run(self.detector, frame, boxes)
         return self.track(frame, detections, stamp)
 
     def track(self, frame: np.ndarray, detections: Sequence[Detection], stamp: Any = None) -> Detected:

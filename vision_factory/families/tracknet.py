@@ -17,7 +17,7 @@ from ..models.tracknet_stream import (
     check_input_frame,
     check_stride,
 )
-from ..parameters import FRACTION, Parameter, with_defaults
+from ..parameters import FRACTION, LIVE, Parameter, with_defaults
 from ..results import BALL_TRACK
 from ..text import untrusted
 from .family import (
@@ -67,11 +67,11 @@ PARAMETERS = (
         "background median instead of the warm-up: an image, or .npy of HxWx3 RGB uint8 at frame size "
         f"(concat: also 3x{HEIGHT}x{WIDTH})",
     ),
-    Parameter("heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'", **FRACTION),
+    Parameter("heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'", **FRACTION, applies=LIVE),
     Parameter("inpaint_model_path", "", "InpaintNet model file; empty disables refinement", launch_argument=True),
     Parameter("inpaint_seq_len", 16, "frames per InpaintNet window", minimum=1),
-    Parameter("flush_timeout", 1.0, "seconds without frames that end a stream, 0 = never", minimum=0.0),
-    Parameter("trajectory_length", 30, "positions in ball_markers", minimum=0),
+    Parameter("flush_timeout", 1.0, "seconds without frames that end a stream, 0 = never", minimum=0.0, applies=LIVE),
+    Parameter("trajectory_length", 30, "positions in ball_markers", minimum=0, applies=LIVE),
 )
 
 

@@ -91,6 +91,16 @@ class DepthNode(InferenceNode):
         self.debug_pub = publishers["debug_image"]
         self.camera_infos = CameraInfos(self.cameras)  # each camera's, by stamp
 
+    def retune(self, values, changed: set[str]):
+        """Live parameters (node_live.py): the estimator again on the model loaded (processor size, resize filter,
+        max depth), from the next frame."""
+        estimator = self.family.pipeline(values, self.load_runner)
+
+        def apply() -> None:
+            self.estimator = estimator
+
+        return apply
+
     def listen(self) -> None:
         topic = self.subscribe_images()
         if self.values["camera_info"]:

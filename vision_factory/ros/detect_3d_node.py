@@ -61,7 +61,7 @@ from ..models.lift3d import (
     lift,
 )
 from ..models.masks import labelled
-from ..parameters import FRACTION, IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter
+from ..parameters import FRACTION, IMAGE_INPUT_PARAMETERS, LIVE, RUNTIME_PARAMETERS, Parameter
 from ..results.detections import MASK_LABELS, detections_from_message, track_colour
 from ..streaming import PAIRING_WINDOW, Pairing
 from ..text import untrusted
@@ -78,12 +78,14 @@ PARAMETERS = (
         "share of a box's width and height, around its centre, whose depth is the object's (detections without a mask)",
         minimum=0.05,
         maximum=1.0,
+        applies=LIVE,
     ),
     Parameter(
         "min_valid_fraction",
         MIN_VALID,
         "least share of pixels with valid depth in a detection's mask or box core for a 3D box",
         **FRACTION,
+        applies=LIVE,
     ),
     Parameter(
         "use_masks",
@@ -141,6 +143,14 @@ class Detect3DNode(InferenceNode):
         self.camera_infos, self.depth_camera_infos = CameraInfos(), CameraInfos()  # by stamp
         self.use_masks = self.values["use_masks"]
         self._mask_pairs: Pairing | None = None
+
+    def retune(self, values, changed: set[str]):
+        """Live parameters (node_live.py): the box core and the valid depth needed, from the next detections."""
+
+        def apply() -> None:
+            self.core, self.min_valid = values["core_fraction"], values["min_valid_fraction"]
+
+        return apply
 
     def listen(self) -> None:
         # The detections are the frames owed an answer; a depth image waits for its detections (a detector that

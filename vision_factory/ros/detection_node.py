@@ -31,12 +31,15 @@ runner; each package binds its own, and imports only its own family's module.
 
 from __future__ import annotations
 
+from typing import Any
+
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray  # noqa: F401  imported at start: a node without it says so (ros/start.py)
 
 from ..cameras import batches, detect_batch
 from ..families import tracking as tracking_parameters
 from ..families.family import Family
+from ..families.pipeline import detector_of
 from ..images import ImageFormatError
 from ..models.global_ids import global_ids, reentry_threshold
 from ..results.detections import (
@@ -61,12 +64,20 @@ from .spin import spin
 class DetectionNode(InferenceNode):
     def __init__(self, runner_class: type[Runner], family: Family, **kwargs):
         self.family = family
-        super().__init__(family.name, family.node_parameters, runner_class, **kwargs)
+        super().__init__(family.name, family.node_parameters, runner_class, family.text_prompt, **kwargs)
 
     def configure(self) -> None:
         values, family = self.values, self.family
-        # families/pipeline.py, as the tools run it: each camera's own, on the one model
-        self.pipelines = self.camera_pipelines(lambda load_runner: family.pipeline(values, load_runner))
+        # families/pipeline.py, as the tools run it: each camera's own (its tracker), on one model and one adapter (a
+        # prompt's tokens derived once)
+        built: dict[str, Any] = {}
+
+        def make(load_runner):
+            pipeline = family.pipeline(values, load_runner, detector=built.get("detector"))
+            built.setdefault("detector", pipeline.detector)
+            return pipeline
+
+        self.pipelines = self.camera_pipelines(make)
         self.pipeline = self.pipelines[self.cameras[0]]
         self.tracking, self.detector = self.pipeline.tracking, self.pipeline.detector
         # cross_camera_reid: one global ID per person over the cameras (models/global_ids.py)
@@ -94,7 +105,6 @@ class DetectionNode(InferenceNode):
         self.mask_encoding = values.get("mask_encoding", "mono16")
         if self.masks_pub is not None and _has_masks(self.detector):
             self.get_logger().info(f"instance segmentation: masks publishes {self.mask_encoding} instance labels")
-        self.person_class = values.get("person_class", "")  # rtmpose's people from another node, by name
         if self.tracking:
             reid = "re-identification " + values["reid_model_path"] if self.tracking.embedder else "motion only"
             held = "the person's global ID over the cameras" if self.global_ids is not None else "the track ID"
@@ -107,40 +117,62 @@ class DetectionNode(InferenceNode):
 
     def on_activate(self, state):
         result = super().on_activate(state)
-        labels_header = Header(stamp=self.get_clock().now().to_msg())  # when published
-        self.labels_pub.publish(label_info_message(labels_header, self.detector.names, self.confidence))
+        self._publish_labels()
         return result
 
+    def _publish_labels(self) -> None:
+        """The class map (latched), with the confidence threshold in use."""
+        labels_header = Header(stamp=self.get_clock().now().to_msg())  # when published
+        self.labels_pub.publish(label_info_message(labels_header, self.detector.names, self.confidence))
+
+    def retune(self, values, changed: set[str]):
+        """Live parameters (node_live.py): the detector again on the models loaded (a prompt's tokens derived once,
+        as it is built), the tracker's motion thresholds; applied, the labels again when the classes or the
+        threshold changed."""
+        detector = detector_of(self.family, values, self.load_runner)
+        tracker = tracking_parameters.live_config(self.tracking, values) if self.tracking else None
+
+        def apply() -> None:
+            labels = (list(self.detector.names), self.confidence)
+            for pipeline in self.pipelines.values():
+                pipeline.retune(detector, values, tracker)
+            self.detector, self.confidence = detector, values["confidence_threshold"]
+            self.keypoint_threshold = values.get("keypoint_threshold", 0.5)
+            self.mask_encoding = values.get("mask_encoding", "mono16")
+            if (list(detector.names), self.confidence) != labels and self._threads.running:  # inactive: at activate
+                self._publish_labels()
+
+        return apply
+
     def listen(self) -> None:
-        partner = self.family.node.paired(self.values)
-        if partner is not None:  # rtmpose's people from another node (with person_source topic)
+        partner, boxes = self.family.node.paired(self.values), self.family.boxes_prompt
+        if partner is not None:  # boxes from another node: rtmpose's people (with person_source topic)
             hint = "is the detector running, and does it stamp its output with the image's header?"
-            topic = self.subscribe_paired_images(partner, "person detections", hint)
-            people = self.resolve_topic_name(partner.topic)
-            self.get_logger().info(f"posing the people of {people}, paired with images by stamp")
+            topic = self.subscribe_paired_images(partner, boxes.what, hint)
+            self.get_logger().info(
+                f"{boxes.use} of {self.resolve_topic_name(partner.topic)}, paired with images by stamp"
+            )
         else:
             topic = self.subscribe_images()
         self.get_logger().info(f"listening on {topic}, publishing {self.resolved_outputs(self.family.output_topic)}")
 
     def process(self, camera: str, item) -> None:
-        image_msg, people_msg = item if isinstance(item, tuple) else (item, None)
+        image_msg, boxes_msg = item if isinstance(item, tuple) else (item, None)
         try:
             frame = self.to_bgr(image_msg)
         except ImageFormatError as exc:
             self.skip_error(exc, camera)
             return
-        people = None
-        if people_msg is not None:
-            people = detections_from_message(people_msg)
-            if self.person_class:
-                people = [person for person in people if person.class_name == self.person_class]
+        boxes = None
+        if boxes_msg is not None:  # another node's, paired by stamp: those of the class the prompt keeps
+            boxes = self.family.boxes_prompt.kept(detections_from_message(boxes_msg), self.values)
         header = image_msg.header
         pipeline = self.pipelines[camera]
-        if people is None and batches(self.detector):  # a model of a fixed batch over 1 takes one frame padded
+        if boxes is None and batches(self.detector):  # a model of a fixed batch over 1 takes one frame padded
             detections = detect_batch([pipeline.detector], [frame], self.batch_sizes.ran)[0]
             result = pipeline.track(frame, detections, stamp_of(header))
         else:
-            result = pipeline.push(frame, stamp_of(header), people)
+            result = pipeline.push(frame, stamp_of(header), boxes)
             self.batch_sizes.ran(1)
         self._publish(camera, header, frame, result)
 

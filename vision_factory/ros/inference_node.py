@@ -1,34 +1,24 @@
-"""What every inference node shares: the managed (lifecycle) node's transitions, image subscription, a bounded
-queue drained by one inference thread, problems with frames reported once per kind and counted (the counts logged
-every minute while new ones come, and at stop), and a run loop that still publishes pending results on
-SIGINT/SIGTERM (ros/spin.py).
+"""What every inference node shares, as a lifecycle node whose parts are modules of their own: inputs
+(node_inputs.py: subscriptions, pairing by stamp, the queue, lazy), inference threads (node_workers.py), outputs
+(node_outputs.py: publishers per camera), what it says of its frames (node_diagnostics.py), parameters set while it
+runs (node_live.py: live or refused with the reason), a text prompt (node_prompts.py); run by ros/spin.py.
 
 Lifecycle (rclpy.lifecycle; ``ros2 lifecycle set <node> <transition>``):
   __init__    declares the parameters (a parameter of the wrong type stops the process; one the node does not have
-              is named in a warning, with the closest it has); a value set later that is not valid for its
-              parameter (e.g. a NaN or negative threshold) is refused, the reason naming its valid values; loads
-              the backend's runtime (``Runner.prepare``: not installed stops the node; a provider or device
-              that is not here is named)
+              is named in a warning, with the closest it has); loads the backend's runtime (``Runner.prepare``: not
+              installed stops the node; a provider or device that is not here is named)
   configure   reads and checks them (each against its valid values: families/*.py, parameters.py), loads the
               model, creates the publishers (``configure()``); a bad model or parameter fails the transition with
               the reason logged, the node stays in 'unconfigured'
-  activate    enables the publishers, starts the inference thread and subscribes (``listen()``; with ``lazy``
-              only while something subscribes to an output)
-  deactivate  unsubscribes, stops the inference thread, drops the queued frames (counted as dropped; the
-              stream ends: ``on_idle``), disables the publishers
+  activate    enables the publishers, starts the inference threads and subscribes (``listen()``)
+  deactivate  unsubscribes, stops the threads, drops the queued frames (counted; the streams end: ``on_idle``)
   cleanup     forgets what configure made (the model, its session and memory, the publishers); the runtime stays
   shutdown    answers the frames already accepted first (``close()``), then releases
 ``autostart`` (default true) walks configure and activate at start, as a plain node starts.
 
-Its parts, each a module: inputs (ros/node_inputs.py: subscriptions, pairing by stamp, the queue), inference threads
-(ros/node_workers.py), outputs (ros/node_outputs.py: publishers, per camera) and what it says of its frames
-(ros/node_diagnostics.py: problems counted once per kind, per-camera diagnostics).
-
-Several cameras (``cameras``: names, e.g. [front, left, right]; empty, the default: one camera on today's topics):
-the node subscribes ``<camera>/image`` (or image/compressed) for each and publishes each output under
-``<camera>/``, with that camera's header. One model, loaded once: ``camera_pipelines`` builds each camera's own
-pipeline (its tracker, its TrackNet window) on the same runners. /diagnostics adds one status per camera and the
-batch sizes run; ``~/debug/<camera>/pipeline_latency_ms`` and ``frame_age_ms`` per camera.
+Several cameras (``cameras``: names, e.g. [front, left]; empty, the default: one camera, "", on today's topics): each
+camera's ``<camera>/image`` in, each output under ``<camera>/``; one model, loaded once, each camera's own pipeline
+(its tracker, its TrackNet window) on it (``camera_pipelines``); the camera an argument of every frame's call.
 """
 
 from __future__ import annotations
@@ -41,6 +31,7 @@ from rclpy.exceptions import ParameterException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from ..cameras import BatchSizes, CameraQueues, CameraStats, camera_names
+from ..families.prompts import TextPrompt
 from ..parameters import Parameter
 from ..runtime.runner import Runner
 from ..streaming import ProblemLog
@@ -48,9 +39,11 @@ from ..text import untrusted
 from .monitor import Monitor
 from .node_diagnostics import NodeDiagnostics, type_name
 from .node_inputs import NodeInputs
+from .node_live import NodeLive
 from .node_outputs import NodeOutputs
+from .node_prompts import NodePrompts
 from .node_workers import NodeWorkers
-from .parameters import declare_parameters, image_input, parameter_values, refuse_invalid, undeclared_overrides
+from .parameters import declare_parameters, image_input, parameter_values, undeclared_overrides
 
 START_UP_ERRORS = (ValueError, RuntimeError, ParameterException)  # a bad model or parameter: the reason is logged
 SUCCESS = TransitionCallbackReturn.SUCCESS
@@ -58,7 +51,7 @@ FAILURE = TransitionCallbackReturn.FAILURE  # the transition failed, the node st
 ERROR = TransitionCallbackReturn.ERROR  # an unexpected exception: on_error, then back to unconfigured
 
 
-class InferenceNode(NodeInputs, NodeWorkers, NodeOutputs, NodeDiagnostics, LifecycleNode):
+class InferenceNode(NodeInputs, NodeWorkers, NodeOutputs, NodeDiagnostics, NodeLive, NodePrompts, LifecycleNode):
     """Subclasses implement ``configure()`` (load the model, create the publishers with ``create_output``),
     ``listen()`` (subscribe with ``subscribe_images`` or ``subscribe_paired_images``) and ``process(camera,
     item)``; ``enqueue(camera, item)`` hands items to the inference threads. An item is an image message, or a tuple
@@ -74,14 +67,23 @@ class InferenceNode(NodeInputs, NodeWorkers, NodeOutputs, NodeDiagnostics, Lifec
     cameras: tuple[str, ...] = ("",)  # the cameras served (configure): "" is the one camera of today's topics
     batch_limit = 1  # the most frames (one per camera) handed to process_batch at once; subclasses set it
 
-    def __init__(self, name: str, parameters: tuple[Parameter, ...], runner_class: type[Runner], **kwargs):
-        """``parameters``: the node's all but the backend's (Family.node_parameters)."""
+    def __init__(
+        self,
+        name: str,
+        parameters: tuple[Parameter, ...],
+        runner_class: type[Runner],
+        prompt: TextPrompt | None = None,
+        **kwargs,
+    ):
+        """``parameters``: the node's all but the backend's (Family.node_parameters); ``prompt``: the text prompt
+        its family takes (Family.text_prompt), also from ~/set_prompt and ~/prompt (node_prompts.py)."""
         super().__init__(name, **kwargs)
         self.runner_class = runner_class
         self.parameter_list = (*parameters, *runner_class.PARAMETERS)
+        self._parameters_by_name = {parameter.name: parameter for parameter in self.parameter_list}
         declare_parameters(self, self.parameter_list)
-        # Values given at start-up are checked at configure; those set later, here, as they come.
-        self.add_on_set_parameters_callback(refuse_invalid(self.parameter_list))
+        # Values given at start-up are checked at configure; those set later as they come (node_live.py).
+        self.add_on_set_parameters_callback(self._on_set_parameters)
         unknown = undeclared_overrides(self, (parameter.name for parameter in self.parameter_list))
         if unknown:
             self.get_logger().warning(
@@ -107,6 +109,12 @@ class InferenceNode(NodeInputs, NodeWorkers, NodeOutputs, NodeDiagnostics, Lifec
         self._autostarting = False
         self.finalized = False
         self._closed = False
+        if prompt is not None:
+            try:
+                self.offer_prompt(prompt)
+            except RuntimeError:
+                self.destroy_node()
+                raise
         if self.autostart:
             self.start()
 
@@ -166,6 +174,7 @@ class InferenceNode(NodeInputs, NodeWorkers, NodeOutputs, NodeDiagnostics, Lifec
             self.monitor = Monitor(self, self.values)  # ~/debug/ latency, /diagnostics, the silence warning
             self.camera_debug = self._camera_debug()
             self.configure()
+            self._next_values = dict(self.values)  # the values live changes start from (node_live.py)
         except Exception as exc:
             # The reason can quote the model file (names, metadata) and parameters: one line, of bounded length.
             expected = isinstance(exc, START_UP_ERRORS)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from vision_msgs.msg import Detection2DArray  # noqa: F401  imported at start: a node without it says so (ros/start.py)
 
 from ..families.family import Family
-from ..families.tracking import diagnostic_values, id_text
+from ..families.tracking import diagnostic_values, id_text, live_config
 from ..images import ImageFormatError
 from ..results.detections import detections_from_message, draw_detections, track_markers
 from ..runtime.runner import Runner
@@ -47,6 +47,16 @@ class TrackNode(InferenceNode):
         """/diagnostics' values of this node (ros/monitor.py): with re-id, the tracker's thresholds and calibration."""
         tracking = getattr(self, "tracking", None)
         return diagnostic_values(tracking) if tracking is not None else {}
+
+    def retune(self, values, changed: set[str]):
+        """Live parameters (node_live.py): the trackers' motion thresholds, from the next frame; the tracks go on."""
+        config = live_config(self.tracking, values)
+
+        def apply() -> None:
+            for stream in self.streams.values():
+                stream.tracking.tracker.retune(config)
+
+        return apply
 
     def listen(self) -> None:
         hint = "is the detector running, and does it stamp its output with the image's header?"

@@ -64,6 +64,19 @@ class TrackNetNode(InferenceNode):
         self.debug_pub = publishers["debug_image"]
         self.trajectories = {camera: deque(maxlen=values["trajectory_length"]) for camera in self.cameras}
 
+    def retune(self, values, changed: set[str]):
+        """Live parameters (node_live.py): the heatmap threshold, when a stream ends (flush_timeout) and the
+        trajectory's length, from the next frame; the windows go on."""
+
+        def apply() -> None:
+            for stream in self.streams.values():
+                stream.tracker.heatmap_threshold = values["heatmap_threshold"]
+            self.idle_timeout = self._threads.idle_timeout = values["flush_timeout"]
+            length = values["trajectory_length"]
+            self.trajectories = {camera: deque(kept, maxlen=length) for camera, kept in self.trajectories.items()}
+
+        return apply
+
     def listen(self) -> None:
         topic = self.subscribe_images(self._receive)
         self.get_logger().info(f"listening on {topic}, publishing {self.resolved_outputs('ball')}")

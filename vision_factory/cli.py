@@ -313,6 +313,7 @@ def install_vision_msgs(force: bool, jobs: int | None, verbose: bool) -> None:
     the wheels (13 s to about two minutes: longer when it installs the toolchain first). Needs cmake
     and a C/C++ compiler. When vision_msgs is already
     importable (a ROS distribution's, installed with rosdep) it does nothing and says where it is.
+    Then vision_factory_interfaces (the prompt service, SetPrompt) the same way.
 
     \b
     Example:

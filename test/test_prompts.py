@@ -21,11 +21,11 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 from support import phrase_family
+from support.plugins import registered
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe, stamped_anew
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from vision_factory.cli import main
-from vision_factory.families import registry
 from vision_factory.families.prompts import MAX_PROMPT_CHARS, PromptError, phrases
 from vision_factory.ros.detection_node import DetectionNode
 from vision_factory.runtime.onnx_runner import OnnxRunner
@@ -87,11 +87,8 @@ def test_a_family_declares_its_prompt_once_and_is_described_with_it():
     (prompt,) = [parameter for parameter in spec.parameters if parameter.name == "prompt"]
     assert prompt.live and prompt in spec.node_parameters
     assert "vision_factory_interfaces" in spec.ros_dependencies
-    registry.register(spec)
-    try:
+    with registered(spec):
         text = describe_families()
-    finally:
-        registry.unregister(spec.name)
     block = text.split(f"{spec.name}: ")[1].split("\n", 6)
     assert any(line.startswith("  prompt:   text (what to find)") and "~/set_prompt" in line for line in block), block
     assert "prompt:" not in describe_families()  # no other family takes text
@@ -199,11 +196,8 @@ def test_the_prompt_changes_on_a_running_node_by_the_service_and_by_the_topic_fr
 
 @pytest.fixture
 def phrases_registered(tmp_path):
-    registry.register(phrase_family.FAMILY)
-    try:
+    with registered(phrase_family.FAMILY):
         yield phrase_family.build_model(tmp_path / "phrases.onnx")
-    finally:
-        registry.unregister(phrase_family.NAME)
 
 
 def test_predict_takes_the_prompt_and_a_family_without_one_refuses_it(phrases_registered, tmp_path):

@@ -189,6 +189,7 @@ SHARED = [
     "families/__init__.py",
     "cameras.py",  # several cameras on one node (ros/inference_node.py)
     "families/family.py",
+    "families/prompts.py",
     "files.py",  # results/<kind>.py's file writer
     "images.py",
     "models/__init__.py",
@@ -212,7 +213,14 @@ SHARED = [
     "ros/launch_description.py",
     "ros/messages.py",
     "ros/monitor.py",
+    "ros/node_diagnostics.py",
+    "ros/node_inputs.py",
+    "ros/node_live.py",
+    "ros/node_outputs.py",
+    "ros/node_prompts.py",
+    "ros/node_workers.py",
     "ros/parameters.py",
+    "ros/spin.py",
     "ros/start.py",
     "runtime/__init__.py",
     "runtime/cpu.py",
@@ -220,6 +228,7 @@ SHARED = [
     "runtime/runner.py",
     "streaming.py",
     "text.py",
+    "workers.py",
 ]
 # The tracker and its re-identification embedder (on the package's own runner), in every detection node, with the
 # frame pipeline holding it and the new-stream rule (families/pipeline.py); identities across cameras.

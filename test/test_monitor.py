@@ -233,7 +233,7 @@ def test_a_node_that_works_on_after_its_answer_times_that_work_but_not_in_its_la
             from vision_factory.ros.detection_node import DetectionNode
 
             process = DetectionNode.process
-            DetectionNode.process = lambda self, item: (process(self, item), time.sleep(0.3))
+            DetectionNode.process = lambda self, camera, item: (process(self, camera, item), time.sleep(0.3))
             from vision_factory.yolo_onnx_node import main
 
             sys.exit(main())

@@ -242,13 +242,14 @@ def test_top_down_pose_poses_the_finite_people_and_counts_the_rest(tmp_path):
     """People with a NaN or infinite box, from another node's message or from the person detector: no crop is made
     of them, they are left out and counted; the others are posed."""
     from vision_factory.families.pipeline import DetectionPipeline
+    from vision_factory.families.rtmpose import FAMILY as RTMPOSE
     from vision_factory.models.rtmpose import RTMPoseEstimator, TopDownPose
     from vision_factory.models.yolo import YoloDetector
 
     estimator = RTMPoseEstimator(_load(_simcc(tmp_path / "pose.onnx")))
     frame = np.zeros((SIZE, SIZE, 3), np.uint8)
     people = [Detection((NAN, 0, 9, 9), 0.9, 0, "person"), Detection((10, 20, 30, 60), 0.9, 0, "person")]
-    given = DetectionPipeline(TopDownPose(None, estimator), None, 0.25).push(frame, people=people)
+    given = DetectionPipeline(TopDownPose(None, estimator), None, 0.25, RTMPOSE.boxes_prompt).push(frame, boxes=people)
     (person,) = given.detections
     assert person.xyxy == (10, 20, 30, 60) and np.allclose(person.keypoints, [(20, 40, 0.7)] * 17)
     assert list(given.problems) == ["non-finite box in person detections"]

@@ -25,6 +25,7 @@ from .cli_support import (
     FORMAT,
     PARAM,
     POSITIVE,
+    PROMPT,
     STRIDE,
     camera_sources,
     executable_option,
@@ -102,6 +103,7 @@ def demo(**given: Any) -> None:
     option("--params-file", type=EXISTING_FILE,
            help="ROS 2 parameters YAML for the node (e.g. config/tracknet_onnx.yaml)"),
     PARAM,
+    PROMPT,
     BAG_TOPIC,
     option("--rate", type=POSITIVE, help="play at recorded timing times RATE; default: as fast as the node keeps up"),
     option("--storage", type=click.Choice(list(STORAGES)), default="mcap", show_default=True,
@@ -110,7 +112,9 @@ def demo(**given: Any) -> None:
     CAMERAS,
     force_option(),
 )  # fmt: skip
-def replay(params: tuple[str, ...], executable: str | None, cameras: tuple[str, ...], **given: Any) -> None:
+def replay(
+    params: tuple[str, ...], prompt: str | None, executable: str | None, cameras: tuple[str, ...], **given: Any
+) -> None:
     """Play a rosbag2 (mcap or sqlite3) through a node and record its outputs.
 
     Writes the node's messages to OUT/<node>_outputs (a bag), the ball as OUT/ball.csv in
@@ -139,10 +143,10 @@ def replay(params: tuple[str, ...], executable: str | None, cameras: tuple[str, 
     from .tools.replay import replay as run_replay
 
     if cameras:
-        _replay_cameras(given, parse_overrides(params), _command(executable), cameras)
+        _replay_cameras(given, parse_overrides(params, prompt), _command(executable), cameras)
         return
     with _reported(FileExistsError):
-        overrides, command = parse_overrides(params), _command(executable)
+        overrides, command = parse_overrides(params, prompt), _command(executable)
         result = run_replay(**given, params=overrides, progress=_progress, executable=command)
     click.echo("", err=True)
     click.echo(json.dumps(result.summary(), indent=2))
@@ -180,6 +184,7 @@ def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, c
     executable_option("ros2 run my_pkg yolo_node"),
     option("-p", "--param", "params", multiple=True, metavar="NAME:=VALUE",
            help="node parameter, repeatable; the model's parameters apply offline too (model_path: the node's only)"),
+    PROMPT,
     option("--params-file", type=EXISTING_FILE,
            help="ROS 2 parameters YAML of the node (e.g. its config/*.yaml), read for the offline model too"),
     option("--latency-budget-ms", type=POSITIVE,
@@ -193,7 +198,9 @@ def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, c
     CAMERAS,
     force_option("replace an earlier verification in OUT (else refused)"),
 )  # fmt: skip
-def verify(params: tuple[str, ...], executable: str | None, cameras: tuple[str, ...], **given: Any) -> None:
+def verify(
+    params: tuple[str, ...], prompt: str | None, executable: str | None, cameras: tuple[str, ...], **given: Any
+) -> None:
     """Check that a deployed node gives the model's own answers; exit 1 when it does not.
 
     Plays BAG through the node over ROS 2 (this package's, or --executable: a generated
@@ -222,10 +229,10 @@ def verify(params: tuple[str, ...], executable: str | None, cameras: tuple[str, 
     from .tools.verify import verify as run_verify
 
     if cameras:
-        _verify_cameras(given, parse_overrides(params), _command(executable), cameras)
+        _verify_cameras(given, parse_overrides(params, prompt), _command(executable), cameras)
         return
     with _reported(FileExistsError):
-        report = run_verify(**given, params=parse_overrides(params), executable=_command(executable))
+        report = run_verify(**given, params=parse_overrides(params, prompt), executable=_command(executable))
     _echo(report.text())
     if not report.passed:
         for failure in report.failures():
@@ -308,6 +315,7 @@ def install_vision_msgs(force: bool, jobs: int | None, verbose: bool) -> None:
     the wheels (13 s to about two minutes: longer when it installs the toolchain first). Needs cmake
     and a C/C++ compiler. When vision_msgs is already
     importable (a ROS distribution's, installed with rosdep) it does nothing and says where it is.
+    Then vision_factory_interfaces (the prompt service, SetPrompt) the same way.
 
     \b
     Example:
@@ -675,6 +683,8 @@ DETECTOR_OPTIONS = (
     ("--label-offset", int, "fasterrcnn: the label of class 0 (default 1: 0 is the background)", None),
     ("--score-function", click.Choice(["auto", "sigmoid", "softmax"]), "detr logits + pred_boxes models: sigmoid "
      "(RT-DETR, D-FINE) or softmax (DETR)  [default: auto, as the model says]", None),
+    ("--prompt", str, "a text prompt, for a family that takes one: phrases separated by ' . ' (e.g. 'a cat . a dog')",
+     None),
 )  # fmt: skip
 
 

@@ -35,8 +35,9 @@ from ..images import ImageFormatError, xyz_cloud_cdr
 from ..results.dense import draw, to_cdr
 from ..runtime.runner import Runner
 from .cameras import wanted
-from .inference_node import InferenceNode, spin
+from .inference_node import InferenceNode
 from .messages import bgr_to_message
+from .spin import spin
 
 
 def scaled_camera_info(info: CameraInfo, header, width: int, height: int) -> CameraInfo:
@@ -98,6 +99,16 @@ class DepthNode(InferenceNode):
             camera: self.resolve_topic_name(camera_topic(camera, CAMERA_INFO.topic)) for camera in self.cameras
         }
 
+    def retune(self, values, changed: set[str]):
+        """Live parameters (node_live.py): the estimator again on the model loaded (processor size, resize filter,
+        max depth), from the next frame."""
+        estimator = self.family.pipeline(values, self.load_runner)
+
+        def apply() -> None:
+            self.estimator = estimator
+
+        return apply
+
     def listen(self) -> None:
         topic = self.subscribe_images()
         if self.values["camera_info"]:
@@ -108,34 +119,34 @@ class DepthNode(InferenceNode):
         published = self.resolved_outputs(map_topic(self.estimator.depth_kind))
         self.get_logger().info(f"listening on {topic}, publishing {published}")
 
-    def process(self, item) -> None:
+    def process(self, camera: str, item) -> None:
         try:
             frame = self.to_bgr(item)
         except ImageFormatError as exc:
-            self.skip_error(exc)
+            self.skip_error(exc, camera)
             return
         header = item.header
         result = self.estimator.infer(frame)
         for kind, detail in result.problems.items():  # values the model should not give: published as NaN
             self.warn(kind, detail)
-        self.map_pub.publish(to_cdr(header, result))  # serialized here: the map copied once
+        self.map_pub[camera].publish(to_cdr(header, result))  # serialized here: the map copied once
         self.outputs += 1
-        self.monitor.answered(header)
-        info = self.camera_infos.for_stamp(header.stamp, self.camera)  # this camera's, of this frame's stamp
-        if info is not None and self._usable(info):
+        self.monitor.answered(header, camera)
+        info = self.camera_infos.for_stamp(header.stamp, camera)  # this camera's, of this frame's stamp
+        if info is not None and self._usable(camera, info):
             height, width = result.values.shape
             scaled = scaled_camera_info(info, header, width, height)
-            self.info_pub.publish(scaled)
-            if self.metric and wanted(self.points_pub):
-                self.points_pub.publish(point_cloud(header, result.values, scaled))
-        if wanted(self.debug_pub):
-            self.debug_pub.publish(bgr_to_message(draw(result), header))
+            self.info_pub[camera].publish(scaled)
+            if self.metric and wanted(self.points_pub[camera]):
+                self.points_pub[camera].publish(point_cloud(header, result.values, scaled))
+        if wanted(self.debug_pub[camera]):
+            self.debug_pub[camera].publish(bgr_to_message(draw(result), header))
 
-    def _usable(self, info: CameraInfo) -> bool:
-        """Whether the camera's ``info`` places its pixels (camera_infos.py's Intrinsics, as detect_3d_node checks
+    def _usable(self, camera: str, info: CameraInfo) -> bool:
+        """Whether ``camera``'s ``info`` places its pixels (camera_infos.py's Intrinsics, as detect_3d_node checks
         it); else the kind of problem reported once, naming the camera_info topic, and counted."""
         try:
-            Intrinsics.of(info, self.info_topics[self.camera])
+            Intrinsics.of(info, self.info_topics[camera])
         except CameraInfoError as exc:
             self.warn(exc.kind, str(exc))  # the map is published, depth/camera_info and points are not
             return False

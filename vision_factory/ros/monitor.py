@@ -163,13 +163,14 @@ class Monitor:
         """The image subscription is gone (e.g. a deactivated node): no silence watch until ``watch`` again."""
         self.topic, self.silence, self._waiting_since, self._unpublished = None, "", None, False
 
-    def process(self, work: Callable[[Any], None], item: Any) -> None:
-        """``work(item)`` timed by stage; the times recorded and published unless the frame was skipped."""
+    def process(self, work: Callable[..., None], *arguments: Any) -> None:
+        """``work(*arguments)`` (a frame's) timed by stage; the times recorded and published unless the frame was
+        skipped."""
         clock = _FrameClock()
         skipped = self.node.frames_skipped
         self._frame.clock = clock
         try:
-            work(item)
+            work(*arguments)
         finally:
             self._frame.clock = None
         end = time.perf_counter()
@@ -191,15 +192,15 @@ class Monitor:
         if clock is not None:
             clock.received += seconds
 
-    def answered(self, header: Header) -> None:
-        """An answer for the frame of ``header`` was just published: its pipeline latency."""
+    def answered(self, header: Header, camera: str) -> None:
+        """An answer for the frame of ``header`` (of ``camera``) was just published: its pipeline latency."""
         latency = age_s(self.node, header)
         with self._lock:
             self._latencies.append((time.monotonic(), 1000 * latency))
         self._publish("pipeline_latency_ms", latency)
         camera_answered = getattr(self.node, "camera_answered", None)  # a node of several cameras counts each's
         if camera_answered is not None:
-            camera_answered(1000 * latency)
+            camera_answered(camera, 1000 * latency)
 
     # --- inside ---
 

@@ -19,13 +19,14 @@ from __future__ import annotations
 from vision_msgs.msg import Detection2DArray  # noqa: F401  imported at start: a node without it says so (ros/start.py)
 
 from ..families.family import Family
-from ..families.tracking import diagnostic_values, id_text
+from ..families.tracking import diagnostic_values, id_text, live_config
 from ..images import ImageFormatError
 from ..results.detections import MESSAGE_FIX, detections_from_message, draw_detections, finite_detections, track_markers
 from ..runtime.runner import Runner
 from .cameras import wanted
-from .inference_node import InferenceNode, spin
+from .inference_node import InferenceNode
 from .messages import bgr_to_message
+from .spin import spin
 from .tracks import TrackedStream
 
 
@@ -48,6 +49,16 @@ class TrackNode(InferenceNode):
         tracking = getattr(self, "tracking", None)
         return diagnostic_values(tracking) if tracking is not None else {}
 
+    def retune(self, values, changed: set[str]):
+        """Live parameters (node_live.py): the trackers' motion thresholds, from the next frame; the tracks go on."""
+        config = live_config(self.tracking, values)
+
+        def apply() -> None:
+            for stream in self.streams.values():
+                stream.tracking.tracker.retune(config)
+
+        return apply
+
     def listen(self) -> None:
         hint = "is the detector running, and does it stamp its output with the image's header?"
         detections = self.family.node.paired(self.values)  # families/track.py's table
@@ -58,12 +69,12 @@ class TrackNode(InferenceNode):
             f"publishing {self.resolved_outputs(self.family.output_topic)}"
         )
 
-    def process(self, item) -> None:
+    def process(self, camera: str, item) -> None:
         image_msg, detections_msg = item
         try:
             frame = self.to_bgr(image_msg)
         except ImageFormatError as exc:
-            self.skip_error(exc)
+            self.skip_error(exc, camera)
             return
         # those of a NaN or infinite box or score are not tracked (republished with an empty id), counted
         screened = finite_detections(detections_from_message(detections_msg), "detections", MESSAGE_FIX)
@@ -72,21 +83,21 @@ class TrackNode(InferenceNode):
         detections = screened.detections
         for detection in detections:
             detection.class_id = self.classes.setdefault(detection.class_name, len(self.classes))
-        stream = self.streams[self.camera]
+        stream = self.streams[camera]
         track_ids = stream.update(detections_msg.header, frame, detections)
         ids: list[int | None] = [None] * len(detections_msg.detections)
         for index, track in zip(screened.kept, track_ids):
             ids[index] = track
         for message, track in zip(detections_msg.detections, ids):
             message.id = id_text(track)
-        self.tracks_pub.publish(detections_msg)
+        self.tracks_pub[camera].publish(detections_msg)
         self.outputs += 1
-        self.monitor.answered(detections_msg.header)
-        if wanted(self.marker_pub):
-            self.marker_pub.publish(track_markers(detections_msg.header, stream.tracking.tracker.active))
-        if wanted(self.debug_pub):
+        self.monitor.answered(detections_msg.header, camera)
+        if wanted(self.marker_pub[camera]):
+            self.marker_pub[camera].publish(track_markers(detections_msg.header, stream.tracking.tracker.active))
+        if wanted(self.debug_pub[camera]):
             annotated = draw_detections(frame.copy(), detections, (), track_ids=track_ids)
-            self.debug_pub.publish(bgr_to_message(annotated, image_msg.header))
+            self.debug_pub[camera].publish(bgr_to_message(annotated, image_msg.header))
 
 
 def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import os
 import signal
 import threading
 import time
@@ -71,6 +72,7 @@ from .parameters import (
     refuse_invalid,
     undeclared_overrides,
 )
+from .transport import choose_transport
 
 try:  # rclpy's C++ executor (Jazzy and later): 0.3-0.6 ms less CPU per frame (benchmarks/README.md)
     from rclpy.experimental import EventsExecutor as _Executor
@@ -465,7 +467,8 @@ class InferenceNode(LifecycleNode):
             # The monitor's silence watch follows the first camera's topic; /diagnostics says each camera's silence.
             watched = self.monitor.watch(camera_image, message_type, self.image_qos, take) if index == 0 else take
             on_camera = self._on_camera_callback(camera, watched) if self.multicamera else watched
-            subscription = self.create_subscription(message_type, camera_image, on_camera, self.image_qos, raw=raw)
+            # The monitor counts the frames each camera's publishers sent that never arrived.
+            subscription = self.monitor.subscribe(message_type, camera_image, on_camera, self.image_qos, raw=raw)
             self._inputs.append(subscription)
             topics.append(self.resolve_topic_name(camera_image))
         return ", ".join(topics)
@@ -687,11 +690,13 @@ class InferenceNode(LifecycleNode):
         """Runs at close once every queued item is processed, before the closing lines (e.g. flush a stream)."""
 
     def counts(self, outputs: int | None = None) -> str:
-        """The closing line: frames in, dropped, skipped and ``outputs`` (default: ``self.outputs``)."""
+        """The closing line: frames in, dropped, skipped, ``outputs`` (default: ``self.outputs``) and the frames the
+        publishers sent that never arrived (Monitor.never_arrived)."""
         outputs = self.outputs if outputs is None else outputs
+        monitor = getattr(self, "monitor", None)  # none before configure and after cleanup
         return (
             f"frames in {self.frames_in}, dropped {self.frames_dropped}, skipped {self.frames_skipped}, "
-            f"outputs {outputs}"
+            f"outputs {outputs}, never arrived {monitor.never_arrived if monitor is not None else 0}"
         )
 
 
@@ -717,8 +722,12 @@ def _interrupt(signum, frame) -> None:
 def spin(make_node: Callable[[], InferenceNode], name: str, args: list[str] | None = None) -> int:
     """Run a node until SIGINT/SIGTERM or its shutdown transition, then shut it down (pending frames answered);
     2 when it cannot start (the reason is logged). With autostart it is configured and activated first."""
+    # The Fast DDS transport, before ROS starts: the package's node profile unless the user chose one.
+    transport = choose_transport(os.environ)
     # Our own signal handling, so that pending results are still published on SIGINT/SIGTERM.
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    if transport:
+        rclpy.logging.get_logger(name).info(transport)
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     try:

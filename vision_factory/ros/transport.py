@@ -1,0 +1,129 @@
+"""The Fast DDS transport a node runs on, chosen before ROS starts, and what the node says when frames are lost on it.
+
+A node started without a Fast DDS profile (the pip-only route: ``yolo_node --ros-args ...`` in a shell) applies the
+package's ``config/fastdds_udp.xml`` to its own process: it receives over UDP into a large receive buffer and
+announces no shared-memory locator, so a publisher on Fast DDS defaults sends it camera-sized frames over UDP
+instead of through the publisher's 512 KB shared-memory segment (measured: 0-4 of ~100 frames of 1280x720 came
+through that segment, 90 of 90 over UDP; benchmarks/pip_route_transport.py). A profile or builtin transport the
+user chose is kept. When frames are lost all the same, the node's warnings (ros/monitor.py) say why with ``advice``.
+
+No ROS import here: ``choose_transport`` runs before rclpy starts.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+
+PROFILE_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")  # the second: older name
+BUILTIN_VARIABLE = "FASTDDS_BUILTIN_TRANSPORTS"
+# Loaded by Fast DDS from the working directory when present: a profile the user chose too.
+WORKING_DIRECTORY_PROFILE = "DEFAULT_FASTDDS_PROFILES.xml"
+FAST_DDS_RMWS = ("", "rmw_fastrtps_cpp", "rmw_fastrtps_dynamic_cpp")  # RMW_IMPLEMENTATION values that use Fast DDS
+SHARED_MEMORY_PROFILE = "fastdds_shm.xml"  # shared memory with room for 1920x1080 bgr8, UDP on loopback only
+NODE_PROFILE = "fastdds_udp.xml"  # what a node applies to itself when nothing was chosen
+RECEIVE_BUFFER = 33554432  # the node profile's UDP receiveBufferSize (bytes): Linux caps it at rmem_max, doubles it
+RMEM_MAX = Path("/proc/sys/net/core/rmem_max")
+# The largest RTPS message over UDP: a frame larger than this is sent in fragments, and one lost fragment loses it.
+UDP_MESSAGE = 65500
+
+
+def config_profile(name: str) -> str:
+    """The path of this package's Fast DDS profile config/``name``, as installed (colcon, pip) or in a source
+    checkout: vision_factory's share path helper where it is there; a generated package (which has no such helper)
+    installs it under <prefix>/share/<package>/config."""
+    package = __package__.split(".")[0]  # vision_factory, or a generated package (its own copy of the profile)
+    try:
+        share_path = importlib.import_module(f"{package}.share").share_path
+        return str(share_path("config", name))
+    except (ImportError, AttributeError, FileNotFoundError):
+        pass
+    try:  # a generated package built with colcon
+        from ament_index_python.packages import get_package_share_directory
+
+        return str(Path(get_package_share_directory(package)) / "config" / name)
+    except (ImportError, LookupError, OSError, ValueError):
+        return str(Path(sys.prefix) / "share" / package / "config" / name)
+
+
+def chosen_transport(environ: Mapping[str, str]) -> str:
+    """What the user chose for this process' Fast DDS transport ('FASTDDS_DEFAULT_PROFILES_FILE=...'), '' when
+    nothing; a variable set to '' counts as chosen (Fast DDS defaults, as a launch file's fastdds_profile:='')."""
+    for name in (*PROFILE_VARIABLES, BUILTIN_VARIABLE):
+        if name in environ:
+            return f"{name}={environ[name]}"
+    if Path(WORKING_DIRECTORY_PROFILE).is_file() and not environ.get("SKIP_DEFAULT_XML"):
+        return f"{WORKING_DIRECTORY_PROFILE} in the working directory"
+    return ""
+
+
+def choose_transport(environ: MutableMapping[str, str]) -> str:
+    """Point FASTDDS_DEFAULT_PROFILES_FILE at the package's node profile unless a transport was chosen or the RMW is
+    not Fast DDS; call before rclpy starts. The line to log: what the node runs on, '' when it was left alone."""
+    if chosen_transport(environ) or environ.get("RMW_IMPLEMENTATION", "") not in FAST_DDS_RMWS:
+        return ""
+    profile = config_profile(NODE_PROFILE)
+    if not Path(profile).is_file():
+        package = __package__.split(".")[0]
+        return f"Fast DDS defaults: the package's {NODE_PROFILE} is not at {profile} (reinstall {package})"
+    environ[PROFILE_VARIABLES[0]] = profile
+    return (
+        f"Fast DDS: frames received over UDP into a {megabytes(RECEIVE_BUFFER)} buffer ({profile}; no profile was "
+        f"set: export FASTDDS_DEFAULT_PROFILES_FILE to choose another)"
+    )
+
+
+def receive_limit() -> int | None:
+    """net.core.rmem_max, the largest UDP receive buffer a process may ask for (bytes); None where unknown."""
+    try:
+        return int(RMEM_MAX.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def on_node_profile(environ: Mapping[str, str]) -> bool:
+    """Whether this process runs on the package's node profile (chosen by ``choose_transport`` or by hand)."""
+    return os.path.basename(environ.get(PROFILE_VARIABLES[0], "")) == NODE_PROFILE
+
+
+def megabytes(size: float) -> str:
+    return f"{size / 2**20:.1f} MiB"
+
+
+def advice(frame_bytes: int, reliable_publishers: list[str], environ: Mapping[str, str]) -> str:
+    """Why frames of ``frame_bytes`` (0: unknown) are lost between a publisher and this node, by the transport this
+    process runs on, and the fixes. ``reliable_publishers``: the names of those that offer reliable delivery."""
+    size = f"frames of {megabytes(frame_bytes)}" if frame_bytes else "camera-sized frames"
+    fixes = []
+    if reliable_publishers:
+        who = ", ".join(reliable_publishers[:3])
+        offer = "offers" if len(reliable_publishers) == 1 else "offer"
+        fixes.append(f"{who} {offer} reliable delivery, which repairs lost fragments: -p qos_reliability:=reliable")
+    shared = config_profile(SHARED_MEMORY_PROFILE)
+    fixes.append(
+        f"or export FASTDDS_DEFAULT_PROFILES_FILE={shared} in the publisher's shell and in this node's (shared "
+        f"memory both ways)"
+    )
+    if on_node_profile(environ):
+        limit = receive_limit()
+        buffer = min(RECEIVE_BUFFER, limit or RECEIVE_BUFFER)
+        text = f"this node receives over UDP into a {megabytes(buffer)} buffer (net.core.rmem_max caps it)"
+        if limit is not None and limit < frame_bytes:  # Linux doubles it: room for two frames at least
+            text += f", too small for {size}: raise it, sudo sysctl -w net.core.rmem_max={RECEIVE_BUFFER}"
+    else:
+        chosen = chosen_transport(environ)
+        if chosen.startswith(WORKING_DIRECTORY_PROFILE):
+            fix = f"start this node where there is no {WORKING_DIRECTORY_PROFILE}"
+        elif chosen:
+            fix = f"start this node with {chosen.partition('=')[0]} unset"
+        else:
+            fix = f"reinstall {__package__.split('.')[0]}: its {NODE_PROFILE} was not found"
+        text = (
+            f"this node runs with {chosen[:300] or 'Fast DDS defaults'}: a publisher on Fast DDS defaults sends {size} "
+            f"through its own 512 KB shared-memory segment to a node that offers shared memory, which loses them; "
+            f"{fix} (it then receives over UDP into a large buffer, config/{NODE_PROFILE})"
+        )
+    return "; ".join([text, *fixes])

@@ -12,6 +12,8 @@ symmetric: the subscriber may not know this publisher yet when this publisher se
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 import time
 
@@ -20,8 +22,24 @@ import rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import Image
 
+from vision_factory.ros.transport import BUILTIN_VARIABLE, PROFILE_VARIABLES
+
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)  # rclpy's default for a depth of 10
 QOS = {"reliable": RELIABLE, "best_effort": qos_profile_sensor_data}
+# For NodeProcess's env: a process on Fast DDS defaults (no profile, no builtin transports chosen), as the README's
+# pip-only commands start it.
+NO_TRANSPORT_CHOSEN: dict[str, str | None] = dict.fromkeys((*PROFILE_VARIABLES, BUILTIN_VARIABLE))
+
+
+def send(topic: str, width: int, height: int, rate: float, count: int, reliability: str = "reliable") -> int:
+    """Run this camera in its own process with no Fast DDS transport chosen (Fast DDS defaults, as a user's script
+    or a camera driver): the frames it sent; a failure names its error."""
+    environment = {key: value for key, value in os.environ.items() if key not in NO_TRANSPORT_CHOSEN}
+    command = [sys.executable, __file__, "--topic", topic, "--width", str(width), "--height", str(height)]
+    command += ["--rate", str(rate), "--count", str(count), "--reliability", reliability]
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=count / rate + 300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return int(done.stdout.split()[-1])
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:

@@ -40,7 +40,7 @@ from std_msgs.msg import Float64, Header
 from ..text import untrusted
 from .cameras import wanted
 from .parameters import OUTPUT_QOS_OVERRIDES
-from .transport import UDP_MESSAGE, advice
+from .transport import UDP_MESSAGE, advice, receive_limit
 
 WINDOW_S = 10.0  # the diagnostics' window: rate, drops, skips and percentiles over the last seconds
 SAMPLES = 2000  # per ring buffer (latency, processing time): bounded whatever the frame rate
@@ -376,7 +376,7 @@ class Monitor:
             for publisher in self.node.get_publishers_info_by_topic(self.topic):
                 if publisher.qos_profile.reliability == ReliabilityPolicy.RELIABLE:
                     reliable.append(untrusted(f"{publisher.node_namespace.rstrip('/')}/{publisher.node_name}", 100))
-        return untrusted(advice(self.frame_bytes, reliable, os.environ), 2000)
+        return untrusted(advice(self.frame_bytes, reliable, os.environ, receive_limit()), 2000)
 
     def watch_losses(self) -> None:
         """Warn once when more than drop_warn_fraction of the frames publishers sent in the window (at least

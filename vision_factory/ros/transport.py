@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
+from xml.etree import ElementTree
 
 PROFILE_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")  # the second: older name
 BUILTIN_VARIABLE = "FASTDDS_BUILTIN_TRANSPORTS"
@@ -25,7 +26,6 @@ WORKING_DIRECTORY_PROFILE = "DEFAULT_FASTDDS_PROFILES.xml"
 FAST_DDS_RMWS = ("", "rmw_fastrtps_cpp", "rmw_fastrtps_dynamic_cpp")  # RMW_IMPLEMENTATION values that use Fast DDS
 SHARED_MEMORY_PROFILE = "fastdds_shm.xml"  # shared memory with room for 1920x1080 bgr8, UDP on loopback only
 NODE_PROFILE = "fastdds_udp.xml"  # what a node applies to itself when nothing was chosen
-RECEIVE_BUFFER = 33554432  # the node profile's UDP receiveBufferSize (bytes): Linux caps it at rmem_max, doubles it
 RMEM_MAX = Path("/proc/sys/net/core/rmem_max")
 # The largest RTPS message over UDP: a frame larger than this is sent in fragments, and one lost fragment loses it.
 UDP_MESSAGE = 65500
@@ -71,7 +71,7 @@ def choose_transport(environ: MutableMapping[str, str]) -> str:
         return f"Fast DDS defaults: the package's {NODE_PROFILE} is not at {profile} (reinstall {package})"
     environ[PROFILE_VARIABLES[0]] = profile
     return (
-        f"Fast DDS: frames received over UDP into a {megabytes(RECEIVE_BUFFER)} buffer ({profile}; no profile was "
+        f"Fast DDS: frames received over UDP into a {megabytes(receive_buffer())} buffer ({profile}; no profile was "
         f"set: export FASTDDS_DEFAULT_PROFILES_FILE to choose another)"
     )
 
@@ -89,13 +89,24 @@ def on_node_profile(environ: Mapping[str, str]) -> bool:
     return os.path.basename(environ.get(PROFILE_VARIABLES[0], "")) == NODE_PROFILE
 
 
+def receive_buffer() -> int:
+    """The node profile's UDP receiveBufferSize (bytes; Linux caps it at net.core.rmem_max and doubles it); 0 where
+    the profile cannot be read."""
+    try:
+        found = ElementTree.parse(config_profile(NODE_PROFILE)).getroot().find(".//{*}receiveBufferSize")
+        return int(found.text) if found is not None and found.text else 0
+    except (OSError, ElementTree.ParseError, ValueError):
+        return 0
+
+
 def megabytes(size: float) -> str:
     return f"{size / 2**20:.1f} MiB"
 
 
-def advice(frame_bytes: int, reliable_publishers: list[str], environ: Mapping[str, str]) -> str:
+def advice(frame_bytes: int, reliable_publishers: list[str], environ: Mapping[str, str], limit: int | None) -> str:
     """Why frames of ``frame_bytes`` (0: unknown) are lost between a publisher and this node, by the transport this
-    process runs on, and the fixes. ``reliable_publishers``: the names of those that offer reliable delivery."""
+    process runs on, and the fixes. ``reliable_publishers``: the names of those that offer reliable delivery;
+    ``limit``: net.core.rmem_max (``receive_limit``)."""
     size = f"frames of {megabytes(frame_bytes)}" if frame_bytes else "camera-sized frames"
     fixes = []
     if reliable_publishers:
@@ -108,11 +119,11 @@ def advice(frame_bytes: int, reliable_publishers: list[str], environ: Mapping[st
         f"memory both ways)"
     )
     if on_node_profile(environ):
-        limit = receive_limit()
-        buffer = min(RECEIVE_BUFFER, limit or RECEIVE_BUFFER)
+        asked = receive_buffer()
+        buffer = min(asked, limit) if limit else asked
         text = f"this node receives over UDP into a {megabytes(buffer)} buffer (net.core.rmem_max caps it)"
         if limit is not None and limit < frame_bytes:  # Linux doubles it: room for two frames at least
-            text += f", too small for {size}: raise it, sudo sysctl -w net.core.rmem_max={RECEIVE_BUFFER}"
+            text += f", too small for {size}: raise it, sudo sysctl -w net.core.rmem_max={asked}"
     else:
         chosen = chosen_transport(environ)
         if chosen.startswith(WORKING_DIRECTORY_PROFILE):

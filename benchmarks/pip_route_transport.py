@@ -20,6 +20,8 @@ of its transport and none of the others):
   shm         FASTDDS_DEFAULT_PROFILES_FILE=config/fastdds_shm.xml (what the launch files set)
   large_data  FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA (Fast DDS's own large-data mode; rmw_fastrtps ignores it
               where ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, so there it is the defaults)
+  pip_stock   (node only) config/fastdds_udp.xml with the receive buffer Linux grants where net.core.rmem_max is
+              Ubuntu's default, 212992 bytes: the pip route on a machine whose rmem_max was never raised
 
 ROS_AUTOMATIC_DISCOVERY_RANGE is left as the shell has it (the report says which); ROS_DOMAIN_ID is ``--domain``.
 """
@@ -51,12 +53,23 @@ TRANSPORTS = {
     "shm": {"FASTDDS_DEFAULT_PROFILES_FILE": str(ROOT / "config" / "fastdds_shm.xml")},
     "large_data": {"FASTDDS_BUILTIN_TRANSPORTS": "LARGE_DATA"},
 }
+STOCK_RMEM_MAX = 212992  # Ubuntu's default net.core.rmem_max: what the node's 32 MiB request gets there
 CLOSING = re.compile(r"frames in (\d+), dropped (\d+), skipped (\d+), outputs (\d+)(?:, never arrived (\d+))?")
+
+
+def stock_profile(work: Path) -> Path:
+    """config/fastdds_udp.xml asking only the receive buffer a stock rmem_max grants (pip_stock)."""
+    text = (ROOT / "config" / "fastdds_udp.xml").read_text()
+    path = work / "fastdds_udp_stock.xml"
+    path.write_text(re.sub(r"(<receiveBufferSize>)\d+(</receiveBufferSize>)", rf"\g<1>{STOCK_RMEM_MAX}\g<2>", text))
+    return path
 
 
 def transport_environment(name: str, ros_home: Path, domain: int) -> dict[str, str]:
     environment = {key: value for key, value in os.environ.items() if key not in VARIABLES}
-    environment.update(TRANSPORTS[name], ROS_DOMAIN_ID=str(domain), ROS_HOME=str(ros_home))
+    if name == "pip_stock":
+        environment["FASTDDS_DEFAULT_PROFILES_FILE"] = str(stock_profile(ros_home.parent))
+    environment.update(TRANSPORTS.get(name, {}), ROS_DOMAIN_ID=str(domain), ROS_HOME=str(ros_home))
     environment["ROS_LOG_DIR"] = str(ros_home / "log")
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
     return environment
@@ -173,7 +186,7 @@ def model_path(given: Path | None, work: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", default="pip,defaults,shm,large_data", help="the node's transports")
+    parser.add_argument("--nodes", default="pip,pip_stock,defaults,shm,large_data", help="the node's transports")
     parser.add_argument("--cameras", default="defaults,shm,large_data", help="the camera's transports")
     parser.add_argument("--qos", default="reliable,best_effort", help="the camera's reliability")
     parser.add_argument("--sizes", default="640x480,1280x720")
@@ -185,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     split = lambda text: [part.strip() for part in text.split(",") if part.strip()]  # noqa: E731
     nodes, cameras = split(args.nodes), [name if name != "pip" else "defaults" for name in split(args.cameras)]
-    unknown = sorted(set(nodes + cameras) - set(TRANSPORTS))
+    unknown = sorted(set(nodes + cameras) - set(TRANSPORTS) - {"pip_stock"})
     if unknown:
         print(f"unknown transport {', '.join(unknown)}: choose from {', '.join(TRANSPORTS)}")
         return 2

@@ -19,6 +19,7 @@ from support import camera_process
 from support.models import _constant_model
 from support.nodes import YOLO, _latest, _yolo_output, closing_counts
 from support.ros_harness import KEEP_EVERY_FRAME, PATIENCE_S, NodeProcess, Probe
+from vision_msgs.msg import Detection2DArray
 
 from vision_factory.cli import main
 from vision_factory.ros.monitor import NAMED_TOPICS
@@ -155,13 +156,19 @@ def test_the_readme_pip_route_gets_a_camera_sized_stream_whole(tmp_path):
     defaults; it now receives over UDP into a large buffer, ros/transport.py). Slack for a loaded machine."""
     model = _constant_model(tmp_path / "m.onnx", _yolo_output())
     node = NodeProcess(tmp_path, {"model_path": str(model)}, module=YOLO, env=camera_process.NO_TRANSPORT_CHOSEN)
+    probe = Probe()  # this process, on the tests' shared-memory profile: another transport reads the answers
     try:
+        answers = probe.subscribe(Detection2DArray, "/t/detections")
         sent = camera_process.send("/t/image", 1280, 720, rate=10, count=60)
         time.sleep(1.0)  # the last frames' way in
     finally:
         node.stop()
     counts = closing_counts(node.log())
-    assert counts["in"] >= 0.8 * sent, node.log_tail()
+    try:
+        assert counts["in"] >= 0.8 * sent, node.log_tail()
+        assert probe.spin_until(lambda: len(answers) == counts["outputs"], PATIENCE_S), node.log_tail()
+    finally:
+        probe.close()
     assert "frames received over UDP into a 32.0 MiB buffer" in node.log()
 
 

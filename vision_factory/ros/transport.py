@@ -34,19 +34,24 @@ UDP_MESSAGE = 65500
 def config_profile(name: str) -> str:
     """The path of this package's Fast DDS profile config/``name``, as installed (colcon, pip) or in a source
     checkout: vision_factory's share path helper where it is there; a generated package (which has no such helper)
-    installs it under <prefix>/share/<package>/config."""
+    installs it under <prefix>/share/<package>/config, or runs from its source folder (config/ beside the package's
+    folder). Where none has it, the pip install's path (for a message)."""
     package = __package__.split(".")[0]  # vision_factory, or a generated package (its own copy of the profile)
     try:
         share_path = importlib.import_module(f"{package}.share").share_path
         return str(share_path("config", name))
     except (ImportError, AttributeError, FileNotFoundError):
         pass
+    candidates = []
     try:  # a generated package built with colcon
         from ament_index_python.packages import get_package_share_directory
 
-        return str(Path(get_package_share_directory(package)) / "config" / name)
+        candidates.append(Path(get_package_share_directory(package)) / "config" / name)
     except (ImportError, LookupError, OSError, ValueError):
-        return str(Path(sys.prefix) / "share" / package / "config" / name)
+        pass
+    installed = Path(sys.prefix) / "share" / package / "config" / name
+    candidates += [installed, Path(__file__).resolve().parents[2] / "config" / name]
+    return str(next((path for path in candidates if path.is_file()), installed))
 
 
 def chosen_transport(environ: Mapping[str, str]) -> str:

@@ -38,6 +38,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def run_once(listener, model: Path, node: str, camera: str, qos: str, size: str,
                 text=True,
                 timeout=args.frames / rate + 300,
             )
-            listener.spin_for(3.0)  # the last answers
+            listener.settle()  # the last answers
         finally:
             started.send_signal(signal.SIGINT)
             try:
@@ -111,7 +112,7 @@ def run_once(listener, model: Path, node: str, camera: str, qos: str, size: str,
             except subprocess.TimeoutExpired:
                 started.kill()
                 started.wait()
-        listener.spin_for(0.5)
+        listener.settle(quiet=0.5)
     text = log_path.read_text()
     found = CLOSING.findall(text)
     counts = [int(value or 0) for value in found[-1]] if found else [None] * 5
@@ -137,7 +138,8 @@ def run_once(listener, model: Path, node: str, camera: str, qos: str, size: str,
 
 
 class Listener:
-    """This process' reader of the node's answers (/detections), on its own transport (small messages)."""
+    """This process' reader of the node's answers (/detections), on its own transport (small messages), spinning in
+    its own thread so that it takes each answer as it comes (a reader left unspun loses what overflows its history)."""
 
     def __init__(self):
         import rclpy
@@ -149,10 +151,12 @@ class Listener:
         rclpy.init(context=self.context)
         self.node = rclpy.create_node("pip_route_listener", context=self.context)
         self.answers = 0
-        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
         self.node.create_subscription(Detection2DArray, "/detections", self._answer, qos)
         self.executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
 
     def _answer(self, _message) -> None:
         self.answers += 1
@@ -160,12 +164,16 @@ class Listener:
     def count(self) -> int:
         return self.answers
 
-    def spin_for(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            self.executor.spin_once(timeout_sec=0.05)
+    def settle(self, quiet: float = 1.5, at_most: float = 30.0) -> None:
+        """Wait until no answer came for ``quiet`` seconds (``at_most`` in all)."""
+        end, last, since = time.monotonic() + at_most, self.answers, time.monotonic()
+        while time.monotonic() < end and time.monotonic() - since < quiet:
+            time.sleep(0.1)
+            if self.answers != last:
+                last, since = self.answers, time.monotonic()
 
     def close(self) -> None:
+        self.executor.shutdown()
         self.node.destroy_node()
         self.rclpy.try_shutdown(context=self.context)
 

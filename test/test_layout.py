@@ -214,6 +214,7 @@ SHARED = [
     "ros/monitor.py",
     "ros/parameters.py",
     "ros/start.py",
+    "ros/transport.py",  # the Fast DDS transport a node chooses for itself, and its loss advice
     "runtime/__init__.py",
     "runtime/cpu.py",
     "runtime/providers.py",

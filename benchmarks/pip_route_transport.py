@@ -9,7 +9,8 @@ Per run: ``yolo_node --ros-args -p model_path:=MODEL -r image:=/camera/image_raw
 console script, or ``python -m vision_factory.yolo_onnx_node`` where it is not on PATH), and a camera in another
 (test/support/camera_process.py: ``--frames`` bgr8 frames at a rate, rclpy's default QoS or best effort). Counted:
 the frames the camera sent, the frames the node says came (its closing line's "frames in" and "never arrived"),
-and the node's answers this process received (against the node's own "outputs"). Not timed: a count.
+and the node's answers this process received (against the node's own "outputs"). Not timed: a count; beside it
+the node process' CPU time per frame that came (start-up and model included: compare rows of one camera setting).
 
 Transports (``--nodes`` for the node's process, ``--cameras`` for the camera's; each process gets the variables
 of its transport and none of the others):
@@ -63,7 +64,8 @@ CLOSING = re.compile(r"frames in (\d+), dropped (\d+), skipped (\d+), outputs (\
 def stock_profile(work: Path) -> Path:
     """config/fastdds_udp.xml asking only the receive buffer a stock rmem_max grants (pip_stock)."""
     text = (ROOT / "config" / "fastdds_udp.xml").read_text()
-    path = work / "fastdds_udp_stock.xml"
+    path = work / "stock" / "fastdds_udp.xml"  # the node profile's name: the node's advice reads it as such
+    path.parent.mkdir(exist_ok=True)
     path.write_text(re.sub(r"(<receiveBufferSize>)\d+(</receiveBufferSize>)", rf"\g<1>{STOCK_RMEM_MAX}\g<2>", text))
     return path
 
@@ -109,11 +111,7 @@ def run_once(listener, model: Path, node: str, camera: str, qos: str, size: str,
             listener.settle()  # the last answers
         finally:
             started.send_signal(signal.SIGINT)
-            try:
-                started.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                started.kill()
-                started.wait()
+            cpu = node_cpu(started)
         listener.settle(quiet=0.5)
     text = log_path.read_text()
     found = CLOSING.findall(text)
@@ -132,11 +130,26 @@ def run_once(listener, model: Path, node: str, camera: str, qos: str, size: str,
         "dropped": dropped,
         "outputs": outputs,
         "answers_received": listener.count() - answers_before,
+        "node_cpu_s": cpu,
+        "node_cpu_ms_per_frame_in": 1000 * cpu / frames_in if frames_in else None,
         "delivered": (frames_in / sent_count) if sent_count and frames_in is not None else None,
         "warned": "never reached this node" in text,
         "camera_error": sent.stderr.strip()[-300:] if sent.returncode else "",
         "log": str(log_path),
     }
+
+
+def node_cpu(started: subprocess.Popen, timeout: float = 60.0) -> float:
+    """The node's CPU seconds (user and system) once it has ended (killed after ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, usage = os.wait4(started.pid, os.WNOHANG)
+        if pid:
+            started.returncode = os.waitstatus_to_exitcode(status)
+            return usage.ru_utime + usage.ru_stime
+        if time.monotonic() > deadline:
+            started.kill()
+        time.sleep(0.1)
 
 
 class Listener:
@@ -241,10 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         listener.close()
     header = ["node", "camera", "qos", "size", "Hz", "sent", "frames in", "%", "never arrived", "answers", "outputs"]
+    header.append("node CPU ms/frame")
     rows = [
         [r["node"], r["camera"], r["qos"], r["size"], r["rate"], r["sent"], r["frames_in"]]
         + [None if r["delivered"] is None else round(100 * r["delivered"]), r["never_arrived"]]
-        + [r["answers_received"], r["outputs"]]
+        + [r["answers_received"], r["outputs"], r["node_cpu_ms_per_frame_in"]]
         for r in runs
     ]
     discovery = os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") or "unset (SUBNET)"

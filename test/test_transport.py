@@ -4,6 +4,7 @@ test_monitor.py's lost frames; benchmarks/pip_route_transport.py counts every co
 
 from __future__ import annotations
 
+from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
@@ -90,6 +91,18 @@ def test_advice_on_the_node_profile_names_the_receive_buffer_and_rmem_max():
         "both ways)"
     )
     assert "too small" not in advice(0, [], environ, limit=212992)  # no frame came: no size to compare
+
+
+def test_advice_reads_the_receive_buffer_of_the_profile_the_node_runs_with(tmp_path):
+    """A node profile of its own (benchmarks/pip_route_transport.py's pip_stock asks what a stock rmem_max grants):
+    its buffer is named, and more rmem_max would not help."""
+    mine = tmp_path / "fastdds_udp.xml"
+    mine.write_text(Path(NODE_PROFILE).read_text().replace("33554432", "212992"))
+    text = advice(FRAME, [], {"FASTDDS_DEFAULT_PROFILES_FILE": str(mine)}, limit=8 * 2**20)
+    assert text.startswith(
+        "this node receives over UDP into a 0.2 MiB buffer (net.core.rmem_max caps it), too small for frames of "
+        "2.6 MiB: raise it, its receiveBufferSize; or export"
+    )
 
 
 @pytest.mark.parametrize(

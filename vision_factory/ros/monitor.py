@@ -153,8 +153,7 @@ class Monitor:
         self.models = []
 
     def watch(self, topic: str, message_type: type, qos: QoSProfile, callback: Callable[[Any], None]):
-        """The image subscription's callback, noting each arrival for the silence watch and the frames that never
-        arrived (``counted``)."""
+        """The image subscription's callback, noting each arrival (and the frame's size) for the silence watch."""
         self.topic = self.node.resolve_topic_name(topic)
         self.message_type = _type_name(message_type)
         self.qos = qos

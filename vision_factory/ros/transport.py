@@ -94,11 +94,11 @@ def on_node_profile(environ: Mapping[str, str]) -> bool:
     return os.path.basename(environ.get(PROFILE_VARIABLES[0], "")) == NODE_PROFILE
 
 
-def receive_buffer() -> int:
-    """The node profile's UDP receiveBufferSize (bytes; Linux caps it at net.core.rmem_max and doubles it); 0 where
-    the profile cannot be read."""
+def receive_buffer(profile: str | None = None) -> int:
+    """The UDP receiveBufferSize of ``profile`` (default: the package's node profile) in bytes (Linux caps it at
+    net.core.rmem_max and doubles it); 0 where the profile cannot be read."""
     try:
-        found = ElementTree.parse(config_profile(NODE_PROFILE)).getroot().find(".//{*}receiveBufferSize")
+        found = ElementTree.parse(profile or config_profile(NODE_PROFILE)).getroot().find(".//{*}receiveBufferSize")
         return int(found.text) if found is not None and found.text else 0
     except (OSError, ElementTree.ParseError, ValueError):
         return 0
@@ -124,11 +124,12 @@ def advice(frame_bytes: int, reliable_publishers: list[str], environ: Mapping[st
         f"memory both ways)"
     )
     if on_node_profile(environ):
-        asked = receive_buffer()
+        asked = receive_buffer(environ[PROFILE_VARIABLES[0]])
         buffer = min(asked, limit) if limit else asked
         text = f"this node receives over UDP into a {megabytes(buffer)} buffer (net.core.rmem_max caps it)"
-        if limit is not None and limit < frame_bytes:  # Linux doubles it: room for two frames at least
-            text += f", too small for {size}: raise it, sudo sysctl -w net.core.rmem_max={asked}"
+        if buffer < frame_bytes:  # Linux doubles it: room for two frames at least
+            raise_it = f"sudo sysctl -w net.core.rmem_max={asked}" if buffer < asked else "its receiveBufferSize"
+            text += f", too small for {size}: raise it, {raise_it}"
     else:
         chosen = chosen_transport(environ)
         if chosen.startswith(WORKING_DIRECTORY_PROFILE):

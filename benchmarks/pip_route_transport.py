@@ -14,14 +14,15 @@ the node process' CPU time per frame that came (start-up and model included: com
 
 Transports (``--nodes`` for the node's process, ``--cameras`` for the camera's; each process gets the variables
 of its transport and none of the others):
-  pip         nothing set: the node applies config/fastdds_udp.xml to itself (ros/transport.py); for the camera
+  pip         nothing set: the node applies config/fastdds_node.xml to itself (ros/transport.py); for the camera
               the same as defaults (a camera is not a vision_factory node)
   defaults    FASTDDS_BUILTIN_TRANSPORTS=DEFAULT: Fast DDS defaults, which the node left alone (the pip route
               before the node chose its own transport)
   shm         FASTDDS_DEFAULT_PROFILES_FILE=config/fastdds_shm.xml (what the launch files set)
-  large_data  FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA (Fast DDS's own large-data mode; rmw_fastrtps ignores it
-              where ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, so there it is the defaults)
-  pip_stock   (node only) config/fastdds_udp.xml with the receive buffer Linux grants where net.core.rmem_max is
+  large_data  FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA (Fast DDS's own large-data mode: data over TCP or shared
+              memory; rmw_fastrtps ignores it where ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, so there it is the
+              defaults)
+  pip_stock   (node only) config/fastdds_node.xml with the receive buffer Linux grants where net.core.rmem_max is
               Ubuntu's default, 212992 bytes: the pip route on a machine whose rmem_max was never raised
 
 ROS_AUTOMATIC_DISCOVERY_RANGE is left as the shell has it (the report says which). ROS_DOMAIN_ID is ``--domain``,
@@ -62,9 +63,9 @@ CLOSING = re.compile(r"frames in (\d+), dropped (\d+), skipped (\d+), outputs (\
 
 
 def stock_profile(work: Path) -> Path:
-    """config/fastdds_udp.xml asking only the receive buffer a stock rmem_max grants (pip_stock)."""
-    text = (ROOT / "config" / "fastdds_udp.xml").read_text()
-    path = work / "stock" / "fastdds_udp.xml"  # the node profile's name: the node's advice reads it as such
+    """config/fastdds_node.xml asking only the receive buffer a stock rmem_max grants (pip_stock)."""
+    text = (ROOT / "config" / "fastdds_node.xml").read_text()
+    path = work / "stock" / "fastdds_node.xml"  # the node profile's name: the node's advice reads it as such
     path.parent.mkdir(exist_ok=True)
     path.write_text(re.sub(r"(<receiveBufferSize>)\d+(</receiveBufferSize>)", rf"\g<1>{STOCK_RMEM_MAX}\g<2>", text))
     return path

@@ -13,7 +13,7 @@ from vision_factory.ros import transport
 from vision_factory.ros.transport import advice, choose_transport, config_profile, receive_buffer
 from vision_factory.share import share_path
 
-NODE_PROFILE = str(share_path("config", "fastdds_udp.xml"))
+NODE_PROFILE = str(share_path("config", "fastdds_node.xml"))
 SHARED_MEMORY = str(share_path("config", "fastdds_shm.xml"))
 FRAME = 1280 * 720 * 3 + 64  # a 1280x720 bgr8 frame's message
 
@@ -23,10 +23,10 @@ def test_a_node_with_no_transport_chosen_applies_the_packages_udp_profile(tmp_pa
     environ = {"ROS_DOMAIN_ID": "7"}
     line = choose_transport(environ)
     assert environ == {"ROS_DOMAIN_ID": "7", "FASTDDS_DEFAULT_PROFILES_FILE": NODE_PROFILE}
-    assert config_profile("fastdds_udp.xml") == NODE_PROFILE
+    assert config_profile("fastdds_node.xml") == NODE_PROFILE
     assert line == (
-        f"Fast DDS: frames received over UDP into a 32.0 MiB buffer ({NODE_PROFILE}; no profile was set: export "
-        f"FASTDDS_DEFAULT_PROFILES_FILE to choose another)"
+        "Fast DDS: frames received over UDP into a 32.0 MiB buffer, or TCP from a LARGE_DATA publisher "
+        f"({NODE_PROFILE}; no profile was set: export FASTDDS_DEFAULT_PROFILES_FILE to choose another)"
     )
     environ = {"RMW_IMPLEMENTATION": "rmw_fastrtps_dynamic_cpp"}
     assert choose_transport(environ) and environ["FASTDDS_DEFAULT_PROFILES_FILE"] == NODE_PROFILE
@@ -59,19 +59,20 @@ def test_a_profile_in_the_working_directory_is_a_choice_too(tmp_path, monkeypatc
     assert choose_transport(environ) and environ["FASTDDS_DEFAULT_PROFILES_FILE"] == NODE_PROFILE
 
 
-def test_the_node_profile_receives_over_udp_only_and_announces_no_shared_memory():
-    """What makes a camera on Fast DDS defaults send over UDP (benchmarks/pip_route_transport.py measures it): one
-    UDPv4 transport, no builtin ones, data locators of UDPv4 only (rmw_fastrtps adds a shared-memory transport
-    under ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST; it must not be offered for data)."""
+def test_the_node_profile_receives_over_udp_and_tcp_and_announces_no_shared_memory():
+    """What makes a camera on Fast DDS defaults send over UDP (benchmarks/pip_route_transport.py measures it): UDPv4
+    and TCPv4 transports (TCP: what a publisher in Fast DDS's LARGE_DATA mode sends data over), no builtin ones, data
+    locators of those two only (rmw_fastrtps adds a shared-memory transport under
+    ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST; it must not be offered for data)."""
     root = ElementTree.parse(NODE_PROFILE).getroot()
     namespace = {"dds": "http://www.eprosima.com"}
     kinds = [element.text for element in root.iterfind(".//dds:transport_descriptor/dds:type", namespace)]
-    assert kinds == ["UDPv4"]
+    assert kinds == ["UDPv4", "TCPv4"]
     participant = root.find(".//dds:participant", namespace)
     assert participant.get("is_default_profile") == "true"
     assert participant.find(".//dds:useBuiltinTransports", namespace).text == "false"
     locators = participant.find(".//dds:defaultUnicastLocatorList", namespace)
-    assert [child.tag.split("}")[1] for locator in locators for child in locator] == ["udpv4"]
+    assert [child.tag.split("}")[1] for locator in locators for child in locator] == ["udpv4", "tcpv4"]
     assert receive_buffer() == 32 * 2**20
 
 
@@ -96,7 +97,7 @@ def test_advice_on_the_node_profile_names_the_receive_buffer_and_rmem_max():
 def test_advice_reads_the_receive_buffer_of_the_profile_the_node_runs_with(tmp_path):
     """A node profile of its own (benchmarks/pip_route_transport.py's pip_stock asks what a stock rmem_max grants):
     its buffer is named, and more rmem_max would not help."""
-    mine = tmp_path / "fastdds_udp.xml"
+    mine = tmp_path / "fastdds_node.xml"
     mine.write_text(Path(NODE_PROFILE).read_text().replace("33554432", "212992"))
     text = advice(FRAME, [], {"FASTDDS_DEFAULT_PROFILES_FILE": str(mine)}, limit=8 * 2**20)
     assert text.startswith(
@@ -118,7 +119,7 @@ def test_advice_on_a_chosen_transport_names_it_and_the_way_back_to_the_node_prof
     assert text.startswith(
         f"this node runs with {chosen[0]}={chosen[1]}: a publisher on Fast DDS defaults sends frames of 2.6 MiB "
         f"through its own 512 KB shared-memory segment to a node that offers shared memory, which loses them; {fix} "
-        "(it then receives over UDP into a large buffer, config/fastdds_udp.xml); /a, /b offer reliable delivery"
+        "(it then receives over UDP into a large buffer, config/fastdds_node.xml); /a, /b offer reliable delivery"
     )
 
 

@@ -1,11 +1,12 @@
 """The Fast DDS transport a node runs on, chosen before ROS starts, and what the node says when frames are lost on it.
 
 A node started without a Fast DDS profile (the pip-only route: ``yolo_node --ros-args ...`` in a shell) applies the
-package's ``config/fastdds_udp.xml`` to its own process: it receives over UDP into a large receive buffer and
-announces no shared-memory locator, so a publisher on Fast DDS defaults sends it camera-sized frames over UDP
-instead of through the publisher's 512 KB shared-memory segment (measured: 0-4 of ~100 frames of 1280x720 came
-through that segment, 90 of 90 over UDP; benchmarks/pip_route_transport.py). A profile or builtin transport the
-user chose is kept. When frames are lost all the same, the node's warnings (ros/monitor.py) say why with ``advice``.
+package's ``config/fastdds_node.xml`` to its own process: it receives over UDP into a large receive buffer (or TCP
+from a publisher in Fast DDS's LARGE_DATA mode) and announces no shared-memory locator, so a publisher on Fast DDS
+defaults sends it camera-sized frames over UDP instead of through the publisher's 512 KB shared-memory segment
+(benchmarks/pip_route_transport.py: 0-8 of 100 frames of 640x480 or 1280x720 came through that segment, 100 of 100
+over UDP). A profile or builtin transport the user chose is kept. When frames are lost all the same, the node's
+warnings (ros/monitor.py) say why with ``advice``.
 
 No ROS import here: ``choose_transport`` runs before rclpy starts.
 """
@@ -25,7 +26,7 @@ BUILTIN_VARIABLE = "FASTDDS_BUILTIN_TRANSPORTS"
 WORKING_DIRECTORY_PROFILE = "DEFAULT_FASTDDS_PROFILES.xml"
 FAST_DDS_RMWS = ("", "rmw_fastrtps_cpp", "rmw_fastrtps_dynamic_cpp")  # RMW_IMPLEMENTATION values that use Fast DDS
 SHARED_MEMORY_PROFILE = "fastdds_shm.xml"  # shared memory with room for 1920x1080 bgr8, UDP on loopback only
-NODE_PROFILE = "fastdds_udp.xml"  # what a node applies to itself when nothing was chosen
+NODE_PROFILE = "fastdds_node.xml"  # what a node applies to itself when nothing was chosen
 RMEM_MAX = Path("/proc/sys/net/core/rmem_max")
 # The largest RTPS message over UDP: a frame larger than this is sent in fragments, and one lost fragment loses it.
 UDP_MESSAGE = 65500
@@ -76,8 +77,8 @@ def choose_transport(environ: MutableMapping[str, str]) -> str:
         return f"Fast DDS defaults: the package's {NODE_PROFILE} is not at {profile} (reinstall {package})"
     environ[PROFILE_VARIABLES[0]] = profile
     return (
-        f"Fast DDS: frames received over UDP into a {megabytes(receive_buffer())} buffer ({profile}; no profile was "
-        f"set: export FASTDDS_DEFAULT_PROFILES_FILE to choose another)"
+        f"Fast DDS: frames received over UDP into a {megabytes(receive_buffer())} buffer, or TCP from a LARGE_DATA "
+        f"publisher ({profile}; no profile was set: export FASTDDS_DEFAULT_PROFILES_FILE to choose another)"
     )
 
 

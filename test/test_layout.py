@@ -222,6 +222,7 @@ SHARED = [
     "ros/parameters.py",
     "ros/spin.py",
     "ros/start.py",
+    "ros/transport.py",  # the Fast DDS transport a node chooses for itself, and its loss advice
     "runtime/__init__.py",
     "runtime/cpu.py",
     "runtime/providers.py",

@@ -165,7 +165,7 @@ class Detect3DNode(InferenceNode):
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         watched = self.monitor.watch("depth", Image, self.image_qos, self._take_depth)
         self._inputs += [
-            self.create_subscription(Image, "depth", watched, self.image_qos, raw=True),
+            self.monitor.subscribe(Image, "depth", watched, self.image_qos, raw=True),
             self.create_subscription(Detection2DArray, "detections", lambda msg: self._keep_image("", msg), reliable),
             self.create_subscription(CameraInfo, "camera_info", self._keep_camera_info, self.image_qos),
             self.create_subscription(CameraInfo, "depth_camera_info", self._keep_depth_camera_info, self.image_qos),

@@ -76,11 +76,13 @@ class NodeDiagnostics:
         return self._problems.skipped
 
     def counts(self, outputs: int | None = None) -> str:
-        """The closing line: frames in, dropped, skipped and ``outputs`` (default: ``self.outputs``)."""
+        """The closing line: frames in, dropped, skipped, ``outputs`` (default: ``self.outputs``) and the frames the
+        publishers sent that never arrived (Monitor.never_arrived)."""
         outputs = self.outputs if outputs is None else outputs
+        monitor = getattr(self, "monitor", None)  # none before configure and after cleanup
         return (
             f"frames in {self.frames_in}, dropped {self.frames_dropped}, skipped {self.frames_skipped}, "
-            f"outputs {outputs}"
+            f"outputs {outputs}, never arrived {monitor.never_arrived if monitor is not None else 0}"
         )
 
 

@@ -82,7 +82,8 @@ class NodeInputs:
                 take = lambda msg, camera=camera: callback(camera, msg)  # noqa: E731
             # The monitor's silence watch follows the first camera's topic; /diagnostics says each camera's silence.
             watched = self.monitor.watch(camera_image, message_type, self.image_qos, take) if index == 0 else take
-            subscription = self.create_subscription(message_type, camera_image, watched, self.image_qos, raw=raw)
+            # The monitor counts the frames each camera's publishers sent that never arrived.
+            subscription = self.monitor.subscribe(message_type, camera_image, watched, self.image_qos, raw=raw)
             self._inputs.append(subscription)
             topics.append(self.resolve_topic_name(camera_image))
         return ", ".join(topics)

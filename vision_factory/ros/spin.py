@@ -3,6 +3,7 @@ transition, then shut down with the frames already accepted still answered."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from rclpy.signals import SignalHandlerOptions
 
 from ..text import untrusted
 from .inference_node import START_UP_ERRORS, InferenceNode
+from .transport import choose_transport
 
 try:  # rclpy's C++ executor (Jazzy and later): 0.3-0.6 ms less CPU per frame (benchmarks/README.md)
     from rclpy.experimental import EventsExecutor as _Executor
@@ -27,8 +29,12 @@ def _interrupt(signum, frame) -> None:
 def spin(make_node: Callable[[], InferenceNode], name: str, args: list[str] | None = None) -> int:
     """Run a node until SIGINT/SIGTERM or its shutdown transition, then shut it down (pending frames answered);
     2 when it cannot start (the reason is logged). With autostart it is configured and activated first."""
+    # The Fast DDS transport, before ROS starts: the package's node profile unless the user chose one.
+    transport = choose_transport(os.environ)
     # Our own signal handling, so that pending results are still published on SIGINT/SIGTERM.
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    if transport:
+        rclpy.logging.get_logger(name).info(transport)
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     try:

@@ -22,6 +22,7 @@ from ..files import check_folder, open_new, output_folder, write_text
 from ..parameters import Parameter, Value, checked_values, kept_for_late_readers, ros_text
 from ..results import ResultKind
 from ..ros import message_class
+from ..ros.transport import PROFILE_VARIABLES, SHARED_MEMORY_PROFILE
 from ..runtime.backends import BACKENDS
 from ..share import share_path
 from ..text import shown_path, untrusted
@@ -141,7 +142,7 @@ def _restamped(data: bytes, stamp_ns: int) -> tuple[bytes, tuple[int, int]]:
 
 def use_shared_memory_profile() -> None:
     """Large images need Fast DDS' shared-memory transport; keep a profile the user set."""
-    os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(share_path("config", "fastdds_shm.xml")))
+    os.environ.setdefault(PROFILE_VARIABLES[0], str(share_path("config", SHARED_MEMORY_PROFILE)))
 
 
 def node_parameters(node: str) -> tuple[Parameter, ...]:

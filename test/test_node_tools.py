@@ -6,11 +6,13 @@ node or topic named with those that exist, Ctrl-C honoured."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -36,13 +38,20 @@ BEST_EFFORT_DETECTIONS = {
 }
 
 
+def _path_without_ros2() -> str:
+    """A PATH with this environment's commands (vision-factory among them) and the system's, and no ros2."""
+    commands = Path(sys.executable).parent
+    assert (commands / "vision-factory").is_file(), "vision-factory is not installed in this environment"
+    return os.pathsep.join([str(commands), "/usr/bin", "/bin"])
+
+
 @pytest.fixture(scope="module")
 def running(tmp_path_factory):
-    """The node, a probe and its best-effort camera."""
+    """The node (misspelt confidence_treshold given: warned about), a probe and its best-effort camera."""
     folder = tmp_path_factory.mktemp("node_tools")
     model = _constant_model(folder / "m.onnx", _yolo_output())
-    params = {"model_path": str(model), "qos_reliability": "best_effort"}
-    node = NodeProcess(folder, {**params, **BEST_EFFORT_DETECTIONS}, module=YOLO)
+    params = {"model_path": str(model), "qos_reliability": "best_effort", "confidence_treshold": "0.3"}
+    node = NodeProcess(folder, {**params, **BEST_EFFORT_DETECTIONS}, module=YOLO, env={"PATH": _path_without_ros2()})
     probe = Probe()
     camera = probe.node.create_publisher(Image, "/t/image", qos_profile_sensor_data)
     try:
@@ -164,6 +173,27 @@ def test_param_get_set_and_the_nodes_refusal_with_its_reason(running):
 
     done = cli("param", "describe", "yolo", "confidence_threshold", *WAIT)
     assert "    Additional constraints: a finite number in 0..1" in done.stdout.splitlines(), done
+
+
+def test_the_misspelt_parameter_warning_names_the_command_that_works_where_the_node_runs(running, tmp_path):
+    node, _, _ = running
+    assert "(`vision-factory param list /t/yolo` lists its own)" in node.log()  # no ros2 on its PATH
+    ros2 = tmp_path / "bin" / "ros2"  # where ros2cli is installed, its command is named
+    ros2.parent.mkdir()
+    ros2.write_text("#!/bin/sh\nexit 0\n")
+    ros2.chmod(0o755)
+    path = f"{ros2.parent}{os.pathsep}{_path_without_ros2()}"
+    other = NodeProcess(
+        tmp_path, {"autostart": "false", "confidence_treshold": "0.3"}, namespace="/u", module=YOLO, env={"PATH": path}
+    )
+    try:
+        deadline = time.monotonic() + PATIENCE_S
+        while "ignoring parameters" not in other.log() and time.monotonic() < deadline:
+            assert other.process.poll() is None, other.log()
+            time.sleep(0.2)
+    finally:
+        other.stop()
+    assert "(`ros2 param list /u/yolo` lists its own)" in other.log(), other.log()
 
 
 def test_lifecycle_walks_the_node_and_a_failed_transition_says_why(running):

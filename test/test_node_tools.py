@@ -151,6 +151,32 @@ def test_echo_saves_a_best_effort_cameras_frames_as_png(running, tmp_path):
     assert done.returncode == 2 and "/t/labels carries vision_msgs/msg/LabelInfo, not images" in done.stderr
 
 
+def test_echo_takes_the_qos_of_a_publisher_that_comes_after_it(running):
+    """A topic seen through its subscriber alone is read with the defaults (reliable), then, once a best-effort
+    publisher comes, with its QoS: its frames are received (a reliable reader would never get them)."""
+    _, probe, _ = running
+    waiting = probe.node.create_subscription(Image, "/t/late", lambda _: None, 10)
+    command = [sys.executable, "-m", "vision_factory.cli", "topic", "echo", "/t/late", "--once", *WAIT]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        said = process.stderr.readline()
+        assert "with QoS reliable, volatile, keep_last 10 (no publisher yet)" in said, said
+        late = probe.node.create_publisher(Image, "/t/late", qos_profile_sensor_data)
+        send, deadline = stamped_anew(late, FRAME), time.monotonic() + 2 * PATIENCE_S
+        while process.poll() is None:
+            assert time.monotonic() < deadline, "the command did not end"
+            send()
+            probe.spin_until(lambda: process.poll() is not None, 0.2)
+        out, err = process.communicate()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        probe.node.destroy_subscription(waiting)
+    assert process.returncode == 0, err
+    assert "reading /t/late with QoS best_effort, volatile, keep_last 10 now (as its 1 publisher(s) offer)" in err
+    assert re.fullmatch(r"\d+\.000000250 camera: 256x256 bgr8, 196608 bytes\n", out), out
+
+
 def test_param_get_set_and_the_nodes_refusal_with_its_reason(running):
     node, _, _ = running
     done = cli("param", "list", "yolo", *WAIT)

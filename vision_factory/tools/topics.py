@@ -70,19 +70,49 @@ def _message_type(type_name: str) -> type:
         ) from None
 
 
-def _subscribed(graph: Graph, given: str, note: Emit) -> tuple[str, str, type, QoSProfile, str]:
-    """The topic ``given`` names, its type (the first, when it has several) and class, the QoS that matches its
-    publishers, and how that QoS was chosen, in words."""
+def _topic(graph: Graph, given: str, note: Emit) -> tuple[str, str, type]:
+    """The topic ``given`` names, its type (the first, when it has several) and that type's class."""
     name, types = graph.find_topic(given)
-    type_name = types[0]
     if len(types) > 1:
-        note(f"warning: {untrusted(name)} has several types ({', '.join(map(untrusted, types))}): reading {type_name}")
-    kind = _message_type(type_name)
-    publishers = graph.node.get_publishers_info_by_topic(name)
-    qos = matching_qos(publishers)
-    offered = f"as its {len(publishers)} publisher(s) offer" if publishers else "no publisher yet"
-    how = f"{untrusted(name)} ({untrusted(type_name)}) with QoS {qos_text(qos)} ({offered})"
-    return name, type_name, kind, qos, how
+        note(f"warning: {untrusted(name)} has several types ({', '.join(map(untrusted, types))}): reading {types[0]}")
+    return name, types[0], _message_type(types[0])
+
+
+class Reader:
+    """A subscription to a topic with the QoS its publishers offer (``matching_qos``), made again when the
+    publishers seen change that QoS (``update``, called as the reader spins): a topic found through its subscribers
+    alone, or before its publishers were discovered, is read with the defaults until a publisher shows what it
+    offers (a best-effort camera's images never reach a reliable reader)."""
+
+    def __init__(self, graph: Graph, name: str, type_name: str, kind: type, callback, note: Emit, raw: bool = False):
+        self.graph, self.name, self.type_name, self.kind = graph, name, type_name, kind
+        self.callback, self.note, self.raw = callback, note, raw
+        self.subscription, self.qos, self.publishers = None, None, -1
+        self.update()
+
+    def update(self) -> None:
+        publishers = self.graph.node.get_publishers_info_by_topic(self.name)
+        if len(publishers) == self.publishers:
+            return
+        self.publishers = len(publishers)
+        qos = matching_qos(publishers)
+        if self.qos is not None and (qos.reliability, qos.durability) == (self.qos.reliability, self.qos.durability):
+            return
+        if self.subscription is not None:
+            self.graph.node.destroy_subscription(self.subscription)
+        node = self.graph.node
+        self.subscription = node.create_subscription(self.kind, self.name, self.callback, qos, raw=self.raw)
+        offered = f"as its {len(publishers)} publisher(s) offer" if publishers else "no publisher yet"
+        if self.qos is None:
+            self.note(f"reading {untrusted(self.name)} ({untrusted(self.type_name)}) with QoS {qos_text(qos)} "
+                      f"({offered}); Ctrl-C stops")  # fmt: skip
+        else:
+            self.note(f"reading {untrusted(self.name)} with QoS {qos_text(qos)} now ({offered})")
+        self.qos = qos
+
+    def spin(self) -> None:
+        self.graph.spin(STEP_S)
+        self.update()
 
 
 class FrameSaver:
@@ -141,7 +171,7 @@ def echo(
     shown, saver = [0], None
     try:
         with Graph(timeout) as graph:
-            name, type_name, kind, qos, how = _subscribed(graph, topic, note)
+            name, type_name, kind = _topic(graph, topic, note)
             if save is not None and type_name not in IMAGE_TYPES:
                 raise UsageError(f"{untrusted(name)} carries {untrusted(type_name)}, not images", "--save")
             saver = FrameSaver(save, note) if save is not None else None
@@ -156,10 +186,9 @@ def echo(
                     line = "\n".join([*field_lines(message, truncate_length), "---"])
                 emit(line + (f"  -> {shown_path(saved)}" if saved else ""))
 
-            graph.node.create_subscription(kind, name, received, qos)
-            note(f"echo {how}; Ctrl-C stops")
+            reader = Reader(graph, name, type_name, kind, received, note)
             while not (count and shown[0] >= count):
-                graph.spin(STEP_S)
+                reader.spin()
     except KeyboardInterrupt:  # the usual end of an echo without -n
         pass
     finally:
@@ -198,12 +227,10 @@ def hz(
 
     try:
         with Graph(timeout) as graph:
-            name, _, kind, qos, how = _subscribed(graph, topic, note)
-            graph.node.create_subscription(kind, name, received, qos, raw=True)
-            note(f"hz {how}; Ctrl-C stops")
+            reader = Reader(graph, *_topic(graph, topic, note), received, note, raw=True)
             last = time.monotonic()
             while not (count and arrived[0] >= count):
-                graph.spin(STEP_S)
+                reader.spin()
                 if time.monotonic() - last >= HZ_PERIOD_S:
                     emit(rate_line(times) if arrived[0] > said[0] else "no new messages")
                     said[0], last = arrived[0], time.monotonic()

@@ -70,10 +70,14 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
-def _while_sending(probe: Probe, camera, *args: str) -> subprocess.CompletedProcess:
-    """The command line run while the camera sends a frame every 0.2 s, until the command ends."""
+def _started(*args: str) -> subprocess.Popen:
+    """The command line started as a process, its stdout and stderr read as text."""
     command = [sys.executable, "-m", "vision_factory.cli", *args]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _sending_until_done(probe: Probe, camera, process: subprocess.Popen) -> subprocess.CompletedProcess:
+    """``process``'s end, the camera sending a frame every 0.2 s meanwhile; no traceback."""
     send, deadline = stamped_anew(camera, FRAME), time.monotonic() + 2 * PATIENCE_S
     while process.poll() is None:
         assert time.monotonic() < deadline, "the command did not end"
@@ -81,7 +85,12 @@ def _while_sending(probe: Probe, camera, *args: str) -> subprocess.CompletedProc
         probe.spin_until(lambda: process.poll() is not None, 0.2)
     out, err = process.communicate()
     assert "Traceback" not in err, err
-    return subprocess.CompletedProcess(command, process.returncode, out, err)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def _while_sending(probe: Probe, camera, *args: str) -> subprocess.CompletedProcess:
+    """The command line run while the camera sends a frame every 0.2 s, until the command ends."""
+    return _sending_until_done(probe, camera, _started(*args))
 
 
 def test_topic_list_names_each_output_with_its_type(running):
@@ -156,25 +165,21 @@ def test_echo_takes_the_qos_of_a_publisher_that_comes_after_it(running):
     publisher comes, with its QoS: its frames are received (a reliable reader would never get them)."""
     _, probe, _ = running
     waiting = probe.node.create_subscription(Image, "/t/late", lambda _: None, 10)
-    command = [sys.executable, "-m", "vision_factory.cli", "topic", "echo", "/t/late", "--once", *WAIT]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = _started("topic", "echo", "/t/late", "--once", *WAIT)
     try:
         said = process.stderr.readline()
         assert "with QoS reliable, volatile, keep_last 10 (no publisher yet)" in said, said
         late = probe.node.create_publisher(Image, "/t/late", qos_profile_sensor_data)
-        send, deadline = stamped_anew(late, FRAME), time.monotonic() + 2 * PATIENCE_S
-        while process.poll() is None:
-            assert time.monotonic() < deadline, "the command did not end"
-            send()
-            probe.spin_until(lambda: process.poll() is not None, 0.2)
-        out, err = process.communicate()
+        done = _sending_until_done(probe, late, process)
     finally:
         if process.poll() is None:
             process.kill()
         probe.node.destroy_subscription(waiting)
-    assert process.returncode == 0, err
-    assert "reading /t/late with QoS best_effort, volatile, keep_last 10 now (as its 1 publisher(s) offer)" in err
-    assert re.fullmatch(r"\d+\.000000250 camera: 256x256 bgr8, 196608 bytes\n", out), out
+    assert done.returncode == 0, done.stderr
+    assert (
+        "reading /t/late with QoS best_effort, volatile, keep_last 10 now (as its 1 publisher(s) offer)" in done.stderr
+    )
+    assert re.fullmatch(r"\d+\.000000250 camera: 256x256 bgr8, 196608 bytes\n", done.stdout), done.stdout
 
 
 def test_param_get_set_and_the_nodes_refusal_with_its_reason(running):
@@ -260,8 +265,7 @@ def test_a_missing_node_or_topic_is_named_with_those_that_exist(running):
 def test_ctrl_c_stops_an_echo_waiting_for_messages(running):
     """An echo of a topic nothing is published on (the node's processing times: no frame comes) ends at Ctrl-C,
     quietly."""
-    command = [sys.executable, "-m", "vision_factory.cli", "topic", "echo", "/t/yolo/debug/processing_time_ms", *WAIT]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = _started("topic", "echo", "/t/yolo/debug/processing_time_ms", *WAIT)
     try:
         said = process.stderr.readline()  # the line saying what it echoes, once subscribed
         assert "Ctrl-C stops" in said, said

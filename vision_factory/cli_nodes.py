@@ -19,6 +19,7 @@ from .tools.message_lines import TRUNCATE_LENGTH
 DEFAULT_TIMEOUT_S = 10.0  # seconds to wait for a node, topic, service or answer
 LIST_SPIN_S = 2.0  # seconds of discovery before node list and topic list answer
 HZ_WINDOW = 10000  # messages topic hz computes its rate over, as ros2 topic hz's default
+MAX_HZ_WINDOW = 1_000_000  # hz keeps one arrival time per message of its window: bounded memory
 TRANSITIONS = ("configure", "activate", "deactivate", "cleanup", "shutdown")  # lifecycle set's, as ros2 lifecycle's
 
 
@@ -123,7 +124,7 @@ def topic_echo(name: str, once: bool, count: int | None, save: Path | None, **gi
 @click.argument("name", metavar="TOPIC")
 @options(
     option("-n", "count", type=click.IntRange(min=2), help="stop after N messages  [default: until Ctrl-C]"),
-    option("--window", "-w", type=click.IntRange(min=2), default=HZ_WINDOW, show_default=True,
+    option("--window", "-w", type=click.IntRange(min=2, max=MAX_HZ_WINDOW), default=HZ_WINDOW, show_default=True,
            help="messages the rate is computed over (the latest)"),
     TIMEOUT,
 )  # fmt: skip

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from . import __version__
+from .cli_nodes import COMMANDS as NODE_TOOLS
 from .cli_support import (
     ANY_PATH,
     BACKEND,
@@ -68,6 +69,10 @@ VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make_pipeline i
 @click.version_option(__version__, prog_name="vision-factory")
 def main() -> None:
     """ONNX models as ROS 2 perception nodes: run, replay, inspect models and generate packages."""
+
+
+for _group in NODE_TOOLS:  # node, topic, param, lifecycle: running nodes watched and steered (cli_nodes.py)
+    main.add_command(_group)
 
 
 @main.command()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import shutil
 
 from rclpy.exceptions import ParameterException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -86,9 +87,11 @@ class InferenceNode(NodeInputs, NodeWorkers, NodeOutputs, NodeDiagnostics, NodeL
         self.add_on_set_parameters_callback(self._on_set_parameters)
         unknown = undeclared_overrides(self, (parameter.name for parameter in self.parameter_list))
         if unknown:
+            # The command that lists them where the node runs: ros2's, else (the pip route) vision-factory's.
+            tool = "vision-factory" if shutil.which("vision-factory") and not shutil.which("ros2") else "ros2"
             self.get_logger().warning(
                 f"ignoring parameters {name} does not have: {untrusted(', '.join(unknown), 1000)} "
-                "(`ros2 param list` on the running node lists its own)"
+                f"(`{tool} param list {self.get_fully_qualified_name()}` lists its own)"
             )
         check_qos_overrides(self)  # before the model loads: ROS reads them only as it makes the publishers
         self.autostart = self.get_parameter("autostart").value

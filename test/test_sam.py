@@ -131,6 +131,42 @@ def test_the_encoder_runs_once_a_frame_and_the_decoder_once_per_batch(runners, e
     assert not first.encoded and sam.encoder_runs == 2
 
 
+def test_the_last_frames_of_several_cameras_stay_encoded(runners):
+    """cache_frames 2 (two cameras): prompts on either camera's last frame reuse its embedding; a third frame
+    pushes out the least recently used one."""
+    sam = segmenter(runners, "hf-vision_encoder.onnx", "hf-prompt_encoder_mask_decoder_boxes.onnx", cache_frames=2)
+    left, right, box = image("astronaut.png"), image("coffee.png"), [Prompt(box=(20.0, 30.0, 200.0, 250.0))]
+    for key, frame in ((("left", 1), left), (("right", 1), right), (("left", 1), left), (("right", 1), right)):
+        sam.segment(key, frame, box)
+    assert sam.encoder_runs == 2
+    sam.segment(("left", 2), left, box)  # the left camera's next frame: the right camera's stays, the left's goes
+    assert sam.segment(("right", 1), right, box).encoded is False
+    assert sam.segment(("left", 1), left, box).encoded is True
+    assert sam.encoder_runs == 4
+    sam.forget()
+    assert sam.segment(("left", 1), left, box).encoded is True
+
+
+@pytest.mark.parametrize(
+    "encoder,decoder",
+    [("hf-vision_encoder.onnx", "hf-prompt_encoder_mask_decoder.onnx"), ("sam2-encoder.onnx", "sam2-decoder.onnx")],
+)
+def test_a_prompts_mask_does_not_depend_on_the_others_of_its_frame(runners, encoder, decoder):
+    """Prompts of one and of two points are decoded in separate runs (none padded): the one-point prompt's mask is
+    the same alone and beside a two-point one."""
+    sam = segmenter(runners, encoder, decoder)
+    frame = image("chelsea.png")
+    one = Prompt(points=((220.0, 150.0, 1),), id="one")
+    two = Prompt(points=((40.0, 40.0, 1), (400.0, 250.0, 0)), id="two")
+    (alone,) = sam.segment(0, frame, [one]).masks
+    runs = sam.decoder_runs
+    beside = sam.segment(0, frame, [two, one]).masks
+    assert [found.prompt.id for found in beside] == ["two", "one"]
+    assert sam.decoder_runs == runs + 2
+    assert np.array_equal(beside[1].mask.full(), alone.mask.full()) and beside[1].iou_score == alone.iou_score
+    assert iou(beside[0].mask.full(), alone.mask.full()) < 0.9
+
+
 LAYOUTS = {
     "hf-vision_encoder.onnx": ("encoder", "hf"),
     "hf-prompt_encoder_mask_decoder.onnx": ("decoder", "hf"),

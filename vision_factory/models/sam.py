@@ -30,6 +30,7 @@ whatever the frame. Each mask is computed only over the frame pixels whose inter
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
@@ -57,7 +58,6 @@ from .sam_interface import (
 
 MAX_POINTS = 64  # points a prompt (a click session's few; bounds the decoder's input)
 MAX_LOW_RES = 1024  # the side of a decoder's low-resolution masks (SAM: 256)
-PAD_LABEL = -10  # transformers' point_pad_value: a point and label that pad a prompt to its batch's length
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,7 @@ class SamSegmenter:
         encoder_name: str = "the encoder",
         decoder_name: str = "the decoder",
         max_prompts: int = MAX_PROMPTS,
+        cache_frames: int = 1,
     ):
         self.layout = pair(Interface.of(encoder), Interface.of(decoder), encoder_name, decoder_name)
         self.encoder, self.decoder = encoder, decoder
@@ -123,7 +124,9 @@ class SamSegmenter:
         self._decoder_inputs = {tensor.name: tensor for tensor in decoder.inputs}
         self._decoder_outputs = {tensor.name: i for i, tensor in enumerate(decoder.outputs)}
         self._encoder_outputs = [tensor.name for tensor in encoder.outputs]
-        self._frame: Frame | None = None  # the last frame's embedding: the one a new prompt on it reuses
+        # the last frames' embeddings (one a camera, say), newest last: what a new prompt on them reuses
+        self.cache_frames = check_count("cache_frames", cache_frames, 64)
+        self._frames: OrderedDict[Hashable, Frame] = OrderedDict()
         self.encoder_runs = 0
         self.decoder_runs = 0
 
@@ -153,10 +156,12 @@ class SamSegmenter:
         return padded
 
     def encode(self, key: Hashable, image_bgr: np.ndarray) -> tuple[Frame, bool]:
-        """The frame's embedding: the cached one when ``key`` is the last frame's, else the encoder run now (and
-        cached in its place); and whether it ran."""
-        if self._frame is not None and self._frame.key == key:
-            return self._frame, False
+        """The frame's embedding: the cached one when ``key`` is one of the last ``cache_frames`` frames', else the
+        encoder run now (cached in the oldest one's place); and whether it ran."""
+        cached = self._frames.get(key)
+        if cached is not None:
+            self._frames.move_to_end(key)
+            return cached, False
         height, width = image_bgr.shape[:2]
         outputs = self.encoder.run({self.layout.image.name: self.preprocess(image_bgr)})
         self.encoder_runs += 1
@@ -164,18 +169,20 @@ class SamSegmenter:
         if self.layout.layout == META:
             features = {"image_embeddings": outputs[0]}
         frame = Frame(key, height, width, self.resized_size(height, width), features)
-        self._frame = frame
+        self._frames[key] = frame
+        while len(self._frames) > self.cache_frames:
+            self._frames.popitem(last=False)
         return frame, True
 
     def forget(self) -> None:
-        """Drops the cached embedding (a new stream, a lifecycle cleanup)."""
-        self._frame = None
+        """Drops the cached embeddings (a new stream, a lifecycle cleanup)."""
+        self._frames.clear()
 
     # -- the prompts, once per batch -----------------------------------------------------------------------------
 
     def segment(self, key: Hashable, image_bgr: np.ndarray, prompts: Sequence[Prompt]) -> SamResult:
         """Masks for ``prompts`` on the frame ``key`` (its image ``image_bgr``): the encoder runs unless ``key`` is
-        the last frame's, the decoder once per batch the export takes; the result in one place."""
+        a cached frame's, the decoder once per batch the export takes; the result in one place."""
         frame, encoded = self.encode(key, image_bgr)
         result = SamResult([], encoded)
         taken = self._admitted(prompts, result)
@@ -226,18 +233,14 @@ class SamSegmenter:
         return ""
 
     def _batches(self, prompts: list[Prompt]) -> list[list[Prompt]]:
-        """Prompts grouped into decoder runs: all in one where the export batches them (the Hugging Face split pads
-        points to the batch's longest), those of as many points together for SAM2 (and a batched Meta export), one
-        a run otherwise."""
-        if not prompts:
-            return []
-        if self.layout.layout == HF:
-            return [prompts]
+        """Prompts grouped into decoder runs: those of as many points (a box: two) in one run where the export
+        batches prompts (the Hugging Face split, SAM2), so that no prompt is padded and none depends on the others
+        of its run; one a run for Meta's export."""
         if not self.layout.batched:
             return [[prompt] for prompt in prompts]
         groups: dict[int, list[Prompt]] = {}
         for prompt in prompts:
-            groups.setdefault(len(self._points(prompt, (1.0, 1.0))[0]), []).append(prompt)
+            groups.setdefault(len(prompt.points) + 2 * (prompt.box is not None), []).append(prompt)
         return list(groups.values())
 
     def _points(self, prompt: Prompt, scale: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -258,31 +261,25 @@ class SamSegmenter:
     def _feeds(self, frame: Frame, batch: list[Prompt]) -> dict[str, np.ndarray]:
         height, width = frame.resized
         scale = (width / frame.width, height / frame.height)
-        layout, inputs = self.layout.layout, self._decoder_inputs
-        if layout == HF:
-            feeds = {name: frame.features[name] for name in HF_EMBEDDINGS}
-            if HF_BOXES in inputs:
-                boxes = [[v * s for v, s in zip(prompt.box, scale * 2)] for prompt in batch]
-                return feeds | {HF_BOXES: self._typed(HF_BOXES, np.asarray([boxes]))}
-            longest = max(len(prompt.points) for prompt in batch)
-            coords = np.full((1, len(batch), longest, 2), PAD_LABEL, np.float64)
-            labels = np.full((1, len(batch), longest), PAD_LABEL, np.float64)
-            for i, prompt in enumerate(batch):
-                points, point_labels = self._points(prompt, scale)
-                coords[0, i, : len(points)], labels[0, i, : len(points)] = points, point_labels
-            return feeds | {
-                HF_POINTS[0]: self._typed(HF_POINTS[0], coords),
-                HF_POINTS[1]: self._typed(HF_POINTS[1], labels),
+        layout = self.layout.layout
+        if layout == HF and HF_BOXES in self._decoder_inputs:
+            boxes = [[v * s for v, s in zip(prompt.box, scale * 2)] for prompt in batch]
+            return {name: frame.features[name] for name in HF_EMBEDDINGS} | {
+                HF_BOXES: self._typed(HF_BOXES, np.asarray([boxes]))
             }
         made = [self._points(prompt, scale) for prompt in batch]
         coords = np.stack([points for points, _ in made])
         labels = np.stack([point_labels for _, point_labels in made])
-        count = len(batch) if layout == SAM2 else 1  # Meta's mask input is one, broadcast over a batch
+        if layout == HF:
+            return {name: frame.features[name] for name in HF_EMBEDDINGS} | {
+                HF_POINTS[0]: self._typed(HF_POINTS[0], coords[None]),
+                HF_POINTS[1]: self._typed(HF_POINTS[1], labels[None]),
+            }
         feeds = {
             "point_coords": self._typed("point_coords", coords),
             "point_labels": self._typed("point_labels", labels),
-            "mask_input": self._typed("mask_input", np.zeros((count, 1, MASK_INPUT, MASK_INPUT))),
-            "has_mask_input": self._typed("has_mask_input", np.zeros(count)),
+            "mask_input": self._typed("mask_input", np.zeros((len(batch), 1, MASK_INPUT, MASK_INPUT))),
+            "has_mask_input": self._typed("has_mask_input", np.zeros(len(batch))),
         }
         if layout == SAM2:
             return feeds | {name: frame.features[name] for name in SAM2_FEATURES}

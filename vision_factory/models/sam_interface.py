@@ -6,16 +6,16 @@ layouts, told apart by the decoder's input and output names:
   [1, 3, 1024, 1024] -> ``image_embeddings`` [1, C, 64, 64] and ``image_positional_embeddings`` (same shape);
   ``prompt_encoder_mask_decoder.onnx``: those two and ``input_points`` [1, P, N, 2] with ``input_labels``
   [1, P, N] (optimum's export, transformers.js's files), or ``input_boxes`` [1, B, 4] -> ``iou_scores`` [1, P, 3],
-  ``pred_masks`` [1, P, 3, 256, 256]. Every prompt of a frame goes in one run (P). transformers' prompt encoder
-  pads a prompt's points with (0, 0) labelled -1 itself, and has no embedding for a point labelled 2 or 3: a
-  points-only export cannot take a box.
+  ``pred_masks`` [1, P, 3, 256, 256]. A frame's prompts of as many points go in one run (P). transformers'
+  prompt encoder pads a prompt's points with (0, 0) labelled -1 itself, and has no embedding for a point labelled 2
+  or 3: a points-only export cannot take a box.
 - ``meta``: Meta's segment-anything export (``scripts/export_onnx_model.py``, ``SamOnnxModel``), which MobileSAM,
   EfficientSAM-style and SlimSAM exports share: an encoder of one image input and one output [1, C, 64, 64], and a
   decoder taking ``image_embeddings``, ``point_coords`` [1, N, 2], ``point_labels`` [1, N], ``mask_input``
   [1, 1, 256, 256], ``has_mask_input`` [1], ``orig_im_size`` [2] -> ``masks`` (at orig_im_size),
   ``iou_predictions`` [1, M], ``low_res_masks`` [1, M, 256, 256]; M is 4 (output 0 the single-mask one, 1-3 the
   multimask ones) or 1 (``--return-single-mask``). A box is its two corners labelled 2 and 3; point prompts end with
-  a padding point (0, 0) labelled -1 (the caller adds it). One prompt a run unless the batch axis is dynamic.
+  a padding point (0, 0) labelled -1 (the caller adds it). One prompt a run (Meta's export fixes the batch at 1).
 - ``sam2``: SAM2's image predictor export (samexporter's ``export_sam2.py`` and its kin): an encoder ``image`` ->
   ``high_res_feats_0``, ``high_res_feats_1``, ``image_embed``, and a decoder taking those three, ``point_coords``
   [P, N, 2], ``point_labels`` [P, N], ``mask_input`` [P, 1, 256, 256], ``has_mask_input`` [P] -> ``masks``
@@ -65,7 +65,7 @@ class Layout:
 
     layout: str  # HF, META or SAM2
     prompts: tuple[str, ...]  # what its decoder takes: POINTS and/or BOXES
-    batched: bool  # whether a run takes several prompts (a dynamic prompt axis)
+    batched: bool  # whether a run takes several prompts (those of as many points)
     image: TensorInfo  # the encoder's image input
     side: int  # the encoder's input side (SAM: 1024)
     masks: int  # the mask outputs of a prompt (3; Meta's 4 or 1)
@@ -84,9 +84,7 @@ def decoder_layout(decoder: Interface) -> tuple[str, tuple[str, ...], bool, str]
     """(layout, prompts, batched, what decided it) of a prompt decoder; None when it is not one."""
     inputs, outputs = _names(decoder.inputs), _names(decoder.outputs)
     if set(META_INPUTS) <= inputs and set(META_OUTPUTS) <= outputs:
-        coords = _named(decoder.inputs, "point_coords")
-        batched = len(coords.shape) == 3 and fixed_dim(coords.shape[0]) is None
-        return META, (POINTS, BOXES), batched, "inputs " + ", ".join(META_INPUTS) + " (Meta's SamOnnxModel)"
+        return META, (POINTS, BOXES), False, "inputs " + ", ".join(META_INPUTS) + " (Meta's SamOnnxModel)"
     if set(SAM2_INPUTS) <= inputs and set(SAM2_OUTPUTS) <= outputs and "orig_im_size" not in inputs:
         return SAM2, (POINTS, BOXES), True, "inputs " + ", ".join(SAM2_INPUTS) + " (SAM2's image predictor)"
     if set(HF_EMBEDDINGS) <= inputs and set(HF_OUTPUTS) <= outputs:

@@ -96,6 +96,8 @@ PROMPTS = {
         "points": [[220.0, 150.0], [40.0, 40.0], [400.0, 250.0]],
     },
 }
+HF_EMBEDDINGS = ("image_embeddings", "image_positional_embeddings")
+SAM2_FEATURES = ("high_res_feats_0", "high_res_feats_1", "image_embed")  # the encoder's outputs, in order
 EMBED = 32  # embedding channels (SAM's 256, made small)
 POSITION_SCALE = 4.0  # the random positional encoding's frequencies
 SHARPEN = 10.0  # the mask decoder's attention logits x this (sharpen)
@@ -237,62 +239,84 @@ def all_masks(decoder, image_embeddings, image_pe, sparse, dense):
     return masks, decoder.iou_prediction_head(iou_token)
 
 
-def export_hf(model, out: Path) -> None:
+def wrapped(model, forward):
+    """``model`` in a torch Module whose forward is ``forward(model, *inputs)``: what is exported."""
     import torch
 
-    class VisionEncoder(torch.nn.Module):
-        def __init__(self, sam):
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
             super().__init__()
-            self.sam = sam
+            self.sam = model
 
-        def forward(self, pixel_values):
-            embeddings = self.sam.vision_encoder(pixel_values).last_hidden_state
-            positions = self.sam.get_image_wide_positional_embeddings().repeat(pixel_values.shape[0], 1, 1, 1)
-            return embeddings, positions
+        def forward(self, *inputs):
+            return forward(self.sam, *inputs)
 
-    class PointsDecoder(torch.nn.Module):
-        def __init__(self, sam):
-            super().__init__()
-            self.sam = sam
+    return Wrapped()
 
-        def forward(self, input_points, input_labels, image_embeddings, image_positional_embeddings):
-            sparse, dense = self.sam.prompt_encoder(input_points, input_labels, None, None)
-            masks, scores = self.sam.mask_decoder(
-                image_embeddings, image_positional_embeddings, sparse, dense, multimask_output=True
-            )[:2]
-            return scores, masks
 
-    class BoxesDecoder(torch.nn.Module):
-        def __init__(self, sam):
-            super().__init__()
-            self.sam = sam
+def hf_encoder(sam, pixel_values):
+    """The Hugging Face split's vision encoder, as optimum exports it."""
+    positions = sam.get_image_wide_positional_embeddings().repeat(pixel_values.shape[0], 1, 1, 1)
+    return sam.vision_encoder(pixel_values).last_hidden_state, positions
 
-        def forward(self, input_boxes, image_embeddings, image_positional_embeddings):
-            sparse, dense = self.sam.prompt_encoder(None, None, input_boxes, None)
-            masks, scores = self.sam.mask_decoder(
-                image_embeddings, image_positional_embeddings, sparse, dense, multimask_output=True
-            )[:2]
-            return scores, masks
+
+def hf_points_decoder(sam, input_points, input_labels, image_embeddings, image_positional_embeddings):
+    sparse, dense = sam.prompt_encoder(input_points, input_labels, None, None)
+    masks, scores = sam.mask_decoder(image_embeddings, image_positional_embeddings, sparse, dense, True)[:2]
+    return scores, masks
+
+
+def hf_boxes_decoder(sam, input_boxes, image_embeddings, image_positional_embeddings):
+    sparse, dense = sam.prompt_encoder(None, None, input_boxes, None)
+    masks, scores = sam.mask_decoder(image_embeddings, image_positional_embeddings, sparse, dense, True)[:2]
+    return scores, masks
+
+
+def export_hf_encoder(model, target: Path):
+    """The encoder exported; its outputs on a random image (the decoders' example inputs)."""
+    import torch
 
     pixels = torch.rand(1, 3, SIZE, SIZE)
     torch.onnx.export(
-        VisionEncoder(model),
+        wrapped(model, hf_encoder),
         (pixels,),
-        str(out / "hf-vision_encoder.onnx"),
+        str(target),
         input_names=["pixel_values"],
         output_names=["image_embeddings", "image_positional_embeddings"],
         opset_version=17,
         dynamo=False,
     )
     with torch.no_grad():
-        embeddings, positions = VisionEncoder(model)(pixels)
+        return hf_encoder(model, pixels)
+
+
+def export_hf_boxes_decoder(model, embeddings, target: Path) -> None:
+    import torch
+
+    boxes = torch.tensor([[[10.0, 20.0, 300.0, 400.0], [500.0, 100.0, 900.0, 700.0]]])
+    torch.onnx.export(
+        wrapped(model, hf_boxes_decoder),
+        (boxes, *embeddings),
+        str(target),
+        input_names=["input_boxes", *HF_EMBEDDINGS],
+        output_names=["iou_scores", "pred_masks"],
+        dynamic_axes={"input_boxes": {1: "nb_boxes"}, "iou_scores": {1: "nb_boxes"}, "pred_masks": {1: "nb_boxes"}},
+        opset_version=17,
+        dynamo=False,
+    )
+
+
+def export_hf(model, out: Path) -> None:
+    import torch
+
+    embeddings = export_hf_encoder(model, out / "hf-vision_encoder.onnx")
     points = torch.rand(1, 2, 1, 2) * SIZE
     labels = torch.ones(1, 2, 1, dtype=torch.int64)
     torch.onnx.export(
-        PointsDecoder(model),
-        (points, labels, embeddings, positions),
+        wrapped(model, hf_points_decoder),
+        (points, labels, *embeddings),
         str(out / "hf-prompt_encoder_mask_decoder.onnx"),
-        input_names=["input_points", "input_labels", "image_embeddings", "image_positional_embeddings"],
+        input_names=["input_points", "input_labels", *HF_EMBEDDINGS],
         output_names=["iou_scores", "pred_masks"],
         dynamic_axes={
             "input_points": {1: "point_batch_size", 2: "nb_points_per_image"},
@@ -303,84 +327,57 @@ def export_hf(model, out: Path) -> None:
         opset_version=17,
         dynamo=False,
     )
-    boxes = torch.tensor([[[10.0, 20.0, 300.0, 400.0], [500.0, 100.0, 900.0, 700.0]]])
-    torch.onnx.export(
-        BoxesDecoder(model),
-        (boxes, embeddings, positions),
-        str(out / "hf-prompt_encoder_mask_decoder_boxes.onnx"),
-        input_names=["input_boxes", "image_embeddings", "image_positional_embeddings"],
-        output_names=["iou_scores", "pred_masks"],
-        dynamic_axes={
-            "input_boxes": {1: "nb_boxes"},
-            "iou_scores": {1: "nb_boxes"},
-            "pred_masks": {1: "nb_boxes"},
-        },
-        opset_version=17,
-        dynamo=False,
-    )
+    export_hf_boxes_decoder(model, embeddings, out / "hf-prompt_encoder_mask_decoder_boxes.onnx")
 
 
-def meta_modules(model):
-    """The SamModel as Meta's segment-anything exports it: the image encoder alone, and SamOnnxModel's signature
-    (its point embedding with labels 2 and 3 for a box's corners, the mask input blended by has_mask_input, all four
-    masks, and the upscaling to orig_im_size inside)."""
+def meta_encoder(sam, input_image):
+    """Meta's image encoder alone: one map out."""
+    return sam.vision_encoder(input_image).last_hidden_state
+
+
+def meta_points(sam, coords, labels):
+    """SamOnnxModel's point embedding: (x + 0.5) / S through the random positional encoding; label -1 the
+    not-a-point embedding, 0-3 their own (2 and 3 a box's corners)."""
+    prompt = sam.prompt_encoder
+    coords = (coords + 0.5) / SIZE
+    embedding = prompt.shared_embedding(coords[:, None])[:, 0]  # [1, N, C] from [1, 1, N, 2] in [0, 1]
+    labels = labels.unsqueeze(-1).expand_as(embedding)
+    embedding = embedding * (labels != -1) + prompt.not_a_point_embed.weight * (labels == -1)
+    for i, point in enumerate(prompt.point_embed):
+        embedding = embedding + point.weight * (labels == i)
+    return embedding
+
+
+def meta_decoder(sam, image_embeddings, point_coords, point_labels, mask_input, has_mask_input, orig_im_size):
+    """SamOnnxModel's forward over transformers' SAM: the mask input blended by has_mask_input, all four masks, and
+    its mask_postprocessing inside (bilinear up to S x S, the padding cut, bilinear to orig_im_size)."""
     import torch
     from torch.nn import functional as F
 
-    class Encoder(torch.nn.Module):
-        def __init__(self, sam):
-            super().__init__()
-            self.sam = sam
-
-        def forward(self, input_image):
-            return self.sam.vision_encoder(input_image).last_hidden_state
-
-    class Decoder(torch.nn.Module):
-        def __init__(self, sam):
-            super().__init__()
-            self.sam = sam
-
-        def embed_points(self, coords, labels):
-            prompt = self.sam.prompt_encoder
-            coords = (coords + 0.5) / SIZE
-            embedding = prompt.shared_embedding(coords[:, None])[:, 0]  # [1, N, C] from [1, 1, N, 2] in [0, 1]
-            labels = labels.unsqueeze(-1).expand_as(embedding)
-            embedding = embedding * (labels != -1) + prompt.not_a_point_embed.weight * (labels == -1)
-            for i, point in enumerate(prompt.point_embed):
-                embedding = embedding + point.weight * (labels == i)
-            return embedding
-
-        def forward(self, image_embeddings, point_coords, point_labels, mask_input, has_mask_input, orig_im_size):
-            prompt = self.sam.prompt_encoder
-            sparse = self.embed_points(point_coords, point_labels)
-            dense = has_mask_input * prompt.mask_embed(mask_input)
-            dense = dense + (1 - has_mask_input) * prompt.no_mask_embed.weight.reshape(1, -1, 1, 1)
-            masks, scores = all_masks(
-                self.sam.mask_decoder,
-                image_embeddings,
-                self.sam.get_image_wide_positional_embeddings(),
-                sparse[:, None],
-                dense,
-            )
-            masks, scores = masks[:, 0], scores[:, 0]
-            upscaled = F.interpolate(masks, size=(SIZE, SIZE), mode="bilinear", align_corners=False)
-            size = orig_im_size.to(torch.float32)
-            prepadded = torch.floor(size * (SIZE / torch.max(size)) + 0.5).to(torch.int64)
-            upscaled = upscaled[..., : prepadded[0], : prepadded[1]]
-            original = orig_im_size.to(torch.int64)
-            upscaled = F.interpolate(upscaled, size=(original[0], original[1]), mode="bilinear", align_corners=False)
-            return upscaled, scores, masks
-
-    return Encoder(model), Decoder(model)
+    prompt = sam.prompt_encoder
+    sparse = meta_points(sam, point_coords, point_labels)
+    dense = has_mask_input * prompt.mask_embed(mask_input)
+    dense = dense + (1 - has_mask_input) * prompt.no_mask_embed.weight.reshape(1, -1, 1, 1)
+    image_pe = sam.get_image_wide_positional_embeddings()
+    masks, scores = all_masks(sam.mask_decoder, image_embeddings, image_pe, sparse[:, None], dense)
+    masks, scores = masks[:, 0], scores[:, 0]
+    upscaled = F.interpolate(masks, size=(SIZE, SIZE), mode="bilinear", align_corners=False)
+    size = orig_im_size.to(torch.float32)
+    prepadded = torch.floor(size * (SIZE / torch.max(size)) + 0.5).to(torch.int64)
+    upscaled = upscaled[..., : prepadded[0], : prepadded[1]]
+    original = orig_im_size.to(torch.int64)
+    upscaled = F.interpolate(upscaled, size=(original[0], original[1]), mode="bilinear", align_corners=False)
+    return upscaled, scores, masks
 
 
 def export_meta(model, out: Path) -> None:
+    """Meta's layout, as its scripts/export_onnx_model.py exports the decoder (default options: all four masks,
+    the number of points dynamic) and samexporter the encoder."""
     import torch
 
-    encoder, decoder = meta_modules(model)
     pixels = torch.rand(1, 3, SIZE, SIZE)
     torch.onnx.export(
-        encoder,
+        wrapped(model, meta_encoder),
         (pixels,),
         str(out / "meta-encoder.onnx"),
         input_names=["input_image"],
@@ -389,7 +386,7 @@ def export_meta(model, out: Path) -> None:
         dynamo=False,
     )
     with torch.no_grad():
-        embeddings = encoder(pixels)
+        embeddings = meta_encoder(model, pixels)
     inputs = {
         "image_embeddings": embeddings,
         "point_coords": torch.randint(low=0, high=SIZE, size=(1, 5, 2), dtype=torch.float),
@@ -399,7 +396,7 @@ def export_meta(model, out: Path) -> None:
         "orig_im_size": torch.tensor([1500, 2250], dtype=torch.float),
     }
     torch.onnx.export(
-        decoder,
+        wrapped(model, meta_decoder),
         tuple(inputs.values()),
         str(out / "meta-decoder.onnx"),
         input_names=list(inputs),
@@ -442,64 +439,52 @@ def sam2_model():
     return sharpen(model)
 
 
-def export_sam2(model, out: Path) -> None:
-    """samexporter's SAM2 image predictor layout over transformers' Sam2Model."""
+def sam2_encoder(sam, image):
+    """samexporter's SAM2 encoder over transformers' Sam2Model: its three feature maps, the no-memory embedding
+    added to the last."""
+    features = sam.get_image_embeddings(image)
+    return features[0], features[1], features[2]
+
+
+def sam2_decoder(
+    sam, image_embed, high_res_feats_0, high_res_feats_1, point_coords, point_labels, mask_input, has_mask_input
+):
+    """samexporter's SAM2 decoder over transformers' Sam2Model: the prompts as the batch (its repeat_image=False),
+    each with its own mask input; the padding point added; the three multimask outputs, clamped to +-32."""
     import torch
 
-    class Encoder(torch.nn.Module):
-        def __init__(self, sam):
-            super().__init__()
-            self.sam = sam
+    prompt = sam.prompt_encoder
+    sparse = prompt._embed_points(point_coords[:, None], point_labels[:, None].to(torch.int64), pad=True)
+    mask = has_mask_input.reshape(-1, 1, 1, 1)
+    dense = mask * prompt.mask_embed(mask_input)
+    dense = dense + (1 - mask) * prompt.no_mask_embed.weight.reshape(1, -1, 1, 1)
+    masks, scores = sam.mask_decoder(
+        image_embeddings=image_embed.expand(point_coords.shape[0], -1, -1, -1),
+        image_positional_embeddings=sam.get_image_wide_positional_embeddings(),
+        sparse_prompt_embeddings=sparse,
+        dense_prompt_embeddings=dense,
+        multimask_output=True,
+        high_resolution_features=[high_res_feats_0, high_res_feats_1],
+    )[:2]
+    return torch.clamp(masks[:, 0], -32.0, 32.0), scores[:, 0]
 
-        def forward(self, image):
-            features = self.sam.get_image_embeddings(image)
-            return features[0], features[1], features[2]
 
-    class Decoder(torch.nn.Module):
-        def __init__(self, sam):
-            super().__init__()
-            self.sam = sam
+def export_sam2(model, out: Path) -> None:
+    """SAM2's image predictor layout (samexporter's export_sam2.py) over transformers' Sam2Model."""
+    import torch
 
-        def forward(
-            self,
-            image_embed,
-            high_res_feats_0,
-            high_res_feats_1,
-            point_coords,
-            point_labels,
-            mask_input,
-            has_mask_input,
-        ):
-            prompt = self.sam.prompt_encoder
-            # the prompts as the batch (samexporter's repeat_image=False): each its own embedding and mask input
-            sparse = prompt._embed_points(point_coords[:, None], point_labels[:, None].to(torch.int64), pad=True)
-            mask = has_mask_input.reshape(-1, 1, 1, 1)
-            dense = mask * prompt.mask_embed(mask_input)
-            dense = dense + (1 - mask) * prompt.no_mask_embed.weight.reshape(1, -1, 1, 1)
-            count = point_coords.shape[0]
-            masks, scores = self.sam.mask_decoder(
-                image_embeddings=image_embed.expand(count, -1, -1, -1),
-                image_positional_embeddings=self.sam.get_image_wide_positional_embeddings(),
-                sparse_prompt_embeddings=sparse,
-                dense_prompt_embeddings=dense,
-                multimask_output=True,
-                high_resolution_features=[high_res_feats_0, high_res_feats_1],
-            )[:2]
-            return torch.clamp(masks[:, 0], -32.0, 32.0), scores[:, 0]
-
-    encoder, decoder = Encoder(model), Decoder(model)
     pixels = torch.rand(1, 3, SIZE, SIZE)
     torch.onnx.export(
-        encoder,
+        wrapped(model, sam2_encoder),
         (pixels,),
         str(out / "sam2-encoder.onnx"),
         input_names=["image"],
-        output_names=["high_res_feats_0", "high_res_feats_1", "image_embed"],
+        output_names=list(SAM2_FEATURES),
         opset_version=17,
         dynamo=False,
     )
     with torch.no_grad():
-        features = encoder(pixels)
+        features = sam2_encoder(model, pixels)
     inputs = (
         features[2],
         features[0],
@@ -510,7 +495,7 @@ def export_sam2(model, out: Path) -> None:
         torch.tensor([1, 0], dtype=torch.float),
     )
     torch.onnx.export(
-        decoder,
+        wrapped(model, sam2_decoder),
         inputs,
         str(out / "sam2-decoder.onnx"),
         input_names=[

@@ -30,6 +30,7 @@ whatever the frame. Each mask is computed only over the frame pixels whose inter
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -355,8 +356,7 @@ class SamSegmenter:
         positive_columns = np.flatnonzero((logits > 0).any(axis=0))
         if not len(positive_rows):
             return InstanceMask(0, 0, np.zeros((0, 0), bool), width, height)
-        how = self.resampling(logits.shape, frame)
-        (down, top, bottom), (across, left, right) = how.axis(height, True), how.axis(width, False)
+        (down, top, bottom), (across, left, right) = _axes(self.resampling(logits.shape, frame), height, width)
         y0, y1 = _reaching(top, bottom, positive_rows[0], positive_rows[-1])
         x0, x1 = _reaching(left, right, positive_columns[0], positive_columns[-1])
         if y1 <= y0 or x1 <= x0:
@@ -370,6 +370,15 @@ class SamSegmenter:
 
 
 MASK_INPUT = 256  # the side of SAM's mask_input (4 x the 64 x 64 embeddings)
+
+
+@functools.lru_cache(maxsize=8)  # a stream's frames keep their size: computed once
+def _axes(how: Resampling, height: int, width: int):
+    """The vertical and horizontal ``Resampling.axis`` of ``how`` to a frame of height x width, read-only."""
+    axes = how.axis(height, vertical=True), how.axis(width, vertical=False)
+    for array in (array for axis in axes for array in axis):
+        array.flags.writeable = False
+    return axes
 
 
 def _reaching(first: np.ndarray, last: np.ndarray, low: int, high: int) -> tuple[int, int]:

@@ -55,7 +55,7 @@ FRAME = (480, 640)
 def export(out: Path, sizes: list[str]) -> None:
     """The sizes exported as make_sam_models.py exports its Hugging Face split (the boxes decoder)."""
     import torch
-    from make_sam_models import export_hf_boxes_decoder, export_hf_encoder
+    from sam_exports import export_hf_boxes_decoder, export_hf_encoder
     from transformers import SamConfig, SamModel, SamVisionConfig
 
     for name in sizes:

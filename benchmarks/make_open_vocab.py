@@ -33,7 +33,7 @@ PyTorch).
   text tower pools at); ``tokenizer_config.json`` beside each (what transformers' tokenizer classes read: OWL's
   model_max_length 16 and pad token '!').
 
-Every file is compacted (``compact``: node names dropped, the graph's inner values renamed short; the same graph).
+Every file is simplified by onnxslim and compacted (``compact``: node names dropped, the inner values renamed short).
 The weights are seeded (torch.manual_seed(0)) and made lively: Grounding DINO's box heads are drawn wider (every
 query's box would be its encoder proposal otherwise) and its decoder's output norm narrower (every token scored
 near 1 otherwise); OWL's class heads and box heads likewise (``lively_*``).
@@ -396,7 +396,7 @@ def main() -> None:
     files = sorted(p for p in args.out.rglob("*") if p.is_file() and p.name != "reference.json")
     versions = {
         name: importlib.metadata.version(name)
-        for name in ("torch", "transformers", "tokenizers", "onnx", "onnxruntime", "pillow", "scipy")
+        for name in ("torch", "transformers", "tokenizers", "onnx", "onnxruntime", "onnxslim", "pillow", "scipy")
     }
     reference = {
         "made_by": "benchmarks/make_open_vocab.py",

@@ -310,7 +310,7 @@ def check_mask_ops() -> None:
         assert all(torch.equal(a, b) for a, b in zip(expected, found)), length
 
 
-def export_grounding_dino_hf(model, target: Path) -> None:
+def export_grounding_dino_hf(model, target: Path, size: tuple[int, int] = GD_SIZE) -> None:
     import torch
 
     class LogitsAndBoxes(torch.nn.Module):
@@ -328,7 +328,7 @@ def export_grounding_dino_hf(model, target: Path) -> None:
             )
             return out.logits, out.pred_boxes
 
-    height, width = GD_SIZE
+    height, width = size
     ids = torch.tensor([[101, 1063, 1136, 1012, 102]])
     args = (
         torch.rand(1, 3, height, width),

@@ -35,6 +35,7 @@ from .geometry import rgb_tensor
 from .interface import Interface
 from .open_vocab import (
     PhraseDetections,
+    PromptedDetector,
     Size,
     check_threshold,
     corners,
@@ -48,7 +49,6 @@ from .open_vocab_interface import (
     GROUNDING_DINO_IDEA,
     MAX_TEXT_LEN,
     OPEN_VOCAB,
-    parse_phrases,
 )
 from .tokenizer_file import TOKENIZER_JSON, VOCAB_TXT, WORDPIECE, TokenizerFile
 
@@ -98,7 +98,7 @@ def phrase_masks(input_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mask, positions.astype(np.int64)
 
 
-class GroundingDino:
+class GroundingDino(PromptedDetector):
     """A Grounding DINO export (either layout) on a Runner, with the export's own tokenizer."""
 
     def __init__(
@@ -133,7 +133,6 @@ class GroundingDino:
         self.size = input_size(self._inputs[self._image], image_size)
         self._outputs = {tensor.name: i for i, tensor in enumerate(runner.outputs)}
         self._logits = "logits" if head == GROUNDING_DINO_HF else "pred_logits"
-        self.encodings = 0  # prompts encoded: once per new prompt, never per frame
         self.prompt: GroundingPrompt | None = None
         if prompt is not None:
             self.set_prompt(prompt)
@@ -145,16 +144,8 @@ class GroundingDino:
             f"all at or below text_threshold {self.text_threshold} names no phrase and is dropped"
         )
 
-    def set_prompt(self, prompt: str | Sequence[str]) -> GroundingPrompt:
-        """The prompt every frame is detected with from now on; encoded only when its phrases are new."""
-        phrases = parse_phrases(prompt)
-        if self.prompt is None or self.prompt.phrases != phrases:
-            self.prompt = self.encode(phrases)
-        return self.prompt
-
-    def encode(self, prompt: str | Sequence[str]) -> GroundingPrompt:
-        """The prompt's tokens, their phrases and the export's text inputs (counted in ``encodings``)."""
-        phrases = parse_phrases(prompt)
+    def _encode(self, phrases: tuple[str, ...]) -> GroundingPrompt:
+        """The prompt's tokens, their phrases and the export's text inputs."""
         text, spans = joined(phrases)
         encoding = self.tokenizer.tokenizer.encode(text)
         ids = np.asarray(encoding.ids, np.int64)
@@ -169,7 +160,6 @@ class GroundingDino:
             if token_id not in DELIMITERS.values() and not encoding.special_tokens_mask[token]:
                 owners[token] = next((i for i, (first, end) in enumerate(spans) if first <= start < end), -1)
         owners[[0, -1]] = -1  # transformers' label never reads the first and the last position
-        self.encodings += 1
         return GroundingPrompt(phrases, text, ids, owners, self._text_feeds(ids))
 
     def _text_feeds(self, ids: np.ndarray) -> dict[str, np.ndarray]:
@@ -195,14 +185,6 @@ class GroundingDino:
             return np.ascontiguousarray(value, dtype=np.dtype(self._inputs[name].dtype))
         except TypeError:
             return value
-
-    def detect(self, image_bgr: np.ndarray, prompt: str | Sequence[str] | None = None) -> PhraseDetections:
-        """The frame's detections of ``prompt`` (the one set before when None)."""
-        encoded = self.set_prompt(prompt) if prompt is not None else self.prompt
-        if encoded is None:
-            raise ValueError("no prompt: give the phrases to detect, e.g. 'a cat. a remote control.'")
-        feeds, size = self.preprocess(image_bgr)
-        return self.decode(self.runner.run(feeds | encoded.feeds), size, encoded)
 
     def preprocess(self, image_bgr: np.ndarray) -> tuple[dict[str, np.ndarray], Size]:
         """The image inputs for the frame, and the frame's (width, height)."""

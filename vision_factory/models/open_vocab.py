@@ -1,5 +1,6 @@
-"""What the open-vocabulary adapters (models/grounding_dino.py, models/owl.py) share: their result, the one function
-that makes it, and the image size a text-prompted export runs at.
+"""What the open-vocabulary adapters (models/grounding_dino.py, models/owl.py) share: the prompt's life (encoded once
+per new phrases, counted, used by every frame after), their result, the one function that makes it, and the image
+size a text-prompted export runs at.
 
 The result is a small object of plain arrays for now: boxes x1, y1, x2, y2 in the frame's pixels, scores, the
 phrase's index in the prompt as ``class_ids`` and the phrase as ``class_names``, best first. ``phrase_detections``
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ..runtime.runner import TensorInfo, fixed_dim, tensor_text
+from ..runtime.runner import Runner, TensorInfo, fixed_dim, tensor_text
 from .bounds import check_input_size
+from .open_vocab_interface import parse_phrases
 
 Size = tuple[int, int]  # the frame's (width, height)
 
@@ -30,6 +33,47 @@ class PhraseDetections:
 
     def __len__(self) -> int:
         return len(self.scores)
+
+
+class PromptedDetector:
+    """A detector of a prompt's phrases: ``set_prompt`` encodes the phrases once (``encodings`` counts it) and keeps
+    them for every frame ``detect`` is given after; a prompt of the same phrases (as text or list) is not encoded
+    again. The adapter gives ``_encode`` (phrases -> an encoded prompt with ``phrases`` and the model's text
+    ``feeds``), ``preprocess`` (frame -> image feeds, (width, height)) and ``decode``."""
+
+    runner: Runner
+    encodings: int = 0  # prompts encoded: once per new prompt, never per frame
+    prompt: Any = None
+
+    def set_prompt(self, prompt: str | Sequence[str]) -> Any:
+        """The prompt every frame is detected with from now on; encoded only when its phrases are new."""
+        phrases = parse_phrases(prompt)
+        if self.prompt is None or self.prompt.phrases != phrases:
+            self.prompt = self.encode(phrases)
+        return self.prompt
+
+    def encode(self, prompt: str | Sequence[str]) -> Any:
+        """The prompt encoded for this model (counted in ``encodings``)."""
+        encoded = self._encode(parse_phrases(prompt))
+        self.encodings += 1
+        return encoded
+
+    def detect(self, image_bgr: np.ndarray, prompt: str | Sequence[str] | None = None) -> PhraseDetections:
+        """The frame's detections of ``prompt`` (the one set before when None)."""
+        encoded = self.set_prompt(prompt) if prompt is not None else self.prompt
+        if encoded is None:
+            raise ValueError("no prompt: give the phrases to detect, e.g. 'a cat. a remote control.'")
+        feeds, size = self.preprocess(image_bgr)
+        return self.decode(self.runner.run(feeds | encoded.feeds), size, encoded)
+
+    def _encode(self, phrases: tuple[str, ...]) -> Any:
+        raise NotImplementedError
+
+    def preprocess(self, image_bgr: np.ndarray) -> tuple[dict[str, np.ndarray], Size]:
+        raise NotImplementedError
+
+    def decode(self, outputs: list[np.ndarray], size: Size, prompt: Any) -> PhraseDetections:
+        raise NotImplementedError
 
 
 def phrase_detections(

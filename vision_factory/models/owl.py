@@ -35,8 +35,17 @@ from ..text import untrusted
 from .detr import pil_resize
 from .geometry import rgb_tensor
 from .interface import Interface
-from .open_vocab import PhraseDetections, Size, check_threshold, corners, input_size, phrase_detections, sigmoid
-from .open_vocab_interface import CLIP_MEAN, CLIP_STD, OPEN_VOCAB, OWL, OWL_TOKENS, OWLV2, OWLVIT, parse_phrases
+from .open_vocab import (
+    PhraseDetections,
+    PromptedDetector,
+    Size,
+    check_threshold,
+    corners,
+    input_size,
+    phrase_detections,
+    sigmoid,
+)
+from .open_vocab_interface import CLIP_MEAN, CLIP_STD, OPEN_VOCAB, OWL, OWL_TOKENS, OWLV2, OWLVIT
 from .tokenizer_file import BPE, TOKENIZER_JSON, TokenizerFile
 
 TOKENIZER_NAMES = (TOKENIZER_JSON,)  # looked for beside the model
@@ -54,7 +63,7 @@ class OwlPrompt:
     feeds: dict[str, np.ndarray]  # input_ids and attention_mask [N, 16]
 
 
-class OwlDetector:
+class OwlDetector(PromptedDetector):
     """An OWLv2 or OWL-ViT export on a Runner, with the export's own tokenizer."""
 
     def __init__(
@@ -87,7 +96,6 @@ class OwlDetector:
         self.size = input_size(inputs[self._image], image_size)
         self._dtypes = {name: inputs[name].dtype for name in ("input_ids", "attention_mask")}
         self._outputs = {tensor.name: i for i, tensor in enumerate(runner.outputs)}
-        self.encodings = 0  # prompts encoded: once per new prompt, never per frame
         self.prompt: OwlPrompt | None = None
         if prompt is not None:
             self.set_prompt(prompt)
@@ -99,16 +107,8 @@ class OwlDetector:
             name += ", assumed: the file's metadata has no model_type and its input side is no published one's"
         return f"{name}; input {self.size[1]}x{self.size[0]}"
 
-    def set_prompt(self, prompt: str | Sequence[str]) -> OwlPrompt:
-        """The prompt every frame is detected with from now on; encoded only when its phrases are new."""
-        phrases = parse_phrases(prompt)
-        if self.prompt is None or self.prompt.phrases != phrases:
-            self.prompt = self.encode(phrases)
-        return self.prompt
-
-    def encode(self, prompt: str | Sequence[str]) -> OwlPrompt:
-        """One row of tokens a phrase (counted in ``encodings``)."""
-        phrases = parse_phrases(prompt)
+    def _encode(self, phrases: tuple[str, ...]) -> OwlPrompt:
+        """One row of tokens a phrase."""
         ids = np.zeros((len(phrases), OWL_TOKENS), np.int64)
         mask = np.zeros_like(ids)
         for row, (phrase, encoding) in enumerate(zip(phrases, self.tokenizer.tokenizer.encode_batch(list(phrases)))):
@@ -119,17 +119,8 @@ class OwlDetector:
                 )
             ids[row, : len(encoding.ids)] = encoding.ids
             mask[row, : len(encoding.ids)] = 1
-        self.encodings += 1
         feeds = {"input_ids": ids, "attention_mask": mask}
         return OwlPrompt(phrases, {name: value.astype(self._dtypes[name]) for name, value in feeds.items()})
-
-    def detect(self, image_bgr: np.ndarray, prompt: str | Sequence[str] | None = None) -> PhraseDetections:
-        """The frame's detections of ``prompt`` (the one set before when None)."""
-        encoded = self.set_prompt(prompt) if prompt is not None else self.prompt
-        if encoded is None:
-            raise ValueError("no prompt: give the phrases to detect, e.g. 'a cat. a remote control.'")
-        feeds, size = self.preprocess(image_bgr)
-        return self.decode(self.runner.run(feeds | encoded.feeds), size, encoded)
 
     def preprocess(self, image_bgr: np.ndarray) -> tuple[dict[str, np.ndarray], Size]:
         """The image input for the frame, and the frame's (width, height)."""

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..files import UnreadableFile, read_limited
 from ..text import shown_path, untrusted
 
 MAX_TOKENIZER_BYTES = 64 << 20  # CLIP's tokenizer.json is 3.6 MB, bert-base-uncased's 0.7 MB
@@ -112,18 +112,12 @@ def _wordpiece(path: Path, text: str) -> TokenizerFile:
 
 
 def _read(path: Path) -> str:
-    """The text of a regular file of at most MAX_TOKENIZER_BYTES (a FIFO or a device would be read forever)."""
+    """The text of a regular file of at most MAX_TOKENIZER_BYTES."""
     fix = "give the export's own tokenizer file"
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO's open would wait for a writer
-        with os.fdopen(descriptor, "rb") as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                raise ValueError(f"tokenizer {shown_path(path)} is not a regular file: {fix}")
-            data = file.read(MAX_TOKENIZER_BYTES + 1)
-    except OSError as error:
-        raise ValueError(f"tokenizer {shown_path(path)}: {error.strerror}; {fix}") from None
-    if len(data) > MAX_TOKENIZER_BYTES:
-        raise ValueError(f"tokenizer {shown_path(path)} is larger than {MAX_TOKENIZER_BYTES} bytes: {fix}")
+        data = read_limited(path, MAX_TOKENIZER_BYTES)
+    except UnreadableFile as error:
+        raise ValueError(f"tokenizer {shown_path(path)} {error}: {fix}") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

@@ -25,7 +25,8 @@ What is exported (``export``):
 
 ``time``: each file on ONNX Runtime (CPU, ``--threads`` intra-op threads, sequential) and OpenVINO (CPU,
 INFERENCE_NUM_THREADS ``--threads``, latency hint), the median of ``--rounds`` runs after two warm-ups, with a
-prompt of 2 phrases (Grounding DINO: 8 tokens; OWL: 2 rows of 16); printed as a Markdown table. On a shared
+prompt of 2 phrases (Grounding DINO: 8 tokens; OWL: 2 rows of 16); and the adapters' pre-processing of a 1280x720
+frame (numpy, Pillow and scipy: the same for both backends); printed as a Markdown table. On a shared
 machine the figures are as loaded as the machine: give ``uptime``'s load with them. A benchmark, not a test.
 """
 
@@ -214,6 +215,31 @@ def time_one(path: Path, name: str, backend: str, threads: int, rounds: int) -> 
         return f"fails: {type(error).__name__}: {str(error).splitlines()[0][:120]}"
 
 
+def preprocessing_rows(rounds: int, backends: list[str]) -> list[list[str]]:
+    """The adapters' pre-processing of a 1280x720 frame (skimage's coffee, resized), the same on every backend:
+    Grounding DINO's Pillow bilinear stretch to 800x1066 and normalisation, OWLv2's zero padding to a square,
+    Gaussian smoothing and zoom to 960x960 (models/owl.square_resize, scipy), OWL-ViT's Pillow bicubic to 768."""
+    import cv2
+    import skimage.data
+    from PIL import Image
+
+    from vision_factory.models.detr import pil_resize
+    from vision_factory.models.owl import square_resize
+
+    frame = cv2.resize(skimage.data.coffee()[..., ::-1], (1280, 720))
+    stages = {
+        "pre-processing 1280x720, Grounding DINO (800x1066)": lambda: pil_resize(frame, GD_SIZE[1], GD_SIZE[0]),
+        "pre-processing 1280x720, OWLv2 (960x960)": lambda: square_resize(frame, OWL_SIDE, OWL_SIDE),
+        "pre-processing 1280x720, OWL-ViT (768x768)": lambda: pil_resize(frame, 768, 768, Image.Resampling.BICUBIC),
+    }
+    rows = []
+    for name, stage in stages.items():
+        cell = f"{median_ms(stage, rounds):.0f}"
+        print(name, cell, flush=True)
+        rows.append([name] + [cell] * len(backends))
+    return rows
+
+
 def time_files(out: Path, threads: int, rounds: int, backends: list[str]) -> None:
     import os
 
@@ -225,6 +251,7 @@ def time_files(out: Path, threads: int, rounds: int, backends: list[str]) -> Non
             row.append(time_one(out / f"{name}.onnx", name, backend, threads, rounds))
             print(name, backend, row[-1], flush=True)
         rows.append(row)
+    rows += preprocessing_rows(rounds, backends)
     print(f"\n{os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}; {threads} threads; median of {rounds} runs (ms)\n")
     print("| file | " + " | ".join(backends) + " |")
     print("|---" * (len(backends) + 1) + "|")

@@ -300,6 +300,44 @@ def test_a_dynamic_size_export_runs_only_at_the_size_given(runners, tmp_path):
     _same_detections(found, [d for d in case["detections"] if d["class_id"] is not None])
 
 
+def _fixed(file: str, target: Path, inputs: dict[str, dict[int, int]]) -> OnnxRunner:
+    """The file with these inputs' dimensions declared fixed (the graph is the same)."""
+    model = onnx.load(DATA / file)
+    for tensor in model.graph.input:
+        for axis, value in inputs.get(tensor.name, {}).items():
+            dim = tensor.type.tensor_type.shape.dim[axis]
+            dim.Clear()
+            dim.dim_value = value
+    onnx.save(model, target)
+    return OnnxRunner.load(target, {}, LOG)
+
+
+def test_exports_of_fixed_text_shapes_are_fed_padded(tmp_path):
+    """A Grounding DINO export of fixed token length (as Isaac ROS pads to 256) gets the tokens padded with [PAD] and
+    attention 0; an OWL export of fixed rows gets rows of zeros after the phrases (a padded query to OWL). Both
+    detect what the reference says; more phrases than an OWL export's rows are refused."""
+    texts = {name: {1: 64} for name in ("input_ids", "token_type_ids", "attention_mask")}
+    grounding, model = _fixed(GD_HF, tmp_path / "gd.onnx", texts), MODELS[GD_HF]
+    tokenizer = load_tokenizer(DATA / GD_HF, None, GD_NAMES)
+    detector = GroundingDino(grounding, tokenizer, model["threshold"], model["text_threshold"])
+    case = model["cases"][5]
+    found = detector.detect(_frame(case["image"]), case["prompt"])
+    assert detector.prompt.feeds["input_ids"].shape == (1, 64)
+    assert detector.prompt.feeds["attention_mask"][0].tolist() == [1] * len(case["input_ids"]) + [0] * (
+        64 - len(case["input_ids"])
+    )
+    _same_detections(found, [d for d in case["detections"] if d["class_id"] is not None])
+    rows = {"input_ids": {0: 4}, "attention_mask": {0: 4}}
+    owl, model = _fixed(OWLV2, tmp_path / "owl.onnx", rows), MODELS[OWLV2]
+    detector = OwlDetector(owl, load_tokenizer(DATA / OWLV2, None, OWL_NAMES), model["threshold"])
+    case = model["cases"][7]  # chelsea, 3 phrases
+    found = detector.detect(_frame(case["image"]), case["prompt"])
+    assert detector.prompt.feeds["input_ids"].shape == (4, 16) and not detector.prompt.feeds["input_ids"][3].any()
+    _same_detections(found, case["detections"])
+    with pytest.raises(ValueError, match="the prompt has 5 phrases, more than the 4 this export takes"):
+        detector.encode("a. b. c. d. e.")
+
+
 def test_prompts_past_what_the_model_reads_are_refused(runners):
     grounding = _detector(runners, GD_IDEA)
     with pytest.raises(ValueError, match="is 302 tokens, more than the 256 this model reads"):

@@ -163,21 +163,15 @@ class GroundingDino(PromptedDetector):
         return GroundingPrompt(phrases, text, ids, owners, self._text_feeds(ids))
 
     def _text_feeds(self, ids: np.ndarray) -> dict[str, np.ndarray]:
-        if self.head == GROUNDING_DINO_HF:
-            values = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
-            values = {name: value[None] for name, value in values.items()}
-        else:
-            padded = np.zeros(self.text_length or len(ids), np.int64)
-            padded[: len(ids)] = ids
-            mask, positions = phrase_masks(padded)
-            values = {
-                "input_ids": padded[None],
-                "attention_mask": (padded > 0)[None],
-                "position_ids": positions[None],
-                "token_type_ids": np.zeros_like(padded)[None],
-                "text_token_mask": mask[None],
-            }
-        return {name: self._typed(name, value) for name, value in values.items() if name in self._inputs}
+        """The text inputs of the tokens: padded with [PAD] (0, attention 0) to a fixed length the file states (as
+        Isaac ROS pads to 256), and for the IDEA layout the phrase mask and position ids of the padded tokens."""
+        padded = np.zeros(self.text_length or len(ids), np.int64)
+        padded[: len(ids)] = ids
+        attention = np.arange(len(padded)) < len(ids)
+        values = {"input_ids": padded, "attention_mask": attention, "token_type_ids": np.zeros_like(padded)}
+        if self.head == GROUNDING_DINO_IDEA:
+            values["text_token_mask"], values["position_ids"] = phrase_masks(padded)
+        return {name: self._typed(name, value[None]) for name, value in values.items() if name in self._inputs}
 
     def _typed(self, name: str, value: np.ndarray) -> np.ndarray:
         """``value`` in the dtype the model's input ``name`` takes (bool or int64 masks, int32 ids)."""

@@ -30,7 +30,7 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
-from ..runtime.runner import Runner, tensors_text
+from ..runtime.runner import Runner, fixed_dim, tensors_text
 from ..text import untrusted
 from .detr import pil_resize
 from .geometry import rgb_tensor
@@ -95,6 +95,7 @@ class OwlDetector(PromptedDetector):
         inputs = {tensor.name: tensor for tensor in runner.inputs}
         self.size = input_size(inputs[self._image], image_size)
         self._dtypes = {name: inputs[name].dtype for name in ("input_ids", "attention_mask")}
+        self.rows = fixed_dim(inputs["input_ids"].shape[0])  # phrases an export of fixed rows takes, else None
         self._outputs = {tensor.name: i for i, tensor in enumerate(runner.outputs)}
         self.prompt: OwlPrompt | None = None
         if prompt is not None:
@@ -108,8 +109,13 @@ class OwlDetector(PromptedDetector):
         return f"{name}; input {self.size[1]}x{self.size[0]}"
 
     def _encode(self, phrases: tuple[str, ...]) -> OwlPrompt:
-        """One row of tokens a phrase."""
-        ids = np.zeros((len(phrases), OWL_TOKENS), np.int64)
+        """One row of tokens a phrase; for an export of fixed rows, rows of zeros after them (a row whose first
+        token is 0 is a padded query to OWL: its logits are the lowest, never a patch's best)."""
+        if self.rows and len(phrases) > self.rows:
+            raise ValueError(
+                f"the prompt has {len(phrases)} phrases, more than the {self.rows} this export takes: give fewer"
+            )
+        ids = np.zeros((self.rows or len(phrases), OWL_TOKENS), np.int64)
         mask = np.zeros_like(ids)
         for row, (phrase, encoding) in enumerate(zip(phrases, self.tokenizer.tokenizer.encode_batch(list(phrases)))):
             if len(encoding.ids) > OWL_TOKENS:
@@ -135,7 +141,7 @@ class OwlDetector(PromptedDetector):
 
     def decode(self, outputs: list[np.ndarray], size: Size, prompt: OwlPrompt) -> PhraseDetections:
         """The model's outputs for one frame -> the patches above ``confidence``, best first."""
-        logits = np.asarray(outputs[self._outputs["logits"]])[0]
+        logits = np.asarray(outputs[self._outputs["logits"]])[0][:, : len(prompt.phrases)]  # not the padded rows
         boxes = np.asarray(outputs[self._outputs["pred_boxes"]])[0]
         phrase_ids = logits.argmax(axis=1)
         scores = sigmoid(logits[np.arange(len(logits)), phrase_ids])

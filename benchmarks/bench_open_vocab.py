@@ -161,8 +161,11 @@ def feeds(name: str, inputs) -> dict[str, np.ndarray]:
     owl_ids = np.zeros((OWL_ROWS, 16), np.int64)
     owl_ids[:, :4] = [49406, 320, 2368, 49407]
     values = {}
-    for tensor in inputs:
-        key = tensor if isinstance(tensor, str) else tensor.get_any_name()
+    known = {"pixel_values", "pixel_mask", "query_embeds", "input_ids", "attention_mask", "position_ids"}
+    known |= {"token_type_ids", "text_token_mask"}
+    for tensor in inputs:  # ONNX Runtime's input names, or OpenVINO's ports (whose "any" name may be an alias)
+        names = [tensor] if isinstance(tensor, str) else sorted(tensor.get_names())
+        key = next((name for name in names if name in known), names[0])
         if key in ("pixel_values",):
             side = GD_SIZE if name.startswith("grounding") else (OWL_SIDE, OWL_SIDE)
             values[key] = rng.random((1, 3, *side), np.float32)
@@ -240,18 +243,18 @@ def preprocessing_rows(rounds: int, backends: list[str]) -> list[list[str]]:
     return rows
 
 
-def time_files(out: Path, threads: int, rounds: int, backends: list[str]) -> None:
+def time_files(out: Path, threads: int, rounds: int, backends: list[str], only: list[str]) -> None:
     import os
 
     rows = []
     names = ["grounding-dino-t", "grounding-dino-t-text", "owlv2-b16", "owlv2-b16-text", "owlv2-b16-image"]
-    for name in names:
+    for name in [name for name in names if not only or name in only]:
         row = [name]
         for backend in backends:
             row.append(time_one(out / f"{name}.onnx", name, backend, threads, rounds))
             print(name, backend, row[-1], flush=True)
         rows.append(row)
-    rows += preprocessing_rows(rounds, backends)
+    rows += preprocessing_rows(rounds, backends) if not only else []
     print(f"\n{os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}; {threads} threads; median of {rounds} runs (ms)\n")
     print("| file | " + " | ".join(backends) + " |")
     print("|---" * (len(backends) + 1) + "|")
@@ -266,11 +269,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--backends", default="onnx,openvino")
+    parser.add_argument("--only", action="append", default=[], help="time only this file (by name, repeatable)")
     args = parser.parse_args()
     if args.step == "export":
         export(args.out)
     else:
-        time_files(args.out, args.threads, args.rounds, args.backends.split(","))
+        time_files(args.out, args.threads, args.rounds, args.backends.split(","), args.only)
 
 
 if __name__ == "__main__":

@@ -565,8 +565,9 @@ def compare(
     """Run one source through two configurations and report how their results differ.
 
     Metric differences (with --data) get a verdict: below 0.001 excellent, below 0.01 good,
-    otherwise a warning naming the metric. Output differences: visibility disagreements and
-    ball position differences in pixels. Saved as OUT/compare_<source>_<A>_vs_<B>.json.
+    a drop of 0.01 or more a warning naming the metric, a rise of as much "better". Output
+    differences: visibility disagreements and ball position differences in pixels. Saved as
+    OUT/compare_<source>_<A>_vs_<B>.json.
 
     \b
     Examples:

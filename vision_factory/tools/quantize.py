@@ -228,7 +228,6 @@ def quantize(
             staging = staged.enter_context(stage(path, inputs, "--out", [".bin"] if name == "openvino" else []))
             with tempfile.TemporaryDirectory(prefix="vf_quantize_") as work:  # lives until the model is saved
                 made = _write_model(model, staging.fresh, name, kind, recipe, Path(work))
-            log(f"made {name} {precision}" + (f" for {kind} CPUs" if kind else ""))
             return Attempt(name, kind, staging, made)
 
         def timed(attempts: Sequence[Attempt]) -> None:

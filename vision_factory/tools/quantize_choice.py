@@ -94,7 +94,9 @@ def backends_for(backend: str, precision: str) -> tuple[list[str], str]:
     if backend != AUTO:
         return [backend], ""
     if precision != "int8":
-        return ["onnx"], "onnx: --backend auto measures int8 on this CPU; fp16 is for GPUs (give --backend openvino)"
+        return [
+            "onnx"
+        ], "onnx: --backend auto measures int8 on this CPU; fp16 is for GPUs (--backend openvino for an IR)"
     missing = openvino_missing()
     return (["onnx"], f"onnx: OpenVINO's int8 not measured, {missing}") if missing else (list(BACKENDS), "")
 
@@ -126,8 +128,7 @@ def staged_name(out: Path, backend: str, kind: str, first_kind: str) -> Path:
 def backend_order(medians: Mapping[str, float]) -> list[str]:
     """The backends fastest first by their int8 models' median ms, ONNX Runtime first unless OpenVINO's runs
     OPENVINO_MARGIN faster."""
-    ranked = sorted(medians, key=lambda name: medians[name] * (OPENVINO_MARGIN if name == "openvino" else 1.0))
-    return ranked
+    return sorted(medians, key=lambda name: medians[name] * (OPENVINO_MARGIN if name == "openvino" else 1.0))
 
 
 def order(medians: Mapping[str, float], kinds: Sequence[str]) -> list[tuple[str, str]]:

@@ -578,8 +578,9 @@ def compare(
     """Run one source through two configurations and report how their results differ.
 
     Metric differences (with --data) get a verdict: below 0.001 excellent, below 0.01 good,
-    otherwise a warning naming the metric. Output differences: visibility disagreements and
-    ball position differences in pixels. Saved as OUT/compare_<source>_<A>_vs_<B>.json.
+    a drop of 0.01 or more a warning naming the metric, a rise of as much "better". Output
+    differences: visibility disagreements and ball position differences in pixels. Saved as
+    OUT/compare_<source>_<A>_vs_<B>.json.
 
     \b
     Examples:
@@ -606,8 +607,11 @@ MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}"
     option("--calibration", type=ANY_PATH,
            help="int8: a folder of images, a video or a rosbag2 (its image topic), run through the family's "
            "pre-processing"),
-    out_option("the quantized model: NAME.onnx (onnx), NAME.xml with NAME.bin (openvino)", kind=FILE, dest="out"),
-    tool_option("--backend", run_quantize, "backend", type=click.Choice(QUANTIZE_BACKENDS)),
+    out_option("the quantized model: NAME.onnx (onnx), NAME.xml with NAME.bin (openvino); auto: either, as the "
+               "backend kept", kind=FILE, dest="out"),
+    tool_option("--backend", run_quantize, "backend", type=click.Choice(QUANTIZE_BACKENDS),
+                help="auto: int8 for ONNX Runtime and for OpenVINO (where nncf is installed), timed in turn, the "
+                "faster kept (OpenVINO only when 10% faster); fp16: onnx"),
     tool_option("--precision", run_quantize, "precision", type=click.Choice(PRECISIONS)),
     tool_option("--frames", run_quantize, "frames", type=int, help="calibration frames (the first N)"),
     tool_option("--method", run_quantize, "method", type=click.Choice(METHODS), help="onnx int8 calibration"),
@@ -628,7 +632,8 @@ MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}"
                 help="CPU threads when timing, 0 = default"),
     tool_option("--target-cpu", run_quantize, "target_cpu", type=click.Choice(TARGET_CPUS),
            help="int8: the CPU it runs on: vnni (AVX-512 VNNI, AVX-VNNI, AMX), avx2 (x86 without VNNI: 7-bit weights, "
-           "which its int8 kernels do not saturate), auto = this CPU's kind"),
+           "which its int8 kernels do not saturate), auto = this CPU's kind, then 7-bit weights where that loses "
+           "more than --max-loss"),
     option("--max-loss", type=click.FloatRange(min=0),
            help="with --data: the accuracy loss above which the command fails and renames the model "
            f"NAME.rejected.EXT  [default: {MAX_LOSS_DEFAULT}]"),
@@ -644,9 +649,12 @@ def quantize(imgsz: int | None, input_size: str | None, depth_kind: str | None, 
     head's final convs, concat and decode) stay in float. FP16 is for GPU targets. The model
     keeps its metadata and records its provenance (`inspect` shows it). INT8 is made for the
     CPU kind of --target-cpu (recorded too): ONNX Runtime's int8 kernels saturate on x86 CPUs
-    without VNNI unless the weights take 7 bits. Then both models are timed on the same inputs
-    in turn, and with --data compared as `compare` does: an accuracy loss over --max-loss fails
-    the command (exit 1) and leaves the model as NAME.rejected.EXT, unless --accept-loss.
+    without VNNI unless the weights take 7 bits. The models are timed against the source on
+    the same inputs in turn (--backend auto: for both backends, the faster kept), and with
+    --data compared as `compare` does: a model that loses more than --max-loss is replaced by
+    the next choice (auto: 7-bit weights, the other backend); when none holds, the command
+    fails (exit 1) naming the options that would help and leaves the least lossy as
+    NAME.rejected.EXT, unless --accept-loss.
 
     \b
     Examples:

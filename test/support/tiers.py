@@ -67,6 +67,8 @@ SLOW = {
     "test_quantize.py::test_target_cpu_avx2_quantizes_to_7_bit_weights_and_records_the_choice",
     "test_quantize.py::test_the_default_kind_is_this_cpus",
     "test_quantize.py::test_yolo_pose_openvino_int8_loads_in_the_openvino_runner_with_its_provenance",
+    "test_quantize_choice.py::test_auto_keeps_openvino_where_onnx_runtime_cannot_hold_the_accuracy",
+    "test_quantize_choice.py::test_auto_tries_every_choice_before_it_gives_up_and_the_limit_it_names_keeps_a_model",
     "test_reid.py::test_fixed_batch_and_dynamic_batch_models_give_the_same_embeddings",
     "test_safe_writes.py::test_reid_tune_out_hard_linked_to_the_model_is_a_clear_refusal",
     "test_sam.py::test_a_box_with_points_goes_through_meta_and_sam2",

@@ -55,6 +55,10 @@ def test_auto_makes_this_cpus_weights_first_then_7_bit_and_both_backends():
     assert kinds_for("auto", "fp16", "vnni") == [""]
     assert openvino_missing() == ""
     assert backends_for("auto", "int8") == (["onnx", "openvino"], "")
+    assert backends_for("auto", "int8", Path("q")) == (["onnx", "openvino"], "")
+    onnx, why = backends_for("auto", "int8", Path("q.onnx"))
+    assert onnx == ["onnx"] and "--out names a .onnx file" in why
+    assert backends_for("auto", "int8", Path("q.xml"))[0] == ["openvino"]
     assert backends_for("onnx", "int8") == (["onnx"], "") and backends_for("openvino", "fp16") == (["openvino"], "")
     fp16, why = backends_for("auto", "fp16")
     assert fp16 == ["onnx"] and "fp16 is for GPUs" in why
@@ -124,15 +128,20 @@ def test_the_line_on_the_choice_says_what_was_timed_and_what_lost_too_much():
     )
 
 
-def test_auto_takes_out_as_onnx_or_xml_and_refuses_a_name_that_is_an_input(tmp_path):
-    """--backend auto may publish NAME.onnx or NAME.xml: --out must be one of them, and neither may be an input."""
+def test_auto_takes_out_as_onnx_xml_or_a_bare_name_and_refuses_a_name_that_is_an_input(tmp_path):
+    """--backend auto publishes the file --out names (NAME.onnx, NAME.xml) or, given NAME alone, whichever it keeps:
+    another suffix is refused, and no name it may write may be an input."""
     command = ["quantize", "--model-type", "yolo", "--model", str(SHAPES_MODEL), "--calibration", str(tmp_path)]
     result = CliRunner().invoke(main, [*command, "--out", str(tmp_path / "q.pt")])
-    assert result.exit_code == 2 and "give --out as NAME.onnx or NAME.xml (got q.pt)" in result.output
+    assert (
+        result.exit_code == 2
+        and "give --out as NAME.onnx (ONNX Runtime), NAME.xml (OpenVINO) or NAME without a suffix (got q.pt)"
+        in result.output
+    )
     copy = tmp_path / "copy.onnx"
     copy.write_bytes(SHAPES_MODEL.read_bytes())
     command[4] = str(copy)
-    result = CliRunner().invoke(main, [*command, "--out", str(tmp_path / "copy.xml")])
+    result = CliRunner().invoke(main, [*command, "--out", str(tmp_path / "copy")])  # auto may write copy.onnx
     assert result.exit_code == 2 and "is an input of this command" in result.output and "Traceback" not in result.output
 
 
@@ -176,7 +185,7 @@ def test_auto_tries_every_choice_before_it_gives_up_and_the_limit_it_names_keeps
     blank = tmp_path / "blank"
     blank.mkdir()
     cv2.imwrite(str(blank / "grey.png"), np.full((256, 256, 3), 114, np.uint8))
-    out = tmp_path / "out" / "q.onnx"
+    out = tmp_path / "out" / "q"  # no suffix: auto makes and times both backends
     result, summary = _quantize(out, blank, split / "eval")
     assert result.exit_code == 1, result.output
     tried, timed = summary["choice"]["tried"], summary["choice"]["timed"]
@@ -199,7 +208,7 @@ def test_auto_tries_every_choice_before_it_gives_up_and_the_limit_it_names_keeps
     limit = float(named.group(1))
     assert least["loss"]["value"] <= limit < least["loss"]["value"] + 0.001
 
-    again = tmp_path / "again" / "q.onnx"
+    again = tmp_path / "again" / "q"
     result, summary = _quantize(again, blank, split / "eval", "--max-loss", named.group(1))
     assert result.exit_code == 0, result.output
     tried = summary["choice"]["tried"]
@@ -215,8 +224,9 @@ def test_auto_keeps_openvino_where_onnx_runtime_cannot_hold_the_accuracy(split, 
     """Without the float tail ONNX Runtime's model loses nearly all AP and OpenVINO's holds: --backend auto keeps
     OpenVINO's IR whichever backend timed faster. Where ONNX Runtime did, its weight ranges were tried first and
     each rejected, and the line on the choice names them; the IR is published as NAME.xml with NAME.bin, nothing
-    under NAME.onnx, and the report says where an IR runs (before: ONNX Runtime only, rejected)."""
-    out = tmp_path / "out" / "q.onnx"
+    under NAME.onnx, and the report says where an IR runs (before: ONNX Runtime only, rejected). --out q without a
+    suffix leaves the backend to auto."""
+    out = tmp_path / "out" / "q"
     result, summary = _quantize(out, split / "calibration", split / "eval", "--no-float-tail", "--max-loss", "0.2")
     assert result.exit_code == 0, result.output
     tried, timed = summary["choice"]["tried"], summary["choice"]["timed"]

@@ -607,8 +607,8 @@ MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}"
     option("--calibration", type=ANY_PATH,
            help="int8: a folder of images, a video or a rosbag2 (its image topic), run through the family's "
            "pre-processing"),
-    out_option("the quantized model: NAME.onnx (onnx), NAME.xml with NAME.bin (openvino); auto: either, as the "
-               "backend kept", kind=FILE, dest="out"),
+    out_option("the quantized model: NAME.onnx (ONNX Runtime), NAME.xml with NAME.bin (OpenVINO); NAME alone: "
+               "--backend auto writes whichever it keeps", kind=FILE, dest="out"),
     tool_option("--backend", run_quantize, "backend", type=click.Choice(QUANTIZE_BACKENDS),
                 help="auto: int8 for ONNX Runtime and for OpenVINO (where nncf is installed), timed in turn, the "
                 "faster kept (OpenVINO only when 10% faster); fp16: onnx"),

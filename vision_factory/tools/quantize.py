@@ -177,10 +177,10 @@ def quantize(
         raise UsageError(f"OpenVINO writes IR: give --out as NAME.xml (got {Path(out).name})", "--out")
     if backend == "onnx" and Path(out).suffix != ".onnx":
         raise UsageError(f"give --out as NAME.onnx (got {Path(out).name})", "--out")
-    if backend == AUTO and Path(out).suffix not in SUFFIXES.values():
+    if backend == AUTO and Path(out).suffix not in ("", *SUFFIXES.values()):
         raise UsageError(
-            f"give --out as NAME.onnx or NAME.xml (got {Path(out).name}): --backend auto writes NAME.onnx for ONNX "
-            "Runtime or NAME.xml (with NAME.bin) for OpenVINO, whichever it keeps",
+            f"give --out as NAME.onnx (ONNX Runtime), NAME.xml (OpenVINO) or NAME without a suffix (got "
+            f"{Path(out).name}): --backend auto then writes NAME.onnx or NAME.xml (with NAME.bin), whichever it keeps",
             "--out",
         )
     require_file_family(model, model_type, "quantize")
@@ -197,7 +197,7 @@ def quantize(
     if spec.compares_over and data is not None and source is None:
         raise UsageError(f"{model_type} compares over --source: {spec.compares_over}", "--source")
     out = Path(out)
-    backends, note = backends_for(backend, precision)
+    backends, note = backends_for(backend, precision, out)
     kinds = kinds_for(target_cpu, precision, this_cpu())
     inputs = [model, calibration, data, source, detector_model]
     written = [path for name in backends for path in model_files(published_name(out, name))]  # an IR: .xml and .bin

@@ -88,15 +88,18 @@ def openvino_missing() -> str:
     return f"{' and '.join(missing)} not installed (pip install {' '.join(missing)})" if missing else ""
 
 
-def backends_for(backend: str, precision: str) -> tuple[list[str], str]:
-    """The backends to make the model for (--backend; auto: both for int8 where OpenVINO and NNCF are installed), and
-    why auto gives one only ('' otherwise)."""
+def backends_for(backend: str, precision: str, out: Path | None = None) -> tuple[list[str], str]:
+    """The backends to make the model for (--backend; auto: the one ``out``'s suffix names, NAME.onnx or NAME.xml,
+    else both for int8 where OpenVINO and NNCF are installed), and why auto gives one only ('' otherwise)."""
     if backend != AUTO:
         return [backend], ""
+    named = {suffix: name for name, suffix in SUFFIXES.items()}.get(Path(out).suffix if out else "")
+    if named is not None:
+        why = f"{named}: --out names a {SUFFIXES[named]} file (--out NAME without a suffix lets auto time both)"
+        return [named], why
     if precision != "int8":
-        return [
-            "onnx"
-        ], "onnx: --backend auto measures int8 on this CPU; fp16 is for GPUs (--backend openvino for an IR)"
+        why = "onnx: --backend auto measures int8 on this CPU; fp16 is for GPUs (--backend openvino for an IR)"
+        return ["onnx"], why
     missing = openvino_missing()
     return (["onnx"], f"onnx: OpenVINO's int8 not measured, {missing}") if missing else (list(BACKENDS), "")
 
@@ -113,9 +116,10 @@ def kinds_for(target_cpu: str, precision: str, this: str) -> list[str]:
 
 
 def published_name(out: Path, backend: str) -> Path:
-    """The name the model of ``backend`` is published under: --out, with the backend's suffix (auto: NAME.onnx for
-    ONNX Runtime, NAME.xml with NAME.bin for OpenVINO)."""
-    return Path(out).with_suffix(SUFFIXES[backend])
+    """The name the model of ``backend`` is published under: --out as given (NAME.onnx, NAME.xml), or --out NAME with
+    the backend's suffix when auto chose it (NAME.onnx for ONNX Runtime, NAME.xml with NAME.bin for OpenVINO)."""
+    out = Path(out)
+    return out if out.suffix == SUFFIXES[backend] else out.with_name(out.name + SUFFIXES[backend])
 
 
 def staged_name(out: Path, backend: str, kind: str, first_kind: str) -> Path:

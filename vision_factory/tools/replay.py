@@ -393,7 +393,8 @@ def replay(
     messages.sort(key=lambda message: message.timestamp_ns)
     output_bag = outputs["bag"]
     write_messages(output_bag, messages, storage)
-    written = write_answers(spec, outputs[_file_role(spec.result)], received, recorded, bag, topic, frame_of)
+    answers = outputs[_file_role(spec.result)]
+    written = write_answers(spec.result, spec.main_output, answers, received, recorded, bag, topic, frame_of)
     latencies = [(done_frames[i] - sent_at[i]) / 1e6 for i in range(len(sent_at)) if i in done_frames]
     result = ReplayResult(
         frames_sent=len(sent_at),

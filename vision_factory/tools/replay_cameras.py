@@ -251,7 +251,14 @@ def replay_cameras(
         answer_files[name].parent.mkdir(parents=True, exist_ok=True)
         source = sources_by_name[name]
         path = write_answers(
-            spec, answer_files[name], received[name], recorded, source.bag, topics[name], frame_of[name]
+            spec.result,
+            spec.main_output,
+            answer_files[name],
+            received[name],
+            recorded,
+            source.bag,
+            topics[name],
+            frame_of[name],
         )
         written[name] = str(path)
     counts = {name: len(frame_of[name]) for name in names}

@@ -6,15 +6,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..results import ResultKind
 from ..ros import message_class
 from .bags import read_messages
-
-if TYPE_CHECKING:
-    from .replay import NodeSpec
 
 # The node's own per-frame times it publishes on ~/debug/ (ros/monitor.py), read into ReplayResult.node_times_ms.
 # Not its pipeline_latency_ms: that is measured from the image's stamp, a bag's recording time; replay times the
@@ -86,7 +83,8 @@ def node_times(node_times: dict[str, list[float]]) -> dict[str, float]:
 
 
 def write_answers(
-    spec: NodeSpec,
+    result: ResultKind,
+    main_output: str,
     path: Path,
     received: dict[str, list[tuple[int, bytes]]],
     types: dict[str, str],
@@ -94,22 +92,23 @@ def write_answers(
     topic,
     frame_of,
 ) -> Path:
-    """The node's answers (each frame's last, by its stamp) written as its result kind's file (results/<kind>.py's
-    write_replayed), with what it published latched (its class map); images named BAG:FRAME."""
+    """The node's answers on ``main_output`` (each frame's last, by its stamp) written as its ``result`` kind's file
+    (results/<kind>.py's write_replayed), with what it published latched (its class map); images named BAG:FRAME;
+    ``received``: what it published on each topic, ``types``: their message types."""
     from rclpy.serialization import deserialize_message
 
     answers = {}
-    for _, data in received[spec.main_output]:
-        msg = deserialize_message(data, message_class(spec.outputs[spec.main_output]))
+    for _, data in received[main_output]:
+        msg = deserialize_message(data, message_class(types[main_output]))
         frame = frame_of.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
         if frame is not None:
             answers[frame] = msg
     latched = {}
-    for name, _ in spec.result.latched:
+    for name, _ in result.latched:
         if received[name]:
             latched[name] = deserialize_message(received[name][-1][1], message_class(types[name]))
     sizes = lambda frames: frame_sizes(bag, topic, frames)  # noqa: E731
-    return spec.result.module().write_replayed(path, answers, latched, str(bag), sizes)
+    return result.module().write_replayed(path, answers, latched, str(bag), sizes)
 
 
 def frame_sizes(bag, topic: str, frames) -> dict[int, tuple[int, int]]:

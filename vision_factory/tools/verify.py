@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,69 +43,7 @@ from .verify_frames import (
     match,
     tolerance_for,
 )
-from .verify_report import clear, write
-
-
-@dataclass
-class Check:
-    name: str
-    passed: bool
-    numbers: str  # what was measured, one line
-    cause: str = ""  # failed: one line naming the likely cause and the fix
-    compared: bool = True  # false: not meaningful here (numbers says why); it neither passes nor fails the run
-
-
-@dataclass
-class NodeCounts:
-    """The frames the node itself says it dropped (its queue full, or too old) and skipped (unusable), and where
-    that was read: its last /diagnostics status, else its closing log line, else nowhere."""
-
-    dropped: int
-    skipped: int
-    source: str  # one line, for the report
-
-    @property
-    def known(self) -> bool:
-        return self.source != NO_COUNTS
-
-
-NO_COUNTS = "none: the node published no /diagnostics status and logged no closing counts"
-
-
-@dataclass
-class VerifyReport:
-    passed: bool
-    checks: list[Check]
-    frames: list[FrameCheck]
-    tolerance: Tolerance
-    latency_ms_p50: float
-    latency_ms_p99: float
-    node_log: str
-    counts: NodeCounts
-    files: dict[str, str] = field(default_factory=dict)
-
-    def failures(self) -> list[str]:
-        return [f"{check.name}: {check.cause}" for check in self.checks if not check.passed]
-
-    def text(self) -> str:
-        lines = [f"verify: {'PASS' if self.passed else 'FAIL'}", *check_lines(self.checks)]
-        lines.append(f"pipeline latency: p50 {self.latency_ms_p50:.1f} ms, p99 {self.latency_ms_p99:.1f} ms")
-        lines.append(
-            f"node's counts (dropped {self.counts.dropped}, skipped {self.counts.skipped}) from {self.counts.source}"
-        )
-        lines += [f"{name}: {path}" for name, path in self.files.items()]
-        return "\n".join(lines)
-
-
-def check_lines(checks: list[Check], indent: str = "  ") -> list[str]:
-    """The checks as verify prints them: one line each (ok, FAIL, or -- not compared), a failed one's cause below."""
-    lines = []
-    for check in checks:
-        mark = "ok  " if check.passed else "FAIL"
-        lines.append(f"{indent}{mark if check.compared else '--  '} {check.name}: {check.numbers}")
-        if not check.passed:
-            lines.append(f"{indent}     {check.cause}")
-    return lines
+from .verify_report import NO_COUNTS, Check, NodeCounts, VerifyReport, clear, write
 
 
 def verify(

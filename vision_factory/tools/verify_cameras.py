@@ -30,21 +30,18 @@ from .replay import checked_overrides, params_file_values
 from .replay_cameras import CameraSource, replay_cameras
 from .verify import (
     MASKS_TOPIC,
-    Check,
     Offline,
-    VerifyReport,
     _answers,
     _family,
     _label_names,
     _offline_runner,
     _offline_values,
     _with_masks,
-    check_lines,
     compare_answers,
     node_counts,
 )
 from .verify_frames import Answer, Tolerance, compare, tolerance_for
-from .verify_report import clear, write
+from .verify_report import Check, VerifyReport, check_lines, clear, write
 
 NOTHING_COMPARED = "no camera's source holds a frame: nothing was compared (are these the cameras' bags and topics?)"
 SILENT = "frames played"  # the one check of a camera whose source holds no frames (besides its answers' stamps)

@@ -45,7 +45,7 @@ from ..runtime.runner import model_inputs
 from ..runtime.tensorrt_runner import PRECISIONS as TENSORRT_PRECISIONS
 from ..share import share_path
 from ..text import untrusted
-from ..tools.commands import UsageError
+from ..usage import UsageError
 from . import ABOUT_DEFAULTS, ABOUT_OPTIONS
 from .render import control_character, render
 

@@ -17,8 +17,8 @@ from vision_factory.models.lift3d import (
     depth_metres,
     lift,
 )
-from vision_factory.models.masks import InstanceMask
 from vision_factory.results.detections import Detection
+from vision_factory.results.masks import InstanceMask
 
 # Depths in whole millimetres: 16UC1 holds them exactly.
 SCENE = [

@@ -24,8 +24,8 @@ from vision_msgs.msg import Detection2DArray, Detection3DArray
 from visualization_msgs.msg import Marker, MarkerArray
 
 from vision_factory.models.lift3d import Intrinsics
-from vision_factory.models.masks import label_image
 from vision_factory.results.detections import detections_message
+from vision_factory.results.masks import label_image
 
 FRAME = "camera_color_optical_frame"
 SCENE = [

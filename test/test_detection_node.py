@@ -25,7 +25,8 @@ from vision_factory.families.registry import family
 from vision_factory.models.fasterrcnn import FasterRCNNDetector
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.parameters import with_defaults
-from vision_factory.results.detections import COCO_KEYPOINTS, COCO_SKELETON, Detection, detections_message
+from vision_factory.results.detections import Detection, detections_message
+from vision_factory.results.keypoints import COCO_KEYPOINTS, COCO_SKELETON
 from vision_factory.ros.inference_node import PAIRING_WINDOW
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner

@@ -232,6 +232,8 @@ TRACKER = [
     "models/reid_calibration.py",
     "models/tracker.py",
 ]
+# The detections result kind: boxes, keypoints, instance masks (results/).
+DETECTIONS = ["results/boxes.py", "results/detections.py", "results/keypoints.py", "results/masks.py"]
 CARRIED = {
     "tracknet": [
         "families/tracknet.py",
@@ -247,7 +249,7 @@ CARRIED = {
         "models/geometry.py",
         "models/masks.py",
         "models/yolo.py",
-        "results/detections.py",
+        *DETECTIONS,
         "ros/detection_node.py",
         *TRACKER,
     ],
@@ -256,16 +258,14 @@ CARRIED = {
         "families/detr.py",
         "models/detr.py",
         "models/geometry.py",
-        "models/masks.py",  # the detections' instance masks (results/detections.py)
-        "results/detections.py",
+        *DETECTIONS,
         "ros/detection_node.py",
         *TRACKER,
     ],
     "track": [
         "families/detection.py",
         "families/track.py",
-        "models/masks.py",  # the detections' instance masks (results/detections.py)
-        "results/detections.py",
+        *DETECTIONS,
         "ros/track_node.py",
         "ros/tracks.py",
         *TRACKER,

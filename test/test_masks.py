@@ -23,11 +23,12 @@ from vision_msgs.msg import Detection2DArray
 
 from vision_factory.cli import main
 from vision_factory.families.registry import family
-from vision_factory.models.masks import InstanceMask, instance_masks, label_image
+from vision_factory.models.masks import instance_masks
 from vision_factory.models.recognition import recognise
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.parameters import with_defaults
 from vision_factory.results.detections import differences
+from vision_factory.results.masks import InstanceMask, label_image
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import write_image_bag
 from vision_factory.tools.coco_eval import coco_result

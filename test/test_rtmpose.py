@@ -27,7 +27,8 @@ from vision_factory.cli import main
 from vision_factory.families.registry import family
 from vision_factory.models.rtmpose import IMAGENET_MEAN, IMAGENET_STD, RTMPoseEstimator, TopDownPose, box_center_scale
 from vision_factory.models.yolo import YoloDetector
-from vision_factory.results.detections import COCO_KEYPOINTS, Detection
+from vision_factory.results.detections import Detection
+from vision_factory.results.keypoints import COCO_KEYPOINTS
 from vision_factory.runtime.onnx_runner import OnnxRunner
 
 SHAPES_MODEL = SHARED / "models" / "shapes-yolov8n.onnx"

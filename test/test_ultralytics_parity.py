@@ -30,7 +30,7 @@ import skimage.data
 from conftest import SHARED, pypi_model
 
 from vision_factory.models.yolo import YoloDetector
-from vision_factory.results.detections import box_iou
+from vision_factory.results.boxes import box_iou
 from vision_factory.runtime.onnx_runner import OnnxRunner
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "ultralytics_reference.json").read_text())

@@ -23,7 +23,7 @@ from support.ros_harness import KEEP_EVERY_FRAME
 
 from vision_factory.cli import main
 from vision_factory.models.yolo import YoloDetector
-from vision_factory.results.detections import COCO_KEYPOINTS
+from vision_factory.results.keypoints import COCO_KEYPOINTS
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import read_ball_csv, read_frames, write_image_bag
 from vision_factory.tools.commands import UsageError

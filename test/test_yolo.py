@@ -19,7 +19,7 @@ from support.models import _constant_model
 from vision_factory.cli import main
 from vision_factory.models.geometry import PAD_VALUE, letterbox
 from vision_factory.models.yolo import YoloDetector
-from vision_factory.results.detections import nms
+from vision_factory.results.boxes import nms
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.coco_eval import evaluate_coco
 from vision_factory.tools.commands import UsageError

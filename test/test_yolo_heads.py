@@ -25,7 +25,7 @@ from vision_msgs.msg import Detection2DArray
 
 from vision_factory.cli import main
 from vision_factory.models.yolo import YoloDetector
-from vision_factory.results.detections import box_iou
+from vision_factory.results.boxes import box_iou
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import write_image_bag
 from vision_factory.tools.bench import run_bench, table

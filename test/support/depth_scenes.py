@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from vision_factory.models.lift3d import Intrinsics
-from vision_factory.models.masks import InstanceMask
 from vision_factory.results.detections import Detection
+from vision_factory.results.masks import InstanceMask
 
 COLOUR = Intrinsics(fx=525.0, fy=520.0, cx=319.5, cy=239.5, width=640, height=480)
 # A depth camera of another size, field of view and principal point (OAK-D style: depth aligned to the colour

@@ -29,7 +29,7 @@ import cv2
 import numpy as np
 
 from ..results.detections import Detection, Detector
-from ..results.detections import keypoint_names as coco_or_numbered
+from ..results.keypoints import keypoint_names as coco_or_numbered
 from ..runtime.runner import Runner, fixed_dim, run_in_chunks, tensor_text, tensors_text
 from .rtmpose_interface import SIMCC_NAMES, simcc_order
 

@@ -20,7 +20,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..results.detections import Detection, keypoint_names, nms
+from ..results.boxes import nms
+from ..results.detections import Detection
+from ..results.keypoints import keypoint_names
 from ..runtime.runner import Runner, fixed_dim, shape_text
 from ..text import untrusted
 from .bounds import MAX_CLASSES, check_count

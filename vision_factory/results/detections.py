@@ -14,7 +14,6 @@ Layout of a pose in ``Detection2DArray`` (one ``Detection2D`` per person):
 
 from __future__ import annotations
 
-import colorsys
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +24,9 @@ import cv2
 import numpy as np
 
 from . import Item, tool_module
+from .boxes import BOX_COLOUR, box_iou, class_colour, track_colour
+from .keypoints import COCO_SKELETON, KEYPOINT_COLOUR, LIMB_COLOUR
+from .masks import MASK_LABELS, fill, mask_rle, rle_iou
 
 if TYPE_CHECKING:
     from sensor_msgs.msg import Image
@@ -32,76 +34,8 @@ if TYPE_CHECKING:
     from vision_msgs.msg import Detection2D, Detection2DArray, LabelInfo, ObjectHypothesisWithPose
     from visualization_msgs.msg import MarkerArray
 
-    from ..models.masks import InstanceMask
     from ..models.tracker import Track
-
-# COCO's 17 person keypoints, in the order every COCO-trained pose model outputs them.
-COCO_KEYPOINTS = (
-    "nose",
-    "left_eye",
-    "right_eye",
-    "left_ear",
-    "right_ear",
-    "left_shoulder",
-    "right_shoulder",
-    "left_elbow",
-    "right_elbow",
-    "left_wrist",
-    "right_wrist",
-    "left_hip",
-    "right_hip",
-    "left_knee",
-    "right_knee",
-    "left_ankle",
-    "right_ankle",
-)
-# Limbs as pairs of keypoint indices (COCO's skeleton, 0-based).
-COCO_SKELETON = (
-    (15, 13), (13, 11), (16, 14), (14, 12), (11, 12), (5, 11), (6, 12), (5, 6), (5, 7),
-    (6, 8), (7, 9), (8, 10), (1, 2), (0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6),
-)  # fmt: skip
-
-
-def keypoint_names(count: int) -> list[str]:
-    """COCO's names for 17 keypoints, kp_0, kp_1, ... for any other count."""
-    return list(COCO_KEYPOINTS) if count == len(COCO_KEYPOINTS) else [f"kp_{i}" for i in range(count)]
-
-
-def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    """IoU of one xyxy box with each of ``boxes``."""
-    top_left = np.maximum(box[:2], boxes[:, :2])
-    bottom_right = np.minimum(box[2:], boxes[:, 2:])
-    intersection = np.prod((bottom_right - top_left).clip(0), axis=1)
-    areas = np.prod(boxes[:, 2:] - boxes[:, :2], axis=1)
-    return intersection / (np.prod(box[2:] - box[:2]) + areas - intersection + 1e-9)
-
-
-def nms(
-    boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float, limit: int | None = None
-) -> np.ndarray:
-    """Indices kept by class-aware greedy NMS, highest score first (ties: lower index first), at most ``limit``.
-
-    The greedy loop runs in OpenCV (``cv2.dnn.NMSBoxes``, "suppress when IoU > threshold"), given
-    each box's rank as its score so that its order is exactly ours. Greedy picks never depend on
-    lower-scored boxes, so the first ``limit`` picks come from a prefix of the score order: it
-    starts at 4 x ``limit`` and is doubled until it yields ``limit`` picks or holds every box,
-    which keeps thousands of candidates cheap.
-    """
-    if not len(boxes):
-        return np.zeros(0, dtype=np.int64)
-    order = np.argsort(-scores, kind="stable")
-    limit = len(order) if limit is None else limit
-    # Boxes of different classes never overlap once each class is moved to its own region.
-    offset = 2 * (float(np.abs(boxes).max()) + 1)
-    shifted = boxes[order].astype(np.float64) + (class_ids[order].astype(np.float64) * offset)[:, None]
-    xywh = np.concatenate([shifted[:, :2], shifted[:, 2:] - shifted[:, :2]], axis=1)
-    ranks = np.arange(len(order), 0, -1, dtype=np.float32)  # all > 0, distinct, descending
-    prefix = max(4 * limit, 1)  # usually enough at once: NMS keeps about a third of a dense detector's boxes
-    while True:
-        kept = np.asarray(cv2.dnn.NMSBoxes(xywh[:prefix], ranks[:prefix], 0.0, iou_threshold), np.int64)
-        if len(kept) >= limit or prefix >= len(order):
-            return order[kept.reshape(-1)[:limit]]
-        prefix *= 2
+    from .masks import InstanceMask
 
 
 @dataclass
@@ -121,15 +55,6 @@ class Detection:
         if self.mask is not None:
             record["mask"] = mask_rle(self.mask)
         return record
-
-
-def mask_rle(mask: InstanceMask) -> dict:
-    """A mask as COCO run-length encoding (pycocotools' mask.encode): {"size": [height, width], "counts": text}, as
-    COCO results' ``segmentation`` holds it."""
-    from pycocotools import mask as coco_mask
-
-    encoded = coco_mask.encode(np.asfortranarray(mask.full(), dtype=np.uint8))
-    return {"size": [int(v) for v in encoded["size"]], "counts": encoded["counts"].decode("ascii")}
 
 
 def frame_record(image: str, frame: int, width: int, height: int, detections: Sequence[Detection]) -> dict:
@@ -201,7 +126,7 @@ def items(detections: Sequence[Detection], tracks: Sequence[str | None] | None =
         found.append(Item(detection.class_name, float(detection.score), points, keypoints[:, 2].copy(), track))
     masks = [detection.mask for detection in detections]
     if any(mask is not None for mask in masks):
-        from ..models.masks import label_image
+        from .masks import label_image
 
         shape = next((mask.height, mask.width) for mask in masks if mask is not None)
         with_labels(found, label_image(masks[: MASK_LABELS["mono16"][1]], shape))
@@ -211,7 +136,7 @@ def items(detections: Sequence[Detection], tracks: Sequence[str | None] | None =
 def with_labels(found: Sequence[Item], labels: np.ndarray) -> None:
     """Gives each of a frame's Items (in the order of its Detection2DArray) its mask as the instance label image
     ``labels`` shows it (label k: the k-th item; within its box)."""
-    from ..models.masks import labelled
+    from .masks import labelled
 
     for index, item in enumerate(found):
         item.mask = labelled(labels, index + 1, item.points[:4])
@@ -279,15 +204,6 @@ def differences(a: list[dict], b: list[dict], min_score: float = 0.25, min_iou: 
     return record
 
 
-def rle_iou(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
-    """The IoU of two masks in COCO run-length encoding (mask_rle); 0 for masks of different frame sizes."""
-    from pycocotools import mask as coco_mask
-
-    if list(a["size"]) != list(b["size"]):
-        return 0.0
-    return float(coco_mask.iou([dict(a)], [dict(b)], [0])[0][0])
-
-
 def offline_items(pipeline: Any, frames: Sequence[np.ndarray]) -> list[list[Item]]:
     """Each frame's detections as the node publishes them, from a fresh stream of ``pipeline`` (families/pipeline.py's
     DetectionPipeline). With tracking on, the tracker first sees the first frame once, as the node does (replay's
@@ -334,18 +250,6 @@ class Detector(Protocol):
 
 
 # Drawing: annotated images (predict --save) and debug topics.
-BOX_COLOUR = (0, 200, 255)  # BGR
-MASK_OPACITY = 0.45  # of a mask's colour over the frame
-LIMB_COLOUR = (255, 160, 0)
-KEYPOINT_COLOUR = (0, 0, 255)
-
-
-def track_colour(track_id: int) -> tuple[float, float, float]:
-    """The colour of a track, RGB in 0..1: a stable function of its ID (hues a golden-ratio step apart), the same
-    in the debug image and the track markers."""
-    return colorsys.hsv_to_rgb((track_id * 0.6180339887498949) % 1.0, 0.85, 1.0)
-
-
 def draw_detections(
     image_bgr: np.ndarray,
     detections: Sequence[Detection],
@@ -361,7 +265,7 @@ def draw_detections(
         track = None if track_ids is None else track_ids[index]
         colour = BOX_COLOUR if track is None else tuple(int(255 * c) for c in reversed(track_colour(track)))
         if detection.mask is not None:
-            _fill(image_bgr, detection.mask, colour if track is not None else _class_colour(detection.class_id))
+            fill(image_bgr, detection.mask, colour if track is not None else class_colour(detection.class_id))
         cv2.rectangle(image_bgr, (x1, y1), (x2, y2), colour, 2)
         label = f"{detection.class_name} {detection.score:.2f}"
         if track is not None:
@@ -379,32 +283,14 @@ def draw_detections(
     return image_bgr
 
 
-def _class_colour(class_id: int) -> tuple[int, int, int]:
-    """A class's mask colour (BGR), from the same golden-ratio hues as the tracks'."""
-    return tuple(int(255 * c) for c in reversed(track_colour(class_id + 1)))
-
-
-def _fill(image_bgr: np.ndarray, mask: InstanceMask, colour: tuple[int, int, int]) -> None:
-    """Blends ``colour`` into the mask's pixels (only its box's region is touched)."""
-    h, w = mask.bits.shape
-    region = image_bgr[mask.top : mask.top + h, mask.left : mask.left + w]
-    if region.shape[:2] != (h, w):  # a mask of another frame size: not drawn
-        return
-    pixels = region[mask.bits].astype(np.float32)
-    region[mask.bits] = (pixels * (1 - MASK_OPACITY) + np.float32(colour) * MASK_OPACITY).astype(np.uint8)
-
-
 # ROS messages (vision_msgs, visualization_msgs, sensor_msgs), their types imported on first use.
-MASK_LABELS = {"mono16": (np.dtype("<u2"), 65535), "mono8": (np.dtype("u1"), 255)}  # dtype, most labels
-
-
 def masks_message(header: Header, detections: Sequence[Detection], shape: tuple[int, int], encoding: str) -> Image:
     """The frame's instance label image (sensor_msgs/Image of ``shape`` (height, width), ``encoding`` mono16 or
     mono8): 0 where no mask is, k where the k-th detection's of the Detection2DArray of the same header is (1-based;
     where masks overlap, the earlier detection's); mono8 labels the first 255 detections only, mono16 65535."""
     from sensor_msgs.msg import Image
 
-    from ..models.masks import label_image
+    from .masks import label_image
 
     dtype, most = MASK_LABELS[encoding]
     labels = label_image([detection.mask for detection in detections[:most]], shape, dtype)

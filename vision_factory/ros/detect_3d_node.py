@@ -60,9 +60,10 @@ from ..models.lift3d import (
     depth_metres,
     lift,
 )
-from ..models.masks import labelled
 from ..parameters import FRACTION, IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter
-from ..results.detections import MASK_LABELS, detections_from_message, track_colour
+from ..results.boxes import track_colour
+from ..results.detections import detections_from_message
+from ..results.masks import MASK_LABELS, labelled
 from ..streaming import PAIRING_WINDOW, Pairing
 from ..text import untrusted
 from .cameras import wanted

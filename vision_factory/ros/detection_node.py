@@ -40,8 +40,6 @@ from ..families.family import Family
 from ..images import ImageFormatError
 from ..models.global_ids import global_ids, reentry_threshold
 from ..results.detections import (
-    COCO_KEYPOINTS,
-    COCO_SKELETON,
     detections_from_message,
     detections_message,
     draw_detections,
@@ -50,6 +48,7 @@ from ..results.detections import (
     skeleton_markers,
     track_markers,
 )
+from ..results.keypoints import COCO_KEYPOINTS, COCO_SKELETON
 from ..runtime.runner import Runner
 from ..streaming import stamp_ns, stamp_of
 from .cameras import wanted

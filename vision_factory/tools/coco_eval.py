@@ -18,7 +18,7 @@ import numpy as np
 from ..families.registry import FAMILIES, SINGLE_MODEL_DETECTORS, family
 from ..files import write_text
 from ..results.detections import differences as detection_differences
-from ..results.detections import mask_rle
+from ..results.masks import mask_rle
 from ..text import untrusted
 from .commands import CommandReport, UsageError
 from .compare import configuration_name, describe_comparison, metric_differences, save_comparison

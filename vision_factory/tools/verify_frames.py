@@ -91,7 +91,7 @@ def compare(index: int, answer: Answer | None, expected: list[Item]) -> FrameChe
 
 def _mask_iou(node: Any, model: Any) -> float:
     """A paired detection's mask IoU; 0 when the node gave it none."""
-    from ..models.masks import mask_iou
+    from ..results.masks import mask_iou
 
     return 0.0 if node is None else mask_iou(node, model)
 

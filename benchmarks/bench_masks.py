@@ -181,7 +181,7 @@ def heads(count: int, rounds: int) -> None:
             found = detector.decode(output, fit)
 
             def post(detector=detector, output=output, fit=fit):
-                label_image([d.mask for d in detector.decode(output, fit)], FRAME)
+                label_image(detector.decode(output, fit).masks.masks, FRAME)
 
             results[f"ours, {head}: decode, masks, label image ({len(found)} detections)"] = timed(post, rounds)
     try:

@@ -24,7 +24,6 @@ from vision_msgs.msg import Detection2DArray, Detection3DArray
 from visualization_msgs.msg import Marker, MarkerArray
 
 from vision_factory.models.lift3d import Intrinsics
-from vision_factory.results.detections import detections_message
 from vision_factory.results.masks import label_image
 
 FRAME = "camera_color_optical_frame"
@@ -33,7 +32,7 @@ SCENE = [
     Flat("sign", (0.42, -0.21, 2.3), 0.3, 0.3),  # its depth is missing: no 3D box
     Flat("far", (0.05, 0.3, 3.2), 0.6, 0.2),
 ]
-IDS = ["7", "8", "9"]  # as a tracking detector's
+IDS = [7, 8, 9]  # track IDs, as a tracking detector's
 STATUS = "detect_3d: inference"
 
 
@@ -88,7 +87,8 @@ class Scene:
         if depth_info:
             self.depth_info.publish(_info(camera, stamp))
         self.depth.publish(_depth(camera, encoding, stamp))
-        self.detections.publish(detections_message(_header(stamp), detections(SCENE), (), IDS))
+        found = detections(SCENE)
+        self.detections.publish(found.with_parts(boxes=found.boxes.tracked(IDS)).to_message(_header(stamp)))
         return stamp
 
     def answered(self, *frame, **given) -> Detection3DArray:
@@ -185,8 +185,9 @@ def test_each_frame_is_lifted_with_the_camera_info_of_its_own_stamp(tmp_path):
 
         def send(stamp: int, camera: Intrinsics) -> None:
             scene.depth.publish(_depth(camera, "32FC1", stamp))
-            boxes = [replace(found, xyxy=item.box(camera)) for found, item in zip(detections(SCENE), SCENE)]
-            scene.detections.publish(detections_message(_header(stamp), boxes, (), IDS))
+            found = detections(SCENE)
+            boxes = replace(found.boxes, xyxy=[item.box(camera) for item in SCENE]).tracked(IDS)
+            scene.detections.publish(found.with_parts(boxes=boxes).to_message(_header(stamp)))
 
         cameras = {1: COLOUR, 2: zoomed}  # the camera_info of each stamp
 
@@ -259,8 +260,9 @@ def test_with_use_masks_each_detection_is_measured_under_its_mask(tmp_path):
         ready = lambda: all(p.get_subscription_count() > 0 for p in publishers.values()) and probe.matched()  # noqa: E731
         assert probe.spin_until(ready, PATIENCE_S), node.log()
         depth, _ = render([ring], DEPTH)
-        (found,) = detections([ring], masks=True)
-        labels = label_image([found.mask], (COLOUR.height, COLOUR.width))
+        found = detections([ring], masks=True)
+        found = found.with_parts(boxes=found.boxes.tracked([4]))
+        labels = label_image(found.masks.masks, (COLOUR.height, COLOUR.width))
 
         def send(stamp: int, mask_size: Intrinsics = COLOUR) -> None:
             publishers["camera_info"].publish(_info(COLOUR, stamp))
@@ -269,7 +271,7 @@ def test_with_use_masks_each_detection_is_measured_under_its_mask(tmp_path):
             depth_msg = Image(header=_header(stamp), width=DEPTH.width, height=DEPTH.height, encoding="32FC1")
             depth_msg.step, depth_msg.data = step, data
             publishers["depth"].publish(depth_msg)
-            publishers["detections"].publish(detections_message(_header(stamp), [found], (), ["4"]))
+            publishers["detections"].publish(found.to_message(_header(stamp)))
             shown = labels[: mask_size.height, : mask_size.width]
             publishers["masks"].publish(
                 Image(

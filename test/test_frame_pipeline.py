@@ -130,12 +130,7 @@ def test_eval_runs_the_node_pipeline_through_a_frame_size_change(tmp_path, synth
             skipped += 1
     answered.update(stream.flush())
     assert skipped == values["seq_len"] - 1 and stream.restarts == 1
-    expected = [
-        (i, answered[i]["Visibility"], float(answered[i]["X"]), float(answered[i]["Y"]))
-        if i in answered
-        else (i, 0, 0.0, 0.0)
-        for i in range(len(frames))
-    ]
+    expected = [_row(i, answered[i].ball) if i in answered else (i, 0, 0.0, 0.0) for i in range(len(frames))]
     assert run.predictions == expected
     assert any(visible for _, visible, _, _ in run.predictions[first + values["seq_len"] :])  # seen after the restart
 
@@ -156,9 +151,7 @@ def test_eval_with_inpaintnet_is_the_node_pipeline_with_it(tmp_path, synthetic_m
     answered.update(stream.flush())
     assert stream.refiner is not None  # InpaintNet ran
     assert sorted(answered) == list(range(clip.num_frames))
-    assert run.predictions == [
-        (i, answered[i]["Visibility"], float(answered[i]["X"]), float(answered[i]["Y"])) for i in range(clip.num_frames)
-    ]
+    assert run.predictions == [_row(i, answered[i].ball) for i in range(clip.num_frames)]
 
     truth = write_ball_csv(tmp_path / "truth.csv", [(i, t.visibility, t.x, t.y) for i, t in enumerate(clip.truth)])
     out = tmp_path / "eval"
@@ -166,3 +159,8 @@ def test_eval_with_inpaintnet_is_the_node_pipeline_with_it(tmp_path, synthetic_m
     result = CliRunner().invoke(main, ["eval", "--model-type", "tracknet", "--out", str(out), *arguments])
     assert result.exit_code == 0, result.output
     assert json.loads((out / "eval.json").read_text())["inpaint_model"] == str(inpaint)
+
+
+def _row(frame: int, ball) -> tuple[int, int, float, float]:
+    """A ball as a row of eval's predictions: Frame, Visibility, X, Y."""
+    return (frame, int(ball.visible), float(ball.x), float(ball.y))

@@ -184,12 +184,15 @@ def test_family_options_are_the_adapters_keyword_arguments(name, adapter, skip):
 
 
 # What a generated package copies of this package's modules: its own family's, every family's (light) rule, and what
-# its launch file runs.
+# its launch file runs. Every family's pipeline returns FrameResults (results/frame.py): every package carries their
+# parts (but the COCO metrics of the tools, results/coco.py).
+RESULTS = [f"results/{name}.py" for name in ("__init__", "ball", "boxes", "colours", "dense", "frame", "keypoints")]
+RESULTS += ["results/masks.py", "results/part.py", "results/text.py"]
 SHARED = [
     "families/__init__.py",
     "cameras.py",  # several cameras on one node (ros/inference_node.py)
     "families/family.py",
-    "files.py",  # results/<kind>.py's file writer
+    "files.py",  # the results' file writer
     "images.py",
     "models/__init__.py",
     "models/bounds.py",
@@ -205,7 +208,7 @@ SHARED = [
     "models/yolo_interface.py",
     "parameters.py",
     "quiet.py",
-    "results/__init__.py",
+    *RESULTS,
     "ros/__init__.py",
     "ros/cameras.py",
     "ros/inference_node.py",
@@ -224,6 +227,7 @@ SHARED = [
 # The tracker and its re-identification embedder (on the package's own runner), in every detection node, with the
 # frame pipeline holding it and the new-stream rule (families/pipeline.py); identities across cameras.
 TRACKER = [
+    "families/frame_pipeline.py",
     "families/pipeline.py",
     "families/reid.py",
     "families/tracking.py",
@@ -232,15 +236,12 @@ TRACKER = [
     "models/reid_calibration.py",
     "models/tracker.py",
 ]
-# The detections result kind: boxes, keypoints, instance masks (results/).
-DETECTIONS = ["results/boxes.py", "results/detections.py", "results/keypoints.py", "results/masks.py"]
 CARRIED = {
     "tracknet": [
         "families/tracknet.py",
         "models/ball_stream.py",
         "models/tracknet_background.py",
         "models/tracknet_stream.py",
-        "results/ball.py",
         "ros/tracknet_node.py",
     ],
     "yolo": [
@@ -249,7 +250,6 @@ CARRIED = {
         "models/geometry.py",
         "models/masks.py",
         "models/yolo.py",
-        *DETECTIONS,
         "ros/detection_node.py",
         *TRACKER,
     ],
@@ -258,19 +258,23 @@ CARRIED = {
         "families/detr.py",
         "models/detr.py",
         "models/geometry.py",
-        *DETECTIONS,
         "ros/detection_node.py",
         *TRACKER,
     ],
     "track": [
         "families/detection.py",
         "families/track.py",
-        *DETECTIONS,
         "ros/track_node.py",
         "ros/tracks.py",
         *TRACKER,
     ],
-    "depth": ["camera_infos.py", "families/depth.py", "models/depth.py", "results/dense.py", "ros/depth_node.py"],
+    "depth": [
+        "camera_infos.py",
+        "families/depth.py",
+        "families/frame_pipeline.py",
+        "models/depth.py",
+        "ros/depth_node.py",
+    ],
 }
 
 

@@ -46,7 +46,7 @@ def test_replay_writes_detections_as_predict_prints_them(tmp_path):
     bag = write_image_bag(tmp_path / "bag", [cv2.imread(str(image)) for image in images])
     result = replay(bag, tmp_path / "out", node="yolo", params={"model_path": str(SHAPES_MODEL), **KEEP_EVERY_FRAME})
     assert result.missing_frames == [], open(result.node_log).read()
-    replayed = json.loads(open(result.detections_json).read())
+    replayed = json.loads(open(result.answers).read())
     assert len(replayed) == len(predicted)
     for frame, (ours, theirs) in enumerate(zip(replayed, predicted)):
         assert ours.keys() == theirs.keys()

@@ -82,11 +82,11 @@ def test_yolo11n_pose_finds_each_person_with_keypoints_in_place():
     for name, (image, person, face) in PHOTOS.items():
         detections = detector.detect(image)
         assert len(detections) == 1, name
-        (detection,) = detections
-        assert detection.class_name == "person" and _iou(detection.xyxy, person) > 0.8, name
-        points = {n: p for n, p in zip(detector.keypoint_names, detection.keypoints)}
-        confident = [p for p in detection.keypoints if p[2] > 0.5]
-        assert len(confident) >= 7 and all(_inside(p, detection.xyxy) for p in confident), name
+        (label,), (xyxy,), (keypoints,) = detections.boxes.labels, detections.boxes.xyxy, detections.keypoints.points
+        assert label == "person" and _iou(xyxy, person) > 0.8, name
+        points = {n: p for n, p in zip(detector.keypoint_names, keypoints)}
+        confident = [p for p in keypoints if p[2] > 0.5]
+        assert len(confident) >= 7 and all(_inside(p, xyxy) for p in confident), name
         for part in ("nose", "left_eye", "right_eye"):
             assert points[part][2] > 0.5 and _inside(points[part], face), (name, part)
         # The person faces the camera: their left eye and shoulder are on the image's right.

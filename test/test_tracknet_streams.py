@@ -44,7 +44,7 @@ def _run(stream: BallStream, frames: list[np.ndarray], name: str) -> list[tuple]
     outputs = [out for index, frame in enumerate(frames) for out in stream.push(frame, (name, index))]
     outputs += stream.flush()
     assert sorted(tag for tag, _ in outputs) == [(name, index) for index in range(len(frames))]
-    return sorted((tag[1], p["X"], p["Y"], p["Visibility"]) for tag, p in outputs)
+    return sorted((tag[1], r.ball.x, r.ball.y, int(r.ball.visible)) for tag, r in outputs)
 
 
 def _found(clip: BallClip, answers: list[tuple]) -> tuple[int, int]:
@@ -126,7 +126,7 @@ def test_bad_frames_between_streams_leave_nothing_behind(synthetic_models, clips
                 with pytest.raises((ValueError, FrameSizeChanged)):
                     used.push(bad_frame, "bad")
     outputs += used.flush()
-    assert sorted((tag, p["X"], p["Y"], p["Visibility"]) for tag, p in outputs) == fresh
+    assert sorted((tag, r.ball.x, r.ball.y, int(r.ball.visible)) for tag, r in outputs) == fresh
 
 
 # --- over DDS, through a real node ---

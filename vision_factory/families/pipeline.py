@@ -1,35 +1,19 @@
-"""One frame pipeline per family: what its node runs on each frame, and what the tools run (verify's offline
-model, track, eval, bench, quantize's calibration), built once by ``Family.pipeline(values, load_runner)`` from the
-node's parameter values (their defaults: the family's parameter table).
-
-A pipeline takes a stream's frames in order with ``push(frame, stamp)`` and forgets the stream with ``reset()``:
-- detection and pose families: ``DetectionPipeline`` below, one ``Detected`` per frame;
-- tracknet: models/ball_stream.py's ``BallStream`` (with InpaintNet when given): ``(stamp, prediction)`` pairs, up
-  to seq_len frames after their frame, and ``flush()`` ends the stream with what is still pending.
-No ROS here: a node converts its messages, a tool reads its files.
-"""
+"""The frame pipeline of the detection and pose families (``DetectionPipeline``: FramePipeline's shape,
+families/frame_pipeline.py): the detector and, with tracking on, its tracker and the new-stream rule
+(``StreamRule``, which the track node's streams keep too)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from ..models.tracker import Tracking
-from ..results.detections import Detection, Detector
+from ..results.frame import Detector, FrameResult
 from . import tracking as tracking_parameters
 from .family import Family, LoadRunner
-
-
-@dataclass
-class Detected:
-    """A frame's published detections and, with tracking on, each one's track ID (None: no confirmed track)."""
-
-    detections: list[Detection]
-    track_ids: list[int | None] | None = None  # None: tracking off
-    new_stream: str = ""  # why this frame started a new stream (tracks reset, IDs from 1 again); "": it did not
+from .frame_pipeline import Answer
 
 
 class StreamRule:
@@ -75,22 +59,25 @@ class DetectionPipeline:
         detector = family.build(tracking_parameters.detector_values(values), load_runner)
         return cls(detector, tracking, values["confidence_threshold"])
 
-    def push(self, frame: np.ndarray, stamp: Any = None, people: Sequence[Detection] | None = None) -> Detected:
+    def push(self, frame: np.ndarray, stamp: Any = None, people: FrameResult | None = None) -> list[Answer]:
         """The frame's detections (``people``: the person boxes a top-down pose model poses, instead of its own
-        detector's), tracked when tracking is on."""
-        detections = self.detector.detect(frame) if people is None else self.detector.pose(frame, people)
-        return self.track(frame, detections, stamp)
+        detector's), tracked when tracking is on (``stamp``: comparable, e.g. (sec, nanosec), or None)."""
+        found = self.detector.detect(frame) if people is None else self.detector.pose(frame, people)
+        return [(stamp, self.track(frame, found, stamp))]
 
-    def track(self, frame: np.ndarray, detections: Sequence[Detection], stamp: Any = None) -> Detected:
-        """``push`` after the detector: ``detections`` of ``frame`` through the tracker (when on)."""
+    def track(self, frame: np.ndarray, found: FrameResult, stamp: Any = None) -> FrameResult:
+        """``push`` after the detector: the detections ``found`` in ``frame`` through the tracker (when on)."""
         if self.tracking is None:
-            return Detected(list(detections))
+            return found
         reason = self.rule.new_stream(frame.shape[:2], stamp)
         if reason:
             self.tracking.reset()
-        ids = self.tracking.update(frame, detections)
-        shown, ids = tracking_parameters.published(detections, ids, self.confidence)
-        return Detected(shown, ids, reason)
+        ids = self.tracking.update(frame, found.boxes)
+        return tracking_parameters.published(found, ids, self.confidence).with_parts(new_stream=reason)
+
+    def flush(self) -> list[Answer]:
+        """Nothing is held back: every frame is answered when pushed."""
+        return []
 
     def reset(self) -> None:
         """Forget the stream: the next frame starts a new one (tracks from 1 again)."""

@@ -18,6 +18,7 @@ import cv2
 import numpy as np
 
 from ..results.dense import DenseMap
+from ..results.frame import FrameResult
 from ..runtime.runner import Runner, tensor_text
 from ..text import untrusted
 from .depth_interface import BILINEAR_CORNERS, Processor
@@ -99,7 +100,8 @@ def resized_colour(image: np.ndarray, size: tuple[int, int], resize: str = "exac
 
 
 class DepthEstimator:
-    """A depth model on a runner: BGR frame in, a DenseMap of the frame's size out (metres or relative)."""
+    """A depth model on a runner: BGR frame in, its FrameResult out: a DenseMap of the frame's size (metres or
+    relative)."""
 
     def __init__(
         self, runner: Runner, processor: Processor, depth_kind: str, max_depth: float = 0.0, resize: str = "exact"
@@ -194,7 +196,11 @@ class DepthEstimator:
             depth = np.where(np.isfinite(depth), depth, np.float32(np.nan))
         return DenseMap(depth, self.unit, KIND)
 
-    def infer(self, image_bgr: np.ndarray) -> DenseMap:
+    def __call__(self, image_bgr: np.ndarray) -> FrameResult:
+        """The frame's result (``infer``): an adapter is a function from a frame to its result."""
+        return self.infer(image_bgr)
+
+    def infer(self, image_bgr: np.ndarray) -> FrameResult:
         start = time.perf_counter()
         tensor = self.prepare(image_bgr)
         prepared = time.perf_counter()
@@ -204,4 +210,4 @@ class DepthEstimator:
         self.seconds["preprocess"] += prepared - start
         self.seconds["inference"] += inferred - prepared
         self.seconds["postprocess"] += time.perf_counter() - inferred
-        return found
+        return FrameResult.of(image_bgr, dense=found)

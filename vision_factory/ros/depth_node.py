@@ -28,7 +28,6 @@ from ..cameras import camera_topic
 from ..families.depth import CAMERA_INFO, MAP_INFO, map_topic
 from ..families.family import Family
 from ..images import ImageFormatError, xyz_cloud_cdr
-from ..results.dense import draw, to_cdr
 from ..runtime.runner import Runner
 from .cameras import wanted
 from .inference_node import InferenceNode, spin
@@ -75,8 +74,8 @@ class DepthNode(InferenceNode):
 
     def configure(self) -> None:
         values = self.values
-        self.estimator = self.family.pipeline(values, self.load_runner)  # families/depth.py, as the tools run it
-        estimator = self.estimator
+        self.pipeline = self.family.pipeline(values, self.load_runner)  # families/depth.py, as the tools run it
+        self.estimator = estimator = self.pipeline.model
         self.metric = estimator.depth_kind == "metric"
         size = "x".join(map(str, estimator.processor.size[::-1]))
         self.get_logger().info(
@@ -107,19 +106,20 @@ class DepthNode(InferenceNode):
             self.skip_error(exc)
             return
         header = item.header
-        result = self.estimator.infer(frame)
-        self.map_pub.publish(to_cdr(header, result))  # serialized here: the map copied once
+        ((_, result),) = self.pipeline.push(frame, header)
+        dense = result.dense
+        self.map_pub.publish(dense.to_cdr(header))  # serialized here: the map copied once
         self.outputs += 1
         self.monitor.answered(header)
         info = self.camera_infos.for_stamp(header.stamp, self.camera)  # this camera's, of this frame's stamp
         if info is not None and info.width > 0 and info.height > 0:
-            height, width = result.values.shape
+            height, width = dense.values.shape
             scaled = scaled_camera_info(info, header, width, height)
             self.info_pub.publish(scaled)
             if self.metric and wanted(self.points_pub):
-                self.points_pub.publish(point_cloud(header, result.values, scaled))
+                self.points_pub.publish(point_cloud(header, dense.values, scaled))
         if wanted(self.debug_pub):
-            self.debug_pub.publish(bgr_to_message(draw(result), header))
+            self.debug_pub.publish(bgr_to_message(dense.draw(), header))
 
 
 def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:

@@ -29,7 +29,6 @@ import zlib
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
@@ -61,11 +60,11 @@ from ..models.lift3d import (
     lift,
 )
 from ..parameters import FRACTION, IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter
-from ..results.boxes import track_colour
-from ..results.detections import detections_from_message
-from ..results.masks import MASK_LABELS, labelled
+from ..results.boxes import Boxes
+from ..results.colours import track_colour
+from ..results.frame import FrameResult
+from ..results.masks import MaskImageError, Masks
 from ..streaming import PAIRING_WINDOW, Pairing
-from ..text import untrusted
 from .cameras import wanted
 from .inference_node import InferenceNode, spin
 from .messages import image_from_cdr
@@ -245,9 +244,9 @@ class Detect3DNode(InferenceNode):
                 depth_msg.data,
                 bool(depth_msg.is_bigendian),
             )
-            detections = detections_from_message(detections_msg)
+            detections = FrameResult(*colour.size, Boxes.from_message(detections_msg))
             if masks_msg is not None:
-                _masks_onto(detections, masks_msg, colour)
+                detections.masks = _masks(detections.boxes, masks_msg, colour)
         except LiftError as exc:
             self.skip_error(exc)
             return
@@ -276,30 +275,20 @@ class _Waiting:
         self.header, self.item = item[0].header, item
 
 
-def _masks_onto(detections: list, masks: Any, colour: Intrinsics) -> None:
-    """Gives each detection its mask from the instance label image ``masks`` (label k + 1: the k-th detection; one
-    beyond the encoding's labels keeps none: its box core is read). Of another encoding or size than the colour
-    image's: a LiftError."""
-    if masks.encoding not in MASK_LABELS:
-        raise LiftError(
-            "masks encoding",
-            f"masks is {untrusted(masks.encoding, 40)}: an instance label image is mono16 or mono8 (a detection "
-            "node's ~/masks)",
-        )
-    dtype, most = MASK_LABELS[masks.encoding]
-    dtype = dtype.newbyteorder(">" if masks.is_bigendian else "<")
-    if (masks.width, masks.height) != colour.size or masks.step < masks.width * dtype.itemsize:
+def _masks(boxes: Boxes, masks: Any, colour: Intrinsics) -> Masks:
+    """Each detection's mask from the instance label image ``masks`` (label k + 1: the k-th detection; one beyond
+    the encoding's labels keeps none: its box core is read). Of another encoding or size than the colour image's:
+    a LiftError."""
+    if masks.encoding in ("mono16", "mono8") and (masks.width, masks.height) != colour.size:
         raise LiftError(
             "masks size",
             f"masks is {masks.width}x{masks.height} (step {masks.step}), the colour image {colour.width}x"
             f"{colour.height} (camera_info): remap masks to the same detection node's ~/masks",
         )
-    if len(masks.data) < masks.step * masks.height:
-        raise LiftError("masks size", f"masks has {len(masks.data)} bytes, under step x height")
-    rows = np.frombuffer(masks.data, np.uint8, masks.step * masks.height).reshape(masks.height, masks.step)
-    labels = np.ascontiguousarray(rows[:, : masks.width * dtype.itemsize]).view(dtype)
-    for index, detection in enumerate(detections):
-        detection.mask = labelled(labels, index + 1, detection.xyxy) if index < most else None
+    try:
+        return Masks.from_message(masks, boxes)
+    except MaskImageError as exc:
+        raise LiftError(exc.kind, str(exc)) from None
 
 
 def _intrinsics(info: CameraInfo, what: str) -> Intrinsics:

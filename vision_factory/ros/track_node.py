@@ -15,12 +15,16 @@ camera, one re-id model).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from vision_msgs.msg import Detection2DArray  # noqa: F401  imported at start: a node without it says so (ros/start.py)
 
 from ..families.family import Family
-from ..families.tracking import diagnostic_values, id_text
+from ..families.tracking import diagnostic_values
 from ..images import ImageFormatError
-from ..results.detections import detections_from_message, draw_detections, track_markers
+from ..results.boxes import Boxes, id_text, track_markers
+from ..results.frame import FrameResult
+from ..results.keypoints import Keypoints
 from ..runtime.runner import Runner
 from .cameras import wanted
 from .inference_node import InferenceNode, spin
@@ -64,11 +68,17 @@ class TrackNode(InferenceNode):
         except ImageFormatError as exc:
             self.skip_error(exc)
             return
-        detections = detections_from_message(detections_msg)
-        for detection in detections:
-            detection.class_id = self.classes.setdefault(detection.class_name, len(self.classes))
+        received = Boxes.from_message(detections_msg)
+        # tracked per class: each class name the tracker's class id, in order of first sight
+        classes = [self.classes.setdefault(label, len(self.classes)) for label in received.labels]
+        keypoints = Keypoints.from_message(detections_msg)  # drawn as they are, without limbs
+        detections = FrameResult.of(
+            frame,
+            boxes=Boxes(received.xyxy, received.scores, classes, received.labels),
+            keypoints=None if keypoints is None else replace(keypoints, skeleton=()),
+        )
         stream = self.streams[self.camera]
-        track_ids = stream.update(detections_msg.header, frame, detections)
+        track_ids = stream.update(detections_msg.header, frame, detections.boxes)
         for message, track in zip(detections_msg.detections, track_ids):
             message.id = id_text(track)
         self.tracks_pub.publish(detections_msg)
@@ -77,8 +87,8 @@ class TrackNode(InferenceNode):
         if wanted(self.marker_pub):
             self.marker_pub.publish(track_markers(detections_msg.header, stream.tracking.tracker.active))
         if wanted(self.debug_pub):
-            annotated = draw_detections(frame.copy(), detections, (), track_ids=track_ids)
-            self.debug_pub.publish(bgr_to_message(annotated, image_msg.header))
+            tracked = detections.with_parts(boxes=detections.boxes.tracked(track_ids))
+            self.debug_pub.publish(bgr_to_message(tracked.draw(frame.copy()), image_msg.header))
 
 
 def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:

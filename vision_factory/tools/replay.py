@@ -50,6 +50,7 @@ class NodeSpec:
     parameters: dict[str, str] = field(default_factory=dict)  # replay's own overrides
     # inputs besides the image the bag must hold, fed with each frame (by stamp): relative topic -> message type
     inputs: dict[str, str] = field(default_factory=dict)
+    measures: tuple[str, str] = ("", "")  # a map's (kind, unit) on its main output (families/family.py's Output)
 
 
 MAX_IN_FLIGHT = 32  # frames sent and not yet answered, at most, when replaying as fast as the node keeps up
@@ -73,6 +74,7 @@ def node_spec(node: str, values: Mapping[str, Any] | None = None) -> NodeSpec:
         raise ValueError(f"unknown node '{node}': choose one of {', '.join(NODE_FAMILIES)}")
     spec = NODE_FAMILIES[node]
     main = spec.main_output(values, "replay") if values else spec.output_topic
+    measures = next((output.measures for output in spec.node.outputs if output.topic == main), ())
     return NodeSpec(
         f"vision_factory.{node_module_name(spec, BACKENDS['onnx'])}",
         {main: spec.result.message},
@@ -80,6 +82,7 @@ def node_spec(node: str, values: Mapping[str, Any] | None = None) -> NodeSpec:
         spec.result,
         FLUSH_TIMEOUT if any(parameter.name in FLUSH_TIMEOUT for parameter in spec.parameters) else {},
         {topic.topic: topic.message for topic in spec.node.inputs[1:] if not topic.when},
+        measures or ("", ""),
     )
 
 
@@ -93,8 +96,7 @@ class ReplayResult:
     latency_ms_p50: float
     latency_ms_p99: float
     output_bag: str
-    ball_csv: str | None
-    detections_json: str | None
+    answers: str  # the node's answers as its result kind's file (results/frame.py's write_results), e.g. OUT/ball.csv
     node_log: str
     # The node's own times per frame from its ~/debug/ topics (ros/monitor.py): processing p50/p99, stage medians.
     node_times_ms: dict[str, float] = field(default_factory=dict)
@@ -393,8 +395,9 @@ def replay(
     messages.sort(key=lambda message: message.timestamp_ns)
     output_bag = outputs["bag"]
     write_messages(output_bag, messages, storage)
-    answers = outputs[_file_role(spec.result)]
-    written = write_answers(spec.result, spec.main_output, answers, received, recorded, bag, topic, frame_of)
+    written = write_answers(
+        spec.result, spec.main_output, outputs["answers"], received, recorded, bag, topic, frame_of, spec.measures
+    )
     latencies = [(done_frames[i] - sent_at[i]) / 1e6 for i in range(len(sent_at)) if i in done_frames]
     result = ReplayResult(
         frames_sent=len(sent_at),
@@ -405,8 +408,7 @@ def replay(
         latency_ms_p50=float(np.percentile(latencies, 50)) if latencies else float("nan"),
         latency_ms_p99=float(np.percentile(latencies, 99)) if latencies else float("nan"),
         output_bag=str(output_bag),
-        ball_csv=str(written) if _file_role(spec.result) == "ball_csv" else None,
-        detections_json=str(written) if _file_role(spec.result) == "detections_json" else None,
+        answers=str(written),
         node_log=str(log_path),
         node_times_ms=replay_outputs.node_times(node_times),
         latencies_ms=latencies,
@@ -448,13 +450,9 @@ def output_paths(out_dir: Path, node: str) -> dict[str, Path]:
         "bag": out_dir / f"{node}_outputs",
         "log": out_dir / f"{node}_node.log",
         "summary": out_dir / "replay.json",
+        "answers": out_dir / spec.result.file,  # the result kind's file, e.g. OUT/ball.csv
     }
-    paths[_file_role(spec.result)] = out_dir / spec.result.file  # e.g. ball_csv: OUT/ball.csv
     return paths
-
-
-def _file_role(kind: ResultKind) -> str:
-    return kind.file.replace(".", "_")
 
 
 def clear_earlier_run(out_dir: Path, outputs: dict[str, Path], force: bool) -> None:

@@ -259,6 +259,7 @@ def replay_cameras(
             source.bag,
             topics[name],
             frame_of[name],
+            spec.measures,
         )
         written[name] = str(path)
     counts = {name: len(frame_of[name]) for name in names}

@@ -24,9 +24,12 @@ from typing import Any
 import numpy as np
 
 from ..families.family import Family
+from ..families.frame_pipeline import run_stream
 from ..families.registry import NODE_FAMILIES
 from ..parameters import with_defaults
-from ..results import Item
+from ..results.boxes import id_text
+from ..results.frame import FrameResult
+from ..results.masks import MaskImageError, Masks
 from ..runtime.backends import load_target
 from ..text import untrusted
 from .bags import image_topic, read_framed, read_messages
@@ -80,10 +83,12 @@ def verify(
     frames = [frame for _, frame in framed]
     load = lambda path: load_target(backend, Path(path))  # noqa: E731
     tracked = bool(offline_values.get("tracking"))
-    run_offline, model_names, keypoint_names = _offline_runner(spec, offline_values, load)
+    run_offline = _offline_runner(spec, offline_values, load)
     expected = run_offline(frames)  # before the node plays: a model that cannot load fails here, clearly
+    model_names, keypoint_names = names_of(expected)
     # A segmentation model: the node's ~/masks recorded too, each paired detection's mask compared.
-    masked = any(item.mask is not None for items in expected for item in items)
+    masked = any(result.masks is not None and any(result.masks.masks) for result in expected)
+    expected = [as_published(result) for result in expected]
 
     node_params = {"model_path": str(model), **params}
     latched = dict(spec.result.latched)  # the node's class map
@@ -132,15 +137,15 @@ def verify(
 
 @dataclass
 class Offline:
-    """What the model offline gives (``expected``: per frame, its items) and what verify knows of it."""
+    """What the model offline gives (``expected``: per frame, its result) and what verify knows of it."""
 
-    run: Callable  # frames -> per frame, the items (a fresh stream each call)
-    expected: list[list[Item]]
-    names: list[str] | None  # its class names (None: the ball)
+    run: Callable  # frames -> per frame, its result (a fresh stream each call)
+    expected: list[FrameResult]
+    names: list[str] | None  # its class names (None: no classes, the ball, a map)
     keypoint_names: list[str]
     model: Path
-    tracked: bool  # with tracking on: its items carry track IDs
-    masked: bool  # a segmentation model: its items carry masks
+    tracked: bool  # with tracking on: its detections carry track IDs
+    masked: bool  # a segmentation model: its detections carry masks
 
 
 def compare_answers(
@@ -224,17 +229,33 @@ def _offline_values(
     return with_defaults(spec.parameters, {**given, "model_path": str(model)}, spec.name)
 
 
-def _offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callable, list[str] | None, list[str]]:
-    """The model offline as the node builds it: frames -> per frame, the items it gives (a fresh state per call:
-    TrackNet's stream, the tracker); its class names (None: the ball) and keypoint names ([] without).
+def _offline_runner(spec: Family, values: dict, load: Callable) -> Callable[[list[np.ndarray]], list[FrameResult]]:
+    """The model offline as the node builds it: frames -> per frame, its result (a fresh stream per call:
+    TrackNet's, the tracker).
 
-    It is the family's frame pipeline, the node's (Family.pipeline, families/pipeline.py). With ``tracking`` on:
-    the detector at the tracking's confidence, the Tracking updated frame by frame in order, the detections the
-    node publishes each with its track ID. The tracker first sees the bag's first frame once, as
-    the node does: replay's warm-up frame (its answer is not compared, but the node's tracker has seen it)."""
+    It is the family's frame pipeline, the node's (Family.pipeline, families/frame_pipeline.py). With ``tracking``
+    on: the detector at the tracking's confidence, the Tracking updated frame by frame in order, the detections the
+    node publishes each with its track ID; the tracker first sees the bag's first frame once, as the node does:
+    replay's warm-up frame (its answer is not compared, but the node's tracker has seen it)."""
     pipeline = spec.pipeline(values, load)  # the models load now: a bad one fails before the node plays
-    kind = spec.result.module()
-    return lambda frames: kind.offline_items(pipeline, frames), *kind.names_of(pipeline)
+    warm_up = bool(values.get("tracking"))
+    return lambda frames: run_stream(pipeline, frames, warm_up)
+
+
+def as_published(result: FrameResult) -> FrameResult:
+    """The model's result with its masks as the node's ~/masks label image shows them (results/masks.py), what the
+    node's are compared with."""
+    if result.masks is None:
+        return result
+    return result.with_parts(masks=result.masks.published(result.boxes))
+
+
+def names_of(results: list[FrameResult]) -> tuple[list[str] | None, list[str]]:
+    """The class names of the model's results (their boxes' class map; None without) and their keypoint names."""
+    boxes = next((result.boxes for result in results if result.boxes is not None), None)
+    keypoints = next((result.keypoints for result in results if result.keypoints is not None), None)
+    names = list(boxes.names) if boxes is not None and boxes.names is not None else None
+    return names, list(keypoints.names) if keypoints is not None else []
 
 
 def _answers(received: Iterable[tuple[int, bytes]], spec: Family, tracked: bool = False) -> list[Answer]:
@@ -242,13 +263,13 @@ def _answers(received: Iterable[tuple[int, bytes]], spec: Family, tracked: bool 
     they came; ``tracked``: each detection's id is its track ID (else the id, a rank, is not compared)."""
     from rclpy.serialization import deserialize_message
 
-    kind, message = spec.result.module(), message_class(spec.result.message)
+    message = message_class(spec.result.message)
     answers = []
     for received_ns, data in received:
         msg = deserialize_message(data, message)
-        items = kind.message_items(msg, tracked)
+        result = FrameResult.from_message(spec.result.parts, msg, tracked=tracked)
         stamp = (msg.header.stamp.sec, msg.header.stamp.nanosec)
-        answers.append(Answer(received_ns, stamp, msg.header.frame_id, items))
+        answers.append(Answer(received_ns, stamp, msg.header.frame_id, result))
     return answers
 
 
@@ -256,21 +277,20 @@ MASKS_TOPIC = {"masks": "sensor_msgs/msg/Image"}
 
 
 def _with_masks(answers: list[Answer], masks: Iterable[bytes]) -> None:
-    """Gives each answer's items their masks from the node's ~/masks label image of the same stamp (``masks``: the
-    CDR bytes of each it published)."""
+    """Gives each answer's detections their masks from the node's ~/masks label image of the same stamp
+    (``masks``: the CDR bytes of each it published; one that cannot be read is left out)."""
     from rclpy.serialization import deserialize_message
-
-    from ..results.detections import with_labels
 
     by_stamp = {answer.stamp: answer for answer in answers}
     for data in masks:
         msg = deserialize_message(data, message_class(MASKS_TOPIC["masks"]))
         answer = by_stamp.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
-        dtype = {"mono16": np.dtype("<u2"), "mono8": np.dtype("u1")}.get(msg.encoding)
-        if answer is None or dtype is None or msg.step != msg.width * dtype.itemsize:
+        if answer is None or answer.result.boxes is None:
             continue
-        labels = np.frombuffer(bytes(msg.data), dtype).reshape(msg.height, msg.width)
-        with_labels(answer.items, labels)
+        try:
+            answer.result.masks = Masks.from_message(msg, answer.result.boxes)
+        except MaskImageError:
+            continue
 
 
 def _mask_check(frames: list[FrameCheck]) -> Check:
@@ -422,7 +442,7 @@ def _stamp_check(answers: list[Answer], stamps: list[tuple[int, int]], frame_ids
 
 
 def _class_check(answers: list[Answer], labels: list[str] | None, names: list[str], model: Path) -> Check:
-    seen = sorted({item.name for answer in answers for item in answer.items})
+    seen = sorted({label for answer in answers if answer.result.boxes for label in answer.result.boxes.labels})
     foreign = [name for name in seen if name not in names]
     label_problem = labels is not None and labels != names
     shown = lambda found: ", ".join(untrusted(name, 40) for name in found[:8]) + (", ..." if len(found) > 8 else "")  # noqa: E731
@@ -442,7 +462,7 @@ def _output_check(
     spec: Family,
     frames: list[FrameCheck],
     paired: dict[int, Answer],
-    expected: list[list[Item]],
+    expected: list[FrameResult],
     tolerance: Tolerance,
     images: list[np.ndarray],
     run_offline: Callable,
@@ -483,7 +503,7 @@ def _output_check(
 
 
 def _track_check(
-    frames: list[FrameCheck], paired: dict[int, Answer], expected: list[list[Item]], answered: Check, output: Check
+    frames: list[FrameCheck], paired: dict[int, Answer], expected: list[FrameResult], answered: Check, output: Check
 ) -> Check:
     """Each paired detection (``match``'s pairs) carries the model's track ID. Not meaningful when frames went
     unanswered: the node's tracker then saw another stream than the model's, and its IDs may rightly differ."""
@@ -499,13 +519,15 @@ def _track_check(
     for check in frames:
         if not check.answered:
             continue
-        for node, model in match(paired[check.frame].items, expected[check.frame])[0]:
+        node, model, pairs = match(paired[check.frame].result, expected[check.frame])
+        for i, j in pairs:
             compared += 1
-            if node.track == model.track:
+            mine, theirs = _track_text(node.tracks, i), _track_text(model.tracks, j)
+            if mine == theirs:
                 same += 1
             elif first is None:
-                first = (check.frame, node.track, model.track)
-    seen = {model.track for items in expected for model in items if model.track}
+                first = (check.frame, mine, theirs)
+    seen = {track for result in expected if result.boxes is not None for track in _tracks(result)}
     tracks = f"{len(seen)} track{'' if len(seen) == 1 else 's'}"
     numbers = f"{same} of {compared} paired detections carry the model's track ID ({tracks})"
     if first is None:
@@ -521,6 +543,17 @@ def _track_check(
     if not output.passed:
         cause += "; its detections differ too (see the boxes check), so the tracker's input differs: fix that first"
     return Check(name, False, numbers, cause)
+
+
+def _track_text(tracks: np.ndarray | None, row: int) -> str:
+    """A compared row's track ID as its Detection2D.id reads ("": no confirmed track)."""
+    return "" if tracks is None else id_text(int(tracks[row]))
+
+
+def _tracks(result: FrameResult) -> set[int]:
+    """The confirmed track IDs of a result's detections."""
+    tracks = result.boxes.track_ids
+    return set() if tracks is None else {int(track) for track in tracks if track >= 0}
 
 
 def _latency_check(latencies: list[float], p50: float, p99: float, budget: float, rate: float) -> Check:

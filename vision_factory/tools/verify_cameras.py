@@ -5,7 +5,7 @@ The cameras' frames play through ONE node serving them all (its ``cameras`` para
 time order as ``replay --camera`` plays them (tools/replay_cameras.py, as fast as the node keeps up, nothing dropped,
 each camera's first frame sent once before as a warm-up). The same model runs offline on each camera's frames alone,
 in order, with that camera's own stream state (a fresh tracker, TrackNet window per camera: the result kind's
-``offline_items`` starts a fresh stream on each call), and each camera's answers are checked as verify checks one
+verify's offline run starts a fresh stream on each call), and each camera's answers are checked as verify checks one
 camera's (tools/verify.py's ``compare_answers``). A camera whose answers carry another camera's frames' stamps, or
 whose frames are answered on another camera's topics, is named so: the outputs are crossed. A silent camera (its
 source holds no frames) is reported, nothing compared; answers on its topics fail it. Each camera's report is
@@ -37,7 +37,9 @@ from .verify import (
     _offline_runner,
     _offline_values,
     _with_masks,
+    as_published,
     compare_answers,
+    names_of,
     node_counts,
 )
 from .verify_frames import Answer, Tolerance, compare, tolerance_for
@@ -131,10 +133,12 @@ def verify_cameras(
         ]
     tracked = bool(offline_values.get("tracking"))
     load = lambda path: load_target(backend, Path(path))  # noqa: E731
-    run_offline, model_names, keypoint_names = _offline_runner(spec, offline_values, load)
+    run_offline = _offline_runner(spec, offline_values, load)
     # Each camera's frames alone, in order, from a fresh stream: its own tracker, its own window.
     expected = {name: run_offline([frame for _, frame in framed[name]]) for name in names}
-    masked = any(item.mask is not None for items in expected.values() for frame in items for item in frame)
+    model_names, keypoint_names = names_of([found for results in expected.values() for found in results])
+    masked = any(found.masks is not None and any(found.masks.masks) for one in expected.values() for found in one)
+    expected = {name: [as_published(found) for found in results] for name, results in expected.items()}
 
     result = replay_cameras(
         cameras,
@@ -202,7 +206,7 @@ def _name_crossing(name: str, checks: list[Check], seen: Seen, paired, expected,
     outputs are crossed), in place: its answers carry other cameras' frames' stamps, or its frames are answered on
     other cameras' topics; where the cameras' frames share their stamps, its answers carry another camera's
     frame_id, or they are what the model offline gives for another camera's frame of the same stamp (``paired``:
-    each camera's answer per frame, ``expected``: the model's items per frame). Track IDs that differ also name a
+    each camera's answer per frame, ``expected``: the model's result per frame). Track IDs that differ also name a
     tracker shared between cameras."""
     answers, stamps = seen.answers, {camera: set(frames) for camera, frames in seen.stamps.items()}
     others = [camera for camera in stamps if camera != name]

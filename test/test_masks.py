@@ -294,7 +294,8 @@ def test_verify_compares_each_paired_detections_mask_with_the_models(tmp_path):
 
 @needs_seg
 def test_the_mask_check_fails_where_a_node_mask_differs_from_the_models():
-    from vision_factory.tools.verify import _mask_check, as_published
+    from vision_factory.tools.verify import as_published
+    from vision_factory.tools.verify_checks import _mask_check
     from vision_factory.tools.verify_frames import Answer
     from vision_factory.tools.verify_frames import compare as _compare
 

@@ -40,8 +40,8 @@ from .verify import (
     as_published,
     compare_answers,
     names_of,
-    node_counts,
 )
+from .verify_checks import node_counts
 from .verify_frames import Answer, Tolerance, compare, tolerance_for
 from .verify_report import Check, VerifyReport, check_lines, clear, write
 

@@ -23,7 +23,6 @@ from ..parameters import Parameter, Value, checked_values, kept_for_late_readers
 from ..results import ResultKind
 from ..ros import message_class
 from ..runtime.backends import BACKENDS
-from ..share import share_path
 from ..text import untrusted
 from . import replay_outputs
 from .bags import (
@@ -36,6 +35,14 @@ from .bags import (
     write_messages,
 )
 from .commands import UsageError
+from .replay_node import (
+    _wait_for_end,
+    _wait_for_node,
+    _wait_in_flight,
+    _wait_matched,
+    stop_replay,
+    use_shared_memory_profile,
+)
 from .replay_outputs import NODE_TIMES, collect, collect_statuses, write_answers
 
 
@@ -57,8 +64,7 @@ MAX_IN_FLIGHT = 32  # frames sent and not yet answered, at most, when replaying 
 # The node keeps this many answers per frame in flight for a reader it learns of late (kept_for_late_readers).
 LATE_DEPTH_PER_IN_FLIGHT = 2
 DEBUG_MATCH_S = 3.0  # how long replay waits for the node's ~/debug/ topics once its output is there
-END_IDLE_S = 3.0  # once every frame is sent: how long with no answer ends the replay, at least
-END_WAIT_MAX_S = 30.0  # ... and at most (see _wait_for_end)
+END_IDLE_S = 3.0  # once every frame is sent: how long with no answer ends the replay, at least (replay_node.py)
 # A node that ends its stream after seconds without frames (flush_timeout) gets a short one: the bag ends.
 FLUSH_TIMEOUT = {"flush_timeout": "0.5"}
 
@@ -139,11 +145,6 @@ def _restamped(data: bytes, stamp_ns: int) -> tuple[bytes, tuple[int, int]]:
     copy = bytearray(data)
     struct.pack_into("<iI" if data[1] == 1 else ">iI", copy, 4, *stamp)
     return bytes(copy), stamp
-
-
-def use_shared_memory_profile() -> None:
-    """Large images need Fast DDS' shared-memory transport; keep a profile the user set."""
-    os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(share_path("config", "fastdds_shm.xml")))
 
 
 def node_parameters(node: str) -> tuple[Parameter, ...]:
@@ -470,73 +471,3 @@ def clear_earlier_run(out_dir: Path, outputs: dict[str, Path], force: bool) -> N
             shutil.rmtree(path)
         else:
             path.unlink()  # a file, or a link (never what it points to)
-
-
-def stop_replay(process, log_file, executor, spinner, player, context) -> None:
-    """The end of a replay, however it ends: the node's process stopped (killed if it does not stop), its log
-    closed, the player's executor, thread, node and context shut down."""
-    import rclpy
-
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log_file.close()
-    executor.shutdown()
-    spinner.join(timeout=5)  # a spinning thread left inside rclpy at interpreter exit can abort the process
-    player.destroy_node()
-    rclpy.try_shutdown(context=context)
-
-
-def _wait_for_node(process, publisher, reader, timeout: float, log_path: Path) -> None:
-    """Until the node reads what ``publisher`` sends and its main output has matched ``reader``: an answer sent
-    before the reader matched would be lost (a graph that lists the node's publisher is not yet a match: on a loaded
-    machine CI lost a node's first two answers so)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"node exited with code {process.returncode} before replay:\n{_tail(log_path)}")
-        if publisher.get_subscription_count() > 0 and reader.get_publisher_count() > 0:
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"node did not subscribe within {timeout:.0f}s:\n{_tail(log_path)}")
-
-
-def _wait_matched(subscriptions: list, timeout: float) -> None:
-    """Until every subscription has a publisher, or ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not all(s.get_publisher_count() > 0 for s in subscriptions):
-        time.sleep(0.05)
-
-
-def _wait_in_flight(answered, done_frames, index, max_in_flight, process, log_path, stall_s: float = 30.0) -> None:
-    deadline = time.monotonic() + stall_s
-    with answered:
-        while index - len(done_frames) >= max_in_flight:
-            if process.poll() is not None:
-                raise RuntimeError(f"node exited with code {process.returncode} during replay:\n{_tail(log_path)}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"node answered no frame for {stall_s:.0f}s:\n{_tail(log_path)}")
-            answered.wait(timeout=0.1)
-
-
-def _wait_for_end(answered, done_frames, total: int, idle_s: float) -> None:
-    """Until every frame is answered, or no answer came for longer than the node's own pace allows: ``idle_s``
-    seconds, or ten times the longest gap between two of its answers so far where that is longer (a slow model
-    on a loaded machine), at most END_WAIT_MAX_S."""
-    with answered:
-        times = sorted(done_frames.values())  # receive times (ns) of the answers so far
-        gaps = [(b - a) / 1e9 for a, b in zip(times, times[1:])]
-        allowed = min(max(idle_s, 10 * max(gaps, default=0.0)), END_WAIT_MAX_S)
-        last_count, last_change = len(done_frames), time.monotonic()
-        while len(done_frames) < total and time.monotonic() - last_change < allowed:
-            answered.wait(timeout=0.1)
-            if len(done_frames) != last_count:
-                now = time.monotonic()
-                allowed = min(max(allowed, 10 * (now - last_change)), END_WAIT_MAX_S)
-                last_count, last_change = len(done_frames), now
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

@@ -638,6 +638,26 @@ def test_replay_of_a_relative_model_records_its_maps_on_relative_depth(tmp_path)
     assert len(json.loads((tmp_path / "replay" / family("depth").result.file).read_text())) == 2
 
 
+def test_replay_reports_and_writes_a_metric_models_maps_with_their_kind_and_unit(tmp_path):
+    """`replay --node depth` of a metric model: replay.json names the answers' file (dense.json, the kind's), whose
+    record of each frame says what the map measures and in what (depth, m) and its range, the map's as published
+    (before: dense.json was listed nowhere and written with an empty kind and unit)."""
+    bag = _bag_of_two_frames(tmp_path)
+    params = {"model_path": str(METRIC), "depth_kind": "metric", "processor_size": "70x70"}
+    result = replay(bag, tmp_path / "replay", "depth", params)
+    assert result.missing_frames == [], Path(result.node_log).read_text()
+    summary = json.loads((tmp_path / "replay" / "replay.json").read_text())
+    assert summary["answers"] == result.answers == str(tmp_path / "replay" / "dense.json")
+    records = json.loads(Path(result.answers).read_text())
+    maps = [deserialize_message(raw.data, Image) for raw in read_messages(result.output_bag, "/depth")]
+    assert [record["frame"] for record in records] == [0, 1] and len(maps) == 2
+    for record, message in zip(records, maps):
+        values = DenseMap.from_message(message, "m", "depth").values
+        assert (record["kind"], record["unit"]) == ("depth", "m")
+        assert (record["width"], record["height"]) == (values.shape[1], values.shape[0])
+        assert record["valid"] == np.isfinite(values).sum() and record["max"] == float(np.nanmax(values))
+
+
 def test_verify_finds_the_depth_node_gives_a_relative_models_maps(tmp_path):
     """`verify` of a relative model: its node's answers are read from relative_depth, where it publishes them."""
     bag = _bag_of_two_frames(tmp_path)

@@ -13,6 +13,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+import matplotlib.font_manager  # noqa: F401  builds matplotlib's font cache now (fc-list: a process), not in a unit test
 import numpy as np
 import pytest
 from support import tiers  # test/support/: helpers the test modules share

@@ -19,7 +19,14 @@ from support.data import _truth
 from support.models import onnx_model
 
 from vision_factory.cli import main
-from vision_factory.tools.bags import RawMessage, _typestore, write_ball_csv, write_image_bag, write_messages
+from vision_factory.tools.bags import (
+    RawMessage,
+    _typestore,
+    read_frames,
+    write_ball_csv,
+    write_image_bag,
+    write_messages,
+)
 
 DETECTOR = SHARED / "models" / "shapes-yolov8n.onnx"
 START_NS = 1_700_000_000_000_000_000  # write_image_bag's first stamp
@@ -244,3 +251,29 @@ def test_eval_refuses_a_ball_csv_with_a_non_finite_position_naming_the_line(tmp_
         "--frame-size", "512x288", "--out", str(tmp_path / "eval"),
     )  # fmt: skip
     assert_refused(done, f"{files[damaged]} line 5", "nan, 50.0 is not a finite position")
+
+
+def test_bag_of_a_truncated_video_says_how_many_frames_it_read_of_those_declared(tmp_path):
+    """A 30-frame MJPEG AVI cut in a frame past its middle: bag wrote the frames before the cut without a word, and
+    FFmpeg's own "[mjpeg @ 0x...] overread 8" reached the terminal. Now it says how many of the declared frames it
+    read, in its report and in a warning, and nothing of FFmpeg's reaches the terminal."""
+    rng = np.random.default_rng(7)
+    whole = tmp_path / "whole.avi"
+    writer = cv2.VideoWriter(str(whole), cv2.VideoWriter_fourcc(*"MJPG"), FPS, (64, 48))
+    for _ in range(30):
+        writer.write(rng.integers(0, 255, (48, 64, 3), np.uint8))
+    writer.release()
+    cut = tmp_path / "cut.avi"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size * 55 // 100])
+    done = run_cli("bag", str(cut), "--out", str(tmp_path / "cut"))
+    assert done.returncode == 0, done.stderr
+    written = len(list(read_frames(tmp_path / "cut")))
+    assert 5 < written < 25, written
+    assert f"{written} video frames (of the 30 the video declares) on /camera/image_raw" in done.stdout
+    assert done.stderr.splitlines() == [
+        f"warning: {cut} declares 30 frames and {written} could be read: it is truncated or damaged (or its "
+        f"container counts frames it does not show); only the first {written} are used"
+    ]
+    done = run_cli("bag", str(whole), "--out", str(tmp_path / "whole"))
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert "30 video frames on /camera/image_raw" in done.stdout

@@ -1,6 +1,7 @@
-"""The README's worked example: a family whose result is a dense map (test/support/dense_family.py), added with one
-``register`` line and nothing else, runs through recognition, predict, compare and eval: the tools ask its result
-kind (results/dense.py), never its name. Real ONNX Runtime and OpenVINO sessions, real files."""
+"""The docs' worked example of adding a family (docs/adding-a-family.md): a family whose result is a dense map
+(test/support/dense_family.py), added with one ``register`` line and nothing else, runs through recognition, predict,
+compare and eval: the tools ask its result kind (results/dense.py), never its name. Real ONNX Runtime and OpenVINO
+sessions, real files."""
 
 from __future__ import annotations
 

@@ -330,6 +330,53 @@ def test_depth_node_publishes_rep118_metres_its_camera_info_and_points(tmp_path)
     assert np.allclose(points[..., 1], (v - cy) * depth / fy, rtol=1e-5, atol=1e-5)
 
 
+def test_depth_node_refuses_a_camera_info_that_cannot_place_a_pixel_and_sends_no_points_from_it(tmp_path):
+    """A camera_info of focal lengths 0 (an uncalibrated camera), then one of an infinite principal point: the cloud
+    from them had x, y inf or NaN and numpy's RuntimeWarnings reached the log. Each is refused once by kind, naming
+    the camera_info topic, as detect_3d_node refuses it; the maps are still published, no depth/camera_info or
+    points from them."""
+    image = _frame("coffee")
+    height, width = image.shape[:2]
+    params = {"model_path": str(METRIC), "depth_kind": "metric", "processor_size": "70x70"}
+    node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.depth_onnx_node")
+    probe = Probe()
+    try:
+        maps, infos = probe.subscribe(Image, "/t/depth"), probe.subscribe(CameraInfo, "/t/depth/camera_info")
+        clouds = probe.subscribe(PointCloud2, "/t/points")
+        images, info_publisher = probe.publisher(Image, "/t/image"), probe.publisher(CameraInfo, "/t/camera_info")
+        ready = lambda: images.get_subscription_count() > 0 and info_publisher.get_subscription_count() > 0  # noqa: E731
+        assert probe.spin_until(lambda: ready() and probe.matched(), PATIENCE_S), node.log()
+        stamps = itertools.count(100)
+        inf = float("inf")
+        bad = {
+            "/t/camera_info without focal length": [0.0] * 9,
+            "/t/camera_info without principal point": [500.0, 0.0, inf, 0.0, 500.0, 200.0, 0.0, 0.0, 1.0],
+        }
+        for kind, k in bad.items():
+            for _ in range(int(PATIENCE_S / 2)):  # until the node has refused it: camera_info may come after an image
+                header = Header(stamp=Time(sec=next(stamps)), frame_id="camera_optical")
+                info = _camera_info(width, height, header)
+                info.k = k
+                info_publisher.publish(info)
+                probe.spin_until(lambda: False, 0.2)
+                images.publish(bgr_to_message(image, header))
+                if probe.spin_until(lambda kind=kind: f"({kind}):" in node.log(), 2.0):
+                    break
+            assert f"({kind}):" in node.log(), node.log()
+        assert probe.spin_until(lambda: len(maps) >= 2, PATIENCE_S), node.log()
+        probe.spin_until(lambda: False, 1.0)
+    finally:
+        probe.close()
+        node.stop()
+    log = node.log()
+    assert not clouds and not infos, log
+    assert "RuntimeWarning" not in log and "Traceback" not in log
+    for kind in bad:
+        assert log.count(f"({kind}):") == 1, log
+    assert "/t/camera_info's K has focal lengths fx 0, fy 0: the camera is not calibrated" in log
+    assert "/t/camera_info's K has a NaN or infinite value (cx inf, cy 200)" in log and "more characters" not in log
+
+
 def _scaled_k(info: CameraInfo, width: int, height: int) -> np.ndarray:
     """The first two rows of ``info``'s K for an image of ``width`` x ``height``: focal lengths and principal point
     scaled by the sizes' ratios."""

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from support.depth_scenes import COLOUR, DEPTH, WALL, Flat, detections, encode, holes, render
 
+from vision_factory.camera_infos import CameraInfoError, Intrinsics
 from vision_factory.models.lift3d import (
-    Intrinsics,
     LiftError,
     check_camera_frame,
     depth_intrinsics,
@@ -140,7 +140,7 @@ def test_a_short_depth_image_is_refused():
     "k", [[0.0] * 9, [525, 0, 320, 0, 0, 240, 0, 0, 1], [float("nan"), 0, 320, 0, 525, 240, 0, 0, 1]]
 )
 def test_camera_info_without_a_focal_length_is_refused(k):
-    with pytest.raises(LiftError, match="not calibrated") as refused:
+    with pytest.raises(CameraInfoError, match="not calibrated") as refused:
         Intrinsics.from_camera_info(k, 640, 480, "depth_camera_info")
     assert refused.value.kind == "depth_camera_info without focal length"
 
@@ -148,9 +148,9 @@ def test_camera_info_without_a_focal_length_is_refused(k):
 def test_camera_info_of_no_size_or_with_binning_is_refused():
     k = [525, 0, 319.5, 0, 525, 239.5, 0, 0, 1]
     assert Intrinsics.from_camera_info(k, 640, 480) == Intrinsics(525, 525, 319.5, 239.5, 640, 480)
-    with pytest.raises(LiftError, match="0x480"):
+    with pytest.raises(CameraInfoError, match="0x480"):
         Intrinsics.from_camera_info(k, 0, 480)
-    with pytest.raises(LiftError, match="binning") as refused:
+    with pytest.raises(CameraInfoError, match="binning") as refused:
         Intrinsics.from_camera_info(k, 640, 480, binning=(2, 2))
     assert refused.value.kind == "camera_info with binning or roi"
 

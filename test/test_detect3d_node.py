@@ -24,6 +24,7 @@ from vision_msgs.msg import Detection2DArray, Detection3DArray
 from visualization_msgs.msg import Marker, MarkerArray
 
 from vision_factory.models.lift3d import Intrinsics
+from vision_factory.results.boxes import Boxes
 from vision_factory.results.masks import label_image
 
 FRAME = "camera_color_optical_frame"
@@ -80,15 +81,25 @@ class Scene:
         publishers = (self.detections, self.depth, self.info, self.depth_info)
         return all(p.get_subscription_count() > 0 for p in publishers) and self.probe.matched()
 
-    def send(self, camera: Intrinsics, encoding: str, info: CameraInfo | None = None, depth_info: bool = False) -> int:
-        """One frame: the camera_info(s) as a driver sends them with each frame, the depth, then the detections."""
+    def send(
+        self,
+        camera: Intrinsics,
+        encoding: str,
+        info: CameraInfo | None = None,
+        depth_info: bool = False,
+        more: Boxes | None = None,
+    ) -> int:
+        """One frame: the camera_info(s) as a driver sends them with each frame, the depth, then the detections (and
+        ``more`` after them, ids 100, 101, ...)."""
         stamp = next(self.stamps)
         self.info.publish(info or _info(COLOUR, stamp))
         if depth_info:
             self.depth_info.publish(_info(camera, stamp))
         self.depth.publish(_depth(camera, encoding, stamp))
-        found = detections(SCENE)
-        self.detections.publish(found.with_parts(boxes=found.boxes.tracked(IDS)).to_message(_header(stamp)))
+        boxes = Boxes.join([detections(SCENE).boxes, more]) if more is not None else detections(SCENE).boxes
+        ids = IDS + [100 + index for index in range(len(boxes) - len(IDS))]
+        found = detections(SCENE).with_parts(boxes=boxes.tracked(ids))
+        self.detections.publish(found.to_message(_header(stamp)))
         return stamp
 
     def answered(self, *frame, **given) -> Detection3DArray:
@@ -162,6 +173,28 @@ def test_detections_in_3d_over_dds_and_bad_input_refused_once_per_kind(tmp_path)
         assert log.count(f"({kind}):") == 1, kind  # the first of each kind, with its fix
     assert "no depth_camera_info says how they align" in log and "calibrate it" in log
     assert "16UC1 (millimetres) or 32FC1 (metres)" in log
+
+
+def test_a_nan_or_infinite_box_costs_no_other_detection_its_3d_box(tmp_path):
+    """Detections of a NaN and of an infinite box among the scene's: those get no 3D box, reported once by kind and
+    counted; the others are lifted as ever (the whole frame was lost: math.ceil(nan) in lift)."""
+    nan, inf = float("nan"), float("inf")
+    bad = Boxes([(nan, 10, 50, 50), (10, 10, inf, 50)], [0.9, 0.8], [0, 0], ["ghost", "ghost"])
+    node = NodeProcess(tmp_path, {"qos_reliability": "reliable"}, module="vision_factory.detect_3d_node")
+    probe = Probe()
+    try:
+        scene = Scene(probe)
+        assert probe.spin_until(scene.ready, PATIENCE_S), node.log()
+        for encoding in ("16UC1", "32FC1"):
+            _assert_exact(scene.answered(COLOUR, encoding, more=bad))
+        assert probe.spin_until(lambda: scene.problems("non-finite box in detections") >= 2, PATIENCE_S)
+        assert scene.problems("detection without depth") >= 2  # the sign, counted apart
+    finally:
+        probe.close()
+        node.stop()
+    log = node.log()
+    assert "Traceback" not in log and log.count("(non-finite box in detections):") == 1, log
+    assert "2 of 5 detections in detections with a NaN or infinite box: left out, the others kept; its publisher" in log
 
 
 def _exact(answer: Detection3DArray) -> bool:

@@ -1,5 +1,5 @@
-"""The layout the README describes, checked on the source tree: one module per family read through one registry,
-recognition beside the adapters, import rules between the layers, and what a generated package carries."""
+"""The layout docs/develop/layout.md describes, checked on the source tree: one module per family read through one
+registry, recognition beside the adapters, import rules between the layers, and what a generated package carries."""
 
 from __future__ import annotations
 
@@ -308,6 +308,7 @@ SHARED = [
 TRACKER = [
     "families/frame_pipeline.py",
     "families/pipeline.py",
+    "results/finite.py",  # what every detection passes (the pipeline's, the track node's)
     "families/reid.py",
     "families/tracking.py",
     "models/global_ids.py",

@@ -63,7 +63,7 @@ def test_replay_writes_detections_as_predict_prints_them(tmp_path):
 @needs_shapes
 def test_bench_node_runs_a_detector_node_on_each_target(tmp_path):
     """`bench --node` replays frames through the detector's node, this package's (onnx:cpu) and a generated
-    package's (openvino:CPU), as help and README say for every family; it was refused for all but tracknet."""
+    package's (openvino:CPU), as help and docs say for every family; it was refused for all but tracknet."""
     result = CliRunner().invoke(
         main,
         ["bench", str(SHAPES_MODEL), "--model-type", "yolo", "--node", "--runs", "5", "--warmup", "1"]
@@ -278,10 +278,10 @@ def test_every_option_of_eval_and_replay_has_help_and_track_describes_only_its_o
 
 
 def test_install_vision_msgs_states_the_time_it_takes_as_measured():
-    """13 s here with the toolchain installed, 103 s on a user's machine: the help and the README say so (they
-    said about a minute, 20-60 s)."""
+    """13 s here with the toolchain installed, 103 s on a user's machine: the help and the docs' Install page say so
+    (they said about a minute, 20-60 s)."""
     text = " ".join(_help("install-vision-msgs").split())
     assert "13 s to about two minutes" in text
-    readme = (ROOT / "README.md").read_text()
-    assert "13 s to about two minutes" in readme and "20–60 s" not in readme
-    assert "103 s on a user's machine" in readme
+    install = (ROOT / "docs" / "install.md").read_text()
+    assert "13 s to about two minutes" in install and "20–60 s" not in install
+    assert "103 s on a user's machine" in install

@@ -168,6 +168,34 @@ def test_a_node_started_with_a_bad_value_says_why_and_exits(tmp_path, params, me
 
 
 @needs_shapes
+@pytest.mark.parametrize(
+    "policy, value, says",
+    [
+        ("depth", "2147483648", "is 2147483648: a history depth is a whole number of messages in 1..10000; give e.g."),
+        ("depth", "-1", "is -1: a history depth is a whole number of messages in 1..10000; give e.g."),
+        ("depth", "deep", "is 'deep': a history depth is a whole number of messages in 1..10000; give e.g."),
+        ("reliability", "bogus", "is 'bogus': a reliability is one of system_default, reliable, best_effort, "),
+        ("durability", "3", "is 3: a durability is one of system_default, transient_local, volatile, best_available"),
+    ],
+    ids=["depth-2^31", "depth-negative", "depth-text", "reliability", "durability-number"],
+)
+def test_a_node_started_with_a_qos_override_it_cannot_take_names_it_and_exits(tmp_path, policy, value, says):
+    """ROS reads a publisher's QoS overrides only as it makes the publisher: depth 2^31 gave a pybind11 dump, -1
+    rmw's 'queue size exceeds the DDS type', naming neither parameter nor topic. Refused at start-up, before the
+    model loads, naming the parameter, the value, the valid values and the fix."""
+    parameter = f"qos_overrides./t/detections.publisher.{policy}"
+    node = NodeProcess(tmp_path, {"model_path": str(SHAPES_MODEL), parameter: value}, module=YOLO_NODE)
+    try:
+        code = node.wait(30)
+    finally:
+        node.stop()
+    log = node.log()
+    assert code == 2 and f"cannot start: {parameter} {says}" in log, log
+    assert f"give e.g. -p {parameter}:=" in log, log
+    assert not any(word in log for word in ("Traceback", "pybind11", "incompatible", "rmw", "ONNX Runtime")), log
+
+
+@needs_shapes
 def test_a_node_names_the_parameters_it_does_not_have_with_the_closest(tmp_path):
     """Refused over the parameter service too, with the reason; a misspelt start-up parameter is named once."""
     params = {"autostart": "false", "model_path": str(SHAPES_MODEL), "confidence_treshold": "0.3"}

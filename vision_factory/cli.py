@@ -37,6 +37,7 @@ from .cli_support import (
     tool_option,
 )
 from .cli_support import command_words as _command
+from .cli_support import echo as _echo
 from .cli_support import progress as _progress
 from .cli_support import reported as _reported
 from .cli_support import show as _show
@@ -47,6 +48,7 @@ from .images import OUTPUT_ENCODINGS
 from .models.depth import RESIZES as DEPTH_RESIZE_FILTERS
 from .parameters import CAMERA_TOPIC, MAX_CAMERAS
 from .runtime.backends import BACKENDS, BENCH_TARGETS
+from .text import shown_path
 from .tools.bags import STORAGES
 from .tools.ball_eval import evaluate_tracking
 from .tools.image_bag import DEFAULT_FPS
@@ -88,7 +90,7 @@ def demo(**given: Any) -> None:
     from .tools.demo import demo as run_demo
 
     with _reported():
-        _show(run_demo(**given, log=click.echo))
+        _show(run_demo(**given, log=_echo))
 
 
 @main.command()
@@ -145,7 +147,7 @@ def replay(params: tuple[str, ...], executable: str | None, cameras: tuple[str, 
     click.echo("", err=True)
     click.echo(json.dumps(result.summary(), indent=2))
     if result.missing_frames:
-        _warn(f"{len(result.missing_frames)} frames got no output (see {result.node_log})")
+        _warn(f"{len(result.missing_frames)} frames got no output (see {shown_path(result.node_log)})")
 
 
 def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, cameras: tuple[str, ...]) -> None:
@@ -167,7 +169,7 @@ def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, c
     click.echo(json.dumps(result.summary(), indent=2))
     missing = sum(len(frames) for frames in result.missing_frames.values())
     if missing:
-        _warn(f"{missing} frames got no output (see {result.node_log})")
+        _warn(f"{missing} frames got no output (see {shown_path(result.node_log)})")
 
 
 @main.command()
@@ -224,10 +226,10 @@ def verify(params: tuple[str, ...], executable: str | None, cameras: tuple[str, 
         return
     with _reported(FileExistsError):
         report = run_verify(**given, params=parse_overrides(params), executable=_command(executable))
-    click.echo(report.text())
+    _echo(report.text())
     if not report.passed:
         for failure in report.failures():
-            click.echo(f"verify failed: {failure}", err=True)
+            _echo(f"verify failed: {failure}", err=True)
         sys.exit(1)
 
 
@@ -250,10 +252,10 @@ def _verify_cameras(given: dict[str, Any], overrides: dict[str, str], command, c
             given["force"],
             given["params_file"],
         )
-    click.echo(report.text())
+    _echo(report.text())
     if not report.passed:
         for failure in report.failures():
-            click.echo(f"verify failed: {failure}", err=True)
+            _echo(f"verify failed: {failure}", err=True)
         sys.exit(1)
 
 
@@ -314,10 +316,10 @@ def install_vision_msgs(force: bool, jobs: int | None, verbose: bool) -> None:
     from .tools import interfaces
 
     try:
-        result = interfaces.install_vision_msgs(force, jobs, verbose, log=lambda line: click.echo(line, err=True))
+        result = interfaces.install_vision_msgs(force, jobs, verbose, log=lambda line: _echo(line, err=True))
     except interfaces.InterfaceBuildError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(result.message)
+    _echo(result.message)
 
 
 @main.command()
@@ -418,7 +420,7 @@ def generate(model_file: Path | None, **given: Any) -> None:
         if model_file is not None:
             require_file_family(model_file, family_name, f"--model {family_name}")
         target = write_package(**given, model=model_file)
-    click.echo(f"wrote {target}" + (f" and {target}.zip" if given["make_zip"] else ""))
+    _echo(f"wrote {shown_path(target)}" + (f" and {shown_path(f'{target}.zip')}" if given["make_zip"] else ""))
     next_step = f"colcon build --packages-select {given['package']} (from the workspace root), then see its README.md"
     click.echo(f"next: {next_step}")
 
@@ -457,7 +459,7 @@ def bench(**given: Any) -> None:
     from .tools.bench import bench as run_bench
 
     with _reported():
-        _show(run_bench(**given, progress=lambda text: click.echo(text, err=True)))
+        _show(run_bench(**given, progress=lambda text: _echo(text, err=True)))
 
 
 @main.command(name="eval")
@@ -650,7 +652,7 @@ def quantize(imgsz: int | None, input_size: str | None, depth_kind: str | None, 
     options = {"--imgsz": imgsz, "--input-size": input_size, "--depth-kind": depth_kind}
     with _reported():
         try:
-            report = run_quantize(**given, options=options, log=lambda text: click.echo(text, err=True))
+            report = run_quantize(**given, options=options, log=lambda text: _echo(text, err=True))
         except AccuracyLost as lost:
             _show(lost.report)
             raise
@@ -743,6 +745,8 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
       vision-factory predict --model-type rtmpose --model rtmpose-m.onnx --detector yolov8n.onnx people.jpg
       vision-factory predict --model-type depth --model depth_anything_v2_small.onnx --depth-kind relative room.jpg
     """
+    from .streaming import ProblemLog
+    from .text import untrusted
     from .tools.predict import MAPPING, detector_from_options
     from .tools.predict import predict as run_predict
 
@@ -756,9 +760,13 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
         protected = [model, detector_model, options.get("--labels")]
         head_note = getattr(detector, "head_note", None)  # e.g. YOLO's end-to-end head: no NMS
         if head_note:
-            click.echo(head_note, err=True)
+            _echo(head_note, err=True)
+        problems = ProblemLog(0)  # what was wrong with the model's output: each kind said once, counted at the end
         for found in run_predict(detector, inputs, save, protected):
+            for problem, detail in found.problems.items():
+                _warn(problems.count(problem, f"frame {untrusted(found.record['image'], 400)}", detail, False))
             click.echo(json.dumps(found.record) if json_lines else found.line())
+        _warn(problems.summary(final=True))
 
 
 METAVARS = {"--reid": "REID.onnx"}
@@ -865,7 +873,7 @@ def reid_tune(**given: Any) -> None:
     from .tools.reid_tune import tune
 
     with _reported():
-        _show(tune(**given, log=lambda text: click.echo(text, err=True)))
+        _show(tune(**given, log=lambda text: _echo(text, err=True)))
 
 
 if __name__ == "__main__":

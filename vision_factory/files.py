@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
-from .text import untrusted
+from .text import shown_path
 
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -61,25 +61,21 @@ def check_output(path: str | os.PathLike[str], inputs: Inputs = (), option: str 
     option that chose the path, for the fix.
     """
     path = Path(path)
-    where = f"choose another {option}" if option else "choose another output folder"
+    where = _another(option)
     try:
         status = os.lstat(path)
     except FileNotFoundError:
         return path
     except OSError as exc:
-        raise UnsafeWrite(f"cannot write {path}: {exc.strerror}; {where}") from None
+        raise UnsafeWrite(f"cannot write {shown_path(path)}: {exc.strerror}; {where}") from None
     if stat.S_ISLNK(status.st_mode):
-        target = untrusted(os.readlink(path))
-        raise UnsafeWrite(
-            f"{path} is a symbolic link (to {target}); outputs are never written through links: remove the link "
-            f"or {where}"
-        )
+        raise UnsafeWrite(_link_refusal(path, option))
     if not stat.S_ISREG(status.st_mode):
-        raise UnsafeWrite(f"{path} exists and is not a file; remove it or {where}")
+        raise UnsafeWrite(f"{shown_path(path)} exists and is not a file; remove it or {where}")
     source = _identities(inputs).get((status.st_dev, status.st_ino))
     if source is not None:
-        same = "" if os.path.abspath(source) == os.path.abspath(path) else f" (the same file as {source})"
-        raise UnsafeWrite(f"{path} is an input of this command{same}; it is never overwritten: {where}")
+        same = "" if os.path.abspath(source) == os.path.abspath(path) else f" (the same file as {shown_path(source)})"
+        raise UnsafeWrite(f"{shown_path(path)} is an input of this command{same}; it is never overwritten: {where}")
     return path
 
 
@@ -112,7 +108,7 @@ def staged(
     try:
         os.mkdir(folder, 0o700)
     except OSError as exc:
-        raise UnsafeWrite(f"cannot write in {path.parent}: {exc.strerror}; {_fix(option)}") from None
+        raise UnsafeWrite(f"cannot write in {shown_path(path.parent)}: {exc.strerror}; {_fix(option)}") from None
     try:
         fresh = folder / path.name
         yield fresh
@@ -128,6 +124,10 @@ def _fix(option: str | None) -> str:
     return f"choose another {option}" if option else "choose a writable output folder"
 
 
+def _another(option: str | None) -> str:
+    return f"choose another {option}" if option else "choose another output folder"
+
+
 def _new_beside(path: Path, option: str | None) -> tuple[int, Path]:
     """A new file (descriptor, path) of an unpredictable name in ``path``'s folder, created never through a link."""
     for _ in range(100):
@@ -137,8 +137,8 @@ def _new_beside(path: Path, option: str | None) -> tuple[int, Path]:
         except FileExistsError:
             continue
         except OSError as exc:
-            raise UnsafeWrite(f"cannot write {path}: {exc.strerror}; {_fix(option)}") from None
-    raise UnsafeWrite(f"cannot write {path}: every temporary name tried beside it exists")
+            raise UnsafeWrite(f"cannot write {shown_path(path)}: {exc.strerror}; {_fix(option)}") from None
+    raise UnsafeWrite(f"cannot write {shown_path(path)}: every temporary name tried beside it exists")
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes, inputs: Inputs = (), option: str | None = None) -> Path:
@@ -182,6 +182,101 @@ def open_new(
             os.unlink(fresh)
         raise
     return os.fdopen(fd, mode, **kwargs)
+
+
+# --- output folders: the one the user named, and the folders made below it (a camera's OUT/NAME/) ------------
+
+
+def output_folder(root: str | os.PathLike[str], below: str = "", option: str | None = None) -> Path:
+    """The folder ``root``/``below`` for a command's outputs, made where missing, never through a link below ``root``.
+
+    ``root`` is the folder the user named (``option``: the option that named it, for the fix): made with its
+    parents where missing, as ``mkdir -p`` makes them (a link on the path the user typed is theirs to follow); a file
+    there or above it is refused. Each component of ``below`` (relative: a camera's ``front`` or ``rig/front``) is
+    then made with mkdir, which never follows a link, or, where it exists, looked at with lstat: a symbolic link
+    (dangling or not) or anything but a folder at any component is refused (UnsafeWrite naming it and the fix), so
+    that nothing meant for ``root``/``below`` lands where a planted link points."""
+    root = Path(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UnsafeWrite(_not_a_folder(root, option)) from None
+    except NotADirectoryError:
+        raise UnsafeWrite(_under_a_file(root, option)) from None
+    except OSError as exc:
+        raise UnsafeWrite(_cannot_make(root, exc, option)) from None
+    return _below(root, below, option, make=True)
+
+
+def check_folder(root: str | os.PathLike[str], below: str = "", option: str | None = None) -> Path:
+    """``root``/``below`` as ``output_folder`` would give it, making nothing: an UnsafeWrite for a link or a
+    non-folder at any existing component below ``root``, or for ``root`` under a file (before a run reads or
+    removes an earlier run's files there). Components that do not exist yet are left to ``output_folder``."""
+    root = Path(root)
+    if not root.is_dir() and (root.exists() or root.is_symlink()):
+        raise UnsafeWrite(_not_a_folder(root, option))
+    if not root.exists() and _file_above(root) is not None:
+        raise UnsafeWrite(_under_a_file(root, option))
+    return _below(root, below, option, make=False)
+
+
+def _below(root: Path, below: str, option: str | None, make: bool) -> Path:
+    parts = Path(below).parts
+    if Path(below).is_absolute() or ".." in parts:
+        raise ValueError(f"{below!r} is not a relative path below the output folder")
+    folder = root
+    for part in parts:
+        folder = folder / part
+        if make:
+            try:
+                os.mkdir(folder)  # never follows a link: anything at that name, a dangling link included, fails it
+                continue
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise UnsafeWrite(_cannot_make(folder, exc, option)) from None
+        try:
+            status = os.lstat(folder)
+        except FileNotFoundError:
+            if make:  # removed between mkdir and lstat: something is changing the output folder
+                raise UnsafeWrite(f"{shown_path(folder)} vanished while it was made; try again") from None
+            return root / below  # the rest is made later, by output_folder
+        if stat.S_ISLNK(status.st_mode):
+            raise UnsafeWrite(_link_refusal(folder, option))
+        if not stat.S_ISDIR(status.st_mode):
+            raise UnsafeWrite(f"{shown_path(folder)} exists and is not a folder; remove it or {_another(option)}")
+    return folder
+
+
+def _link_refusal(path: Path, option: str | None) -> str:
+    target = shown_path(os.readlink(path))
+    return (
+        f"{shown_path(path)} is a symbolic link (to {target}); outputs are never written through links: remove the "
+        f"link or {_another(option)}"
+    )
+
+
+def _cannot_make(folder: Path, exc: OSError, option: str | None) -> str:
+    return f"cannot write the folder {shown_path(folder)}: {exc.strerror}; {_fix(option)}"
+
+
+def _not_a_folder(root: Path, option: str | None) -> str:
+    what = "is a file, not a folder" if root.is_file() else "exists and is not a folder"
+    return f"{shown_path(root)} {what}: {_another(option)}"
+
+
+def _file_above(path: Path) -> Path | None:
+    """The nearest existing ancestor of ``path`` that is not a folder (a file the path would go under), or None."""
+    for parent in [path, *path.parents]:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
+def _under_a_file(path: Path, option: str | None) -> str:
+    above = _file_above(path)
+    where = f" ({shown_path(above)} is a file, not a folder)" if above is not None and above != path else ""
+    return f"cannot write the folder {shown_path(path)}: it would be under a file{where}; {_another(option)}"
 
 
 # --- a tree of new files under one folder, reached by descriptors (the generator's package) -----------------

@@ -78,12 +78,22 @@ class FrameQueue:
             self._wake.notify()
 
 
+class KindError(ValueError):
+    """An input that cannot be used, of a kind of problem a node counts and reports once (ProblemLog): ``kind`` names
+    it in a few fixed words (never text from a message), the message adds the details and the fix."""
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(detail)
+        self.kind = kind
+
+
 class ProblemLog:
     """Problems with frames, counted by kind (a short fixed name, never text from a message): ``count`` gives the
     line to log for the first of each kind only, ``summary`` the counts when new ones came since the last."""
 
     def __init__(self, period: float):
-        self.period = period  # seconds between the summaries while new problems come (said in the first lines)
+        # seconds between the summaries while new problems come (said in the first lines); 0: one at the end
+        self.period = period
         self.counts: dict[str, int] = {}  # kind -> frames it happened to, in order of first sight
         self.skipped = 0  # frames skipped (not answered) for a problem
         self._logged = 0  # of the frames counted, at the last summary
@@ -98,10 +108,8 @@ class ProblemLog:
             self.skipped += skipped
         if not first:
             return None
-        return (
-            f"{what} ({kind}): {detail} (logged once per kind; counts follow every {self.period:g} s while more "
-            "come, and at stop)"
-        )
+        follow = f"every {self.period:g} s while more come, and at stop" if self.period else "at the end"
+        return f"{what} ({kind}): {detail} (logged once per kind; counts follow {follow})"
 
     def summary(self, final: bool = False) -> str | None:
         """The counts by kind when new problems came since the last summary, or ``final``ly when any came."""

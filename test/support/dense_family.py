@@ -1,5 +1,6 @@
-"""A tiny family whose result is a dense map: the README's worked example of adding a family. All of it is here
-(model, rule, adapter, Family); it joins the tools with one line, ``register(FAMILY)`` (families/registry.py).
+"""A tiny family whose result is a dense map: the docs' worked example of adding a family (docs/adding-a-family.md).
+All of it is here (model, rule, adapter, Family); it joins the tools with one line, ``register(FAMILY)``
+(families/registry.py).
 
 Its model (built with onnx.helper) takes a [1, 3, H, W] RGB image in 0..1 and gives [1, 1, H, W] "depth" in metres:
 1 + 2 x the pixel's mean of R, G and B. At TrackNet's 288x512 its interface is one 288x512 map out: its own rule
@@ -92,7 +93,7 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> TinyDepth:
 
 FAMILY = Family(
     name=NAME,
-    summary="a tiny depth model (the README's worked example of a dense family)",
+    summary="a tiny depth model (the docs' worked example of a dense family)",
     rule=RULE,
     parameters=(Parameter("model_path", "", "depth model file (.onnx)", launch_argument=True, required=True),),
     build=build,

@@ -190,7 +190,8 @@ class Family:
     # (parameter values, its model file's recognition details) -> its node's main output topic where the model
     # decides it (depth: depth for a metric model, relative_depth for a relative one); None: always output_topic
     output_of: Callable[[Mapping[str, Any], Mapping[str, Any]], str] | None = None
-    # (parameter values) -> the frames its node holds back until a stream ends (tracknet: a window's but one)
+    # (parameter values) -> the frames its node holds back until later frames come or its stream pauses (tracknet:
+    # a window's but one, and InpaintNet's with it)
     held_back: Callable[[Mapping[str, Any]], int] = _none_held
     # `quantize`: its accuracy loss (None: quantize does not take it), and what it compares over besides --data
     # ("": nothing; tracknet: the video of its truth CSV)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..models.tracker import Tracking
+from ..results.finite import MESSAGE_FIX, finite
 from ..results.frame import Detector, FrameResult
 from . import tracking as tracking_parameters
 from .family import Family, LoadRunner
@@ -46,10 +47,13 @@ class DetectionPipeline:
     """A detection or pose family's frame pipeline: the detector and, with ``tracking`` on, its tracker and the
     new-stream rule. With tracking on the detector hands the tracker its detections down to track_low_threshold
     (tracking.detector_values) and ``push`` returns those above confidence_threshold and the lower ones that
-    continue a track (tracking.published)."""
+    continue a track (tracking.published). Every detection passes results/finite.py's ``finite`` first, before the
+    tracker and before a message or a file: one NaN or infinite value never reaches either, and never costs the
+    frame's other detections (the result's ``problems`` say what was left out)."""
 
     def __init__(self, detector: Detector, tracking: Tracking | None, confidence: float):
         self.detector, self.tracking, self.confidence = detector, tracking, confidence
+        self.masks = has_masks(detector)  # a segmentation model: each detection its mask
         self.rule = StreamRule()
 
     @classmethod
@@ -61,12 +65,18 @@ class DetectionPipeline:
 
     def push(self, frame: np.ndarray, stamp: Any = None, people: FrameResult | None = None) -> list[Answer]:
         """The frame's detections (``people``: the person boxes a top-down pose model poses, instead of its own
-        detector's), tracked when tracking is on (``stamp``: comparable, e.g. (sec, nanosec), or None)."""
-        found = self.detector.detect(frame) if people is None else self.detector.pose(frame, people)
-        return [(stamp, self.track(frame, found, stamp))]
+        detector's: those of a NaN or infinite value are left out, counted), tracked when tracking is on
+        (``stamp``: comparable, e.g. (sec, nanosec), or None)."""
+        if people is None:
+            return [(stamp, self.track(frame, self.detector.detect(frame), stamp))]
+        screened = finite(people, "person detections", MESSAGE_FIX)
+        found = self.track(frame, self.detector.pose(frame, screened.result), stamp)
+        return [(stamp, found.with_parts(problems={**screened.problems, **found.problems}))]
 
     def track(self, frame: np.ndarray, found: FrameResult, stamp: Any = None) -> FrameResult:
-        """``push`` after the detector: the detections ``found`` in ``frame`` through the tracker (when on)."""
+        """``push`` after the detector: the detections ``found`` in ``frame``, those of a NaN or infinite value
+        left out (the result's ``problems`` say), through the tracker (when on)."""
+        found = finite(found, masks=self.masks).result
         if self.tracking is None:
             return found
         reason = self.rule.new_stream(frame.shape[:2], stamp)
@@ -84,3 +94,8 @@ class DetectionPipeline:
         self.rule.reset()
         if self.tracking is not None:
             self.tracking.reset()
+
+
+def has_masks(detector: Any) -> bool:
+    """Whether ``detector`` gives each detection its instance mask (a YOLO segmentation model)."""
+    return bool(getattr(detector, "mask_channels", 0))

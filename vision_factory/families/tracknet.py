@@ -70,7 +70,13 @@ PARAMETERS = (
     Parameter("heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'", **FRACTION),
     Parameter("inpaint_model_path", "", "InpaintNet model file; empty disables refinement", launch_argument=True),
     Parameter("inpaint_seq_len", 16, "frames per InpaintNet window", minimum=1),
-    Parameter("flush_timeout", 1.0, "seconds without frames that end a stream, 0 = never", minimum=0.0),
+    Parameter(
+        "flush_timeout",
+        1.0,
+        "seconds without frames after which the pending frames are answered, or the stream ends when none are; "
+        "0 = never",
+        minimum=0.0,
+    ),
     Parameter("trajectory_length", 30, "positions in ball_markers", minimum=0),
 )
 
@@ -149,8 +155,10 @@ def values(model: str, seq_len: int, bg_mode: str, median_warmup: int | None = N
 
 
 def held_back(values: Mapping[str, Any]) -> int:
-    """The frames the node holds back until a stream ends: a window's but one."""
-    return values["seq_len"] - 1
+    """The frames the node holds back, past the median warm-up, until later frames come or the stream pauses: a
+    window's but one, and InpaintNet's window but one with it (a frame is answered that many frames later)."""
+    inpaint = values["inpaint_seq_len"] - 1 if values["inpaint_model_path"] else 0
+    return values["seq_len"] - 1 + inpaint
 
 
 def pipeline(family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> BallStream:

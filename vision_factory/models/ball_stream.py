@@ -70,6 +70,9 @@ class BallStream:
     - ``flush()`` ends the stream: the next frame starts one as on a fresh BallStream (median
       warm-up, window, InpaintNet buffer, frame size), whatever came before; only ``stats`` and
       ``restarts`` go on.
+    - ``answer_pending()`` answers every pending frame now, as ``flush()`` does, but the stream goes
+      on (median, window, frame size): what a node does when frames pause, e.g. a sender that
+      waits for each answer before sending the next frame.
     """
 
     def __init__(
@@ -154,13 +157,18 @@ class BallStream:
         """Frames pushed whose prediction is not out yet."""
         return len(self._tags) + len(self._undelivered)
 
+    def answer_pending(self) -> list[Tagged]:
+        """Everything still pending, in frame order, answered from what came so far; the stream goes on."""
+        outputs = self._take_undelivered() + self._refine(self.tracker.answer_pending())
+        if self.refiner is not None:
+            outputs += self._finish(self.refiner.flush())  # the frames after it are repaired as without it
+        return outputs
+
     def flush(self) -> list[Tagged]:
         """End the stream: everything still pending, in frame order; the next push starts a fresh stream (even
         when this raises: nothing of this stream is left to the next)."""
         try:
-            outputs = self._take_undelivered() + self._refine(self.tracker.flush())
-            if self.refiner is not None:
-                outputs += self._finish(self.refiner.flush())
+            outputs = self.answer_pending()
         finally:
             self.reset()
         return outputs

@@ -17,6 +17,7 @@ import time
 import cv2
 import numpy as np
 
+from ..results import MODEL_FIX
 from ..results.dense import DenseMap
 from ..results.frame import FrameResult
 from ..runtime.runner import Runner, tensor_text
@@ -173,7 +174,7 @@ class DepthEstimator:
 
     def finish(self, depth: np.ndarray, height: int, width: int) -> DenseMap:
         """The model's map resized to the frame (bicubic, as post_process_depth_estimation; ZoeDepth's to the padded
-        frame, the padding then cut off), invalid pixels NaN."""
+        frame, the padding then cut off), invalid pixels NaN (values a model should not give: ``out_of_range``)."""
         depth = np.asarray(depth, np.float32)
         pad_rows, pad_columns = padding(height, width, self.processor)
         padded = (height + 2 * pad_rows, width + 2 * pad_columns)
@@ -196,18 +197,41 @@ class DepthEstimator:
             depth = np.where(np.isfinite(depth), depth, np.float32(np.nan))
         return DenseMap(depth, self.unit, KIND)
 
+    def out_of_range(self, raw: np.ndarray) -> dict[str, str]:
+        """What is wrong with the model's own map (before the resize), as problem-log kind -> detail: a metric map's
+        infinite or negative metres (its NaN is the model's "no depth", REP-118's invalid: no problem), a relative
+        map's NaN or infinite values; {} for a map without (two passes over the model's map)."""
+        low, high = float(raw.min()), float(raw.max())  # NaN when any value is
+        if self.depth_kind == "metric":
+            if low >= 0 and high < np.inf:
+                return {}
+            bad, what = np.isinf(raw) | (raw < 0), "infinite or negative"
+        else:
+            if math.isfinite(low) and math.isfinite(high):
+                return {}
+            bad, what = ~np.isfinite(raw), "NaN or infinite"
+        count = int(np.count_nonzero(bad))
+        if not count:
+            return {}
+        return {
+            f"{what} depth from the model": f"{count} of {raw.size} values of the model's {self.depth_kind} map are "
+            f"{what}: NaN (invalid) there and where the resize spreads them; {MODEL_FIX}"
+        }
+
     def __call__(self, image_bgr: np.ndarray) -> FrameResult:
         """The frame's result (``infer``): an adapter is a function from a frame to its result."""
         return self.infer(image_bgr)
 
     def infer(self, image_bgr: np.ndarray) -> FrameResult:
+        """The frame's map, and as the result's ``problems`` what is wrong with the model's (``out_of_range``)."""
         start = time.perf_counter()
         tensor = self.prepare(image_bgr)
         prepared = time.perf_counter()
         depth = self.raw(tensor)
         inferred = time.perf_counter()
+        problems = self.out_of_range(np.asarray(depth, np.float32))
         found = self.finish(depth, *image_bgr.shape[:2])
         self.seconds["preprocess"] += prepared - start
         self.seconds["inference"] += inferred - prepared
         self.seconds["postprocess"] += time.perf_counter() - inferred
-        return FrameResult.of(image_bgr, dense=found)
+        return FrameResult.of(image_bgr, dense=found, problems=problems)

@@ -98,9 +98,10 @@ def _axes(prototype_shape: tuple[int, int], frame_shape: tuple[int, int]):
 
 def instance_masks(
     prototypes: np.ndarray, coefficients: np.ndarray, boxes: np.ndarray, frame_shape: tuple[int, int]
-) -> list[InstanceMask]:
+) -> list[InstanceMask | None]:
     """Masks of detections with ``coefficients`` [n, C] and frame-pixel xyxy ``boxes`` [n, 4], from the model's
-    ``prototypes`` [C, h, w], on a frame of ``frame_shape`` (height, width)."""
+    ``prototypes`` [C, h, w], on a frame of ``frame_shape`` (height, width); None for a detection whose mask logits
+    under its box are not all finite (a damaged model's: no mask is known, where an empty one would be a claim)."""
     height, width = frame_shape
     prototypes = np.asarray(prototypes, np.float32)
     (down_all, top_cell, bottom_cell), (across_all, left_cell, right_cell) = _axes(
@@ -118,6 +119,9 @@ def instance_masks(
         col0, col1 = left_cell[first_x], right_cell[last_x - 1] + 1
         cells = prototypes[:, row0:row1, col0:col1]
         logits = np.tensordot(coefficient, cells, axes=(0, 0))  # [cell rows, cell columns]
+        if not np.isfinite(logits).all():
+            masks.append(None)
+            continue
         # Gathered taps, not matrix products: threaded BLAS on these small products stalls on a busy machine.
         rows = _resampled(logits, down_all[first_y:last_y], top_cell[first_y:last_y] - row0, axis=0)
         region = _resampled(rows, across_all[first_x:last_x], left_cell[first_x:last_x] - col0, axis=1)

@@ -171,8 +171,14 @@ class RTMPoseEstimator:
         return self.runner.outputs[self._x].name, self.runner.outputs[self._y].name
 
     def estimate(self, image_bgr: np.ndarray, boxes_xyxy) -> list[PersonKeypoints]:
-        """Keypoints (x, y, score) in frame pixels of the person in each box, in box order."""
+        """Keypoints (x, y, score) in frame pixels of the person in each box, in box order; none ([]) for a box of a
+        NaN or infinite value (a damaged detector's: no crop is made of it; results/finite.py's finite leaves it
+        out)."""
         boxes = np.asarray(boxes_xyxy, dtype=np.float64).reshape(-1, 4)
+        finite = np.isfinite(boxes).all(axis=1)
+        if not finite.all():
+            found = iter(self.estimate(image_bgr, boxes[finite]))
+            return [next(found) if ok else [] for ok in finite]
         if not len(boxes):
             return []
         tensor, center_scale = self.preprocess(image_bgr, boxes)
@@ -267,7 +273,11 @@ class TopDownPose:
 
     def pose(self, image_bgr: np.ndarray, people: FrameResult) -> FrameResult:
         """``people`` (a result of person boxes) with the keypoints of the person in each box."""
-        points = np.asarray(self.estimator.estimate(image_bgr, people.boxes.xyxy), np.float64)
-        count = points.shape[1] if points.ndim == 3 else len(self.keypoint_names)
+        found = self.estimator.estimate(image_bgr, people.boxes.xyxy)
+        count = next((len(person) for person in found if len(person)), len(self.keypoint_names))
+        points = np.zeros((len(found), count, 3))  # a person of no keypoints (a box not finite): 0, 0, 0
+        for row, person in enumerate(found):
+            if len(person):
+                points[row] = person
         names = self.keypoint_names if len(self.keypoint_names) == count else coco_or_numbered(count)
-        return people.with_parts(keypoints=Keypoints.of(points.reshape(len(people), count, 3), names))
+        return people.with_parts(keypoints=Keypoints.of(points, names))

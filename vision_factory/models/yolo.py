@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..results.boxes import Boxes, nms
+from ..results.finite import finite_box
 from ..results.frame import FrameResult
 from ..results.keypoints import Keypoints, keypoint_names
 from ..results.masks import Masks
@@ -250,8 +251,9 @@ class YoloDetector:
             start = time.perf_counter()
             masks = self.masks(output, prototypes, kept, corners, box)
             self.masks_s = time.perf_counter() - start
-            # only the detections whose mask has a pixel, as Ultralytics' segmentation predictor keeps them
-            shown = [index for index, mask in enumerate(masks) if mask.bits.any()]
+            # only the detections whose mask has a pixel, as Ultralytics' segmentation predictor keeps them; and
+            # those of a non-finite box or mask (None), which results/finite.py counts and leaves out or reports
+            shown = [i for i, mask in enumerate(masks) if mask is None or mask.bits.any() or not finite_box(corners[i])]
             if len(shown) < len(masks):
                 masks, corners, scores, class_ids = (
                     [masks[i] for i in shown],

@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The fix to give for values a model should not give (NaN or infinite boxes, an infinite depth), said where a node
+# or a tool leaves them out
+MODEL_FIX = "a damaged model, or an FP16 export that overflows (export in FP32)"
+
 
 @dataclass(frozen=True)
 class ResultKind:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ..files import open_new
-from ..text import untrusted
+from ..text import shown_path, untrusted
 from .part import Compared
 
 if TYPE_CHECKING:
@@ -88,14 +88,17 @@ def write_ball_csv(path: str | Path, rows: Iterable[tuple[int, int, int, int]]) 
 def read_ball_csv(path: str | Path) -> list[tuple[int, int, float, float]]:
     """Rows (Frame, Visibility, X, Y) of a TrackNet ball CSV; a malformed file is a ValueError naming the row."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{shown_path(path)} is a folder: give the ball CSV file (Frame,Visibility,X,Y)")
     if not path.is_file():
-        raise ValueError(f"ball CSV not found: {path}")
+        raise ValueError(f"ball CSV not found: {shown_path(path)}")
     with path.open(newline="") as handle:
         reader = csv.DictReader(handle)
         missing = {"Frame", "Visibility", "X", "Y"} - set(reader.fieldnames or ())
         if missing:
             raise ValueError(
-                f"{path} lacks column(s) {', '.join(sorted(missing))}: TrackNet's CSV is Frame,Visibility,X,Y"
+                f"{shown_path(path)} lacks column(s) {', '.join(sorted(missing))}: TrackNet's CSV is "
+                "Frame,Visibility,X,Y"
             )
         rows = []
         try:
@@ -104,7 +107,7 @@ def read_ball_csv(path: str | Path) -> list[tuple[int, int, float, float]]:
                 if not np.isfinite(rows[-1][2:]).all():
                     raise ValueError(f"X, Y {row['X']}, {row['Y']} is not a finite position (NaN or infinity)")
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{path} line {reader.line_num}: {untrusted(exc)}") from exc
+            raise ValueError(f"{shown_path(path)} line {reader.line_num}: {untrusted(exc)}") from exc
         return rows
 
 

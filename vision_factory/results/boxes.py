@@ -51,9 +51,18 @@ def nms(
     lower-scored boxes, so the first ``limit`` picks come from a prefix of the score order: it
     starts at 4 x ``limit`` and is doubled until it yields ``limit`` picks or holds every box,
     which keeps thousands of candidates cheap.
+
+    A box or score that is NaN or infinite (a damaged model's) takes no part: such boxes come after the kept ones
+    (at most ``limit`` of them), for results/finite.py's ``finite`` to count and leave out, and never change what
+    the finite boxes keep.
     """
     if not len(boxes):
         return np.zeros(0, dtype=np.int64)
+    finite = np.isfinite(boxes).all(axis=1) & np.isfinite(scores)
+    if not finite.all():
+        good, bad = np.flatnonzero(finite), np.flatnonzero(~finite)
+        kept = good[nms(boxes[good], scores[good], class_ids[good], iou_threshold, limit)]
+        return np.concatenate([kept, bad[: len(bad) if limit is None else limit]])
     order = np.argsort(-scores, kind="stable")
     limit = len(order) if limit is None else limit
     # Boxes of different classes never overlap once each class is moved to its own region.

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ..images import image_cdr
-from ..text import untrusted
+from ..text import shown_path, untrusted
 from .part import Compared, Equal
 
 if TYPE_CHECKING:
@@ -117,9 +117,9 @@ class DenseMap(Equal):
         the ``protected`` files. The .npy's path."""
         import cv2
 
-        from ..files import staged
+        from ..files import output_folder, staged
 
-        folder.mkdir(parents=True, exist_ok=True)
+        output_folder(folder, option="--save folder")
         stem = f"{path.stem}_{index:06d}" if index is not None else path.stem
         saved = folder / f"{stem}.npy"
         with staged(saved, [path, *protected], "--save folder") as fresh, fresh.open("wb") as handle:
@@ -147,9 +147,9 @@ def read_map(path: str | Path) -> np.ndarray:
     try:
         values = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read the map {path}: {untrusted(exc)}") from None
+        raise ValueError(f"cannot read the map {shown_path(path)}: {untrusted(exc)}") from None
     if values.ndim != 2 or values.dtype.kind != "f":
-        raise ValueError(f"{path} is not a map: a 2-D float array (it is {values.ndim}-D {values.dtype})")
+        raise ValueError(f"{shown_path(path)} is not a map: a 2-D float array (it is {values.ndim}-D {values.dtype})")
     return values
 
 
@@ -223,10 +223,10 @@ def evaluate_maps(predictions: Path, truth: Path) -> dict[str, float]:
     ``aligned_delta1``: a relative model's scores); a truth map without a prediction is a ValueError."""
     names = sorted(path.name for path in Path(truth).glob("*.npy"))
     if not names:
-        raise ValueError(f"no truth maps (.npy) in {truth}")
+        raise ValueError(f"no truth maps (.npy) in {shown_path(truth)}")
     missing = [name for name in names if not (Path(predictions) / name).is_file()]
     if missing:
-        raise ValueError(f"{predictions} has no prediction for {untrusted(', '.join(missing[:5]), 400)}")
+        raise ValueError(f"{shown_path(predictions)} has no prediction for {untrusted(', '.join(missing[:5]), 400)}")
     found = [read_map(Path(predictions) / name) for name in names]
     truths = [read_map(Path(truth) / name) for name in names]
     scores = depth_metrics(found, truths)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -44,8 +44,9 @@ class Detector(Adapter, Protocol):
 
 @dataclass(eq=False)
 class FrameResult(Equal):
-    """A frame's result: its size (``width``, ``height``), its parts (None: not produced) and, with a stream's
-    state (a tracker), why this frame started a new stream ("": it did not)."""
+    """A frame's result: its size (``width``, ``height``), its parts (None: not produced), with a stream's state
+    (a tracker) why this frame started a new stream ("": it did not), and what was wrong with the model's output
+    and left out (``problems``)."""
 
     width: int
     height: int
@@ -56,6 +57,9 @@ class FrameResult(Equal):
     dense: DenseMap | None = None
     text: Text | None = None
     new_stream: str = ""
+    # What was wrong with the model's output (or another node's) for this frame and was left out or mended
+    # (results/finite.py; a map's values a model should not give): problem-log kind -> the detail to log once
+    problems: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, frame: np.ndarray, **parts: Any) -> FrameResult:

@@ -49,9 +49,11 @@ class InstanceMask(Equal):
 
 
 def box_span(low: float, high: float, size: int) -> tuple[int, int]:
-    """The pixel indices p with low <= p < high, within 0..size."""
-    first = min(max(math.ceil(low), 0), size)
-    return first, min(max(math.ceil(high), first), size)
+    """The pixel indices p with low <= p < high, within 0..size (none when either is NaN)."""
+    if math.isnan(low) or math.isnan(high):
+        return 0, 0
+    first = math.ceil(min(max(low, 0), size))  # clipped first: an infinite side is the frame's edge
+    return first, math.ceil(min(max(high, first), size))
 
 
 def mask_iou(a: InstanceMask, b: InstanceMask) -> float:

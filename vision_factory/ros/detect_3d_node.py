@@ -45,14 +45,13 @@ except ImportError as missing:  # a vision_msgs built before the 3D messages wer
         "install the distribution's vision_msgs (rosdep)."
     ) from None
 
-from ..camera_infos import CameraInfos
+from ..camera_infos import CameraInfoError, CameraInfos, Intrinsics
 from ..families.family import MARKERS_MESSAGE, Output
 from ..images import ImageFormatError
 from ..models.lift3d import (
     CORE,
     MIN_VALID,
     Box3D,
-    Intrinsics,
     LiftError,
     check_camera_frame,
     depth_intrinsics,
@@ -62,6 +61,7 @@ from ..models.lift3d import (
 from ..parameters import FRACTION, IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter
 from ..results.boxes import Boxes
 from ..results.colours import track_colour
+from ..results.finite import MESSAGE_FIX, finite
 from ..results.frame import FrameResult
 from ..results.masks import MaskImageError, Masks
 from ..streaming import PAIRING_WINDOW, Pairing
@@ -222,9 +222,9 @@ class Detect3DNode(InferenceNode):
             )
             return
         try:
-            colour = _intrinsics(info, "camera_info")
+            colour = Intrinsics.of(info, "camera_info")
             depth_info = self.depth_camera_infos.for_stamp(depth_msg.header.stamp)
-            depth_k = None if depth_info is None else _intrinsics(depth_info, "depth_camera_info")
+            depth_k = None if depth_info is None else Intrinsics.of(depth_info, "depth_camera_info")
             pixels = depth_msg.width * depth_msg.height
             if self.max_image_pixels and pixels > self.max_image_pixels:
                 raise LiftError(
@@ -247,18 +247,25 @@ class Detect3DNode(InferenceNode):
             detections = FrameResult(*colour.size, Boxes.from_message(detections_msg))
             if masks_msg is not None:
                 detections.masks = _masks(detections.boxes, masks_msg, colour)
-        except LiftError as exc:
+        except (LiftError, CameraInfoError) as exc:
             self.skip_error(exc)
             return
-        boxes = lift(detections, depth, colour, k, self.core, self.min_valid)
+        # those of a NaN or infinite box or score: no 3D box, counted apart from those without depth
+        screened = finite(detections, "detections", MESSAGE_FIX)
+        for kind, detail in screened.problems.items():
+            self.warn(kind, detail)
+        boxes: list[Box3D | None] = [None] * len(detections)
+        for index, box in zip(screened.kept, lift(screened.result, depth, colour, k, self.core, self.min_valid)):
+            boxes[index] = box
         header = Header(stamp=detections_msg.header.stamp, frame_id=frame)
         self.boxes_pub.publish(detections_3d_message(header, detections_msg, boxes))
         self.outputs += 1
         self.monitor.answered(header)
-        if any(box is None for box in boxes):
+        without = sum(boxes[index] is None for index in screened.kept)
+        if without:
             self.warn(
                 "detection without depth",
-                f"{sum(box is None for box in boxes)} of {len(boxes)} detections have under min_valid_fraction "
+                f"{without} of {len(boxes)} detections have under min_valid_fraction "
                 f"{self.min_valid:g} valid depth in their mask or box core (out of the depth camera's range, or "
                 "outside its image): left out of detections_3d, never placed at zero depth",
             )
@@ -289,18 +296,6 @@ def _masks(boxes: Boxes, masks: Any, colour: Intrinsics) -> Masks:
         return Masks.from_message(masks, boxes)
     except MaskImageError as exc:
         raise LiftError(exc.kind, str(exc)) from None
-
-
-def _intrinsics(info: CameraInfo, what: str) -> Intrinsics:
-    roi = info.roi
-    return Intrinsics.from_camera_info(
-        info.k,
-        info.width,
-        info.height,
-        what,
-        (info.binning_x, info.binning_y),
-        (roi.x_offset, roi.y_offset, roi.width, roi.height),
-    )
 
 
 def detections_3d_message(header: Header, detections: Any, boxes: list[Box3D | None]) -> Detection3DArray:

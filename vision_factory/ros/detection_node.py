@@ -79,7 +79,7 @@ class DetectionNode(InferenceNode):
         self.track_marker_pub = publishers.get("track_markers")  # with tracking on
         self.masks_pub = publishers.get("masks")  # a segmentation model's (yolo)
         self.mask_encoding = values.get("mask_encoding", "mono16")
-        if self.masks_pub is not None and _has_masks(self.detector):
+        if self.masks_pub is not None and self.pipeline.masks:
             self.get_logger().info(f"instance segmentation: masks publishes {self.mask_encoding} instance labels")
         self.person_class = values.get("person_class", "")  # rtmpose's people from another node, by name
         if self.tracking:
@@ -148,8 +148,11 @@ class DetectionNode(InferenceNode):
                 self._publish(header, frame, self.pipelines[camera].track(frame, result, stamp_of(header)))
 
     def _publish(self, header, frame, result: FrameResult) -> None:
-        """A frame's answer, and the markers, masks and debug image that are subscribed, on its camera's topics."""
+        """A frame's answer, and the markers, masks and debug image that are subscribed, on its camera's topics; what
+        was left out of it (a NaN or infinite value: the pipeline's ``problems``) reported once per kind, counted."""
         tracking = self.pipelines[self.camera].tracking
+        for kind, detail in result.problems.items():
+            self.warn(kind, detail)
         if result.new_stream:
             camera = f"camera {self.camera}: " if self.multicamera else ""
             self.get_logger().info(f"{camera}new stream ({result.new_stream}): tracks reset, IDs count from 1 again")
@@ -173,11 +176,6 @@ class DetectionNode(InferenceNode):
         if wanted(self.debug_pub):
             annotated = result.draw(frame.copy(), self.keypoint_threshold)
             self.debug_pub.publish(bgr_to_message(annotated, header))
-
-
-def _has_masks(detector) -> bool:
-    """Whether ``detector`` finds instance masks (a YOLO segmentation model)."""
-    return bool(getattr(detector, "mask_channels", 0))
 
 
 def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:

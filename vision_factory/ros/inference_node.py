@@ -15,7 +15,7 @@ Lifecycle (rclpy.lifecycle; ``ros2 lifecycle set <node> <transition>``):
   activate    enables the publishers, starts the inference thread and subscribes (``listen()``; with ``lazy``
               only while something subscribes to an output)
   deactivate  unsubscribes, stops the inference thread, drops the queued frames (counted as dropped; the
-              stream ends: ``on_idle``), disables the publishers
+              stream ends: ``end_stream``), disables the publishers
   cleanup     forgets what configure made (the model, its session and memory, the publishers); the runtime stays
   shutdown    answers the frames already accepted first (``close()``), then releases
 ``autostart`` (default true) walks configure and activate at start, as a plain node starts.
@@ -65,6 +65,7 @@ from .messages import image_from_cdr, message_to_bgr
 from .monitor import Monitor
 from .parameters import (
     OUTPUT_QOS_OVERRIDES,
+    check_qos_overrides,
     declare_parameters,
     image_input,
     parameter_values,
@@ -89,7 +90,7 @@ class InferenceNode(LifecycleNode):
     ``enqueue`` hands items to the inference thread. An item is an image message, or a tuple whose first element
     is the image message (its header stamp is the frame's age)."""
 
-    idle_timeout = 0.0  # seconds without items before ``on_idle`` runs once; 0 = never
+    idle_timeout = 0.0  # seconds without items before ``on_idle`` runs (again while it says so); 0 = never
     problems_period = 60.0  # seconds between the logged counts of problems while new ones come
     lazy_period = 0.5  # seconds between looks at the outputs' subscribers, with ``lazy``
     max_frame_age = 0  # ms; parameter values (set at configure) of the same names
@@ -111,6 +112,7 @@ class InferenceNode(LifecycleNode):
                 f"ignoring parameters {name} does not have: {untrusted(', '.join(unknown), 1000)} "
                 "(`ros2 param list` on the running node lists its own)"
             )
+        check_qos_overrides(self)  # before the model loads: ROS reads them only as it makes the publishers
         self.autostart = self.get_parameter("autostart").value
         self._prepare_runtime()
         self.frames_in = self.frames_dropped = 0
@@ -238,7 +240,7 @@ class InferenceNode(LifecycleNode):
             self.get_logger().info(f"deactivated: dropped {len(dropped)} queued frames")
         for camera in self.cameras:  # the streams are over
             with self.on_camera(camera):
-                self._survive(self.on_idle)
+                self._survive(self.end_stream)
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -548,8 +550,14 @@ class InferenceNode(LifecycleNode):
             with self.on_camera(camera):
                 self._survive(self.process, item)
 
-    def on_idle(self) -> None:
-        """Runs once after ``idle_timeout`` seconds without items."""
+    def on_idle(self) -> bool:
+        """Runs after ``idle_timeout`` seconds without items (of the current camera); True: run it again after
+        another ``idle_timeout`` without items (the stream only paused), False: not before the next item."""
+        return False
+
+    def end_stream(self) -> None:
+        """The stream of the current camera is over (deactivate): by default what ``on_idle`` does."""
+        self.on_idle()
 
     def _work(self, index: int = 0) -> None:
         """An inference thread: takes the cameras' frames in turn and runs them, one camera at a time (with several
@@ -574,7 +582,8 @@ class InferenceNode(LifecycleNode):
                         last_item[camera] = float("inf")
                         try:
                             with self._locked(several), self.on_camera(camera):
-                                self._survive(self.on_idle)
+                                if self._survive(self.on_idle):  # the stream paused: its idle time starts again
+                                    last_item[camera] = time.monotonic()
                         finally:
                             if several:
                                 self._queue.release([camera])
@@ -627,12 +636,14 @@ class InferenceNode(LifecycleNode):
         )
         return True
 
-    def _survive(self, work: Callable[..., None], *arguments: Any) -> None:
-        """Run ``work``; the inference thread must survive anything an item causes (reported once)."""
+    def _survive(self, work: Callable[..., Any], *arguments: Any) -> Any:
+        """Run ``work`` and return what it returns (None when it raised); the inference thread must survive
+        anything an item causes (reported once)."""
         try:
-            work(*arguments)
+            return work(*arguments)
         except Exception as exc:
             self.skip_error(exc)
+            return None
 
     def skip(self, kind: str, detail: str = "") -> None:
         """Count a skipped frame under ``kind``, a short fixed name for the kind of problem (never text

@@ -9,10 +9,10 @@ from typing import Any
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSPolicyKind, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSPolicyKind, QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 
-from ..parameters import QOS_OVERRIDES, RELIABILITIES, Parameter, closest
+from ..parameters import MAX_QUEUE, QOS_OVERRIDES, RELIABILITIES, Parameter, closest
 
 RELIABILITY = dict(zip(RELIABILITIES, (ReliabilityPolicy.BEST_EFFORT, ReliabilityPolicy.RELIABLE)))
 # Parameters every rclpy node declares itself.
@@ -22,6 +22,15 @@ ROS_PARAMETERS = ("use_sim_time", "start_type_description_service")
 OUTPUT_QOS_OVERRIDES = QoSOverridingOptions(
     (QoSPolicyKind.HISTORY, QoSPolicyKind.DEPTH, QoSPolicyKind.RELIABILITY, QoSPolicyKind.DURABILITY)
 )
+# The values each of them takes: a policy's names as rclpy reads them (its enum's, lower case), a depth's range.
+QOS_OVERRIDE_CHOICES = {
+    policy.name.lower(): [name for name in kind.short_keys() if name != "unknown"]
+    for policy, kind in (
+        (QoSPolicyKind.HISTORY, HistoryPolicy),
+        (QoSPolicyKind.RELIABILITY, ReliabilityPolicy),
+        (QoSPolicyKind.DURABILITY, DurabilityPolicy),
+    )
+}
 
 
 def declare_parameters(node: Node, parameters: Iterable[Parameter]) -> None:
@@ -79,6 +88,29 @@ def undeclared_overrides(node: Node, names: Iterable[str]) -> list[str]:
     # ROS's own QoS overrides are declared with each publisher (at configure, after this check)
     unknown = [name for name in unknown if not name.startswith(QOS_OVERRIDES) and not node.has_parameter(name)]
     return [f"{name}{closest(name, known)}" for name in unknown]
+
+
+def check_qos_overrides(node: Node) -> None:
+    """The QoS overrides given to ``node`` at start-up (-p qos_overrides./TOPIC.publisher.POLICY:=VALUE, or a
+    parameters file) for the policies its outputs take (OUTPUT_QOS_OVERRIDES), checked before anything is made: ROS
+    reads them only as it makes the publisher, after the model loaded, and of a depth out of range says no more than
+    a pybind11 dump (2^31) or rmw's 'queue size exceeds the DDS type' (-1), naming neither parameter nor topic. A
+    ValueError naming the parameter, its value, the valid values and the fix."""
+    given = getattr(node, "_parameter_overrides", {})  # rclpy keeps no public list of the start-up values
+    for name in sorted(name for name in given if name.startswith(QOS_OVERRIDES)):
+        policy, value = name.rsplit(".", 1)[-1], given[name].value
+        if policy == QoSPolicyKind.DEPTH.name.lower():
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_QUEUE:
+                raise ValueError(
+                    f"{name} is {value!r}: a history depth is a whole number of messages in 1..{MAX_QUEUE}; give "
+                    f"e.g. -p {name}:=10"
+                )
+        elif policy in QOS_OVERRIDE_CHOICES:
+            choices = QOS_OVERRIDE_CHOICES[policy]
+            if not isinstance(value, str) or value.lower() not in choices:
+                raise ValueError(
+                    f"{name} is {value!r}: a {policy} is one of {', '.join(choices)}; give e.g. -p {name}:={choices[1]}"
+                )
 
 
 def image_input(values: Mapping[str, Any]) -> tuple[str, QoSProfile]:

@@ -8,7 +8,8 @@ Publishes   families/track.py's output table (its publishers, and what `vision-f
             debug_image only when subscribed.
 
 Detections are tracked per class: their results[0] class_id (a name) sets it. Those scoring under
-track_low_threshold are republished too, with an empty id. New streams as in ros/tracks.py. With ``cameras``
+track_low_threshold are republished too, with an empty id; so are those of a NaN or infinite box or score, never
+tracked (reported once, counted). New streams as in ros/tracks.py. With ``cameras``
 (ros/inference_node.py) each camera's images and detections are paired and tracked on their own (a tracker per
 camera, one re-id model).
 """
@@ -23,6 +24,7 @@ from ..families.family import Family
 from ..families.tracking import diagnostic_values
 from ..images import ImageFormatError
 from ..results.boxes import Boxes, id_text, track_markers
+from ..results.finite import MESSAGE_FIX, finite
 from ..results.frame import FrameResult
 from ..results.keypoints import Keypoints
 from ..runtime.runner import Runner
@@ -68,18 +70,26 @@ class TrackNode(InferenceNode):
         except ImageFormatError as exc:
             self.skip_error(exc)
             return
-        received = Boxes.from_message(detections_msg)
-        # tracked per class: each class name the tracker's class id, in order of first sight
-        classes = [self.classes.setdefault(label, len(self.classes)) for label in received.labels]
         keypoints = Keypoints.from_message(detections_msg)  # drawn as they are, without limbs
-        detections = FrameResult.of(
+        received = FrameResult.of(
             frame,
-            boxes=Boxes(received.xyxy, received.scores, classes, received.labels),
+            boxes=Boxes.from_message(detections_msg),
             keypoints=None if keypoints is None else replace(keypoints, skeleton=()),
         )
+        # those of a NaN or infinite box or score are not tracked (republished with an empty id), counted
+        screened = finite(received, "detections", MESSAGE_FIX)
+        for kind, detail in screened.problems.items():
+            self.warn(kind, detail)
+        boxes = screened.result.boxes
+        # tracked per class: each class name the tracker's class id, in order of first sight
+        classes = [self.classes.setdefault(label, len(self.classes)) for label in boxes.labels]
+        detections = screened.result.with_parts(boxes=Boxes(boxes.xyxy, boxes.scores, classes, boxes.labels))
         stream = self.streams[self.camera]
         track_ids = stream.update(detections_msg.header, frame, detections.boxes)
-        for message, track in zip(detections_msg.detections, track_ids):
+        ids: list[int | None] = [None] * len(detections_msg.detections)
+        for index, track in zip(screened.kept, track_ids):
+            ids[index] = track
+        for message, track in zip(detections_msg.detections, ids):
             message.id = id_text(track)
         self.tracks_pub.publish(detections_msg)
         self.outputs += 1

@@ -8,6 +8,12 @@ Publishes   families/tracknet.py's output table (its publishers, and what `visio
 With ``cameras`` (ros/inference_node.py) each camera has its own stream (window, background median, InpaintNet,
 trajectory) on the one model, its frames one after another; a camera's stream ends on its own (flush_timeout).
 
+A frame is answered ``held_back`` frames later (families/tracknet.py: seq_len - 1, and InpaintNet's seq_len - 1 with
+it). When no frame comes for flush_timeout the stream pauses: its pending frames are answered from the windows so
+far, and a frame that comes within another flush_timeout goes on with the stream (median, window, size, trajectory);
+otherwise the stream is over and the next starts as on a fresh node. So a sender that waits for each answer before
+it sends the next frame is answered frame by frame, one per flush_timeout, and its frames stay one stream.
+
 Two stages per frame: the subscription callback (the executor's thread) converts the message and
 pre-processes the frame while the inference thread runs the model on the frame before it; the
 inference thread assembles the window, runs the model, decodes and publishes.
@@ -38,6 +44,7 @@ class TrackNetNode(InferenceNode):
 
     dropped_answers = 0  # ball messages for dropped frames (receiving thread)
     ended_in_warmup = ""  # how the last stream ended inside its median warm-up, if it did (for the silence warning)
+    told_waiting_sender = False  # whether the hint for a sender that waits for each answer was logged
 
     def __init__(self, runner_class: type[Runner], family: Family, **kwargs):
         self.family = family
@@ -62,6 +69,8 @@ class TrackNetNode(InferenceNode):
         self.ball_pub, self.marker_pub = publishers[self.family.output_topic], publishers["ball_markers"]
         self.debug_pub = publishers["debug_image"]
         self.trajectories = {camera: deque(maxlen=values["trajectory_length"]) for camera in self.cameras}
+        self.held_back = self.family.held_back(values)
+        self.pauses = dict.fromkeys(self.cameras, 0)  # per camera: pauses of its stream that answered frames
 
     @property
     def stream(self):
@@ -112,9 +121,44 @@ class TrackNetNode(InferenceNode):
             self.ball_pub.publish(Ball(0, 0, False).to_message(msg.header))
             self.dropped_answers += 1
 
-    def on_idle(self) -> None:
-        """No frame for flush_timeout: the stream is over. Publish what is pending and forget the
-        stream (window, median warm-up, frame size, trajectory): the next starts as on a fresh node."""
+    def on_idle(self) -> bool:
+        """No frame for flush_timeout. Frames pending: the stream pauses; they are answered now from the windows so
+        far, and the stream goes on if a frame comes within another flush_timeout (True: called again then).
+        Nothing pending: the stream is over (``end_stream``)."""
+        if not self.stream.pending:
+            pauses = self.pauses[self.camera]
+            if pauses:
+                self.get_logger().info(
+                    f"no frame for {self.idle_timeout:.1f}s after the last answer: the stream is over, after {pauses} "
+                    f"pause{'s' if pauses > 1 else ''} (the next starts afresh: median warm-up, window)"
+                )
+            self.end_stream()
+            return False
+        try:
+            outputs = self.stream.answer_pending()
+        except Exception:
+            self.end_stream()  # nothing is kept of a stream whose pending frames cannot be answered
+            raise
+        self._publish(outputs)
+        self.pauses[self.camera] += 1
+        if self.pauses[self.camera] == 1:
+            self.get_logger().info(
+                f"no frame for {self.idle_timeout:.1f}s: answered {len(outputs)} pending from the windows so far; "
+                f"a frame within {self.idle_timeout:.1f}s more goes on with the stream, else it is over"
+            )
+        elif not self.told_waiting_sender:
+            self.told_waiting_sender = True
+            self.get_logger().info(
+                f"the stream paused again with frames pending: a sender that waits for each answer gets one per "
+                f"flush_timeout ({self.idle_timeout:.1f}s), from the windows so far. A frame's full answer needs the "
+                f"{self.held_back} frames after it: send frame k+1 once frame k-{self.held_back} is answered, or at "
+                "the camera's rate (logged once)"
+            )
+        return True
+
+    def end_stream(self) -> None:
+        """The stream is over: publish what is pending and forget the stream (window, median warm-up, frame size,
+        trajectory): the next starts as on a fresh node."""
         tracker = self.stream.tracker
         if tracker.warmup_frames:
             self.ended_in_warmup = (
@@ -123,11 +167,11 @@ class TrackNetNode(InferenceNode):
             )
         elif tracker.stats.push_calls:
             self.ended_in_warmup = ""
-        outputs = self.stream.flush()
-        if outputs:
-            self.get_logger().info(f"no frame for {self.idle_timeout:.1f}s: flushed {len(outputs)} pending")
-        self._publish(outputs)
-        self.trajectory.clear()
+        try:
+            self._publish(self.stream.flush())
+        finally:
+            self.trajectory.clear()
+            self.pauses[self.camera] = 0
 
     def waiting_for(self) -> str:
         """What the stream waits for now, or how the last one ended (the monitor's silence warning)."""

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..parameters import MAX_THREADS, Parameter, with_defaults
+from ..text import shown_path, untrusted
 from .runner import PROBE_MODEL, default_cache_dir, model_file
 
 PROVIDER_ALIASES: dict[str, str] = {
@@ -287,8 +288,10 @@ def create_session(model_path: str | os.PathLike, config: ProviderConfig, logger
         )
     except Exception as exc:  # ORT raises several types for bad files
         if _is_provider_failure(exc):
-            raise RuntimeError(f"could not create an ONNX Runtime session for {path}: {exc}") from exc
-        raise ValueError(f"ONNX Runtime cannot load model {path}: {exc}") from exc
+            raise RuntimeError(
+                f"could not create an ONNX Runtime session for {shown_path(path)}: {untrusted(exc, 400)}"
+            ) from exc
+        raise ValueError(f"ONNX Runtime cannot load model {shown_path(path)}: {untrusted(exc, 400)}") from exc
     running = session.get_providers()
     message = fell_back(config, running)
     if message:

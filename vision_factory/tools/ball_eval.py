@@ -18,10 +18,11 @@ import numpy as np
 
 from ..families.tracknet import FAMILY
 from ..families.tracknet import values as node_values
-from ..files import staged, write_text
+from ..files import output_folder, staged, write_text
 from ..models.ball_stream import BallStream, FrameSizeChanged
 from ..models.tracknet_stream import HEIGHT, WIDTH
 from ..results.ball import TOLERANCE_PX, Ball, BallMetrics, Row, ball_metrics
+from ..text import shown_path
 from .bags import read_ball_csv
 from .commands import CommandReport, UsageError, frame_size
 from .compare import describe_comparison, metric_differences, save_comparison
@@ -78,7 +79,7 @@ def run_stream(source: Path, stream: BallStream) -> TrackerRun:
         except FrameSizeChanged:
             continue
     if index < 0:
-        raise ValueError(f"{source} holds no frames")
+        raise ValueError(f"{shown_path(source)} holds no frames")
     outputs += stream.flush()
     answered = {tag: _ball_row(tag, result.ball) for tag, result in outputs}
     run.predictions = [answered.get(frame, (frame, 0, 0.0, 0.0)) for frame in range(index + 1)]
@@ -176,7 +177,7 @@ def write_report(
     curve: list[dict[str, float]] | None = None,
 ) -> dict[str, Path]:
     """eval.json, eval.md, trajectory.png and (with a curve) pr_curve.png in ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, option="--out")
     record = {**about, "frame_size": list(frame_size), "metrics": asdict(metrics), "pr_curve": curve}
     files = {"json": out_dir / "eval.json", "markdown": out_dir / "eval.md"}
     write_text(files["json"], json.dumps(record, indent=2) + "\n")

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import FAMILIES, SINGLE_MODEL_DETECTORS, family
-from ..files import write_text
+from ..files import output_folder, write_text
 from ..results.coco import category_ids, coco_metrics, coco_results
 from ..results.coco import differences as output_differences
-from ..text import untrusted
+from ..text import shown_path, untrusted
 from .commands import CommandReport, UsageError
 from .compare import configuration_name, describe_comparison, metric_differences, save_comparison
 from .sources import read_image
@@ -32,9 +32,11 @@ def _load_json(path: Path, what: str) -> Any:
     try:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise ValueError(f"{what} not found: {path}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{what} {path} is not valid JSON: {exc}") from exc
+        raise ValueError(f"{what} not found: {shown_path(path)}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{what} {shown_path(path)} is a folder: give the JSON file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{what} {shown_path(path)} is not valid JSON: {untrusted(exc)}") from None
 
 
 class CocoFormatError(ValueError):
@@ -42,7 +44,7 @@ class CocoFormatError(ValueError):
 
 
 def _entry(path: Path, where: str, problem: str) -> CocoFormatError:
-    return CocoFormatError(f"{path}: {where} {problem}")
+    return CocoFormatError(f"{shown_path(path)}: {where} {problem}")
 
 
 def _field(entry: Any, path: Path, where: str, name: str) -> Any:
@@ -94,10 +96,12 @@ def check_truth(truth: Any, path: Path, iou_type: str) -> dict[str, Any]:
     a CocoFormatError naming the file, the entry (e.g. annotations[3]) and the field."""
     sections = ("images", "annotations", "categories")
     if not isinstance(truth, dict) or not set(sections) <= set(truth):
-        raise CocoFormatError(f"{path} is not a COCO annotation file: it needs images, annotations and categories")
+        raise CocoFormatError(
+            f"{shown_path(path)} is not a COCO annotation file: it needs images, annotations and categories"
+        )
     for section in sections:
         if not isinstance(truth[section], list):
-            raise CocoFormatError(f"{path}: '{section}' is {type(truth[section]).__name__}, not a list")
+            raise CocoFormatError(f"{shown_path(path)}: '{section}' is {type(truth[section]).__name__}, not a list")
     for index, image in enumerate(truth["images"]):
         for size in ("width", "height"):
             if isinstance(image, dict) and size in image:
@@ -138,7 +142,7 @@ def check_results(results: Any, path: Path, iou_type: str, truth: dict[str, Any]
     """``results`` when it is a list of COCO detections of ``truth``'s images, with finite boxes (and keypoints);
     else a CocoFormatError naming the file, the entry and the field (pycocotools scores a NaN box as a match)."""
     if not isinstance(results, list):
-        raise CocoFormatError(f"{path} is not a COCO results file: it must be a list of detections")
+        raise CocoFormatError(f"{shown_path(path)} is not a COCO results file: it must be a list of detections")
     images = {image["id"] for image in truth["images"]}
     for index, result in enumerate(results):
         where = f"[{index}] (detection {index + 1})"
@@ -158,7 +162,9 @@ def check_results(results: Any, path: Path, iou_type: str, truth: dict[str, Any]
     unknown = {result["image_id"] for result in results} - images
     if unknown:
         shown = untrusted(sorted(unknown, key=str)[:5], 120)
-        raise CocoFormatError(f"{path} has detections for image ids {shown} not in {truth_path}")
+        raise CocoFormatError(
+            f"{shown_path(path)} has detections for image ids {shown} not in {shown_path(truth_path)}"
+        )
     return results
 
 
@@ -189,7 +195,9 @@ def annotation_file(data: Path) -> Path:
     """The COCO annotation JSON of ``data``: the file itself, or DIR/annotations.json."""
     path = Path(data) / "annotations.json" if Path(data).is_dir() else Path(data)
     if not path.is_file():
-        raise ValueError(f"no COCO annotations at {path}: give the JSON file or a folder with annotations.json")
+        raise ValueError(
+            f"no COCO annotations at {shown_path(path)}: give the JSON file or a folder with annotations.json"
+        )
     return path
 
 
@@ -209,7 +217,7 @@ class CocoPredictions:
         counts = self.skipped.items()
         classes = ", ".join(f"'{untrusted(name, 60)}' (id {class_id}): {count}" for (class_id, name), count in counts)
         return (
-            f"{self.skipped_count} detections skipped, their class has no category in {data}: {classes}; "
+            f"{self.skipped_count} detections skipped, their class has no category in {shown_path(data)}: {classes}; "
             "give the model's class names (labels) as the data set's category names"
         )
 
@@ -231,7 +239,9 @@ def predict_coco(detector, data: Path, iou_type: str) -> CocoPredictions:
         path = next((p for p in candidates if p.is_file()), None)
         frame = read_image(path) if path else None
         if frame is None:
-            raise ValueError(f"image {image['file_name']} of {annotations} not found or unreadable beside it")
+            raise ValueError(
+                f"image {untrusted(image['file_name'])} of {shown_path(annotations)} not found or unreadable beside it"
+            )
         found, skipped = coco_results(image["id"], detector.detect(frame), category_of, iou_type == "keypoints")
         predictions.results += found
         predictions.skipped.update(skipped)
@@ -283,7 +293,7 @@ def evaluate_detections(
 ) -> CommandReport:
     """`eval` for detection and pose: a COCO results file, or a ``model`` run over the data set, scored against
     its annotations; the report written in ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, option="--out")
     skipped, warnings = {}, []
     if predictions is not None:
         metrics = evaluate_all(annotation_file(data), predictions, IOU_TYPES[model_type])
@@ -310,7 +320,7 @@ def compare_detections(
     predictions and metrics side by side; the report is saved in ``out_dir``."""
     if data is None:
         raise UsageError(f"{model_type} needs --data, the COCO data set both configurations run over")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, option="--out")
     runs = [
         run_and_score(model_type, path, target, data, out_dir / f"predictions_{configuration_name(path, target)}.json")
         for path, target in configurations

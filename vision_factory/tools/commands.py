@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..parameters import Parameter
-from ..text import parse_size
+from ..text import parse_size, shown_path
 from ..usage import UsageError
 
 MIN_FRAME_SIDE = 64
@@ -24,7 +24,7 @@ class CommandReport:
     warnings: list[str] = field(default_factory=list)
 
     def shown(self) -> str:
-        return self.text + "\n".join(f"{name}: {path}" for name, path in self.files.items())
+        return self.text + "\n".join(f"{name}: {shown_path(path)}" for name, path in self.files.items())
 
 
 def frame_size(text: str, option: str) -> tuple[int, int]:

@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..files import write_text
+from ..files import output_folder, write_text
+from ..text import shown_path
 
 VERDICTS = ((0.001, "excellent"), (0.01, "good"))
 
@@ -52,8 +53,7 @@ def save_comparison(
         "b": {"model": str(model_b), "backend": target_b, "runs_on": runs_on[1]},
         **differences,
     }
-    path = Path(out_dir) / f"compare_{Path(over[1]).stem}_{names[0]}_vs_{names[1]}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = output_folder(out_dir, option="--out") / f"compare_{Path(over[1]).stem}_{names[0]}_vs_{names[1]}.json"
     write_text(path, json.dumps(report, indent=2) + "\n", [model_a, model_b, over[1]])
     return report, path
 
@@ -69,5 +69,5 @@ def describe_comparison(report: Mapping[str, Any], path: Path) -> str:
         )
     if "verdict" in report:
         lines.append(f"verdict: {report['verdict']}")
-    lines.append(f"saved: {path}")
+    lines.append(f"saved: {shown_path(path)}")
     return "\n".join(lines)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..files import write_text
+from ..files import output_folder, write_text
 from ..results.dense import differences, evaluate_maps
 from .commands import CommandReport, UsageError
 from .compare import describe_comparison, save_comparison
@@ -23,8 +23,7 @@ def evaluate_command(model_type: str, options: Mapping[str, Any]) -> CommandRepo
     if options["predictions"] is None:
         raise UsageError(f"{model_type} is scored from its maps: give --predictions FOLDER (predict --save)")
     metrics = evaluate_maps(Path(options["predictions"]), Path(options["data"]))
-    path = Path(options["out_dir"]) / "eval.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = output_folder(options["out_dir"], option="--out") / "eval.json"
     write_text(path, json.dumps({"model_type": model_type, **metrics}, indent=2) + "\n")
     text = f"AbsRel {metrics['AbsRel']:.4f}, RMSE {metrics['RMSE']:.4f}, delta1 {metrics['delta1']:.4f}"
     text += (

@@ -14,8 +14,10 @@ from typing import Any
 
 from ..families.detection import input_shape
 from ..families.family import LoadRunner
+from ..families.pipeline import has_masks
 from ..families.registry import family
 from ..parameters import with_defaults
+from ..results.finite import finite
 from ..results.frame import Adapter, Detector, FrameResult
 from ..runtime.backends import load_target
 from .commands import UsageError
@@ -91,6 +93,11 @@ class Prediction:
     record: dict[str, Any]  # the frame's record (FrameResult.record): image, frame, width, height, and its parts'
     result: FrameResult
 
+    @property
+    def problems(self) -> dict[str, str]:
+        """What was wrong with the model's output on this frame (a NaN box left out, ...): kind -> detail."""
+        return self.result.problems
+
     def line(self) -> str:
         """One line of text: the image and its parts in a few words (for detections each one's class and score;
         names from the model or a labels file, and the file's name, escaped: text.untrusted)."""
@@ -105,9 +112,11 @@ def predict(
     one of ``inputs`` or of the ``protected`` files (the model ...)."""
     inputs = list(inputs)
     protected = [*inputs, *protected]
+    masks = has_masks(adapter)  # a segmentation model: each detection its mask
     for path in inputs:
         for name, index, frame in file_frames(path):
-            found = adapter(frame)
+            # those of a NaN or infinite value left out or mended (results/finite.py), said in its problems
+            found = finite(adapter(frame), masks=masks).result
             if save is not None:
                 found.save(save, path, index, frame, protected)
             yield Prediction(found.record(name, index or 0), found)

@@ -34,10 +34,11 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import FAMILIES, family
-from ..files import UnsafeWrite, check_outputs, model_files, staged, write_text
+from ..files import UnsafeWrite, check_outputs, model_files, output_folder, staged, write_text
 from ..runtime.backends import load_target
 from ..runtime.cpu import this_cpu
 from ..runtime.runner import Runner
+from ..text import shown_path
 from .commands import CommandReport, UsageError
 from .evaluation import evaluation
 from .quantize_backends import (
@@ -181,12 +182,12 @@ def quantize(
         check_outputs(written, inputs, "--out")
     except UnsafeWrite as exc:
         raise UsageError(str(exc), "--out") from None
-    out.parent.mkdir(parents=True, exist_ok=True)
+    output_folder(out.parent, option="--out")
 
     feeds: list[dict[str, np.ndarray]] = []
     if calibration is not None:
         feeds, frames = calibration_inputs(model_type, model, calibration, frames, options, detector_model)
-        log(f"calibration: {len(feeds)} inputs from {frames} frames of {calibration}")
+        log(f"calibration: {len(feeds)} inputs from {frames} frames of {shown_path(calibration)}")
     float_nodes: list[str] = []
     kind = (this_cpu() if target_cpu == "auto" else target_cpu) if precision == "int8" else ""
     if kind:
@@ -227,8 +228,8 @@ def quantize(
 
     target = RUNS_ON[backend]
     speed = speed_ratio(model, out, target, feeds or None, speed_runs, threads)
-    out_dir = Path(out_dir) if out_dir is not None else out.parent / f"{out.stem}_quantize"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    # the comparison's reports: NAME_quantize/ beside the model (a link planted there refused), or ``out_dir``
+    out_dir = output_folder(out_dir, option="--out") if out_dir else output_folder(out.parent, f"{out.stem}_quantize")
     comparison, compared = None, None
     if data is not None:
         comparison = compare_models(model_type, model, out, target, data, source, out_dir, options, detector_model)
@@ -284,8 +285,8 @@ def loss_text(loss: Mapping[str, Any], out: Path, provenance: Provenance) -> str
     )
     return (
         f"the quantized model lost more accuracy than allowed: {loss['loss']} {loss['value']:.4f} > --max-loss "
-        f"{loss['limit']:g}; written as {out} (not under the --out name){cpu}; try more --frames or another "
-        "--method, or give --accept-loss (or a larger --max-loss) to keep it"
+        f"{loss['limit']:g}; written as {shown_path(out)} (not under the --out name){cpu}; try more --frames or "
+        "another --method, or give --accept-loss (or a larger --max-loss) to keep it"
     )
 
 
@@ -413,7 +414,7 @@ def compare_on_people(
         boxes = [people.detect(frame).boxes.xyxy for frame in frames]
         if not any(len(found) for found in boxes):
             raise ValueError(
-                f"{Path(detector_model).name} finds no people in {data}: give --data with people to compare"
+                f"{Path(detector_model).name} finds no people in {shown_path(data)}: give --data with people to compare"
             )
         embeddings = []
         for model, target in configurations:
@@ -436,7 +437,7 @@ def describe(
     comparison: CommandReport | None,
     loss: Mapping[str, Any] | None = None,
 ) -> str:
-    lines = [f"wrote {out}: {provenance.precision} for {provenance.backend} ({provenance.method})"]
+    lines = [f"wrote {shown_path(out)}: {provenance.precision} for {provenance.backend} ({provenance.method})"]
     if provenance.target_cpu:
         weights = "7-bit weights (reduce_range)" if provenance.reduce_range else "full-range int8 weights"
         lines.append(f"made for {provenance.target_cpu} CPUs: {weights}")

@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import NODE_FAMILIES
-from ..files import open_new, write_text
+from ..files import check_folder, open_new, output_folder, write_text
 from ..parameters import Parameter, Value, checked_values, kept_for_late_readers, ros_text
 from ..results import ResultKind
 from ..ros import message_class
 from ..runtime.backends import BACKENDS
-from ..text import untrusted
+from ..text import shown_path, untrusted
 from . import replay_outputs
 from .bags import (
     BagError,
@@ -120,11 +120,11 @@ class ReplayResult:
         return data
 
     def steady_fps(self, held_back: int = 0) -> float:
-        """Answers per second from the first answer to the last one not held back for the stream's end.
+        """Answers per second from the first answer to the last one not held back until the stream pauses.
 
         ``fps`` spans the whole replay: also the wait before the first answer and, for a node
         that holds the last ``held_back`` frames until no frame came for its flush_timeout
-        (TrackNet: seq_len - 1), that wait. NaN without two answers in the span.
+        (TrackNet: seq_len - 1, and InpaintNet's seq_len - 1 with it), that wait. NaN without two answers in the span.
         """
         answers = sorted(self.answered_ns)
         span = answers[: max(2, len(answers) - held_back)]
@@ -173,7 +173,7 @@ def params_file_values(params_file: str | Path | None) -> dict[str, Any]:
     try:
         document = yaml.safe_load(Path(params_file).read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read {params_file}: {exc}", "--params-file") from None
+        raise UsageError(f"cannot read {shown_path(params_file)}: {untrusted(exc, 400)}", "--params-file") from None
     values: dict[str, Any] = {}
     for section in document.values() if isinstance(document, dict) else ():
         if isinstance(section, dict) and isinstance(section.get("ros__parameters"), dict):
@@ -245,11 +245,12 @@ def replay(
     out_dir = Path(out_dir)
     outputs = output_paths(out_dir, node)
     clear_earlier_run(out_dir, outputs, force)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, option="--out")
     stamps = [header_stamp(message, bag, index) for index, message in enumerate(read_messages(bag, topic))]
     if len(set(stamps)) != len(stamps):
         raise BagError(
-            f"image headers in {bag}:{untrusted(topic, 200)} repeat their stamps; replay needs one stamp per frame"
+            f"image headers in {shown_path(bag)}:{untrusted(topic, 200)} repeat their stamps; replay needs one "
+            "stamp per frame"
         )
     frame_of = {stamp: index for index, stamp in enumerate(stamps)}
     fed = _fed_inputs(bag, node, spec, frame_of)
@@ -349,8 +350,9 @@ def replay(
                 answered.wait_for(lambda: done_frames or process.poll() is not None, timeout=startup_timeout)
             # A node whose one frame takes longer than END_IDLE_S (a heavy model, a loaded machine) is given longer.
             idle_s = max(idle_s, 2 * (time.monotonic() - warm_up_start))
-            # A node that ends a stream after a pause (flush_timeout) starts the bag afresh.
-            time.sleep(2 * float(overrides.get("flush_timeout", 0)))
+            # A node that ends a stream after a pause (flush_timeout: what is pending answered, and as long again
+            # without frames) starts the bag afresh.
+            time.sleep(3 * float(overrides.get("flush_timeout", 0)))
             with answered:
                 done_frames.clear()
                 for name in spec.outputs:
@@ -431,9 +433,10 @@ def _fed_inputs(bag, node: str, spec: NodeSpec, frame_of: dict) -> dict[str, dic
             shown = untrusted(", ".join(found), 400)  # topic names from the bag
             which = f"has {len(found)} {msgtype} topics ({shown})" if found else f"has no {msgtype} topic"
             raise BagError(
-                f"the {node} node needs its {name} input with the images, by stamp: bag {bag} {which}; record one "
-                f"topic of the detections to track beside the images (or replay the detector itself with tracking "
-                f"on, e.g. --node yolo -p tracking:=true -p model_path:=..., or run vision-factory track)"
+                f"the {node} node needs its {name} input with the images, by stamp: bag {shown_path(bag)} "
+                f"{which}; record one topic of the detections to track beside the images (or replay the detector "
+                "itself with tracking on, e.g. --node yolo -p tracking:=true -p model_path:=..., or run vision-factory "
+                "track)"
             )
         by_frame: dict[int, list[bytes]] = {}
         for index, message in enumerate(read_messages(bag, found[0])):
@@ -457,14 +460,19 @@ def output_paths(out_dir: Path, node: str) -> dict[str, Path]:
 
 
 def clear_earlier_run(out_dir: Path, outputs: dict[str, Path], force: bool) -> None:
-    """Refuse (or with ``force`` remove) outputs of an earlier run, before the replay starts."""
+    """Refuse (or with ``force`` remove) outputs of an earlier run, before the replay starts. ``outputs`` may lie in
+    folders below ``out_dir`` (a camera's OUT/NAME/): a link or a file at any of those is refused first
+    (files.check_folder), so that nothing where a link points is taken for an earlier run, nor removed."""
+    for path in outputs.values():
+        check_folder(out_dir, str(path.parent.relative_to(out_dir)), "--out")
     earlier = [path for path in outputs.values() if path.exists() or path.is_symlink()]
     if not earlier:
         return
     if not force:
-        names = ", ".join(path.name for path in earlier)
+        names = ", ".join(str(path.relative_to(out_dir)) for path in earlier)
         raise FileExistsError(
-            f"{out_dir} holds an earlier run ({names}): choose another --out, or --force to replace that run"
+            f"{shown_path(out_dir)} holds an earlier run ({names}): choose another --out, or --force to replace that "
+            "run"
         )
     for path in earlier:
         if path.is_dir() and not path.is_symlink():

@@ -24,18 +24,19 @@ from ..cameras import camera_names
 from ..families import tracking
 from ..families.pipeline import DetectionPipeline
 from ..families.registry import family
-from ..files import staged
+from ..files import output_folder, staged
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import with_defaults
+from ..quiet import quiet_videos
 from ..results.boxes import Boxes
 from ..results.frame import FrameResult
 from ..runtime.backends import load_target
-from ..text import untrusted
+from ..text import shown_path, untrusted
 from .commands import UsageError
 from .mot_files import MotBoxes, boxes_from_rows, write_mot
 from .predict import FINDING, POSING, node_values
 from .replay import clear_earlier_run
-from .sources import is_video, read_image, source_frames
+from .sources import is_video, open_video, read_image, source_frames
 
 TRACKS_FILE = "tracks.txt"
 VIDEO_FILE = "tracks.mp4"
@@ -97,7 +98,9 @@ def stream_frames(sources: Iterable[Path]) -> Iterator[np.ndarray]:
     for source in sources:
         image = read_image(source)
         if image is None:
-            raise ValueError(f"{source} is not a readable image (give image files, one video or one rosbag2)")
+            raise ValueError(
+                f"{shown_path(source)} is not a readable image (give image files, one video or one rosbag2)"
+            )
         yield image
 
 
@@ -124,18 +127,21 @@ def track(
     outputs = _outputs(out_dir)
     clear_earlier_run(out_dir, outputs, force)
     (pipeline,) = build_pipelines(model_type, model, target, detector_options, [tracking_options or {}])
-    return _track_stream(pipeline, [Path(source) for source in sources], out_dir, save, model)
+    return _track_stream(pipeline, [Path(source) for source in sources], out_dir, "", save, model)
 
 
 def _outputs(out_dir: Path) -> dict[str, Path]:
     return {"tracks": out_dir / TRACKS_FILE, "video": out_dir / VIDEO_FILE}
 
 
-def _track_stream(pipeline: DetectionPipeline, sources: list[Path], out_dir: Path, save: bool, model: Path) -> TrackRun:
-    """The frames of ``sources`` through ``pipeline``: OUT/tracks.txt and, with ``save``, OUT/tracks.mp4."""
-    outputs = _outputs(out_dir)
+def _track_stream(
+    pipeline: DetectionPipeline, sources: list[Path], out_dir: Path, camera: str, save: bool, model: Path
+) -> TrackRun:
+    """The frames of ``sources`` through ``pipeline``: OUT[/CAMERA]/tracks.txt and, with ``save``, tracks.mp4 there
+    (the camera's folder made never through a link: files.output_folder)."""
+    outputs = _outputs(out_dir / camera)
     fps = _video_fps(sources[0]) if len(sources) == 1 and is_video(sources[0]) else IMAGE_FPS
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, camera, "--out")
     rows: list[tuple[int, int, float, float, float, float, float]] = []
     writer, frames = None, 0
     with contextlib.ExitStack() as stack:  # the video is moved onto OUT/tracks.mp4 once written whole
@@ -150,7 +156,7 @@ def _track_stream(pipeline: DetectionPipeline, sources: list[Path], out_dir: Pat
             if writer is not None:
                 writer.release()
         if frames == 0:
-            raise ValueError(f"no frames in {', '.join(map(str, sources))}")
+            raise ValueError(f"no frames in {', '.join(map(shown_path, sources))}")
     write_mot(outputs["tracks"], boxes_from_rows(rows, str(outputs["tracks"])))
     return TrackRun(
         outputs["tracks"],
@@ -199,10 +205,10 @@ def track_cameras(
     tracks.mp4 with ``save``) per camera. An OUT holding an earlier run's files is refused unless ``force``."""
     _check_detector(model_type)
     for name, _ in cameras:
-        clear_earlier_run(out_dir / name, _outputs(out_dir / name), force)
+        clear_earlier_run(out_dir, _outputs(out_dir / name), force)
     pipelines = camera_pipelines(model_type, model, target, detector_options, tracking_options or {}, len(cameras))
     return {
-        name: _track_stream(pipeline, [source], out_dir / name, save, model)
+        name: _track_stream(pipeline, [source], out_dir, name, save, model)
         for (name, source), pipeline in zip(cameras, pipelines)
     }
 
@@ -333,7 +339,7 @@ def _annotated(frame: np.ndarray, kept: FrameResult) -> np.ndarray:
 def _video_fps(path: Path) -> float:
     import cv2
 
-    capture = cv2.VideoCapture(str(path))
+    capture = open_video(path)
     fps = capture.get(cv2.CAP_PROP_FPS)
     capture.release()
     return fps if fps and np.isfinite(fps) and fps > 0 else IMAGE_FPS
@@ -342,9 +348,10 @@ def _video_fps(path: Path) -> float:
 def _open_video(path: Path, fps: float, size: tuple[int, int]):
     import cv2
 
+    quiet_videos()  # FFmpeg's own lines kept off the terminal (quiet.py)
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (size[1], size[0]))
     if not writer.isOpened():
-        raise RuntimeError(f"cannot write the video {path} (OpenCV has no mp4v encoder here)")
+        raise RuntimeError(f"cannot write the video {shown_path(path)} (OpenCV has no mp4v encoder here)")
     return writer
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..cameras import camera_names
 from ..files import write_text
 from ..runtime.backends import load_target
-from ..text import markdown_cell, untrusted
+from ..text import markdown_cell, shown_path, untrusted
 from .bags import header_stamp, image_topic, read_framed, read_messages
 from .commands import UsageError
 from .replay import checked_overrides, params_file_values
@@ -92,7 +92,7 @@ class CamerasVerifyReport:
         if counts is not None:
             lines.append(f"node's counts, all cameras (dropped {counts.dropped}, skipped {counts.skipped}) from "
                          f"{counts.source}")  # fmt: skip
-        lines += [f"{name}: {path}" for name, path in self.files.items()]
+        lines += [f"{name}: {shown_path(path)}" for name, path in self.files.items()]
         return "\n".join(lines)
 
 
@@ -122,8 +122,7 @@ def verify_cameras(
         tolerance = Tolerance(tolerance_px, tolerance.score)
     names = camera_names([camera.name for camera in cameras])
     out_dir = Path(out_dir)
-    for folder in (out_dir, *(out_dir / name for name in names)):
-        clear(folder, force)
+    clear(out_dir, force, names)
     framed, stamps = {}, {}
     for camera in cameras:
         topic, _ = image_topic(camera.bag, camera.topic)

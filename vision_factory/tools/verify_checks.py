@@ -14,7 +14,7 @@ import numpy as np
 from ..families.family import Family
 from ..results.boxes import id_text
 from ..results.frame import FrameResult
-from ..text import untrusted
+from ..text import shown_path, untrusted
 from .verify_frames import MASK_IOU, Answer, FrameCheck, Tolerance, keypoint_cause, likely_cause, match
 from .verify_report import NO_COUNTS, Check, NodeCounts
 
@@ -145,8 +145,8 @@ def _class_check(answers: list[Answer], labels: list[str] | None, names: list[st
     if not foreign and not label_problem:
         return Check("class names", True, numbers)
     cause = (
-        f"the node names classes the model {model.name} does not have ({shown(foreign or labels)}) — a different "
-        "model: check the node's model_path (and labels_path) against the model you validated"
+        f"the node names classes the model {shown_path(model.name)} does not have ({shown(foreign or labels)}) "
+        "— a different model: check the node's model_path (and labels_path) against the model you validated"
     )
     return Check("class names", False, numbers, cause)
 

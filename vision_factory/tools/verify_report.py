@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from ..families.family import Family
-from ..files import staged, write_text
+from ..files import check_folder, output_folder, staged, write_text
 from ..results.boxes import Boxes
 from ..results.frame import FrameResult
-from ..text import markdown_cell
+from ..text import markdown_cell, shown_path
 from .verify_frames import FrameCheck, Tolerance
 
 
@@ -66,7 +66,7 @@ class VerifyReport:
         lines.append(
             f"node's counts (dropped {self.counts.dropped}, skipped {self.counts.skipped}) from {self.counts.source}"
         )
-        lines += [f"{name}: {path}" for name, path in self.files.items()]
+        lines += [f"{name}: {shown_path(path)}" for name, path in self.files.items()]
         return "\n".join(lines)
 
 
@@ -85,15 +85,24 @@ REPORT_FILES = ("verify.json", "verify.md", "worst_frame.png")
 WORST_LISTED = 5
 
 
-def clear(out_dir: Path, force: bool) -> None:
-    earlier = [name for name in REPORT_FILES if (out_dir / name).exists() or (out_dir / name).is_symlink()]
+def clear(out_dir: Path, force: bool, cameras: Iterable[str] = ()) -> None:
+    """Refuse (or with ``force`` remove) an earlier verification's reports in ``out_dir`` and in each of
+    ``cameras``' folders below it, then make those folders and OUT/node (the replay's): a link or a file at any
+    folder below ``out_dir`` is refused first, and none is followed (files.check_folder, output_folder)."""
+    folders = ["", *cameras, "node"]
+    for below in folders:
+        check_folder(out_dir, below, "--out")
+    reports = [Path(below, name) for below in folders[:-1] for name in REPORT_FILES]
+    earlier = [path for path in reports if (out_dir / path).exists() or (out_dir / path).is_symlink()]
     if earlier and not force:
         raise FileExistsError(
-            f"{out_dir} holds an earlier verification ({', '.join(earlier)}): choose another --out, or --force"
+            f"{shown_path(out_dir)} holds an earlier verification ({', '.join(map(str, earlier))}): choose another "
+            "--out, or --force"
         )
-    for name in earlier:
-        (out_dir / name).unlink()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    for path in earlier:
+        (out_dir / path).unlink()
+    for below in folders:
+        output_folder(out_dir, below, "--out")
 
 
 def write(report: VerifyReport, out_dir: Path, spec: Family, images, paired, expected) -> None:

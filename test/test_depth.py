@@ -17,7 +17,7 @@ import pytest
 import skimage.data
 from builtin_interfaces.msg import Time
 from click.testing import CliRunner
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
 from std_msgs.msg import Header
@@ -727,3 +727,70 @@ def test_quantize_is_told_a_files_depth_kind_and_refuses_without(tmp_path):
     done = CliRunner().invoke(main, [*arguments, "--depth-kind", "metric"])
     assert done.exit_code == 0, done.output
     assert "accuracy loss: mean relative depth difference" in done.output
+
+
+def _empty_map_model(path: Path, static: bool) -> Path:
+    """A depth model (metadata relative, depth_anything) of one input [1, 3, 32, 32] whose output predicted_depth is
+    an empty map: [1, 0, 0] in the file (``static``), or of a size the input's values decide (rows 0 to 0 times its
+    largest value: no rows), which the file cannot say."""
+    nodes = [helper.make_node("ReduceMean", ["pixel_values"], ["mean"], axes=[1], keepdims=0)]  # [1, 32, 32]
+    if static:
+        empty = numpy_helper.from_array(np.zeros((1, 0, 0), np.float32), "empty")
+        nodes = [helper.make_node("Identity", ["empty"], ["predicted_depth"])]
+        initializers, declared = [empty], [1, 0, 0]
+    else:
+        nodes += [
+            helper.make_node("ReduceMax", ["pixel_values"], ["largest"], keepdims=0),
+            helper.make_node("Mul", ["largest", "zero"], ["nothing"]),
+            helper.make_node("Cast", ["nothing"], ["end"], to=TensorProto.INT64),
+            helper.make_node("Reshape", ["end", "one"], ["ends"]),
+            helper.make_node("Slice", ["mean", "starts", "ends", "axes"], ["predicted_depth"]),
+        ]
+        initializers = [
+            numpy_helper.from_array(np.float32(0), "zero"),
+            numpy_helper.from_array(np.array([1], np.int64), "one"),
+            numpy_helper.from_array(np.array([0], np.int64), "starts"),
+            numpy_helper.from_array(np.array([1], np.int64), "axes"),
+        ]
+        declared = ["batch", "height", "width"]
+    graph = helper.make_graph(
+        nodes,
+        "empty_map",
+        [helper.make_tensor_value_info("pixel_values", TensorProto.FLOAT, [1, 3, 32, 32])],
+        [helper.make_tensor_value_info("predicted_depth", TensorProto.FLOAT, declared)],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    helper.set_model_props(model, {"model_type": "depth_anything", "depth_kind": "relative"})
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "static, named",
+    [
+        (True, "the depth model's output predicted_depth [1, 0, 0] is empty: no depth map"),
+        (False, "the depth model's output predicted_depth [batch, height, width] gave (1, 0, 32): an empty map"),
+    ],
+    ids=["static", "dynamic"],
+)
+def test_a_depth_model_whose_map_is_empty_is_named_not_a_resize_error(tmp_path, static, named):
+    """A static empty output is refused as the model loads; a dynamic one that comes out empty, by the frame."""
+    model = _empty_map_model(tmp_path / "empty.onnx", static)
+    image = tmp_path / "frame.png"
+    cv2.imwrite(str(image), np.full((48, 64, 3), 90, np.uint8))
+    done = CliRunner().invoke(main, ["predict", "--model-type", "depth", "--model", str(model), str(image)])
+    assert done.exit_code == 1 and isinstance(done.exception, SystemExit), (done.output, done.exception)
+    assert done.output.startswith("Error: ") and named in done.output, done.output
+    assert len(done.output.strip().splitlines()) == 1, done.output
+
+
+def test_a_depth_node_of_a_model_whose_map_is_empty_says_so_and_exits(tmp_path):
+    model = _empty_map_model(tmp_path / "empty.onnx", static=True)
+    node = NodeProcess(tmp_path, {"model_path": str(model)}, module="vision_factory.depth_onnx_node")
+    code = node.wait(30)
+    node.stop()
+    log = node.log()
+    assert code == 2 and "cannot start" in log and "Traceback" not in log, log
+    assert "the depth model's output predicted_depth [1, 0, 0] is empty: no depth map" in log, log

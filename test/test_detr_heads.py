@@ -462,3 +462,44 @@ def test_yolo_exports_without_the_head_key_stay_yolo(tmp_path, shape):
     metadata = {"task": "detect", "stride": "32"}
     model = _constant_model(tmp_path / "y.onnx", np.zeros(shape, np.float32), size=64, names="", metadata=metadata)
     assert recognise(OnnxRunner.load(model, {}, LOG)).family == "yolo"
+
+
+# DETR exports that score no class: transformers' logits [1, Q, 0]; a DETR (softmax) whose one logit is its "no
+# object"; RF-DETR's labels [1, Q, 0]. Predict answered nothing for them, or "attempt to get argmax of an empty
+# sequence"; refused as they load.
+NO_CLASS = {
+    "logits of no class": ({"logits": np.zeros((1, 3, 0), np.float32)}, {}),
+    "only no object": ({"logits": np.zeros((1, 3, 1), np.float32)}, {"model_type": "detr"}),
+    "rf-detr labels of no class": ({"labels": np.zeros((1, 3, 0), np.float32)}, {}),
+}
+
+
+def _no_class_model(path: Path, case: str) -> Path:
+    scores, metadata = NO_CLASS[case]
+    boxes = np.full((1, 3, 4), 0.5, np.float32)
+    outputs = {"dets": boxes, **scores} if "labels" in scores else {**scores, "pred_boxes": boxes}
+    model = onnx.load(_constant_outputs(path, "pixel_values", outputs))
+    helper.set_model_props(model, metadata)
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("case", list(NO_CLASS))
+def test_a_detr_model_that_scores_no_class_is_refused_as_it_loads_naming_its_outputs(tmp_path, case):
+    model = _no_class_model(tmp_path / "detr.onnx", case)
+    image = tmp_path / "frame.png"
+    cv2.imwrite(str(image), np.zeros((32, 32, 3), np.uint8))
+    done = CliRunner().invoke(main, ["predict", "--model-type", "detr", "--model", str(model), str(image)])
+    assert done.exit_code == 1 and isinstance(done.exception, SystemExit), (done.output, done.exception)
+    assert "Error: the DETR model's outputs " in done.output and "score no class" in done.output, done.output
+    assert "the file is damaged or no detector" in done.output, done.output
+
+
+def test_the_detr_node_started_with_a_model_of_no_class_says_so_and_exits(tmp_path):
+    model = _no_class_model(tmp_path / "detr.onnx", "logits of no class")
+    process = NodeProcess(tmp_path, {"model_path": str(model)}, module="vision_factory.detr_onnx_node")
+    code = process.wait(30)
+    process.stop()
+    log = process.log()
+    assert code == 2 and "cannot start" in log and "Traceback" not in log, log
+    assert "the DETR model's outputs logits [1, 3, 0] float32, pred_boxes [1, 3, 4] float32 score no class" in log

@@ -233,7 +233,11 @@ def test_node_refuses_a_bad_stride_at_start_up(tmp_path, synthetic_models, strid
     node = NodeProcess(tmp_path, {"model_path": str(synthetic_models[""]), "stride": stride})
     assert node.wait() == 2
     node.stop()
-    assert f"stride must be an integer from 1 to seq_len (8), got {stride}" in node.log()
+    refusal = {  # 0 is no stride at all (the parameter's bound); 9 none of this model's (its seq_len's)
+        "0": "stride must be an integer in 1..64, not 0",
+        "9": "stride must be an integer from 1 to seq_len (8), got 9",
+    }[stride]
+    assert refusal in node.log()
     assert "Traceback" not in node.log()
 
 

@@ -86,6 +86,54 @@ def check_outputs(paths: Iterable[str | os.PathLike[str]], inputs: Inputs = (), 
         check_output(path, inputs, option)
 
 
+class Stage:
+    """``path``'s content written at ``fresh`` (by any library that writes by path), in a new private folder beside
+    ``path``, until ``publish`` moves it onto its name; what is never published is removed with the folder. ``stage``
+    makes one; ``staged`` publishes it as ``path`` when its block ends without error."""
+
+    def __init__(self, path: Path, inputs: list, option: str | None, companions: Iterable[str]):
+        self.path, self.inputs, self.option, self.companions = path, inputs, option, tuple(companions)
+        check_outputs(self._files(path), inputs, option)
+        self.folder = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            os.mkdir(self.folder, 0o700)
+        except OSError as exc:
+            raise UnsafeWrite(f"cannot write in {shown_path(path.parent)}: {exc.strerror}; {_fix(option)}") from None
+        self.fresh = self.folder / path.name  # ``path``'s name: libraries choose the format by the suffix
+
+    def _files(self, path: Path) -> list[Path]:
+        """``path``'s companions (each suffix of ``companions`` on its name), then ``path``."""
+        return [*(path.with_suffix(suffix) for suffix in self.companions), path]
+
+    def publish(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """The written files moved onto ``path`` (default: the staged name; another name must have been checked,
+        e.g. with check_outputs, before the work), companions first; each name checked again just before."""
+        path = self.path if path is None else Path(path)
+        targets = self._files(path)
+        for target in targets:
+            check_output(target, self.inputs, self.option)  # again: something may have been put there meanwhile
+        for written, target in zip(self._files(self.fresh), targets):
+            os.replace(written, target)
+        return path
+
+
+@contextlib.contextmanager
+def stage(
+    path: str | os.PathLike[str],
+    inputs: Inputs = (),
+    option: str | None = None,
+    companions: Iterable[str] = (),
+) -> Iterator[Stage]:
+    """A Stage for ``path`` (checked first: check_output for it and its companions), whose files are removed when
+    the block ends unless published: a result checked before it is published (quantize's model, compared first)
+    is never left under its name when the check fails."""
+    staging = Stage(Path(path), list(inputs), option, companions)
+    try:
+        yield staging
+    finally:
+        shutil.rmtree(staging.folder, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def staged(
     path: str | os.PathLike[str],
@@ -100,24 +148,9 @@ def staged(
     ``path``. ``companions``: suffixes of files the library writes beside it (OpenVINO's .bin beside the .xml),
     each checked and moved as well, before the main file.
     """
-    path = Path(path)
-    inputs = list(inputs)
-    related = [path.with_suffix(suffix) for suffix in companions]
-    check_outputs([*related, path], inputs, option)
-    folder = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    try:
-        os.mkdir(folder, 0o700)
-    except OSError as exc:
-        raise UnsafeWrite(f"cannot write in {shown_path(path.parent)}: {exc.strerror}; {_fix(option)}") from None
-    try:
-        fresh = folder / path.name
-        yield fresh
-        for target in [*related, path]:
-            check_output(target, inputs, option)  # again: something may have been put there meanwhile
-        for target in [*related, path]:
-            os.replace(folder / target.name, target)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    with stage(path, inputs, option, companions) as staging:
+        yield staging.fresh
+        staging.publish()
 
 
 def _fix(option: str | None) -> str:

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .text import parse_size
+
 Value = bool | int | float | str
 
 # The camera topic: the launch files' image_topic default, and the image topic of the bags the demo and tools write.
@@ -25,8 +27,9 @@ QOS_OVERRIDES = "qos_overrides."  # ROS's parameters for a publisher's QoS: qos_
 @dataclass(frozen=True)
 class Parameter:
     """A node parameter. A number's valid values are ``minimum``..``maximum`` (either may be None: no bound), and
-    never NaN or infinite; a text's are ``choices`` when given. ``check`` refuses any other value, naming the
-    parameter, the value and what is valid: the node at set time and at configure, and the tools that pass -p."""
+    never NaN or infinite; a text's are ``choices`` when given, and a size's (``max_pixels``: a text WIDTHxHEIGHT,
+    or empty) those of at most that many pixels. ``check`` refuses any other value, naming the parameter, the value
+    and what is valid: the node at set time and at configure, and the tools that pass -p."""
 
     name: str
     default: Value
@@ -37,6 +40,7 @@ class Parameter:
     minimum: int | float | None = None
     maximum: int | float | None = None
     choices: tuple[str, ...] = ()
+    max_pixels: int = 0  # a size WIDTHxHEIGHT (or empty) of at most this many pixels; 0: not a size
 
     @property
     def kind(self) -> str:
@@ -52,13 +56,15 @@ class Parameter:
         """The valid values, in words, e.g. 'a finite number in 0..1', 'an integer >= 1', 'one of raw, compressed'."""
         if self.choices:
             return f"one of {', '.join(repr(choice) for choice in self.choices)}"
-        low, high = self.minimum, self.maximum
+        if self.max_pixels:
+            return f"WIDTHxHEIGHT of at most {self.max_pixels} pixels, or empty"
+        low, high = (_shown(bound) for bound in (self.minimum, self.maximum))
         if low is not None and high is not None:
-            return f"{self.kind} in {low:g}..{high:g}"
+            return f"{self.kind} in {low}..{high}"
         if low is not None:
-            return f"{self.kind} >= {low:g}"
+            return f"{self.kind} >= {low}"
         if high is not None:
-            return f"{self.kind} <= {high:g}"
+            return f"{self.kind} <= {high}"
         return self.kind
 
     def check(self, value: Any) -> Any:
@@ -79,6 +85,8 @@ class Parameter:
             valid = (self.minimum is None or value >= self.minimum) and (self.maximum is None or value <= self.maximum)
         if valid and self.choices:
             valid = value in self.choices
+        if valid and self.max_pixels and value:
+            valid = _pixels(str(value)) <= self.max_pixels
         if not valid:
             raise ValueError(self._refusal(value))
         return value
@@ -111,6 +119,20 @@ class Parameter:
                 f"{value}.0 (it takes {self.valid})"
             )
         return self._refusal(value)
+
+
+def _shown(bound: int | float | None) -> str | None:
+    """A bound as the valid values say it: an integer in full (1048576, not 1.04858e+06), a float short."""
+    return None if bound is None else str(bound) if isinstance(bound, int) else f"{bound:g}"
+
+
+def _pixels(text: str) -> float:
+    """The pixels of a size WIDTHxHEIGHT; infinite when ``text`` is no such size."""
+    try:
+        width, height = parse_size(text)
+    except ValueError:
+        return math.inf
+    return width * height
 
 
 # rcl's YAML scalars (rcl_yaml_param_parser), as a -p value is read.
@@ -174,6 +196,14 @@ MAX_QUEUE = 10000
 MAX_CAMERAS = 64
 # The most threads a backend may be asked for (ONNX Runtime starts as many as asked: 10000 took minutes to stop).
 MAX_THREADS = 256
+# The most detections one frame's answer holds (max_detections): each is a Detection2D in its message.
+MAX_DETECTIONS_PER_FRAME = 10_000
+# The most frames a tracker keeps a lost track for (track_buffer, track_reentry_buffer), and positions a trajectory
+# keeps (trajectory_length): 5.5 minutes at 30 fps; the tracks and positions kept grow with it.
+MAX_HISTORY_FRAMES = 10_000
+# The most MiB a backend may be given as a memory limit or workspace (ONNX Runtime's CUDA arena, TensorRT's): 1 TiB.
+MAX_MEMORY_MB = 1 << 20
+MAX_DEVICE_ID = 1023  # a GPU's index (device_id): no machine has more
 FRACTION = {"minimum": 0.0, "maximum": 1.0}  # scores, IoU, fractions
 TRANSPORTS = ("raw", "compressed")
 RELIABILITIES = ("best_effort", "reliable")

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from ..models.bounds import MAX_INPUT_PIXELS
 from ..models.depth import KIND, RESIZES, UNITS, DepthEstimator
 from ..models.depth_interface import DEPTH, DEPTH_KINDS, PROCESSORS, implied_kind
 from ..models.recognition import require_family
@@ -50,6 +51,7 @@ PARAMETERS = (
         "",
         "the image processor's size WIDTHxHEIGHT (each side to its multiple, keeping the aspect ratio); empty: "
         "the file's image_size metadata, else the model type's (depth_anything 518x518)",
+        max_pixels=MAX_INPUT_PIXELS,
     ),
     Parameter(
         "resize_filter",

@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..models.bounds import MAX_INPUT_PIXELS, MAX_INPUT_SIDE
 from ..models.recognition import load_checked
-from ..parameters import FRACTION, Parameter
+from ..parameters import FRACTION, MAX_DETECTIONS_PER_FRAME, Parameter
 from ..results.frame import Detector
 from ..text import parse_size, untrusted
 from .family import (
@@ -32,13 +33,24 @@ LABELS = Parameter("labels_path", "", "class names, one per line; empty: the mod
 CONFIDENCE = Parameter(
     "confidence_threshold", 0.25, "detections scoring at or below this are dropped", True, **FRACTION
 )
-MAX_DETECTIONS = Parameter("max_detections", 300, "detections per frame at most", minimum=1)
+MAX_DETECTIONS = Parameter(
+    "max_detections", 300, "detections per frame at most", minimum=1, maximum=MAX_DETECTIONS_PER_FRAME
+)
 CLASSES = Parameter("classes", "", "class ids or names to keep, comma-separated (0,2 or person,car); empty: all")
 IOU = Parameter("iou_threshold", 0.7, "NMS IoU threshold", **FRACTION)
 IMAGE_SIZE = Parameter(
-    "image_size", 0, "input size for models with dynamic input; 0: the model's recorded imgsz", minimum=0
+    "image_size",
+    0,
+    "input size for models with dynamic input; 0: the model's recorded imgsz",
+    minimum=0,
+    maximum=MAX_INPUT_SIDE,
 )
-INPUT_SIZE = Parameter("input_size", "", "WIDTHxHEIGHT fed to a model with dynamic input; empty: its fixed size")
+INPUT_SIZE = Parameter(
+    "input_size",
+    "",
+    "WIDTHxHEIGHT fed to a model with dynamic input; empty: its fixed size",
+    max_pixels=MAX_INPUT_PIXELS,
+)
 MASK_ENCODINGS = ("mono16", "mono8")
 MASK_ENCODING = Parameter(
     "mask_encoding",

@@ -18,7 +18,7 @@ from typing import Any
 from ..models.global_ids import GlobalIdentities
 from ..models.reid_calibration import FIELDS, OnlineCalibration
 from ..models.tracker import Tracker, TrackerConfig, Tracking
-from ..parameters import FRACTION, Parameter
+from ..parameters import FRACTION, MAX_HISTORY_FRAMES, Parameter
 from ..results.frame import FrameResult
 from ..text import untrusted
 from . import reid
@@ -70,10 +70,11 @@ NODE_ONLY = ("tracking", CROSS_CAMERA.name)
 
 
 def _bounds(default: object) -> dict:
-    """A threshold's valid values: 0..1 (scores, IoU and appearance distances, costs); a count of frames: >= 0."""
+    """A threshold's valid values: 0..1 (scores, IoU and appearance distances, costs); a count of frames: 0 to
+    MAX_HISTORY_FRAMES."""
     if isinstance(default, bool):
         return {}
-    return {"minimum": 0} if isinstance(default, int) else FRACTION
+    return {"minimum": 0, "maximum": MAX_HISTORY_FRAMES} if isinstance(default, int) else FRACTION
 
 
 PARAMETERS = (

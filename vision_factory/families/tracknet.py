@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..models.ball_stream import BallStream, load_median
+from ..models.bounds import MAX_MEDIAN_FRAMES, MAX_SEQ_LEN
 from ..models.recognition import load_checked, require_family
 from ..models.tracknet_background import MedianMissing
 from ..models.tracknet_interface import BG_MODES, HEIGHT, TRACKNET, WIDTH
@@ -17,7 +18,7 @@ from ..models.tracknet_stream import (
     check_input_frame,
     check_stride,
 )
-from ..parameters import FRACTION, Parameter, with_defaults
+from ..parameters import FRACTION, MAX_HISTORY_FRAMES, Parameter, with_defaults
 from ..results import BALL_TRACK
 from ..text import untrusted
 from .family import (
@@ -40,7 +41,14 @@ MEDIAN_WARMUP = 10
 
 PARAMETERS = (
     Parameter("model_path", "", "TrackNet model file (.onnx)", launch_argument=True, required=True),
-    Parameter("seq_len", 8, "frames per TrackNet window; must match the model", launch_argument=True, minimum=1),
+    Parameter(
+        "seq_len",
+        8,
+        "frames per TrackNet window; must match the model",
+        launch_argument=True,
+        minimum=1,
+        maximum=MAX_SEQ_LEN,
+    ),
     Parameter(
         "bg_mode",
         BG_MODE_FROM_MODEL,
@@ -54,22 +62,26 @@ PARAMETERS = (
         1,
         "run the model once every stride frames, 1..seq_len (1: full overlap, seq_len: none)",
         launch_argument=True,
+        minimum=1,
+        maximum=MAX_SEQ_LEN,
     ),
     Parameter(
         "median_warmup",
         MEDIAN_WARMUP,
         "frames collected for the background median at the start of each stream (bg modes; unused with median_path)",
         launch_argument=True,
+        minimum=0,
+        maximum=MAX_MEDIAN_FRAMES,
     ),
     Parameter(
         "median_path",
         "",
-        "background median instead of the warm-up: an image, or .npy of HxWx3 RGB uint8 at frame size "
+        "background median instead of the warm-up: a PNG, JPEG or WebP image, or .npy of HxWx3 RGB uint8 at frame size "
         f"(concat: also 3x{HEIGHT}x{WIDTH})",
     ),
     Parameter("heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'", **FRACTION),
     Parameter("inpaint_model_path", "", "InpaintNet model file; empty disables refinement", launch_argument=True),
-    Parameter("inpaint_seq_len", 16, "frames per InpaintNet window", minimum=1),
+    Parameter("inpaint_seq_len", 16, "frames per InpaintNet window", minimum=1, maximum=MAX_SEQ_LEN),
     Parameter(
         "flush_timeout",
         1.0,
@@ -77,7 +89,7 @@ PARAMETERS = (
         "0 = never",
         minimum=0.0,
     ),
-    Parameter("trajectory_length", 30, "positions in ball_markers", minimum=0),
+    Parameter("trajectory_length", 30, "positions in ball_markers", minimum=0, maximum=MAX_HISTORY_FRAMES),
 )
 
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 
+from ..images import TOO_LARGE, ImageFormatError, read_image_file
 from ..results.ball import Ball
 from ..results.frame import FrameResult
 from ..text import untrusted
@@ -41,9 +41,11 @@ def load_median(path: str, bg_mode: str) -> np.ndarray | None:
         except (OSError, ValueError, EOFError) as exc:
             raise ValueError(f"median_path {shown}: not a readable .npy file ({untrusted(exc)})") from None
     else:
-        image = cv2.imread(str(file), cv2.IMREAD_COLOR)
-        if image is None:
-            raise ValueError(f"median_path {shown}: not a readable image file (nor .npy)")
+        try:
+            image = read_image_file(file)  # its declared size checked before it is decoded
+        except ImageFormatError as exc:
+            problem = exc if exc.kind == TOO_LARGE else "not a readable image file (PNG, JPEG or WebP; nor .npy)"
+            raise ValueError(f"median_path {shown}: {problem}") from None
         median = np.ascontiguousarray(image[..., ::-1])
     problem = median_problem(median, bg_mode)
     if problem:

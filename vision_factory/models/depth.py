@@ -22,6 +22,7 @@ from ..results.dense import DenseMap
 from ..results.frame import FrameResult
 from ..runtime.runner import Runner, tensor_text
 from ..text import untrusted
+from .bounds import MAX_INPUT_PIXELS
 from .depth_interface import BILINEAR_CORNERS, Processor
 from .interface import check_image_input
 
@@ -115,6 +116,12 @@ class DepthEstimator:
         self.resize = resize
         self.input = runner.inputs[0]
         check_image_input(self.input)
+        output = runner.outputs[0]
+        if any(isinstance(dim, int) and dim < 1 for dim in output.shape):
+            raise ValueError(
+                f"the depth model's output {tensor_text(output)} is empty: no depth map; the file is damaged or no "
+                "depth model"
+            )
         height, width = self.input.shape[2:]
         # A fixed-size export takes only its own size: every frame is resized to it (the aspect ratio not kept).
         self.fixed = (height, width) if isinstance(height, int) and isinstance(width, int) else None
@@ -127,9 +134,16 @@ class DepthEstimator:
         self.seconds = {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0}
 
     def input_size(self, height: int, width: int) -> tuple[int, int]:
-        """The model input's (height, width) for a frame of that size (ZoeDepth's: for the padded frame)."""
+        """The model input's (height, width) for a frame of that size (ZoeDepth's: for the padded frame); a
+        ValueError when it has more than MAX_INPUT_PIXELS pixels (an odd frame's aspect ratio, kept)."""
         pad_rows, pad_columns = padding(height, width, self.processor)
-        return self.fixed or resized_size(height + 2 * pad_rows, width + 2 * pad_columns, self.processor)
+        size = self.fixed or resized_size(height + 2 * pad_rows, width + 2 * pad_columns, self.processor)
+        if size[0] * size[1] > MAX_INPUT_PIXELS:
+            raise ValueError(
+                f"the image processor resizes a {width}x{height} frame to {size[1]}x{size[0]}, more than "
+                f"{MAX_INPUT_PIXELS} pixels: give a smaller processor_size"
+            )
+        return size
 
     def prepare(self, image_bgr: np.ndarray) -> np.ndarray:
         """The model's input tensor [1, 3, h, w] float32 for a BGR frame."""
@@ -170,6 +184,9 @@ class DepthEstimator:
         if output.ndim not in (3, 4) or output.shape[0] != 1 or (output.ndim == 4 and output.shape[1] != 1):
             shown = tensor_text(self.runner.outputs[0])
             raise ValueError(f"the depth model's output {shown} gave {output.shape}: not one [1, H, W] map")
+        if output.size == 0:
+            shown = tensor_text(self.runner.outputs[0])
+            raise ValueError(f"the depth model's output {shown} gave {output.shape}: an empty map")
         return output.reshape(output.shape[-2:])
 
     def finish(self, depth: np.ndarray, height: int, width: int) -> DenseMap:

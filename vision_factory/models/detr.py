@@ -118,6 +118,11 @@ class DetrDetector:
         if names and isinstance(count, int) and len(names) != count:
             raise ValueError(f"{len(names)} class names given for a model with {count} classes")
         self.class_count = count if isinstance(count, int) else len(names) or None
+        if self.class_count is not None and self.class_count < 1:  # logits [1, Q, 0], or DETR's "no object" alone
+            raise ValueError(
+                f"the DETR model's outputs {tensors_text(runner.outputs)} score no class ({self.class_count}): the "
+                "file is damaged or no detector"
+            )
         if self.head == ULTRALYTICS and self.selected and not names:
             raise ValueError(
                 "an Ultralytics RT-DETR export of selected rows does not say how many classes the model has and its "

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..parameters import Parameter, with_defaults
+from ..parameters import MAX_THREADS, Parameter, with_defaults
 from ..text import shown_path, untrusted
 from .cpu import warn_once
 from .runner import (
@@ -68,7 +68,9 @@ class OpenVinoRunner:
         Parameter("cache_dir", "", "compiled-model cache, default $ROS_HOME/<package>/openvino_cache"),
         # OpenVINO runs bf16 by default on CPUs that have it; f32 keeps the model's own accuracy.
         Parameter("inference_precision", INFERENCE_PRECISION, "f32, bf16, f16, or '' for the device's default"),
-        Parameter("inference_threads", 0, "CPU inference threads, 0 = OpenVINO decides"),
+        Parameter(
+            "inference_threads", 0, "CPU inference threads, 0 = OpenVINO decides", minimum=0, maximum=MAX_THREADS
+        ),
     )
 
     def __init__(

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..parameters import MAX_THREADS, Parameter, with_defaults
+from ..parameters import MAX_DEVICE_ID, MAX_MEMORY_MB, MAX_THREADS, Parameter, with_defaults
 from ..text import shown_path, untrusted
 from .runner import PROBE_MODEL, default_cache_dir, model_file
 
@@ -109,8 +109,8 @@ PARAMETERS = (
         dynamic_typing=True,
     ),
     Parameter("provider_fallback", "error", f"when a requested provider cannot run: {' or '.join(FALLBACK_POLICIES)}"),
-    Parameter("device_id", 0, "GPU index for CUDA / TensorRT / ROCm / DirectML", minimum=0),
-    Parameter("cuda_mem_limit_mb", 0, "CUDA arena limit in MiB, 0 = none", minimum=0),
+    Parameter("device_id", 0, "GPU index for CUDA / TensorRT / ROCm / DirectML", minimum=0, maximum=MAX_DEVICE_ID),
+    Parameter("cuda_mem_limit_mb", 0, "CUDA arena limit in MiB, 0 = none", minimum=0, maximum=MAX_MEMORY_MB),
     Parameter("trt_cache_dir", "", "TensorRT provider engine cache, default $ROS_HOME/<package>/trt_cache"),
     Parameter("trt_fp16", False, "let the TensorRT provider build fp16 engines"),
     Parameter(

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..parameters import Parameter, with_defaults
+from ..parameters import MAX_DEVICE_ID, MAX_MEMORY_MB, Parameter, with_defaults
 from ..text import shown_path
 from .runner import Logger, ModelInputs, TensorInfo, check_model_inputs, default_cache_dir, fixed_dim, model_file
 
@@ -40,8 +40,8 @@ PRECISION = "fp32"
 PARAMETERS = (
     Parameter("precision", PRECISION, "fp32 or fp16", launch_argument=True),
     Parameter("engine_cache_dir", "", "engine cache, default $ROS_HOME/<package>/tensorrt_engines"),
-    Parameter("device_id", 0, "CUDA device index"),
-    Parameter("workspace_mb", 1024, "TensorRT builder workspace in MiB"),
+    Parameter("device_id", 0, "CUDA device index", minimum=0, maximum=MAX_DEVICE_ID),
+    Parameter("workspace_mb", 1024, "TensorRT builder workspace in MiB", minimum=1, maximum=MAX_MEMORY_MB),
 )
 
 

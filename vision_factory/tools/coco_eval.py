@@ -18,6 +18,7 @@ from ..files import output_folder, write_text
 from ..results.coco import category_ids, coco_metrics, coco_results
 from ..results.coco import differences as output_differences
 from ..text import shown_path, untrusted
+from .coco_masks import image_size_problem, segmentation_problem
 from .commands import CommandReport, UsageError
 from .compare import configuration_name, describe_comparison, metric_differences, save_comparison
 from .sources import read_image
@@ -92,8 +93,9 @@ def _unique(ids: list[int | str], path: Path, section: str) -> None:
 
 
 def check_truth(truth: Any, path: Path, iou_type: str) -> dict[str, Any]:
-    """``truth`` when it is a COCO annotation file pycocotools can score for ``iou_type`` (bbox or keypoints); else
-    a CocoFormatError naming the file, the entry (e.g. annotations[3]) and the field."""
+    """``truth`` when it is a COCO annotation file pycocotools can score for ``iou_type`` (bbox, keypoints or segm:
+    every segmentation a mask of its image, coco_masks.py); else a CocoFormatError naming the file, the entry (e.g.
+    annotations[3]) and the field."""
     sections = ("images", "annotations", "categories")
     if not isinstance(truth, dict) or not set(sections) <= set(truth):
         raise CocoFormatError(
@@ -110,6 +112,7 @@ def check_truth(truth: Any, path: Path, iou_type: str) -> dict[str, Any]:
                     raise _entry(path, f"images[{index}]", f"'{size}' is {untrusted(value, 40)}, not a positive size")
     image_ids = [_id(image, path, f"images[{index}]") for index, image in enumerate(truth["images"])]
     _unique(image_ids, path, "images")
+    sizes = _image_sizes(truth, path) if iou_type == "segm" else {}
     categories = [_id(category, path, f"categories[{index}]") for index, category in enumerate(truth["categories"])]
     _unique(categories, path, "categories")
     for index, category in enumerate(truth["categories"]):
@@ -132,18 +135,36 @@ def check_truth(truth: Any, path: Path, iou_type: str) -> dict[str, Any]:
             _finite(annotation, path, where, "keypoints")
             if not isinstance(_field(annotation, path, where, "num_keypoints"), int):
                 raise _entry(path, where, "'num_keypoints' is not a whole number")
-        if iou_type == "segm" and not isinstance(_field(annotation, path, where, "segmentation"), list | dict):
-            raise _entry(path, where, "'segmentation' is neither polygons [[x, y, ...], ...] nor a run-length encoding")
+        if iou_type == "segm":
+            segmentation = _field(annotation, path, where, "segmentation")
+            problem = segmentation_problem(segmentation, *sizes[annotation["image_id"]])
+            if problem:
+                shown = f"{where} (id {untrusted(annotation['id'], 40)}, image {untrusted(annotation['image_id'], 40)})"
+                raise _entry(path, shown, f"'segmentation' {problem}: fix the mask or drop the annotation")
     _unique(ids, path, "annotations")
     return truth
 
 
+def _image_sizes(truth: dict[str, Any], path: Path) -> dict[int | str, tuple[int, int]]:
+    """Image id -> (width, height) of each image of ``truth``, every one a size masks can have (coco_masks)."""
+    sizes = {}
+    for index, image in enumerate(truth["images"]):
+        width = _field(image, path, f"images[{index}]", "width")
+        problem = image_size_problem(width, _field(image, path, f"images[{index}]", "height"))
+        if problem:
+            raise _entry(path, f"images[{index}] (id {untrusted(image['id'], 40)})", problem)
+        sizes[image["id"]] = (int(image["width"]), int(image["height"]))
+    return sizes
+
+
 def check_results(results: Any, path: Path, iou_type: str, truth: dict[str, Any], truth_path: Path) -> list:
-    """``results`` when it is a list of COCO detections of ``truth``'s images, with finite boxes (and keypoints);
-    else a CocoFormatError naming the file, the entry and the field (pycocotools scores a NaN box as a match)."""
+    """``results`` when it is a list of COCO detections of ``truth``'s images, with finite boxes (and keypoints, and
+    for segm each a run-length encoding of its image's mask); else a CocoFormatError naming the file, the entry and
+    the field (pycocotools scores a NaN box as a match)."""
     if not isinstance(results, list):
         raise CocoFormatError(f"{shown_path(path)} is not a COCO results file: it must be a list of detections")
     images = {image["id"] for image in truth["images"]}
+    sizes = _image_sizes(truth, truth_path) if iou_type == "segm" else {}
     for index, result in enumerate(results):
         where = f"[{index}] (detection {index + 1})"
         _id(result, path, where, "image_id")
@@ -157,8 +178,11 @@ def check_results(results: Any, path: Path, iou_type: str, truth: dict[str, Any]
             _finite(result, path, where, "keypoints")
         if iou_type == "segm":
             segmentation = _field(result, path, where, "segmentation")
-            if not (isinstance(segmentation, dict) and {"size", "counts"} <= set(segmentation)):
-                raise _entry(path, where, '\'segmentation\' is no run-length encoding {"size": [h, w], "counts": ...}')
+            size = sizes.get(result["image_id"])
+            problem = segmentation_problem(segmentation, *size, compressed_only=True) if size else ""
+            if problem:
+                fix = "write each mask as pycocotools' mask.encode gives it, at its image's size"
+                raise _entry(path, where, f"'segmentation' {problem}: {fix}")
     unknown = {result["image_id"] for result in results} - images
     if unknown:
         shown = untrusted(sorted(unknown, key=str)[:5], 120)

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import FAMILIES, family
-from ..files import UnsafeWrite, check_outputs, model_files, output_folder, staged, write_text
+from ..files import UnsafeWrite, check_outputs, model_files, output_folder, stage, write_text
 from ..runtime.backends import load_target
 from ..runtime.cpu import this_cpu
 from ..runtime.runner import Runner
@@ -142,7 +142,8 @@ def quantize(
     into ``out``, calibrated on ``frames`` frames of ``calibration``, for ``target_cpu`` (TARGET_CPUS; auto: this
     one); then compared with ``model`` over ``data`` (COCO data set; tracknet: truth CSV with ``source``) and
     timed against it. When the comparison's accuracy loss (LOSSES) exceeds ``max_loss`` (None: the family's
-    default) the model is renamed NAME.rejected.EXT and AccuracyLost raised, unless ``accept_loss``."""
+    default) the model is written as NAME.rejected.EXT and AccuracyLost raised, unless ``accept_loss``; a
+    comparison that fails (bad --data) leaves no model at all."""
     from ..models.model_file import require_file_family
 
     if model_type not in QUANTIZE_TYPES:
@@ -188,52 +189,47 @@ def quantize(
     if calibration is not None:
         feeds, frames = calibration_inputs(model_type, model, calibration, frames, options, detector_model)
         log(f"calibration: {len(feeds)} inputs from {frames} frames of {shown_path(calibration)}")
-    float_nodes: list[str] = []
     kind = (this_cpu() if target_cpu == "auto" else target_cpu) if precision == "int8" else ""
     if kind:
         log(f"int8 for {kind} CPUs ({'detected here' if target_cpu == 'auto' else '--target-cpu'})")
     companions = [".bin"] if backend == "openvino" else []
-    with (
-        tempfile.TemporaryDirectory(prefix="vf_quantize_") as work,  # lives until the model is saved
-        staged(out, inputs, "--out", companions) as fresh,  # moved onto --out once written whole
-    ):
-        if backend == "onnx" and precision == "int8":
-            how, float_nodes = onnx_int8(model, fresh, feeds, method, keep_tail, kind == "avx2")
-        elif backend == "onnx":
-            how, float_nodes = onnx_fp16(model, fresh, keep_tail, Path(work))
-        else:
-            import onnx
-
-            named = named_nodes(model, Path(work) / "named.onnx")
-            if precision == "int8" and keep_tail:
-                float_nodes = float_tail(onnx.load(named, load_external_data=False).graph)
-            ov_model, how = openvino_model(named, precision, feeds, float_nodes, kind == "avx2")
-        provenance = Provenance(
-            Path(model),
-            calibration if precision == "int8" else None,
-            frames if precision == "int8" else 0,
-            len(feeds),
-            precision,
-            backend,
-            how,
-            float_nodes,
-            kind,
-        )
-        recorded = provenance.metadata()
-        metadata = source_metadata(model) | recorded
-        if backend == "openvino":
-            save_openvino(ov_model, fresh, precision, metadata)
-        else:
-            write_onnx_metadata(fresh, metadata)
-
     target = RUNS_ON[backend]
-    speed = speed_ratio(model, out, target, feeds or None, speed_runs, threads)
-    # the comparison's reports: NAME_quantize/ beside the model (a link planted there refused), or ``out_dir``
-    out_dir = output_folder(out_dir, option="--out") if out_dir else output_folder(out.parent, f"{out.stem}_quantize")
-    comparison, compared = None, None
-    if data is not None:
-        comparison = compare_models(model_type, model, out, target, data, source, out_dir, options, detector_model)
-        compared = max(out_dir.glob("compare_*.json"), key=lambda path: path.stat().st_mtime)
+    # The model is written under a temporary name beside --out, timed and compared there, and published (as --out,
+    # or as NAME.rejected.EXT when it lost too much) only then: a comparison that fails leaves nothing under --out.
+    with stage(out, inputs, "--out", companions) as staging:
+        with tempfile.TemporaryDirectory(prefix="vf_quantize_") as work:  # lives until the model is saved
+            provenance = _write_model(
+                model,
+                staging.fresh,
+                backend,
+                precision,
+                feeds,
+                method,
+                keep_tail,
+                kind,
+                Path(work),
+                calibration,
+                frames,
+            )
+        speed = speed_ratio(model, staging.fresh, target, feeds or None, speed_runs, threads)
+        # the comparison's reports: NAME_quantize/ beside the model (a link planted there refused), or ``out_dir``
+        out_dir = (
+            output_folder(out_dir, option="--out") if out_dir else output_folder(out.parent, f"{out.stem}_quantize")
+        )
+        comparison, record = None, None
+        if data is not None:
+            comparison = compare_models(
+                model_type, model, staging.fresh, target, data, source, out_dir, options, detector_model
+            )
+            compared = max(out_dir.glob("compare_*.json"), key=lambda path: path.stat().st_mtime)
+            record = json.loads(compared.read_text())
+        loss = accuracy_loss(model_type, record, max_loss) if record else None
+        rejected = loss is not None and loss["value"] > loss["limit"] and not accept_loss
+        out = staging.publish(rejected_name(out) if rejected else out)
+    if record is not None:  # the comparison names the model where it now is
+        record["b"]["model"] = str(out)
+        write_text(compared, json.dumps(record, indent=2) + "\n", inputs)
+    recorded = provenance.metadata()
     summary = {
         "model_type": model_type,
         "model": str(model),
@@ -241,13 +237,8 @@ def quantize(
         "runs_on": {"source": REFERENCE, "quantized": target},
         "metadata": recorded,
         "speed": speed | {"threads": threads},
-        "comparison": json.loads(compared.read_text()) if compared else None,
+        "comparison": record,
     }
-    loss = accuracy_loss(model_type, summary["comparison"], max_loss) if compared else None
-    rejected = loss is not None and loss["value"] > loss["limit"] and not accept_loss
-    if rejected:
-        out = reject(out)
-        summary["out"] = str(out)
     if loss is not None:
         summary["loss"] = loss | {"accepted": not rejected}
     files = {"summary": out_dir / "quantize.json"}
@@ -257,6 +248,53 @@ def quantize(
     if rejected:
         raise AccuracyLost(report, loss_text(loss, out, provenance))
     return report
+
+
+def _write_model(
+    model: Path,
+    fresh: Path,
+    backend: str,
+    precision: str,
+    feeds: list[dict[str, np.ndarray]],
+    method: str,
+    keep_tail: bool,
+    kind: str,
+    work: Path,
+    calibration: Path | None,
+    frames: int,
+) -> Provenance:
+    """``model`` as ``precision`` for ``backend`` written at ``fresh`` (``kind``: the int8 CPU kind; ``work``: a
+    scratch folder), with the source's metadata and its provenance, which it returns."""
+    float_nodes: list[str] = []
+    if backend == "onnx" and precision == "int8":
+        how, float_nodes = onnx_int8(model, fresh, feeds, method, keep_tail, kind == "avx2")
+    elif backend == "onnx":
+        how, float_nodes = onnx_fp16(model, fresh, keep_tail, work)
+    else:
+        import onnx
+
+        named = named_nodes(model, work / "named.onnx")
+        if precision == "int8" and keep_tail:
+            float_nodes = float_tail(onnx.load(named, load_external_data=False).graph)
+        ov_model, how = openvino_model(named, precision, feeds, float_nodes, kind == "avx2")
+    int8 = precision == "int8"
+    provenance = Provenance(
+        Path(model),
+        calibration if int8 else None,
+        frames if int8 else 0,
+        len(feeds),
+        precision,
+        backend,
+        how,
+        float_nodes,
+        kind,
+    )
+    metadata = source_metadata(model) | provenance.metadata()
+    if backend == "openvino":
+        save_openvino(ov_model, fresh, precision, metadata)
+    else:
+        write_onnx_metadata(fresh, metadata)
+    return provenance
 
 
 class AccuracyLost(ValueError):
@@ -293,16 +331,6 @@ def loss_text(loss: Mapping[str, Any], out: Path, provenance: Provenance) -> str
 def rejected_name(out: Path) -> Path:
     """Where a quantized model that lost more than allowed is written instead of ``out``: NAME.rejected.EXT."""
     return out.with_name(f"{out.stem}.rejected{out.suffix}")
-
-
-def reject(out: Path) -> Path:
-    """The quantized model at ``out`` renamed rejected_name(out) (an IR's .bin with it; both names were checked
-    before the work: no link, no input); the new path."""
-    renamed = rejected_name(out)
-    if out.suffix == ".xml":
-        out.with_suffix(".bin").replace(rejected_name(out.with_suffix(".bin")))
-    out.replace(renamed)
-    return renamed
 
 
 def speed_ratio(

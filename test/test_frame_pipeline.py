@@ -82,12 +82,12 @@ def test_the_detection_pipeline_tracks_as_the_track_tool_and_publishes_as_the_no
     assert isinstance(pipeline, DetectionPipeline) and pipeline.tracking is not None
     rows = []
     for number, frame in enumerate(frames, start=1):
-        found = pipeline.push(frame, (number, 0))
-        assert found.new_stream == "" and len(found.track_ids) == len(found.detections)
-        assert all(
-            d.score > values["confidence_threshold"] or t is not None for d, t in zip(found.detections, found.track_ids)
-        )
-        rows += [(number, t, *d.xyxy) for d, t in zip(found.detections, found.track_ids) if t is not None]
+        ((stamp, found),) = pipeline.push(frame, (number, 0))
+        boxes = found.boxes
+        assert stamp == (number, 0) and found.new_stream == "" and len(boxes.track_ids) == len(boxes)
+        tracks = [boxes.track(row) for row in range(len(boxes))]
+        assert all(score > values["confidence_threshold"] or t is not None for score, t in zip(boxes.scores, tracks))
+        rows += [(number, t, *xyxy) for xyxy, t in zip(boxes.xyxy.tolist(), tracks) if t is not None]
     (tool,) = track_frames("yolo", model, "onnx:cpu", frames, {"--imgsz": 320}, [{}])
     assert rows, "the face is tracked"
     assert [(int(f), int(t)) for f, t in zip(tool.frames, tool.ids)] == [(f, t) for f, t, *_ in rows]
@@ -95,10 +95,10 @@ def test_the_detection_pipeline_tracks_as_the_track_tool_and_publishes_as_the_no
     np.testing.assert_allclose(tool.boxes, xywh, atol=1e-3)
 
     # The node's new-stream rule: the stream played again (a stamp back in time) resets the tracks.
-    again = pipeline.push(frames[0], (1, 0))
+    ((_, again),) = pipeline.push(frames[0], (1, 0))
     assert again.new_stream == "a stamp went back in time"
     pipeline.reset()
-    assert pipeline.push(frames[0], (1, 0)).new_stream == ""
+    assert pipeline.push(frames[0], (1, 0))[0][1].new_stream == ""
 
 
 def _two_sizes(folder: Path) -> tuple[Path, int, int]:

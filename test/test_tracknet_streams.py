@@ -145,11 +145,13 @@ def _answers(stream: BallStream, frames: list[np.ndarray], pauses: set[int]) -> 
             paused |= {tag for tag, _ in pending}
             outputs += pending
             assert stream.pending == 0 and stream.answer_pending() == []
-        for tag, p in outputs:
+        for tag, result in outputs:
             assert tag not in answers, f"frame {tag} answered twice"
+            p = result.ball.record()
             answers[tag] = (p["X"], p["Y"], p["Visibility"], peaks.get(tag))
-    for tag, p in stream.flush():
+    for tag, result in stream.flush():
         assert tag not in answers, f"frame {tag} answered twice"
+        p = result.ball.record()
         answers[tag] = (p["X"], p["Y"], p["Visibility"], peaks.get(tag))
     assert sorted(answers) == list(range(len(frames)))
     return answers, paused

@@ -182,14 +182,14 @@ def test_shapes_model_reaches_its_validation_ap(tmp_path):
     category = {c["name"]: c["id"] for c in coco["categories"]}
     results = []
     for image in coco["images"]:
-        for d in detector.detect(cv2.imread(str(SHAPES_DATA / "images" / image["file_name"]))):
-            x1, y1, x2, y2 = d.xyxy
+        for d in detections_of(detector.detect(cv2.imread(str(SHAPES_DATA / "images" / image["file_name"])))):
+            x1, y1, x2, y2 = d["xyxy"]
             results.append(
                 {
                     "image_id": image["id"],
-                    "category_id": category[d.class_name],
+                    "category_id": category[d["class_name"]],
                     "bbox": [x1, y1, x2 - x1, y2 - y1],
-                    "score": d.score,
+                    "score": d["score"],
                 }
             )
     (tmp_path / "results.json").write_text(json.dumps(results))

@@ -66,6 +66,15 @@ def run_stream(pipeline: FramePipeline, frames: Iterable[np.ndarray], warm_up: b
     return [answers[index] for index in range(len(frames))]
 
 
+def class_names(pipeline: FramePipeline) -> tuple[list[str] | None, list[str]]:
+    """The class names of ``pipeline``'s model and its keypoint names ([] without), known before any frame: a
+    detection pipeline's detector's (families/pipeline.py); None and [] for the others (the ball, a map)."""
+    detector = getattr(pipeline, "detector", None)
+    if detector is None:
+        return None, []
+    return list(detector.names), list(getattr(detector, "keypoint_names", []))
+
+
 def results_of(answers: Sequence[Answer]) -> list[FrameResult]:
     """The results of ``answers``, in their order."""
     return [result for _, result in answers]

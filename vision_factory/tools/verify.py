@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..families.family import Family
-from ..families.frame_pipeline import run_stream
+from ..families.frame_pipeline import class_names, run_stream
 from ..families.registry import NODE_FAMILIES
 from ..parameters import with_defaults
 from ..results.frame import FrameResult
@@ -86,9 +86,8 @@ def verify(
     frames = [frame for _, frame in framed]
     load = lambda path: load_target(backend, Path(path))  # noqa: E731
     tracked = bool(offline_values.get("tracking"))
-    run_offline = _offline_runner(spec, offline_values, load)
+    run_offline, model_names, keypoint_names = _offline_runner(spec, offline_values, load)
     expected = run_offline(frames)  # before the node plays: a model that cannot load fails here, clearly
-    model_names, keypoint_names = names_of(expected)
     # A segmentation model: the node's ~/masks recorded too, each paired detection's mask compared.
     masked = any(result.masks is not None and any(result.masks.masks) for result in expected)
     expected = [as_published(result) for result in expected]
@@ -232,9 +231,9 @@ def _offline_values(
     return with_defaults(spec.parameters, {**given, "model_path": str(model)}, spec.name)
 
 
-def _offline_runner(spec: Family, values: dict, load: Callable) -> Callable[[list[np.ndarray]], list[FrameResult]]:
+def _offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callable, list[str] | None, list[str]]:
     """The model offline as the node builds it: frames -> per frame, its result (a fresh stream per call:
-    TrackNet's, the tracker).
+    TrackNet's, the tracker); its class names (None: the ball, a map) and keypoint names ([] without).
 
     It is the family's frame pipeline, the node's (Family.pipeline, families/frame_pipeline.py). With ``tracking``
     on: the detector at the tracking's confidence, the Tracking updated frame by frame in order, the detections the
@@ -242,7 +241,7 @@ def _offline_runner(spec: Family, values: dict, load: Callable) -> Callable[[lis
     replay's warm-up frame (its answer is not compared, but the node's tracker has seen it)."""
     pipeline = spec.pipeline(values, load)  # the models load now: a bad one fails before the node plays
     warm_up = bool(values.get("tracking"))
-    return lambda frames: run_stream(pipeline, frames, warm_up)
+    return (lambda frames: run_stream(pipeline, frames, warm_up)), *class_names(pipeline)
 
 
 def as_published(result: FrameResult) -> FrameResult:
@@ -251,14 +250,6 @@ def as_published(result: FrameResult) -> FrameResult:
     if result.masks is None:
         return result
     return result.with_parts(masks=result.masks.published(result.boxes))
-
-
-def names_of(results: list[FrameResult]) -> tuple[list[str] | None, list[str]]:
-    """The class names of the model's results (their boxes' class map; None without) and their keypoint names."""
-    boxes = next((result.boxes for result in results if result.boxes is not None), None)
-    keypoints = next((result.keypoints for result in results if result.keypoints is not None), None)
-    names = list(boxes.names) if boxes is not None and boxes.names is not None else None
-    return names, list(keypoints.names) if keypoints is not None else []
 
 
 def _answers(received: Iterable[tuple[int, bytes]], spec: Family, tracked: bool = False) -> list[Answer]:

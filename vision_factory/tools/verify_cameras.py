@@ -39,7 +39,6 @@ from .verify import (
     _with_masks,
     as_published,
     compare_answers,
-    names_of,
 )
 from .verify_checks import node_counts
 from .verify_frames import Answer, Tolerance, compare, tolerance_for
@@ -132,10 +131,9 @@ def verify_cameras(
         ]
     tracked = bool(offline_values.get("tracking"))
     load = lambda path: load_target(backend, Path(path))  # noqa: E731
-    run_offline = _offline_runner(spec, offline_values, load)
+    run_offline, model_names, keypoint_names = _offline_runner(spec, offline_values, load)
     # Each camera's frames alone, in order, from a fresh stream: its own tracker, its own window.
     expected = {name: run_offline([frame for _, frame in framed[name]]) for name in names}
-    model_names, keypoint_names = names_of([found for results in expected.values() for found in results])
     masked = any(found.masks is not None and any(found.masks.masks) for one in expected.values() for found in one)
     expected = {name: [as_published(found) for found in results] for name, results in expected.items()}
 

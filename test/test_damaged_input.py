@@ -283,7 +283,7 @@ def test_quantize_refuses_a_damaged_mask_and_leaves_no_unverified_model(tmp_path
     out = tmp_path / "out" / "seg_int8.onnx"
     done = run_cli(
         "quantize", "--model-type", "yolo", "--model", str(SEG_MODEL), "--calibration", str(tmp_path / "calibration"),
-        "--out", str(out), "--data", str(tmp_path / "eval"), "--frames", "2", "--speed-runs", "1",
+        "--out", str(out), "--data", str(tmp_path / "eval"), "--frames", "2", "--speed-runs", "1", "--backend", "onnx",
         timeout=600, memory_limit=8 << 30,
     )  # fmt: skip
     where = f"{tmp_path / 'eval' / 'annotations.json'}: annotations[1] (id {annotations[1]['id']}, image "

@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 import pytest
 from support import dense_family
+from support.plugins import registered
 
 from vision_factory.families import registry
 from vision_factory.models.model_file import recognise, summarize
@@ -22,11 +23,8 @@ from vision_factory.tools.predict import detector_from_options, predict
 @pytest.fixture
 def tinydepth(tmp_path):
     """The family registered for the test (and forgotten after), and its model."""
-    registry.register(dense_family.FAMILY)
-    try:
+    with registered(dense_family.FAMILY):
         yield dense_family.build_model(tmp_path / "tinydepth.onnx")
-    finally:
-        registry.unregister(dense_family.NAME)
 
 
 @pytest.fixture

@@ -28,9 +28,9 @@ from vision_factory.parameters import with_defaults
 from vision_factory.results.boxes import Boxes
 from vision_factory.results.frame import FrameResult
 from vision_factory.results.keypoints import COCO_KEYPOINTS, COCO_SKELETON
-from vision_factory.ros.inference_node import PAIRING_WINDOW
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.streaming import PAIRING_WINDOW
 from vision_factory.tools.bags import write_image_bag
 from vision_factory.tools.replay import replay
 

@@ -411,7 +411,7 @@ def test_quantize_reports_the_int8_detr_models_loss_as_pycocotools_measures_it(t
 
     data = _coco_set(tmp_path / "set", "detr-hf.onnx", 3)
     out = tmp_path / "detr_int8.onnx"
-    report = quantize("detr", HEADS / "detr-hf.onnx", data / "images", out, frames=3, data=data, speed_runs=1,
+    report = quantize("detr", HEADS / "detr-hf.onnx", data / "images", out, "onnx", frames=3, data=data, speed_runs=1,
                       accept_loss=True, target_cpu=target_cpu)  # fmt: skip
     summary = json.loads(report.files["summary"].read_text())
     int8 = DetrDetector(OnnxRunner.load(out, {}, LOG), confidence=0.001)

@@ -29,6 +29,7 @@ ROS_MODULES |= {"vision_msgs", "builtin_interfaces", "rosbag2_py", "rosidl_runti
 ROS_USERS = {"tools/replay.py", "tools/fuzz.py", "tools/bags.py", "tools/interfaces.py", "tools/demo.py"}
 ROS_USERS |= {"tools/verify.py", "tools/replay_outputs.py", "tools/bench_cameras.py", "tools/replay_cameras.py"}
 ROS_USERS |= {"tools/replay_node.py"}
+ROS_USERS |= {"tools/ros_graph.py", "tools/topics.py", "tools/params.py", "tools/lifecycle.py"}  # the node tools
 # Modules that entry points run: every rendered *_onnx_node.py binds a runner to a node.
 ENTRY_POINTS = {path.name for path in SOURCE_ROOT.glob("*_onnx_node.py")}
 
@@ -80,11 +81,11 @@ LAYERS = (
     ("runtime", ("runtime/",)),
     ("results", ("results/",)),
     ("models", ("models/",)),
-    ("families", ("families/", "cameras.py")),
+    ("families", ("families/", "cameras.py", "workers.py")),
     ("ros", ("ros/", "*_onnx_node.py", "detect_3d_node.py")),
     ("generator", ("generator/",)),
     ("tools", ("tools/",)),
-    ("cli", ("cli_support.py", "cli.py")),
+    ("cli", ("cli_support.py", "cli_nodes.py", "cli.py")),
 )  # fmt: skip
 
 
@@ -271,6 +272,7 @@ SHARED = [
     "families/__init__.py",
     "cameras.py",  # several cameras on one node (ros/inference_node.py)
     "families/family.py",
+    "families/prompts.py",
     "files.py",  # the results' file writer
     "images.py",
     "models/__init__.py",
@@ -294,14 +296,23 @@ SHARED = [
     "ros/launch_description.py",
     "ros/messages.py",
     "ros/monitor.py",
+    "ros/node_diagnostics.py",
+    "ros/node_inputs.py",
+    "ros/node_live.py",
+    "ros/node_outputs.py",
+    "ros/node_prompts.py",
+    "ros/node_workers.py",
     "ros/parameters.py",
+    "ros/spin.py",
     "ros/start.py",
+    "ros/transport.py",  # the Fast DDS transport a node chooses for itself, and its loss advice
     "runtime/__init__.py",
     "runtime/cpu.py",
     "runtime/providers.py",
     "runtime/runner.py",
     "streaming.py",
     "text.py",
+    "workers.py",
 ]
 # The tracker and its re-identification embedder (on the package's own runner), in every detection node, with the
 # frame pipeline holding it and the new-stream rule (families/pipeline.py); identities across cameras.

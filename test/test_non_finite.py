@@ -259,13 +259,15 @@ def test_top_down_pose_poses_the_finite_people_and_counts_the_rest(tmp_path):
     """People with a NaN or infinite box, from another node's message or from the person detector: no crop is made
     of them, they are left out and counted; the others are posed."""
     from vision_factory.families.pipeline import DetectionPipeline
+    from vision_factory.families.rtmpose import FAMILY as RTMPOSE
     from vision_factory.models.rtmpose import RTMPoseEstimator, TopDownPose
     from vision_factory.models.yolo import YoloDetector
 
     estimator = RTMPoseEstimator(_load(_simcc(tmp_path / "pose.onnx")))
     frame = np.zeros((SIZE, SIZE, 3), np.uint8)
     people = FrameResult.of(frame, boxes=_boxes([((NAN, 0, 9, 9), 0.9, "person"), ((10, 20, 30, 60), 0.9, "person")]))
-    given = _push(DetectionPipeline(TopDownPose(None, estimator), None, 0.25), frame, people=people)
+    pipeline = DetectionPipeline(TopDownPose(None, estimator), None, 0.25, RTMPOSE.boxes_prompt)
+    given = _push(pipeline, frame, boxes=people)
     assert len(given) == 1 and given.boxes.xyxy[0].tolist() == [10, 20, 30, 60]
     assert np.allclose(given.keypoints.points[0], [(20, 40, 0.7)] * 17)
     assert list(given.problems) == ["non-finite box in person detections"]

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from conftest import SHARED, pypi_model
 from onnx import helper, numpy_helper
 from rclpy.serialization import deserialize_message
-from support.data import _photo_frames, _red_spots, _walk
+from support.data import _photo_frames, _red_spots, _walk, coco_split
 from support.generated import install_like_colcon, site_packages
 from support.models import spot_finder, tracknet_windows, wrap_yolo
 from support.real_models import FALL_MODEL, POSE_MODEL, REID_MODEL
@@ -62,28 +62,17 @@ def split(tmp_path_factory):
     """Calibration: the first 6 shapes-val images; evaluation: a COCO folder of 6 others (not calibrated on)."""
     if not (SHAPES_MODEL.is_file() and (SHAPES / "annotations.json").is_file()):
         pytest.skip(f"shared model or data not found under {SHARED}")
-    root = tmp_path_factory.mktemp("shapes_split")
-    truth = json.loads((SHAPES / "annotations.json").read_text())
-    images = sorted(truth["images"], key=lambda image: image["file_name"])
-    (root / "calibration").mkdir()
-    (root / "eval" / "images").mkdir(parents=True)
-    for image in images[:6]:
-        shutil.copy(SHAPES / "images" / image["file_name"], root / "calibration")
-    kept = images[20:26]
-    for image in kept:
-        shutil.copy(SHAPES / "images" / image["file_name"], root / "eval" / "images")
-    ids = {image["id"] for image in kept}
-    subset = {**truth, "images": kept, "annotations": [a for a in truth["annotations"] if a["image_id"] in ids]}
-    (root / "eval" / "annotations.json").write_text(json.dumps(subset))
-    return root
+    return coco_split(SHAPES, tmp_path_factory.mktemp("shapes_split"), 6, slice(20, 26))
 
 
 @pytest.fixture(scope="module")
 def int8(split):
     """The ONNX Runtime INT8 model, compared over the evaluation folder; (path, report text, saved comparison)."""
     out = split / "shapes_int8.onnx"
-    report = quantize("yolo", SHAPES_MODEL, split / "calibration", out, frames=6, data=split / "eval", speed_runs=3)
-    saved = json.loads(next((split / "shapes_int8_quantize").glob("compare_*.json")).read_text())
+    report = quantize(
+        "yolo", SHAPES_MODEL, split / "calibration", out, "onnx", frames=6, data=split / "eval", speed_runs=3
+    )
+    saved = json.loads(report.files["summary"].read_text())["comparison"]
     return out, report.shown(), saved
 
 
@@ -365,7 +354,7 @@ def test_tracknet_quantizes_on_its_windows_and_runs_in_the_tracknet_node(tmp_pat
     float by the names quantize gives, its metadata kept; the node's balls differ from FP32 as compare says."""
     model, clip, bag, truth, calibration = _tracknet_case(tmp_path)
     out = tmp_path / "tracknet_int8.onnx"
-    report = quantize("tracknet", model, calibration, out, frames=24, data=truth, source=bag, speed_runs=3)
+    report = quantize("tracknet", model, calibration, out, "onnx", frames=24, data=truth, source=bag, speed_runs=3)
     metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
     assert (metadata["seq_len"], metadata["bg_mode"]) == ("8", "subtract")
     assert 0 < int(metadata["quantization_inputs"]) < 24  # the median warm-up feeds the model nothing
@@ -478,7 +467,7 @@ def test_yolo_pose_int8_runs_in_the_pose_node_and_differs_from_fp32_as_compare_s
     evaluation = [frames[index] for index in (2, 3, 5)]
     data = _coco_folder(tmp_path / "eval", evaluation, "yolo_pose", POSE_MODEL)
     out = tmp_path / "pose_int8.onnx"
-    report = quantize("yolo_pose", POSE_MODEL, calibration, out, frames=3, data=data, speed_runs=3)
+    report = quantize("yolo_pose", POSE_MODEL, calibration, out, "onnx", frames=3, data=data, speed_runs=3)
     metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
     assert metadata["kpt_shape"] == "[17, 3]" and metadata["quantization_inputs"] == "3"
     float_nodes = metadata["quantization_float_nodes"].split(": ", 1)[1].split(", ")
@@ -517,7 +506,9 @@ def test_fasterrcnn_int8_runs_in_the_fasterrcnn_node_and_differs_from_fp32_as_co
     its backbone quantized, the head's final convs and everything after them (the NMS included) in float."""
     model = wrap_yolo(tmp_path / "wrapped.onnx", "tflite")
     out = tmp_path / "wrapped_int8.onnx"
-    report = quantize("fasterrcnn", model, split / "calibration", out, frames=6, data=split / "eval", speed_runs=3)
+    report = quantize(
+        "fasterrcnn", model, split / "calibration", out, "onnx", frames=6, data=split / "eval", speed_runs=3
+    )
     metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
     float_nodes = metadata["quantization_float_nodes"].split(": ", 1)[1].split(", ")
     assert set(HEAD_CONVS) <= set(float_nodes) and any(name.startswith("NonMaxSuppression") for name in float_nodes)
@@ -565,7 +556,7 @@ def test_rtmpose_int8_calibrates_on_the_detectors_crops_and_runs_in_the_rtmpose_
     frames = _red_spots(_photo_frames()[:4])
     calibration = _image_folder(tmp_path / "calibration", frames)
     out = tmp_path / "spot_int8.onnx"
-    quantize("rtmpose", pose_model, calibration, out, frames=4, detector_model=person_model, speed_runs=2)
+    quantize("rtmpose", pose_model, calibration, out, "onnx", frames=4, detector_model=person_model, speed_runs=2)
     metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
     assert int(metadata["quantization_inputs"]) >= 4  # a crop per person found, each frame has one at least
     assert "conv_b" in metadata["quantization_float_nodes"] and "conv_a" not in metadata["quantization_float_nodes"]
@@ -611,7 +602,15 @@ def test_reid_int8_calibrates_on_the_detectors_crops_keeps_the_embeddings_and_tr
     calibration = _image_folder(tmp_path / "calibration", frames)
     out = tmp_path / "reid_int8.onnx"
     quantize(
-        "reid", REID_MODEL, calibration, out, frames=6, method="entropy", detector_model=person_model, speed_runs=2
+        "reid",
+        REID_MODEL,
+        calibration,
+        out,
+        "onnx",
+        frames=6,
+        method="entropy",
+        detector_model=person_model,
+        speed_runs=2,
     )
     metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
     assert metadata["embedding_dim"] == "1280" and metadata["quantization_inputs"] == "6"  # a batch of crops a frame
@@ -810,7 +809,9 @@ def test_target_cpu_avx2_quantizes_to_7_bit_weights_and_records_the_choice(split
     made = {}
     for kind in ("avx2", "vnni"):
         out = tmp_path / f"shapes_{kind}.onnx"
-        report = quantize("yolo", SHAPES_MODEL, split / "calibration", out, frames=6, speed_runs=1, target_cpu=kind)
+        report = quantize(
+            "yolo", SHAPES_MODEL, split / "calibration", out, "onnx", frames=6, speed_runs=1, target_cpu=kind
+        )
         made[kind] = (_int8_weights(out), _metadata(out))
         assert f"made for {kind} CPUs" in report.text
     weights, metadata = made["avx2"]
@@ -830,10 +831,14 @@ def test_target_cpu_avx2_quantizes_to_7_bit_weights_and_records_the_choice(split
 
 
 def test_the_default_kind_is_this_cpus(int8):
-    """Without --target-cpu the model is made for the CPU it is quantized on: reduce_range where it has no VNNI."""
+    """Without --target-cpu the first model is made for the CPU it is quantized on (reduce_range where it has no
+    VNNI); the one kept, the first within --max-loss, records its kind and range."""
+    summary = json.loads((int8[0].parent / "shapes_int8_quantize" / "quantize.json").read_text())
+    tried = summary["choice"]["tried"]
+    assert tried[0]["target_cpu"] == this_cpu() and summary["loss"]["accepted"]
     metadata = _metadata(int8[0])
-    assert metadata["quantization_target_cpu"] == this_cpu()
-    assert metadata["quantization_reduce_range"] == str(this_cpu() == "avx2").lower()
+    assert metadata["quantization_target_cpu"] == tried[-1]["target_cpu"]
+    assert metadata["quantization_reduce_range"] == str(tried[-1]["target_cpu"] == "avx2").lower()
 
 
 def test_an_accuracy_loss_over_max_loss_fails_the_command_unless_accepted(split, tmp_path):
@@ -842,6 +847,7 @@ def test_an_accuracy_loss_over_max_loss_fails_the_command_unless_accepted(split,
     out = tmp_path / "shapes_int8.onnx"
     command = ["quantize", "--model-type", "yolo", "--model", str(SHAPES_MODEL), "--out", str(out), "--frames", "6"]
     command += ["--calibration", str(split / "calibration"), "--data", str(split / "eval"), "--speed-runs", "1"]
+    command += ["--backend", "onnx"]
     # the held-out AP never rises by more than 1: a loss of -1 is over any loss this model can have
     result = CliRunner().invoke(main, [*command, "--max-loss", "0", "--target-cpu", "avx2"])
     summary = json.loads((tmp_path / "shapes_int8_quantize" / "quantize.json").read_text())
@@ -872,7 +878,9 @@ def test_a_full_range_int8_model_says_once_that_a_cpu_without_vnni_loses_accurac
     made = {}
     for kind in ("vnni", "avx2"):
         made[kind] = tmp_path / f"shapes_{kind}.onnx"
-        quantize("yolo", SHAPES_MODEL, split / "calibration", made[kind], frames=2, speed_runs=1, target_cpu=kind)
+        quantize(
+            "yolo", SHAPES_MODEL, split / "calibration", made[kind], "onnx", frames=2, speed_runs=1, target_cpu=kind
+        )
     logger = logging.getLogger("test_quantize.cpu")
     config = ProviderConfig.create("cpu")
     with caplog.at_level(logging.WARNING, logger=logger.name):
@@ -926,7 +934,9 @@ def test_on_an_emulated_avx2_cpu_the_avx2_model_computes_as_here_and_the_full_ra
     made = {}
     for kind in ("avx2", "vnni"):
         made[kind] = tmp_path / f"shapes_{kind}.onnx"
-        quantize("yolo", SHAPES_MODEL, split / "calibration", made[kind], frames=2, speed_runs=1, target_cpu=kind)
+        quantize(
+            "yolo", SHAPES_MODEL, split / "calibration", made[kind], "onnx", frames=2, speed_runs=1, target_cpu=kind
+        )
     frame = cv2.imread(str(next((split / "eval" / "images").iterdir())))
     feed, _ = family("yolo").detector(load_target("onnx:cpu", SHAPES_MODEL)).preprocess(frame)
     np.save(tmp_path / "feed.npy", feed)

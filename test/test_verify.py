@@ -71,9 +71,9 @@ SLOW = textwrap.dedent(
 
     process = DetectionNode.process
 
-    def slow(self, item):
+    def slow(self, camera, item):
         time.sleep(0.35)
-        process(self, item)
+        process(self, camera, item)
 
     DetectionNode.process = slow
     """
@@ -150,7 +150,7 @@ def test_verify_fails_a_tracknet_node_that_drops_frames_under_load(tmp_path):
             from vision_factory.ros.tracknet_node import TrackNetNode
 
             process = TrackNetNode.process
-            TrackNetNode.process = lambda self, item: (time.sleep(0.2), process(self, item))
+            TrackNetNode.process = lambda self, camera, item: (time.sleep(0.2), process(self, camera, item))
             from vision_factory.tracknet_onnx_node import main
 
             sys.exit(main())
@@ -171,7 +171,7 @@ def test_verify_fails_a_node_fed_the_wrong_colour_order(tmp_path):
         tmp_path,
         """
         import sys
-        import vision_factory.ros.inference_node as node
+        import vision_factory.ros.node_inputs as node
 
         to_bgr = node.message_to_bgr
         node.message_to_bgr = lambda *args, **kwargs: to_bgr(*args, **kwargs)[..., ::-1].copy()  # RGB to the model

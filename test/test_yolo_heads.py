@@ -204,7 +204,7 @@ def test_quantize_keeps_the_end_to_end_head_in_float_and_the_int8_model_is_still
     for path in images[:4]:
         shutil.copy(path, tmp_path / "calibration")
     out = tmp_path / "yolo26n_int8.onnx"
-    quantize("yolo", E2E_MODEL, tmp_path / "calibration", out, frames=4, speed_runs=1)
+    quantize("yolo", E2E_MODEL, tmp_path / "calibration", out, "onnx", frames=4, speed_runs=1)
     runner = OnnxRunner.load(out, {}, LOG)
     float_nodes = set(runner.metadata["quantization_float_nodes"].split(": ", 1)[1].split(", "))
     head = {f"/model.23/one2one_{b}.{s}/one2one_{b}.{s}.2/Conv" for b in ("cv2", "cv3") for s in range(3)}

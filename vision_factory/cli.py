@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from . import __version__
+from .cli_nodes import COMMANDS as NODE_TOOLS
 from .cli_support import (
     ANY_PATH,
     BACKEND,
@@ -25,6 +26,7 @@ from .cli_support import (
     FORMAT,
     PARAM,
     POSITIVE,
+    PROMPT,
     STRIDE,
     camera_sources,
     executable_option,
@@ -69,6 +71,10 @@ def main() -> None:
     """ONNX models as ROS 2 perception nodes: run, replay, inspect models and generate packages."""
 
 
+for _group in NODE_TOOLS:  # node, topic, param, lifecycle: running nodes watched and steered (cli_nodes.py)
+    main.add_command(_group)
+
+
 @main.command()
 @options(
     out_option("folder for models, bag, CSVs, picture", "vision_factory_demo"),
@@ -102,6 +108,7 @@ def demo(**given: Any) -> None:
     option("--params-file", type=EXISTING_FILE,
            help="ROS 2 parameters YAML for the node (e.g. config/tracknet_onnx.yaml)"),
     PARAM,
+    PROMPT,
     BAG_TOPIC,
     option("--rate", type=POSITIVE, help="play at recorded timing times RATE; default: as fast as the node keeps up"),
     option("--storage", type=click.Choice(list(STORAGES)), default="mcap", show_default=True,
@@ -110,7 +117,9 @@ def demo(**given: Any) -> None:
     CAMERAS,
     force_option(),
 )  # fmt: skip
-def replay(params: tuple[str, ...], executable: str | None, cameras: tuple[str, ...], **given: Any) -> None:
+def replay(
+    params: tuple[str, ...], prompt: str | None, executable: str | None, cameras: tuple[str, ...], **given: Any
+) -> None:
     """Play a rosbag2 (mcap or sqlite3) through a node and record its outputs.
 
     Writes the node's messages to OUT/<node>_outputs (a bag), the ball as OUT/ball.csv in
@@ -139,10 +148,10 @@ def replay(params: tuple[str, ...], executable: str | None, cameras: tuple[str, 
     from .tools.replay import replay as run_replay
 
     if cameras:
-        _replay_cameras(given, parse_overrides(params), _command(executable), cameras)
+        _replay_cameras(given, parse_overrides(params, prompt), _command(executable), cameras)
         return
     with _reported(FileExistsError):
-        overrides, command = parse_overrides(params), _command(executable)
+        overrides, command = parse_overrides(params, prompt), _command(executable)
         result = run_replay(**given, params=overrides, progress=_progress, executable=command)
     click.echo("", err=True)
     click.echo(json.dumps(result.summary(), indent=2))
@@ -180,6 +189,7 @@ def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, c
     executable_option("ros2 run my_pkg yolo_node"),
     option("-p", "--param", "params", multiple=True, metavar="NAME:=VALUE",
            help="node parameter, repeatable; the model's parameters apply offline too (model_path: the node's only)"),
+    PROMPT,
     option("--params-file", type=EXISTING_FILE,
            help="ROS 2 parameters YAML of the node (e.g. its config/*.yaml), read for the offline model too"),
     option("--latency-budget-ms", type=POSITIVE,
@@ -193,7 +203,9 @@ def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, c
     CAMERAS,
     force_option("replace an earlier verification in OUT (else refused)"),
 )  # fmt: skip
-def verify(params: tuple[str, ...], executable: str | None, cameras: tuple[str, ...], **given: Any) -> None:
+def verify(
+    params: tuple[str, ...], prompt: str | None, executable: str | None, cameras: tuple[str, ...], **given: Any
+) -> None:
     """Check that a deployed node gives the model's own answers; exit 1 when it does not.
 
     Plays BAG through the node over ROS 2 (this package's, or --executable: a generated
@@ -222,10 +234,10 @@ def verify(params: tuple[str, ...], executable: str | None, cameras: tuple[str, 
     from .tools.verify import verify as run_verify
 
     if cameras:
-        _verify_cameras(given, parse_overrides(params), _command(executable), cameras)
+        _verify_cameras(given, parse_overrides(params, prompt), _command(executable), cameras)
         return
     with _reported(FileExistsError):
-        report = run_verify(**given, params=parse_overrides(params), executable=_command(executable))
+        report = run_verify(**given, params=parse_overrides(params, prompt), executable=_command(executable))
     _echo(report.text())
     if not report.passed:
         for failure in report.failures():
@@ -308,6 +320,7 @@ def install_vision_msgs(force: bool, jobs: int | None, verbose: bool) -> None:
     the wheels (13 s to about two minutes: longer when it installs the toolchain first). Needs cmake
     and a C/C++ compiler. When vision_msgs is already
     importable (a ROS distribution's, installed with rosdep) it does nothing and says where it is.
+    Then vision_factory_interfaces (the prompt service, SetPrompt) the same way.
 
     \b
     Example:
@@ -566,8 +579,9 @@ def compare(
     """Run one source through two configurations and report how their results differ.
 
     Metric differences (with --data) get a verdict: below 0.001 excellent, below 0.01 good,
-    otherwise a warning naming the metric. Output differences: visibility disagreements and
-    ball position differences in pixels. Saved as OUT/compare_<source>_<A>_vs_<B>.json.
+    a drop of 0.01 or more a warning naming the metric, a rise of as much "better". Output
+    differences: visibility disagreements and ball position differences in pixels. Saved as
+    OUT/compare_<source>_<A>_vs_<B>.json.
 
     \b
     Examples:
@@ -596,8 +610,11 @@ MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}"
     option("--calibration", type=ANY_PATH,
            help="int8: a folder of images, a video or a rosbag2 (its image topic), run through the family's "
            "pre-processing"),
-    out_option("the quantized model: NAME.onnx (onnx), NAME.xml with NAME.bin (openvino)", kind=FILE, dest="out"),
-    tool_option("--backend", run_quantize, "backend", type=click.Choice(QUANTIZE_BACKENDS)),
+    out_option("the quantized model: NAME.onnx (ONNX Runtime), NAME.xml with NAME.bin (OpenVINO); NAME alone: "
+               "--backend auto writes whichever it keeps", kind=FILE, dest="out"),
+    tool_option("--backend", run_quantize, "backend", type=click.Choice(QUANTIZE_BACKENDS),
+                help="auto: int8 for ONNX Runtime and for OpenVINO (where nncf is installed), timed in turn, the "
+                "faster kept (OpenVINO only when 10% faster); fp16: onnx"),
     tool_option("--precision", run_quantize, "precision", type=click.Choice(PRECISIONS)),
     tool_option("--frames", run_quantize, "frames", type=int, help="calibration frames (the first N)"),
     tool_option("--method", run_quantize, "method", type=click.Choice(METHODS), help="onnx int8 calibration"),
@@ -618,7 +635,8 @@ MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}"
                 help="CPU threads when timing, 0 = default"),
     tool_option("--target-cpu", run_quantize, "target_cpu", type=click.Choice(TARGET_CPUS),
            help="int8: the CPU it runs on: vnni (AVX-512 VNNI, AVX-VNNI, AMX), avx2 (x86 without VNNI: 7-bit weights, "
-           "which its int8 kernels do not saturate), auto = this CPU's kind"),
+           "which its int8 kernels do not saturate), auto = this CPU's kind, then 7-bit weights where that loses "
+           "more than --max-loss"),
     option("--max-loss", type=click.FloatRange(min=0),
            help="with --data: the accuracy loss above which the command fails and renames the model "
            f"NAME.rejected.EXT  [default: {MAX_LOSS_DEFAULT}]"),
@@ -634,9 +652,12 @@ def quantize(imgsz: int | None, input_size: str | None, depth_kind: str | None, 
     head's final convs, concat and decode) stay in float. FP16 is for GPU targets. The model
     keeps its metadata and records its provenance (`inspect` shows it). INT8 is made for the
     CPU kind of --target-cpu (recorded too): ONNX Runtime's int8 kernels saturate on x86 CPUs
-    without VNNI unless the weights take 7 bits. Then both models are timed on the same inputs
-    in turn, and with --data compared as `compare` does: an accuracy loss over --max-loss fails
-    the command (exit 1) and leaves the model as NAME.rejected.EXT, unless --accept-loss.
+    without VNNI unless the weights take 7 bits. The models are timed against the source on
+    the same inputs in turn (--backend auto: for both backends, the faster kept), and with
+    --data compared as `compare` does: a model that loses more than --max-loss is replaced by
+    the next choice (auto: 7-bit weights, the other backend); when none holds, the command
+    fails (exit 1) naming the options that would help and leaves the least lossy as
+    NAME.rejected.EXT, unless --accept-loss.
 
     \b
     Examples:
@@ -678,6 +699,8 @@ DETECTOR_OPTIONS = (
     ("--label-offset", int, "fasterrcnn: the label of class 0 (default 1: 0 is the background)", None),
     ("--score-function", click.Choice(["auto", "sigmoid", "softmax"]), "detr logits + pred_boxes models: sigmoid "
      "(RT-DETR, D-FINE) or softmax (DETR)  [default: auto, as the model says]", None),
+    ("--prompt", str, "a text prompt, for a family that takes one: phrases separated by ' . ' (e.g. 'a cat . a dog')",
+     None),
 )  # fmt: skip
 
 

@@ -35,6 +35,8 @@ BACKEND = option(
 )
 BAG_TOPIC = option("--topic", help="image topic in the bag (needed when it has several)")
 PARAM = option("-p", "--param", "params", multiple=True, metavar="NAME:=VALUE", help="node parameter, repeatable")
+# A node's text prompt (families/prompts.py), for a family that takes one: replay's and verify's -p prompt:=TEXT.
+PROMPT = option("--prompt", help="the node's text prompt, for a family that takes one: phrases separated by ' . '")
 # replay's and verify's several cameras through one node, read by tools/replay_cameras.py's parse_cameras for both.
 CAMERAS = option(
     "--camera",

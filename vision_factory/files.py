@@ -7,6 +7,9 @@ replaces the name and never writes through what was there. A symbolic link alrea
 is refused with an error rather than replaced, as is a folder, and a name that is one of the command's inputs
 (compared by identity, device and inode, so a hard link or another spelling of the path is caught too; an
 OpenVINO model stands for its .xml and its .bin).
+
+A small input file (a tokenizer, a list of names) is read by ``read_limited``: a regular file only, never more than
+its bound.
 """
 
 from __future__ import annotations
@@ -349,3 +352,29 @@ def write_new(dir_fd: int, name: str, content: str | bytes) -> None:
     fd = os.open(name, NEW_FILE_FLAGS, 0o666, dir_fd=dir_fd)
     with os.fdopen(fd, "wb") as file:
         file.write(content.encode() if isinstance(content, str) else content)
+
+
+class UnreadableFile(ValueError):
+    """A small input file that cannot be read: the message is what is wrong, for the caller to name the file and
+    the fix around ("is not a regular file", "is larger than 1048576 bytes", "cannot be read (Permission
+    denied)")."""
+
+
+def read_limited(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of the regular file at ``path`` if it holds at most ``limit``; else UnreadableFile. Opened without
+    blocking (a FIFO's open would wait for a writer) and never read past ``limit`` + 1 bytes (a device such as
+    /dev/zero would be read forever)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise UnreadableFile(f"cannot be read ({error.strerror or error})") from None
+    with os.fdopen(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise UnreadableFile("is not a regular file")
+        try:
+            data = file.read(limit + 1)
+        except OSError as error:
+            raise UnreadableFile(f"cannot be read ({error.strerror or error})") from None
+    if len(data) > limit:
+        raise UnreadableFile(f"is larger than {limit} bytes")
+    return data

@@ -22,6 +22,11 @@ Value = bool | int | float | str
 # The camera topic: the launch files' image_topic default, and the image topic of the bags the demo and tools write.
 CAMERA_TOPIC = "/camera/image_raw"
 QOS_OVERRIDES = "qos_overrides."  # ROS's parameters for a publisher's QoS: qos_overrides./TOPIC.publisher.POLICY
+# When a parameter's value takes effect on a node (Parameter.applies):
+LIVE = "live"  # set on a running node, it applies from the next frame (thresholds, classes, prompts)
+CONFIGURE = "configure"  # read at configure: set while the node is unconfigured; refused, with why, while configured
+START = "start"  # read when the node starts: read-only afterwards (ROS refuses any change)
+APPLIES = (LIVE, CONFIGURE, START)
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,8 @@ class Parameter:
     """A node parameter. A number's valid values are ``minimum``..``maximum`` (either may be None: no bound), and
     never NaN or infinite; a text's are ``choices`` when given, and a size's (``max_pixels``: a text WIDTHxHEIGHT,
     or empty) those of at most that many pixels. ``check`` refuses any other value, naming the parameter, the value
-    and what is valid: the node at set time and at configure, and the tools that pass -p."""
+    and what is valid: the node at set time and at configure, and the tools that pass -p. ``applies`` says when a
+    node takes a new value: LIVE, CONFIGURE (the default) or START."""
 
     name: str
     default: Value
@@ -41,6 +47,16 @@ class Parameter:
     maximum: int | float | None = None
     choices: tuple[str, ...] = ()
     max_pixels: int = 0  # a size WIDTHxHEIGHT (or empty) of at most this many pixels; 0: not a size
+    applies: str = CONFIGURE  # LIVE, CONFIGURE or START: when a node takes a value set while it runs
+
+    def __post_init__(self) -> None:
+        if self.applies not in APPLIES:
+            raise ValueError(f"parameter {self.name}: applies must be one of {', '.join(APPLIES)}")
+
+    @property
+    def live(self) -> bool:
+        """Whether a value set on a running node applies from its next frame."""
+        return self.applies == LIVE
 
     @property
     def kind(self) -> str:
@@ -246,6 +262,7 @@ IMAGE_INPUT_PARAMETERS = (
         MAX_IMAGE_PIXELS,
         "frames of more pixels are refused (compressed: from the header, before decoding); 0: no limit",
         minimum=0,
+        applies=LIVE,
     ),
     # Watching the input (ros/monitor.py): the silence warning and /diagnostics.
     Parameter(
@@ -270,6 +287,7 @@ RUNTIME_PARAMETERS = (
         True,
         "configure and activate at start; false: wait in 'unconfigured' for lifecycle transitions (ros2 lifecycle)",
         launch_argument=True,
+        applies=START,
     ),
     Parameter(
         "max_frame_age",
@@ -277,6 +295,7 @@ RUNTIME_PARAMETERS = (
         "ms: a frame older than this (now - its header stamp) when inference would start is skipped, never "
         "inferred (counted as 'stale frame'); 0: off",
         minimum=0,
+        applies=LIVE,
     ),
     Parameter("lazy", False, "subscribe to images only while something subscribes to one of the node's outputs"),
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import struct
 import zlib
 from pathlib import Path
@@ -200,3 +202,21 @@ def declaring_avi(path: Path, width: int, height: int) -> Path:
         struct.pack_into(">HH", data, start + 3, height, width)
     path.write_bytes(bytes(data))
     return path
+
+
+def coco_split(source: Path, root: Path, calibration: int, held_out: slice) -> Path:
+    """A COCO folder ``source`` (images/ and annotations.json) split by file name: its first ``calibration`` images
+    copied into ROOT/calibration, the ``held_out`` ones into ROOT/eval as a COCO folder with their annotations."""
+    truth = json.loads((source / "annotations.json").read_text())
+    images = sorted(truth["images"], key=lambda image: image["file_name"])
+    (root / "calibration").mkdir(parents=True)
+    (root / "eval" / "images").mkdir(parents=True)
+    for image in images[:calibration]:
+        shutil.copy(source / "images" / image["file_name"], root / "calibration")
+    kept = images[held_out]
+    for image in kept:
+        shutil.copy(source / "images" / image["file_name"], root / "eval" / "images")
+    ids = {image["id"] for image in kept}
+    subset = {**truth, "images": kept, "annotations": [a for a in truth["annotations"] if a["image_id"] in ids]}
+    (root / "eval" / "annotations.json").write_text(json.dumps(subset))
+    return root

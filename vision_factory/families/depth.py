@@ -12,7 +12,7 @@ from ..models.bounds import MAX_INPUT_PIXELS
 from ..models.depth import KIND, RESIZES, UNITS, DepthEstimator
 from ..models.depth_interface import DEPTH, DEPTH_KINDS, PROCESSORS, implied_kind
 from ..models.recognition import require_family
-from ..parameters import Parameter
+from ..parameters import LIVE, Parameter
 from ..results import DENSE_MAP
 from ..text import parse_size, untrusted
 from .family import (
@@ -52,6 +52,7 @@ PARAMETERS = (
         "the image processor's size WIDTHxHEIGHT (each side to its multiple, keeping the aspect ratio); empty: "
         "the file's image_size metadata, else the model type's (depth_anything 518x518)",
         max_pixels=MAX_INPUT_PIXELS,
+        applies=LIVE,
     ),
     Parameter(
         "resize_filter",
@@ -60,8 +61,11 @@ PARAMETERS = (
         "as transformers gives them) or fast (OpenCV's bilinear or area filter: a tenth of the time at 1280x720, "
         "maps slightly different; benchmarks/README.md); ZoeDepth's processor (bilinear) is exact either way",
         choices=RESIZES,
+        applies=LIVE,
     ),
-    Parameter("max_depth", 0.0, "metric: metres beyond which depth is invalid (NaN); 0: no limit", minimum=0.0),
+    Parameter(
+        "max_depth", 0.0, "metric: metres beyond which depth is invalid (NaN); 0: no limit", minimum=0.0, applies=LIVE
+    ),
     Parameter("camera_info", True, "subscribe to camera_info: the intrinsics of ~/camera_info and ~/points"),
 )
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..models.bounds import MAX_INPUT_PIXELS, MAX_INPUT_SIDE
 from ..models.recognition import load_checked
-from ..parameters import FRACTION, MAX_DETECTIONS_PER_FRAME, Parameter
+from ..parameters import FRACTION, LIVE, MAX_DETECTIONS_PER_FRAME, Parameter
 from ..results.frame import Detector
 from ..text import parse_size, untrusted
 from .family import (
@@ -31,13 +31,15 @@ MAX_LABELS_BYTES = 1 << 20  # a labels file larger than 1 MiB is no list of clas
 MODEL = Parameter("model_path", "", "model file (.onnx)", launch_argument=True, required=True)
 LABELS = Parameter("labels_path", "", "class names, one per line; empty: the model's metadata")
 CONFIDENCE = Parameter(
-    "confidence_threshold", 0.25, "detections scoring at or below this are dropped", True, **FRACTION
+    "confidence_threshold", 0.25, "detections scoring at or below this are dropped", True, **FRACTION, applies=LIVE
 )
 MAX_DETECTIONS = Parameter(
-    "max_detections", 300, "detections per frame at most", minimum=1, maximum=MAX_DETECTIONS_PER_FRAME
+    "max_detections", 300, "detections per frame at most", minimum=1, maximum=MAX_DETECTIONS_PER_FRAME, applies=LIVE
 )
-CLASSES = Parameter("classes", "", "class ids or names to keep, comma-separated (0,2 or person,car); empty: all")
-IOU = Parameter("iou_threshold", 0.7, "NMS IoU threshold", **FRACTION)
+CLASSES = Parameter(
+    "classes", "", "class ids or names to keep, comma-separated (0,2 or person,car); empty: all", applies=LIVE
+)
+IOU = Parameter("iou_threshold", 0.7, "NMS IoU threshold", **FRACTION, applies=LIVE)
 IMAGE_SIZE = Parameter(
     "image_size",
     0,
@@ -57,9 +59,10 @@ MASK_ENCODING = Parameter(
     "mono16",
     "masks label image encoding: mono16, or mono8 (labels only the first 255 detections)",
     choices=MASK_ENCODINGS,
+    applies=LIVE,
 )
 KEYPOINT_THRESHOLD = Parameter(
-    "keypoint_threshold", 0.5, "keypoints scoring below this are not drawn (markers)", **FRACTION
+    "keypoint_threshold", 0.5, "keypoints scoring below this are not drawn (markers)", **FRACTION, applies=LIVE
 )
 
 ROS_DEPENDENCIES = (*NODE_ROS_DEPENDENCIES, "vision_msgs")

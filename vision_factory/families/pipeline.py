@@ -9,12 +9,19 @@ from typing import Any
 
 import numpy as np
 
-from ..models.tracker import Tracking
+from ..models.tracker import TrackerConfig, Tracking
 from ..results.finite import MESSAGE_FIX, finite
 from ..results.frame import Detector, FrameResult
 from . import tracking as tracking_parameters
 from .family import Family, LoadRunner
 from .frame_pipeline import Answer
+from .prompts import BoxesPrompt
+
+
+def detector_of(family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> Detector:
+    """``family``'s detector from its node's parameter ``values`` (with tracking on, down to track_low_threshold:
+    tracking.detector_values)."""
+    return family.build(tracking_parameters.detector_values(values), load_runner)
 
 
 class StreamRule:
@@ -51,26 +58,44 @@ class DetectionPipeline:
     tracker and before a message or a file: one NaN or infinite value never reaches either, and never costs the
     frame's other detections (the result's ``problems`` say what was left out)."""
 
-    def __init__(self, detector: Detector, tracking: Tracking | None, confidence: float):
+    def __init__(
+        self, detector: Detector, tracking: Tracking | None, confidence: float, boxes_prompt: BoxesPrompt | None = None
+    ):
         self.detector, self.tracking, self.confidence = detector, tracking, confidence
         self.masks = has_masks(detector)  # a segmentation model: each detection its mask
+        self.boxes_prompt = boxes_prompt  # how boxes from another node reach the detector (families/prompts.py)
         self.rule = StreamRule()
 
     @classmethod
-    def build(cls, family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> DetectionPipeline:
-        """``family``'s pipeline from its node's parameter values; every model loads now (the re-id model first)."""
+    def build(
+        cls, family: Family, values: Mapping[str, Any], load_runner: LoadRunner, detector: Detector | None = None
+    ) -> DetectionPipeline:
+        """``family``'s pipeline from its node's parameter values; every model loads now (the re-id model first).
+        ``detector``: one already built of these values (another camera's: an adapter keeps nothing of a stream),
+        which the pipeline shares."""
         tracking = tracking_parameters.build(values, load_runner) if "tracking" in values else None
-        detector = family.build(tracking_parameters.detector_values(values), load_runner)
-        return cls(detector, tracking, values["confidence_threshold"])
+        detector = detector or detector_of(family, values, load_runner)
+        return cls(detector, tracking, values["confidence_threshold"], family.boxes_prompt)
 
-    def push(self, frame: np.ndarray, stamp: Any = None, people: FrameResult | None = None) -> list[Answer]:
-        """The frame's detections (``people``: the person boxes a top-down pose model poses, instead of its own
-        detector's: those of a NaN or infinite value are left out, counted), tracked when tracking is on
-        (``stamp``: comparable, e.g. (sec, nanosec), or None)."""
-        if people is None:
+    def retune(self, detector: Detector, values: Mapping[str, Any], tracker: TrackerConfig | None) -> None:
+        """From the next frame: ``detector`` (``detector_of`` the live parameter ``values``, on the models loaded),
+        their confidence_threshold, and the tracker's ``tracker`` configuration (``tracking.live_config``); the
+        tracks go on."""
+        self.detector, self.confidence = detector, values["confidence_threshold"]
+        self.masks = has_masks(detector)
+        if self.tracking is not None and tracker is not None:
+            self.tracking.tracker.retune(tracker)
+
+    def push(self, frame: np.ndarray, stamp: Any = None, boxes: FrameResult | None = None) -> list[Answer]:
+        """The frame's detections, tracked when tracking is on (``stamp``: comparable, e.g. (sec, nanosec), or
+        None); ``boxes``: another node's, the family's boxes prompt (e.g. the people a top-down pose model poses,
+        instead of its own detector's: those of a NaN or infinite value are left out, counted)."""
+        if boxes is None:
             return [(stamp, self.track(frame, self.detector.detect(frame), stamp))]
-        screened = finite(people, "person detections", MESSAGE_FIX)
-        found = self.track(frame, self.detector.pose(frame, screened.result), stamp)
+        if self.boxes_prompt is None:
+            raise ValueError("this family takes no boxes from another node")
+        screened = finite(boxes, self.boxes_prompt.what, MESSAGE_FIX)
+        found = self.track(frame, self.boxes_prompt.run(self.detector, frame, screened.result), stamp)
         return [(stamp, found.with_parts(problems={**screened.problems, **found.problems}))]
 
     def track(self, frame: np.ndarray, found: FrameResult, stamp: Any = None) -> FrameResult:

@@ -18,7 +18,7 @@ from typing import Any
 from ..models.global_ids import GlobalIdentities
 from ..models.reid_calibration import FIELDS, OnlineCalibration
 from ..models.tracker import Tracker, TrackerConfig, Tracking
-from ..parameters import FRACTION, MAX_HISTORY_FRAMES, Parameter
+from ..parameters import CONFIGURE, FRACTION, LIVE, MAX_HISTORY_FRAMES, Parameter
 from ..results.frame import FrameResult
 from ..text import untrusted
 from . import reid
@@ -80,7 +80,13 @@ def _bounds(default: object) -> dict:
 PARAMETERS = (
     Parameter("tracking", False, "give each detection a track ID (Detection2D.id)", launch_argument=True),
     *(
-        Parameter(name, getattr(_DEFAULTS, field), description, **_bounds(getattr(_DEFAULTS, field)))
+        Parameter(
+            name,
+            getattr(_DEFAULTS, field),
+            description,
+            **_bounds(getattr(_DEFAULTS, field)),
+            applies=CONFIGURE if field in FIELDS else LIVE,  # appearance ones: calibrated or the model's at configure
+        )
         for name, field, description in _THRESHOLDS
     ),
     FROM_MODEL,
@@ -113,6 +119,16 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Tracking | None
         free = [field for field, name in FIELDS.items() if name not in from_model and set_by_user(values, name) is None]
         calibration = OnlineCalibration(free) if free else None
     return Tracking(Tracker(config, calibration), embedder, from_model)
+
+
+def live_config(tracking: Tracking, values: Mapping[str, Any]) -> TrackerConfig:
+    """The tracker's configuration with the LIVE thresholds of ``values`` (the motion ones), the appearance ones as
+    configured (the re-id model's or calibrated): what ``Tracker.retune`` takes. Thresholds that do not go together
+    (low over high) are a ValueError naming them."""
+    live = {
+        field: type(getattr(_DEFAULTS, field))(values[name]) for name, field, _ in _THRESHOLDS if field not in FIELDS
+    }
+    return dataclasses.replace(tracking.tracker.given, **live)
 
 
 def cross_camera(values: Mapping[str, Any], cameras: Sequence[str]) -> GlobalIdentities | None:

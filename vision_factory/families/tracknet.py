@@ -18,7 +18,7 @@ from ..models.tracknet_stream import (
     check_input_frame,
     check_stride,
 )
-from ..parameters import FRACTION, MAX_HISTORY_FRAMES, Parameter, with_defaults
+from ..parameters import FRACTION, LIVE, MAX_HISTORY_FRAMES, Parameter, with_defaults
 from ..results import BALL_TRACK
 from ..text import untrusted
 from .family import (
@@ -79,7 +79,7 @@ PARAMETERS = (
         "background median instead of the warm-up: a PNG, JPEG or WebP image, or .npy of HxWx3 RGB uint8 at frame size "
         f"(concat: also 3x{HEIGHT}x{WIDTH})",
     ),
-    Parameter("heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'", **FRACTION),
+    Parameter("heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'", **FRACTION, applies=LIVE),
     Parameter("inpaint_model_path", "", "InpaintNet model file; empty disables refinement", launch_argument=True),
     Parameter("inpaint_seq_len", 16, "frames per InpaintNet window", minimum=1, maximum=MAX_SEQ_LEN),
     Parameter(
@@ -88,8 +88,11 @@ PARAMETERS = (
         "seconds without frames after which the pending frames are answered, or the stream ends when none are; "
         "0 = never",
         minimum=0.0,
+        applies=LIVE,
     ),
-    Parameter("trajectory_length", 30, "positions in ball_markers", minimum=0, maximum=MAX_HISTORY_FRAMES),
+    Parameter(
+        "trajectory_length", 30, "positions in ball_markers", minimum=0, maximum=MAX_HISTORY_FRAMES, applies=LIVE
+    ),
 )
 
 

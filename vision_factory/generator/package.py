@@ -39,6 +39,7 @@ from ..files import DIRECTORY_FLAGS, NEW_FILE_FLAGS, Folder, UnsafeWrite, output
 from ..models.model_file import summarize
 from ..parameters import CAMERA_TOPIC, with_new_defaults
 from ..ros.launch_description import Argument, NodeLaunch
+from ..ros.transport import NODE_PROFILE, SHARED_MEMORY_PROFILE
 from ..runtime.backends import BACKENDS, Backend, backend
 from ..runtime.providers import resolve_provider_names
 from ..runtime.runner import model_inputs
@@ -61,7 +62,7 @@ MAX_ABOUT = 100  # characters of a maintainer, email or license (setup.py keeps 
 # The address catkin_pkg (colcon, rosdep, bloom) accepts in <maintainer email="...">; it refuses the package otherwise.
 EMAIL = re.compile(r"[-a-zA-Z0-9_%+]+(\.[-a-zA-Z0-9_%+]+)*@[-a-zA-Z0-9%]+(\.[-a-zA-Z0-9%]+)*\.[a-zA-Z]{2,}")
 ROS_WHEELS = {"rclpy": "ros-rclpy", "rcl_interfaces": "ros-rcl-interfaces"}  # others: ros-<name with dashes>
-NO_WHEEL = ("vision_msgs",)
+NO_WHEEL = ("vision_msgs", "vision_factory_interfaces")
 LAUNCH_MODULE = "ros/launch_description.py"  # what the launch file runs (it imports it from the package)
 START_MODULE = "ros/start.py"  # what the rendered node module starts its node through
 TRACKER_MODULE = "models/tracker.py"  # built on pip-only machines by `vision-factory install-vision-msgs`
@@ -323,7 +324,8 @@ def package_files(
     files[f"{package}/{context['node_module']}.py"] = render("package/node.py.j2", **context)
     files[f"launch/{context['launch_file']}"] = render("package/launch.py.j2", **context)
     files[f"config/{context['config_file']}"] = render("package/config.yaml.j2", **context)
-    files["config/fastdds_shm.xml"] = share_path("config", "fastdds_shm.xml").read_bytes()
+    for profile in (SHARED_MEMORY_PROFILE, NODE_PROFILE):  # the launch files' and the nodes' own (ros/transport.py)
+        files[f"config/{profile}"] = share_path("config", profile).read_bytes()
     if context["custom_rosdep_keys"]:
         files["rosdep.yaml"] = _rosdep_definitions(package, context["custom_rosdep_keys"])
     files["package.xml"] = render("package/package.xml.j2", **context)

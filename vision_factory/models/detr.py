@@ -66,13 +66,16 @@ IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32).reshape(1, 3, 1, 1)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32).reshape(1, 3, 1, 1)
 
 
-def pil_resize(image_bgr: np.ndarray, width: int, height: int) -> np.ndarray:
-    """The frame resized as PIL's ``Image.resize((width, height), BILINEAR)`` resizes it (BGR in, BGR out)."""
+def pil_resize(
+    image_bgr: np.ndarray, width: int, height: int, resample: Image.Resampling = Image.Resampling.BILINEAR
+) -> np.ndarray:
+    """The frame resized as PIL's ``Image.resize((width, height), resample)`` resizes it (BGR in, BGR out): as
+    transformers' PIL image processors resize (bilinear for DETR and Grounding DINO, bicubic for OWL-ViT)."""
     if image_bgr.shape[:2] == (height, width):
         return image_bgr
     # The channels are resized alike and apart: BGR through PIL (read as RGB) is the RGB result, channels reversed.
     image = Image.fromarray(np.ascontiguousarray(image_bgr))
-    return np.asarray(image.resize((width, height), Image.Resampling.BILINEAR))
+    return np.asarray(image.resize((width, height), resample))
 
 
 class DetrDetector:

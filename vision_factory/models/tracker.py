@@ -226,6 +226,11 @@ class Tracker:
             self.calibration.reset()
         self._calibrated()
 
+    def retune(self, config: TrackerConfig) -> None:
+        """Track with ``config`` from the next frame on (the tracks and the calibration go on)."""
+        self.given = config
+        self._calibrated()
+
     def _calibrated(self) -> None:
         """``config``: the given one with the calibration's thresholds in use now (``measured``: measured ones, not
         the prior)."""

@@ -34,8 +34,9 @@ from ..families.family import Family
 from ..images import ImageFormatError, xyz_cloud_cdr
 from ..runtime.runner import Runner
 from .cameras import wanted
-from .inference_node import InferenceNode, spin
+from .inference_node import InferenceNode
 from .messages import bgr_to_message
+from .spin import spin
 
 
 def scaled_camera_info(info: CameraInfo, header, width: int, height: int) -> CameraInfo:
@@ -97,6 +98,16 @@ class DepthNode(InferenceNode):
             camera: self.resolve_topic_name(camera_topic(camera, CAMERA_INFO.topic)) for camera in self.cameras
         }
 
+    def retune(self, values, changed: set[str]):
+        """Live parameters (node_live.py): the estimator again on the model loaded (processor size, resize filter,
+        max depth), from the next frame."""
+        pipeline = self.family.pipeline(values, self.load_runner)
+
+        def apply() -> None:
+            self.pipeline, self.estimator = pipeline, pipeline.model
+
+        return apply
+
     def listen(self) -> None:
         topic = self.subscribe_images()
         if self.values["camera_info"]:
@@ -107,35 +118,35 @@ class DepthNode(InferenceNode):
         published = self.resolved_outputs(map_topic(self.estimator.depth_kind))
         self.get_logger().info(f"listening on {topic}, publishing {published}")
 
-    def process(self, item) -> None:
+    def process(self, camera: str, item) -> None:
         try:
             frame = self.to_bgr(item)
         except ImageFormatError as exc:
-            self.skip_error(exc)
+            self.skip_error(exc, camera)
             return
         header = item.header
         ((_, result),) = self.pipeline.push(frame, header)
         for kind, detail in result.problems.items():  # values the model should not give: published as NaN
             self.warn(kind, detail)
         dense = result.dense
-        self.map_pub.publish(dense.to_cdr(header))  # serialized here: the map copied once
+        self.map_pub[camera].publish(dense.to_cdr(header))  # serialized here: the map copied once
         self.outputs += 1
-        self.monitor.answered(header)
-        info = self.camera_infos.for_stamp(header.stamp, self.camera)  # this camera's, of this frame's stamp
-        if info is not None and self._usable(info):
+        self.monitor.answered(header, camera)
+        info = self.camera_infos.for_stamp(header.stamp, camera)  # this camera's, of this frame's stamp
+        if info is not None and self._usable(camera, info):
             height, width = dense.values.shape
             scaled = scaled_camera_info(info, header, width, height)
-            self.info_pub.publish(scaled)
-            if self.metric and wanted(self.points_pub):
-                self.points_pub.publish(point_cloud(header, dense.values, scaled))
-        if wanted(self.debug_pub):
-            self.debug_pub.publish(bgr_to_message(dense.draw(), header))
+            self.info_pub[camera].publish(scaled)
+            if self.metric and wanted(self.points_pub[camera]):
+                self.points_pub[camera].publish(point_cloud(header, dense.values, scaled))
+        if wanted(self.debug_pub[camera]):
+            self.debug_pub[camera].publish(bgr_to_message(dense.draw(), header))
 
-    def _usable(self, info: CameraInfo) -> bool:
-        """Whether the camera's ``info`` places its pixels (camera_infos.py's Intrinsics, as detect_3d_node checks
+    def _usable(self, camera: str, info: CameraInfo) -> bool:
+        """Whether ``camera``'s ``info`` places its pixels (camera_infos.py's Intrinsics, as detect_3d_node checks
         it); else the kind of problem reported once, naming the camera_info topic, and counted."""
         try:
-            Intrinsics.of(info, self.info_topics[self.camera])
+            Intrinsics.of(info, self.info_topics[camera])
         except CameraInfoError as exc:
             self.warn(exc.kind, str(exc))  # the map is published, depth/camera_info and points are not
             return False

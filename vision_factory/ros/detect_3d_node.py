@@ -58,7 +58,7 @@ from ..models.lift3d import (
     depth_metres,
     lift,
 )
-from ..parameters import FRACTION, IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter
+from ..parameters import FRACTION, IMAGE_INPUT_PARAMETERS, LIVE, RUNTIME_PARAMETERS, Parameter
 from ..results.boxes import Boxes
 from ..results.colours import track_colour
 from ..results.finite import MESSAGE_FIX, finite
@@ -66,8 +66,9 @@ from ..results.frame import FrameResult
 from ..results.masks import MaskImageError, Masks
 from ..streaming import PAIRING_WINDOW, Pairing
 from .cameras import wanted
-from .inference_node import InferenceNode, spin
+from .inference_node import InferenceNode
 from .messages import image_from_cdr
+from .spin import spin
 
 NAME = "detect_3d"
 PARAMETERS = (
@@ -77,12 +78,14 @@ PARAMETERS = (
         "share of a box's width and height, around its centre, whose depth is the object's (detections without a mask)",
         minimum=0.05,
         maximum=1.0,
+        applies=LIVE,
     ),
     Parameter(
         "min_valid_fraction",
         MIN_VALID,
         "least share of pixels with valid depth in a detection's mask or box core for a 3D box",
         **FRACTION,
+        applies=LIVE,
     ),
     Parameter(
         "use_masks",
@@ -141,6 +144,14 @@ class Detect3DNode(InferenceNode):
         self.use_masks = self.values["use_masks"]
         self._mask_pairs: Pairing | None = None
 
+    def retune(self, values, changed: set[str]):
+        """Live parameters (node_live.py): the box core and the valid depth needed, from the next detections."""
+
+        def apply() -> None:
+            self.core, self.min_valid = values["core_fraction"], values["min_valid_fraction"]
+
+        return apply
+
     def listen(self) -> None:
         # The detections are the frames owed an answer; a depth image waits for its detections (a detector that
         # answers only the newest frame leaves depth images unpaired, which is no problem).
@@ -149,8 +160,8 @@ class Detect3DNode(InferenceNode):
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         watched = self.monitor.watch("depth", Image, self.image_qos, self._take_depth)
         self._inputs += [
-            self.create_subscription(Image, "depth", watched, self.image_qos, raw=True),
-            self.create_subscription(Detection2DArray, "detections", self._keep_image, reliable),
+            self.monitor.subscribe(Image, "depth", watched, self.image_qos, raw=True),
+            self.create_subscription(Detection2DArray, "detections", lambda msg: self._keep_image("", msg), reliable),
             self.create_subscription(CameraInfo, "camera_info", self._keep_camera_info, self.image_qos),
             self.create_subscription(CameraInfo, "depth_camera_info", self._keep_depth_camera_info, self.image_qos),
         ]
@@ -168,14 +179,14 @@ class Detect3DNode(InferenceNode):
         try:
             msg = image_from_cdr(data)
         except ImageFormatError as exc:  # counted under its kind, never raised in the executor
-            self.skip_error(exc)
+            self.skip_error(exc, "")
             return
-        self._keep_partner(msg)
+        self._keep_partner("", msg)
 
-    def enqueue(self, item: Any) -> None:
+    def enqueue(self, camera: str, item: Any) -> None:
         """(detections, depth) of one stamp; with use_masks, enqueued once the masks of that stamp are in too."""
         if self._mask_pairs is None or len(item) == 3:
-            super().enqueue(item)
+            super().enqueue(camera, item)
             return
         self._with_masks(*self._mask_pairs.image(_Waiting(item)))
 
@@ -186,7 +197,7 @@ class Detect3DNode(InferenceNode):
     def _with_masks(self, pair: tuple | None, unpaired: int) -> None:
         if pair is not None:
             waiting, masks = pair
-            super().enqueue((*waiting.item, masks))
+            super().enqueue("", (*waiting.item, masks))
         for _ in range(unpaired):
             self._without_masks()
 
@@ -197,6 +208,7 @@ class Detect3DNode(InferenceNode):
             "detections without masks",
             f"no {self.resolve_topic_name('masks')} message with their stamp came among the next {PAIRING_WINDOW} "
             f"messages; {MASKS_HINT}",
+            "",
         )
 
     def _stop_listening(self) -> None:
@@ -211,7 +223,7 @@ class Detect3DNode(InferenceNode):
     def _keep_depth_camera_info(self, msg: CameraInfo) -> None:
         self.depth_camera_infos.keep(msg)
 
-    def process(self, item) -> None:
+    def process(self, camera: str, item) -> None:
         detections_msg, depth_msg, masks_msg = item if len(item) == 3 else (*item, None)
         info = self.camera_infos.for_stamp(detections_msg.header.stamp)
         if info is None:
@@ -219,6 +231,7 @@ class Detect3DNode(InferenceNode):
                 "no camera_info",
                 f"no CameraInfo came on {self.resolve_topic_name('camera_info')}: remap camera_info to the colour "
                 "camera's (the image the detections are from)",
+                camera,
             )
             return
         try:
@@ -248,7 +261,7 @@ class Detect3DNode(InferenceNode):
             if masks_msg is not None:
                 detections.masks = _masks(detections.boxes, masks_msg, colour)
         except (LiftError, CameraInfoError) as exc:
-            self.skip_error(exc)
+            self.skip_error(exc, camera)
             return
         # those of a NaN or infinite box or score: no 3D box, counted apart from those without depth
         screened = finite(detections, "detections", MESSAGE_FIX)
@@ -258,9 +271,9 @@ class Detect3DNode(InferenceNode):
         for index, box in zip(screened.kept, lift(screened.result, depth, colour, k, self.core, self.min_valid)):
             boxes[index] = box
         header = Header(stamp=detections_msg.header.stamp, frame_id=frame)
-        self.boxes_pub.publish(detections_3d_message(header, detections_msg, boxes))
+        self.boxes_pub[camera].publish(detections_3d_message(header, detections_msg, boxes))
         self.outputs += 1
-        self.monitor.answered(header)
+        self.monitor.answered(header, camera)
         without = sum(boxes[index] is None for index in screened.kept)
         if without:
             self.warn(
@@ -269,8 +282,8 @@ class Detect3DNode(InferenceNode):
                 f"{self.min_valid:g} valid depth in their mask or box core (out of the depth camera's range, or "
                 "outside its image): left out of detections_3d, never placed at zero depth",
             )
-        if wanted(self.marker_pub):
-            self.marker_pub.publish(box_markers(header, detections_msg, boxes))
+        if wanted(self.marker_pub[camera]):
+            self.marker_pub[camera].publish(box_markers(header, detections_msg, boxes))
 
 
 class _Waiting:

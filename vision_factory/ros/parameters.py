@@ -3,17 +3,23 @@ and the image subscription's QoS."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSPolicyKind, QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 
-from ..parameters import MAX_QUEUE, QOS_OVERRIDES, RELIABILITIES, Parameter, closest
+from ..parameters import CONFIGURE, LIVE, MAX_QUEUE, QOS_OVERRIDES, RELIABILITIES, START, Parameter, closest
 
+# What `ros2 param describe` says of when a value set on a running node takes effect.
+APPLIES_TEXT = {
+    LIVE: "live: set on a running node, it applies from the next frame",
+    CONFIGURE: "at configure: refused while the node is configured; set it unconfigured, then configure",
+    START: "at start: read-only",
+}
 RELIABILITY = dict(zip(RELIABILITIES, (ReliabilityPolicy.BEST_EFFORT, ReliabilityPolicy.RELIABLE)))
 # Parameters every rclpy node declares itself.
 ROS_PARAMETERS = ("use_sim_time", "start_type_description_service")
@@ -35,37 +41,21 @@ QOS_OVERRIDE_CHOICES = {
 
 def declare_parameters(node: Node, parameters: Iterable[Parameter]) -> None:
     """Declare each parameter with its description and valid values (``ros2 param describe`` shows both); values
-    are checked by ``parameter_values`` at configure and by ``refuse_invalid`` when set. A start-up value of
-    another type (text for a number, 1 for a floating-point number) is a ValueError naming the fix."""
+    are checked by ``parameter_values`` at configure and by the node when set (ros/node_live.py). The description
+    ends with when a value set on a running node applies (Parameter.applies); one read at start only is read-only.
+    A start-up value of another type (text for a number, 1 for a floating-point number) is a ValueError naming the
+    fix."""
     for parameter in parameters:
         descriptor = ParameterDescriptor(
-            description=parameter.description,
+            description=f"{parameter.description} [{APPLIES_TEXT[parameter.applies]}]",
             additional_constraints=parameter.valid,
             dynamic_typing=parameter.dynamic_typing,
+            read_only=parameter.applies == START,
         )
         try:
             node.declare_parameter(parameter.name, parameter.default, descriptor)
         except InvalidParameterTypeException:  # a start-up value of another type: said in the table's words
             raise ValueError(parameter.type_refusal(node._parameter_overrides[parameter.name].value)) from None
-
-
-def refuse_invalid(parameters: Iterable[Parameter]) -> Callable[[list], SetParametersResult]:
-    """A set-parameters callback (``add_on_set_parameters_callback``) that refuses a value not valid for its
-    parameter, the reason naming the parameter, the value and the valid values."""
-    by_name = {parameter.name: parameter for parameter in parameters}
-
-    def callback(changes: list) -> SetParametersResult:
-        for change in changes:
-            parameter = by_name.get(change.name)
-            if parameter is None:
-                continue
-            try:
-                parameter.check(change.value)
-            except ValueError as exc:
-                return SetParametersResult(successful=False, reason=str(exc))
-        return SetParametersResult(successful=True)
-
-    return callback
 
 
 def parameter_values(node: Node, parameters: Iterable[Parameter]) -> dict[str, Any]:

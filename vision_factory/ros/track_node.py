@@ -21,7 +21,7 @@ from dataclasses import replace
 from vision_msgs.msg import Detection2DArray  # noqa: F401  imported at start: a node without it says so (ros/start.py)
 
 from ..families.family import Family
-from ..families.tracking import diagnostic_values
+from ..families.tracking import diagnostic_values, live_config
 from ..images import ImageFormatError
 from ..results.boxes import Boxes, id_text, track_markers
 from ..results.finite import MESSAGE_FIX, finite
@@ -29,8 +29,9 @@ from ..results.frame import FrameResult
 from ..results.keypoints import Keypoints
 from ..runtime.runner import Runner
 from .cameras import wanted
-from .inference_node import InferenceNode, spin
+from .inference_node import InferenceNode
 from .messages import bgr_to_message
+from .spin import spin
 from .tracks import TrackedStream
 
 
@@ -53,6 +54,16 @@ class TrackNode(InferenceNode):
         tracking = getattr(self, "tracking", None)
         return diagnostic_values(tracking) if tracking is not None else {}
 
+    def retune(self, values, changed: set[str]):
+        """Live parameters (node_live.py): the trackers' motion thresholds, from the next frame; the tracks go on."""
+        config = live_config(self.tracking, values)
+
+        def apply() -> None:
+            for stream in self.streams.values():
+                stream.tracking.tracker.retune(config)
+
+        return apply
+
     def listen(self) -> None:
         hint = "is the detector running, and does it stamp its output with the image's header?"
         detections = self.family.node.paired(self.values)  # families/track.py's table
@@ -63,12 +74,12 @@ class TrackNode(InferenceNode):
             f"publishing {self.resolved_outputs(self.family.output_topic)}"
         )
 
-    def process(self, item) -> None:
+    def process(self, camera: str, item) -> None:
         image_msg, detections_msg = item
         try:
             frame = self.to_bgr(image_msg)
         except ImageFormatError as exc:
-            self.skip_error(exc)
+            self.skip_error(exc, camera)
             return
         keypoints = Keypoints.from_message(detections_msg)  # drawn as they are, without limbs
         received = FrameResult.of(
@@ -84,21 +95,21 @@ class TrackNode(InferenceNode):
         # tracked per class: each class name the tracker's class id, in order of first sight
         classes = [self.classes.setdefault(label, len(self.classes)) for label in boxes.labels]
         detections = screened.result.with_parts(boxes=Boxes(boxes.xyxy, boxes.scores, classes, boxes.labels))
-        stream = self.streams[self.camera]
+        stream = self.streams[camera]
         track_ids = stream.update(detections_msg.header, frame, detections.boxes)
         ids: list[int | None] = [None] * len(detections_msg.detections)
         for index, track in zip(screened.kept, track_ids):
             ids[index] = track
         for message, track in zip(detections_msg.detections, ids):
             message.id = id_text(track)
-        self.tracks_pub.publish(detections_msg)
+        self.tracks_pub[camera].publish(detections_msg)
         self.outputs += 1
-        self.monitor.answered(detections_msg.header)
-        if wanted(self.marker_pub):
-            self.marker_pub.publish(track_markers(detections_msg.header, stream.tracking.tracker.active))
-        if wanted(self.debug_pub):
+        self.monitor.answered(detections_msg.header, camera)
+        if wanted(self.marker_pub[camera]):
+            self.marker_pub[camera].publish(track_markers(detections_msg.header, stream.tracking.tracker.active))
+        if wanted(self.debug_pub[camera]):
             tracked = detections.with_parts(boxes=detections.boxes.tracked(track_ids))
-            self.debug_pub.publish(bgr_to_message(tracked.draw(frame.copy()), image_msg.header))
+            self.debug_pub[camera].publish(bgr_to_message(tracked.draw(frame.copy()), image_msg.header))
 
 
 def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:

@@ -33,8 +33,9 @@ from ..models.tracknet_stream import StreamStats
 from ..results.ball import Ball, draw_trajectory, trajectory_markers
 from ..runtime.runner import Runner
 from .cameras import wanted
-from .inference_node import InferenceNode, spin
+from .inference_node import InferenceNode
 from .messages import bgr_to_message
+from .spin import spin
 
 
 class TrackNetNode(InferenceNode):
@@ -72,21 +73,24 @@ class TrackNetNode(InferenceNode):
         self.held_back = self.family.held_back(values)
         self.pauses = dict.fromkeys(self.cameras, 0)  # per camera: pauses of its stream that answered frames
 
-    @property
-    def stream(self):
-        """The stream of the camera this thread is on (AttributeError before configure and after cleanup)."""
-        return self.streams[self.camera]
+    def retune(self, values, changed: set[str]):
+        """Live parameters (node_live.py): the heatmap threshold, when a stream ends (flush_timeout) and the
+        trajectory's length, from the next frame; the windows go on."""
 
-    @property
-    def trajectory(self) -> deque:
-        """The ball's recent positions on the camera this thread is on."""
-        return self.trajectories[self.camera]
+        def apply() -> None:
+            for stream in self.streams.values():
+                stream.tracker.heatmap_threshold = values["heatmap_threshold"]
+            self.idle_timeout = self._threads.idle_timeout = values["flush_timeout"]
+            length = values["trajectory_length"]
+            self.trajectories = {camera: deque(kept, maxlen=length) for camera, kept in self.trajectories.items()}
+
+        return apply
 
     def listen(self) -> None:
         topic = self.subscribe_images(self._receive)
         self.get_logger().info(f"listening on {topic}, publishing {self.resolved_outputs('ball')}")
 
-    def _receive(self, msg) -> None:
+    def _receive(self, camera: str, msg) -> None:
         """Subscription callback: pre-process here, overlapping the inference of earlier frames.
 
         Whatever fails here is left to ``process``, which meets it again and reports it, in order.
@@ -94,12 +98,12 @@ class TrackNetNode(InferenceNode):
         frame = prepared = None
         try:
             frame = self.to_bgr(msg)
-            prepared = self.stream.prepare(frame)
+            prepared = self.streams[camera].prepare(frame)
         except Exception:  # reported by process(), in order
             pass
-        self.enqueue((msg, frame, prepared))
+        self.enqueue(camera, (msg, frame, prepared))
 
-    def process(self, item: tuple) -> None:
+    def process(self, camera: str, item: tuple) -> None:
         msg, frame, prepared = item  # as _receive queued it
         if prepared is not None:
             self.monitor.received(prepared.seconds)  # its pre-processing, done on the receiving thread
@@ -107,41 +111,42 @@ class TrackNetNode(InferenceNode):
             if frame is None:
                 frame = self.to_bgr(msg)
             # The tag travels with the frame until its prediction is out, L-1 frames later.
-            debug_frame = frame.copy() if wanted(self.debug_pub) else None
-            outputs = self.stream.push(frame, (msg.header, debug_frame), prepared)
+            debug_frame = frame.copy() if wanted(self.debug_pub[camera]) else None
+            outputs = self.streams[camera].push(frame, (msg.header, debug_frame), prepared)
         except (ImageFormatError, FrameSizeChanged, ValueError) as exc:
-            self.skip_error(exc)
+            self.skip_error(exc, camera)
             return
-        self._publish(outputs)
+        self._publish(camera, outputs)
 
-    def on_dropped(self, item: tuple) -> None:
+    def on_dropped(self, camera: str, item: tuple) -> None:
         """A frame dropped from the full queue is still answered, at once: not seen (z = 0)."""
         msg, frame, _ = item
         if frame is not None:  # a message that is no frame is never answered
-            self.ball_pub.publish(Ball(0, 0, False).to_message(msg.header))
+            self.ball_pub[camera].publish(Ball(0, 0, False).to_message(msg.header))
             self.dropped_answers += 1
 
-    def on_idle(self) -> bool:
-        """No frame for flush_timeout. Frames pending: the stream pauses; they are answered now from the windows so
-        far, and the stream goes on if a frame comes within another flush_timeout (True: called again then).
-        Nothing pending: the stream is over (``end_stream``)."""
-        if not self.stream.pending:
-            pauses = self.pauses[self.camera]
+    def on_idle(self, camera: str) -> bool:
+        """No frame of ``camera`` for flush_timeout. Frames pending: the stream pauses; they are answered now from the
+        windows so far, and the stream goes on if a frame comes within another flush_timeout (True: called again
+        then). Nothing pending: the stream is over (``end_stream``)."""
+        stream = self.streams[camera]
+        if not stream.pending:
+            pauses = self.pauses[camera]
             if pauses:
                 self.get_logger().info(
                     f"no frame for {self.idle_timeout:.1f}s after the last answer: the stream is over, after {pauses} "
                     f"pause{'s' if pauses > 1 else ''} (the next starts afresh: median warm-up, window)"
                 )
-            self.end_stream()
+            self.end_stream(camera)
             return False
         try:
-            outputs = self.stream.answer_pending()
+            outputs = stream.answer_pending()
         except Exception:
-            self.end_stream()  # nothing is kept of a stream whose pending frames cannot be answered
+            self.end_stream(camera)  # nothing is kept of a stream whose pending frames cannot be answered
             raise
-        self._publish(outputs)
-        self.pauses[self.camera] += 1
-        if self.pauses[self.camera] == 1:
+        self._publish(camera, outputs)
+        self.pauses[camera] += 1
+        if self.pauses[camera] == 1:
             self.get_logger().info(
                 f"no frame for {self.idle_timeout:.1f}s: answered {len(outputs)} pending from the windows so far; "
                 f"a frame within {self.idle_timeout:.1f}s more goes on with the stream, else it is over"
@@ -156,10 +161,11 @@ class TrackNetNode(InferenceNode):
             )
         return True
 
-    def end_stream(self) -> None:
-        """The stream is over: publish what is pending and forget the stream (window, median warm-up, frame size,
-        trajectory): the next starts as on a fresh node."""
-        tracker = self.stream.tracker
+    def end_stream(self, camera: str) -> None:
+        """``camera``'s stream is over: publish what is pending and forget the stream (window, median warm-up, frame
+        size, trajectory): the next starts as on a fresh node."""
+        stream = self.streams[camera]
+        tracker = stream.tracker
         if tracker.warmup_frames:
             self.ended_in_warmup = (
                 f"the last stream ended after {tracker.warmup_frames} frames, inside its {tracker.median_warmup}-frame "
@@ -168,14 +174,15 @@ class TrackNetNode(InferenceNode):
         elif tracker.stats.push_calls:
             self.ended_in_warmup = ""
         try:
-            self._publish(self.stream.flush())
+            self._publish(camera, stream.flush())
         finally:
-            self.trajectory.clear()
-            self.pauses[self.camera] = 0
+            self.trajectories[camera].clear()
+            self.pauses[camera] = 0
 
     def waiting_for(self) -> str:
         """What the stream waits for now, or how the last one ended (the monitor's silence warning)."""
-        stream = getattr(self, "stream", None)
+        streams = getattr(self, "streams", None)  # none before configure and after cleanup
+        stream = streams[self.cameras[0]] if streams else None  # the first camera's, whose topic the monitor watches
         if stream is not None and stream.tracker.warmup_frames:
             tracker = stream.tracker
             return (
@@ -184,22 +191,23 @@ class TrackNetNode(InferenceNode):
             )
         return self.ended_in_warmup
 
-    def _publish(self, outputs) -> None:
+    def _publish(self, camera: str, outputs) -> None:
+        trajectory = self.trajectories[camera]
         for (header, debug_frame), result in outputs:
             ball = result.ball
-            self.ball_pub.publish(ball.to_message(header))
+            self.ball_pub[camera].publish(ball.to_message(header))
             self.outputs += 1
-            self.monitor.answered(header)
+            self.monitor.answered(header, camera)
             if ball.visible:
-                self.trajectory.append((ball.x, ball.y))
-            if wanted(self.marker_pub):
-                self.marker_pub.publish(trajectory_markers(header, self.trajectory))
+                trajectory.append((ball.x, ball.y))
+            if wanted(self.marker_pub[camera]):
+                self.marker_pub[camera].publish(trajectory_markers(header, trajectory))
             if debug_frame is not None:
-                self.debug_pub.publish(bgr_to_message(draw_trajectory(debug_frame, self.trajectory), header))
+                self.debug_pub[camera].publish(bgr_to_message(draw_trajectory(debug_frame, trajectory), header))
 
-    def finish(self) -> None:
+    def finish(self, camera: str) -> None:
         """At close: publish what is pending."""
-        self._publish(self.stream.flush())
+        self._publish(camera, self.streams[camera].flush())
 
     def counts(self, outputs: int | None = None) -> str:
         """The closing line, with the answers to dropped frames among the outputs and the per-stage times."""

@@ -35,6 +35,7 @@ FINDING = {
     "--box-units": "box_units",
     "--label-offset": "label_offset",
     "--score-function": "score_function",
+    "--prompt": "prompt",  # a family that takes a text prompt (families/prompts.py)
 }
 POSING = {"--input-size": "input_size", "--person-class": "person_class"}
 MAPPING = {  # depth

@@ -181,9 +181,10 @@ def params_file_values(params_file: str | Path | None) -> dict[str, Any]:
     return values
 
 
-def parse_overrides(items: Iterable[str]) -> dict[str, str]:
-    """Node parameters given as NAME:=VALUE (the ros2 run syntax), by name."""
-    overrides = {}
+def parse_overrides(items: Iterable[str], prompt: str | None = None) -> dict[str, str]:
+    """Node parameters given as NAME:=VALUE (the ros2 run syntax), by name; ``prompt`` (--prompt), the text prompt
+    (as ``-p prompt:=TEXT``, quoted so that ROS reads it back as text)."""
+    overrides = {} if prompt is None else {"prompt": ros_text(prompt)}
     for item in items:
         name, separator, value = item.partition(":=")
         if not separator or not name:

@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from ..ros.transport import PROFILE_VARIABLES, SHARED_MEMORY_PROFILE
 from ..share import share_path
 
 END_WAIT_MAX_S = 30.0  # once every frame is sent: how long with no answer ends the replay, at most (_wait_for_end)
@@ -15,7 +16,7 @@ END_WAIT_MAX_S = 30.0  # once every frame is sent: how long with no answer ends 
 
 def use_shared_memory_profile() -> None:
     """Large images need Fast DDS' shared-memory transport; keep a profile the user set."""
-    os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(share_path("config", "fastdds_shm.xml")))
+    os.environ.setdefault(PROFILE_VARIABLES[0], str(share_path("config", SHARED_MEMORY_PROFILE)))
 
 
 def stop_replay(process, log_file, executor, spinner, player, context) -> None:

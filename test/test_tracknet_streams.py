@@ -325,9 +325,9 @@ def _silences(node: NodeProcess, since: int) -> list[str]:
 
 
 def _said_after_three(node: NodeProcess, since: int) -> bool:
-    """Whether the node warned of the silence after the three frames (or blamed the transport, as it used to)."""
-    lines = _silences(node, since)
-    return bool(lines) and ("3 frames came before" in lines[-1] or "Fast DDS" in lines[-1])
+    """Whether the node warned of the silence after the three frames (a warning of the silence before them, which
+    blames the transport, may be logged late on a loaded machine: it is not this one)."""
+    return any("3 frames came before" in line for line in _silences(node, since))
 
 
 def test_the_silence_warning_says_what_the_node_saw(tmp_path, synthetic_models):

@@ -46,7 +46,7 @@ except ImportError as missing:  # a vision_msgs built before the 3D messages wer
     ) from None
 
 from ..camera_infos import CameraInfoError, CameraInfos, Intrinsics
-from ..families.family import MARKERS_MESSAGE, Output
+from ..families.family import MARKERS_MESSAGE, Input, Output
 from ..images import ImageFormatError
 from ..models.lift3d import (
     CORE,
@@ -101,6 +101,13 @@ PARAMETERS = (
         if p.name != "cameras"  # one camera's detections and depth; a node per camera
     ),
     *RUNTIME_PARAMETERS,
+)
+INPUTS = (  # what it subscribes to, described (--help)
+    Input("detections", "vision_msgs/msg/Detection2DArray", ": any detection node's, boxes in the colour image"),
+    Input("depth", "sensor_msgs/msg/Image", ", 16UC1 millimetres or 32FC1 metres, paired by stamp"),
+    Input("camera_info", "sensor_msgs/msg/CameraInfo", " of the colour image"),
+    Input("depth_camera_info", "sensor_msgs/msg/CameraInfo", " of the depth image, where its size differs"),
+    Input("masks", "sensor_msgs/msg/Image", ", mono16 or mono8 instance labels, paired by stamp", ("use_masks", True)),
 )
 OUTPUTS = (
     Output(

@@ -58,17 +58,40 @@ def node_help(command: str, family: Any, runner_class: Any) -> str:
     parameter with its default, valid values and when a new value applies (live, at configure, at start), from the
     tables the node declares them from (the family's and the runner's)."""
     parameters = (*family.node_parameters, *runner_class.PARAMETERS)
+    return help_text(command, family.summary, family.inputs, family.prompt_lines, family.outputs, parameters)
+
+
+def module_help(command: str, node_module: Any) -> str:
+    """``node_help`` of a node without a model (detect_3d_node): its summary the module docstring's first line, its
+    topics and parameters the module's ``INPUTS``, ``OUTPUTS`` and ``PARAMETERS`` tables."""
+    summary = (node_module.__doc__ or command).strip().splitlines()[0].partition(": ")[2] or command
+    inputs = tuple(topic.description for topic in getattr(node_module, "INPUTS", ()))
+    outputs = tuple(output.description for output in getattr(node_module, "OUTPUTS", ()))
+    return help_text(command, summary, inputs, (), outputs, node_module.PARAMETERS)
+
+
+def help_text(
+    command: str,
+    summary: str,
+    inputs: Sequence[str],
+    prompts: Sequence[str],
+    outputs: Sequence[str],
+    parameters: Sequence[Any],
+) -> str:
+    """The help of a node command from its described topics and prompts and its parameter table."""
     required = " ".join(f"-p {p.name}:=..." for p in parameters if p.required)
+    remap = next((topic.split(" ")[0] for topic in inputs), "image")
+    remap = "image:=/camera/image_raw" if remap == "image" else f"{remap}:=/your/{remap}"
     lines = [
-        f"{command}: {family.summary}",
+        f"{command}: {summary}",
         "",
-        f"usage: {command} --ros-args {required} [-p NAME:=VALUE ...] [-r image:=/camera/image_raw]".replace("  ", " "),
+        f"usage: {command} --ros-args {required} [-p NAME:=VALUE ...] [-r {remap}]".replace("  ", " "),
         "",
         "subscribes:",
-        *(f"  {topic}" for topic in family.inputs),
-        *(("prompts:", *(f"  {prompt}" for prompt in family.prompt_lines)) if family.prompt_lines else ()),
+        *(f"  {topic}" for topic in inputs),
+        *(("prompts:", *(f"  {prompt}" for prompt in prompts)) if prompts else ()),
         "publishes:",
-        *(f"  {topic}" for topic in family.outputs),
+        *(f"  {topic}" for topic in outputs),
         "parameters (default; valid values; when a value set on a running node applies):",
     ]
     width = max(len(p.name) for p in parameters)
@@ -88,17 +111,21 @@ def node_run(module: str, command: str, package: str) -> Callable[..., int]:
     ``node_help`` instead of starting the node when the command line asks for help; a SystemExit with
     ``missing_ros``'s message when a ROS 2 Python package it imports is missing."""
     try:
-        run = importlib.import_module(module).run
+        node_module = importlib.import_module(module)
     except ModuleNotFoundError as missing:
         name = (missing.name or "").partition(".")[0]
         if not (name.startswith(ROS_PREFIXES) or name.endswith(ROS_SUFFIXES)):
             raise
         raise SystemExit(missing_ros(name, command, package)) from None
 
-    def run_or_help(runner_class: Any, args: list[str] | None, family: Any) -> int:
+    run = node_module.run
+
+    def run_or_help(*call: Any) -> int:
+        """``run(runner_class, args, family)`` of a model's node, ``run(args)`` of a node without a model."""
+        args = call[1] if len(call) == 3 else (call[0] if call else None)
         if wants_help(sys.argv[1:] if args is None else args):
-            print(node_help(command, family, runner_class))
+            print(node_help(command, call[2], call[0]) if len(call) == 3 else module_help(command, node_module))
             return 0
-        return run(runner_class, args, family)
+        return run(*call)
 
     return run_or_help

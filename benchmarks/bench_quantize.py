@@ -133,14 +133,16 @@ def fp32_truth(model_type: str, model: Path, folder: Path, names: list[str]) -> 
     for index, path in enumerate(sorted((folder / "images").iterdir()), start=1):
         frame = cv2.imread(str(path))
         images.append({"id": index, "file_name": path.name, "width": frame.shape[1], "height": frame.shape[0]})
-        for detection in detector.detect(frame):
-            if detection.score < 0.5:
+        found = detector.detect(frame)
+        for row, ((x1, y1, x2, y2), score, class_id) in enumerate(
+            zip(found.boxes.xyxy.tolist(), found.boxes.scores, found.boxes.class_ids.tolist())
+        ):
+            if score < 0.5:
                 continue
-            x1, y1, x2, y2 = detection.xyxy
-            record = {"id": len(annotations) + 1, "image_id": index, "category_id": detection.class_id, "iscrowd": 0}
+            record = {"id": len(annotations) + 1, "image_id": index, "category_id": class_id, "iscrowd": 0}
             record |= {"bbox": [x1, y1, x2 - x1, y2 - y1], "area": (x2 - x1) * (y2 - y1)}
-            if detection.keypoints is not None:
-                points = np.asarray(detection.keypoints, dtype=np.float64)
+            if found.keypoints is not None:
+                points = found.keypoints.points[row]
                 visible = points[:, 2] >= 0.5
                 flat = np.column_stack([points[:, :2], np.where(visible, 2, 0)]).ravel()
                 record |= {"keypoints": flat.tolist(), "num_keypoints": int(visible.sum())}

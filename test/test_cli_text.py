@@ -156,7 +156,9 @@ def test_replay_names_a_bags_topics_escaped(tmp_path):
 
 def test_verify_markdown_escapes_a_pipe_in_a_class_name(tmp_path):
     from vision_factory.families.registry import family
-    from vision_factory.tools.verify import NO_COUNTS, NodeCounts, Tolerance, VerifyReport, _class_check
+    from vision_factory.results.part import Tolerance
+    from vision_factory.tools.verify_checks import _class_check
+    from vision_factory.tools.verify_report import NO_COUNTS, NodeCounts, VerifyReport
     from vision_factory.tools.verify_report import markdown as _markdown
 
     check = _class_check([], None, ["sq|uare", f"ci{CLEAR}rcle"], tmp_path / "m.onnx")

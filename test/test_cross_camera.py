@@ -164,14 +164,13 @@ def test_a_person_walking_into_another_camera_keeps_their_identity(handover, tun
             for index, pipeline in enumerate(pipelines[camera]):
                 result = pipeline.track(frame, detections, number)
                 threshold = reentry_threshold(each[index].tracking for each in pipelines.values())
-                ids = global_ids(
-                    identities[index], camera, number / FPS, pipeline.tracking, result.track_ids, threshold
-                )
-                for detection, global_id, track in zip(result.detections, ids, result.track_ids):
+                boxes = result.boxes
+                tracks = [boxes.track(row) for row in range(len(boxes))]
+                ids = global_ids(identities[index], camera, number / FPS, pipeline.tracking, tracks, threshold)
+                for (x1, y1, x2, y2), score, global_id, track in zip(boxes.xyxy, boxes.scores, ids, tracks):
                     if track is None:
                         continue
-                    x1, y1, x2, y2 = detection.xyxy
-                    box = (x1, y1, x2 - x1, y2 - y1, detection.score)
+                    box = (x1, y1, x2 - x1, y2 - y1, score)
                     found[index][camera].append((number, global_id, *box))
                     local[index][camera].append((number, track + 1000 * list(handover).index(camera), *box))
     truth = _one_sequence({camera: _truth_rows(truth) for camera, (_, truth) in handover.items()}, HANDOVER.frames)

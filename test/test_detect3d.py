@@ -17,8 +17,9 @@ from vision_factory.models.lift3d import (
     depth_metres,
     lift,
 )
-from vision_factory.models.masks import InstanceMask
-from vision_factory.results.detections import Detection
+from vision_factory.results.boxes import Boxes
+from vision_factory.results.frame import FrameResult
+from vision_factory.results.masks import InstanceMask, Masks
 
 # Depths in whole millimetres: 16UC1 holds them exactly.
 SCENE = [
@@ -67,12 +68,12 @@ def test_a_mask_measures_the_object_where_the_box_core_sees_through_it(encoding)
 def test_the_background_beside_a_mask_edge_and_holes_are_left_out():
     """Half the ring's mask is dilated onto the wall (a mask's edge off by pixels): still the ring's depth."""
     depth, _ = render([RING], DEPTH)
-    (detection,) = detections([RING], masks=True)
-    bits = detection.mask.bits.copy()
+    found = detections([RING], masks=True)
+    bits = found.masks.masks[0].bits.copy()
     bits[:, 1:] |= bits[:, :-1]
     bits[:, 2:] |= bits[:, :-2]  # three pixels wider to the right: a sliver of wall in the samples
-    detection.mask = type(detection.mask)(0, 0, bits, COLOUR.width, COLOUR.height)
-    (box,) = lift([detection], holes(depth, 0.2, seed=3).astype(np.float32), COLOUR, DEPTH)
+    found.masks = Masks([InstanceMask(0, 0, bits, COLOUR.width, COLOUR.height)])
+    (box,) = lift(found, holes(depth, 0.2, seed=3).astype(np.float32), COLOUR, DEPTH)
     _assert_lifted(box, RING)
 
 
@@ -98,9 +99,10 @@ def test_a_box_with_too_little_valid_depth_gets_none_never_a_box_at_zero():
 
 def test_a_box_outside_the_depth_image_or_smaller_than_a_depth_pixel():
     depth = _read(render(SCENE, DEPTH)[0], "32FC1")
-    outside = Detection((700.0, 10.0, 760.0, 40.0), 0.5, 0, "x")
-    tiny = Detection(tuple(np.add(SCENE[0].box(), (90, 120, -90, -120))), 0.5, 0, "x")  # a 0.2 px box at its centre
-    gone, small = lift([outside, tiny], depth, COLOUR, DEPTH)
+    outside = (700.0, 10.0, 760.0, 40.0)
+    tiny = np.add(SCENE[0].box(), (90, 120, -90, -120))  # a 0.2 px box at its centre
+    found = FrameResult(COLOUR.width, COLOUR.height, Boxes([outside, tiny], [0.5, 0.5], [0, 0], ["x", "x"]))
+    gone, small = lift(found, depth, COLOUR, DEPTH)
     assert gone is None
     assert small.centre[2] == pytest.approx(SCENE[0].centre[2])
 
@@ -196,10 +198,11 @@ def test_a_slanted_surface_has_its_depth_extent_and_centre(encoding):
     colour_depth, _ = _slanted(COLOUR, centre, width, 0.3, angle)
     mask = InstanceMask(0, 0, colour_depth < WALL, COLOUR.width, COLOUR.height)
     extent = width * np.sin(angle)
-    (found,) = lift([Detection(box, 0.9, 0, "board", None, mask)], _read(depth, encoding), COLOUR, DEPTH)
+    board = FrameResult(COLOUR.width, COLOUR.height, Boxes([box], [0.9], [0], ["board"]))
+    (found,) = lift(board.with_parts(masks=Masks([mask])), _read(depth, encoding), COLOUR, DEPTH)
     assert np.linalg.norm(np.subtract(found.centre, centre)) <= 0.01 * np.linalg.norm(centre), found.centre
     assert 0.85 * extent <= found.size[2] <= extent, (found.size[2], extent)
-    (core,) = lift([Detection(box, 0.9, 0, "board")], _read(depth, encoding), COLOUR, DEPTH)
+    (core,) = lift(board, _read(depth, encoding), COLOUR, DEPTH)
     assert abs(core.centre[2] - centre[2]) <= 0.01 * np.linalg.norm(centre)
     assert core.size[2] < found.size[2]  # the core sees the middle of the board only
 

@@ -19,6 +19,7 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from support.data import _photo_frames
 from support.nodes import closing_counts
+from support.results import detections_of
 from support.ros_harness import PATIENCE_S, Lifecycle, NodeProcess, Probe
 from vision_msgs.msg import Detection2DArray
 
@@ -343,16 +344,16 @@ def test_cleanup_lets_go_of_every_model_and_session_and_configures_again():
     try:
         _WatchedRunner.loaded = []
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS, node.failure
-        first = [(d.class_id, d.score) for d in node.detector.detect(frame)]
+        first = [(d["class_id"], d["score"]) for d in detections_of(node.detector.detect(frame))]
         assert first and len(_WatchedRunner.loaded) == 4  # two runners and their sessions
-        node.tracking.embedder.embed(frame, [d.xyxy for d in node.detector.detect(frame)])
+        node.tracking.embedder.embed(frame, node.detector.detect(frame).boxes.xyxy)
         assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
         gc.collect()
         assert all(alive() is None for alive in _WatchedRunner.loaded)
         assert not any(hasattr(node, name) for name in ("detector", "tracking", "stream", "monitor"))
 
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS, node.failure
-        assert [(d.class_id, d.score) for d in node.detector.detect(frame)] == first
+        assert [(d["class_id"], d["score"]) for d in detections_of(node.detector.detect(frame))] == first
         assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
     finally:
         node.destroy_node()

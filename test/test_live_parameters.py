@@ -31,7 +31,7 @@ from vision_msgs.msg import Detection2DArray
 
 from vision_factory.families.registry import NODE_FAMILIES
 from vision_factory.parameters import APPLIES, CONFIGURE, LIVE, START
-from vision_factory.results.detections import Detection, detections_message
+from vision_factory.results.boxes import Boxes
 from vision_factory.ros.detect_3d_node import PARAMETERS as DETECT_3D
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.backends import BACKENDS
@@ -117,8 +117,8 @@ def _paired_sender(frame: np.ndarray, topic: str, boxes: list[tuple[tuple, str]]
 
     def send(publishers: dict, stamp: int) -> None:
         header = _header(stamp)
-        found = [Detection(xyxy, 0.9, -1, name) for xyxy, name in boxes]
-        publishers[topic].publish(detections_message(header, found))
+        found = Boxes([xyxy for xyxy, _ in boxes], [0.9] * len(boxes), [-1] * len(boxes), [n for _, n in boxes])
+        publishers[topic].publish(found.to_message(header))
         publishers["/t/image"].publish(bgr_to_message(frame, header))
 
     return send

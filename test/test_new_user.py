@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 
 import click
@@ -49,7 +51,7 @@ def test_replay_writes_detections_as_predict_prints_them(tmp_path):
     bag = write_image_bag(tmp_path / "bag", [cv2.imread(str(image)) for image in images])
     result = replay(bag, tmp_path / "out", node="yolo", params={"model_path": str(SHAPES_MODEL), **KEEP_EVERY_FRAME})
     assert result.missing_frames == [], open(result.node_log).read()
-    replayed = json.loads(open(result.detections_json).read())
+    replayed = json.loads(open(result.answers).read())
     assert len(replayed) == len(predicted)
     for frame, (ours, theirs) in enumerate(zip(replayed, predicted)):
         assert ours.keys() == theirs.keys()
@@ -310,3 +312,31 @@ def test_install_vision_msgs_states_the_time_it_takes_as_measured():
     install = (ROOT / "docs" / "install.md").read_text()
     assert "13 s to about two minutes" in install and "20–60 s" not in install
     assert "103 s on a user's machine" in install
+
+
+def test_a_node_command_with_help_says_how_to_start_it_and_every_parameter():
+    """`yolo_node --help` (the pip route's node command, as a new user tries it first) prints how to start it, its
+    topics and each parameter with its default, valid values and when a new value applies, and exits 0 without
+    starting ROS (before: "cannot start: parameter model_path is empty", exit 2); -h after --ros-args is ROS's."""
+    from vision_factory.families.yolo import FAMILY
+    from vision_factory.runtime.onnx_runner import OnnxRunner
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "vision_factory.yolo_onnx_node", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
+    assert text.startswith("yolo_node: ") and "usage: yolo_node --ros-args -p model_path:=..." in text
+    assert "cannot start" not in text + shown.stderr and "Fast DDS" not in shown.stderr  # ROS never started
+    for parameter in (*FAMILY.node_parameters, *OnnxRunner.PARAMETERS):
+        assert f"  {parameter.name} " in text and parameter.valid in text, parameter.name
+    assert "(0.25; a finite number in 0..1; live)" in text  # confidence_threshold
+    assert "(required; text; configure)" in text  # model_path
+    assert "detections (vision_msgs/Detection2DArray" in text and "vision-factory param set" in text
+
+
+def test_help_is_asked_before_the_ros_arguments_only():
+    from vision_factory.ros.start import wants_help
+
+    assert wants_help(["--help"]) and wants_help(["-h", "--ros-args", "-p", "a:=1"])
+    assert not wants_help(["--ros-args", "-h"]) and not wants_help([]) and not wants_help(["--ros-args", "--help"])

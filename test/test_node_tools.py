@@ -191,7 +191,8 @@ def test_param_get_set_and_the_nodes_refusal_with_its_reason(running):
 
     done = cli("param", "set", "t/yolo", "confidence_threshold", "0.4", *WAIT)
     assert done.returncode == 0 and done.stdout == "Set parameter successful\n", done
-    assert cli("param", "get", "yolo", "confidence_threshold", *WAIT).stdout == "Double value is: 0.4\n"
+    done = cli("param", "get", "yolo", "confidence_threshold", *WAIT)
+    assert done.stdout == "Double value is: 0.4\n", done
 
     refused = cli("param", "set", "yolo", "confidence_threshold", "1.5", *WAIT)
     assert_refused(refused, "Setting parameter failed: confidence_threshold must be a finite number in 0..1, not 1.5")
@@ -200,7 +201,8 @@ def test_param_get_set_and_the_nodes_refusal_with_its_reason(running):
     refused = cli("param", "set", "yolo", "confidence_treshold", "0.3", *WAIT)
     assert_refused(refused, "/t/yolo has no parameter confidence_treshold; its parameters, closest first: "
                    "confidence_threshold, ")  # fmt: skip
-    assert cli("param", "get", "yolo", "confidence_threshold", *WAIT).stdout == "Double value is: 0.4\n"
+    done = cli("param", "get", "yolo", "confidence_threshold", *WAIT)
+    assert done.stdout == "Double value is: 0.4\n", done
 
     done = cli("param", "describe", "yolo", "confidence_threshold", *WAIT)
     assert "    Additional constraints: a finite number in 0..1" in done.stdout.splitlines(), done

@@ -1,6 +1,6 @@
 """NaN and infinite values, from a damaged model (or an FP16 export that overflows) or from another node's message:
 the bad part left out (or mended) and reported once per kind, the good part kept. Every detection passes one check
-on its way to a message or a file (results/detections.finite_detections, in families/pipeline.py's
+on its way to a message or a file (results/finite.py's finite, in families/pipeline.py's
 DetectionPipeline); NMS, masks, top-down pose and 3D lifting never let one bad box cost the frame's others; a
 depth model's map and a camera_info that cannot place a pixel are reported, never published as inf or NaN points.
 Models with NaN outputs are built here (constant outputs); the rest runs as it does for users."""
@@ -22,9 +22,13 @@ from vision_factory.camera_infos import CameraInfoError, Intrinsics
 from vision_factory.cli import main
 from vision_factory.families.registry import family
 from vision_factory.models.lift3d import lift
-from vision_factory.models.masks import box_span, instance_masks, labelled
+from vision_factory.models.masks import instance_masks
 from vision_factory.parameters import with_defaults
-from vision_factory.results.detections import Detection, finite_detections, nms
+from vision_factory.results.boxes import Boxes, nms
+from vision_factory.results.finite import finite
+from vision_factory.results.frame import FrameResult
+from vision_factory.results.keypoints import Keypoints
+from vision_factory.results.masks import box_span, labelled
 from vision_factory.runtime.backends import load_target
 from vision_factory.tools.bags import write_image_bag
 from vision_factory.tools.replay import replay
@@ -42,6 +46,17 @@ def _pipeline(name: str, model: Path, **given):
     return family(name).pipeline(values, _load)
 
 
+def _push(pipeline, frame: np.ndarray, **given) -> FrameResult:
+    """The frame's result from ``pipeline`` (one frame pushed, answered at once)."""
+    ((_, found),) = pipeline.push(frame, **given)
+    return found
+
+
+def _boxes(rows: list[tuple]) -> Boxes:
+    """Boxes of ``rows`` (xyxy, score, label), all of class 0."""
+    return Boxes([xyxy for xyxy, _, _ in rows], [score for _, score, _ in rows], [0] * len(rows), [r[2] for r in rows])
+
+
 def _yolo_output(rows: list[tuple]) -> np.ndarray:
     """A YOLOv8 head's [1, 6, 100] output (cx, cy, w, h, two class scores) with ``rows`` as its first anchors."""
     output = np.zeros((1, 6, 100), np.float32)
@@ -56,32 +71,33 @@ BAD = [(NAN, 60, 40, 40, 0.95, 0.0), (120, 120, INF, 40, 0.85, 0.0)]  # scoring 
 EXPECTED = [((40, 40, 80, 80), 0.9, "circle"), ((155, 135, 205, 165), 0.8, "square")]
 
 
-def _found(detections) -> list[tuple]:
-    return [(tuple(round(v, 3) for v in d.xyxy), round(d.score, 3), d.class_name) for d in detections]
-
-
-def test_finite_detections_leaves_out_nan_boxes_and_scores_and_mends_keypoints():
-    keypoints = np.array([[10, 20, 0.9], [NAN, 5, 0.8], [3, 4, INF]])
-    detections = [
-        Detection((0, 0, 10, 10), 0.9, 0, "a"),
-        Detection((0, NAN, 10, 10), 0.9, 0, "a"),
-        Detection((0, 0, 10, 10), INF, 0, "a"),
-        Detection((1, 1, 5, 5), 0.6, 0, "person", keypoints),
-        Detection((-INF, 0, 10, 10), 0.5, 0, "a"),
+def _found(found: FrameResult) -> list[tuple]:
+    boxes = found.boxes
+    return [
+        (tuple(round(v, 3) for v in xyxy), round(score, 3), label)
+        for xyxy, score, label in zip(boxes.xyxy.tolist(), boxes.scores.tolist(), boxes.labels)
     ]
-    screened = finite_detections(detections)
-    assert screened.kept == [0, 3]
-    assert screened.detections[0] is detections[0]
-    assert np.array_equal(screened.detections[1].keypoints, [[10, 20, 0.9], [0, 0, 0], [0, 0, 0]])
-    assert np.isnan(keypoints[1, 0])  # the detection given is not changed
+
+
+def test_finite_leaves_out_nan_boxes_and_scores_and_mends_keypoints():
+    points = np.zeros((5, 3, 3))
+    points[3] = [[10, 20, 0.9], [NAN, 5, 0.8], [3, 4, INF]]
+    boxes = _boxes([((0, 0, 10, 10), 0.9, "a"), ((0, NAN, 10, 10), 0.9, "a"), ((0, 0, 10, 10), INF, "a"),
+                    ((1, 1, 5, 5), 0.6, "person"), ((-INF, 0, 10, 10), 0.5, "a")])  # fmt: skip
+    detections = FrameResult(64, 64, boxes, Keypoints(points, ("a", "b", "c")))
+    screened = finite(detections)
+    assert screened.kept == [0, 3] and screened.result.boxes == boxes[[0, 3]]
+    assert np.array_equal(screened.result.keypoints.points[1], [[10, 20, 0.9], [0, 0, 0], [0, 0, 0]])
+    assert np.isnan(points[3, 1, 0])  # the detections given are not changed
     assert set(screened.problems) == {"non-finite box", "non-finite score", "non-finite keypoint"}
+    assert screened.problems == screened.result.problems
     assert screened.problems["non-finite box"].startswith("2 of 5 detections in the model's output with a NaN or")
     assert screened.problems["non-finite keypoint"].startswith("2 keypoints in the model's output")
     assert "an FP16 export that overflows (export in FP32)" in screened.problems["non-finite score"]
-    clean = [detections[0], screened.detections[1]]
-    assert finite_detections(clean, "person detections") == (clean, {}, [0, 1])
-    vast = [Detection((0, 0, 1e308, 1e308), 0.5, 0, "a")] * 3  # a sum that overflows: each looked at, all finite
-    assert finite_detections(vast) == (vast, {}, [0, 1, 2])
+    clean = screened.result.with_parts(problems={})
+    assert finite(clean, "person detections") == (clean, {}, [0, 1])
+    vast = FrameResult(64, 64, _boxes([((0, 0, 1e308, 1e308), 0.5, "a")] * 3))  # a sum that overflows: each looked
+    assert finite(vast) == (vast, {}, [0, 1, 2])  # at, all finite
 
 
 def test_a_nan_box_takes_no_part_in_nms():
@@ -89,19 +105,19 @@ def test_a_nan_box_takes_no_part_in_nms():
     boxes = np.array([[10, 10, 50, 50], [12, 12, 52, 52], [NAN, 0, 5, 5], [100, 100, 140, 140], [0, 0, INF, 9]])
     scores = np.array([0.9, 0.8, 0.95, 0.7, 0.99])
     kept = nms(boxes, scores, np.zeros(5, np.int64), 0.5, limit=300)
-    assert kept.tolist() == [0, 3, 2, 4]  # the finite boxes' NMS, then the bad ones for finite_detections to count
+    assert kept.tolist() == [0, 3, 2, 4]  # the finite boxes' NMS, then the bad ones for finite to count
 
 
 def test_one_nan_box_in_a_yolo_models_output_costs_no_other_detection(tmp_path):
     model = _constant_model(tmp_path / "bad.onnx", _yolo_output([*GOOD, OVERLAPPING, *BAD]), size=SIZE)
-    found = _pipeline("yolo", model).push(np.zeros((SIZE, SIZE, 3), np.uint8))
-    assert _found(found.detections) == EXPECTED
+    found = _push(_pipeline("yolo", model), np.zeros((SIZE, SIZE, 3), np.uint8))
+    assert _found(found) == EXPECTED
     assert list(found.problems) == ["non-finite box"]
     assert found.problems["non-finite box"].startswith("2 of 4 detections in the model's output with a NaN")
     tracked = _pipeline("yolo", model, tracking=True)  # the tracker never sees them either
     for _ in range(3):
-        found = tracked.push(np.zeros((SIZE, SIZE, 3), np.uint8))
-    assert _found(found.detections) == EXPECTED and found.track_ids == [1, 2]
+        found = _push(tracked, np.zeros((SIZE, SIZE, 3), np.uint8))
+    assert _found(found) == EXPECTED and found.boxes.track_ids.tolist() == [1, 2]
 
 
 def test_predict_prints_no_nan_and_says_once_what_it_left_out(tmp_path):
@@ -146,8 +162,8 @@ DETR_BOXES = np.array([[[0.25, 0.25, 0.1, 0.1], [NAN, NAN, NAN, NAN], [0.5, INF,
 
 
 def test_a_detr_whose_pred_boxes_are_nan_keeps_its_other_queries(tmp_path):
-    found = _pipeline("detr", _detr(tmp_path / "detr.onnx", DETR_BOXES)).push(np.zeros((100, 200, 3), np.uint8))
-    assert [(tuple(round(v, 3) for v in d.xyxy), d.class_name) for d in found.detections] == [
+    found = _push(_pipeline("detr", _detr(tmp_path / "detr.onnx", DETR_BOXES)), np.zeros((100, 200, 3), np.uint8))
+    assert [(xyxy, label) for xyxy, _, label in _found(found)] == [
         ((40.0, 20.0, 60.0, 30.0), "thing"),
         ((130.0, 40.0, 170.0, 60.0), "thing"),
     ]
@@ -164,7 +180,7 @@ def test_the_detr_node_publishes_no_nan_box_and_says_so_once(tmp_path):
     result = replay(bag, tmp_path / "out", node="detr", params=params)
     log = Path(result.node_log).read_text()
     assert result.missing_frames == [], log
-    records = json.loads(Path(result.detections_json).read_text(), parse_constant=pytest.fail)
+    records = json.loads(Path(result.answers).read_text(), parse_constant=pytest.fail)
     published = [[d["xyxy"] for d in record["detections"]] for record in records]
     assert np.allclose(published, [[[40, 20, 60, 30], [130, 40, 170, 60]]] * 3, atol=1e-4), published
     assert log.count("(non-finite box): 2 of 4 detections in the model's output with a NaN or infinite box") == 1
@@ -199,10 +215,10 @@ def test_a_mask_of_nan_values_leaves_its_detection_without_a_mask_and_the_others
     prototypes[0, 0, 30:45, 38:55] = NAN  # under the square (rows 135..165, columns 155..205 / 4)
     model = _constant_outputs(tmp_path / "seg.onnx", [1, 3, SIZE, SIZE], {"output0": head, "output1": prototypes},
                               {"names": "{0: 'circle', 1: 'square'}"})  # fmt: skip
-    found = _pipeline("yolo", model).push(np.zeros((SIZE, SIZE, 3), np.uint8))
-    assert _found(found.detections) == EXPECTED
-    circle, square = found.detections
-    assert circle.mask is not None and circle.mask.area == 40 * 40 and square.mask is None
+    found = _push(_pipeline("yolo", model), np.zeros((SIZE, SIZE, 3), np.uint8))
+    assert _found(found) == EXPECTED
+    circle, square = found.masks.masks
+    assert circle is not None and circle.area == 40 * 40 and square is None
     assert list(found.problems) == ["non-finite box", "non-finite mask"]
     assert found.problems["non-finite mask"].startswith("1 of 3 detections in the model's output with a mask of NaN")
 
@@ -223,11 +239,12 @@ def test_a_pose_models_nan_keypoints_are_not_seen_and_its_person_kept(tmp_path):
     output[0, 5:, 0] = points.ravel()
     model = _constant_model(tmp_path / "pose.onnx", output, size=SIZE, names="{0: 'person'}",
                             metadata={"kpt_shape": "[17, 3]"})  # fmt: skip
-    (person,) = _pipeline("yolo_pose", model).push(np.zeros((SIZE, SIZE, 3), np.uint8)).detections
+    person = _push(_pipeline("yolo_pose", model), np.zeros((SIZE, SIZE, 3), np.uint8))
     expected = points.copy()
     expected[[3, 9]] = 0.0
-    assert np.allclose(person.keypoints, expected) and person.xyxy == (80, 20, 160, 180)
-    found = _pipeline("yolo_pose", model).push(np.zeros((SIZE, SIZE, 3), np.uint8))
+    assert len(person) == 1 and np.allclose(person.keypoints.points[0], expected)
+    assert person.boxes.xyxy[0].tolist() == [80, 20, 160, 180]
+    found = _push(_pipeline("yolo_pose", model), np.zeros((SIZE, SIZE, 3), np.uint8))
     assert found.problems["non-finite keypoint"].startswith("2 keypoints in the model's output with a NaN or")
 
 
@@ -248,16 +265,17 @@ def test_top_down_pose_poses_the_finite_people_and_counts_the_rest(tmp_path):
 
     estimator = RTMPoseEstimator(_load(_simcc(tmp_path / "pose.onnx")))
     frame = np.zeros((SIZE, SIZE, 3), np.uint8)
-    people = [Detection((NAN, 0, 9, 9), 0.9, 0, "person"), Detection((10, 20, 30, 60), 0.9, 0, "person")]
-    given = DetectionPipeline(TopDownPose(None, estimator), None, 0.25, RTMPOSE.boxes_prompt).push(frame, boxes=people)
-    (person,) = given.detections
-    assert person.xyxy == (10, 20, 30, 60) and np.allclose(person.keypoints, [(20, 40, 0.7)] * 17)
+    people = FrameResult.of(frame, boxes=_boxes([((NAN, 0, 9, 9), 0.9, "person"), ((10, 20, 30, 60), 0.9, "person")]))
+    pipeline = DetectionPipeline(TopDownPose(None, estimator), None, 0.25, RTMPOSE.boxes_prompt)
+    given = _push(pipeline, frame, boxes=people)
+    assert len(given) == 1 and given.boxes.xyxy[0].tolist() == [10, 20, 30, 60]
+    assert np.allclose(given.keypoints.points[0], [(20, 40, 0.7)] * 17)
     assert list(given.problems) == ["non-finite box in person detections"]
     assert "its publisher sends NaN or infinite values" in given.problems["non-finite box in person detections"]
     detector = YoloDetector(_load(_constant_model(tmp_path / "people.onnx", _yolo_output([*GOOD, *BAD]), size=SIZE)))
-    found = DetectionPipeline(TopDownPose(detector, estimator, person_class="circle"), None, 0.25).push(frame)
-    (circle,) = found.detections
-    assert circle.xyxy == (40, 40, 80, 80) and np.allclose(circle.keypoints, [(60, 60, 0.7)] * 17)
+    found = _push(DetectionPipeline(TopDownPose(detector, estimator, person_class="circle"), None, 0.25), frame)
+    assert len(found) == 1 and found.boxes.xyxy[0].tolist() == [40, 40, 80, 80]
+    assert np.allclose(found.keypoints.points[0], [(60, 60, 0.7)] * 17)
     assert list(found.problems) == ["non-finite box"]
 
 
@@ -265,14 +283,14 @@ def test_a_nan_box_gets_no_3d_box_and_the_others_theirs():
     """lift read math.ceil(nan) and raised: the frame's good boxes were lost with it."""
     camera = Intrinsics(500.0, 500.0, 319.5, 239.5, 640, 480)
     depth = np.full((480, 640), 2.0, np.float32)
-    detections = [
-        Detection((100, 100, 200, 200), 0.9, 0, "a"),
-        Detection((NAN, 100, 200, 200), 0.9, 0, "a"),
-        Detection((300, -INF, 400, 200), 0.9, 0, "a"),
-        Detection((-1e308, 0, 1e308, 100), 0.9, 0, "a"),  # finite, but its width in metres is not
-        Detection((400, 300, 500, 400), 0.9, 0, "a"),
-    ]
-    boxes = lift(detections, depth, camera, camera)
+    detections = _boxes([
+        ((100, 100, 200, 200), 0.9, "a"),
+        ((NAN, 100, 200, 200), 0.9, "a"),
+        ((300, -INF, 400, 200), 0.9, "a"),
+        ((-1e308, 0, 1e308, 100), 0.9, "a"),  # finite, but its width in metres is not
+        ((400, 300, 500, 400), 0.9, "a"),
+    ])  # fmt: skip
+    boxes = lift(FrameResult(640, 480, detections), depth, camera, camera)
     assert [box is None for box in boxes] == [False, True, True, True, False]
     for box, (x1, y1, x2, y2) in zip((boxes[0], boxes[4]), ((100, 100, 200, 200), (400, 300, 500, 400))):
         assert box.centre == pytest.approx((((x1 + x2) / 2 - 320) / 250, ((y1 + y2) / 2 - 240) / 250, 2.0))
@@ -304,8 +322,8 @@ def test_a_depth_maps_infinite_or_negative_values_are_nan_and_reported(tmp_path,
     raw[20:24, 20:24] = NAN
     metadata = {"depth_kind": kind, "model_type": "depth_anything", "image_size": "56x56"}
     model = _constant_outputs(tmp_path / "depth.onnx", [1, 3, 56, 56], {"predicted_depth": raw[None]}, metadata)
-    found = _pipeline("depth", model).infer(np.zeros((112, 112, 3), np.uint8))
-    values = found.values
+    found = _pipeline("depth", model).model.infer(np.zeros((112, 112, 3), np.uint8))
+    values = found.dense.values
     assert values.shape == (112, 112) and not np.isinf(values).any()
     assert np.isnan(values[:8, :8]).all() and np.isnan(values[40:48, 40:48]).all()
     assert np.allclose(values[60:90, 10:40], 3.0)  # far from every bad value: the map as the model gave it
@@ -319,4 +337,4 @@ def test_a_depth_maps_infinite_or_negative_values_are_nan_and_reported(tmp_path,
         assert found.problems["NaN or infinite depth from the model"].startswith("32 of 3136 values")
     clean = _constant_outputs(tmp_path / "clean.onnx", [1, 3, 56, 56], {"predicted_depth": np.full((1, 56, 56), 3.0)},
                               metadata)  # fmt: skip
-    assert _pipeline("depth", clean).infer(np.zeros((112, 112, 3), np.uint8)).problems == {}
+    assert _pipeline("depth", clean).model.infer(np.zeros((112, 112, 3), np.uint8)).problems == {}

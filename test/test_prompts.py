@@ -22,6 +22,7 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import String
 from support import phrase_family
 from support.plugins import registered
+from support.results import detections_of
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe, stamped_anew
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
@@ -115,8 +116,8 @@ def test_the_prompt_is_derived_once_per_prompt_whatever_the_cameras(tmp_path):
             node._threads.run_changes()  # what the next frame's thread does first
             for camera in node.cameras:
                 for _ in range(3):
-                    found = node.pipelines[camera].push(FRAME).detections
-                    assert [(d.class_name, tuple(d.xyxy)) for d in found] == _expected(prompt)
+                    ((_, found),) = node.pipelines[camera].push(FRAME)
+                    assert [(d["class_name"], tuple(d["xyxy"])) for d in detections_of(found)] == _expected(prompt)
         assert phrase_family.DERIVED == {"a cat": 2, "a horse . dog": 1}  # 'a cat' again: set again
         assert node.detector is not first and all(p.detector is node.detector for p in node.pipelines.values())
     finally:

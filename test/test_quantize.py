@@ -34,7 +34,8 @@ from vision_factory.families.registry import family
 from vision_factory.generator.package import write_package
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.parameters import with_defaults
-from vision_factory.results.detections import differences as detection_differences
+from vision_factory.results.coco import differences as detection_differences
+from vision_factory.results.frame import FrameResult
 from vision_factory.runtime.backends import load_target
 from vision_factory.runtime.cpu import cpu_kind, this_cpu
 from vision_factory.runtime.onnx_runner import OnnxRunner
@@ -112,7 +113,7 @@ def _openvino_int8(model_type: str, model: Path, calibration: Path, out: Path, *
 
 def _detections_as_coco(detector, frames: list[np.ndarray], image_ids: list[int]) -> list[dict]:
     """``detector``'s detections of each frame as COCO results, as compare's are."""
-    records = [{"detections": [found.as_dict() for found in detector.detect(frame)]} for frame in frames]
+    records = [detector.detect(frame).record("", 0) for frame in frames]
     return _coco_results(records, image_ids)
 
 
@@ -229,12 +230,12 @@ def _generated_yolo_node_answers_as_its_runner(backend, model, runner, split, tm
         executable=[str(executable)],
     )
     assert runs_on in Path(result.node_log).read_text()
-    records = json.loads(Path(result.detections_json).read_text())
+    records = json.loads(Path(result.answers).read_text())
     assert sum(len(record["detections"]) for record in records) >= 3
     for frame, record in zip(frames, records, strict=True):
-        want = expected.detect(frame)
-        assert [d["class_name"] for d in record["detections"]] == [d.class_name for d in want]
-        assert np.allclose([d["xyxy"] for d in record["detections"]], [d.xyxy for d in want], atol=1e-3)
+        want = expected.detect(frame).boxes
+        assert [d["class_name"] for d in record["detections"]] == list(want.labels)
+        assert np.allclose(np.reshape([d["xyxy"] for d in record["detections"]], (-1, 4)), want.xyxy, atol=1e-3)
 
 
 def test_fp16_models_load_and_stay_close(split, tmp_path):
@@ -369,7 +370,7 @@ def test_tracknet_quantizes_on_its_windows_and_runs_in_the_tracknet_node(tmp_pat
     rows = {}
     for name, path in (("fp32", model), ("int8", out)):
         result = replay(bag, tmp_path / name, params={**params, "model_path": str(path)})
-        rows[name] = read_ball_csv(result.ball_csv)
+        rows[name] = read_ball_csv(result.answers)
     assert len(rows["int8"]) == clip.num_frames and sum(row[1] for row in rows["int8"]) > 10
     both = [(a, b) for a, b in zip(rows["fp32"], rows["int8"], strict=True) if a[1] and b[1]]
     assert sum(a[1] != b[1] for a, b in zip(rows["fp32"], rows["int8"])) == reported["visibility_disagreements"]
@@ -389,17 +390,18 @@ def _coco_folder(folder: Path, frames: list[np.ndarray], model_type: str, model:
     for index, frame in enumerate(frames, start=1):
         cv2.imwrite(str(folder / "images" / f"{index:02d}.png"), frame)
         images.append({"id": index, "file_name": f"{index:02d}.png", "width": frame.shape[1], "height": frame.shape[0]})
-        for found in detector.detect(frame):
-            if found.score < 0.5:
+        found = detector.detect(frame)
+        for (x1, y1, x2, y2), score, class_id, points in zip(
+            found.boxes.xyxy.tolist(), found.boxes.scores, found.boxes.class_ids.tolist(), found.keypoints.points
+        ):
+            if score < 0.5:
                 continue
-            x1, y1, x2, y2 = found.xyxy
-            points = np.asarray(found.keypoints)
             visible = points[:, 2] >= 0.5
             annotations.append(
                 {
                     "id": len(annotations) + 1,
                     "image_id": index,
-                    "category_id": found.class_id,
+                    "category_id": class_id,
                     "iscrowd": 0,
                     "bbox": [x1, y1, x2 - x1, y2 - y1],
                     "area": (x2 - x1) * (y2 - y1),
@@ -440,7 +442,7 @@ def _node_results(
             bag, tmp_path / name, node=node, params={"model_path": str(model), **KEEP_EVERY_FRAME, **params}
         )
         assert result.missing_frames == [], Path(result.node_log).read_text()
-        results[name] = _coco_results(json.loads(Path(result.detections_json).read_text()), image_ids)
+        results[name] = _coco_results(json.loads(Path(result.answers).read_text()), image_ids)
     return results
 
 
@@ -492,7 +494,7 @@ def test_yolo_pose_openvino_int8_loads_in_the_openvino_runner_with_its_provenanc
     assert runner.metadata["kpt_shape"] == "[17, 3]"
     assert "/model.23/cv4.0/cv4.0.2/Conv" in runner.metadata["quantization_float_nodes"]
     fp32, int8 = (
-        sorted(d.xyxy for d in family("yolo_pose").detector(model).detect(frames[4]) if d.score >= 0.5)
+        sorted(map(tuple, _confident(family("yolo_pose").detector(model).detect(frames[4])).boxes.xyxy.tolist()))
         for model in (load_target("onnx:cpu", POSE_MODEL), runner)
     )
     assert len(fp32) == 2 and len(int8) == 2  # both people, found by the INT8 IR where FP32 finds them
@@ -569,7 +571,7 @@ def test_rtmpose_int8_calibrates_on_the_detectors_crops_and_runs_in_the_rtmpose_
         params |= KEEP_EVERY_FRAME
         result = replay(bag, tmp_path / name, node="rtmpose", params=params)
         assert result.missing_frames == [], Path(result.node_log).read_text()
-        published[name] = json.loads(Path(result.detections_json).read_text())
+        published[name] = json.loads(Path(result.answers).read_text())
     for fp32, int8 in zip(published["fp32"], published["int8"], strict=True):
         assert fp32["detections"] and len(int8["detections"]) == len(fp32["detections"])
         for a, b in zip(fp32["detections"], int8["detections"]):
@@ -581,7 +583,12 @@ def _embeddings(runner: Runner, frames: list[np.ndarray], boxes: list[list]) -> 
     """The unit embeddings of the boxes of each frame, by the reid embedder the tracker builds, on ``runner``."""
     values = with_defaults(family("reid").parameters, {"reid_model_path": "given"}, "reid")
     embedder = family("reid").build(values, lambda _: runner)
-    return np.vstack([embedder.embed(frame, found) for frame, found in zip(frames, boxes, strict=True) if found])
+    return np.vstack([embedder.embed(frame, found) for frame, found in zip(frames, boxes, strict=True) if len(found)])
+
+
+def _confident(found: FrameResult) -> FrameResult:
+    """The detections scoring at least 0.5."""
+    return found[found.boxes.scores >= 0.5]
 
 
 def test_reid_int8_calibrates_on_the_detectors_crops_keeps_the_embeddings_and_tracks_in_the_node(tmp_path):
@@ -610,7 +617,7 @@ def test_reid_int8_calibrates_on_the_detectors_crops_keeps_the_embeddings_and_tr
     assert sum(node.op_type == "DequantizeLinear" for node in onnx.load(out).graph.node) > 50
 
     people = family("yolo").detector(load_target("onnx:cpu", person_model))
-    boxes = [[d.xyxy for d in people.detect(frame) if d.score >= 0.5] for frame in frames]
+    boxes = [_confident(people.detect(frame)).boxes.xyxy for frame in frames]
     fp32, int8 = (_embeddings(load_target("onnx:cpu", path), frames, boxes) for path in (REID_MODEL, out))
     cosine = np.sum(fp32 * int8, axis=1)  # both unit rows
     assert len(cosine) >= 6 and cosine.min() >= 0.95, cosine
@@ -663,7 +670,7 @@ def test_tracknet_openvino_int8_tracks_as_compare_says_and_runs_in_a_generated_o
     params = {"model_path": str(out), "bg_mode": "subtract", "median_warmup": "10", **KEEP_EVERY_FRAME}
     result = replay(bag, tmp_path / "generated", params=params, executable=[str(executable)])
     assert ": openvino 20" in Path(result.node_log).read_text()
-    answered = read_ball_csv(result.ball_csv)
+    answered = read_ball_csv(result.answers)
     assert [row[:2] for row in answered] == [row[:2] for row in rows["int8"]]
     assert np.allclose([row[2:] for row in answered], [row[2:] for row in rows["int8"]], atol=1e-6)
 
@@ -742,7 +749,7 @@ def test_reid_openvino_int8_embeds_the_people_as_fp32_does_as_compare_says(tmp_p
     )
     assert "/features/features.18/features.18.0/Conv" in _float_nodes(runner)  # the last conv, before the pooling
     people = detector_from_options("yolo", person_model, "onnx:cpu", {})  # as the tracker's node finds them
-    boxes = [[found.xyxy for found in people.detect(frame)] for frame in evaluation]
+    boxes = [people.detect(frame).boxes.xyxy for frame in evaluation]
     fp32, int8 = (_embeddings(loaded, evaluation, boxes) for loaded in (load_target("onnx:cpu", REID_MODEL), runner))
     cosine, outputs = np.sum(fp32 * int8, axis=1), reported["outputs"]
     assert len(cosine) == outputs["people"] >= 6 and outputs["frames"] == 3

@@ -20,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from vision_factory.cli import main
 from vision_factory.files import UnsafeWrite, check_output, open_new, stage, staged, write_text
+from vision_factory.results.frame import FrameResult
 
 VICTIM = b"precious bytes that no tool may change\n"
 
@@ -349,7 +350,7 @@ def test_verify_never_draws_the_worst_frame_through_a_link(tmp_path):
     link = tmp_path / "worst_frame.png"
     link.symlink_to(target)
     with pytest.raises(UnsafeWrite, match="worst_frame.png is a symbolic link"):
-        _draw(link, np.zeros((32, 32, 3), np.uint8), [], [])
+        _draw(link, np.zeros((32, 32, 3), np.uint8), None, FrameResult(32, 32))
     assert target.read_bytes() == VICTIM
 
 

@@ -21,10 +21,10 @@ import skimage
 from onnx import TensorProto, helper
 
 from vision_factory.models.interface import Interface
-from vision_factory.models.masks import InstanceMask
 from vision_factory.models.model_file import summarize
 from vision_factory.models.sam import Prompt, SamSegmenter
 from vision_factory.models.sam_interface import SAM, pair
+from vision_factory.results.masks import InstanceMask
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.runtime.providers import ProviderConfig
 

@@ -27,7 +27,7 @@ from vision_factory.families.track import FAMILY as TRACK
 from vision_factory.families.yolo import FAMILY as YOLO
 from vision_factory.parameters import with_defaults
 from vision_factory.results import DETECTIONS
-from vision_factory.results.detections import Detection, detections_message
+from vision_factory.results.boxes import Boxes, id_text
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import BagError, RawMessage, read_messages, write_image_bag, write_messages
@@ -57,12 +57,10 @@ def _offline(values: dict, frames: list[np.ndarray], diagnostics: dict | None = 
     messages = []
     for index, frame in enumerate(frames):
         detections = detector.detect(frame)
-        ids = None
         if tracker is not None:
-            tracks = tracker.update(frame, detections)
-            detections, tracks = tracking.published(detections, tracks, values["confidence_threshold"])
-            ids = [tracking.id_text(track) for track in tracks]
-        messages.append(detections_message(_header(index), detections, detector.keypoint_names, ids))
+            tracks = tracker.update(frame, detections.boxes)
+            detections = tracking.published(detections, tracks, values["confidence_threshold"])
+        messages.append(detections.to_message(_header(index)))
     if diagnostics is not None and tracker is not None:
         diagnostics.update(tracking.diagnostic_values(tracker))
     return messages
@@ -175,7 +173,8 @@ def test_yolo_node_with_tracking_publishes_the_track_ids_the_offline_tracker_giv
 
 
 def test_yolo_node_without_tracking_publishes_what_it_did_before(tmp_path):
-    """tracking off (the default): field for field the messages of detections_message as it was, ids the ranks."""
+    """tracking off (the default): field for field the messages of the detections' own (FrameResult.to_message),
+    ids the ranks."""
     frames = _walk(3)
     params = {"model_path": str(pypi_model(*FALL_MODEL))}
     published, _, log = _run_node(tmp_path, params, frames)
@@ -265,13 +264,14 @@ def test_track_node_tracks_the_finite_detections_and_republishes_the_rest_withou
     node, probe, tracks, images, detections = _track_node(tmp_path, {})
     try:
         for index in range(frames):
-            found = [
-                Detection((100 + 5 * index, 100, 160 + 5 * index, 260), 0.9, 0, "person"),
-                Detection((nan, 50, 90, 200), 0.9, 0, "person"),
-                Detection((300, 100, 360, 260), inf, 0, "person"),
-            ]
+            found = Boxes(
+                [(100 + 5 * index, 100, 160 + 5 * index, 260), (nan, 50, 90, 200), (300, 100, 360, 260)],
+                [0.9, 0.9, inf],
+                [0, 0, 0],
+                ["person"] * 3,
+            )
             images.publish(bgr_to_message(np.zeros((480, 640, 3), np.uint8), _header(index)))
-            detections.publish(detections_message(_header(index), found))
+            detections.publish(found.to_message(_header(index)))
             assert probe.spin_until(lambda count=index + 1: len(tracks) >= count, PATIENCE_S), node.log()
     finally:
         probe.close()
@@ -310,14 +310,14 @@ def _track_node_case(frames: list[np.ndarray] | None = None):
     frames = _walk() if frames is None else frames
     detector = YOLO.build(with_defaults(YOLO.node_parameters, {"model_path": str(pypi_model(*FALL_MODEL))}, "y"), _load)
     found = [detector.detect(frame) for frame in frames]
-    inputs = [detections_message(_header(i), detections) for i, detections in enumerate(found)]
+    inputs = [detections.to_message(_header(i)) for i, detections in enumerate(found)]
     params = {"reid_model_path": str(REID_MODEL), "track_low_threshold": 0.2}
     offline = TRACK.build(with_defaults(TRACK.node_parameters, params, "track"), _load)
     expected = []
     for frame, detections, message in zip(frames, found, inputs):
         copy = type(message)(header=message.header, detections=[type(d)(**_fields(d)) for d in message.detections])
-        for item, track in zip(copy.detections, offline.update(frame, detections)):
-            item.id = tracking.id_text(track)
+        for item, track in zip(copy.detections, offline.update(frame, detections.boxes)):
+            item.id = id_text(track)
         expected.append(copy)
     return frames, inputs, params, expected
 

@@ -44,7 +44,7 @@ def _run(stream: BallStream, frames: list[np.ndarray], name: str) -> list[tuple]
     outputs = [out for index, frame in enumerate(frames) for out in stream.push(frame, (name, index))]
     outputs += stream.flush()
     assert sorted(tag for tag, _ in outputs) == [(name, index) for index in range(len(frames))]
-    return sorted((tag[1], p["X"], p["Y"], p["Visibility"]) for tag, p in outputs)
+    return sorted((tag[1], r.ball.x, r.ball.y, int(r.ball.visible)) for tag, r in outputs)
 
 
 def _found(clip: BallClip, answers: list[tuple], warmup: int = WARMUP) -> tuple[int, int]:
@@ -126,7 +126,7 @@ def test_bad_frames_between_streams_leave_nothing_behind(synthetic_models, clips
                 with pytest.raises((ValueError, FrameSizeChanged)):
                     used.push(bad_frame, "bad")
     outputs += used.flush()
-    assert sorted((tag, p["X"], p["Y"], p["Visibility"]) for tag, p in outputs) == fresh
+    assert sorted((tag, r.ball.x, r.ball.y, int(r.ball.visible)) for tag, r in outputs) == fresh
 
 
 # --- pauses: answer_pending() answers what is pending and the stream goes on ---
@@ -145,11 +145,13 @@ def _answers(stream: BallStream, frames: list[np.ndarray], pauses: set[int]) -> 
             paused |= {tag for tag, _ in pending}
             outputs += pending
             assert stream.pending == 0 and stream.answer_pending() == []
-        for tag, p in outputs:
+        for tag, result in outputs:
             assert tag not in answers, f"frame {tag} answered twice"
+            p = result.ball.record()
             answers[tag] = (p["X"], p["Y"], p["Visibility"], peaks.get(tag))
-    for tag, p in stream.flush():
+    for tag, result in stream.flush():
         assert tag not in answers, f"frame {tag} answered twice"
+        p = result.ball.record()
         answers[tag] = (p["X"], p["Y"], p["Visibility"], peaks.get(tag))
     assert sorted(answers) == list(range(len(frames)))
     return answers, paused
@@ -323,9 +325,9 @@ def _silences(node: NodeProcess, since: int) -> list[str]:
 
 
 def _said_after_three(node: NodeProcess, since: int) -> bool:
-    """Whether the node warned of the silence after the three frames (or blamed the transport, as it used to)."""
-    lines = _silences(node, since)
-    return bool(lines) and ("3 frames came before" in lines[-1] or "Fast DDS" in lines[-1])
+    """Whether the node warned of the silence after the three frames (a warning of the silence before them, which
+    blames the transport, may be logged late on a loaded machine: it is not this one)."""
+    return any("3 frames came before" in line for line in _silences(node, since))
 
 
 def test_the_silence_warning_says_what_the_node_saw(tmp_path, synthetic_models):

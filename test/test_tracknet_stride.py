@@ -223,7 +223,7 @@ def test_node_with_stride_answers_each_frame_once_with_its_own_stamp(tmp_path, s
     expected = [o for i, f in enumerate(clip.frames()) for o in module.push(f, i)] + module.flush()
     assert module.stats.inference_calls == 6  # windows at 0, 3, ..., 12, then one for frames 20 (uncovered)
     assert [(m.point.x, m.point.y, m.point.z) for m in outputs] == [
-        (float(p["X"]), float(p["Y"]), float(p["Visibility"])) for _, p in expected
+        (float(r.ball.x), float(r.ball.y), float(r.ball.visible)) for _, r in expected
     ]
     assert sum(m.point.z for m in outputs) > 0  # the ball was tracked
 

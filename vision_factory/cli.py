@@ -537,6 +537,7 @@ def evaluate_command(
       vision-factory eval --model-type yolo --data instances_val.json --predictions results.json
       vision-factory eval --model-type track --data MOT17-02/gt/gt.txt --predictions runs/tracks.txt
     """
+    from .tools.evaluation import evaluation
     from .tools.mot import evaluate_tracks
 
     options = {"data": data, "out_dir": out_dir, "predictions": predictions, "frame_size": frame_size, "model": model}
@@ -545,8 +546,8 @@ def evaluate_command(
     with _reported():
         if model_type == TRACK:
             _show(evaluate_tracks(data, predictions, out_dir))
-        else:  # the family's result kind scores it (results/<kind>.py's evaluate)
-            _show(FAMILIES[model_type].result.module().evaluate(model_type, options))
+        else:  # the family's result kind scores it (tools/evaluation.py)
+            _show(evaluation(FAMILIES[model_type].result).evaluate(model_type, options))
 
 
 @main.command()
@@ -590,8 +591,10 @@ def compare(
     configurations = ((model, target_a), (model_b or model, target_b))
     options = {"source": source, "data": data, "median_warmup": median_warmup, "out_dir": out_dir}
     options["heatmap_threshold"] = heatmap_threshold
-    with _reported():  # the family's result kind compares it (results/<kind>.py's compare_runs)
-        _show(FAMILIES[model_type].result.module().compare_runs(model_type, configurations, options))
+    from .tools.evaluation import evaluation
+
+    with _reported():  # the family's result kind compares it (tools/evaluation.py)
+        _show(evaluation(FAMILIES[model_type].result).compare(model_type, configurations, options))
 
 
 _LOSSES = {FAMILIES[name].accuracy_loss: [] for name in QUANTIZE_TYPES}  # each family's, those sharing one together
@@ -777,12 +780,12 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
         detector = detector_from_options(
             given["model_type"], model, given["target"], options, detector_model, given["detector_type"]
         )
-        protected, kind = [model, detector_model, options.get("--labels")], FAMILIES[given["model_type"]].result
+        protected = [model, detector_model, options.get("--labels")]
         head_note = getattr(detector, "head_note", None)  # e.g. YOLO's end-to-end head: no NMS
         if head_note:
             _echo(head_note, err=True)
         problems = ProblemLog(0)  # what was wrong with the model's output: each kind said once, counted at the end
-        for found in run_predict(detector, inputs, save, protected, kind):
+        for found in run_predict(detector, inputs, save, protected):
             for problem, detail in found.problems.items():
                 _warn(problems.count(problem, f"frame {untrusted(found.record['image'], 400)}", detail, False))
             click.echo(json.dumps(found.record) if json_lines else found.line())

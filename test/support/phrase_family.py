@@ -32,7 +32,8 @@ from vision_factory.families.pipeline import DetectionPipeline
 from vision_factory.families.prompts import TextPrompt
 from vision_factory.models.interface import Interface, Recognition, Rule
 from vision_factory.results import DETECTIONS
-from vision_factory.results.detections import Detection
+from vision_factory.results.boxes import Boxes
+from vision_factory.results.frame import FrameResult
 from vision_factory.runtime.runner import Runner
 
 NAME = "phrases"
@@ -111,18 +112,19 @@ class PhraseDetector:
         self.names = PROMPT.phrases(prompt)  # a prompt it cannot take: a PromptError naming why
         self.codes = codes_of(prompt)
 
-    def detect(self, image_bgr: np.ndarray) -> list[Detection]:
+    def __call__(self, image_bgr: np.ndarray) -> FrameResult:
+        return self.detect(image_bgr)
+
+    def detect(self, image_bgr: np.ndarray) -> FrameResult:
+        """The frame's result: a box for each phrase that scores over the confidence (results/boxes.py)."""
         height, width = image_bgr.shape[:2]
         resized = cv2.resize(image_bgr, (SIZE, SIZE), interpolation=cv2.INTER_AREA)
         tensor = np.ascontiguousarray(resized[..., ::-1].transpose(2, 0, 1)[None], np.float32) / np.float32(255)
         boxes, scores = self.runner.run({"image": tensor, "codes": self.codes})
         scale = np.array([width, height, width, height], np.float32) / SIZE
-        found = [
-            Detection(tuple(float(v) for v in boxes[0, k] * scale), float(scores[0, k]), k, self.names[k])
-            for k in range(len(self.names))
-            if scores[0, k] > self.confidence
-        ]
-        return found[: self.max_detections]
+        kept = [k for k in range(len(self.names)) if scores[0, k] > self.confidence][: self.max_detections]
+        found = Boxes.of(boxes[0, kept] * scale, scores[0, kept], kept, self.names)
+        return FrameResult.of(image_bgr, boxes=found)
 
 
 def build(values: Mapping[str, Any], load_runner: LoadRunner) -> PhraseDetector:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..models.bounds import MAX_INPUT_PIXELS
-from ..models.depth import RESIZES, DepthEstimator
+from ..models.depth import KIND, RESIZES, UNITS, DepthEstimator
 from ..models.depth_interface import DEPTH, DEPTH_KINDS, PROCESSORS, implied_kind
 from ..models.recognition import require_family
 from ..parameters import LIVE, Parameter
@@ -26,6 +26,7 @@ from .family import (
     NodeWiring,
     Output,
 )
+from .frame_pipeline import SingleFrame
 
 FROM_MODEL = "model"  # depth_kind and model_type: what the file's metadata says (refused when it says nothing)
 
@@ -128,9 +129,10 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> DepthEstimator:
     return DepthEstimator(runner, processor_of(values, details), kind, values["max_depth"], values["resize_filter"])
 
 
-def pipeline(family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> DepthEstimator:
-    """depth's frame pipeline (Family.pipeline): each frame alone, the estimator ``build`` makes."""
-    return build(values, load_runner)
+def pipeline(family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> SingleFrame:
+    """depth's frame pipeline (Family.pipeline): each frame alone through the estimator ``build`` makes."""
+    estimator = build(values, load_runner)
+    return SingleFrame(estimator)
 
 
 CAMERA_INFO = Input(
@@ -162,8 +164,8 @@ FAMILY = Family(
         "depth_node",
         inputs=(IMAGE, CAMERA_INFO),
         outputs=(
-            Output(METRIC_TOPIC, DENSE_MAP.message, DEPTH_MAP, depth=10),
-            Output(RELATIVE_TOPIC, DENSE_MAP.message, RELATIVE_MAP, depth=10),
+            Output(METRIC_TOPIC, DENSE_MAP.message, DEPTH_MAP, depth=10, measures=(KIND, UNITS["metric"])),
+            Output(RELATIVE_TOPIC, DENSE_MAP.message, RELATIVE_MAP, depth=10, measures=(KIND, UNITS["relative"])),
             Output(
                 MAP_INFO, "sensor_msgs/msg/CameraInfo", ": the maps' intrinsics (the image's, scaled to their size)"
             ),

@@ -11,7 +11,7 @@ from typing import Any
 from ..models.bounds import MAX_INPUT_PIXELS, MAX_INPUT_SIDE
 from ..models.recognition import load_checked
 from ..parameters import FRACTION, LIVE, MAX_DETECTIONS_PER_FRAME, Parameter
-from ..results.detections import Detector
+from ..results.frame import Detector
 from ..text import parse_size, untrusted
 from .family import (
     DEBUG_IMAGE,
@@ -69,9 +69,9 @@ ROS_DEPENDENCIES = (*NODE_ROS_DEPENDENCIES, "vision_msgs")
 NODE_MODULE = "detection_node"
 
 
-# Each track's recent path (results/detections.py's track_markers): the track node's and a tracking detector's.
+# Each track's recent path (results/boxes.py's track_markers): the track node's and a tracking detector's.
 TRACK_MARKERS = Output("track_markers", MARKERS_MESSAGE, ", each track's recent path", on_demand=True)
-# A segmentation model's instance masks (results/detections.py's masks_message): one label image per frame.
+# A segmentation model's instance masks (results/masks.py's Masks.to_message): one label image per frame.
 MASK_LABELS = ", segmentation models: instance labels (0 none, k the k-th detection of the same stamp)"
 MASKS = Output("masks", "sensor_msgs/msg/Image", MASK_LABELS, on_demand=True)
 

@@ -45,6 +45,8 @@ class Output:
     on_demand: bool = False  # computed and published only while something subscribes to it
     listened: bool = True  # its subscribers make a ``lazy`` node listen (not so for latched metadata)
     when: str = ""  # the boolean parameter that must be true for the node to publish it; "": always
+    # A map's (kind, unit), which its messages do not carry (results/dense.py): e.g. ("depth", "m"); (): not a map
+    measures: tuple[str, str] | tuple[()] = ()
 
     @property
     def description(self) -> str:
@@ -303,8 +305,9 @@ class Family:
 
     def pipeline(self, values: Mapping[str, Any], load_runner: LoadRunner, **given: Any) -> Any:
         """The frame pipeline the family's node runs (and every tool that runs its model), from the node's
-        parameter ``values``: a DetectionPipeline, or tracknet's BallStream (families/pipeline.py); ``given``: what
-        its ``make_pipeline`` takes besides (a detector's pipeline: a ``detector`` already built)."""
+        parameter ``values`` (families/frame_pipeline.py's FramePipeline: a DetectionPipeline, tracknet's BallStream,
+        depth's SingleFrame); ``given``: what its ``make_pipeline`` takes besides (a detector's pipeline: a
+        ``detector`` already built)."""
         if self.make_pipeline is None:
             raise ValueError(f"{self.name} has no frame pipeline")
         return self.make_pipeline(self, values, load_runner, **given)

@@ -11,7 +11,7 @@ from ..models.fasterrcnn import FasterRCNNDetector
 from ..models.fasterrcnn_interface import FASTERRCNN
 from ..parameters import Parameter
 from ..results import DETECTIONS
-from ..results.detections import Detector
+from ..results.frame import Detector
 from . import tracking
 from .detection import (
     CLASSES,

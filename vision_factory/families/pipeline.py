@@ -1,39 +1,21 @@
-"""One frame pipeline per family: what its node runs on each frame, and what the tools run (verify's offline
-model, track, eval, bench, quantize's calibration), built once by ``Family.pipeline(values, load_runner)`` from the
-node's parameter values (their defaults: the family's parameter table).
-
-A pipeline takes a stream's frames in order with ``push(frame, stamp)`` and forgets the stream with ``reset()``:
-- detection and pose families: ``DetectionPipeline`` below, one ``Detected`` per frame;
-- tracknet: models/ball_stream.py's ``BallStream`` (with InpaintNet when given): ``(stamp, prediction)`` pairs, up
-  to seq_len frames after their frame, and ``flush()`` ends the stream with what is still pending.
-No ROS here: a node converts its messages, a tool reads its files.
-"""
+"""The frame pipeline of the detection and pose families (``DetectionPipeline``: FramePipeline's shape,
+families/frame_pipeline.py): the detector and, with tracking on, its tracker and the new-stream rule
+(``StreamRule``, which the track node's streams keep too)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from ..models.tracker import TrackerConfig, Tracking
-from ..results.detections import MESSAGE_FIX, Detection, Detector, finite_detections, has_masks
+from ..results.finite import MESSAGE_FIX, finite
+from ..results.frame import Detector, FrameResult
 from . import tracking as tracking_parameters
 from .family import Family, LoadRunner
+from .frame_pipeline import Answer
 from .prompts import BoxesPrompt
-
-
-@dataclass
-class Detected:
-    """A frame's published detections and, with tracking on, each one's track ID (None: no confirmed track)."""
-
-    detections: list[Detection]
-    track_ids: list[int | None] | None = None  # None: tracking off
-    new_stream: str = ""  # why this frame started a new stream (tracks reset, IDs from 1 again); "": it did not
-    # What was wrong with the frame's detections and left out or mended (results/detections.finite_detections):
-    # problem-log kind -> the detail to log once; {} when nothing was
-    problems: dict[str, str] = field(default_factory=dict)
 
 
 def detector_of(family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> Detector:
@@ -72,9 +54,9 @@ class DetectionPipeline:
     """A detection or pose family's frame pipeline: the detector and, with ``tracking`` on, its tracker and the
     new-stream rule. With tracking on the detector hands the tracker its detections down to track_low_threshold
     (tracking.detector_values) and ``push`` returns those above confidence_threshold and the lower ones that
-    continue a track (tracking.published). Every detection passes ``finite_detections`` first, before the tracker
-    and before a message or a file: one NaN or infinite value never reaches either, and never costs the frame's
-    other detections."""
+    continue a track (tracking.published). Every detection passes results/finite.py's ``finite`` first, before the
+    tracker and before a message or a file: one NaN or infinite value never reaches either, and never costs the
+    frame's other detections (the result's ``problems`` say what was left out)."""
 
     def __init__(
         self, detector: Detector, tracking: Tracking | None, confidence: float, boxes_prompt: BoxesPrompt | None = None
@@ -104,34 +86,41 @@ class DetectionPipeline:
         if self.tracking is not None and tracker is not None:
             self.tracking.tracker.retune(tracker)
 
-    def push(self, frame: np.ndarray, stamp: Any = None, boxes: Sequence[Detection] | None = None) -> Detected:
-        """The frame's detections, tracked when tracking is on; ``boxes``: another node's, the family's boxes prompt
-        (e.g. the people a top-down pose model poses, instead of its own detector's: those of a NaN or infinite
-        value are left out, counted)."""
+    def push(self, frame: np.ndarray, stamp: Any = None, boxes: FrameResult | None = None) -> list[Answer]:
+        """The frame's detections, tracked when tracking is on (``stamp``: comparable, e.g. (sec, nanosec), or
+        None); ``boxes``: another node's, the family's boxes prompt (e.g. the people a top-down pose model poses,
+        instead of its own detector's: those of a NaN or infinite value are left out, counted)."""
         if boxes is None:
-            return self.track(frame, self.detector.detect(frame), stamp)
+            return [(stamp, self.track(frame, self.detector.detect(frame), stamp))]
         if self.boxes_prompt is None:
             raise ValueError("this family takes no boxes from another node")
-        screened = finite_detections(boxes, self.boxes_prompt.what, MESSAGE_FIX)
-        found = self.track(frame, self.boxes_prompt.run(self.detector, frame, screened.detections), stamp)
-        found.problems.update(screened.problems)
-        return found
+        screened = finite(boxes, self.boxes_prompt.what, MESSAGE_FIX)
+        found = self.track(frame, self.boxes_prompt.run(self.detector, frame, screened.result), stamp)
+        return [(stamp, found.with_parts(problems={**screened.problems, **found.problems}))]
 
-    def track(self, frame: np.ndarray, detections: Sequence[Detection], stamp: Any = None) -> Detected:
-        """``push`` after the detector: ``detections`` of ``frame``, those of a NaN or infinite value left out
-        (``Detected.problems`` says), through the tracker (when on)."""
-        detections, problems, _ = finite_detections(detections, masks=self.masks)
+    def track(self, frame: np.ndarray, found: FrameResult, stamp: Any = None) -> FrameResult:
+        """``push`` after the detector: the detections ``found`` in ``frame``, those of a NaN or infinite value
+        left out (the result's ``problems`` say), through the tracker (when on)."""
+        found = finite(found, masks=self.masks).result
         if self.tracking is None:
-            return Detected(detections, problems=problems)
+            return found
         reason = self.rule.new_stream(frame.shape[:2], stamp)
         if reason:
             self.tracking.reset()
-        ids = self.tracking.update(frame, detections)
-        shown, ids = tracking_parameters.published(detections, ids, self.confidence)
-        return Detected(shown, ids, reason, problems)
+        ids = self.tracking.update(frame, found.boxes)
+        return tracking_parameters.published(found, ids, self.confidence).with_parts(new_stream=reason)
+
+    def flush(self) -> list[Answer]:
+        """Nothing is held back: every frame is answered when pushed."""
+        return []
 
     def reset(self) -> None:
         """Forget the stream: the next frame starts a new one (tracks from 1 again)."""
         self.rule.reset()
         if self.tracking is not None:
             self.tracking.reset()
+
+
+def has_masks(detector: Any) -> bool:
+    """Whether ``detector`` gives each detection its instance mask (a YOLO segmentation model)."""
+    return bool(getattr(detector, "mask_channels", 0))

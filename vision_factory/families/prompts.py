@@ -17,11 +17,14 @@ Prompt text is untrusted: at most MAX_PROMPT_CHARS characters, no control charac
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..parameters import LIVE, Parameter
+from ..results.frame import FrameResult
 from ..text import untrusted
 
 MAX_PROMPT_CHARS = 2000  # a prompt longer than this is refused: memory and logs stay bounded
@@ -101,15 +104,18 @@ class BoxesPrompt:
 
     what: str  # what the boxes are, in words ("person detections"): an image without them is "image without <what>"
     use: str  # what the node does with them, in words ("posing the people"), for its log
-    run: Callable[[Any, Any, Sequence[Any]], list]  # (adapter, frame, boxes) -> the frame's detections
+    run: Callable[[Any, Any, FrameResult], FrameResult]  # (adapter, frame, boxes) -> the frame's result
     classes: str = ""  # the parameter naming the one class of the boxes kept (by name); "": every box
 
     kind = "boxes"
 
-    def kept(self, boxes: Sequence[Any], values: Any) -> list:
-        """The ``boxes`` (results.detections.Detection) of the class the ``classes`` parameter names, or all."""
+    def kept(self, boxes: FrameResult, values: Any) -> FrameResult:
+        """The rows of ``boxes`` (another node's detections, results/frame.py) of the class the ``classes``
+        parameter names, or all."""
         wanted = values.get(self.classes, "") if self.classes else ""
-        return [box for box in boxes if box.class_name == wanted] if wanted else list(boxes)
+        if not wanted or boxes.boxes is None:
+            return boxes
+        return boxes[np.array([label == wanted for label in boxes.boxes.labels], bool)]
 
 
 def phrases(text: str) -> list[str]:

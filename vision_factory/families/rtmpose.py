@@ -14,7 +14,7 @@ from ..models.rtmpose import RTMPoseEstimator, TopDownPose
 from ..models.rtmpose_interface import RTMPOSE
 from ..parameters import FRACTION, LIVE, Parameter
 from ..results import POSES
-from ..results.detections import Detector
+from ..results.frame import Detector
 from ..runtime.runner import Runner
 from . import yolo
 from .detection import (

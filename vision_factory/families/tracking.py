@@ -19,7 +19,7 @@ from ..models.global_ids import GlobalIdentities
 from ..models.reid_calibration import FIELDS, OnlineCalibration
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import CONFIGURE, FRACTION, LIVE, MAX_HISTORY_FRAMES, Parameter
-from ..results.detections import Detection
+from ..results.frame import FrameResult
 from ..text import untrusted
 from . import reid
 from .family import LoadRunner
@@ -226,16 +226,14 @@ def detector_values(values: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**values, "confidence_threshold": min(values["confidence_threshold"], values["track_low_threshold"])}
 
 
-def published(
-    detections: Sequence[Detection], ids: Sequence[int | None], confidence: float
-) -> tuple[list[Detection], list[int | None]]:
-    """The tracked detections a node publishes, and their track IDs: those scoring above ``confidence`` (the
+def published(found: FrameResult, ids: Sequence[int | None], confidence: float) -> FrameResult:
+    """The tracked detections a node publishes, each with its track ID: those scoring above ``confidence`` (the
     node's confidence_threshold, as without tracking), and the lower ones that continue a confirmed track
     (ByteTrack's second stage: an occluded, blurred person keeps being reported under their ID)."""
-    kept = [(d, track) for d, track in zip(detections, ids) if d.score > confidence or track is not None]
-    return [d for d, _ in kept], [track for _, track in kept]
-
-
-def id_text(track: int | None) -> str:
-    """Detection2D.id of a tracked detection: the track ID, or empty when it is not part of a confirmed track."""
-    return "" if track is None else str(track)
+    kept = [
+        row
+        for row, (score, track) in enumerate(zip(found.boxes.scores, ids))
+        if score > confidence or track is not None
+    ]
+    shown = found[kept]
+    return shown.with_parts(boxes=shown.boxes.tracked([ids[row] for row in kept]))

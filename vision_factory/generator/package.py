@@ -46,7 +46,7 @@ from ..runtime.runner import model_inputs
 from ..runtime.tensorrt_runner import PRECISIONS as TENSORRT_PRECISIONS
 from ..share import share_path
 from ..text import shown_path, untrusted
-from ..tools.commands import UsageError
+from ..usage import UsageError
 from . import ABOUT_DEFAULTS, ABOUT_OPTIONS
 from .render import control_character, render
 

@@ -1,5 +1,6 @@
-"""One camera stream through TrackNet (and optionally InpaintNet): frame tags in, one
-prediction per accepted frame out, with the tag (e.g. the image header) it belongs to."""
+"""One camera stream through TrackNet (and optionally InpaintNet): frames and their tags in, one result per
+accepted frame out (results/frame.py's FrameResult, its ball: results/ball.py), with the tag (e.g. the image
+header) it belongs to: the frame pipeline of tracknet (families/frame_pipeline.py's shape)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 import numpy as np
 
 from ..images import TOO_LARGE, ImageFormatError, read_image_file
+from ..results.ball import Ball
+from ..results.frame import FrameResult
 from ..text import untrusted
 from .tracknet_background import median_problem
 from .tracknet_stream import (
@@ -20,7 +23,7 @@ from .tracknet_stream import (
     TrackNetTracker,
 )
 
-Tagged = tuple[Any, BallRow]
+Tagged = tuple[Any, FrameResult]  # a frame's tag (as pushed) and its result
 
 
 def load_median(path: str, bg_mode: str) -> np.ndarray | None:
@@ -182,4 +185,12 @@ class BallStream:
         return self._finish([prediction for prediction in refined if prediction])
 
     def _finish(self, predictions: list[BallRow]) -> list[Tagged]:
-        return [(self._tags.pop(prediction["Frame"]), prediction) for prediction in predictions]
+        """Each prediction (the tracker's row) as its frame's result, with the frame's tag."""
+        width, height = self.size or (0, 0)
+        return [
+            (
+                self._tags.pop(row["Frame"]),
+                FrameResult(width, height, ball=Ball(row["X"], row["Y"], row["Visibility"] == 1)),
+            )
+            for row in predictions
+        ]

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..results import MODEL_FIX
 from ..results.dense import DenseMap
+from ..results.frame import FrameResult
 from ..runtime.runner import Runner, tensor_text
 from ..text import untrusted
 from .bounds import MAX_INPUT_PIXELS
@@ -101,7 +102,8 @@ def resized_colour(image: np.ndarray, size: tuple[int, int], resize: str = "exac
 
 
 class DepthEstimator:
-    """A depth model on a runner: BGR frame in, a DenseMap of the frame's size out (metres or relative)."""
+    """A depth model on a runner: BGR frame in, its FrameResult out: a DenseMap of the frame's size (metres or
+    relative)."""
 
     def __init__(
         self, runner: Runner, processor: Processor, depth_kind: str, max_depth: float = 0.0, resize: str = "exact"
@@ -189,10 +191,8 @@ class DepthEstimator:
 
     def finish(self, depth: np.ndarray, height: int, width: int) -> DenseMap:
         """The model's map resized to the frame (bicubic, as post_process_depth_estimation; ZoeDepth's to the padded
-        frame, the padding then cut off), invalid pixels NaN; values a model should not give are the map's
-        ``problems`` (``out_of_range``)."""
+        frame, the padding then cut off), invalid pixels NaN (values a model should not give: ``out_of_range``)."""
         depth = np.asarray(depth, np.float32)
-        problems = self.out_of_range(depth)
         pad_rows, pad_columns = padding(height, width, self.processor)
         padded = (height + 2 * pad_rows, width + 2 * pad_columns)
         if depth.shape != padded:
@@ -203,7 +203,7 @@ class DepthEstimator:
             low, high = float(depth.min()), float(depth.max())  # NaN when any pixel is: the tests below fail
             within = high <= self.max_depth if self.max_depth > 0 else high < np.inf
             if low > 0 and within:
-                return DenseMap(depth, self.unit, KIND, problems)  # every pixel valid: these two passes only
+                return DenseMap(depth, self.unit, KIND)  # every pixel valid: these two passes only
             invalid = ~(depth > 0) | ~np.isfinite(depth)
             if self.max_depth > 0:
                 invalid |= depth > self.max_depth
@@ -212,7 +212,7 @@ class DepthEstimator:
                 depth[invalid] = np.nan
         elif not np.isfinite(depth).all():
             depth = np.where(np.isfinite(depth), depth, np.float32(np.nan))
-        return DenseMap(depth, self.unit, KIND, problems)
+        return DenseMap(depth, self.unit, KIND)
 
     def out_of_range(self, raw: np.ndarray) -> dict[str, str]:
         """What is wrong with the model's own map (before the resize), as problem-log kind -> detail: a metric map's
@@ -235,14 +235,20 @@ class DepthEstimator:
             f"{what}: NaN (invalid) there and where the resize spreads them; {MODEL_FIX}"
         }
 
-    def infer(self, image_bgr: np.ndarray) -> DenseMap:
+    def __call__(self, image_bgr: np.ndarray) -> FrameResult:
+        """The frame's result (``infer``): an adapter is a function from a frame to its result."""
+        return self.infer(image_bgr)
+
+    def infer(self, image_bgr: np.ndarray) -> FrameResult:
+        """The frame's map, and as the result's ``problems`` what is wrong with the model's (``out_of_range``)."""
         start = time.perf_counter()
         tensor = self.prepare(image_bgr)
         prepared = time.perf_counter()
         depth = self.raw(tensor)
         inferred = time.perf_counter()
+        problems = self.out_of_range(np.asarray(depth, np.float32))
         found = self.finish(depth, *image_bgr.shape[:2])
         self.seconds["preprocess"] += prepared - start
         self.seconds["inference"] += inferred - prepared
         self.seconds["postprocess"] += time.perf_counter() - inferred
-        return found
+        return FrameResult.of(image_bgr, dense=found, problems=problems)

@@ -32,7 +32,7 @@ class FrameFit:
 
     def to_frame(self, xy: np.ndarray) -> np.ndarray:
         """[..., 2] input-space points -> frame pixels, clipped to the frame; an infinite coordinate (a damaged
-        model's) becomes NaN, as a NaN one stays, never the frame's edge (results/detections.finite_detections
+        model's) becomes NaN, as a NaN one stays, never the frame's edge (results/finite.py's finite
         then leaves its box out, or mends its keypoint)."""
         x = (xy[..., 0] - self.left) / self.scale_x
         y = (xy[..., 1] - self.top) / self.scale_y

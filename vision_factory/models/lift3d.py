@@ -37,7 +37,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..camera_infos import Intrinsics
-from ..results.detections import Detection, finite_box
+from ..results.finite import finite_box
+from ..results.frame import FrameResult
+from ..results.masks import InstanceMask
 from ..streaming import KindError
 from ..text import untrusted
 
@@ -167,12 +169,11 @@ def _span(low: float, high: float, size: int) -> tuple[int, int]:
 
 
 def _region(
-    detection: Detection, colour: Intrinsics, depth_k: Intrinsics, core: float
+    xyxy: Sequence[float], mask: InstanceMask | None, colour: Intrinsics, depth_k: Intrinsics, core: float
 ) -> tuple[tuple[int, int, int, int], np.ndarray | None]:
     """The depth pixels to sample: (row first, row end, column first, column end), and within them the mask's
     pixels (None: all of them; the box's core, without a usable mask)."""
-    x1, y1, x2, y2 = (float(v) for v in detection.xyxy)
-    mask = detection.mask
+    x1, y1, x2, y2 = (float(v) for v in xyxy)
     if mask is not None and (mask.width, mask.height) == colour.size:
         box = (x1, y1, x2, y2)
     else:
@@ -195,19 +196,21 @@ def _region(
 
 
 def lift_one(
-    detection: Detection,
+    xyxy: Sequence[float],
+    mask: InstanceMask | None,
     depth: np.ndarray,
     colour: Intrinsics,
     depth_k: Intrinsics,
     core: float = CORE,
     min_valid: float = MIN_VALID,
 ) -> Box3D | None:
-    """``detection``'s box in 3D from ``depth`` (float metres, NaN invalid: ``depth_metres``) read through
-    ``depth_k`` (``depth_intrinsics``), its 2D box in the image of ``colour``; None without enough valid depth, and
-    for a 2D box of a NaN or infinite value (results/detections.finite_box: the caller counts those apart)."""
-    if not finite_box(detection.xyxy):
+    """A detection's box in 3D from ``depth`` (float metres, NaN invalid: ``depth_metres``) read through ``depth_k``
+    (``depth_intrinsics``), its 2D box ``xyxy`` in the image of ``colour`` (its instance ``mask``, when it has one,
+    chooses the pixels); None without enough valid depth, and for a 2D box of a NaN or infinite value
+    (results/finite.py's finite_box: the caller counts those apart)."""
+    if not finite_box(xyxy):
         return None
-    (r0, r1, c0, c1), selected = _region(detection, colour, depth_k, core)
+    (r0, r1, c0, c1), selected = _region(xyxy, mask, colour, depth_k, core)
     window = depth[r0:r1, c0:c1]
     samples = window[selected] if selected is not None else window.ravel()
     if not samples.size:
@@ -220,7 +223,7 @@ def lift_one(
     inliers = valid[np.abs(valid - reference) <= band]
     near, far = (float(v) for v in np.percentile(inliers, SPREAD_PERCENTILES))
     z = (near + far) / 2
-    x1, y1, x2, y2 = (float(v) for v in detection.xyxy)
+    x1, y1, x2, y2 = (float(v) for v in xyxy)
     x = ((x1 + x2) / 2 - 0.5 - colour.cx) / colour.fx * z
     y = ((y1 + y2) / 2 - 0.5 - colour.cy) / colour.fy * z
     size = ((x2 - x1) / colour.fx * z, (y2 - y1) / colour.fy * z, far - near)
@@ -230,17 +233,20 @@ def lift_one(
 
 
 def lift(
-    detections: Sequence[Detection],
+    detections: FrameResult,
     depth: np.ndarray,
     colour: Intrinsics,
     depth_k: Intrinsics,
     core: float = CORE,
     min_valid: float = MIN_VALID,
 ) -> list[Box3D | None]:
-    """``lift_one`` of each detection, in order (None: no 3D box for it)."""
+    """``lift_one`` of each detection of ``detections`` (a FrameResult: its boxes and instance masks), in order
+    (None: no 3D box for it)."""
     if depth.shape != (depth_k.height, depth_k.width):
         raise LiftError(
             "depth size",
             f"the depth map is {depth.shape[1]}x{depth.shape[0]}, its intrinsics {depth_k.width}x{depth_k.height}",
         )
-    return [lift_one(detection, depth, colour, depth_k, core, min_valid) for detection in detections]
+    masks = detections.masks.masks if detections.masks is not None else [None] * len(detections)
+    boxes = detections.boxes.xyxy.tolist()
+    return [lift_one(xyxy, mask, depth, colour, depth_k, core, min_valid) for xyxy, mask in zip(boxes, masks)]

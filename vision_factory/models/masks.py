@@ -21,32 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class InstanceMask:
-    """One detection's mask at the source frame's size, stored as its box's pixels: ``bits`` [h, w] bool covers
-    rows top..top+h and columns left..left+w of a frame of ``height`` x ``width``; every pixel outside is False."""
-
-    left: int
-    top: int
-    bits: np.ndarray  # [h, w] bool
-    width: int  # of the frame
-    height: int
-
-    @property
-    def area(self) -> int:
-        return int(np.count_nonzero(self.bits))
-
-    def full(self) -> np.ndarray:
-        """The mask as a frame-sized [height, width] bool array."""
-        frame = np.zeros((self.height, self.width), bool)
-        self.paint(frame, True)
-        return frame
-
-    def paint(self, image: np.ndarray, value) -> None:
-        """Sets ``image``'s pixels under the mask (image: [height, width, ...]) to ``value``."""
-        h, w = self.bits.shape
-        image[self.top : self.top + h, self.left : self.left + w][self.bits] = value
+from ..results.masks import InstanceMask, box_span
 
 
 def _taps(count: int, pixels: np.ndarray, source: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -57,14 +32,6 @@ def _taps(count: int, pixels: np.ndarray, source: int) -> tuple[np.ndarray, np.n
     lower = np.minimum(np.floor(position).astype(np.int64), source - 1)
     upper = np.minimum(lower + 1, source - 1)
     return lower, upper, position - lower
-
-
-def box_span(low: float, high: float, size: int) -> tuple[int, int]:
-    """The pixel indices p with low <= p < high, within 0..size (none when either is NaN)."""
-    if math.isnan(low) or math.isnan(high):
-        return 0, 0
-    first = math.ceil(min(max(low, 0), size))  # clipped first: an infinite side is the frame's edge
-    return first, math.ceil(min(max(high, first), size))
 
 
 @dataclass(frozen=True)
@@ -181,35 +148,3 @@ def _empty(box: Sequence[float], frame_shape: tuple[int, int]) -> InstanceMask:
     first_x, last_x = box_span(box[0], box[2], width)
     first_y, last_y = box_span(box[1], box[3], height)
     return InstanceMask(first_x, first_y, np.zeros((last_y - first_y, last_x - first_x), bool), width, height)
-
-
-def mask_iou(a: InstanceMask, b: InstanceMask) -> float:
-    """The IoU of two masks of one frame (1.0 when both are empty)."""
-    left, top = min(a.left, b.left), min(a.top, b.top)
-    right = max(a.left + a.bits.shape[1], b.left + b.bits.shape[1])
-    bottom = max(a.top + a.bits.shape[0], b.top + b.bits.shape[0])
-    canvas = np.zeros((2, bottom - top, right - left), bool)
-    for layer, mask in zip(canvas, (a, b)):
-        h, w = mask.bits.shape
-        layer[mask.top - top : mask.top - top + h, mask.left - left : mask.left - left + w] = mask.bits
-    union = np.count_nonzero(canvas[0] | canvas[1])
-    return float(np.count_nonzero(canvas[0] & canvas[1]) / union) if union else 1.0
-
-
-def labelled(labels: np.ndarray, label: int, box: Sequence[float]) -> InstanceMask:
-    """Where ``labels`` (a label image) is ``label`` within ``box`` (xyxy frame pixels), as an InstanceMask."""
-    height, width = labels.shape
-    first_x, last_x = box_span(box[0], box[2], width)
-    first_y, last_y = box_span(box[1], box[3], height)
-    return InstanceMask(first_x, first_y, labels[first_y:last_y, first_x:last_x] == label, width, height)
-
-
-def label_image(masks: Sequence[InstanceMask | None], shape: tuple[int, int], dtype=np.uint16) -> np.ndarray:
-    """The instance label image of ``shape`` (height, width): 0 background, k where the k-th mask (1-based) is; where
-    masks overlap the earlier one (the higher score) wins."""
-    labels = np.zeros(shape, dtype)
-    for index in range(len(masks) - 1, -1, -1):  # the earliest painted last
-        mask = masks[index]
-        if mask is not None:
-            mask.paint(labels, index + 1)
-    return labels

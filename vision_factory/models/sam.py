@@ -37,12 +37,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..results.masks import InstanceMask
 from ..runtime.runner import Runner
 from .bounds import check_count
 from .detr import IMAGENET_MEAN, IMAGENET_STD, pil_resize
 from .geometry import rgb_tensor
 from .interface import Interface
-from .masks import InstanceMask, Resampling, _resampled
+from .masks import Resampling, _resampled
 from .sam_interface import (
     BOXES,
     HF,

@@ -32,7 +32,6 @@ from ..cameras import camera_topic
 from ..families.depth import CAMERA_INFO, MAP_INFO, map_topic
 from ..families.family import Family
 from ..images import ImageFormatError, xyz_cloud_cdr
-from ..results.dense import draw, to_cdr
 from ..runtime.runner import Runner
 from .cameras import wanted
 from .inference_node import InferenceNode
@@ -80,8 +79,8 @@ class DepthNode(InferenceNode):
 
     def configure(self) -> None:
         values = self.values
-        self.estimator = self.family.pipeline(values, self.load_runner)  # families/depth.py, as the tools run it
-        estimator = self.estimator
+        self.pipeline = self.family.pipeline(values, self.load_runner)  # families/depth.py, as the tools run it
+        self.estimator = estimator = self.pipeline.model
         self.metric = estimator.depth_kind == "metric"
         size = "x".join(map(str, estimator.processor.size[::-1]))
         self.get_logger().info(
@@ -102,10 +101,10 @@ class DepthNode(InferenceNode):
     def retune(self, values, changed: set[str]):
         """Live parameters (node_live.py): the estimator again on the model loaded (processor size, resize filter,
         max depth), from the next frame."""
-        estimator = self.family.pipeline(values, self.load_runner)
+        pipeline = self.family.pipeline(values, self.load_runner)
 
         def apply() -> None:
-            self.estimator = estimator
+            self.pipeline, self.estimator = pipeline, pipeline.model
 
         return apply
 
@@ -126,21 +125,22 @@ class DepthNode(InferenceNode):
             self.skip_error(exc, camera)
             return
         header = item.header
-        result = self.estimator.infer(frame)
+        ((_, result),) = self.pipeline.push(frame, header)
         for kind, detail in result.problems.items():  # values the model should not give: published as NaN
             self.warn(kind, detail)
-        self.map_pub[camera].publish(to_cdr(header, result))  # serialized here: the map copied once
+        dense = result.dense
+        self.map_pub[camera].publish(dense.to_cdr(header))  # serialized here: the map copied once
         self.outputs += 1
         self.monitor.answered(header, camera)
         info = self.camera_infos.for_stamp(header.stamp, camera)  # this camera's, of this frame's stamp
         if info is not None and self._usable(camera, info):
-            height, width = result.values.shape
+            height, width = dense.values.shape
             scaled = scaled_camera_info(info, header, width, height)
             self.info_pub[camera].publish(scaled)
             if self.metric and wanted(self.points_pub[camera]):
-                self.points_pub[camera].publish(point_cloud(header, result.values, scaled))
+                self.points_pub[camera].publish(point_cloud(header, dense.values, scaled))
         if wanted(self.debug_pub[camera]):
-            self.debug_pub[camera].publish(bgr_to_message(draw(result), header))
+            self.debug_pub[camera].publish(bgr_to_message(dense.draw(), header))
 
     def _usable(self, camera: str, info: CameraInfo) -> bool:
         """Whether ``camera``'s ``info`` places its pixels (camera_infos.py's Intrinsics, as detect_3d_node checks

@@ -29,7 +29,6 @@ import zlib
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
@@ -47,7 +46,7 @@ except ImportError as missing:  # a vision_msgs built before the 3D messages wer
     ) from None
 
 from ..camera_infos import CameraInfoError, CameraInfos, Intrinsics
-from ..families.family import MARKERS_MESSAGE, Output
+from ..families.family import MARKERS_MESSAGE, Input, Output
 from ..images import ImageFormatError
 from ..models.lift3d import (
     CORE,
@@ -59,17 +58,13 @@ from ..models.lift3d import (
     depth_metres,
     lift,
 )
-from ..models.masks import labelled
 from ..parameters import FRACTION, IMAGE_INPUT_PARAMETERS, LIVE, RUNTIME_PARAMETERS, Parameter
-from ..results.detections import (
-    MASK_LABELS,
-    MESSAGE_FIX,
-    detections_from_message,
-    finite_detections,
-    track_colour,
-)
+from ..results.boxes import Boxes
+from ..results.colours import track_colour
+from ..results.finite import MESSAGE_FIX, finite
+from ..results.frame import FrameResult
+from ..results.masks import MaskImageError, Masks
 from ..streaming import PAIRING_WINDOW, Pairing
-from ..text import untrusted
 from .cameras import wanted
 from .inference_node import InferenceNode
 from .messages import image_from_cdr
@@ -106,6 +101,13 @@ PARAMETERS = (
         if p.name != "cameras"  # one camera's detections and depth; a node per camera
     ),
     *RUNTIME_PARAMETERS,
+)
+INPUTS = (  # what it subscribes to, described (--help)
+    Input("detections", "vision_msgs/msg/Detection2DArray", ": any detection node's, boxes in the colour image"),
+    Input("depth", "sensor_msgs/msg/Image", ", 16UC1 millimetres or 32FC1 metres, paired by stamp"),
+    Input("camera_info", "sensor_msgs/msg/CameraInfo", " of the colour image"),
+    Input("depth_camera_info", "sensor_msgs/msg/CameraInfo", " of the depth image, where its size differs"),
+    Input("masks", "sensor_msgs/msg/Image", ", mono16 or mono8 instance labels, paired by stamp", ("use_masks", True)),
 )
 OUTPUTS = (
     Output(
@@ -262,18 +264,18 @@ class Detect3DNode(InferenceNode):
                 depth_msg.data,
                 bool(depth_msg.is_bigendian),
             )
-            detections = detections_from_message(detections_msg)
+            detections = FrameResult(*colour.size, Boxes.from_message(detections_msg))
             if masks_msg is not None:
-                _masks_onto(detections, masks_msg, colour)
+                detections.masks = _masks(detections.boxes, masks_msg, colour)
         except (LiftError, CameraInfoError) as exc:
             self.skip_error(exc, camera)
             return
         # those of a NaN or infinite box or score: no 3D box, counted apart from those without depth
-        screened = finite_detections(detections, "detections", MESSAGE_FIX)
+        screened = finite(detections, "detections", MESSAGE_FIX)
         for kind, detail in screened.problems.items():
             self.warn(kind, detail)
         boxes: list[Box3D | None] = [None] * len(detections)
-        for index, box in zip(screened.kept, lift(screened.detections, depth, colour, k, self.core, self.min_valid)):
+        for index, box in zip(screened.kept, lift(screened.result, depth, colour, k, self.core, self.min_valid)):
             boxes[index] = box
         header = Header(stamp=detections_msg.header.stamp, frame_id=frame)
         self.boxes_pub[camera].publish(detections_3d_message(header, detections_msg, boxes))
@@ -300,30 +302,20 @@ class _Waiting:
         self.header, self.item = item[0].header, item
 
 
-def _masks_onto(detections: list, masks: Any, colour: Intrinsics) -> None:
-    """Gives each detection its mask from the instance label image ``masks`` (label k + 1: the k-th detection; one
-    beyond the encoding's labels keeps none: its box core is read). Of another encoding or size than the colour
-    image's: a LiftError."""
-    if masks.encoding not in MASK_LABELS:
-        raise LiftError(
-            "masks encoding",
-            f"masks is {untrusted(masks.encoding, 40)}: an instance label image is mono16 or mono8 (a detection "
-            "node's ~/masks)",
-        )
-    dtype, most = MASK_LABELS[masks.encoding]
-    dtype = dtype.newbyteorder(">" if masks.is_bigendian else "<")
-    if (masks.width, masks.height) != colour.size or masks.step < masks.width * dtype.itemsize:
+def _masks(boxes: Boxes, masks: Any, colour: Intrinsics) -> Masks:
+    """Each detection's mask from the instance label image ``masks`` (label k + 1: the k-th detection; one beyond
+    the encoding's labels keeps none: its box core is read). Of another encoding or size than the colour image's:
+    a LiftError."""
+    if masks.encoding in ("mono16", "mono8") and (masks.width, masks.height) != colour.size:
         raise LiftError(
             "masks size",
             f"masks is {masks.width}x{masks.height} (step {masks.step}), the colour image {colour.width}x"
             f"{colour.height} (camera_info): remap masks to the same detection node's ~/masks",
         )
-    if len(masks.data) < masks.step * masks.height:
-        raise LiftError("masks size", f"masks has {len(masks.data)} bytes, under step x height")
-    rows = np.frombuffer(masks.data, np.uint8, masks.step * masks.height).reshape(masks.height, masks.step)
-    labels = np.ascontiguousarray(rows[:, : masks.width * dtype.itemsize]).view(dtype)
-    for index, detection in enumerate(detections):
-        detection.mask = labelled(labels, index + 1, detection.xyxy) if index < most else None
+    try:
+        return Masks.from_message(masks, boxes)
+    except MaskImageError as exc:
+        raise LiftError(exc.kind, str(exc)) from None
 
 
 def detections_3d_message(header: Header, detections: Any, boxes: list[Box3D | None]) -> Detection3DArray:

@@ -42,17 +42,8 @@ from ..families.family import Family
 from ..families.pipeline import detector_of
 from ..images import ImageFormatError
 from ..models.global_ids import global_ids, reentry_threshold
-from ..results.detections import (
-    COCO_KEYPOINTS,
-    COCO_SKELETON,
-    detections_from_message,
-    detections_message,
-    draw_detections,
-    label_info_message,
-    masks_message,
-    skeleton_markers,
-    track_markers,
-)
+from ..results.boxes import Boxes, label_info_message, track_markers
+from ..results.frame import FrameResult
 from ..runtime.runner import Runner
 from ..streaming import stamp_ns, stamp_of
 from .cameras import wanted
@@ -92,10 +83,7 @@ class DetectionNode(InferenceNode):
         if head_note:
             self.get_logger().info(head_note)
         self.confidence = values["confidence_threshold"]
-        self.pose = family.result.keypoints
         self.keypoint_threshold = values.get("keypoint_threshold", 0.5)
-        known_skeleton = self.pose and list(self.detector.keypoint_names) == list(COCO_KEYPOINTS)
-        self.skeleton = COCO_SKELETON if known_skeleton else ()
         publishers = self.create_outputs(family.node.outputs)  # families/detection.py's table
         self.detections_pub, self.labels_pub = publishers[family.output_topic], publishers["labels"]
         self.debug_pub = publishers["debug_image"]
@@ -165,14 +153,15 @@ class DetectionNode(InferenceNode):
             return
         boxes = None
         if boxes_msg is not None:  # another node's, paired by stamp: those of the class the prompt keeps
-            boxes = self.family.boxes_prompt.kept(detections_from_message(boxes_msg), self.values)
+            received = FrameResult.of(frame, boxes=Boxes.from_message(boxes_msg))
+            boxes = self.family.boxes_prompt.kept(received, self.values)
         header = image_msg.header
         pipeline = self.pipelines[camera]
         if boxes is None and batches(self.detector):  # a model of a fixed batch over 1 takes one frame padded
-            detections = detect_batch([pipeline.detector], [frame], self.batch_sizes.ran)[0]
-            result = pipeline.track(frame, detections, stamp_of(header))
+            found = detect_batch([pipeline.detector], [frame], self.batch_sizes.ran)[0]
+            result = pipeline.track(frame, found, stamp_of(header))
         else:
-            result = pipeline.push(frame, stamp_of(header), boxes)
+            ((_, result),) = pipeline.push(frame, stamp_of(header), boxes)
             self.batch_sizes.ran(1)
         self._publish(camera, header, frame, result)
 
@@ -187,10 +176,10 @@ class DetectionNode(InferenceNode):
                 self.skip_error(exc, camera)
         detectors = [self.pipelines[camera].detector for camera, _, _ in frames]
         found = detect_batch(detectors, [frame for _, _, frame in frames], self.batch_sizes.ran)
-        for (camera, header, frame), detections in zip(frames, found):
-            self._publish(camera, header, frame, self.pipelines[camera].track(frame, detections, stamp_of(header)))
+        for (camera, header, frame), result in zip(frames, found):
+            self._publish(camera, header, frame, self.pipelines[camera].track(frame, result, stamp_of(header)))
 
-    def _publish(self, camera: str, header, frame, result) -> None:
+    def _publish(self, camera: str, header, frame, result: FrameResult) -> None:
         """A frame's answer, and the markers, masks and debug image that are subscribed, on its camera's topics; what
         was left out of it (a NaN or infinite value: the pipeline's ``problems``) reported once per kind, counted."""
         tracking = self.pipelines[camera].tracking
@@ -199,25 +188,25 @@ class DetectionNode(InferenceNode):
         if result.new_stream:
             named = f"camera {camera}: " if self.multicamera else ""
             self.get_logger().info(f"{named}new stream ({result.new_stream}): tracks reset, IDs count from 1 again")
-        detections, track_ids = result.detections, result.track_ids
+        track_ids = result.boxes.track_ids
         if self.global_ids is not None and track_ids is not None:  # the camera's track IDs as global IDs
             if result.new_stream:
                 self.global_ids.forget(camera)
             threshold = reentry_threshold(pipeline.tracking for pipeline in self.pipelines.values())
-            track_ids = global_ids(self.global_ids, camera, stamp_ns(header) / 1e9, tracking, track_ids, threshold)
-        ids = None if track_ids is None else [tracking_parameters.id_text(track) for track in track_ids]
-        self.detections_pub[camera].publish(detections_message(header, detections, self.detector.keypoint_names, ids))
+            tracks = [result.boxes.track(row) for row in range(len(result))]
+            ids = global_ids(self.global_ids, camera, stamp_ns(header) / 1e9, tracking, tracks, threshold)
+            result = result.with_parts(boxes=result.boxes.tracked(ids))
+        self.detections_pub[camera].publish(result.to_message(header))
         self.outputs += 1
         self.monitor.answered(header, camera)
-        if self.marker_pub is not None and wanted(self.marker_pub[camera]):
-            markers = skeleton_markers(header, detections, self.skeleton, self.keypoint_threshold)
-            self.marker_pub[camera].publish(markers)
+        if self.marker_pub is not None and wanted(self.marker_pub[camera]) and result.keypoints is not None:
+            self.marker_pub[camera].publish(result.keypoints.markers(header, self.keypoint_threshold))
         if self.track_marker_pub is not None and wanted(self.track_marker_pub[camera]):
             self.track_marker_pub[camera].publish(track_markers(header, tracking.tracker.active))
-        if self.masks_pub is not None and wanted(self.masks_pub[camera]) and self.pipelines[camera].masks:
-            self.masks_pub[camera].publish(masks_message(header, detections, frame.shape[:2], self.mask_encoding))
+        if self.masks_pub is not None and wanted(self.masks_pub[camera]) and result.masks is not None:
+            self.masks_pub[camera].publish(result.masks.to_message(header, result, self.mask_encoding))
         if wanted(self.debug_pub[camera]):
-            annotated = draw_detections(frame.copy(), detections, self.skeleton, self.keypoint_threshold, track_ids)
+            annotated = result.draw(frame.copy(), self.keypoint_threshold)
             self.debug_pub[camera].publish(bgr_to_message(annotated, header))
 
 

@@ -224,6 +224,15 @@ class InferenceNode(NodeInputs, NodeWorkers, NodeOutputs, NodeDiagnostics, NodeL
         self.finalized = True
         return super().on_shutdown(state)
 
+    def destroy_node(self) -> None:
+        """Stop following and the inference threads first (they hold the node, so its context's DDS participant
+        would live on, announcing the node, after a destroy without the shutdown transition: an embedding process's
+        or a test's), then destroy it."""
+        if hasattr(self, "_threads"):  # not so when its construction failed
+            self._stop_following()
+            self._stop_worker()
+        super().destroy_node()
+
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._stop_following()
         self._stop_listening()

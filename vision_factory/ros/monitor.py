@@ -40,7 +40,7 @@ from std_msgs.msg import Float64, Header
 from ..text import untrusted
 from .cameras import wanted
 from .parameters import OUTPUT_QOS_OVERRIDES
-from .transport import UDP_MESSAGE, advice, receive_limit
+from .transport import advice, receive_limit
 
 WINDOW_S = 10.0  # the diagnostics' window: rate, drops, skips and percentiles over the last seconds
 SAMPLES = 2000  # per ring buffer (latency, processing time): bounded whatever the frame rate
@@ -362,11 +362,8 @@ class Monitor:
             text += f"; {reason}"
         if self.never_arrived:
             return f"{text}; {self._lost_text(node.frames_in, self.never_arrived, 'since it started')}"
-        if self.frame_bytes > UDP_MESSAGE:  # sent in fragments: the transport may lose them all
-            return (
-                f"{text}. The publisher paused or stopped sending (the end of a bag or a stream), or its frames are "
-                f"lost on the way: {self._transport_cause()}"
-            )
+        # Frames of this size came whole and none was reported lost: the transport carries them (a transport that
+        # loses them, as a 512 KB shared-memory segment loses larger frames, loses them all: silence_reason's case).
         return f"{text}. The publisher paused or stopped sending (the end of a bag or a stream)"
 
     def _transport_cause(self) -> str:

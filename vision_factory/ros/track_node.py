@@ -16,12 +16,17 @@ camera, one re-id model).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from vision_msgs.msg import Detection2DArray  # noqa: F401  imported at start: a node without it says so (ros/start.py)
 
 from ..families.family import Family
-from ..families.tracking import diagnostic_values, id_text, live_config
+from ..families.tracking import diagnostic_values, live_config
 from ..images import ImageFormatError
-from ..results.detections import MESSAGE_FIX, detections_from_message, draw_detections, finite_detections, track_markers
+from ..results.boxes import Boxes, id_text, track_markers
+from ..results.finite import MESSAGE_FIX, finite
+from ..results.frame import FrameResult
+from ..results.keypoints import Keypoints
 from ..runtime.runner import Runner
 from .cameras import wanted
 from .inference_node import InferenceNode
@@ -76,15 +81,22 @@ class TrackNode(InferenceNode):
         except ImageFormatError as exc:
             self.skip_error(exc, camera)
             return
+        keypoints = Keypoints.from_message(detections_msg)  # drawn as they are, without limbs
+        received = FrameResult.of(
+            frame,
+            boxes=Boxes.from_message(detections_msg),
+            keypoints=None if keypoints is None else replace(keypoints, skeleton=()),
+        )
         # those of a NaN or infinite box or score are not tracked (republished with an empty id), counted
-        screened = finite_detections(detections_from_message(detections_msg), "detections", MESSAGE_FIX)
+        screened = finite(received, "detections", MESSAGE_FIX)
         for kind, detail in screened.problems.items():
             self.warn(kind, detail)
-        detections = screened.detections
-        for detection in detections:
-            detection.class_id = self.classes.setdefault(detection.class_name, len(self.classes))
+        boxes = screened.result.boxes
+        # tracked per class: each class name the tracker's class id, in order of first sight
+        classes = [self.classes.setdefault(label, len(self.classes)) for label in boxes.labels]
+        detections = screened.result.with_parts(boxes=Boxes(boxes.xyxy, boxes.scores, classes, boxes.labels))
         stream = self.streams[camera]
-        track_ids = stream.update(detections_msg.header, frame, detections)
+        track_ids = stream.update(detections_msg.header, frame, detections.boxes)
         ids: list[int | None] = [None] * len(detections_msg.detections)
         for index, track in zip(screened.kept, track_ids):
             ids[index] = track
@@ -96,8 +108,8 @@ class TrackNode(InferenceNode):
         if wanted(self.marker_pub[camera]):
             self.marker_pub[camera].publish(track_markers(detections_msg.header, stream.tracking.tracker.active))
         if wanted(self.debug_pub[camera]):
-            annotated = draw_detections(frame.copy(), detections, (), track_ids=track_ids)
-            self.debug_pub[camera].publish(bgr_to_message(annotated, image_msg.header))
+            tracked = detections.with_parts(boxes=detections.boxes.tracked(track_ids))
+            self.debug_pub[camera].publish(bgr_to_message(tracked.draw(frame.copy()), image_msg.header))
 
 
 def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:

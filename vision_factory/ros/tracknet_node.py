@@ -30,7 +30,7 @@ from ..families.family import Family
 from ..images import ImageFormatError
 from ..models.ball_stream import FrameSizeChanged
 from ..models.tracknet_stream import StreamStats
-from ..results.ball import ball_message, draw_trajectory, trajectory_markers
+from ..results.ball import Ball, draw_trajectory, trajectory_markers
 from ..runtime.runner import Runner
 from .cameras import wanted
 from .inference_node import InferenceNode
@@ -122,7 +122,7 @@ class TrackNetNode(InferenceNode):
         """A frame dropped from the full queue is still answered, at once: not seen (z = 0)."""
         msg, frame, _ = item
         if frame is not None:  # a message that is no frame is never answered
-            self.ball_pub[camera].publish(ball_message(msg.header, 0, 0, False))
+            self.ball_pub[camera].publish(Ball(0, 0, False).to_message(msg.header))
             self.dropped_answers += 1
 
     def on_idle(self, camera: str) -> bool:
@@ -193,13 +193,13 @@ class TrackNetNode(InferenceNode):
 
     def _publish(self, camera: str, outputs) -> None:
         trajectory = self.trajectories[camera]
-        for (header, debug_frame), prediction in outputs:
-            visible = prediction["Visibility"] == 1
-            self.ball_pub[camera].publish(ball_message(header, prediction["X"], prediction["Y"], visible))
+        for (header, debug_frame), result in outputs:
+            ball = result.ball
+            self.ball_pub[camera].publish(ball.to_message(header))
             self.outputs += 1
             self.monitor.answered(header, camera)
-            if visible:
-                trajectory.append((prediction["X"], prediction["Y"]))
+            if ball.visible:
+                trajectory.append((ball.x, ball.y))
             if wanted(self.marker_pub[camera]):
                 self.marker_pub[camera].publish(trajectory_markers(header, trajectory))
             if debug_frame is not None:

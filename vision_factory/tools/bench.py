@@ -134,8 +134,9 @@ def _maps(model_type: str | None) -> bool:
 
 
 def _map_estimator(runner, model: Path, model_type: str):
+    """The dense model of the family's pipeline (families/frame_pipeline.py's SingleFrame)."""
     spec = family(model_type)
-    return spec.pipeline(spec.values_from_model(model, "bench"), lambda path: runner)
+    return spec.pipeline(spec.values_from_model(model, "bench"), lambda path: runner).model
 
 
 def _map_feeds(runner, model: Path, model_type: str) -> dict[str, np.ndarray]:

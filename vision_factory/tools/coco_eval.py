@@ -4,11 +4,9 @@ metrics named mask_AP, mask_AP50, ... beside the boxes'."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,8 +15,8 @@ import numpy as np
 
 from ..families.registry import FAMILIES, SINGLE_MODEL_DETECTORS, family
 from ..files import output_folder, write_text
-from ..results.detections import differences as detection_differences
-from ..results.detections import mask_rle
+from ..results.coco import category_ids, coco_metrics, coco_results
+from ..results.coco import differences as output_differences
 from ..text import shown_path, untrusted
 from .coco_masks import image_size_problem, segmentation_problem
 from .commands import CommandReport, UsageError
@@ -195,28 +193,10 @@ def check_results(results: Any, path: Path, iou_type: str, truth: dict[str, Any]
 
 
 def evaluate_coco(truth_path: Path, results_path: Path, iou_type: str) -> dict[str, float]:
-    """Metrics of a COCO results file (a list of detections) against a COCO annotation file."""
-    from pycocotools.coco import COCO
-    from pycocotools.cocoeval import COCOeval
-
+    """Metrics of a COCO results file (a list of detections) against a COCO annotation file (results/coco.py)."""
     truth = check_truth(_load_json(truth_path, "COCO annotations"), truth_path, iou_type)
     results = check_results(_load_json(results_path, "COCO results"), results_path, iou_type, truth, truth_path)
-    names = ("AP", "AP50", "AP75", "AR20") if iou_type == "keypoints" else ("AP", "AP50", "AP75", "AR100")
-    if not results:
-        return dict.fromkeys(names, 0.0)
-    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
-        ground_truth = COCO()
-        ground_truth.dataset = truth
-        ground_truth.createIndex()
-        evaluation = COCOeval(ground_truth, ground_truth.loadRes(results), iou_type)
-        evaluation.evaluate()
-        evaluation.accumulate()
-        evaluation.summarize()
-    stats = evaluation.stats
-    # summarize() order: bbox and segm AP, AP50, AP75, APs, APm, APl, AR1, AR10, AR100, ...; keypoints AP, AP50,
-    # AP75, APm, APl, AR20, ...
-    indices = (0, 1, 2, 5) if iou_type == "keypoints" else (0, 1, 2, 8)
-    return {name: max(0.0, float(stats[index])) for name, index in zip(names, indices)}
+    return coco_metrics(truth, results, iou_type)
 
 
 def with_masks(results_path: Path) -> bool:
@@ -243,19 +223,6 @@ def annotation_file(data: Path) -> Path:
             f"no COCO annotations at {shown_path(path)}: give the JSON file or a folder with annotations.json"
         )
     return path
-
-
-def category_ids(names: list[str], categories: list[dict[str, Any]]) -> dict[int, int]:
-    """Class id -> COCO category id: by name when any class name is a category's, else by position.
-
-    A class with no category (its name is none of the categories' while others' are, or its id is
-    past the last category) is absent: its detections are not scored rather than given another
-    class's category.
-    """
-    by_name = {category["name"]: category["id"] for category in categories}
-    if any(name in by_name for name in names):
-        return {class_id: by_name[name] for class_id, name in enumerate(names) if name in by_name}
-    return {class_id: category["id"] for class_id, category in enumerate(categories[: len(names)])}
 
 
 @dataclass
@@ -299,26 +266,10 @@ def predict_coco(detector, data: Path, iou_type: str) -> CocoPredictions:
             raise ValueError(
                 f"image {untrusted(image['file_name'])} of {shown_path(annotations)} not found or unreadable beside it"
             )
-        for detection in detector.detect(frame):
-            category = category_of.get(detection.class_id)
-            if category is None:
-                predictions.skipped[(detection.class_id, detection.class_name)] += 1
-                continue
-            predictions.results.append(coco_result(image["id"], category, detection, iou_type == "keypoints"))
+        found, skipped = coco_results(image["id"], detector.detect(frame), category_of, iou_type == "keypoints")
+        predictions.results += found
+        predictions.skipped.update(skipped)
     return predictions
-
-
-def coco_result(image_id: int, category_id: int, detection, keypoints: bool = False) -> dict:
-    """One detection as a COCO result: its box as x, y, width, height, with ``keypoints`` its keypoints flat, and
-    its instance mask, if it has one, as ``segmentation`` (run-length encoded)."""
-    x1, y1, x2, y2 = detection.xyxy
-    result = {"image_id": image_id, "category_id": category_id, "score": detection.score}
-    result["bbox"] = [x1, y1, x2 - x1, y2 - y1]
-    if keypoints:
-        result["keypoints"] = np.asarray(detection.keypoints, dtype=np.float64).ravel().tolist()
-    if getattr(detection, "mask", None) is not None:
-        result["segmentation"] = mask_rle(detection.mask)
-    return result
 
 
 @dataclass
@@ -400,8 +351,19 @@ def compare_detections(
     ]
     warnings = [f"{name}: {note}" for name, run in zip("AB", runs) if (note := run.predictions.skipped_note(data))]
     differences = {
-        "outputs": detection_differences(*(run.predictions.results for run in runs)),
+        "outputs": output_differences(*(run.predictions.results for run in runs)),
         **metric_differences(*(run.metrics for run in runs)),
     }
     report, path = save_comparison(configurations, [run.runs_on for run in runs], ("data", data), differences, out_dir)
     return CommandReport(describe_comparison(report, path), warnings=warnings)
+
+
+def evaluate_command(model_type: str, options: Mapping[str, Any]) -> CommandReport:
+    """`eval` of detections: ``evaluate_detections`` with eval's options (by name)."""
+    o = options
+    return evaluate_detections(model_type, o["data"], o["out_dir"], o["predictions"], o["model"], o["target"])
+
+
+def compare_command(model_type: str, configurations: Sequence[tuple[Path, str]], options: Mapping[str, Any]):
+    """`compare` of detections: ``compare_detections`` over compare's --data."""
+    return compare_detections(model_type, configurations, options["data"], options["out_dir"])

@@ -107,7 +107,7 @@ class DemoReport:
         )
         marks = "; ".join(f"{_mark_name(marker)}: {label}" for label, _, marker in MARKS.values())
         lines.append(f"picture: {self.picture} ({marks})")
-        lines.append(f"outputs: {replayed.output_bag}, {replayed.ball_csv}")
+        lines.append(f"outputs: {replayed.output_bag}, {replayed.answers}")
         return "\n".join(lines)
 
 
@@ -153,7 +153,7 @@ def run_demo(
         params["inpaint_model_path"] = str(build_inpaint_model(out_dir / "inpaintnet_synthetic.onnx", 16))
         params["inpaint_seq_len"] = "16"
     result = replay(bag, out_dir / "replay", params=params)
-    predicted = {row[0]: (row[1], int(row[2]), int(row[3])) for row in read_ball_csv(result.ball_csv)}
+    predicted = {row[0]: (row[1], int(row[2]), int(row[3])) for row in read_ball_csv(result.answers)}
     untracked = frames_before_stream("subtract", median_warmup)
     frames = [FrameResult(t.frame, t, predicted.get(t.frame), t.frame < untracked) for t in clip.truth]
     picture = draw_trajectories(clip, frames, out_dir / "trajectory.png")

@@ -70,9 +70,9 @@ def detections_3d(message: Any, topic: str) -> str:
 
 def ball(message: Any, topic: str) -> str:
     """geometry_msgs/PointStamped of a ball node: x, y in pixels and whether it was seen (results/ball.py)."""
-    from ..results.ball import ball_row
+    from ..results.ball import Ball
 
-    _, visible, x, y = ball_row(0, message)
+    _, visible, x, y = Ball.from_message(message).row(0)
     return f"ball at ({x}, {y})" if visible else f"ball not visible (z {message.point.z:g})"
 
 
@@ -88,11 +88,11 @@ def image(message: Any, topic: str) -> str:
     text = f"{message.width}x{message.height} {untrusted(message.encoding, 40)}"
     if message.encoding != "32FC1":
         return f"{text}, {len(message.data)} bytes"
-    from ..results.dense import from_message
+    from ..results.dense import DenseMap
 
     kind, unit = DENSE.get(topic.rsplit("/", 1)[-1], ("values", ""))
     try:
-        values = from_message(message, unit, kind).values
+        values = DenseMap.from_message(message, unit, kind).values
     except ValueError as exc:  # data shorter than its size says
         return f"{text}: {untrusted(exc)}"
     valid = values[np.isfinite(values)]

@@ -40,6 +40,7 @@ from ..runtime.runner import Runner
 from ..text import shown_path
 from .commands import CommandReport, UsageError
 from .compare import configuration_name
+from .evaluation import evaluation
 from .quantize_backends import (
     float_tail,
     named_nodes,
@@ -376,10 +377,10 @@ def compare_models(
     configurations = ((Path(model), REFERENCE), (Path(quantized), target))
     if family(model_type).runs_on:
         return compare_on_people(model_type, configurations, data, options or {}, detector_model, out_dir)
-    spec = family(model_type)  # the family's result kind compares (results/<kind>.py's compare_runs)
+    spec = family(model_type)  # the family's result kind compares (tools/evaluation.py)
     given = {"source": source, "data": data, "median_warmup": None, "out_dir": out_dir, "options": options or {}}
     given["heatmap_threshold"] = next((p.default for p in spec.parameters if p.name == "heatmap_threshold"), None)
-    return spec.result.module().compare_runs(model_type, configurations, given)
+    return evaluation(spec.result).compare(model_type, configurations, given)
 
 
 def compare_on_people(
@@ -394,8 +395,7 @@ def compare_on_people(
     over every frame of ``data`` (a folder of images, a video or a rosbag2; no truth scores them): each
     configuration built as its node builds it, the person detector on onnx:cpu for both. rtmpose: its
     detections' differences (compare's, keypoints included); reid: the cosine of each person's two embeddings."""
-    from ..results.detections import differences as detection_differences
-    from .coco_eval import coco_result
+    from ..results.coco import coco_results, differences
     from .compare import describe_comparison, save_comparison
     from .predict import detector_from_options
 
@@ -421,25 +421,25 @@ def compare_on_people(
             detector = detector_from_options(
                 model_type, model, target, options, detector_model, load=loader(model, target)
             )
+            found = [detector.detect(frame) for frame in frames]  # each class its own category
+            categories = [{int(c): int(c) for c in result.boxes.class_ids} for result in found]
             results.append(
-                [
-                    coco_result(index, found.class_id, found, keypoints=True)
-                    for index, frame in enumerate(frames)
-                    for found in detector.detect(frame)
-                ]
+                [row for i, result in enumerate(found) for row in coco_results(i, result, categories[i], True)[0]]
             )
-        outputs = detection_differences(*results)
+        outputs = differences(*results)
     else:
         people = detector_from_options(PERSON_DETECTOR, detector_model, REFERENCE, options)
-        boxes = [[found.xyxy for found in people.detect(frame)] for frame in frames]
-        if not any(boxes):
+        boxes = [people.detect(frame).boxes.xyxy for frame in frames]
+        if not any(len(found) for found in boxes):
             raise ValueError(
                 f"{Path(detector_model).name} finds no people in {shown_path(data)}: give --data with people to compare"
             )
         embeddings = []
         for model, target in configurations:
             embedder = spec.build(spec.values_from_model(model), loader(model, target))
-            embeddings.append(np.vstack([embedder.embed(frame, found) for frame, found in zip(frames, boxes) if found]))
+            embeddings.append(
+                np.vstack([embedder.embed(frame, found) for frame, found in zip(frames, boxes) if len(found)])
+            )
         cosine = np.sum(embeddings[0] * embeddings[1], axis=1)  # unit rows (all-zero for a box outside the frame)
         outputs = {"frames": len(frames), "people": len(cosine), "cosine_min": float(cosine.min())}
         outputs["cosine_mean"] = float(cosine.mean())

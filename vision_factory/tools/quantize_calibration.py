@@ -101,17 +101,14 @@ def calibration_inputs(
     if spec.result is None:  # no result of its own: an embedder of people's crops, as the tracker builds it (reid)
         people = detector_from_options(PERSON_DETECTOR, detector_model, REFERENCE, options or {})
         embedder = spec.build(spec.values_from_model(model, "quantize"), load)
-        read = sum(
-            1 for frame in calibration if embedder.embed(frame, [d.xyxy for d in people.detect(frame)]) is not None
-        )
+        read = sum(1 for frame in calibration if embedder.embed(frame, people.detect(frame).boxes.xyxy) is not None)
     elif spec.result.streamed:  # a stream (tracknet): the node's pipeline, of the values its model file records
         stream = spec.pipeline(spec.values_from_model(model, "quantize"), load)
         read = sum(1 for index, frame in enumerate(calibration) if stream.push(frame, index) is not None)
         stream.flush()
     else:  # a detector (or a dense model), as `predict` builds it from ``options``, run as predict runs it
-        detector = detector_from_options(model_type, model, REFERENCE, options or {}, detector_model, load=load)
-        kind = spec.result.module()
-        read = sum(1 for frame in calibration if kind.run(detector, frame) is not None)
+        adapter = detector_from_options(model_type, model, REFERENCE, options or {}, detector_model, load=load)
+        read = sum(1 for frame in calibration if adapter(frame) is not None)
     feeds = [feed for recorder in recorders for feed in recorder.feeds]
     if not feeds:
         raise ValueError(

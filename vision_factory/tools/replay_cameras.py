@@ -29,17 +29,13 @@ from .replay import (
     MAX_IN_FLIGHT,
     _restamped,
     _stamp,
-    _wait_for_end,
-    _wait_for_node,
-    _wait_in_flight,
     checked_overrides,
     clear_earlier_run,
     node_parameters,
     node_spec,
     params_file_values,
-    stop_replay,
-    use_shared_memory_profile,
 )
+from .replay_node import _wait_for_end, _wait_for_node, _wait_in_flight, stop_replay, use_shared_memory_profile
 from .replay_outputs import write_answers
 
 
@@ -251,7 +247,15 @@ def replay_cameras(
         output_folder(out_dir, name, "--out")
         source = sources_by_name[name]
         path = write_answers(
-            spec, answer_files[name], received[name], recorded, source.bag, topics[name], frame_of[name]
+            spec.result,
+            spec.main_output,
+            answer_files[name],
+            received[name],
+            recorded,
+            source.bag,
+            topics[name],
+            frame_of[name],
+            spec.measures,
         )
         written[name] = str(path)
     counts = {name: len(frame_of[name]) for name in names}

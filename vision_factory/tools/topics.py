@@ -130,9 +130,9 @@ class FrameSaver:
 
         try:
             if getattr(message, "encoding", "") == "32FC1":
-                from ..results.dense import draw, from_message
+                from ..results.dense import DenseMap
 
-                picture = draw(from_message(message, "", ""))
+                picture = DenseMap.from_message(message, "", "").draw()
             else:
                 picture = message_to_bgr(message)
         except ValueError as exc:  # images.ImageFormatError and the like: an encoding, a size that cannot be read

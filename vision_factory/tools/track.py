@@ -28,7 +28,8 @@ from ..files import output_folder, staged
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import with_defaults
 from ..quiet import quiet_videos
-from ..results.detections import Detection
+from ..results.boxes import Boxes
+from ..results.frame import FrameResult
 from ..runtime.backends import load_target
 from ..text import shown_path, untrusted
 from .commands import UsageError
@@ -242,16 +243,13 @@ def _check_detector(model_type: str) -> None:
         raise UsageError(f"track runs {', '.join(SINGLE_MODEL_DETECTORS)} models, not {model_type}", "--model-type")
 
 
-Kept = list[tuple[Detection, int]]  # a frame's detections that have a track ID, with it
-
-
 def tracked_frames(
     frames: Iterable[np.ndarray], pipelines: Sequence[DetectionPipeline]
-) -> Iterator[tuple[int, np.ndarray, list[Kept]]]:
+) -> Iterator[tuple[int, np.ndarray, list[FrameResult]]]:
     """Each frame's number (from 1), the frame and, per pipeline of ``pipelines`` (``build_pipelines``'), its
-    tracked detections: the detector (the pipelines share it) runs once a frame, every pipeline's tracking updates
-    on its detections (to compare configurations on one run). A frame of another size than the first is an error
-    (tracks are in the stream's pixels)."""
+    detections that have a track ID (each with it): the detector (the pipelines share it) runs once a frame, every
+    pipeline's tracking updates on its detections (to compare configurations on one run). A frame of another size
+    than the first is an error (tracks are in the stream's pixels)."""
     size = None
     for number, frame in enumerate(frames, start=1):
         if size is None:
@@ -261,19 +259,18 @@ def tracked_frames(
                 f"frame {number} is {frame.shape[1]}x{frame.shape[0]}, the stream's first "
                 f"{size[1]}x{size[0]}: a stream's frames have one size (tracks are in its pixels)"
             )
-        detections = pipelines[0].detector.detect(frame)
+        found = pipelines[0].detector.detect(frame)
         kept = []
         for pipeline in pipelines:
-            found = pipeline.track(frame, detections, number)
-            tracked = zip(found.detections, found.track_ids)
-            kept.append([(detection, track_id) for detection, track_id in tracked if track_id is not None])
+            tracked = pipeline.track(frame, found, number)
+            kept.append(tracked[tracked.boxes.track_ids >= 0])
         yield number, frame, kept
 
 
-def _rows(number: int, kept: Kept) -> Iterator[tuple[int, int, float, float, float, float, float]]:
-    for detection, track_id in kept:
-        x1, y1, x2, y2 = detection.xyxy
-        yield number, track_id, x1, y1, x2 - x1, y2 - y1, detection.score
+def _rows(number: int, kept: FrameResult) -> Iterator[tuple[int, int, float, float, float, float, float]]:
+    boxes = kept.boxes
+    for (x1, y1, x2, y2), score, track_id in zip(boxes.xyxy.tolist(), boxes.scores.tolist(), boxes.track_ids.tolist()):
+        yield number, track_id, x1, y1, x2 - x1, y2 - y1, score
 
 
 def build_pipelines(
@@ -331,12 +328,12 @@ def track_frames(
     return [boxes_from_rows(found, f"tracks {index + 1}") for index, found in enumerate(rows)]
 
 
-def _annotated(frame: np.ndarray, kept) -> np.ndarray:
-    """The frame with each tracked box drawn (results/detections.py), its label led by the track ID."""
-    from ..results.detections import draw_detections
-
-    labelled = [dataclasses.replace(d, class_name=f"#{track_id} {d.class_name}") for d, track_id in kept]
-    return draw_detections(frame.copy(), labelled)
+def _annotated(frame: np.ndarray, kept: FrameResult) -> np.ndarray:
+    """The frame with each tracked box drawn (results/boxes.py) in the boxes' colour, its label led by its ID."""
+    boxes = kept.boxes
+    labels = [f"#{track_id} {label}" for label, track_id in zip(boxes.labels, boxes.track_ids.tolist())]
+    relabelled = Boxes(boxes.xyxy, boxes.scores, boxes.class_ids, labels, boxes.names)
+    return kept.with_parts(boxes=relabelled).draw(frame.copy())
 
 
 def _video_fps(path: Path) -> float:
@@ -366,10 +363,9 @@ def track_detections(detections: MotBoxes, config: TrackerConfig | None = None, 
     rows = []
     for frame in range(1, max(frames, default=0) + 1):  # frames with no detection still advance the tracker
         indices = frames.get(frame, ())
-        found = [
-            Detection((x, y, x + w, y + h), float(detections.scores[i]), 0, class_name)
-            for i, (x, y, w, h) in zip(indices, detections.boxes[indices])
-        ]
+        boxes = np.asarray(detections.boxes[indices], np.float64).reshape(-1, 4)
+        corners = np.concatenate([boxes[:, :2], boxes[:, :2] + boxes[:, 2:]], axis=1)
+        found = Boxes(corners, detections.scores[indices], np.zeros(len(boxes), np.int64), [class_name] * len(boxes))
         for index, track_id in zip(indices, tracker.update(found)):
             if track_id is not None:
                 rows.append((frame, track_id, *detections.boxes[index], detections.scores[index]))

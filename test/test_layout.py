@@ -85,7 +85,7 @@ LAYERS = (
     ("ros", ("ros/", "*_onnx_node.py", "detect_3d_node.py")),
     ("generator", ("generator/",)),
     ("tools", ("tools/",)),
-    ("cli", ("cli_support.py", "cli_nodes.py", "cli.py")),
+    ("cli", ("cli_support.py", "cli_nodes.py", "cli_bags.py", "cli_measure.py", "cli_predict.py", "cli.py")),
 )  # fmt: skip
 
 
@@ -204,11 +204,9 @@ def _family_comparisons(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-@pytest.mark.parametrize(
-    "relative", [name for name in sorted(SOURCES) if name == "cli.py" or name.startswith("tools/")]
-)
+@pytest.mark.parametrize("relative", [name for name in sorted(SOURCES) if name.startswith(("cli", "tools/"))])
 def test_the_cli_and_tools_ask_a_familys_result_kind_not_its_name(relative):
-    """cli.py and tools/ tell families apart by their data (result kind, runs_on, pipeline, values_from_model,
+    """cli*.py and tools/ tell families apart by their data (result kind, runs_on, pipeline, values_from_model,
     accuracy_loss), never by comparing a name or a message type."""
     found = _family_comparisons(SOURCES[relative])
     assert not found, f"{relative} compares family names: {found}"

@@ -63,10 +63,11 @@ def _tokens(detector) -> list:
     return prompt.input_ids.tolist() if hasattr(prompt, "input_ids") else prompt.feeds["input_ids"].tolist()
 
 
-def _same_detections(found, expected: list[dict]) -> None:
+def _same_detections(result, expected: list[dict]) -> None:
     """Each expected detection matched by one found of its phrase (or of a phrase tied with it to 2e-4: another
     CPU's rounding may turn such a tie), box within 2 px and score within 0.01; none found besides. Matched rather
-    than zipped: queries scoring alike may trade places."""
+    than zipped: queries scoring alike may trade places. ``result``: the frame's FrameResult."""
+    found = result.boxes
     assert len(found) == len(expected), (len(found), len(expected))
     free = list(range(len(found)))
     for reference in expected:
@@ -76,13 +77,13 @@ def _same_detections(found, expected: list[dict]) -> None:
                 i
                 for i in free
                 if found.class_ids[i] in phrases
-                and np.abs(found.boxes[i] - reference["xyxy"]).max() <= 2.0
+                and np.abs(found.xyxy[i] - reference["xyxy"]).max() <= 2.0
                 and abs(float(found.scores[i]) - reference["score"]) <= 0.01
             ),
             None,
         )
-        assert match is not None, (reference, [(found.class_names[i], found.boxes[i], found.scores[i]) for i in free])
-        assert found.class_names[match] == found.class_names[match].strip() and found.class_names[match]
+        assert match is not None, (reference, [(found.labels[i], found.xyxy[i], found.scores[i]) for i in free])
+        assert found.labels[match] == found.labels[match].strip() and found.labels[match]
         free.remove(match)
 
 
@@ -91,15 +92,17 @@ def test_the_same_detections_as_transformers_processor_and_post_processing(runne
     model = MODELS[file]
     assert hashlib.sha256((DATA / file).read_bytes()).hexdigest() == REFERENCE["sha256"][file], "not the file recorded"
     detector = _detector(runners, file)
-    found = detector.detect(_frame(case["image"]), case["prompt"])
+    result = detector.detect(_frame(case["image"]), case["prompt"])
     assert _tokens(detector) == case["input_ids"]  # the processor's own tokens, padding and all
     named = [d for d in case["detections"] if d["class_id"] is not None]
-    _same_detections(found, named)
+    _same_detections(result, named)
+    found = result.boxes
     for unnamed in (d for d in case["detections"] if d["class_id"] is None):  # left out: it names no phrase
-        assert not len(found) or np.abs(found.boxes - unnamed["xyxy"]).max(axis=1).min() > 2.0
+        assert not len(found) or np.abs(found.xyxy - unnamed["xyxy"]).max(axis=1).min() > 2.0
     assert list(found.scores) == sorted(found.scores, reverse=True)  # best first
     phrases = list(parse_phrases(case["prompt"]))
-    assert all(found.class_names[i] == phrases[c] for i, c in enumerate(found.class_ids))
+    assert all(found.labels[i] == phrases[c] for i, c in enumerate(found.class_ids))
+    assert found.names == tuple(phrases) == tuple(detector.names)  # the class map: the prompt's phrases
     if model["layout"] in ("hf", "idea"):
         bert = detector.tokenizer.tokenizer
         for reference in named:  # a word piece of the phrase is among those transformers' label decodes

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..results.boxes import Boxes
 from ..runtime.runner import Runner, tensors_text
 from ..text import untrusted
 from .depth_interface import IMAGENET_MEAN, IMAGENET_STD
@@ -34,7 +35,6 @@ from .detr import pil_resize
 from .geometry import rgb_tensor
 from .interface import Interface
 from .open_vocab import (
-    PhraseDetections,
     PromptedDetector,
     Size,
     check_threshold,
@@ -189,7 +189,7 @@ class GroundingDino(PromptedDetector):
             feeds["pixel_mask"] = self._typed("pixel_mask", np.ones((1, height, width), np.int64))
         return feeds, (image_bgr.shape[1], image_bgr.shape[0])
 
-    def decode(self, outputs: list[np.ndarray], size: Size, prompt: GroundingPrompt) -> PhraseDetections:
+    def decode(self, outputs: list[np.ndarray], size: Size, prompt: GroundingPrompt) -> Boxes:
         """The model's outputs for one frame -> the detections that name a phrase, best first."""
         logits = np.asarray(outputs[self._outputs[self._logits]])[0]
         boxes = np.asarray(outputs[self._outputs["pred_boxes"]])[0]

@@ -2,19 +2,20 @@
 per new phrases, counted, used by every frame after), their result, the one function that makes it, and the image
 size a text-prompted export runs at.
 
-The result is a small object of plain arrays for now: boxes x1, y1, x2, y2 in the frame's pixels, scores, the
-phrase's index in the prompt as ``class_ids`` and the phrase as ``class_names``, best first. ``phrase_detections``
-is the one place that makes it (when results/ has its Boxes part, that function is what changes).
+The result is the frame's FrameResult with its Boxes (results/boxes.py): x1, y1, x2, y2 in the frame's pixels,
+scores, the phrase's index in the prompt as ``class_ids``, the phrase as each row's label and the prompt's phrases as
+the class map (``names``), best first. ``phrase_detections`` is the one place that makes these Boxes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..results.boxes import Boxes
+from ..results.frame import FrameResult
 from ..runtime.runner import Runner, TensorInfo, fixed_dim, tensor_text
 from .bounds import check_input_size
 from .open_vocab_interface import parse_phrases
@@ -22,28 +23,22 @@ from .open_vocab_interface import parse_phrases
 Size = tuple[int, int]  # the frame's (width, height)
 
 
-@dataclass(frozen=True)
-class PhraseDetections:
-    """One frame's detections of a prompt's phrases, best first."""
-
-    boxes: np.ndarray  # [N, 4] float64 x1, y1, x2, y2 in the frame's pixels (not clipped, as the exporters')
-    scores: np.ndarray  # [N] float32
-    class_ids: np.ndarray  # [N] int64: the phrase's index in the prompt
-    class_names: tuple[str, ...]  # the phrase of each
-
-    def __len__(self) -> int:
-        return len(self.scores)
-
-
 class PromptedDetector:
     """A detector of a prompt's phrases: ``set_prompt`` encodes the phrases once (``encodings`` counts it) and keeps
     them for every frame ``detect`` is given after; a prompt of the same phrases (as text or list) is not encoded
     again. The adapter gives ``_encode`` (phrases -> an encoded prompt with ``phrases`` and the model's text
-    ``feeds``), ``preprocess`` (frame -> image feeds, (width, height)) and ``decode``."""
+    ``feeds``), ``preprocess`` (frame -> image feeds, (width, height)) and ``decode``. A Detector
+    (results/frame.py): its class names are the phrases of the prompt set, ``detect`` also its call."""
 
     runner: Runner
     encodings: int = 0  # prompts encoded: once per new prompt, never per frame
     prompt: Any = None
+    keypoint_names: list[str] = []
+
+    @property
+    def names(self) -> list[str]:
+        """The class map: the phrases of the prompt set (class id: the phrase's index); [] before one."""
+        return list(self.prompt.phrases) if self.prompt is not None else []
 
     def set_prompt(self, prompt: str | Sequence[str]) -> Any:
         """The prompt every frame is detected with from now on; encoded only when its phrases are new."""
@@ -58,13 +53,16 @@ class PromptedDetector:
         self.encodings += 1
         return encoded
 
-    def detect(self, image_bgr: np.ndarray, prompt: str | Sequence[str] | None = None) -> PhraseDetections:
+    def detect(self, image_bgr: np.ndarray, prompt: str | Sequence[str] | None = None) -> FrameResult:
         """The frame's detections of ``prompt`` (the one set before when None)."""
         encoded = self.set_prompt(prompt) if prompt is not None else self.prompt
         if encoded is None:
             raise ValueError("no prompt: give the phrases to detect, e.g. 'a cat. a remote control.'")
         feeds, size = self.preprocess(image_bgr)
-        return self.decode(self.runner.run(feeds | encoded.feeds), size, encoded)
+        return FrameResult.of(image_bgr, boxes=self.decode(self.runner.run(feeds | encoded.feeds), size, encoded))
+
+    def __call__(self, image_bgr: np.ndarray) -> FrameResult:
+        return self.detect(image_bgr)
 
     def _encode(self, phrases: tuple[str, ...]) -> Any:
         raise NotImplementedError
@@ -72,22 +70,22 @@ class PromptedDetector:
     def preprocess(self, image_bgr: np.ndarray) -> tuple[dict[str, np.ndarray], Size]:
         raise NotImplementedError
 
-    def decode(self, outputs: list[np.ndarray], size: Size, prompt: Any) -> PhraseDetections:
+    def decode(self, outputs: list[np.ndarray], size: Size, prompt: Any) -> Boxes:
         raise NotImplementedError
 
 
 def phrase_detections(
     boxes: np.ndarray, scores: np.ndarray, phrase_ids: np.ndarray, phrases: Sequence[str], max_detections: int
-) -> PhraseDetections:
-    """The result of boxes (x1, y1, x2, y2, frame pixels), their scores and phrases: best first (ties in the
-    model's order), the first ``max_detections``."""
+) -> Boxes:
+    """The Boxes of boxes (x1, y1, x2, y2, frame pixels; not clipped, as the exporters'), their scores and phrase
+    indices: best first (ties in the model's order), the first ``max_detections``; each row labelled with its
+    phrase, the prompt's phrases the class map."""
     order = np.argsort(-np.asarray(scores, np.float32), kind="stable")[:max_detections]
-    class_ids = np.asarray(phrase_ids, np.int64)[order]
-    return PhraseDetections(
+    return Boxes.of(
         np.asarray(boxes, np.float64).reshape(-1, 4)[order],
         np.asarray(scores, np.float32)[order],
-        class_ids,
-        tuple(phrases[i] for i in class_ids.tolist()),
+        np.asarray(phrase_ids, np.int64)[order],
+        tuple(phrases),
     )
 
 

@@ -30,13 +30,13 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
+from ..results.boxes import Boxes
 from ..runtime.runner import Runner, fixed_dim, tensors_text
 from ..text import untrusted
 from .detr import pil_resize
 from .geometry import rgb_tensor
 from .interface import Interface
 from .open_vocab import (
-    PhraseDetections,
     PromptedDetector,
     Size,
     check_threshold,
@@ -139,7 +139,7 @@ class OwlDetector(PromptedDetector):
             tensor = ((resized - MEAN) / STD).transpose(2, 0, 1)[None]
         return {self._image: np.ascontiguousarray(tensor, np.float32)}, (image_bgr.shape[1], image_bgr.shape[0])
 
-    def decode(self, outputs: list[np.ndarray], size: Size, prompt: OwlPrompt) -> PhraseDetections:
+    def decode(self, outputs: list[np.ndarray], size: Size, prompt: OwlPrompt) -> Boxes:
         """The model's outputs for one frame -> the patches above ``confidence``, best first."""
         logits = np.asarray(outputs[self._outputs["logits"]])[0][:, : len(prompt.phrases)]  # not the padded rows
         boxes = np.asarray(outputs[self._outputs["pred_boxes"]])[0]

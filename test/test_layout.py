@@ -279,6 +279,7 @@ SHARED = [
     "models/detr_interface.py",
     "models/fasterrcnn_interface.py",
     "models/interface.py",
+    "models/open_vocab_interface.py",
     "models/recognition.py",
     "models/reid_interface.py",
     "models/rtmpose_interface.py",
@@ -358,6 +359,18 @@ CARRIED = {
         "ros/tracks.py",
         *TRACKER,
     ],
+    "open_vocab": [
+        "families/detection.py",
+        "families/open_vocab.py",
+        "models/detr.py",  # Pillow's resize, as the processors'
+        "models/geometry.py",
+        "models/grounding_dino.py",
+        "models/open_vocab.py",
+        "models/owl.py",
+        "models/tokenizer_file.py",
+        "ros/detection_node.py",
+        *TRACKER,
+    ],
     "depth": [
         "camera_infos.py",
         "families/depth.py",
@@ -375,12 +388,17 @@ def test_a_generated_package_carries_only_its_own_familys_code(name):
     python = sorted(path.removeprefix("carried/") for path in files if path.endswith(".py"))
     rendered = ["__init__.py", f"{name}_onnx_node.py", "runtime/onnx_runner.py", f"launch/{name}_onnx.launch.py"]
     assert python == sorted([*SHARED, *CARRIED[name], *rendered, "setup.py", "test/test_smoke.py"])
-    # The tracker's assignment solver is scipy's: declared where the tracker is carried, and only there.
-    tracker = set(TRACKER) <= set(CARRIED[name])
-    assert ("<exec_depend>python3-scipy</exec_depend>" in files["package.xml"]) == tracker
-    assert ('"scipy",' in files["setup.py"]) == tracker
-    # DETR frames and depth models' inputs are resized by PIL, as the exporters resize them: Pillow declared where
-    # either is carried, only there.
+    # The tracker's assignment solver and OWLv2's resize are scipy's: declared where either is carried, only there.
+    scipy = set(TRACKER) <= set(CARRIED[name]) or "models/owl.py" in CARRIED[name]
+    assert ("<exec_depend>python3-scipy</exec_depend>" in files["package.xml"]) == scipy
+    # The export's own tokenizer is read with the tokenizers library: open_vocab's, under its custom rosdep key.
+    tokenizers = "models/tokenizer_file.py" in CARRIED[name]
+    assert ("<exec_depend>python3-tokenizers-pip</exec_depend>" in files["package.xml"]) == tokenizers
+    assert ('"tokenizers",' in files["setup.py"]) == tokenizers
+    assert ("python3-tokenizers-pip:" in files.get("rosdep.yaml", "")) == tokenizers
+    assert ('"scipy",' in files["setup.py"]) == scipy
+    # DETR and open-vocabulary frames (models/detr.py's pil_resize) and depth models' inputs are resized by PIL, as
+    # the exporters resize them: Pillow declared where either is carried, only there.
     pillow = bool({"models/detr.py", "models/depth.py"} & set(CARRIED[name]))
     assert ("<exec_depend>python3-pil</exec_depend>" in files["package.xml"]) == pillow
     assert ('"pillow",' in files["setup.py"]) == pillow

@@ -52,6 +52,10 @@ DETECTOR_OPTIONS = (
      "(RT-DETR, D-FINE) or softmax (DETR)  [default: auto, as the model says]", None),
     ("--prompt", str, "a text prompt, for a family that takes one: phrases separated by ' . ' (e.g. 'a cat . a dog')",
      None),
+    ("--tokenizer", click.Path(exists=True, dir_okay=False), "open_vocab: the export's own tokenizer.json (or "
+     "vocab.txt)  [default: the one beside the model]", None),
+    ("--text-threshold", float, "open_vocab, Grounding DINO: a detection none of whose phrase's tokens scores above "
+     "this is dropped  [default: the nodes']", None),
 )  # fmt: skip
 
 
@@ -121,6 +125,7 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
       vision-factory predict --model-type fasterrcnn --model ssd_mobilenet.onnx street.jpg --labels coco.txt
       vision-factory predict --model-type rtmpose --model rtmpose-m.onnx --detector yolov8n.onnx people.jpg
       vision-factory predict --model-type depth --model depth_anything_v2_small.onnx --depth-kind relative room.jpg
+      vision-factory predict --model-type open_vocab --model grounding-dino.onnx --prompt 'a cat . a remote' cats.jpg
     """
     from .streaming import ProblemLog
     from .text import untrusted
@@ -134,7 +139,7 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
         detector = detector_from_options(
             given["model_type"], model, given["target"], options, detector_model, given["detector_type"]
         )
-        protected = [model, detector_model, options.get("--labels")]
+        protected = [model, detector_model, options.get("--labels"), options.get("--tokenizer")]
         head_note = getattr(detector, "head_note", None)  # e.g. YOLO's end-to-end head: no NMS
         if head_note:
             _echo(head_note, err=True)

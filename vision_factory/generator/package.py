@@ -65,7 +65,7 @@ ROS_WHEELS = {"rclpy": "ros-rclpy", "rcl_interfaces": "ros-rcl-interfaces"}  # o
 NO_WHEEL = ("vision_msgs", "vision_factory_interfaces")
 LAUNCH_MODULE = "ros/launch_description.py"  # what the launch file runs (it imports it from the package)
 START_MODULE = "ros/start.py"  # what the rendered node module starts its node through
-TRACKER_MODULE = "models/tracker.py"  # built on pip-only machines by `vision-factory install-vision-msgs`
+TOKENIZERS_ROSDEP = "python3-tokenizers-pip"  # rosdep/vision_factory.yaml's
 
 
 class GeneratorError(ValueError):
@@ -311,10 +311,20 @@ def package_files(
     wheels = [_ros_wheel(name) for name in spec.ros_dependencies if name not in NO_WHEEL]
     context["ros_wheels"] = wheels + ["ros-rmw-fastrtps-cpp"]
     context["built_interfaces"] = [name for name in spec.ros_dependencies if name in NO_WHEEL]
-    context["custom_rosdep_keys"] = [key for key in backend_spec.rosdep if key in custom_rosdep_keys()]
     modules = copied_modules(spec, backend_spec)
-    context["carries_tracker"] = TRACKER_MODULE in modules  # its assignment solver is scipy's
-    context["carries_pillow"] = any(b"from PIL import" in (SOURCE_ROOT / m).read_bytes() for m in modules)  # DETR
+    sources = [(SOURCE_ROOT / module).read_bytes() for module in modules]
+
+    def imports(module: str, lazily: bool = True) -> bool:  # a module the package carries imports it (in a function)
+        indent = rb"[ \t]*" if lazily else b""
+        return any(re.search(rb"^" + indent + rb"(from|import) " + module.encode() + rb"\b", s, re.M) for s in sources)
+
+    # the tracker's assignment solver, OWLv2's resize (results/part.py's, in a function, is the tools' comparison)
+    context["carries_scipy"] = imports("scipy", lazily=False)
+    context["carries_pillow"] = imports("PIL")  # DETR's, depth's and open_vocab's resize
+    # open_vocab: the export's own tokenizer, read with the tokenizers library (rosdep key python3-tokenizers-pip)
+    context["carries_tokenizers"] = imports("tokenizers")
+    custom = [key for key in backend_spec.rosdep if key in custom_rosdep_keys()]
+    context["custom_rosdep_keys"] = custom + ([TOKENIZERS_ROSDEP] if context["carries_tokenizers"] else [])
     files: dict[str, str | bytes] = {}
     for relative in modules:
         files[f"{package}/{relative}"] = (SOURCE_ROOT / relative).read_bytes()

@@ -9,6 +9,7 @@ the class map (``names``), best first. ``phrase_detections`` is the one place th
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,10 +18,13 @@ import numpy as np
 from ..results.boxes import Boxes
 from ..results.frame import FrameResult
 from ..runtime.runner import Runner, TensorInfo, fixed_dim, tensor_text
+from ..text import untrusted
 from .bounds import check_input_size
 from .open_vocab_interface import parse_phrases
 
 Size = tuple[int, int]  # the frame's (width, height)
+log = logging.getLogger(__name__)  # a node shows its INFO lines in its own log (ros/spin.py)
+ENCODED = "open_vocab: encoded the prompt "  # the line each encoding logs: once per prompt, never per frame
 
 
 class PromptedDetector:
@@ -51,13 +55,15 @@ class PromptedDetector:
         """The prompt encoded for this model (counted in ``encodings``)."""
         encoded = self._encode(parse_phrases(prompt))
         self.encodings += 1
+        log.info("%s'%s' (%d phrases)", ENCODED, untrusted(" . ".join(encoded.phrases), 300), len(encoded.phrases))
         return encoded
 
     def detect(self, image_bgr: np.ndarray, prompt: str | Sequence[str] | None = None) -> FrameResult:
-        """The frame's detections of ``prompt`` (the one set before when None)."""
+        """The frame's detections of ``prompt`` (the one set before when None); none before any prompt (a node
+        started without one answers each frame with no detections until one comes)."""
         encoded = self.set_prompt(prompt) if prompt is not None else self.prompt
         if encoded is None:
-            raise ValueError("no prompt: give the phrases to detect, e.g. 'a cat. a remote control.'")
+            return FrameResult.of(image_bgr, boxes=Boxes.empty([]))
         feeds, size = self.preprocess(image_bgr)
         return FrameResult.of(image_bgr, boxes=self.decode(self.runner.run(feeds | encoded.feeds), size, encoded))
 

@@ -3,8 +3,8 @@
 ``vision-factory inspect`` prints what these rules find in an ONNX file (models/model_file.py), and every
 node checks its models with them at start-up, on whatever backend loaded them. Each family's rule lives
 beside its adapter, in the light module of facts the two share (tracknet_interface.py, yolo_interface.py,
-fasterrcnn_interface.py, rtmpose_interface.py, reid_interface.py, depth_interface.py): a generated package carries
-every rule, to name the family a wrong model looks like, but only its own family's adapter.
+fasterrcnn_interface.py, rtmpose_interface.py, reid_interface.py, depth_interface.py, open_vocab_interface.py): a
+generated package carries every rule, to name the family a wrong model looks like, but only its own family's adapter.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from .depth_interface import DEPTH
 from .detr_interface import DETR
 from .fasterrcnn_interface import FASTERRCNN
 from .interface import Interface, ModelInterface, Recognition, Rule, end2end
+from .open_vocab_interface import OPEN_VOCAB
 from .reid_interface import REID
 from .rtmpose_interface import RTMPOSE
 from .tracknet_interface import INPAINTNET, TRACKNET
@@ -26,8 +27,9 @@ __all__ = ["FAMILY_NAMES", "RULES", "Recognition", "WrongFamily", "load_checked"
 
 # Tried in this order; the first that matches wins (a pose model also fits the detector's rule; a DETR export's
 # query rows would read as a transposed YOLO head, and a deploy export's labels, boxes, scores as fasterrcnn's; a
-# fixed-size depth export's [1, H, W] map would fit YOLO's rows, but depth asks for its output's name or metadata).
-RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, DEPTH, DETR, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE, REID)
+# fixed-size depth export's [1, H, W] map would fit YOLO's rows, but depth asks for its output's name or metadata;
+# an open-vocabulary export's logits and pred_boxes are a DETR head's beside its text inputs).
+RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, DEPTH, OPEN_VOCAB, DETR, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE, REID)
 FAMILY_NAMES = tuple(rule.family for rule in RULES)
 _NEEDS = {rule.family: rule.needs for rule in RULES}
 

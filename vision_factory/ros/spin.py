@@ -3,6 +3,7 @@ transition, then shut down with the frames already accepted still answered."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -26,6 +27,29 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+class _RosLog(logging.Handler):
+    """The package's own Python log lines (INFO and above, e.g. an adapter's 'encoded the prompt ...') in the
+    node's ROS log, length-limited, and escaped where they hold what is not printable (the package's lines quote
+    untrusted text escaped already: not twice)."""
+
+    def __init__(self, name: str):
+        super().__init__(logging.INFO)
+        self.logger = rclpy.logging.get_logger(name)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        text = text[:2000] if text.isprintable() else untrusted(text, 2000)
+        (self.logger.warning if record.levelno >= logging.WARNING else self.logger.info)(text)
+
+
+def log_package_lines(name: str) -> None:
+    """Show the package's Python log lines (its loggers are named after its modules) in the ROS log of ``name``."""
+    package = logging.getLogger(__package__.partition(".")[0])
+    if not any(isinstance(handler, _RosLog) for handler in package.handlers):
+        package.setLevel(logging.INFO)
+        package.addHandler(_RosLog(name))
+
+
 def spin(make_node: Callable[[], InferenceNode], name: str, args: list[str] | None = None) -> int:
     """Run a node until SIGINT/SIGTERM or its shutdown transition, then shut it down (pending frames answered);
     2 when it cannot start (the reason is logged). With autostart it is configured and activated first."""
@@ -35,6 +59,7 @@ def spin(make_node: Callable[[], InferenceNode], name: str, args: list[str] | No
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     if transport:
         rclpy.logging.get_logger(name).info(transport)
+    log_package_lines(name)
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     try:

@@ -36,6 +36,8 @@ FINDING = {
     "--label-offset": "label_offset",
     "--score-function": "score_function",
     "--prompt": "prompt",  # a family that takes a text prompt (families/prompts.py)
+    "--tokenizer": "tokenizer_path",  # open_vocab: the export's own tokenizer
+    "--text-threshold": "text_threshold",  # open_vocab: Grounding DINO's
 }
 POSING = {"--input-size": "input_size", "--person-class": "person_class"}
 MAPPING = {  # depth
@@ -82,6 +84,11 @@ def detector_from_options(
             input_shape(options["--input-size"])
         except ValueError as exc:
             raise UsageError(str(exc), "--input-size") from None
+    prompt = spec.text_prompt
+    if prompt is not None and not prompt.default and not options.get("--prompt"):
+        raise UsageError(
+            f"{model_type} models detect what a prompt names: give it, e.g. 'a person . a forklift'", "--prompt"
+        )
     load = load or (lambda path: load_target(target, Path(path)))
     if spec.runs_on:  # the people come from the --detector model
         people = family(detector_type).build(node_values(detector_type, detector_model, options, FINDING), load)

@@ -28,6 +28,7 @@ from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from vision_factory.cli import main
 from vision_factory.families.prompts import MAX_PROMPT_CHARS, PromptError, phrases
+from vision_factory.families.registry import FAMILIES
 from vision_factory.ros.detection_node import DetectionNode
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import write_image_bag
@@ -92,7 +93,8 @@ def test_a_family_declares_its_prompt_once_and_is_described_with_it():
         text = describe_families()
     block = text.split(f"{spec.name}: ")[1].split("\n", 6)
     assert any(line.startswith("  prompt:   text (what to find)") and "~/set_prompt" in line for line in block), block
-    assert "prompt:" not in describe_families()  # no other family takes text
+    # without it, only the package's families that take text (open_vocab) are described with a prompt
+    assert describe_families().count("  prompt:   text") == sum(bool(f.text_prompt) for f in FAMILIES.values()) == 1
 
 
 def test_the_prompt_is_derived_once_per_prompt_whatever_the_cameras(tmp_path):

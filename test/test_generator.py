@@ -706,6 +706,6 @@ def test_a_value_rendered_without_its_filter_is_refused_not_written(template, ex
     context = template_context(NODE_FAMILIES["yolo"], backend("onnx"), "my_pkg", executable)
     with pytest.raises(RenderError, match=re.escape(refused)):
         render(template, **context)
-    extra = {"maintainer": "A&B <c>", "carries_scipy": False, "carries_pillow": False}
+    extra = {"maintainer": "A&B <c>", "carries_scipy": False, "carries_pillow": False, "carries_tokenizers": False}
     xml = render("package/package.xml.j2", **{**context, **extra})  # XML: escaped, not refused
     assert ElementTree.fromstring(xml.encode()).find("maintainer").text == "A&B <c>"

@@ -39,6 +39,7 @@ from vision_factory.tools.synthetic import BallClip, build_tracknet_model
 
 DEPTH = Path(__file__).resolve().parent / "data" / "depth"
 DETR_MODEL = Path(__file__).resolve().parent / "data" / "detr_heads" / "rtdetr-hf.onnx"
+OWLV2_MODEL = Path(__file__).resolve().parent / "data" / "open_vocab" / "owl" / "owlv2.onnx"
 
 # The specification: the live parameters of each node (everything else configure-time, but autostart: start-time).
 IMAGE_INPUT_LIVE = {"max_image_pixels", "max_frame_age"}
@@ -62,6 +63,7 @@ LIVE_PARAMETERS = {
     | {"keypoint_threshold"},
     "track": TRACKER_LIVE,
     "depth": {"processor_size", "resize_filter", "max_depth"},
+    "open_vocab": {"prompt", "confidence_threshold", "text_threshold", "max_detections"},
 }
 
 
@@ -185,6 +187,11 @@ def _case(name: str, tmp_path: Path) -> Case:
         params = {"model_path": str(DEPTH / "depth-anything-metric.onnx"), "depth_kind": "metric"}
         return Case("depth", params, ("/t/depth", Image), _finite, {"max_depth": 1e-6}, ("depth_kind", "relative"),
                     send=_image_sender(frame))  # fmt: skip
+    if name == "open_vocab":  # OWLv2 finds 3 astronauts and flags (test_open_vocab.py's reference), until 1 at most
+        frame = np.ascontiguousarray(skimage.data.astronaut()[..., ::-1])
+        params = {"model_path": str(OWLV2_MODEL), "prompt": "'an astronaut . a flag'", "confidence_threshold": "0.72"}
+        return Case("open_vocab", params, ("/t/detections", Detection2DArray), _count, {"max_detections": 1},
+                    ("owl_variant", "owlvit"), send=_image_sender(frame))  # fmt: skip
     raise AssertionError(name)
 
 
@@ -199,6 +206,7 @@ def _changed(name: str, before: Any, after: Any) -> bool:
         "track": lambda: before == ["1"] and after == [""],
         "tracknet": lambda: before == 1.0 and after == 0.0,
         "depth": lambda: before > 0 and after == 0,
+        "open_vocab": lambda: before >= 2 and after == 1,
     }[name]()
 
 

@@ -14,13 +14,11 @@ from pathlib import Path
 import cv2
 import pytest
 from click.testing import CliRunner
-from rclpy.parameter_client import AsyncParameterClient
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from sensor_msgs.msg import Image
 from std_msgs.msg import String
+from support.prompted import prompted_node
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe, stamped_anew
 from test_open_vocab import DATA, MODELS, SKIMAGE, _same_detections
-from vision_msgs.msg import Detection2DArray, LabelInfo
+from vision_msgs.msg import Detection2DArray
 
 from vision_factory.cli import main
 from vision_factory.families.open_vocab import FAMILY
@@ -123,40 +121,33 @@ def test_the_node_answers_a_prompt_changed_by_the_service_and_the_topic_on_the_n
     node = NodeProcess(tmp_path, params, module="vision_factory.open_vocab_onnx_node")
     probe = Probe()
     try:
-        answers = probe.subscribe(Detection2DArray, "/t/detections")
-        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
-        latched.durability = DurabilityPolicy.TRANSIENT_LOCAL
-        labels: list = []
-        probe.node.create_subscription(LabelInfo, "/t/labels", labels.append, latched)
-        images = probe.publisher(Image, "/t/image")
-        prompts = probe.publisher(String, "/t/open_vocab/prompt")
-        service = probe.node.create_client(SetPrompt, "/t/open_vocab/set_prompt")
-        parameters = AsyncParameterClient(probe.node, "/t/open_vocab")
-        ready = lambda: images.get_subscription_count() > 0 and prompts.get_subscription_count() > 0  # noqa: E731
-        assert probe.spin_until(lambda: ready() and service.service_is_ready(), PATIENCE_S), node.log()
-        assert probe.spin_until(parameters.services_are_ready, PATIENCE_S)
+        ends = prompted_node(probe, node, "open_vocab")
+        answers, images, prompts, service, parameters = (
+            ends.answers,
+            ends.images,
+            ends.prompts,
+            ends.service,
+            ends.parameters,
+        )
         send = stamped_anew(images, frame)
 
         def next_answer(prompt: str) -> FrameResult:
             _, found = probe.answered(send, {"/t/detections": answers}, node)
             return _answer_of(found["/t/detections"], prompt, frame.shape[1], frame.shape[0])
 
-        def phrases_named() -> list[str]:
-            return [entry.class_name for entry in labels[-1].class_map] if labels else []
-
         _same_detections(next_answer(_prompt(start)), _named(start))
-        assert probe.spin_until(lambda: phrases_named() == _prompt(start).split(" . "), PATIENCE_S)
+        assert probe.spin_until(lambda: ends.phrases_named() == _prompt(start).split(" . "), PATIENCE_S)
 
         reply = probe.answer(lambda: service.call_async(SetPrompt.Request(prompt=_prompt(by_service))))
         assert reply.success
         _same_detections(next_answer(_prompt(by_service)), _named(by_service))  # the next frame
-        assert probe.spin_until(lambda: phrases_named() == _prompt(by_service).split(" . "), PATIENCE_S)
+        assert probe.spin_until(lambda: ends.phrases_named() == _prompt(by_service).split(" . "), PATIENCE_S)
 
         prompts.publish(String(data=_prompt(by_topic)))
         prompt_in_use = lambda: probe.answer(lambda: parameters.get_parameters(["prompt"])).values[0].string_value  # noqa: E731
         assert probe.spin_until(lambda: prompt_in_use() == _prompt(by_topic), PATIENCE_S), node.log_tail()
         _same_detections(next_answer(_prompt(by_topic)), _named(by_topic))
-        assert probe.spin_until(lambda: phrases_named() == _prompt(by_topic).split(" . "), PATIENCE_S)
+        assert probe.spin_until(lambda: ends.phrases_named() == _prompt(by_topic).split(" . "), PATIENCE_S)
 
         long = SetPrompt.Request(prompt="a cat . supercalifragilistic")  # 18 tokens: more than OWL's 16
         assert not probe.answer(lambda: service.call_async(long)).success

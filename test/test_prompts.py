@@ -16,15 +16,13 @@ import pytest
 import rclpy
 from click.testing import CliRunner
 from rclpy.parameter import Parameter
-from rclpy.parameter_client import AsyncParameterClient
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from sensor_msgs.msg import Image
+from rclpy.qos import ReliabilityPolicy
 from std_msgs.msg import String
 from support import phrase_family
 from support.plugins import registered
+from support.prompted import prompted_node
 from support.results import detections_of
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe, stamped_anew
-from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from vision_factory.cli import main
 from vision_factory.families.prompts import MAX_PROMPT_CHARS, PromptError, phrases
@@ -139,17 +137,9 @@ def test_the_prompt_changes_on_a_running_node_by_the_service_and_by_the_topic_fr
     node = NodeProcess(tmp_path, params, executable=executable)
     probe = Probe()
     try:
-        answers = probe.subscribe(Detection2DArray, "/t/detections")
-        latched = QoSProfile(depth=1, reliability=RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        labels: list = []
-        probe.node.create_subscription(LabelInfo, "/t/labels", labels.append, latched)
-        images = probe.publisher(Image, "/t/image")
-        prompts = probe.publisher(String, "/t/phrases/prompt")
-        service = probe.node.create_client(SetPrompt, "/t/phrases/set_prompt")
-        parameters = AsyncParameterClient(probe.node, "/t/phrases")
-        ready = lambda: images.get_subscription_count() > 0 and prompts.get_subscription_count() > 0  # noqa: E731
-        assert probe.spin_until(lambda: ready() and service.service_is_ready(), PATIENCE_S), node.log()
-        assert probe.spin_until(parameters.services_are_ready, PATIENCE_S)
+        ends = prompted_node(probe, node, "phrases")
+        answers, labels, images, prompts = ends.answers, ends.labels, ends.images, ends.prompts
+        service, parameters = ends.service, ends.parameters
         send = stamped_anew(images, FRAME)
 
         def answer() -> list:

@@ -122,13 +122,7 @@ def test_the_node_answers_a_prompt_changed_by_the_service_and_the_topic_on_the_n
     probe = Probe()
     try:
         ends = prompted_node(probe, node, "open_vocab")
-        answers, images, prompts, service, parameters = (
-            ends.answers,
-            ends.images,
-            ends.prompts,
-            ends.service,
-            ends.parameters,
-        )
+        answers, images, prompts, service = ends.answers, ends.images, ends.prompts, ends.service
         send = stamped_anew(images, frame)
 
         def next_answer(prompt: str) -> FrameResult:
@@ -144,7 +138,7 @@ def test_the_node_answers_a_prompt_changed_by_the_service_and_the_topic_on_the_n
         assert probe.spin_until(lambda: ends.phrases_named() == _prompt(by_service).split(" . "), PATIENCE_S)
 
         prompts.publish(String(data=_prompt(by_topic)))
-        prompt_in_use = lambda: probe.answer(lambda: parameters.get_parameters(["prompt"])).values[0].string_value  # noqa: E731
+        prompt_in_use = lambda: probe.answer(lambda: ends.parameters.get_parameters(["prompt"])).values[0].string_value  # noqa: E731
         assert probe.spin_until(lambda: prompt_in_use() == _prompt(by_topic), PATIENCE_S), node.log_tail()
         _same_detections(next_answer(_prompt(by_topic)), _named(by_topic))
         assert probe.spin_until(lambda: ends.phrases_named() == _prompt(by_topic).split(" . "), PATIENCE_S)

@@ -25,6 +25,7 @@ from ..families import tracking
 from ..families.pipeline import DetectionPipeline
 from ..families.registry import family
 from ..files import staged
+from ..models.global_ids import GlobalIdentities, global_ids, reentry_threshold
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import with_defaults
 from ..results.detections import Detection
@@ -227,6 +228,48 @@ def camera_pipelines(
         **tracking_values(tracking_options),
     }
     return [family(model_type).pipeline(values, load_once) for _ in range(count)]
+
+
+Rows = dict[str, list[tuple[int, int, float, float, float, float, float]]]  # per camera: frame, ID, x, y, w, h, score
+
+
+def global_tracks(
+    pipelines: Mapping[str, DetectionPipeline],
+    frames: Mapping[str, Sequence[np.ndarray]],
+    identities: GlobalIdentities,
+    fps: float,
+    detections: Mapping[str, Sequence[Sequence[Detection]]] | None = None,
+) -> tuple[Rows, Rows]:
+    """Several cameras' frames of one time (``frames``: per camera, frame 1 first, the cameras' frames of one
+    number taken at once, ``fps`` a second) through each camera's pipeline (``pipelines``: ``camera_pipelines``' or
+    ``build_pipelines``'), and their tracks through ``identities`` (models/global_ids.py), frame by frame, the cameras
+    in turn, as a node with ``cross_camera_reid`` serves them: per camera, the rows (frame, ID, x, y, w, h, score) of
+    its tracked detections with their global IDs, and the same with the camera's own track IDs. ``detections``: each
+    camera's detections of each frame, instead of its pipeline's detector's."""
+    trackings = [pipeline.tracking for pipeline in pipelines.values()]
+    rows: Rows = {camera: [] for camera in pipelines}
+    local: Rows = {camera: [] for camera in pipelines}
+    for index in range(max(len(each) for each in frames.values())):
+        number = index + 1
+        for camera, pipeline in pipelines.items():
+            if index >= len(frames[camera]):
+                continue
+            frame = frames[camera][index]
+            if detections is None:
+                found = pipeline.push(frame, number)
+            else:
+                found = pipeline.track(frame, detections[camera][index], number)
+            if found.new_stream and number > 1:
+                identities.forget(camera)
+            threshold = reentry_threshold(trackings)
+            ids = global_ids(identities, camera, number / fps, pipeline.tracking, found.track_ids, threshold)
+            for detection, global_id, track in zip(found.detections, ids, found.track_ids):
+                if global_id is not None:
+                    x1, y1, x2, y2 = detection.xyxy
+                    box = (x1, y1, x2 - x1, y2 - y1, detection.score)
+                    rows[camera].append((number, global_id, *box))
+                    local[camera].append((number, track, *box))
+    return rows, local
 
 
 def _check_detector(model_type: str) -> None:

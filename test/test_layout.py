@@ -27,6 +27,7 @@ ROS_MODULES |= {"vision_msgs", "builtin_interfaces", "rosbag2_py", "rosidl_runti
 # Besides ros/, what drives nodes over DDS or builds their messages.
 ROS_USERS = {"tools/replay.py", "tools/fuzz.py", "tools/bags.py", "tools/interfaces.py", "tools/demo.py"}
 ROS_USERS |= {"tools/verify.py", "tools/replay_outputs.py", "tools/bench_cameras.py", "tools/replay_cameras.py"}
+ROS_USERS |= {"tools/answers.py"}
 # Modules that entry points run: every rendered *_onnx_node.py binds a runner to a node.
 ENTRY_POINTS = {path.name for path in SOURCE_ROOT.glob("*_onnx_node.py")}
 

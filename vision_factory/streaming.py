@@ -7,11 +7,22 @@ Nothing here imports rclpy: a message is anything with ``header.stamp.sec`` and 
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict, deque
 from typing import Any
 
 PAIRING_WINDOW = 30  # images (or their partners) kept while waiting for the partner of the same stamp
+# The closing line every node logs as it stops (InferenceNode.counts), and what reads it back.
+CLOSING = "frames in {frames_in}, dropped {dropped}, skipped {skipped}, outputs {outputs}"
+_CLOSING = re.compile(re.sub(r"\\{(\w+)\\}", r"(?P<\1>\\d+)", re.escape(CLOSING)))
+
+
+def closing_counts(log: str) -> dict[str, int] | None:
+    """The counts of the last closing line (CLOSING) in a node's ``log``: frames_in, dropped, skipped, outputs;
+    None when it has none (the node did not stop cleanly)."""
+    found = list(_CLOSING.finditer(log))
+    return {name: int(value) for name, value in found[-1].groupdict().items()} if found else None
 
 
 def stamp_of(header: Any) -> tuple[int, int]:

@@ -57,7 +57,7 @@ from ..families.family import Input, Output
 from ..images import ImageFormatError
 from ..parameters import Parameter
 from ..runtime.runner import Runner
-from ..streaming import PAIRING_WINDOW, Pairing, ProblemLog, frame_header, stale_age_ms, stamp_ns
+from ..streaming import CLOSING, PAIRING_WINDOW, Pairing, ProblemLog, frame_header, stale_age_ms, stamp_ns
 from ..text import untrusted
 from . import message_class
 from .cameras import CameraPublisher, camera_status, wanted
@@ -689,9 +689,8 @@ class InferenceNode(LifecycleNode):
     def counts(self, outputs: int | None = None) -> str:
         """The closing line: frames in, dropped, skipped and ``outputs`` (default: ``self.outputs``)."""
         outputs = self.outputs if outputs is None else outputs
-        return (
-            f"frames in {self.frames_in}, dropped {self.frames_dropped}, skipped {self.frames_skipped}, "
-            f"outputs {outputs}"
+        return CLOSING.format(
+            frames_in=self.frames_in, dropped=self.frames_dropped, skipped=self.frames_skipped, outputs=outputs
         )
 
 

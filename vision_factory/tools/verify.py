@@ -15,7 +15,6 @@ with left and right exchanged. What the node itself counts (frames dropped, skip
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from ..families.registry import NODE_FAMILIES
 from ..parameters import with_defaults
 from ..results import Item
 from ..runtime.backends import load_target
+from ..streaming import closing_counts
 from ..text import untrusted
 from .bags import image_topic, read_framed, read_messages
 from .commands import UsageError
@@ -387,11 +387,6 @@ def _pair(answers: list[Answer], stamps: list[tuple[int, int]]) -> tuple[dict[in
     return paired, False
 
 
-# The closing line this package's nodes log: "frames in N, dropped D, skipped S, outputs O"; read only from an
-# executable that publishes no /diagnostics status of its own.
-COUNTS = re.compile(r"frames in (\d+), dropped (\d+), skipped (\d+)")
-
-
 def node_counts(status: Mapping[str, str], log: str) -> NodeCounts:
     """The node's counts from its last /diagnostics status (replay's ``node_status``), else from its closing log
     line."""
@@ -404,10 +399,10 @@ def node_counts(status: Mapping[str, str], log: str) -> NodeCounts:
             dropped = skipped = -1
         if dropped >= 0 and skipped >= 0:
             return NodeCounts(dropped, skipped, f"/diagnostics (its last status, {untrusted(status['name'], 80)!r})")
-    counts = COUNTS.findall(log)
-    if counts:
+    counts = closing_counts(log)  # read only from an executable that publishes no /diagnostics status of its own
+    if counts is not None:
         source = "its closing log line (it published no /diagnostics status of its own)"
-        return NodeCounts(int(counts[-1][1]), int(counts[-1][2]), source)
+        return NodeCounts(counts["dropped"], counts["skipped"], source)
     return NodeCounts(0, 0, NO_COUNTS)
 
 

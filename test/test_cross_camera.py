@@ -114,11 +114,13 @@ def test_no_threshold_links_nobody_and_a_track_without_appearance_gets_a_new_ide
     assert ids.update("right", 1.0, [(2, None)], THRESHOLD) == {2: 3}
 
 
-def test_the_threshold_calibrated_online_pools_every_camera_and_links_by_appearance_when_the_kinds_overlap():
+def test_the_threshold_calibrated_online_pools_every_camera_and_leaves_lookalikes_to_timing():
     """Each camera's tracker measured its own distances (models/reid_calibration.py). Pooled, they give the
-    threshold: midway between the kinds when apart; when two people who look alike were seen at once (a
-    different-people distance under some same-person ones: the trackers then turn re-entry off) the same-person
-    99th percentile, for timing keeps people seen at once apart. Fixed thresholds are every camera's."""
+    threshold: midway between the same-person 99th and the different-people 1st percentile, as the trackers' rule.
+    When people who look alike were seen at once (different-people distances under that 99th: the trackers then
+    turn re-entry off), those are left to timing (people seen at once never share an identity) and the threshold is
+    midway to the 1st percentile of the people appearance tells apart; the same-person 99th when there are none.
+    Fixed thresholds are every camera's."""
 
     def camera(same: list[float], different: list[float]) -> Tracking:
         tracking = Tracking(Tracker(TrackerConfig(), OnlineCalibration()), embedder=object())
@@ -129,9 +131,11 @@ def test_the_threshold_calibrated_online_pools_every_camera_and_links_by_appeara
     alike = camera([0.02] * 99 + [0.06], [0.015] * 5 + [0.2] * 95)  # lookalikes seen at once: 0.015 apart
     same_99 = np.quantile([0.01] * 99 + [0.05], 0.99)
     assert reentry_threshold([apart]) == pytest.approx(round((same_99 + 0.2) / 2, 4))
-    pooled_same_99 = np.quantile([0.01] * 99 + [0.05] + [0.02] * 99 + [0.06], 0.99)
-    assert reentry_threshold([apart, alike]) == pytest.approx(round(pooled_same_99, 4))
     assert alike.tracker.calibration.values()["reentry_threshold"] == 0  # the camera's own tracker: no re-entry
+    pooled_same_99 = np.quantile([0.01] * 99 + [0.05] + [0.02] * 99 + [0.06], 0.99)
+    assert reentry_threshold([apart, alike]) == pytest.approx(round((pooled_same_99 + 0.2) / 2, 4))
+    only_alike = camera([0.02] * 99 + [0.06], [0.015] * 100)
+    assert reentry_threshold([only_alike]) == pytest.approx(round(np.quantile([0.02] * 99 + [0.06], 0.99), 4))
     assert reentry_threshold([camera([0.01] * 5, [0.2] * 5)]) == 0  # too few yet
     fixed = Tracking(Tracker(TrackerConfig(reentry_threshold=0.07)), embedder=object())
     assert reentry_threshold([apart, fixed]) == 0.07
@@ -170,6 +174,24 @@ def test_a_track_seen_on_another_camera_at_the_same_time_never_takes_the_identit
     assert ids.update("right", 0.1, [(5, _unit(0))], THRESHOLD) == {5: 2}
     # a track of the right camera that starts after left's track was last seen may take it: a hand-over
     assert ids.update("right", 0.5, [(5, _unit(0)), (6, _unit(-NEAR))], THRESHOLD) == {5: 2, 6: 1}
+
+
+def test_a_track_returning_while_another_camera_shows_its_identity_at_that_time_is_someone_else():
+    """The right camera's track 2 is lost; the left camera's new track 5 takes its identity (a hand-over); then, at
+    one time, the left camera's frame shows track 5 with it and the right camera's frame (answered next) has track
+    2 back. The left's answer of that time is out already: track 2 is someone else from then on, never both."""
+    ids = GlobalIdentities(settle=1)
+    for step in range(2):  # both cameras send frames every 0.1 s
+        assert ids.update("left", step / 10, [], THRESHOLD) == {}
+        assert ids.update("right", step / 10, [(2, _unit(0))], THRESHOLD) == {2: 1}
+    for step in range(2, 5):
+        ids.update("left", step / 10, [], THRESHOLD)
+        ids.update("right", step / 10, [], THRESHOLD)
+    assert ids.update("left", 0.5, [(5, _unit(NEAR))], THRESHOLD) == {5: 1}
+    assert ids.update("right", 0.5, [], THRESHOLD) == {}
+    assert ids.update("left", 0.6, [(5, _unit(NEAR))], THRESHOLD) == {5: 1}
+    assert ids.update("right", 0.6, [(2, _unit(0))], THRESHOLD) == {2: 2}
+    assert ids.update("left", 0.7, [(5, _unit(NEAR))], THRESHOLD) == {5: 1}
 
 
 def test_a_track_that_took_a_lost_tracks_identity_gives_it_back_when_that_track_returns():

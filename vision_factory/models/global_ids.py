@@ -117,8 +117,8 @@ class GlobalIdentities:
             if link.identity is not None and link.identity not in self.identities:  # expired (or evicted)
                 link.identity = None
             link.last_s = time_s
-        for key in keys:  # a track seen again while a later one holds its identity
-            self._settle_conflicts(key)
+        for key in keys:  # a track seen again while another took its identity
+            self._settle_conflicts(key, time_s)
         fresh = [  # to be matched: new (or revoked), or young with an identity of their own
             (key, feature)
             for key, (_, feature) in zip(keys, tracks)
@@ -155,12 +155,19 @@ class GlobalIdentities:
 
     def _overlap(self, key: tuple[str, int], other: tuple[str, int]) -> bool:
         """Whether ``other``, a track seen at once with ``key`` would be another person, was seen since ``key``
-        began; on another camera, or so shortly before that its camera's next frame, not yet seen here, may hold it
-        still (FRAMES_APART of its frame periods: the cameras' frames of one time come in turn)."""
-        if not self._apart(key, other):
-            return False
-        soon = 0.0 if other[0] == key[0] else FRAMES_APART * self.frames.get(other[0], (0.0, 0.0))[1]
-        return self.links[other].last_s >= self.links[key].first_s - soon
+        began (or in the frame of the same time of its camera: ``_seen_since``)."""
+        return self._apart(key, other) and self._seen_since(other, self.links[key].first_s, key[0])
+
+    def _seen_since(self, other: tuple[str, int], time_s: float, camera: str) -> bool:
+        """Whether track ``other`` was seen at ``time_s`` or later, as seen from ``camera``: a track of another
+        camera also when seen so shortly before that its camera's next frame, not yet seen here, may hold it still
+        (FRAMES_APART of its frame periods: the cameras' frames of one time come in turn)."""
+        soon = 0.0 if other[0] == camera else FRAMES_APART * self._period(other[0])
+        return self.links[other].last_s >= time_s - soon
+
+    def _period(self, camera: str) -> float:
+        """``camera``'s frame period, s (0 until it has sent two frames)."""
+        return self.frames.get(camera, (0.0, 0.0))[1]
 
     def _apart(self, key: tuple[str, int], other: tuple[str, int]) -> bool:
         """Whether two tracks seen at once are two people: another track of the same camera, or of a camera whose
@@ -169,17 +176,19 @@ class GlobalIdentities:
             return False
         return key[0] == other[0] or frozenset((key[0], other[0])) not in self.overlapping
 
-    def _settle_conflicts(self, key: tuple[str, int]) -> None:
-        """Track ``key``, seen now, and another holding its identity whose lifetimes now overlap (its person left,
-        someone else took the identity by appearance, and it came back): the one that took the identity later loses
-        it and is matched afresh."""
+    def _settle_conflicts(self, key: tuple[str, int], time_s: float) -> None:
+        """Track ``key``, seen now at ``time_s``, and another holding its identity whose lifetimes now overlap (its
+        person left, someone else took the identity by appearance, and it came back): the one that took the identity
+        later loses it and is matched afresh; but one of another camera seen at this same time (within half its
+        frame period) keeps it: its frame of this time is answered already."""
         link = self.links[key]
         if link.identity is None:
             return
         for other in list(self.identities[link.identity].holders):
             if not self._overlap(key, other):
                 continue
-            later = key if link.since_s > self.links[other].since_s else other
+            shown = other[0] != key[0] and self.links[other].last_s > time_s - self._period(other[0]) / 2
+            later = key if shown or link.since_s > self.links[other].since_s else other
             self._release(later)
             if later == key:
                 return
@@ -300,8 +309,10 @@ def reentry_threshold(trackings: Iterable[Tracking]) -> float:
     if min(len(same), len(different)) < MIN_SAMPLES:
         return 0.0
     same_high = float(np.quantile(same, 1 - MARGIN))
-    different_low = float(np.quantile(different, MARGIN))
-    return round((same_high + different_low) / 2 if same_high < different_low else same_high, 4)
+    apart = np.asarray(different)[np.asarray(different) > same_high]  # the people appearance tells apart
+    if not len(apart):
+        return round(same_high, 4)
+    return round((same_high + float(np.quantile(apart, MARGIN))) / 2, 4)
 
 
 def global_ids(

@@ -194,6 +194,26 @@ def test_a_track_returning_while_another_camera_shows_its_identity_at_that_time_
     assert ids.update("left", 0.7, [(5, _unit(NEAR))], THRESHOLD) == {5: 1}
 
 
+def test_a_lookalike_gives_an_identity_back_to_a_track_that_matches_its_earlier_appearances_better():
+    """The right camera's track 1 leaves; someone like them (30 degrees off: under the threshold) starts on the left
+    and takes the identity (a hand-over). Then the right camera sees a new track just like track 1 (5 degrees off),
+    while the left one still holds it: not at once, but claimed: the left track gives the identity up at its next
+    frame (someone else from then on) and the right track takes it at its own."""
+    ids = GlobalIdentities(settle=5)
+    for step in range(3):
+        assert ids.update("right", step / 10, [(1, _unit(0))], THRESHOLD) == {1: 1}
+        assert ids.update("left", step / 10, [], THRESHOLD) == {}
+    for step in range(3, 5):
+        ids.update("right", step / 10, [], THRESHOLD)
+        ids.update("left", step / 10, [], THRESHOLD)
+    assert ids.update("right", 0.5, [], THRESHOLD) == {}
+    assert ids.update("left", 0.5, [(3, _unit(3 * NEAR))], THRESHOLD) == {3: 1}
+    assert ids.update("right", 0.6, [(2, _unit(NEAR / 2))], THRESHOLD) == {2: 2}
+    assert ids.update("left", 0.6, [(3, _unit(3 * NEAR))], THRESHOLD) == {3: 3}
+    assert ids.update("right", 0.7, [(2, _unit(NEAR / 2))], THRESHOLD) == {2: 1}
+    assert ids.update("left", 0.7, [(3, _unit(3 * NEAR))], THRESHOLD) == {3: 3}  # never again
+
+
 def test_a_track_that_took_a_lost_tracks_identity_gives_it_back_when_that_track_returns():
     """One camera: its track 1 is lost for a frame (behind someone), and a new track like it takes its identity;
     track 1 comes back: the two were alive at once, so two people; the later one is someone else from then on."""

@@ -23,7 +23,11 @@ each such track to a global identity, and a global ID is on one person at a time
 - a hand-over taken back: when the track an identity came from is seen again (its person had not left: hidden at
   its view's edge or behind someone, say) while another track holds the identity, their lifetimes now overlap,
   and the track that took the identity later loses it: it is matched afresh (as someone else) from that frame on;
-- a track keeps its identity for as long as it lives, with that exception and one other: while its identity is its
+- a hand-over taken back for a better match: when a new track that may take no identity matches one that a
+  track of another camera took by a hand-over, by BETTER_BY closer than that holder on the identity's appearances
+  from before the hand-over (a lookalike took it while its person was out of sight, and here they are), the holder
+  gives it up at its camera's next frame (never to take it again) and the new track takes it at its own;
+- a track keeps its identity for as long as it lives, with those exceptions and one other: while its identity is its
   own (not matched to an earlier one) and young (fewer than ``settle`` appearances: a person walking into a view is
   cut by its edge, and their first crops look little like them), it is matched again each frame, and joins an
   earlier identity as soon as it matches one it may take; its own young identity is then dropped. Once ``settle``
@@ -50,12 +54,13 @@ GALLERY_SIZE = 100  # appearances kept per identity, the most recent
 MAX_IDENTITIES = 1000  # identities kept, the most recently seen
 SETTLE = 15  # appearances after which a track's own new identity is confirmed (half a second at 30 fps)
 FRAMES_APART = 1.5  # a hand-over's shortest gap, in frame periods of the camera it leaves: its next frame may be due
+BETTER_BY = 0.02  # appearance distance by which a new track must match an identity's earlier appearances better
 
 
 @dataclass
 class _Identity:
     number: int
-    gallery: deque = field(default_factory=deque)  # (time_s, feature), oldest first
+    gallery: deque = field(default_factory=deque)  # (time_s, feature, the (camera, track) seen), oldest first
     last_s: float = float("-inf")
     holders: set = field(default_factory=set)  # the (camera, track) keys linked to it
 
@@ -70,6 +75,7 @@ class _Link:
     since_s: float = 0.0  # when it took its identity
     seen: int = 0  # appearances with its identity
     confirmed: bool = False  # linked to an earlier identity, or seen SETTLE times with its own
+    refused: set = field(default_factory=set)  # identities it gave up to a track that matches them better
 
 
 class GlobalIdentities:
@@ -100,6 +106,7 @@ class GlobalIdentities:
         self.frames: dict[str, tuple[float, float]] = {}  # camera: (time of its last frame, its frame period)
         self.identities: OrderedDict[int, _Identity] = OrderedDict()  # least recently seen first
         self.links: dict[tuple[str, int], _Link] = {}
+        self.claims: dict[int, tuple[str, int]] = {}  # identity: a track of another camera that matches it better
         self._next = 1
 
     def update(
@@ -119,6 +126,12 @@ class GlobalIdentities:
             link.last_s = time_s
         for key in keys:  # a track seen again while another took its identity
             self._settle_conflicts(key, time_s)
+        for key in keys:  # a track whose identity a new track of another camera matches better gives it up
+            number = self.links[key].identity
+            claimant = self.claims.pop(number, None) if number is not None else None
+            if claimant in self.links and self._seen_since(claimant, time_s, camera):
+                self._release(key)
+                self.links[key].refused.add(number)
         fresh = [  # to be matched: new (or revoked), or young with an identity of their own
             (key, feature)
             for key, (_, feature) in zip(keys, tracks)
@@ -126,6 +139,9 @@ class GlobalIdentities:
         ]
         rows = [[number for number in self.identities if self._may_take(key, number)] for key, _ in fresh]
         matches = self._match([feature for _, feature in fresh], rows, threshold)
+        for row, (key, feature) in enumerate(fresh):
+            if row not in matches and feature is not None and threshold > 0:
+                self._claim(key, feature, threshold)
         for row, (key, _) in enumerate(fresh):
             link = self.links[key]
             if row in matches:
@@ -140,16 +156,39 @@ class GlobalIdentities:
             link = self.links[key]
             link.seen += 1
             link.confirmed = link.confirmed or link.seen >= self.settle
-            self._remember(link.identity, time_s, feature)
+            self._remember(link.identity, time_s, feature, key)
             found[track] = link.identity
         return found
+
+    def _claim(self, key: tuple[str, int], feature: np.ndarray, threshold: float) -> None:
+        """A new track that may take no identity: the one held by a track of another camera that took it by a
+        hand-over, which this track matches (under ``threshold``) by BETTER_BY closer than its holder does, on the
+        appearances from before that hand-over: a lookalike took it while its person was out of sight. Claimed,
+        the holder gives it up at its camera's next frame, and this track takes it at its own."""
+        best = None
+        for number, identity in self.identities.items():
+            blocking = [other for other in identity.holders if self._overlap(key, other)]
+            if len(blocking) != 1 or blocking[0][0] == key[0] or number == self.links[key].identity:
+                continue
+            holder = blocking[0]
+            since = self.links[holder].since_s
+            before = [seen for time_s, seen, by in identity.gallery if by != holder and time_s < since]
+            last = [seen for _, seen, by in identity.gallery if by == holder][-1:]
+            if not before or not last:
+                continue  # its holder is its first
+            distances = appearance_distance(np.stack(before), np.stack([feature, last[0]])).min(axis=0)
+            mine, theirs = float(distances[0]), float(distances[1])
+            if mine < threshold and mine + BETTER_BY < theirs and (best is None or mine < best[0]):
+                best = (mine, number)
+        if best is not None:
+            self.claims[best[1]] = key
 
     def _may_take(self, key: tuple[str, int], number: int) -> bool:
         """Whether track ``key`` may take identity ``number`` (not its own young one): no other track holding it was
         seen since ``key`` was first seen (two tracks alive at once are two people), but on a camera whose view
         overlaps its own."""
         link = self.links[key]
-        if link.identity == number:
+        if link.identity == number or number in link.refused:
             return False
         return not any(self._overlap(key, other) for other in self.identities[number].holders)
 
@@ -215,6 +254,7 @@ class GlobalIdentities:
         """Forget everything; global IDs count on (never reused)."""
         self.identities.clear()
         self.links.clear()
+        self.claims.clear()
 
     def _match(
         self, features: list[np.ndarray | None], candidates: list[list[int]], threshold: float
@@ -230,7 +270,7 @@ class GlobalIdentities:
         for column, number in enumerate(numbers):
             gallery = self.identities[number].gallery
             if gallery:
-                cost[:, column] = appearance_distance(np.stack([f for _, f in gallery]), queries).min(axis=0)
+                cost[:, column] = appearance_distance(np.stack([f for _, f, _ in gallery]), queries).min(axis=0)
         for index, row in enumerate(rows):  # only its candidates
             allowed = np.isin(numbers, candidates[row])
             cost[index, ~allowed] = np.inf
@@ -247,21 +287,22 @@ class GlobalIdentities:
     def _drop(self, number: int, into: int | None = None) -> None:
         """Drop identity ``number`` (its tracks are matched afresh); its appearances join identity ``into``."""
         identity = self.identities.pop(number, None)
+        self.claims.pop(number, None)
         if identity is None:
             return
         for key in identity.holders:
             if key in self.links:
                 self.links[key].identity = None
         if into is not None:
-            for time_s, feature in identity.gallery:
-                self._remember(into, time_s, feature)
+            for time_s, feature, key in identity.gallery:
+                self._remember(into, time_s, feature, key)
 
-    def _remember(self, number: int, time_s: float, feature: np.ndarray | None) -> None:
+    def _remember(self, number: int, time_s: float, feature: np.ndarray | None, key: tuple[str, int]) -> None:
         identity = self.identities[number]
         identity.last_s = max(identity.last_s, time_s)
         self.identities.move_to_end(number)
         if feature is not None:
-            identity.gallery.append((time_s, np.asarray(feature, np.float32)))
+            identity.gallery.append((time_s, np.asarray(feature, np.float32), key))
             while len(identity.gallery) > self.gallery_size:
                 identity.gallery.popleft()
 

@@ -321,15 +321,25 @@ def camera_view(composed: Composed, columns: tuple[int, int]) -> tuple[list[np.n
 # and two lookalikes (one of the photos, its colours turned 90-270 degrees: the same build dressed otherwise, an
 # appearance distance of about 0.05 from the photo's person, under any re-entry threshold), each walking over both
 # views on a lane of their own, at a time of their own.
-# Everyone faces the way they walk (the photo mirrored). The seeds the cross-camera rules were chosen on and the
-# seeds kept apart from that choice, each on its own backdrops and pillar textures:
+# Everyone faces the way they walk (the photo mirrored). The seeds the cross-camera rules were chosen on (1-3 first;
+# 101-104 were held out from those first rules, then looked at to find what they still got wrong, so they are tuning
+# scenes now) and the seeds kept apart from every choice (201-204, made after the rules were fixed and run once),
+# each on backdrops and pillar textures of their own:
 HANDOVER_VIEW = 560  # each camera's width, pixels
-HANDOVER_TUNING = ((1, GARAGE, "skimage:brick"), (2, "skimage:rocket", "skimage:brick"), (3, GARAGE, "skimage:gravel"))
-HANDOVER_HELD_OUT = (
+HANDOVER_TUNING = (
+    (1, GARAGE, "skimage:brick"),
+    (2, "skimage:rocket", "skimage:brick"),
+    (3, GARAGE, "skimage:gravel"),
     (101, "skimage:coffee", "skimage:grass"),
     (102, "skimage:rocket", "skimage:grass"),
     (103, "skimage:chelsea", "skimage:moon"),
     (104, "skimage:coffee", "skimage:gravel"),
+)
+HANDOVER_HELD_OUT = (
+    (201, "skimage:rocket", "skimage:coins"),
+    (202, GARAGE, "skimage:page"),
+    (203, "skimage:coffee", "skimage:cell"),
+    (204, "skimage:chelsea", "skimage:brick"),
 )
 
 

@@ -2,7 +2,8 @@
 """Identities across cameras (``cross_camera_reid``, models/global_ids.py) on composed hand-overs: global IDF1 over
 both cameras of each scene, on the scenes the rules were chosen on and on scenes kept apart from that choice.
 
-    python benchmarks/bench_cross_camera.py [--scenes held-out|tuning|all] [--truth-boxes] [--markdown]
+    python benchmarks/bench_cross_camera.py [--scenes held-out|tuning|all] [--seeds 201,202] [--truth-boxes]
+                                            [--markdown]
 
 The scenes are tools/compose.py's hand-overs made from a seed (handover_scene): two 560x360 cameras over one wider
 scene, a pillar over the gap between their views; five people (the three photos and two lookalikes: a photo's
@@ -92,6 +93,7 @@ def run_scene(seed: int, backdrop: str, pillars: str, detector: Path, embedder: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenes", choices=("held-out", "tuning", "all"), default="held-out")
+    parser.add_argument("--seeds", default="", help="only these seeds of the scenes chosen (comma-separated)")
     parser.add_argument("--truth-boxes", action="store_true", help="the truth boxes as detections (no detector)")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--shared", type=Path, default=None, help="the shared folder (default ../shared)")
@@ -108,7 +110,11 @@ def main() -> None:
     if options.markdown:
         print("| scenes | scene | textures | " + " | ".join(columns) + " |")
         print("|" + "---|" * (len(columns) + 3))
+    seeds = {int(seed) for seed in options.seeds.split(",") if seed}
     for group, scenes in chosen.items():
+        scenes = [scene for scene in scenes if not seeds or scene[0] in seeds]
+        if not scenes:
+            continue
         results = [run_scene(*scene, detector, embedder, options.truth_boxes) for scene in scenes]
         for result in results:
             values = [f"{result[c]:.3f}" if isinstance(result[c], float) else str(result[c]) for c in columns]

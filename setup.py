@@ -56,6 +56,9 @@ setup(
         "jinja2",
         "matplotlib",
         "pillow",  # images resized by PIL as the exporters resize them: DETR (models/detr.py), depth (models/depth.py)
+        # Text prompts tokenized by the export's own tokenizer.json / vocab.txt: Grounding DINO and OWL
+        # (models/tokenizer_file.py), never downloaded.
+        "tokenizers",
         "pycocotools",
         # eval --model-type track: CLEAR MOT and IDF1 (1.4 works with numpy 2 / pandas 2+ as tools/mot.py calls it),
         # and scipy's assignment solver for HOTA and the tracker (linear_sum_assignment).
@@ -77,6 +80,8 @@ setup(
         "tensorrt": ["tensorrt", "cuda-python"],
         # scikit-image: its sample photos (people, faces) for the real-model tests.
         "test": ["pytest", "pytest-timeout", "openvino", "nncf", "ruff", "scikit-image"],
+        # The manual's site (docs/, mkdocs.yml): `mkdocs build --strict` in .ci/run; pymdown-extensions: its snippets.
+        "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "pymdown-extensions>=10.2,<14"],
     },
     zip_safe=False,
     maintainer="vision_factory maintainers",

@@ -35,8 +35,14 @@ from pathlib import Path
 import numpy as np
 
 from vision_factory.models.global_ids import GlobalIdentities
-from vision_factory.results.detections import Detection
-from vision_factory.tools.compose import HANDOVER_HELD_OUT, HANDOVER_TUNING, camera_view, compose, handover_scene
+from vision_factory.tools.compose import (
+    HANDOVER_HELD_OUT,
+    HANDOVER_TUNING,
+    camera_view,
+    compose,
+    handover_scene,
+    truth_detections,
+)
 from vision_factory.tools.mot import evaluate_cameras
 from vision_factory.tools.track import REID_OPTION, camera_pipelines, global_tracks
 
@@ -44,14 +50,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_detection import FALL_WHEEL, shared_dir, wheel_model  # noqa: E402
 
 FPS = 30
-
-
-def truth_detections(truth, frames: int) -> list[list[Detection]]:
-    """Each frame's composed truth boxes as detections (score 0.9, one class)."""
-    found: list[list[Detection]] = [[] for _ in range(frames)]
-    for frame, (left, top, width, height) in zip(truth.frames, truth.boxes):
-        found[int(frame) - 1].append(Detection((left, top, left + width, top + height), 0.9, 0, "person"))
-    return found
 
 
 def at_once(rows: dict[str, list[tuple]]) -> int:
@@ -67,7 +65,7 @@ def run_scene(seed: int, backdrop: str, pillars: str, detector: Path, embedder: 
     built = camera_pipelines("yolo", detector, "onnx:cpu", {}, {REID_OPTION: str(embedder)}, len(views))
     pipelines = dict(zip(views, built))
     frames = {camera: view[0] for camera, view in views.items()}
-    detections = {camera: truth_detections(view[1], scene.frames) for camera, view in views.items()}
+    detections = {camera: truth_detections(view[1], view[0]) for camera, view in views.items()}
     started = time.perf_counter()
     rows, local = global_tracks(pipelines, frames, GlobalIdentities(), FPS, detections if truth_boxes else None)
     seconds = time.perf_counter() - started

@@ -7,7 +7,7 @@ A 1280x720 frame (skimage's coffee, resized) through what depth_node runs on it 
 ONNX Runtime, CPU), once per resize_filter: the resize (exact: the processor's PIL bicubic; fast: OpenCV's area
 filter; keep aspect, multiple of 14) and normalisation, the session, the bicubic resize of the map back to
 1280x720 with the invalid pixels made NaN, and the 32FC1 message serialized as the node publishes it
-(results/dense.py's to_cdr); the point cloud (only while subscribed) timed apart. The processor's size is
+(results/dense.py's DenseMap.to_cdr); the point cloud (only while subscribed) timed apart. The processor's size is
 518x518 (Depth Anything's own: a 518x924 input for 1280x720) unless --processor-size; the model is the committed
 tiny architecture-true export, whose session is far cheaper than a real checkpoint's, so the ratio here is an upper
 bound of the real one. The session and the node's frame are timed in turn each round and the overhead is the median
@@ -32,7 +32,6 @@ from std_msgs.msg import Header
 from vision_factory.families.registry import family
 from vision_factory.models.depth import RESIZES
 from vision_factory.parameters import with_defaults
-from vision_factory.results.dense import to_cdr
 from vision_factory.ros.depth_node import point_cloud
 from vision_factory.runtime.onnx_runner import OnnxRunner
 
@@ -95,18 +94,18 @@ def measure(spec, args: argparse.Namespace, resize_filter: str, frame: np.ndarra
         "resize_filter": resize_filter,
     }
     values = with_defaults(spec.parameters, given, "depth")
-    estimator = spec.pipeline(values, lambda path: OnnxRunner.load(path, settings, logging.getLogger("bench")))
+    estimator = spec.pipeline(values, lambda path: OnnxRunner.load(path, settings, logging.getLogger("bench"))).model
     tensor = estimator.prepare(frame)
     raw = estimator.raw(tensor)
     result = estimator.finish(raw, *FRAME)
     session, node = paired(
         lambda: estimator.runner.run({estimator.input.name: tensor}),
-        lambda: to_cdr(header, estimator.infer(frame)),
+        lambda: estimator.infer(frame).dense.to_cdr(header),
         args.rounds,
     )
     prepare = timed(lambda: estimator.prepare(frame), args.rounds)
     finish = timed(lambda: estimator.finish(raw, *FRAME), args.rounds)
-    message = timed(lambda: to_cdr(header, result), args.rounds)
+    message = timed(lambda: result.to_cdr(header), args.rounds)
     points = timed(lambda: point_cloud(header, result.values, info), args.rounds)
     overhead = node - session
     print(

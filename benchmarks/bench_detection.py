@@ -300,7 +300,7 @@ def _threshold_for(detector, output: np.ndarray, count: int) -> float:
 def bench_decode_load(case: Case, runner, frames: list[np.ndarray], args) -> dict:
     """YoloDetector.decode with thousands of candidates, and nms alone on the same candidates."""
     from vision_factory.families.registry import family
-    from vision_factory.results.detections import nms
+    from vision_factory.results.boxes import nms
 
     detector = family(case.family).detector(runner, **{**case.options, "confidence": LOAD_CONFIDENCE})
     outputs = []
@@ -367,7 +367,7 @@ def opencv_nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou
 
 def bench_nms(args) -> dict:
     """nms alone on synthetic boxes, with OpenCV's on the same boxes as a reference."""
-    from vision_factory.results.detections import nms
+    from vision_factory.results.boxes import nms
 
     results = {}
     for kind, classes in (("uniform", 1), ("uniform", 80), ("clustered", 80)):

@@ -33,7 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from vision_factory.models.masks import instance_masks, label_image
+from vision_factory.models.masks import instance_masks
+from vision_factory.results.masks import label_image
 
 FRAME = (720, 1280)
 PROTOTYPES = (32, 160, 160)
@@ -153,8 +154,8 @@ def seg_outputs(count: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def heads(count: int, rounds: int) -> None:
     """Segmentation post-processing per 1280x720 frame, both heads, ours and Ultralytics'."""
-    from vision_factory.models.masks import label_image
     from vision_factory.models.yolo import YoloDetector
+    from vision_factory.results.masks import label_image
     from vision_factory.runtime.onnx_runner import OnnxRunner
 
     rng = np.random.default_rng(1)
@@ -180,7 +181,7 @@ def heads(count: int, rounds: int) -> None:
             found = detector.decode(output, fit)
 
             def post(detector=detector, output=output, fit=fit):
-                label_image([d.mask for d in detector.decode(output, fit)], FRAME)
+                label_image(detector.decode(output, fit).masks.masks, FRAME)
 
             results[f"ours, {head}: decode, masks, label image ({len(found)} detections)"] = timed(post, rounds)
     try:

@@ -2,12 +2,16 @@
 """Quantization benchmark: `vision-factory quantize` on four models, each against its FP32 ONNX Runtime self.
 
     python benchmarks/bench_quantize.py [--out DIR] [--speed-runs N] [--skip NAME,...] [--target-cpus auto,avx2]
-        [--json out.json]
+        [--backends onnx,openvino,auto] [--blocks N] [--json out.json]
 
-For each model and backend (onnx: ONNX Runtime INT8 QDQ; openvino: NNCF INT8 IR) it runs the tool's own
-``quantize`` (vision_factory.tools.quantize), which times the FP32 model on ONNX Runtime CPU and the
-quantized one on its backend in turn on the same calibration inputs (A, B, A, B ..., median of each) and
-runs ``compare`` over the data set. Every speed ratio is from one run, both models side by side.
+For each model and backend (onnx: ONNX Runtime INT8 QDQ; openvino: NNCF INT8 IR; auto: the tool's own choice of
+the two, by timing both) it runs the tool's own ``quantize`` (vision_factory.tools.quantize), which times the FP32
+model on ONNX Runtime CPU and the quantized one on its backend in turn on the same calibration inputs (A, B, A, B
+..., median of each) and runs ``compare`` over the data set. Every speed ratio is from one run, both models side by
+side. Two more timings of the model kept, on the same calibration inputs: against the FP32 model on the quantized
+model's own backend, in turn as the tool times ("own FP32": OpenVINO INT8 against OpenVINO FP32), and back to back
+against FP32 ONNX Runtime, as a node runs one model (``--blocks`` blocks of 20 runs of each model in turn, ABBA,
+the first run of each block not counted).
 
 - ``shapes``: shapes-yolov8n (../shared/models) on shapes-val: calibrated on its first 20 images, compared
   (pycocotools AP against the truth) on the other 20, which calibration never saw.
@@ -129,14 +133,16 @@ def fp32_truth(model_type: str, model: Path, folder: Path, names: list[str]) -> 
     for index, path in enumerate(sorted((folder / "images").iterdir()), start=1):
         frame = cv2.imread(str(path))
         images.append({"id": index, "file_name": path.name, "width": frame.shape[1], "height": frame.shape[0]})
-        for detection in detector.detect(frame):
-            if detection.score < 0.5:
+        found = detector.detect(frame)
+        for row, ((x1, y1, x2, y2), score, class_id) in enumerate(
+            zip(found.boxes.xyxy.tolist(), found.boxes.scores, found.boxes.class_ids.tolist())
+        ):
+            if score < 0.5:
                 continue
-            x1, y1, x2, y2 = detection.xyxy
-            record = {"id": len(annotations) + 1, "image_id": index, "category_id": detection.class_id, "iscrowd": 0}
+            record = {"id": len(annotations) + 1, "image_id": index, "category_id": class_id, "iscrowd": 0}
             record |= {"bbox": [x1, y1, x2 - x1, y2 - y1], "area": (x2 - x1) * (y2 - y1)}
-            if detection.keypoints is not None:
-                points = np.asarray(detection.keypoints, dtype=np.float64)
+            if found.keypoints is not None:
+                points = found.keypoints.points[row]
                 visible = points[:, 2] >= 0.5
                 flat = np.column_stack([points[:, :2], np.where(visible, 2, 0)]).ravel()
                 record |= {"keypoints": flat.tolist(), "num_keypoints": int(visible.sum())}
@@ -222,7 +228,7 @@ def _fall_model() -> Path | None:
 def run(case: dict, backend: str, work: Path, speed_runs: int, threads: int, target_cpu: str = "auto") -> dict:
     from vision_factory.tools.quantize import quantize
 
-    suffix = ".xml" if backend == "openvino" else ".onnx"
+    suffix = ".xml" if backend == "openvino" else ".onnx"  # auto: the tool publishes .xml where it keeps OpenVINO's
     out = work / f"{case['name']}_{backend}_{target_cpu}_int8{suffix}"
     report = quantize(
         case["model_type"],
@@ -242,6 +248,45 @@ def run(case: dict, backend: str, work: Path, speed_runs: int, threads: int, tar
     return json.loads(report.files["summary"].read_text())
 
 
+def calibration_feeds(case: dict) -> list:
+    """The calibration inputs the tool timed on (its family's pre-processing of the calibration frames)."""
+    from vision_factory.tools.quantize_calibration import calibration_inputs
+
+    feeds, _ = calibration_inputs(case["model_type"], case["model"], case["calibration"], case["frames"], None, None)
+    return feeds
+
+
+def other_timings(case: dict, summary: dict, feeds: list, runs: int, threads: int, blocks: int) -> dict:
+    """The kept model against the FP32 model on its own backend, in turn ("own_fp32"), and back to back against FP32
+    ONNX Runtime ("back_to_back"): each the FP32 median ms over the quantized one's."""
+    from vision_factory.tools.quantize_choice import timed_in_turn
+
+    target, quantized = summary["runs_on"]["quantized"], Path(summary["out"])
+    own = timed_in_turn(case["model"], {"q": (target, quantized)}, feeds, runs, threads, reference=target)["q"]
+    return {"own_fp32": own, "back_to_back": back_to_back(case["model"], target, quantized, feeds, threads, blocks)}
+
+
+def back_to_back(model: Path, target: str, quantized: Path, feeds: list, threads: int, blocks: int, size: int = 20):
+    """FP32 on ONNX Runtime CPU (A) and ``quantized`` on ``target`` (B), each run ``size`` times in a row, in blocks
+    A B B A ... (``blocks`` of each), the first run of a block not counted (it finds the other model's caches)."""
+    import statistics
+    import time
+
+    from vision_factory.tools.quantize_calibration import REFERENCE
+    from vision_factory.tools.quantize_choice import load, speed_of
+
+    runners = {"a": load(REFERENCE, model, threads), "b": load(target, quantized, threads)}
+    times: dict[str, list[float]] = {"a": [], "b": []}
+    for index in range(2 * blocks):
+        label = "ab"[(index + index // 2) % 2]  # a b b a a b b a ...
+        for run in range(size):
+            start = time.perf_counter()
+            runners[label].run(feeds[run % len(feeds)])
+            if run:
+                times[label].append((time.perf_counter() - start) * 1000)
+    return speed_of(statistics.median(times["a"]), statistics.median(times["b"]), len(times["b"]))
+
+
 def cpu_name() -> str:
     """This CPU's model name (lscpu's, from /proc/cpuinfo) and its kind for int8 (runtime/cpu.py)."""
     from vision_factory.runtime.cpu import this_cpu
@@ -256,17 +301,20 @@ def cpu_name() -> str:
 
 def row(name: str, backend: str, summary: dict) -> list:
     speed, comparison = summary["speed"], summary["comparison"] or {}
-    loss = summary.get("loss")
+    loss, timings = summary.get("loss"), summary.get("timings", {})
     metrics, outputs = comparison.get("metrics", {}), comparison.get("outputs", {})
     first = "AP" if "AP" in metrics else "f1"
     second = "AP50" if "AP50" in metrics else "accuracy"
+    kept = summary["runs_on"]["quantized"].partition(":")[0]
     return [
         name,
-        backend,
+        f"auto: {kept}" if backend == "auto" else backend,
         summary["metadata"].get("quantization_target_cpu", "-"),
         speed["fp32_ms"],
         speed["quantized_ms"],
         speed["ratio"],
+        timings.get("own_fp32", {}).get("ratio"),
+        timings.get("back_to_back", {}).get("ratio"),
         _signed(metrics.get(first, {}).get("a"), ""),
         _signed(metrics.get(first, {}).get("difference")),
         _signed(metrics.get(second, {}).get("difference")),
@@ -296,7 +344,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="folder for the models and reports (default: a temporary one)")
     parser.add_argument("--speed-runs", type=int, default=60, help="timed runs of each model (default 60)")
-    parser.add_argument("--backends", default="onnx,openvino")
+    parser.add_argument("--backends", default="onnx,openvino,auto", help="onnx, openvino, auto (the tool's choice)")
+    parser.add_argument("--blocks", type=int, default=4, help="back-to-back blocks of 20 runs of each model")
     parser.add_argument("--skip", default="", help="cases to leave out: shapes, pose, fall, tracknet")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads of each runtime, 0 = its default")
     parser.add_argument("--target-cpus", default="auto", help="CPU kinds to quantize for: auto, vnni, avx2")
@@ -307,9 +356,11 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     rows, results = [], {"environment": environment(args.threads) | {"cpu": cpu_name()}, "cases": {}}
     for case in cases(work, {item.strip() for item in args.skip.split(",") if item.strip()}):
+        feeds = calibration_feeds(case)
         for backend in args.backends.split(","):
             for target_cpu in args.target_cpus.split(","):
                 summary = run(case, backend, work, args.speed_runs, args.threads, target_cpu)
+                summary["timings"] = other_timings(case, summary, feeds, args.speed_runs, args.threads, args.blocks)
                 results["cases"][f"{case['name']} {backend} {target_cpu}"] = summary
                 rows.append(row(case["name"], backend, summary))
     header = [
@@ -319,6 +370,8 @@ def main() -> None:
         "fp32 ms",
         "int8 ms",
         "speed x",
+        "own fp32 x",
+        "b2b x",
         "fp32 AP/F1",
         "d AP/F1",
         "d AP50/acc",
@@ -327,7 +380,7 @@ def main() -> None:
     ]
     title = (
         f"INT8 against FP32 ONNX Runtime CPU on {cpu_name()}, side by side in one run (median ms per inference, "
-        f"threads {args.threads})"
+        f"threads {args.threads}; own fp32: against FP32 on the INT8 model's backend, in turn; b2b: back to back)"
     )
     print(table(title, header, rows))
     print(f"load average at the end: {fmt(os.getloadavg()[0])}; work folder: {work}")

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from vision_factory.models.tracker import Tracker
-from vision_factory.results.detections import Detection
+from vision_factory.results.boxes import Boxes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,7 +37,7 @@ def scene(objects: int, frames: int, dim: int, seed: int = 0):
         corner = start[seen] + velocity[seen] * t + rng.normal(0, 1.5, (len(seen), 2))
         boxes = np.concatenate([corner, corner + size[seen]], axis=1)
         scores = rng.uniform(0.3, 1.0, len(seen))
-        detections = [Detection(tuple(box), float(score), 0, "person") for box, score in zip(boxes, scores)]
+        detections = Boxes(boxes, scores, np.zeros(len(seen), np.int64), ["person"] * len(seen))
         features = identity[seen] + 0.3 * rng.standard_normal((len(seen), dim))
         yield detections, features / np.linalg.norm(features, axis=1, keepdims=True)
 

@@ -50,21 +50,20 @@ def run_scene(scene, detector, trackings) -> tuple[list[dict], dict[str, list[fl
     times: dict[str, list[float]] = {"detect": [], "embed": [], **{f"update {i}": [] for i in range(len(trackings))}}
     for number, frame in enumerate(composed.frames, start=1):
         started = time.perf_counter()
-        detections = detector.detect(frame)
+        detections = detector.detect(frame).boxes
         times["detect"].append(time.perf_counter() - started)
         for index, tracking in enumerate(trackings):
             embeddings = None
-            if tracking.embedder is not None and detections:
+            if tracking.embedder is not None and len(detections):
                 started = time.perf_counter()
-                embeddings = tracking.embedder.embed(frame, [d.xyxy for d in detections])
+                embeddings = tracking.embedder.embed(frame, detections.xyxy)
                 times["embed"].append(time.perf_counter() - started)
             started = time.perf_counter()
             ids = tracking.tracker.update(detections, embeddings)
             times[f"update {index}"].append(time.perf_counter() - started)
-            for detection, track_id in zip(detections, ids):
+            for (x1, y1, x2, y2), score, track_id in zip(detections.xyxy.tolist(), detections.scores, ids):
                 if track_id is not None:
-                    x1, y1, x2, y2 = detection.xyxy
-                    rows[index].append((number, track_id, x1, y1, x2 - x1, y2 - y1, detection.score))
+                    rows[index].append((number, track_id, x1, y1, x2 - x1, y2 - y1, score))
     metrics = [evaluate(composed.truth, boxes_from_rows(found)).metrics for found in rows]
     return metrics, {key: [1000 * t for t in values] for key, values in times.items()}
 

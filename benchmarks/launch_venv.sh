@@ -6,7 +6,7 @@
 #   bash benchmarks/launch_venv.sh [VENV (default /tmp/launchvenv)] [SOURCES (default /tmp/launchsrc)]
 #   PYTHONPATH=$PWD /tmp/launchvenv/bin/python -m pytest -q -p no:cacheprovider test/test_launch.py
 #
-# The commits are those checked (see the README, "Lifecycle, fresh frames and lazy nodes"): the newest rolling
+# The commits are those checked (see docs/lifecycle.md, "Checked with the real launch"): the newest rolling
 # snapshot that could be had then, from before ROS 2 Kilted branched (launch 3.7.1, launch_ros 0.28.0, ros2cli
 # 0.36.1); the ros-* runtime wheels are Kilted's. Needs git, cmake, g++ and network access to PyPI and GitHub.
 # Where GitHub is out of reach, LAUNCH_VENV_GIT names where to clone from instead, {name} standing for the

@@ -5,8 +5,8 @@ Usage (the same file on every host; each names its own group):
         hosts_file:=/etc/robot/hosts.yaml host:=front_pc
 
 hosts_file lists host groups, each with its family, namespace, cameras, optional domain_id (the node's
-ROS_DOMAIN_ID) and the node's other parameters (shape: vision_factory/ros/hosts_launch.py, README "Several
-hosts, one hosts file"). host defaults to this machine's host name. The node is started with its group's
+ROS_DOMAIN_ID) and the node's other parameters (shape: vision_factory/ros/hosts_launch.py, docs/running/cameras.md
+"Several hosts, one hosts file"). host defaults to this machine's host name. The node is started with its group's
 parameters (cameras included), in its group's namespace. FASTDDS_DEFAULT_PROFILES_FILE is left as it is:
 unset, Fast DDS defaults reach the other hosts (the shared-memory profile of the single-node launch files keeps
 UDP on loopback). The launch ends with the node, and fails (exit code 1, naming the node's) when the node ended on

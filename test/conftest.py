@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import importlib.metadata
 import importlib.util
 import os
@@ -13,9 +12,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+import matplotlib.font_manager  # noqa: F401  builds matplotlib's font cache now (fc-list: a process), not in a unit test
 import numpy as np
 import pytest
 from support import tiers  # test/support/: helpers the test modules share
+from support.domains import claim_domain
 
 ROOT = Path(__file__).resolve().parent.parent
 # Real models and data shared beside the repository (never committed); tests using them skip without.
@@ -23,34 +24,13 @@ _shared = [os.environ.get("VISION_FACTORY_SHARED", ""), ROOT.parent / "shared", 
 SHARED = next((Path(p) for p in _shared if p and Path(p).is_dir()), ROOT.parent / "shared")
 _ros_home = tempfile.mkdtemp(prefix="vf_test_ros_")
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-_domain_lock: list = []  # the lock held for this run's domain, for as long as the run lasts
-
-
-def _claim_domain() -> int:
-    """A ROS domain (1..100: clear of ephemeral ports) that no other test run on this machine holds: each run locks
-    its own (a lock file under the temp dir, released when the run ends, however it ends). Two runs sharing a domain
-    see each other's nodes under the same namespaces (seen: a probe got another run's constant-model answers)."""
-    start = os.getpid() % 100
-    for step in range(100):
-        domain = 1 + (start + step) % 100
-        handle = open(os.path.join(tempfile.gettempdir(), f"vision_factory_test_domain_{domain}.lock"), "a")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            continue
-        _domain_lock.append(handle)
-        return domain
-    raise RuntimeError("every ROS domain 1..100 is held by another test run on this machine")
-
-
-os.environ["ROS_DOMAIN_ID"] = str(_claim_domain())
+os.environ["ROS_DOMAIN_ID"] = str(claim_domain())
 
 
 @pytest.fixture(scope="session")
 def second_domain() -> int:
     """A second ROS domain held for this run, beside ROS_DOMAIN_ID's (e.g. standing in for another host's)."""
-    return _claim_domain()
+    return claim_domain()
 
 
 os.environ["ROS_HOME"] = _ros_home

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from vision_factory.cli import main
 from vision_factory.tools.bags import write_ball_csv, write_image_bag
-from vision_factory.tools.compare import verdict
+from vision_factory.tools.compare import describe_comparison, metric_differences, save_comparison, verdict
 from vision_factory.tools.synthetic import BallClip
 
 # Frames of 512x288: image pixels are input pixels, so distances are exact.
@@ -108,9 +108,34 @@ def test_compare_onnx_runtime_and_openvino(tmp_path, rally, synthetic_models):
 
 
 def test_verdict_thresholds():
-    assert [verdict(d) for d in (0.0, 0.0009, -0.0009, 0.001, 0.0099, 0.01, -0.2)] == [
-        "excellent", "excellent", "excellent", "good", "good", "warning", "warning",
+    """Below 0.001 either way excellent, below 0.01 good; beyond, a rise is better and only a drop is a warning."""
+    differences = (0.0, 0.0009, -0.0009, 0.001, 0.0099, -0.0099, 0.01, 0.0172, 0.2, -0.01, -0.2)
+    assert [verdict(d) for d in differences] == [
+        "excellent", "excellent", "excellent", "good", "good", "good",
+        "better", "better", "better", "warning", "warning",
     ]  # fmt: skip
+
+
+def test_an_improvement_is_never_a_warning(tmp_path):
+    """Every metric compared is a score: B above A by 0.01 or more is "better" in its row and the overall verdict,
+    never a warning (quantize's INT8 shapes model, AP75 +0.0172, was reported as "(warning)"); a drop is a warning
+    naming only the metrics that dropped, the rises said beside them."""
+    a = {"AP": 0.4454, "AP50": 0.6325, "AP75": 0.5117, "AR100": 0.6785}
+    rose = metric_differences(a, {"AP": 0.4539, "AP50": 0.6364, "AP75": 0.5289, "AR100": 0.6913})
+    assert {name: row["verdict"] for name, row in rose["metrics"].items()} == {
+        "AP": "good", "AP50": "good", "AP75": "better", "AR100": "better",
+    }  # fmt: skip
+    assert rose["verdict"] == "better: AP75, AR100 higher by 0.01 or more"
+    mixed = metric_differences(a, {"AP": 0.4145, "AP50": 0.5917, "AP75": 0.5289, "AR100": 0.6739})
+    assert [row["verdict"] for row in mixed["metrics"].values()] == ["warning", "warning", "better", "good"]
+    assert mixed["verdict"] == "warning: AP, AP50 lower by 0.01 or more (AP75 higher)"
+    assert metric_differences(a, dict(a))["verdict"] == "excellent"
+    configurations = ((tmp_path / "a.onnx", "onnx:cpu"), (tmp_path / "b.onnx", "onnx:cpu"))
+    report, path = save_comparison(
+        configurations, ["A", "B"], ("data", tmp_path / "val"), rose | {"outputs": {}}, tmp_path
+    )
+    shown = describe_comparison(report, path)
+    assert "AP75: A 0.5117, B 0.5289, difference +0.0172 (better)" in shown and "warning" not in shown
 
 
 def test_bad_inputs_are_clear_errors(tmp_path):

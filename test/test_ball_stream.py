@@ -9,6 +9,7 @@ import pytest
 from vision_factory.models.ball_stream import BallStream, FrameSizeChanged, load_median
 from vision_factory.models.tracknet import InpaintModuleONNX, TrackNetModuleONNX
 from vision_factory.models.tracknet_background import MedianSizeMismatch
+from vision_factory.results.ball import Ball
 from vision_factory.tools.synthetic import BallClip
 
 
@@ -19,15 +20,15 @@ def test_one_tagged_prediction_per_frame_in_order(synthetic_models):
     for index, frame in enumerate(clip.frames()):
         step = stream.push(frame, f"header-{index}")
         if index < 4:  # frames that only feed the median warm-up are answered immediately as misses
-            assert step == [(f"header-{index}", {"Frame": index, "X": 0, "Y": 0, "Visibility": 0})]
+            assert [(tag, result.ball) for tag, result in step] == [(f"header-{index}", Ball(0, 0, False))]
         elif index < 4 + 7:  # the last warm-up frame is the stream's first: answered by the model
             assert step == []
         else:
-            assert [(tag, prediction["Frame"]) for tag, prediction in step] == [(f"header-{index - 7}", index - 7)]
+            assert [tag for tag, _ in step] == [f"header-{index - 7}"]
         outputs += step
     outputs += stream.flush()
     assert [tag for tag, _ in outputs] == [f"header-{i}" for i in range(30)]
-    assert all(prediction["Frame"] == int(tag.split("-")[1]) for tag, prediction in outputs)
+    assert all((result.width, result.height) == (320, 180) for _, result in outputs)  # each its frame's result
 
 
 def test_inpaint_stage_keeps_tags(synthetic_models):
@@ -116,11 +117,11 @@ def test_median_image_file_works_for_every_bg_mode(tmp_path, synthetic_models, b
     stream = BallStream(TrackNetModuleONNX(synthetic_models[bg_mode], 8, bg_mode, median=median))
     outputs = [o for i, f in enumerate(clip.frames()) for o in stream.push(f, i)] + stream.flush()
     assert [tag for tag, _ in outputs] == list(range(24))  # no warm-up: every frame tracked
-    for _, prediction in outputs:
-        truth = clip.truth[prediction["Frame"]]
-        assert prediction["Visibility"] == truth.visibility
+    for frame, result in outputs:
+        truth, ball = clip.truth[frame], result.ball
+        assert ball.visible == bool(truth.visibility)
         if truth.visibility:
-            assert abs(prediction["X"] - truth.x) <= 4 and abs(prediction["Y"] - truth.y) <= 4
+            assert abs(ball.x - truth.x) <= 4 and abs(ball.y - truth.y) <= 4
 
 
 def test_median_file_problems_name_the_file(tmp_path):

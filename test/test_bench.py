@@ -75,7 +75,7 @@ def test_bench_through_the_nodes(tmp_path, synthetic_models):
 def test_steady_rate_leaves_out_the_wait_for_the_held_back_frames():
     """Answers every 10 ms, then the node's seq_len - 1 = 7 held-back ones after its 0.5 s flush wait."""
     answered = [10_000_000 * i for i in range(53)] + [1_020_000_000 + i for i in range(7)]
-    replayed = ReplayResult(60, 60, [], 1.05, 60 / 1.05, 0, 0, "", None, None, "", answered_ns=answered)
+    replayed = ReplayResult(60, 60, [], 1.05, 60 / 1.05, 0, 0, "", "", "", answered_ns=answered)
     assert replayed.steady_fps(held_back=7) == pytest.approx(100.0)
     assert replayed.steady_fps(held_back=0) == pytest.approx(59 / 1.020000006)  # the wait counted
     replayed.answered_ns = [5]

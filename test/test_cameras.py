@@ -207,10 +207,10 @@ def test_frames_of_several_cameras_in_one_run_find_what_each_finds_alone():
     found = detect_batch(detectors, frames, sizes.append)
     assert sorted(sizes) == [1, 3]
     for detector, frame, detections in zip(detectors, frames, found):
-        alone = detector.detect(frame)
-        assert [d.class_name for d in detections] == [d.class_name for d in alone]
-        assert np.allclose([d.xyxy for d in detections], [d.xyxy for d in alone], atol=1e-3)
-        assert np.allclose([d.score for d in detections], [d.score for d in alone], atol=1e-4)
+        alone, boxes = detector.detect(frame).boxes, detections.boxes
+        assert list(boxes.labels) == list(alone.labels)
+        assert np.allclose(boxes.xyxy, alone.xyxy, atol=1e-3)
+        assert np.allclose(boxes.scores, alone.scores, atol=1e-4)
     assert sum(len(detections) for detections in found) > 0
 
 
@@ -248,7 +248,7 @@ def test_a_model_of_a_fixed_batch_runs_padded_batches_sliced_back(tmp_path):
         found = detect_batch([detector] * len(frames), frames, sizes.append)
         assert sizes == runs
         for frame, detections in zip(frames, found):
-            expected = alone.detect(frame)
-            assert [d.class_name for d in detections] == [d.class_name for d in expected]
-            assert np.allclose([d.xyxy for d in detections], [d.xyxy for d in expected], atol=1e-3)
+            expected, boxes = alone.detect(frame).boxes, detections.boxes
+            assert list(boxes.labels) == list(expected.labels)
+            assert np.allclose(boxes.xyxy, expected.xyxy, atol=1e-3)
         assert sum(map(len, found)) > 0

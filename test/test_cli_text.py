@@ -156,7 +156,9 @@ def test_replay_names_a_bags_topics_escaped(tmp_path):
 
 def test_verify_markdown_escapes_a_pipe_in_a_class_name(tmp_path):
     from vision_factory.families.registry import family
-    from vision_factory.tools.verify import NO_COUNTS, NodeCounts, Tolerance, VerifyReport, _class_check
+    from vision_factory.results.part import Tolerance
+    from vision_factory.tools.verify_checks import _class_check
+    from vision_factory.tools.verify_report import NO_COUNTS, NodeCounts, VerifyReport
     from vision_factory.tools.verify_report import markdown as _markdown
 
     check = _class_check([], None, ["sq|uare", f"ci{CLEAR}rcle"], tmp_path / "m.onnx")
@@ -166,3 +168,94 @@ def test_verify_markdown_escapes_a_pipe_in_a_class_name(tmp_path):
     row = next(line for line in markdown.splitlines() if line.startswith("| class names |"))
     assert row.replace("\\|", "").count("|") == 4, row  # three cells: the pipe in the name is escaped
     assert "sq\\|uare" in row
+
+
+# --- paths on the command line: a folder or file name may hold a newline and ESC ---------------------------
+
+HOSTILE = f"x\nError: forged{CLEAR}"  # a name that would forge an error line and clear the screen
+SHOWN = "x\\nError: forged\\x1b[2J"  # as the tool must print it
+
+
+def assert_not_forged(text: str) -> None:
+    """No control character reached the terminal and no line of the tool's output was forged by a name."""
+    assert_no_control(text)
+    assert not any(line.startswith("Error: forged") for line in text.splitlines()), text
+
+
+def _images(folder: Path) -> Path:
+    import cv2
+
+    folder.mkdir()
+    for index in range(2):
+        cv2.imwrite(str(folder / f"{index}.png"), np.full((64, 80, 3), 60 * index, np.uint8))
+    return folder
+
+
+def test_bag_prints_its_input_folder_and_out_escaped(tmp_path):
+    images, out = _images(tmp_path / f"in{HOSTILE}"), tmp_path / f"out{HOSTILE}"
+    made = invoke("bag", images, "--out", out)
+    assert made.exit_code == 0, (made.output, made.exception)
+    assert_not_forged(made.output)
+    assert (out / "metadata.yaml").is_file()
+    assert f"bag: {tmp_path}/out{SHOWN}" in made.output.splitlines()
+    assert f"next: vision-factory replay '{tmp_path}/out{SHOWN}' --out RUN" in made.output
+    for refused, words in [
+        (invoke("bag", images, "--out", out), f"{tmp_path}/out{SHOWN} exists"),
+        (invoke("bag", _images(tmp_path / f"e{HOSTILE}") / "0.png", "--out", tmp_path / "o"), f"e{SHOWN}/0.png is "),
+    ]:
+        assert refused.exit_code == 2, refused.output
+        assert_not_forged(refused.output)
+        assert words in refused.output, refused.output
+
+
+@pytest.mark.parametrize("command", ["replay", "verify"])
+def test_cameras_name_the_bag_escaped(tmp_path, command):
+    """replay --camera and verify --camera name the bag whose topics a camera is not among, escaped."""
+    from vision_factory.tools.bags import write_image_bag
+
+    bag = write_image_bag(tmp_path / f"bag{HOSTILE}", [np.zeros((64, 64, 3), np.uint8)])
+    model = hostile_yolo(tmp_path / "m.onnx", {0: "circle", 1: "square"})
+    extra = ["--node", "yolo"] if command == "replay" else ["--model-type", "yolo", "--model", model]
+    done = invoke(command, bag, *extra, "--out", tmp_path / "out", "--camera", "front=/nowhere")
+    assert done.exit_code == 2, (done.output, done.exception)
+    assert_not_forged(done.output)
+    assert f"is neither an image topic of {tmp_path}/bag{SHOWN} (it has /camera/image_raw)" in done.output
+
+
+def _hostile_cases(tmp_path: Path) -> list[tuple[list, str]]:
+    """Commands given a path holding a newline and ESC (a missing file, a file of the wrong kind, an output), and
+    what each must print of it."""
+    missing, text = tmp_path / f"m{HOSTILE}", tmp_path / f"t{HOSTILE}"
+    text.write_text("not a model, not an image\n")
+    model = hostile_yolo(tmp_path / "m.onnx", {0: "circle", 1: "square"})
+    image = _images(tmp_path / "images") / "0.png"
+    return [
+        (["eval", "--model-type", "track", "--data", missing, "--predictions", missing, "--out", tmp_path / "e"],
+         f"MOTChallenge file not found: {tmp_path}/m{SHOWN}"),
+        (["eval", "--model-type", "yolo", "--data", missing, "--predictions", text, "--out", tmp_path / "e"],
+         f"no COCO annotations at {tmp_path}/m{SHOWN}"),
+        (["eval", "--model-type", "tracknet", "--data", missing, "--predictions", text, "--frame-size", "64x64",
+          "--out", tmp_path / "e"], f"ball CSV not found: {tmp_path}/m{SHOWN}"),
+        (["quantize", "--model-type", "yolo", "--model", model, "--calibration", missing, "--out", tmp_path / "q.onnx"],
+         f"calibration source not found: {tmp_path}/m{SHOWN}"),
+        (["predict", "--model-type", "yolo", "--model", text, image], f"cannot load model {tmp_path}/t{SHOWN}"),
+        (["predict", "--model-type", "yolo", "--model", model, text], f"{tmp_path}/t{SHOWN} is neither"),
+        (["track", "--model-type", "yolo", "--model", model, text, "--out", tmp_path / "t"],
+         f"{tmp_path}/t{SHOWN} is not a readable image"),
+        (["replay", text, "--out", tmp_path / "r"], f"cannot read bag {tmp_path}/t{SHOWN}"),
+        (["generate", "--model", "yolo", "--backend", "onnx", "--package-name", "shapes", "--out", missing],
+         f"wrote {tmp_path}/m{SHOWN}/shapes"),
+    ]  # fmt: skip
+
+
+def test_every_command_prints_a_path_it_is_given_escaped(tmp_path):
+    wrong = []  # every case that printed the path raw (or failed otherwise), not only the first
+    for arguments, shown in _hostile_cases(tmp_path):
+        done = invoke(*arguments)
+        try:
+            assert done.exception is None or isinstance(done.exception, SystemExit), repr(done.exception)
+            assert_not_forged(done.output)
+            assert shown in done.output, done.output
+        except AssertionError as failed:
+            wrong.append((arguments[:3], str(failed)[:300]))
+    assert not wrong, wrong

@@ -149,3 +149,23 @@ def test_detections_of_a_class_without_a_category_are_skipped_and_counted(tmp_pa
     assert f"warning: 2 detections skipped, their class has no category in {data}: '{skipped_name}' (id 2): 2" in (
         result.stderr
     )
+
+
+def test_the_compressed_runs_read_here_are_the_runs_of_the_mask_pycocotools_encoded():
+    """coco_masks.rle_counts decodes pycocotools' compressed text (what it checks before pycocotools reads it) to the
+    mask's own runs, counted here column by column: masks empty, full, random and of long runs (2048 x 2048)."""
+    from pycocotools import mask as coco_mask
+
+    from vision_factory.tools.coco_masks import rle_counts
+
+    rng = np.random.default_rng(0)
+    masks = [np.zeros((5, 7), np.uint8), np.ones((5, 7), np.uint8), np.zeros((2048, 2048), np.uint8)]
+    masks[2][100:2000, 7:2040] = 1
+    masks += [(rng.random(rng.integers(1, 90, 2)) < rng.random()).astype(np.uint8) for _ in range(60)]
+    for mask in masks:
+        text = coco_mask.encode(np.asfortranarray(mask))["counts"].decode("ascii")
+        flat = mask.ravel(order="F")
+        changes = np.flatnonzero(np.diff(flat)) + 1
+        runs = np.diff(np.concatenate([[0], changes, [flat.size]])).tolist()
+        expected = runs if flat[0] == 0 else [0, *runs]  # the first run counts zeros
+        assert rle_counts(text, mask.size) == expected

@@ -26,7 +26,6 @@ from vision_factory.families.tracking import cross_camera
 from vision_factory.models.global_ids import GlobalIdentities, reentry_threshold
 from vision_factory.models.reid_calibration import OnlineCalibration
 from vision_factory.models.tracker import Tracker, TrackerConfig, Tracking, iou_xyxy
-from vision_factory.results.detections import Detection
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.backends import load_target
 from vision_factory.tools.compose import (
@@ -37,6 +36,7 @@ from vision_factory.tools.compose import (
     REID_OPTIONS,
     camera_view,
     compose,
+    truth_detections,
 )
 from vision_factory.tools.mot import evaluate_cameras
 from vision_factory.tools.mot_files import MotBoxes
@@ -307,13 +307,6 @@ def _truth_pipelines(cameras, options: dict) -> dict:
     return {camera: DetectionPipeline(None, tracking_build(values, load), 0.5) for camera in cameras}
 
 
-def _truth_detections(truth: MotBoxes, frames: int) -> list[list[Detection]]:
-    found = [[] for _ in range(frames)]
-    for frame, (left, top, width, height) in zip(truth.frames, truth.boxes):
-        found[int(frame) - 1].append(Detection((left, top, left + width, top + height), 0.9, 0, "person"))
-    return found
-
-
 def _people(truth: MotBoxes, frame: int, row: tuple) -> set[int]:
     """The truth people a tracked row (frame, ID, x, y, w, h, score) covers (IoU 0.5 or more)."""
     where = np.flatnonzero(truth.frames == frame)
@@ -335,7 +328,7 @@ def test_no_global_id_is_ever_on_two_people_at_once():
     views = {camera: camera_view(composed, columns) for camera, columns in HANDOVER_CAMERAS.items()}
     pipelines = _truth_pipelines(views, {**REID_OPTIONS, REID_OPTION: str(REID_MODEL)})
     frames = {camera: view[0] for camera, view in views.items()}
-    detections = {camera: _truth_detections(view[1], LOOKALIKES.frames) for camera, view in views.items()}
+    detections = {camera: truth_detections(view[1], view[0]) for camera, view in views.items()}
     rows, _ = global_tracks(pipelines, frames, GlobalIdentities(), FPS, detections)
     shown: dict[tuple[int, int], set] = {}  # (frame, global ID): the (camera, person) it is on
     for camera, found in rows.items():

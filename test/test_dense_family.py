@@ -1,6 +1,7 @@
-"""The README's worked example: a family whose result is a dense map (test/support/dense_family.py), added with one
-``register`` line and nothing else, runs through recognition, predict, compare and eval: the tools ask its result
-kind (results/dense.py), never its name. Real ONNX Runtime and OpenVINO sessions, real files."""
+"""The docs' worked example of adding a family (docs/adding-a-family.md): a family whose result is a dense map
+(test/support/dense_family.py), added with one ``register`` line and nothing else, runs through recognition, predict,
+compare and eval: the tools ask its result kind (results/dense.py), never its name. Real ONNX Runtime and OpenVINO
+sessions, real files."""
 
 from __future__ import annotations
 
@@ -10,21 +11,20 @@ import cv2
 import numpy as np
 import pytest
 from support import dense_family
+from support.plugins import registered
 
 from vision_factory.families import registry
 from vision_factory.models.model_file import recognise, summarize
 from vision_factory.results import DENSE_MAP
+from vision_factory.tools.evaluation import evaluation
 from vision_factory.tools.predict import detector_from_options, predict
 
 
 @pytest.fixture
 def tinydepth(tmp_path):
     """The family registered for the test (and forgotten after), and its model."""
-    registry.register(dense_family.FAMILY)
-    try:
+    with registered(dense_family.FAMILY):
         yield dense_family.build_model(tmp_path / "tinydepth.onnx")
-    finally:
-        registry.unregister(dense_family.NAME)
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_its_own_rule_recognises_it_not_tracknets(tinydepth):
 
 def test_predict_writes_each_map_with_its_unit(tinydepth, frames, tmp_path):
     adapter = detector_from_options(dense_family.NAME, tinydepth, "onnx:cpu", {})
-    found = list(predict(adapter, frames, save=tmp_path / "maps", result=registry.family(dense_family.NAME).result))
+    found = list(predict(adapter, frames, save=tmp_path / "maps"))
     assert [prediction.record["image"] for prediction in found] == [str(path) for path in frames]
     for prediction, path in zip(found, frames):
         truth = expected_depth(path)
@@ -70,10 +70,9 @@ def test_predict_writes_each_map_with_its_unit(tinydepth, frames, tmp_path):
 
 
 def test_compare_gives_the_two_backends_maps_difference(tinydepth, frames, tmp_path):
-    kind = DENSE_MAP.module()
     options = {"source": frames[0].parent, "data": None, "out_dir": tmp_path / "compare"}
     configurations = ((tinydepth, "onnx:cpu"), (tinydepth, "openvino:CPU"))
-    kind.compare_runs(dense_family.NAME, configurations, options)
+    evaluation(DENSE_MAP).compare(dense_family.NAME, configurations, options)
     (report_path,) = (tmp_path / "compare").glob("compare_*.json")
     outputs = json.loads(report_path.read_text())["outputs"]
     assert outputs["valid_in_one"] == 0 and 0 <= outputs["max_difference"] < 1e-3
@@ -81,7 +80,7 @@ def test_compare_gives_the_two_backends_maps_difference(tinydepth, frames, tmp_p
 
 def test_eval_scores_the_saved_maps_by_absrel_and_delta1(tinydepth, frames, tmp_path):
     adapter = detector_from_options(dense_family.NAME, tinydepth, "onnx:cpu", {})
-    list(predict(adapter, frames, save=tmp_path / "maps", result=DENSE_MAP))
+    list(predict(adapter, frames, save=tmp_path / "maps"))
     truth = tmp_path / "truth"
     truth.mkdir()
     for path in frames:  # left half 1.1 x the model's depth (ratio 1.1, AbsRel 0.1/1.1), right half 2 x (0.5)
@@ -90,7 +89,7 @@ def test_eval_scores_the_saved_maps_by_absrel_and_delta1(tinydepth, frames, tmp_
         depth[:, dense_family.WIDTH // 2 :] *= 2
         np.save(truth / f"{path.stem}.npy", depth.astype(np.float32))
     options = {"predictions": tmp_path / "maps", "data": truth, "out_dir": tmp_path / "eval"}
-    report = registry.family(dense_family.NAME).result.module().evaluate(dense_family.NAME, options)
+    report = evaluation(registry.family(dense_family.NAME).result).evaluate(dense_family.NAME, options)
     scored = json.loads((tmp_path / "eval" / "eval.json").read_text())
     assert scored["AbsRel"] == pytest.approx((0.1 / 1.1 + 0.5) / 2, abs=1e-5)
     assert scored["delta1"] == pytest.approx(0.5)

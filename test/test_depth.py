@@ -17,7 +17,7 @@ import pytest
 import skimage.data
 from builtin_interfaces.msg import Time
 from click.testing import CliRunner
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
 from std_msgs.msg import Header
@@ -27,7 +27,7 @@ from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 from vision_factory.cli import main
 from vision_factory.families.registry import family
 from vision_factory.models.model_file import recognise, summarize
-from vision_factory.results.dense import DenseMap, depth_metrics, from_message, to_cdr, to_message
+from vision_factory.results.dense import DenseMap, depth_metrics
 from vision_factory.ros.depth_node import point_cloud
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
@@ -116,13 +116,13 @@ def test_maps_match_transformers_depth_pipeline(model):
     kind = recorded["config"]["depth_kind"]
     says = "depth_kind" in recorded["metadata"]  # else, as Optimum's exports, the node is told
     given = {} if says else {"depth_kind": kind, "processor_size": "70x70"}
-    estimator = family("depth").pipeline(_values(DATA / model, **given), _load)
+    estimator = family("depth").pipeline(_values(DATA / model, **given), _load).model
     assert estimator.depth_kind == kind and estimator.unit == ("m" if kind == "metric" else "relative")
     for frames, tolerance in (("frames_pil", 1e-5), ("frames", 1e-3)):
         for frame in recorded[frames]:
             image = _frame(frame["image"])
             assert list(estimator.prepare(image).shape) == frame["model_input"]
-            found = estimator.infer(image)
+            found = estimator.infer(image).dense
             assert found.values.shape == tuple(frame["size"]) and found.values.dtype == np.float32
             expected = np.load(DATA / frame["depth"])
             stride = frame["stride"]
@@ -142,12 +142,12 @@ def test_the_fast_resize_filter_stays_near_transformers_maps(model):
     recorded = REFERENCE["models"][model]
     says = "depth_kind" in recorded["metadata"]
     given = {} if says else {"depth_kind": recorded["config"]["depth_kind"], "processor_size": "70x70"}
-    exact = family("depth").pipeline(_values(DATA / model, **given), _load)
-    fast = family("depth").pipeline(_values(DATA / model, resize_filter="fast", **given), _load)
+    exact = family("depth").pipeline(_values(DATA / model, **given), _load).model
+    fast = family("depth").pipeline(_values(DATA / model, resize_filter="fast", **given), _load).model
     for frame in recorded["frames_pil"]:
         image = _frame(frame["image"])
         assert not np.array_equal(fast.prepare(image), exact.prepare(image))  # the other filter ran
-        found = fast.infer(image)
+        found = fast.infer(image).dense
         assert found.values.shape == tuple(frame["size"])
         difference = np.abs(found.values[:: frame["stride"], :: frame["stride"]] - np.load(DATA / frame["depth"]))
         span = frame["max"] - frame["min"]
@@ -155,10 +155,10 @@ def test_the_fast_resize_filter_stays_near_transformers_maps(model):
     # A camera's 1280x720 frame at Depth Anything's own size (518: shrunk 1.4x, OpenCV's bilinear) against exact's
     # maps (transformers', the test above): at most 4 % of the range here, 0.14 % on average
     given = {**given, "processor_size": "518x518", "depth_kind": recorded["config"]["depth_kind"]}
-    exact = family("depth").pipeline(_values(DATA / model, **given), _load)
-    fast = family("depth").pipeline(_values(DATA / model, resize_filter="fast", **given), _load)
+    exact = family("depth").pipeline(_values(DATA / model, **given), _load).model
+    fast = family("depth").pipeline(_values(DATA / model, resize_filter="fast", **given), _load).model
     frame = cv2.resize(_frame("coffee"), (1280, 720), interpolation=cv2.INTER_AREA)
-    expected, found = exact.infer(frame).values, fast.infer(frame).values
+    expected, found = exact.infer(frame).dense.values, fast.infer(frame).dense.values
     span = np.nanmax(expected) - np.nanmin(expected)
     difference = np.abs(found - expected)
     assert np.nanmax(difference) <= 0.06 * span and np.nanmean(difference) <= 0.004 * span
@@ -174,11 +174,11 @@ def test_a_maps_serialized_message_is_rclpys_to_the_field(frame_id):
         header = Header(stamp=Time(sec=sec, nanosec=999_999_999), frame_id=frame_id)
         result = DenseMap(rng.normal(size=shape).astype(np.float32), "m", "depth")
         result.values[0, 0] = np.nan
-        serialized, message = to_cdr(header, result), to_message(header, result)
+        serialized, message = result.to_cdr(header), result.to_message(header)
         assert len(serialized) == len(serialize_message(message))
         read = deserialize_message(serialized, Image)
         assert read.header == header and read.encoding == "32FC1" and read.step == 4 * shape[1]
-        assert np.array_equal(from_message(read, "m", "depth").values, result.values, equal_nan=True)
+        assert np.array_equal(DenseMap.from_message(read, "m", "depth").values, result.values, equal_nan=True)
 
 
 def test_the_point_cloud_reads_back_with_rclpy_as_the_pinhole_points_of_the_map():
@@ -221,12 +221,12 @@ def test_zoedepth_is_recognised_as_metric_and_its_maps_match_transformers_depth_
     found = recognise(summarize(ZOEDEPTH))
     assert found.family == "depth" and found.details["model_type"] == "zoedepth", found.reason
     assert found.details["depth_kind"] == "metric" and found.details["image_size"] == (96, 128), found.reason
-    estimator = family("depth").pipeline(_values(ZOEDEPTH), _load)
+    estimator = family("depth").pipeline(_values(ZOEDEPTH), _load).model
     assert estimator.depth_kind == "metric" and estimator.unit == "m"
     for frame in REFERENCE["models"][ZOEDEPTH.name]["frames"]:
         image = _frame(frame["image"])
         assert list(estimator.prepare(image).shape) == frame["model_input"]
-        found = estimator.infer(image).values
+        found = estimator.infer(image).dense.values
         assert found.shape == tuple(frame["size"]) and found.dtype == np.float32
         assert _within(found, frame, 1e-4), frame["image"]
     with pytest.raises(ValueError, match="zoedepth model's depth is metric only"):
@@ -239,12 +239,14 @@ def test_a_model_that_does_not_say_metric_or_relative_is_refused_without_depth_k
 
 
 def test_metric_depth_beyond_max_depth_is_nan():
-    estimator = family("depth").pipeline(
-        _values(METRIC, depth_kind="metric", processor_size="70x70", max_depth=6.0), _load
+    estimator = (
+        family("depth")
+        .pipeline(_values(METRIC, depth_kind="metric", processor_size="70x70", max_depth=6.0), _load)
+        .model
     )
-    found = estimator.infer(_frame("chelsea")).values
-    unlimited = family("depth").pipeline(_values(METRIC, depth_kind="metric", processor_size="70x70"), _load)
-    full = unlimited.infer(_frame("chelsea")).values
+    found = estimator.infer(_frame("chelsea")).dense.values
+    unlimited = family("depth").pipeline(_values(METRIC, depth_kind="metric", processor_size="70x70"), _load).model
+    full = unlimited.infer(_frame("chelsea")).dense.values
     assert np.isfinite(full).all() and (full > 6).any() and (full <= 6).any()
     assert np.array_equal(np.isnan(found), full > 6)
     assert np.array_equal(found[full <= 6], full[full <= 6])
@@ -311,7 +313,7 @@ def test_depth_node_publishes_rep118_metres_its_camera_info_and_points(tmp_path)
     message, info, cloud = answered["/t/depth"], answered["/t/depth/camera_info"], answered["/t/points"]
     assert message.encoding == "32FC1" and message.header.frame_id == "camera_optical"
     assert (message.height, message.width) == image.shape[:2]
-    depth = from_message(message, "m", "depth").values
+    depth = DenseMap.from_message(message, "m", "depth").values
     frame = REFERENCE["models"][METRIC.name]["frames_pil"][0]
     expected = np.load(DATA / frame["depth"])
     assert np.abs(depth[:: frame["stride"], :: frame["stride"]] - expected).max() <= 1e-5 * (
@@ -326,6 +328,53 @@ def test_depth_node_publishes_rep118_metres_its_camera_info_and_points(tmp_path)
     assert np.allclose(points[..., 2], depth)
     assert np.allclose(points[..., 0], (u - cx) * depth / fx, rtol=1e-5, atol=1e-5)
     assert np.allclose(points[..., 1], (v - cy) * depth / fy, rtol=1e-5, atol=1e-5)
+
+
+def test_depth_node_refuses_a_camera_info_that_cannot_place_a_pixel_and_sends_no_points_from_it(tmp_path):
+    """A camera_info of focal lengths 0 (an uncalibrated camera), then one of an infinite principal point: the cloud
+    from them had x, y inf or NaN and numpy's RuntimeWarnings reached the log. Each is refused once by kind, naming
+    the camera_info topic, as detect_3d_node refuses it; the maps are still published, no depth/camera_info or
+    points from them."""
+    image = _frame("coffee")
+    height, width = image.shape[:2]
+    params = {"model_path": str(METRIC), "depth_kind": "metric", "processor_size": "70x70"}
+    node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.depth_onnx_node")
+    probe = Probe()
+    try:
+        maps, infos = probe.subscribe(Image, "/t/depth"), probe.subscribe(CameraInfo, "/t/depth/camera_info")
+        clouds = probe.subscribe(PointCloud2, "/t/points")
+        images, info_publisher = probe.publisher(Image, "/t/image"), probe.publisher(CameraInfo, "/t/camera_info")
+        ready = lambda: images.get_subscription_count() > 0 and info_publisher.get_subscription_count() > 0  # noqa: E731
+        assert probe.spin_until(lambda: ready() and probe.matched(), PATIENCE_S), node.log()
+        stamps = itertools.count(100)
+        inf = float("inf")
+        bad = {
+            "/t/camera_info without focal length": [0.0] * 9,
+            "/t/camera_info without principal point": [500.0, 0.0, inf, 0.0, 500.0, 200.0, 0.0, 0.0, 1.0],
+        }
+        for kind, k in bad.items():
+            for _ in range(int(PATIENCE_S / 2)):  # until the node has refused it: camera_info may come after an image
+                header = Header(stamp=Time(sec=next(stamps)), frame_id="camera_optical")
+                info = _camera_info(width, height, header)
+                info.k = k
+                info_publisher.publish(info)
+                probe.spin_until(lambda: False, 0.2)
+                images.publish(bgr_to_message(image, header))
+                if probe.spin_until(lambda kind=kind: f"({kind}):" in node.log(), 2.0):
+                    break
+            assert f"({kind}):" in node.log(), node.log()
+        assert probe.spin_until(lambda: len(maps) >= 2, PATIENCE_S), node.log()
+        probe.spin_until(lambda: False, 1.0)
+    finally:
+        probe.close()
+        node.stop()
+    log = node.log()
+    assert not clouds and not infos, log
+    assert "RuntimeWarning" not in log and "Traceback" not in log
+    for kind in bad:
+        assert log.count(f"({kind}):") == 1, log
+    assert "/t/camera_info's K has focal lengths fx 0, fy 0: the camera is not calibrated" in log
+    assert "/t/camera_info's K has a NaN or infinite value (cx inf, cy 200)" in log and "more characters" not in log
 
 
 def _scaled_k(info: CameraInfo, width: int, height: int) -> np.ndarray:
@@ -394,7 +443,7 @@ def test_with_cameras_each_cameras_maps_carry_its_own_camera_info_and_points(tmp
         fx, fy, cx, cy = f * width, (f - 0.1) * width, width / 2 + 3 / size, height / 2 - 5 / size  # at its size
         expected = np.array([[fx, 0, cx], [0, fy, cy]])
         assert np.allclose(np.array(info.k).reshape(3, 3)[:2], expected), camera
-        _assert_points(cloud, from_message(message, "m", "depth").values, expected)
+        _assert_points(cloud, DenseMap.from_message(message, "m", "depth").values, expected)
 
 
 def _stamp(message) -> tuple[int, int]:
@@ -457,7 +506,7 @@ def test_depth_node_publishes_a_zoedepth_models_metres(tmp_path):
     message = answered["/t/depth"]  # with its depth/camera_info and points of the same stamp
     assert message.encoding == "32FC1" and (message.height, message.width) == image.shape[:2]
     assert answered["/t/points"].header.stamp == message.header.stamp
-    depth = from_message(message, "m", "depth").values
+    depth = DenseMap.from_message(message, "m", "depth").values
     assert _within(depth, REFERENCE["models"][ZOEDEPTH.name]["frames"][1], 1e-4)
 
 
@@ -466,7 +515,7 @@ def test_depth_node_publishes_a_relative_models_map_as_relative_depth_never_metr
     answered, clouds, wrong, log = _run_depth_node(tmp_path, {"model_path": str(RELATIVE)}, image, "/t/relative_depth")
     assert not wrong and not clouds, log  # no metres, no points from a relative map
     assert "relative inverse depth on relative_depth" in log, log
-    depth = from_message(answered["/t/relative_depth"], "relative", "depth").values
+    depth = DenseMap.from_message(answered["/t/relative_depth"], "relative", "depth").values
     frame = REFERENCE["models"][RELATIVE.name]["frames_pil"][1]
     expected = np.load(DATA / frame["depth"])
     assert np.abs(depth[:: frame["stride"], :: frame["stride"]] - expected).max() <= 1e-5 * (
@@ -534,7 +583,7 @@ def test_quantize_calibrates_on_the_depth_processors_input_and_reports_the_relat
         cv2.imwrite(str(images / f"{name}.png"), _frame(name))
     out = tmp_path / "int8.onnx"
     arguments = ["quantize", "--model-type", "depth", "--model", str(RELATIVE), "--calibration", str(images)]
-    done = CliRunner().invoke(main, [*arguments, "--out", str(out), "--data", str(images)])
+    done = CliRunner().invoke(main, [*arguments, "--out", str(out), "--data", str(images), "--backend", "onnx"])
     assert done.exit_code == 0, done.output
     found = recognise(summarize(out))
     assert found.family == "depth" and found.details["depth_kind"] == "relative", found.reason
@@ -624,16 +673,36 @@ def test_replay_of_a_relative_model_records_its_maps_on_relative_depth(tmp_path)
     assert result.frames_sent == 2 and result.outputs == 2 and result.missing_frames == [], Path(
         result.node_log
     ).read_text()
-    estimator = family("depth").pipeline(_values(RELATIVE), _load)
+    estimator = family("depth").pipeline(_values(RELATIVE), _load).model
     frames = [frame for _, frame in read_framed(bag)]
     messages = [deserialize_message(raw.data, Image) for raw in read_messages(result.output_bag, "/relative_depth")]
     assert len(messages) == 2
     for message, frame in zip(messages, frames):
-        expected = estimator.infer(frame).values
-        values = from_message(message, "relative", "depth").values
+        expected = estimator.infer(frame).dense.values
+        values = DenseMap.from_message(message, "relative", "depth").values
         assert values.shape == expected.shape
         assert np.abs(values - expected).max() <= 1e-6 * (expected.max() - expected.min())
     assert len(json.loads((tmp_path / "replay" / family("depth").result.file).read_text())) == 2
+
+
+def test_replay_reports_and_writes_a_metric_models_maps_with_their_kind_and_unit(tmp_path):
+    """`replay --node depth` of a metric model: replay.json names the answers' file (dense.json, the kind's), whose
+    record of each frame says what the map measures and in what (depth, m) and its range, the map's as published
+    (before: dense.json was listed nowhere and written with an empty kind and unit)."""
+    bag = _bag_of_two_frames(tmp_path)
+    params = {"model_path": str(METRIC), "depth_kind": "metric", "processor_size": "70x70"}
+    result = replay(bag, tmp_path / "replay", "depth", params)
+    assert result.missing_frames == [], Path(result.node_log).read_text()
+    summary = json.loads((tmp_path / "replay" / "replay.json").read_text())
+    assert summary["answers"] == result.answers == str(tmp_path / "replay" / "dense.json")
+    records = json.loads(Path(result.answers).read_text())
+    maps = [deserialize_message(raw.data, Image) for raw in read_messages(result.output_bag, "/depth")]
+    assert [record["frame"] for record in records] == [0, 1] and len(maps) == 2
+    for record, message in zip(records, maps):
+        values = DenseMap.from_message(message, "m", "depth").values
+        assert (record["kind"], record["unit"]) == ("depth", "m")
+        assert (record["width"], record["height"]) == (values.shape[1], values.shape[0])
+        assert record["valid"] == np.isfinite(values).sum() and record["max"] == float(np.nanmax(values))
 
 
 def test_verify_finds_the_depth_node_gives_a_relative_models_maps(tmp_path):
@@ -658,3 +727,70 @@ def test_quantize_is_told_a_files_depth_kind_and_refuses_without(tmp_path):
     done = CliRunner().invoke(main, [*arguments, "--depth-kind", "metric"])
     assert done.exit_code == 0, done.output
     assert "accuracy loss: mean relative depth difference" in done.output
+
+
+def _empty_map_model(path: Path, static: bool) -> Path:
+    """A depth model (metadata relative, depth_anything) of one input [1, 3, 32, 32] whose output predicted_depth is
+    an empty map: [1, 0, 0] in the file (``static``), or of a size the input's values decide (rows 0 to 0 times its
+    largest value: no rows), which the file cannot say."""
+    nodes = [helper.make_node("ReduceMean", ["pixel_values"], ["mean"], axes=[1], keepdims=0)]  # [1, 32, 32]
+    if static:
+        empty = numpy_helper.from_array(np.zeros((1, 0, 0), np.float32), "empty")
+        nodes = [helper.make_node("Identity", ["empty"], ["predicted_depth"])]
+        initializers, declared = [empty], [1, 0, 0]
+    else:
+        nodes += [
+            helper.make_node("ReduceMax", ["pixel_values"], ["largest"], keepdims=0),
+            helper.make_node("Mul", ["largest", "zero"], ["nothing"]),
+            helper.make_node("Cast", ["nothing"], ["end"], to=TensorProto.INT64),
+            helper.make_node("Reshape", ["end", "one"], ["ends"]),
+            helper.make_node("Slice", ["mean", "starts", "ends", "axes"], ["predicted_depth"]),
+        ]
+        initializers = [
+            numpy_helper.from_array(np.float32(0), "zero"),
+            numpy_helper.from_array(np.array([1], np.int64), "one"),
+            numpy_helper.from_array(np.array([0], np.int64), "starts"),
+            numpy_helper.from_array(np.array([1], np.int64), "axes"),
+        ]
+        declared = ["batch", "height", "width"]
+    graph = helper.make_graph(
+        nodes,
+        "empty_map",
+        [helper.make_tensor_value_info("pixel_values", TensorProto.FLOAT, [1, 3, 32, 32])],
+        [helper.make_tensor_value_info("predicted_depth", TensorProto.FLOAT, declared)],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    helper.set_model_props(model, {"model_type": "depth_anything", "depth_kind": "relative"})
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "static, named",
+    [
+        (True, "the depth model's output predicted_depth [1, 0, 0] is empty: no depth map"),
+        (False, "the depth model's output predicted_depth [batch, height, width] gave (1, 0, 32): an empty map"),
+    ],
+    ids=["static", "dynamic"],
+)
+def test_a_depth_model_whose_map_is_empty_is_named_not_a_resize_error(tmp_path, static, named):
+    """A static empty output is refused as the model loads; a dynamic one that comes out empty, by the frame."""
+    model = _empty_map_model(tmp_path / "empty.onnx", static)
+    image = tmp_path / "frame.png"
+    cv2.imwrite(str(image), np.full((48, 64, 3), 90, np.uint8))
+    done = CliRunner().invoke(main, ["predict", "--model-type", "depth", "--model", str(model), str(image)])
+    assert done.exit_code == 1 and isinstance(done.exception, SystemExit), (done.output, done.exception)
+    assert done.output.startswith("Error: ") and named in done.output, done.output
+    assert len(done.output.strip().splitlines()) == 1, done.output
+
+
+def test_a_depth_node_of_a_model_whose_map_is_empty_says_so_and_exits(tmp_path):
+    model = _empty_map_model(tmp_path / "empty.onnx", static=True)
+    node = NodeProcess(tmp_path, {"model_path": str(model)}, module="vision_factory.depth_onnx_node")
+    code = node.wait(30)
+    node.stop()
+    log = node.log()
+    assert code == 2 and "cannot start" in log and "Traceback" not in log, log
+    assert "the depth model's output predicted_depth [1, 0, 0] is empty: no depth map" in log, log

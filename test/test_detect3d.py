@@ -9,16 +9,17 @@ import numpy as np
 import pytest
 from support.depth_scenes import COLOUR, DEPTH, WALL, Flat, detections, encode, holes, render
 
+from vision_factory.camera_infos import CameraInfoError, Intrinsics
 from vision_factory.models.lift3d import (
-    Intrinsics,
     LiftError,
     check_camera_frame,
     depth_intrinsics,
     depth_metres,
     lift,
 )
-from vision_factory.models.masks import InstanceMask
-from vision_factory.results.detections import Detection
+from vision_factory.results.boxes import Boxes
+from vision_factory.results.frame import FrameResult
+from vision_factory.results.masks import InstanceMask, Masks
 
 # Depths in whole millimetres: 16UC1 holds them exactly.
 SCENE = [
@@ -67,12 +68,12 @@ def test_a_mask_measures_the_object_where_the_box_core_sees_through_it(encoding)
 def test_the_background_beside_a_mask_edge_and_holes_are_left_out():
     """Half the ring's mask is dilated onto the wall (a mask's edge off by pixels): still the ring's depth."""
     depth, _ = render([RING], DEPTH)
-    (detection,) = detections([RING], masks=True)
-    bits = detection.mask.bits.copy()
+    found = detections([RING], masks=True)
+    bits = found.masks.masks[0].bits.copy()
     bits[:, 1:] |= bits[:, :-1]
     bits[:, 2:] |= bits[:, :-2]  # three pixels wider to the right: a sliver of wall in the samples
-    detection.mask = type(detection.mask)(0, 0, bits, COLOUR.width, COLOUR.height)
-    (box,) = lift([detection], holes(depth, 0.2, seed=3).astype(np.float32), COLOUR, DEPTH)
+    found.masks = Masks([InstanceMask(0, 0, bits, COLOUR.width, COLOUR.height)])
+    (box,) = lift(found, holes(depth, 0.2, seed=3).astype(np.float32), COLOUR, DEPTH)
     _assert_lifted(box, RING)
 
 
@@ -98,9 +99,10 @@ def test_a_box_with_too_little_valid_depth_gets_none_never_a_box_at_zero():
 
 def test_a_box_outside_the_depth_image_or_smaller_than_a_depth_pixel():
     depth = _read(render(SCENE, DEPTH)[0], "32FC1")
-    outside = Detection((700.0, 10.0, 760.0, 40.0), 0.5, 0, "x")
-    tiny = Detection(tuple(np.add(SCENE[0].box(), (90, 120, -90, -120))), 0.5, 0, "x")  # a 0.2 px box at its centre
-    gone, small = lift([outside, tiny], depth, COLOUR, DEPTH)
+    outside = (700.0, 10.0, 760.0, 40.0)
+    tiny = np.add(SCENE[0].box(), (90, 120, -90, -120))  # a 0.2 px box at its centre
+    found = FrameResult(COLOUR.width, COLOUR.height, Boxes([outside, tiny], [0.5, 0.5], [0, 0], ["x", "x"]))
+    gone, small = lift(found, depth, COLOUR, DEPTH)
     assert gone is None
     assert small.centre[2] == pytest.approx(SCENE[0].centre[2])
 
@@ -138,7 +140,7 @@ def test_a_short_depth_image_is_refused():
     "k", [[0.0] * 9, [525, 0, 320, 0, 0, 240, 0, 0, 1], [float("nan"), 0, 320, 0, 525, 240, 0, 0, 1]]
 )
 def test_camera_info_without_a_focal_length_is_refused(k):
-    with pytest.raises(LiftError, match="not calibrated") as refused:
+    with pytest.raises(CameraInfoError, match="not calibrated") as refused:
         Intrinsics.from_camera_info(k, 640, 480, "depth_camera_info")
     assert refused.value.kind == "depth_camera_info without focal length"
 
@@ -146,9 +148,9 @@ def test_camera_info_without_a_focal_length_is_refused(k):
 def test_camera_info_of_no_size_or_with_binning_is_refused():
     k = [525, 0, 319.5, 0, 525, 239.5, 0, 0, 1]
     assert Intrinsics.from_camera_info(k, 640, 480) == Intrinsics(525, 525, 319.5, 239.5, 640, 480)
-    with pytest.raises(LiftError, match="0x480"):
+    with pytest.raises(CameraInfoError, match="0x480"):
         Intrinsics.from_camera_info(k, 0, 480)
-    with pytest.raises(LiftError, match="binning") as refused:
+    with pytest.raises(CameraInfoError, match="binning") as refused:
         Intrinsics.from_camera_info(k, 640, 480, binning=(2, 2))
     assert refused.value.kind == "camera_info with binning or roi"
 
@@ -196,10 +198,11 @@ def test_a_slanted_surface_has_its_depth_extent_and_centre(encoding):
     colour_depth, _ = _slanted(COLOUR, centre, width, 0.3, angle)
     mask = InstanceMask(0, 0, colour_depth < WALL, COLOUR.width, COLOUR.height)
     extent = width * np.sin(angle)
-    (found,) = lift([Detection(box, 0.9, 0, "board", None, mask)], _read(depth, encoding), COLOUR, DEPTH)
+    board = FrameResult(COLOUR.width, COLOUR.height, Boxes([box], [0.9], [0], ["board"]))
+    (found,) = lift(board.with_parts(masks=Masks([mask])), _read(depth, encoding), COLOUR, DEPTH)
     assert np.linalg.norm(np.subtract(found.centre, centre)) <= 0.01 * np.linalg.norm(centre), found.centre
     assert 0.85 * extent <= found.size[2] <= extent, (found.size[2], extent)
-    (core,) = lift([Detection(box, 0.9, 0, "board")], _read(depth, encoding), COLOUR, DEPTH)
+    (core,) = lift(board, _read(depth, encoding), COLOUR, DEPTH)
     assert abs(core.centre[2] - centre[2]) <= 0.01 * np.linalg.norm(centre)
     assert core.size[2] < found.size[2]  # the core sees the middle of the board only
 

@@ -24,8 +24,8 @@ from vision_msgs.msg import Detection2DArray, Detection3DArray
 from visualization_msgs.msg import Marker, MarkerArray
 
 from vision_factory.models.lift3d import Intrinsics
-from vision_factory.models.masks import label_image
-from vision_factory.results.detections import detections_message
+from vision_factory.results.boxes import Boxes
+from vision_factory.results.masks import label_image
 
 FRAME = "camera_color_optical_frame"
 SCENE = [
@@ -33,7 +33,7 @@ SCENE = [
     Flat("sign", (0.42, -0.21, 2.3), 0.3, 0.3),  # its depth is missing: no 3D box
     Flat("far", (0.05, 0.3, 3.2), 0.6, 0.2),
 ]
-IDS = ["7", "8", "9"]  # as a tracking detector's
+IDS = [7, 8, 9]  # track IDs, as a tracking detector's
 STATUS = "detect_3d: inference"
 
 
@@ -81,14 +81,25 @@ class Scene:
         publishers = (self.detections, self.depth, self.info, self.depth_info)
         return all(p.get_subscription_count() > 0 for p in publishers) and self.probe.matched()
 
-    def send(self, camera: Intrinsics, encoding: str, info: CameraInfo | None = None, depth_info: bool = False) -> int:
-        """One frame: the camera_info(s) as a driver sends them with each frame, the depth, then the detections."""
+    def send(
+        self,
+        camera: Intrinsics,
+        encoding: str,
+        info: CameraInfo | None = None,
+        depth_info: bool = False,
+        more: Boxes | None = None,
+    ) -> int:
+        """One frame: the camera_info(s) as a driver sends them with each frame, the depth, then the detections (and
+        ``more`` after them, ids 100, 101, ...)."""
         stamp = next(self.stamps)
         self.info.publish(info or _info(COLOUR, stamp))
         if depth_info:
             self.depth_info.publish(_info(camera, stamp))
         self.depth.publish(_depth(camera, encoding, stamp))
-        self.detections.publish(detections_message(_header(stamp), detections(SCENE), (), IDS))
+        boxes = Boxes.join([detections(SCENE).boxes, more]) if more is not None else detections(SCENE).boxes
+        ids = IDS + [100 + index for index in range(len(boxes) - len(IDS))]
+        found = detections(SCENE).with_parts(boxes=boxes.tracked(ids))
+        self.detections.publish(found.to_message(_header(stamp)))
         return stamp
 
     def answered(self, *frame, **given) -> Detection3DArray:
@@ -164,6 +175,28 @@ def test_detections_in_3d_over_dds_and_bad_input_refused_once_per_kind(tmp_path)
     assert "16UC1 (millimetres) or 32FC1 (metres)" in log
 
 
+def test_a_nan_or_infinite_box_costs_no_other_detection_its_3d_box(tmp_path):
+    """Detections of a NaN and of an infinite box among the scene's: those get no 3D box, reported once by kind and
+    counted; the others are lifted as ever (the whole frame was lost: math.ceil(nan) in lift)."""
+    nan, inf = float("nan"), float("inf")
+    bad = Boxes([(nan, 10, 50, 50), (10, 10, inf, 50)], [0.9, 0.8], [0, 0], ["ghost", "ghost"])
+    node = NodeProcess(tmp_path, {"qos_reliability": "reliable"}, module="vision_factory.detect_3d_node")
+    probe = Probe()
+    try:
+        scene = Scene(probe)
+        assert probe.spin_until(scene.ready, PATIENCE_S), node.log()
+        for encoding in ("16UC1", "32FC1"):
+            _assert_exact(scene.answered(COLOUR, encoding, more=bad))
+        assert probe.spin_until(lambda: scene.problems("non-finite box in detections") >= 2, PATIENCE_S)
+        assert scene.problems("detection without depth") >= 2  # the sign, counted apart
+    finally:
+        probe.close()
+        node.stop()
+    log = node.log()
+    assert "Traceback" not in log and log.count("(non-finite box in detections):") == 1, log
+    assert "2 of 5 detections in detections with a NaN or infinite box: left out, the others kept; its publisher" in log
+
+
 def _exact(answer: Detection3DArray) -> bool:
     try:
         _assert_exact(answer)
@@ -185,8 +218,9 @@ def test_each_frame_is_lifted_with_the_camera_info_of_its_own_stamp(tmp_path):
 
         def send(stamp: int, camera: Intrinsics) -> None:
             scene.depth.publish(_depth(camera, "32FC1", stamp))
-            boxes = [replace(found, xyxy=item.box(camera)) for found, item in zip(detections(SCENE), SCENE)]
-            scene.detections.publish(detections_message(_header(stamp), boxes, (), IDS))
+            found = detections(SCENE)
+            boxes = replace(found.boxes, xyxy=[item.box(camera) for item in SCENE]).tracked(IDS)
+            scene.detections.publish(found.with_parts(boxes=boxes).to_message(_header(stamp)))
 
         cameras = {1: COLOUR, 2: zoomed}  # the camera_info of each stamp
 
@@ -259,8 +293,9 @@ def test_with_use_masks_each_detection_is_measured_under_its_mask(tmp_path):
         ready = lambda: all(p.get_subscription_count() > 0 for p in publishers.values()) and probe.matched()  # noqa: E731
         assert probe.spin_until(ready, PATIENCE_S), node.log()
         depth, _ = render([ring], DEPTH)
-        (found,) = detections([ring], masks=True)
-        labels = label_image([found.mask], (COLOUR.height, COLOUR.width))
+        found = detections([ring], masks=True)
+        found = found.with_parts(boxes=found.boxes.tracked([4]))
+        labels = label_image(found.masks.masks, (COLOUR.height, COLOUR.width))
 
         def send(stamp: int, mask_size: Intrinsics = COLOUR) -> None:
             publishers["camera_info"].publish(_info(COLOUR, stamp))
@@ -269,7 +304,7 @@ def test_with_use_masks_each_detection_is_measured_under_its_mask(tmp_path):
             depth_msg = Image(header=_header(stamp), width=DEPTH.width, height=DEPTH.height, encoding="32FC1")
             depth_msg.step, depth_msg.data = step, data
             publishers["depth"].publish(depth_msg)
-            publishers["detections"].publish(detections_message(_header(stamp), [found], (), ["4"]))
+            publishers["detections"].publish(found.to_message(_header(stamp)))
             shown = labels[: mask_size.height, : mask_size.width]
             publishers["masks"].publish(
                 Image(

@@ -25,10 +25,12 @@ from vision_factory.families.registry import family
 from vision_factory.models.fasterrcnn import FasterRCNNDetector
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.parameters import with_defaults
-from vision_factory.results.detections import COCO_KEYPOINTS, COCO_SKELETON, Detection, detections_message
-from vision_factory.ros.inference_node import PAIRING_WINDOW
+from vision_factory.results.boxes import Boxes
+from vision_factory.results.frame import FrameResult
+from vision_factory.results.keypoints import COCO_KEYPOINTS, COCO_SKELETON
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
+from vision_factory.streaming import PAIRING_WINDOW
 from vision_factory.tools.bags import write_image_bag
 from vision_factory.tools.replay import replay
 
@@ -39,19 +41,20 @@ def _replayed(tmp_path, frames, node: str, params: dict[str, str]) -> list[list[
     bag = write_image_bag(tmp_path / "bag", frames)
     result = replay(bag, tmp_path / "out", node=node, params=params)
     assert result.missing_frames == [], open(result.node_log).read()
-    records = json.loads(open(result.detections_json).read())
+    records = json.loads(open(result.answers).read())
     assert [record["frame"] for record in records] == list(range(len(frames)))  # stamps mapped back, in order
     return [record["detections"] for record in records]
 
 
-def _same(published: list[dict], expected: list[Detection]) -> None:
-    assert [d["class_name"] for d in published] == [d.class_name for d in expected]
-    assert np.allclose([d["score"] for d in published], [d.score for d in expected], atol=1e-6)
-    assert np.allclose([d["xyxy"] for d in published], [d.xyxy for d in expected], atol=1e-6)
-    for got, want in zip(published, expected):
-        assert ("keypoints" in got) == (want.keypoints is not None)
-        if want.keypoints is not None:
-            assert np.allclose(got["keypoints"], want.keypoints, atol=1e-5)
+def _same(published: list[dict], expected: FrameResult) -> None:
+    boxes = expected.boxes
+    assert [d["class_name"] for d in published] == list(boxes.labels)
+    assert np.allclose([d["score"] for d in published], boxes.scores, atol=1e-6)
+    assert np.allclose(np.reshape([d["xyxy"] for d in published], (-1, 4)), boxes.xyxy, atol=1e-6)
+    for row, got in enumerate(published):
+        assert ("keypoints" in got) == (expected.keypoints is not None)
+        if expected.keypoints is not None:
+            assert np.allclose(got["keypoints"], expected.keypoints.points[row], atol=1e-5)
 
 
 def test_yolo_node_publishes_what_the_detector_finds(tmp_path):
@@ -94,17 +97,18 @@ def test_yolo_pose_node_publishes_keypoints_markers_labels_and_a_debug_image(tmp
     assert message.header == header
     expected = YoloDetector(OnnxRunner.load(POSE_MODEL, {}, LOG), pose=True).detect(frame)
     assert len(message.detections) == len(expected) >= 2
-    for item, person in zip(message.detections, expected):
+    people = zip(expected.boxes.xyxy, expected.boxes.scores, expected.keypoints.points)
+    for item, (xyxy, score, keypoints) in zip(message.detections, people):
         assert item.header == header
         assert item.results[0].hypothesis.class_id == "person"
-        assert item.results[0].hypothesis.score == pytest.approx(person.score)
-        x1, y1, x2, y2 = person.xyxy
+        assert item.results[0].hypothesis.score == pytest.approx(score)
+        x1, y1, x2, y2 = xyxy
         assert (item.bbox.center.position.x, item.bbox.center.position.y) == pytest.approx(
             ((x1 + x2) / 2, (y1 + y2) / 2)
         )
         assert (item.bbox.size_x, item.bbox.size_y) == pytest.approx((x2 - x1, y2 - y1))
         assert [r.hypothesis.class_id for r in item.results[1:]] == list(COCO_KEYPOINTS)
-        for result, (x, y, score) in zip(item.results[1:], person.keypoints):
+        for result, (x, y, score) in zip(item.results[1:], keypoints):
             position = result.pose.pose.position
             assert (position.x, position.y, result.hypothesis.score) == pytest.approx((x, y, score))
     assert [(c.class_id, c.class_name) for c in labels[0].class_map] == [(0, "person")]
@@ -113,8 +117,8 @@ def test_yolo_pose_node_publishes_keypoints_markers_labels_and_a_debug_image(tmp
     limbs = [m for m in skeleton.markers if m.type == Marker.LINE_LIST]
     joints = [m for m in skeleton.markers if m.type == Marker.POINTS]
     assert len(limbs) == len(joints) == len(expected)
-    for joint, limb, person in zip(joints, limbs, expected):
-        shown = [score > 0.5 for _, _, score in person.keypoints]
+    for joint, limb, keypoints in zip(joints, limbs, expected.keypoints.points):
+        shown = [score > 0.5 for _, _, score in keypoints]
         assert len(joint.points) == sum(shown)
         assert len(limb.points) == 2 * sum(shown[a] and shown[b] for a, b in COCO_SKELETON)
         assert joint.header == limb.header == header
@@ -173,8 +177,8 @@ def test_rtmpose_node_poses_the_people_of_a_detections_topic(tmp_path):
         for index, frame in enumerate(frames):
             header = Header(frame_id="camera")
             header.stamp.sec = 100 + index
-            found = [Detection(xyxy, 0.9, -1, name) for xyxy, name in boxes[index]]
-            image, detections = bgr_to_message(frame, header), detections_message(header, found)
+            found = Boxes([xyxy for xyxy, _ in boxes[index]], [0.9] * 2, [-1] * 2, [name for _, name in boxes[index]])
+            image, detections = bgr_to_message(frame, header), found.to_message(header)
             # The pairing by stamp works whichever of the two comes first.
             for message, publisher in ((image, images), (detections, people))[:: 1 if index % 2 else -1]:
                 publisher.publish(message)

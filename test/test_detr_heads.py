@@ -22,6 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 from PIL import Image
 from support.generated import generate_and_install, site_packages
 from support.models import _constant_model
+from support.results import detections_of
 from support.ros_harness import KEEP_EVERY_FRAME, NodeProcess
 
 from vision_factory.cli import main
@@ -94,13 +95,13 @@ def _same_detections(ours, theirs) -> None:
             (
                 d
                 for d in free
-                if d.class_id == reference["class_id"]
-                and np.abs(np.subtract(d.xyxy, reference["xyxy"])).max() <= 1.0
-                and abs(d.score - reference["score"]) <= 1e-3
+                if d["class_id"] == reference["class_id"]
+                and np.abs(np.subtract(d["xyxy"], reference["xyxy"])).max() <= 1.0
+                and abs(d["score"] - reference["score"]) <= 1e-3
             ),
             None,
         )
-        assert match is not None, (reference, [(d.class_id, d.xyxy, d.score) for d in free])
+        assert match is not None, (reference, [(d["class_id"], d["xyxy"], d["score"]) for d in free])
         free.remove(match)
 
 
@@ -113,10 +114,10 @@ def test_same_detections_as_the_exporting_projects_own_post_processing(model, ca
     heads = {"ultralytics_scores": "ultralytics", "logits_boxes_softmax": "logits_boxes"}
     assert detector.head == heads.get(model["head"], model["head"])
     assert detector.scoring == ("softmax" if model["head"] == "logits_boxes_softmax" else "sigmoid")
-    ours = detector.detect(_frame(case["image"]))
+    ours = detections_of(detector.detect(_frame(case["image"])))
     _same_detections(ours, case["detections"])
     if model["head"] in ("logits_boxes", "rfdetr"):  # transformers' and RF-DETR's top-k: best first
-        assert [d.score for d in ours] == sorted((d.score for d in ours), reverse=True)
+        assert [d["score"] for d in ours] == sorted((d["score"] for d in ours), reverse=True)
 
 
 def test_hugging_face_exports_are_fed_the_frame_as_pil_resizes_it_not_as_opencv_does():
@@ -148,18 +149,18 @@ def test_ultralytics_rows_are_kept_in_the_models_order_above_the_threshold_witho
     detector = DetrDetector(OnnxRunner.load(model, {}, LOG))
     assert (detector.head, detector.selected, detector.names) == ("ultralytics", False, ["person", "cat", "cup"])
     frame = np.zeros((100, 200, 3), np.uint8)
-    found = detector.detect(frame)
-    assert [(d.class_name, round(d.score, 2)) for d in found] == [("cat", 0.9), ("cat", 0.8), ("person", 0.3),
+    found = detections_of(detector.detect(frame))
+    assert [(d["class_name"], round(d["score"], 2)) for d in found] == [("cat", 0.9), ("cat", 0.8), ("person", 0.3),
                                                                   ("person", 0.7)]  # fmt: skip
-    assert np.allclose([d.xyxy for d in found], [[0, 25, 100, 75], [2, 25, 102, 75], [80, 40, 120, 60],
+    assert np.allclose([d["xyxy"] for d in found], [[0, 25, 100, 75], [2, 25, 102, 75], [80, 40, 120, 60],
                                                  [170, 40, 210, 60]])  # fmt: skip
     assert detector.head_note == (
         "DETR head (ultralytics): its queries are final detections, no NMS is run (iou_threshold does not apply)"
     )
     detector.keep_classes([0])
-    assert [round(d.score, 2) for d in detector.detect(frame)] == [0.3, 0.7]
+    assert [round(d["score"], 2) for d in detections_of(detector.detect(frame))] == [0.3, 0.7]
     few = DetrDetector(OnnxRunner.load(model, {}, LOG), max_detections=2)
-    assert [round(d.score, 2) for d in few.detect(frame)] == [0.9, 0.8]
+    assert [round(d["score"], 2) for d in detections_of(few.detect(frame))] == [0.9, 0.8]
 
 
 def test_hugging_face_top_k_is_over_queries_times_classes(tmp_path):
@@ -171,9 +172,9 @@ def test_hugging_face_top_k_is_over_queries_times_classes(tmp_path):
     boxes = np.array([[[0.5, 0.5, 1.0, 0.5], [0, 0, 0, 0], [0, 0, 0, 0], [0.25, 0.25, 0.5, 0.5]]], np.float32)
     model = _constant_outputs(tmp_path / "hf.onnx", "pixel_values", {"logits": logits, "pred_boxes": boxes})
     detector = DetrDetector(OnnxRunner.load(model, {}, LOG), confidence=0.5)
-    found = detector.detect(np.zeros((40, 80, 3), np.uint8))
-    assert [(d.class_id, round(d.score, 3)) for d in found] == [(0, 0.881), (1, 0.731), (2, 0.622)]
-    assert np.allclose([d.xyxy for d in found], [[0, 10, 80, 30], [0, 10, 80, 30], [0, 0, 40, 20]])
+    found = detections_of(detector.detect(np.zeros((40, 80, 3), np.uint8)))
+    assert [(d["class_id"], round(d["score"], 3)) for d in found] == [(0, 0.881), (1, 0.731), (2, 0.622)]
+    assert np.allclose([d["xyxy"] for d in found], [[0, 10, 80, 30], [0, 10, 80, 30], [0, 0, 40, 20]])
 
 
 def test_detr_softmax_is_told_by_the_class_names_or_asked_for_never_silently_assumed(tmp_path):
@@ -189,11 +190,12 @@ def test_detr_softmax_is_told_by_the_class_names_or_asked_for_never_silently_ass
     frame = np.zeros((40, 80, 3), np.uint8)
     named = DetrDetector(OnnxRunner.load(model, {}, LOG), confidence=0.2, names=["a", "b", "c", "d", "e"])
     assert named.scoring == "softmax" and named.class_count == 5 and not named.assumed
-    found = named.detect(frame)
-    assert [(d.class_name, round(d.score, 3)) for d in found] == [("a", 0.907), ("c", 0.967)]  # query order
-    assert np.allclose([d.xyxy for d in found], [[0, 10, 80, 30], [0, 0, 40, 20]])
+    found = detections_of(named.detect(frame))
+    assert [(d["class_name"], round(d["score"], 3)) for d in found] == [("a", 0.907), ("c", 0.967)]  # query order
+    assert np.allclose([d["xyxy"] for d in found], [[0, 10, 80, 30], [0, 0, 40, 20]])
     asked = DetrDetector(OnnxRunner.load(model, {}, LOG), confidence=0.2, score_function="softmax")
-    assert [(d.class_id, round(d.score, 3)) for d in asked.detect(frame)] == [(0, 0.907), (2, 0.967)]
+    found = detections_of(asked.detect(frame))
+    assert [(d["class_id"], round(d["score"], 3)) for d in found] == [(0, 0.907), (2, 0.967)]
     unsaid = DetrDetector(OnnxRunner.load(model, {}, LOG), confidence=0.2)
     assert unsaid.scoring == "sigmoid" and unsaid.class_count == 6
     assert "assumed: the model records no model_type or class names" in unsaid.head_note
@@ -272,13 +274,13 @@ def test_the_detr_node_publishes_what_the_adapter_decodes(tmp_path, file, conf):
     assert result.missing_frames == [], log
     assert log.count("its queries are final detections, no NMS is run") == 1, log  # said once, at start-up
     detector = DetrDetector(_load(file), confidence=float(conf))
-    records = json.loads(open(result.detections_json).read())
+    records = json.loads(open(result.answers).read())
     for frame, record in zip(frames, records, strict=True):
-        expected, published = detector.detect(frame), record["detections"]
+        expected, published = detections_of(detector.detect(frame)), record["detections"]
         assert len(published) == len(expected) > 0
-        assert [d["class_name"] for d in published] == [d.class_name for d in expected]
-        assert np.allclose([d["xyxy"] for d in published], [d.xyxy for d in expected], atol=1e-3)
-        assert np.allclose([d["score"] for d in published], [d.score for d in expected], atol=1e-6)
+        assert [d["class_name"] for d in published] == [d["class_name"] for d in expected]
+        assert np.allclose([d["xyxy"] for d in published], [d["xyxy"] for d in expected], atol=1e-3)
+        assert np.allclose([d["score"] for d in published], [d["score"] for d in expected], atol=1e-6)
 
 
 def test_predict_writes_what_the_adapter_decodes_and_says_no_nms():
@@ -291,8 +293,8 @@ def test_predict_writes_what_the_adapter_decodes_and_says_no_nms():
     assert predicted.exit_code == 0, predicted.output
     assert "DETR head (ultralytics): its queries are final detections, no NMS is run" in predicted.stderr
     (record,) = [json.loads(line) for line in predicted.stdout.splitlines()]
-    expected = DetrDetector(_load("rtdetr-ul.onnx"), confidence=0.8019).detect(_frame("chelsea.png"))
-    assert record["detections"] == [d.as_dict() for d in expected] and expected
+    expected = detections_of(DetrDetector(_load("rtdetr-ul.onnx"), confidence=0.8019).detect(_frame("chelsea.png")))
+    assert record["detections"] == expected and expected
     assert {d["class_name"] for d in record["detections"]} <= {"person", "cat", "cup"}  # the metadata's names
     refused = CliRunner().invoke(
         main, ["predict", "--model-type", "detr", "--model", str(model), str(image), "--iou", "0.5"]
@@ -311,10 +313,10 @@ def test_predict_takes_the_score_function_of_a_file_that_does_not_say():
     assert asked.exit_code == 0, asked.output
     assert 'DETR head (logits_boxes; softmax over the classes and "no object"' in asked.stderr
     (record,) = [json.loads(line) for line in asked.stdout.splitlines()]
-    expected = DetrDetector(_load("rtdetr-hf.onnx"), confidence=0.3, score_function="softmax").detect(
-        _frame("coffee.png")
+    expected = detections_of(
+        DetrDetector(_load("rtdetr-hf.onnx"), confidence=0.3, score_function="softmax").detect(_frame("coffee.png"))
     )
-    assert record["detections"] == [d.as_dict() for d in expected] and expected
+    assert record["detections"] == expected and expected
     assert {d["class_id"] for d in record["detections"]} <= {0, 1, 2, 3}
     refused = CliRunner().invoke(main, ["predict", "--model-type", "yolo", "--model", str(model), str(image),
                                         "--score-function", "softmax"])  # fmt: skip
@@ -367,10 +369,11 @@ def test_eval_scores_the_detr_model_as_pycocotools_does_on_the_adapters_detectio
     # pycocotools on the adapter's own detections at validation confidence 0.001, class i -> category i + 1
     detector, results = DetrDetector(_load("rtdetr-hf.onnx"), confidence=0.001), []
     for image in json.loads((data / "annotations.json").read_text())["images"]:
-        for d in detector.detect(_frame(image["file_name"])):
-            x1, y1, x2, y2 = d.xyxy
-            results.append({"image_id": image["id"], "category_id": d.class_id + 1, "bbox": [x1, y1, x2 - x1, y2 - y1],
-                            "score": d.score})  # fmt: skip
+        for d in detections_of(detector.detect(_frame(image["file_name"]))):
+            x1, y1, x2, y2 = d["xyxy"]
+            box = [x1, y1, x2 - x1, y2 - y1]
+            category = d["class_id"] + 1
+            results.append({"image_id": image["id"], "category_id": category, "bbox": box, "score": d["score"]})
     truth = COCO(str(data / "annotations.json"))
     scored = COCOeval(truth, truth.loadRes(results), "bbox")
     scored.evaluate(), scored.accumulate(), scored.summarize()
@@ -385,10 +388,11 @@ def _coco_ap(data: Path, detector: DetrDetector) -> float:
 
     results = []
     for image in json.loads((data / "annotations.json").read_text())["images"]:
-        for d in detector.detect(_frame(image["file_name"])):
-            x1, y1, x2, y2 = d.xyxy
-            results.append({"image_id": image["id"], "category_id": d.class_id + 1, "bbox": [x1, y1, x2 - x1, y2 - y1],
-                            "score": d.score})  # fmt: skip
+        for d in detections_of(detector.detect(_frame(image["file_name"]))):
+            x1, y1, x2, y2 = d["xyxy"]
+            box = [x1, y1, x2 - x1, y2 - y1]
+            category = d["class_id"] + 1
+            results.append({"image_id": image["id"], "category_id": category, "bbox": box, "score": d["score"]})
     truth = COCO(str(data / "annotations.json"))
     scored = COCOeval(truth, truth.loadRes(results), "bbox")
     scored.evaluate(), scored.accumulate(), scored.summarize()
@@ -407,7 +411,7 @@ def test_quantize_reports_the_int8_detr_models_loss_as_pycocotools_measures_it(t
 
     data = _coco_set(tmp_path / "set", "detr-hf.onnx", 3)
     out = tmp_path / "detr_int8.onnx"
-    report = quantize("detr", HEADS / "detr-hf.onnx", data / "images", out, frames=3, data=data, speed_runs=1,
+    report = quantize("detr", HEADS / "detr-hf.onnx", data / "images", out, "onnx", frames=3, data=data, speed_runs=1,
                       accept_loss=True, target_cpu=target_cpu)  # fmt: skip
     summary = json.loads(report.files["summary"].read_text())
     int8 = DetrDetector(OnnxRunner.load(out, {}, LOG), confidence=0.001)
@@ -446,7 +450,7 @@ def test_a_generated_detr_package_publishes_what_this_packages_node_does(tmp_pat
     params = {"model_path": str(HEADS / "rtdetr-hf-deploy.onnx"), "confidence_threshold": "0.7497", **KEEP_EVERY_FRAME}
     ours = replay(bag, tmp_path / "ours", node="detr", params=params)
     theirs = replay(bag, tmp_path / "theirs", node="detr", params=params, executable=[str(executable)])
-    a, b = (json.loads(Path(result.detections_json).read_text()) for result in (ours, theirs))
+    a, b = (json.loads(Path(result.answers).read_text()) for result in (ours, theirs))
     assert len(a) == len(b) == 2 and all(record["detections"] for record in a)
     assert [record["detections"] for record in a] == [record["detections"] for record in b]
 
@@ -458,3 +462,44 @@ def test_yolo_exports_without_the_head_key_stay_yolo(tmp_path, shape):
     metadata = {"task": "detect", "stride": "32"}
     model = _constant_model(tmp_path / "y.onnx", np.zeros(shape, np.float32), size=64, names="", metadata=metadata)
     assert recognise(OnnxRunner.load(model, {}, LOG)).family == "yolo"
+
+
+# DETR exports that score no class: transformers' logits [1, Q, 0]; a DETR (softmax) whose one logit is its "no
+# object"; RF-DETR's labels [1, Q, 0]. Predict answered nothing for them, or "attempt to get argmax of an empty
+# sequence"; refused as they load.
+NO_CLASS = {
+    "logits of no class": ({"logits": np.zeros((1, 3, 0), np.float32)}, {}),
+    "only no object": ({"logits": np.zeros((1, 3, 1), np.float32)}, {"model_type": "detr"}),
+    "rf-detr labels of no class": ({"labels": np.zeros((1, 3, 0), np.float32)}, {}),
+}
+
+
+def _no_class_model(path: Path, case: str) -> Path:
+    scores, metadata = NO_CLASS[case]
+    boxes = np.full((1, 3, 4), 0.5, np.float32)
+    outputs = {"dets": boxes, **scores} if "labels" in scores else {**scores, "pred_boxes": boxes}
+    model = onnx.load(_constant_outputs(path, "pixel_values", outputs))
+    helper.set_model_props(model, metadata)
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("case", list(NO_CLASS))
+def test_a_detr_model_that_scores_no_class_is_refused_as_it_loads_naming_its_outputs(tmp_path, case):
+    model = _no_class_model(tmp_path / "detr.onnx", case)
+    image = tmp_path / "frame.png"
+    cv2.imwrite(str(image), np.zeros((32, 32, 3), np.uint8))
+    done = CliRunner().invoke(main, ["predict", "--model-type", "detr", "--model", str(model), str(image)])
+    assert done.exit_code == 1 and isinstance(done.exception, SystemExit), (done.output, done.exception)
+    assert "Error: the DETR model's outputs " in done.output and "score no class" in done.output, done.output
+    assert "the file is damaged or no detector" in done.output, done.output
+
+
+def test_the_detr_node_started_with_a_model_of_no_class_says_so_and_exits(tmp_path):
+    model = _no_class_model(tmp_path / "detr.onnx", "logits of no class")
+    process = NodeProcess(tmp_path, {"model_path": str(model)}, module="vision_factory.detr_onnx_node")
+    code = process.wait(30)
+    process.stop()
+    log = process.log()
+    assert code == 2 and "cannot start" in log and "Traceback" not in log, log
+    assert "the DETR model's outputs logits [1, 3, 0] float32, pred_boxes [1, 3, 4] float32 score no class" in log

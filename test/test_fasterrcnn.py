@@ -24,6 +24,7 @@ from conftest import SHARED
 from onnx import TensorProto, helper, numpy_helper
 from support.data import UNUSUAL_SHAPES
 from support.models import SHAPES_MODEL, wrap_yolo
+from support.results import detections_of
 
 from vision_factory.cli import main
 from vision_factory.families.registry import family
@@ -50,9 +51,9 @@ def _frames(count: int = 20) -> list[np.ndarray]:
 
 
 def _agree(ours, theirs, box_tolerance: float) -> None:
-    assert [d.class_name for d in ours] == [d.class_name for d in theirs]
-    assert np.allclose([d.score for d in ours], [d.score for d in theirs], atol=1e-4)
-    difference = np.abs(np.array([d.xyxy for d in ours]) - np.array([d.xyxy for d in theirs]))
+    assert [d["class_name"] for d in ours] == [d["class_name"] for d in theirs]
+    assert np.allclose([d["score"] for d in ours], [d["score"] for d in theirs], atol=1e-4)
+    difference = np.abs(np.array([d["xyxy"] for d in ours]) - np.array([d["xyxy"] for d in theirs]))
     assert difference.max(initial=0) < box_tolerance
 
 
@@ -69,11 +70,11 @@ def test_wrapped_yolo_detects_what_yolo_detects(tmp_path, style):
     yolo = YoloDetector(_runner(SHAPES_MODEL))
     compared = 0
     for frame in _frames():
-        ours = detector.detect(frame)
-        theirs = yolo.detect(cv2.resize(frame, (256, 256), interpolation=cv2.INTER_LINEAR))
+        ours = detections_of(detector.detect(frame))
+        theirs = detections_of(yolo.detect(cv2.resize(frame, (256, 256), interpolation=cv2.INTER_LINEAR)))
         for d in theirs:  # 256x256 -> 512x256
-            x1, y1, x2, y2 = d.xyxy
-            d.xyxy = (x1 * 2, y1, x2 * 2, y2)
+            x1, y1, x2, y2 = d["xyxy"]
+            d["xyxy"] = (x1 * 2, y1, x2 * 2, y2)
         _agree(ours, theirs, box_tolerance=0.01)
         compared += len(ours)
     assert compared >= 40  # about 3 shapes per validation image
@@ -85,7 +86,7 @@ def test_letterbox_mode_sees_yolos_own_input(tmp_path):
     yolo = YoloDetector(_runner(SHAPES_MODEL))
     compared = 0
     for frame in _frames(10):
-        ours, theirs = detector.detect(frame), yolo.detect(frame)
+        ours, theirs = detections_of(detector.detect(frame)), detections_of(yolo.detect(frame))
         _agree(ours, theirs, box_tolerance=0.01)
         compared += len(ours)
     assert compared >= 20
@@ -95,18 +96,19 @@ def test_letterbox_mode_sees_yolos_own_input(tmp_path):
 def test_options_filter_what_the_model_returns(tmp_path):
     runner = _runner(wrap_yolo(tmp_path / "m.onnx", confidence=0.05))
     frame = _frames(1)[0]
-    everything = FasterRCNNDetector(runner, confidence=0.05).detect(frame)
-    assert len({d.class_id for d in everything}) >= 2
-    squares = FasterRCNNDetector(runner, confidence=0.05, classes=[1]).detect(frame)
-    assert squares == [d for d in everything if d.class_id == 1]
-    confident = FasterRCNNDetector(runner, confidence=0.5).detect(frame)
-    assert confident == [d for d in everything if d.score > 0.5]
-    assert FasterRCNNDetector(runner, confidence=0.05, max_detections=2).detect(frame) == everything[:2]
-    assert all(a.score >= b.score for a, b in zip(everything, everything[1:]))
-    named = FasterRCNNDetector(runner, names=["o", "#", "^"], box_units="normalized").detect(frame)
-    assert [d.class_name for d in named] == ["o#^"[d.class_id] for d in named]
+    everything = detections_of(FasterRCNNDetector(runner, confidence=0.05).detect(frame))
+    assert len({d["class_id"] for d in everything}) >= 2
+    squares = detections_of(FasterRCNNDetector(runner, confidence=0.05, classes=[1]).detect(frame))
+    assert squares == [d for d in everything if d["class_id"] == 1]
+    confident = detections_of(FasterRCNNDetector(runner, confidence=0.5).detect(frame))
+    assert confident == [d for d in everything if d["score"] > 0.5]
+    assert detections_of(FasterRCNNDetector(runner, confidence=0.05, max_detections=2).detect(frame)) == everything[:2]
+    assert all(a["score"] >= b["score"] for a, b in zip(everything, everything[1:]))
+    named = detections_of(FasterRCNNDetector(runner, names=["o", "#", "^"], box_units="normalized").detect(frame))
+    assert [d["class_name"] for d in named] == ["o#^"[d["class_id"]] for d in named]
     # Wrongly read as pixels, the normalised boxes collapse into the top-left corner.
-    assert max(max(d.xyxy) for d in FasterRCNNDetector(runner, box_units="pixels").detect(frame)) <= 2
+    pixels = FasterRCNNDetector(runner, box_units="pixels").detect(frame)
+    assert max(max(d["xyxy"]) for d in detections_of(pixels)) <= 2
 
 
 def _constant_model(path: Path, outputs: dict[str, np.ndarray], image_shape=(1, 3, 64, 64), metadata=None) -> Path:
@@ -145,9 +147,12 @@ def test_tensorflow_style_yxyx_boxes_float_labels_and_a_count(tmp_path):
     model = _constant_model(tmp_path / "m.onnx", outputs, metadata={"labels": "cat\ndog\nbird\n"})
     detector = FasterRCNNDetector(_runner(model), box_format="yxyx", label_offset=0)
     assert detector.output_names["count"] == "number of detections"
-    detections = detector.detect(np.zeros((200, 400, 3), np.uint8))  # stretched to 64x64: normalised is frame-relative
-    assert [(d.class_name, d.class_id, round(d.score, 2)) for d in detections] == [("cat", 0, 0.9), ("bird", 2, 0.6)]
-    assert np.allclose(detections[0].xyxy, [0, 0, 200, 100]) and np.allclose(detections[1].xyxy, [100, 100, 300, 200])
+    frame = np.zeros((200, 400, 3), np.uint8)  # stretched to 64x64: normalised is frame-relative
+    detections = detections_of(detector.detect(frame))
+    found = [(d["class_name"], d["class_id"], round(d["score"], 2)) for d in detections]
+    assert found == [("cat", 0, 0.9), ("bird", 2, 0.6)]
+    assert np.allclose(detections[0]["xyxy"], [0, 0, 200, 100])
+    assert np.allclose(detections[1]["xyxy"], [100, 100, 300, 200])
 
 
 def test_pixel_boxes_on_a_dynamic_input_feed_the_frame_as_it_is(tmp_path):
@@ -159,11 +164,11 @@ def test_pixel_boxes_on_a_dynamic_input_feed_the_frame_as_it_is(tmp_path):
     model = _constant_model(tmp_path / "m.onnx", outputs, image_shape=[3, "height", "width"])
     detector = FasterRCNNDetector(_runner(model))
     assert detector.resize == "none" and detector.size is None
-    (detection,) = detector.detect(np.zeros((300, 500, 3), np.uint8))
-    assert detection.xyxy == (10, 20, 110, 220) and detection.class_name == "class_0"
+    (detection,) = detections_of(detector.detect(np.zeros((300, 500, 3), np.uint8)))
+    assert tuple(detection["xyxy"]) == (10, 20, 110, 220) and detection["class_name"] == "class_0"
     stretched = FasterRCNNDetector(_runner(model), input_size=(100, 250))  # frame 500x300 -> 250x100
-    (detection,) = stretched.detect(np.zeros((300, 500, 3), np.uint8))
-    assert np.allclose(detection.xyxy, [20, 60, 220, 300])  # y2 660 clipped to the frame
+    (detection,) = detections_of(stretched.detect(np.zeros((300, 500, 3), np.uint8)))
+    assert np.allclose(detection["xyxy"], [20, 60, 220, 300])  # y2 660 clipped to the frame
 
 
 def test_factory_builds_each_family_and_refuses_unknown_options(tmp_path):
@@ -306,6 +311,6 @@ def test_unusual_frames_are_fitted_and_detected_in_every_resize_mode(tmp_path, r
     model = _constant_model(tmp_path / "m.onnx", outputs, image_shape=image_shape)
     detector = FasterRCNNDetector(_runner(model), resize=resize)
     for height, width in UNUSUAL_SHAPES:
-        (found,) = detector.detect(np.full((height, width, 3), 60, np.uint8))
-        x1, y1, x2, y2 = found.xyxy
-        assert 0 <= x1 <= x2 <= width and 0 <= y1 <= y2 <= height, (resize, height, width, found.xyxy)
+        (found,) = detections_of(detector.detect(np.full((height, width, 3), 60, np.uint8)))
+        x1, y1, x2, y2 = found["xyxy"]
+        assert 0 <= x1 <= x2 <= width and 0 <= y1 <= y2 <= height, (resize, height, width, found["xyxy"])

@@ -82,12 +82,12 @@ def test_the_detection_pipeline_tracks_as_the_track_tool_and_publishes_as_the_no
     assert isinstance(pipeline, DetectionPipeline) and pipeline.tracking is not None
     rows = []
     for number, frame in enumerate(frames, start=1):
-        found = pipeline.push(frame, (number, 0))
-        assert found.new_stream == "" and len(found.track_ids) == len(found.detections)
-        assert all(
-            d.score > values["confidence_threshold"] or t is not None for d, t in zip(found.detections, found.track_ids)
-        )
-        rows += [(number, t, *d.xyxy) for d, t in zip(found.detections, found.track_ids) if t is not None]
+        ((stamp, found),) = pipeline.push(frame, (number, 0))
+        boxes = found.boxes
+        assert stamp == (number, 0) and found.new_stream == "" and len(boxes.track_ids) == len(boxes)
+        tracks = [boxes.track(row) for row in range(len(boxes))]
+        assert all(score > values["confidence_threshold"] or t is not None for score, t in zip(boxes.scores, tracks))
+        rows += [(number, t, *xyxy) for xyxy, t in zip(boxes.xyxy.tolist(), tracks) if t is not None]
     (tool,) = track_frames("yolo", model, "onnx:cpu", frames, {"--imgsz": 320}, [{}])
     assert rows, "the face is tracked"
     assert [(int(f), int(t)) for f, t in zip(tool.frames, tool.ids)] == [(f, t) for f, t, *_ in rows]
@@ -95,10 +95,10 @@ def test_the_detection_pipeline_tracks_as_the_track_tool_and_publishes_as_the_no
     np.testing.assert_allclose(tool.boxes, xywh, atol=1e-3)
 
     # The node's new-stream rule: the stream played again (a stamp back in time) resets the tracks.
-    again = pipeline.push(frames[0], (1, 0))
+    ((_, again),) = pipeline.push(frames[0], (1, 0))
     assert again.new_stream == "a stamp went back in time"
     pipeline.reset()
-    assert pipeline.push(frames[0], (1, 0)).new_stream == ""
+    assert pipeline.push(frames[0], (1, 0))[0][1].new_stream == ""
 
 
 def _two_sizes(folder: Path) -> tuple[Path, int, int]:
@@ -130,12 +130,7 @@ def test_eval_runs_the_node_pipeline_through_a_frame_size_change(tmp_path, synth
             skipped += 1
     answered.update(stream.flush())
     assert skipped == values["seq_len"] - 1 and stream.restarts == 1
-    expected = [
-        (i, answered[i]["Visibility"], float(answered[i]["X"]), float(answered[i]["Y"]))
-        if i in answered
-        else (i, 0, 0.0, 0.0)
-        for i in range(len(frames))
-    ]
+    expected = [_row(i, answered[i].ball) if i in answered else (i, 0, 0.0, 0.0) for i in range(len(frames))]
     assert run.predictions == expected
     assert any(visible for _, visible, _, _ in run.predictions[first + values["seq_len"] :])  # seen after the restart
 
@@ -156,9 +151,7 @@ def test_eval_with_inpaintnet_is_the_node_pipeline_with_it(tmp_path, synthetic_m
     answered.update(stream.flush())
     assert stream.refiner is not None  # InpaintNet ran
     assert sorted(answered) == list(range(clip.num_frames))
-    assert run.predictions == [
-        (i, answered[i]["Visibility"], float(answered[i]["X"]), float(answered[i]["Y"])) for i in range(clip.num_frames)
-    ]
+    assert run.predictions == [_row(i, answered[i].ball) for i in range(clip.num_frames)]
 
     truth = write_ball_csv(tmp_path / "truth.csv", [(i, t.visibility, t.x, t.y) for i, t in enumerate(clip.truth)])
     out = tmp_path / "eval"
@@ -166,3 +159,8 @@ def test_eval_with_inpaintnet_is_the_node_pipeline_with_it(tmp_path, synthetic_m
     result = CliRunner().invoke(main, ["eval", "--model-type", "tracknet", "--out", str(out), *arguments])
     assert result.exit_code == 0, result.output
     assert json.loads((out / "eval.json").read_text())["inpaint_model"] == str(inpaint)
+
+
+def _row(frame: int, ball) -> tuple[int, int, float, float]:
+    """A ball as a row of eval's predictions: Frame, Visibility, X, Y."""
+    return (frame, int(ball.visible), float(ball.x), float(ball.y))

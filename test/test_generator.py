@@ -215,7 +215,7 @@ def test_generated_nodes_match_this_packages_node(installed, synthetic_models, t
     results = {"vision_factory": replay(bag, tmp_path / "own", params=params)}
     for backend, executable in executables.items():
         results[backend] = replay(bag, tmp_path / backend, params=params, executable=[str(executable)])
-    rows = {name: read_ball_csv(result.ball_csv) for name, result in results.items()}
+    rows = {name: read_ball_csv(result.answers) for name, result in results.items()}
     assert len(rows["vision_factory"]) == clip.num_frames
     assert sum(row[1] for row in rows["vision_factory"]) > clip.num_frames // 2, "the ball must be tracked"
     assert rows["onnx"] == rows["vision_factory"]  # same runtime, same code: identical
@@ -253,7 +253,7 @@ def test_generated_openvino_detection_nodes_match_this_packages_onnx_nodes(tmp_p
         ours = replay(bag, tmp_path / f"{family}_onnx", node=family, params=params)
         theirs = replay(bag, tmp_path / f"{family}_openvino", node=family, params=params, executable=[str(executable)])
         assert ": openvino 20" in Path(theirs.node_log).read_text(), family  # what runs the model, logged
-        a, b = (json.loads(Path(result.detections_json).read_text()) for result in (ours, theirs))
+        a, b = (json.loads(Path(result.answers).read_text()) for result in (ours, theirs))
         assert len(a) == len(b) == len(frames) and sum(len(record["detections"]) for record in a) >= 4, family
         for frame_a, frame_b in zip(a, b):
             confident = [d for d in frame_a["detections"] if d["score"] > 0.35]  # clear of the threshold

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from support.models import spot_finder, tracknet_windows, wrap_yolo
 from support.real_models import PHOTOS, POSE_MODEL, SHAPES_IMAGES
+from support.results import detections_of
 
 from vision_factory.families.registry import family
 from vision_factory.parameters import with_defaults
@@ -86,21 +87,22 @@ def _detections(model_type: str, model, target: str, images: list[np.ndarray], *
     spec = family(model_type)
     values = with_defaults(spec.parameters, {"model_path": str(model), **given}, spec.name)
     pipeline = spec.pipeline(values, lambda path: load_target(target, path))
-    return [pipeline.push(image).detections for image in images]
+    return [detections_of(result) for image in images for _, result in pipeline.push(image)]
 
 
 def _largest_difference(a: list, b: list) -> tuple[float, float]:
     """Largest box/keypoint coordinate difference (px) and score difference of detections paired in order; the
     two lists must pair one to one (same count, same classes)."""
-    assert [d.class_id for d in a] == [d.class_id for d in b]
+    assert [d["class_id"] for d in a] == [d["class_id"] for d in b]
     px = score = 0.0
     for one, other in zip(a, b, strict=True):
-        points = [np.asarray(one.xyxy), np.asarray(other.xyxy)]
-        if one.keypoints is not None:
-            points = [np.concatenate([p, np.asarray(d.keypoints)[:, :2].ravel()]) for p, d in zip(points, (one, other))]
-            score = max(score, float(np.abs(np.asarray(one.keypoints)[:, 2] - np.asarray(other.keypoints)[:, 2]).max()))
+        points = [np.asarray(one["xyxy"]), np.asarray(other["xyxy"])]
+        if one.get("keypoints") is not None:
+            kp = [np.asarray(d["keypoints"]) for d in (one, other)]
+            points = [np.concatenate([p, k[:, :2].ravel()]) for p, k in zip(points, kp)]
+            score = max(score, float(np.abs(kp[0][:, 2] - kp[1][:, 2]).max()))
         px = max(px, float(np.abs(points[0] - points[1]).max()))
-        score = max(score, abs(one.score - other.score))
+        score = max(score, abs(one["score"] - other["score"]))
     return px, score
 
 

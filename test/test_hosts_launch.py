@@ -103,6 +103,39 @@ def test_an_unknown_host_or_an_unreadable_file_names_the_fix(tmp_path):
         load_hosts(tmp_path / "bad.yaml")
 
 
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("hosts: " + "[" * 5000 + "]" * 5000, "nests deeper than a YAML reader can follow"),
+        ("hosts: {a: {family: yolo, cameras: [x], parameters: {p: " + "[" * 40 + "]" * 40 + "}}}", "nests 44 levels"),
+        ("hosts: {a: {family: yolo, cameras: [x], parameters: {p: &l [1, *l]}}}", "refers to itself"),
+    ],
+    ids=["lists-past-the-reader", "parameters-past-the-limit", "alias-inside-itself"],
+)
+def test_a_hosts_file_nested_too_deep_is_refused_by_name(tmp_path, text, says):
+    """Deeply nested lists made RecursionError escape load_hosts, and ros2 launch named no file; a file whose
+    nesting Python reads is refused past MAX_HOSTS_DEPTH too (launch_ros walks parameters recursively)."""
+    path = tmp_path / "deep\nhosts.yaml"
+    path.write_text(text)
+    with pytest.raises(HostsFileError) as refused:
+        load_hosts(path)
+    message = str(refused.value)
+    assert message.startswith(f"hosts file {tmp_path}/deep\\nhosts.yaml {says}"), message
+    assert "nests at most 16 levels" in message
+
+
+def test_a_hosts_file_of_shared_aliases_is_measured_once_per_list():
+    """A mapping that names one list a thousand times through aliases (and lists of such lists) is measured in
+    linear time, its depth that of its deepest path."""
+    from vision_factory.ros.hosts_launch import nesting
+
+    document = yaml.safe_load(
+        "a: &a [[1]]\nb: &b [" + ", ".join(["*a"] * 1000) + "]\nc: [" + ", ".join(["*b"] * 1000) + "]"
+    )
+    assert nesting(document) == 5  # the root, c, b, a and [1]
+    assert nesting(yaml.safe_load(EXAMPLE)) == 4 and nesting(7) == 0
+
+
 def test_a_host_node_that_ended_with_an_error_is_named_with_its_exit_code():
     """What the launch file raises (ros2 launch then fails) when the host's node ends on its own with an error (run for
     real in test_launch.py, where ROS launch is installed): the host, escaped, and the node's exit code."""

@@ -1,9 +1,10 @@
-"""The layout the README describes, checked on the source tree: one module per family read through one registry,
-recognition beside the adapters, import rules between the layers, and what a generated package carries."""
+"""The layout docs/develop/layout.md describes, checked on the source tree: one module per family read through one
+registry, recognition beside the adapters, import rules between the layers, and what a generated package carries."""
 
 from __future__ import annotations
 
 import ast
+import fnmatch
 import inspect
 import logging
 from pathlib import Path
@@ -27,6 +28,8 @@ ROS_MODULES |= {"vision_msgs", "builtin_interfaces", "rosbag2_py", "rosidl_runti
 # Besides ros/, what drives nodes over DDS or builds their messages.
 ROS_USERS = {"tools/replay.py", "tools/fuzz.py", "tools/bags.py", "tools/interfaces.py", "tools/demo.py"}
 ROS_USERS |= {"tools/verify.py", "tools/replay_outputs.py", "tools/bench_cameras.py", "tools/replay_cameras.py"}
+ROS_USERS |= {"tools/replay_node.py"}
+ROS_USERS |= {"tools/ros_graph.py", "tools/topics.py", "tools/params.py", "tools/lifecycle.py"}  # the node tools
 ROS_USERS |= {"tools/answers.py"}
 # Modules that entry points run: every rendered *_onnx_node.py binds a runner to a node.
 ENTRY_POINTS = {path.name for path in SOURCE_ROOT.glob("*_onnx_node.py")}
@@ -70,22 +73,63 @@ def _known(name: str) -> str | None:
     return "/".join(parts[:-1]) + ".py" if "/".join(parts[:-1]) + ".py" in SOURCES else None
 
 
+# The layers of the package, lowest first: a module imports modules of its own layer and the layers below it, never
+# one above (every import counted: at the top, inside functions and under TYPE_CHECKING alike). results/ is the core's
+# bottom: what every family's pipeline returns, with no knowledge of models, families, nodes or tools.
+LAYERS = (
+    ("foundations", ("__init__.py", "text.py", "quiet.py", "share.py", "usage.py", "parameters.py", "streaming.py",
+                     "files.py", "images.py", "camera_infos.py")),
+    ("runtime", ("runtime/",)),
+    ("results", ("results/",)),
+    ("models", ("models/",)),
+    ("families", ("families/", "cameras.py", "workers.py")),
+    ("ros", ("ros/", "*_onnx_node.py", "detect_3d_node.py")),
+    ("generator", ("generator/",)),
+    ("tools", ("tools/",)),
+    ("cli", ("cli_support.py", "cli_nodes.py", "cli.py")),
+)  # fmt: skip
+
+
+def _layer(relative: str) -> int:
+    """The index in LAYERS of the layer a module (a path under vision_factory/) belongs to."""
+    found = [
+        index
+        for index, (_, members) in enumerate(LAYERS)
+        for member in members
+        if (relative.startswith(member) if member.endswith("/") else fnmatch.fnmatch(relative, member))
+    ]
+    assert len(found) == 1, f"{relative} is in {len(found)} layers of LAYERS: put it in one"
+    return found[0]
+
+
+def _graph(top_level_only: bool = False) -> dict[str, set[str]]:
+    """Each module's imports of this package's modules (every import, or the top level's only)."""
+    return {
+        relative: {module for module in map(_known, _imports(path, top_level_only)) if module and module != relative}
+        for relative, path in SOURCES.items()
+    }
+
+
 @pytest.mark.parametrize("relative", sorted(SOURCES))
 def test_layers_import_only_downwards(relative):
     imported = _imports(SOURCES[relative])
     ours = {module for module in map(_known, imported) if module}
     roots = {name.split(".")[0] for name in imported}
     layer = relative.split("/")[0]
-    if layer == "results":  # a result kind's messages: their types imported inside its functions, never rclpy
+    if layer == "results":  # a result's messages: their types imported inside its functions, never rclpy
         top = {name.split(".")[0] for name in _imports(SOURCES[relative], top_level_only=True)}
         assert not top & ROS_MODULES and "rclpy" not in roots, f"{relative} imports ROS at import time, or rclpy"
+        by_name = {"import_module", "__import__"} & {
+            node.attr if isinstance(node, ast.Attribute) else node.id
+            for node in ast.walk(ast.parse(SOURCES[relative].read_text()))
+            if isinstance(node, ast.Attribute | ast.Name)
+        }
+        assert not by_name, f"{relative} imports by name ({sorted(by_name)}): an import this test cannot see"
     elif layer not in ("ros", "cli.py") and relative not in ROS_USERS and relative not in ENTRY_POINTS:
         assert not roots & ROS_MODULES, f"{relative} imports ROS ({sorted(roots & ROS_MODULES)}): only ros/ may"
-    below_ros = ("models", "runtime", "families", "results")
-    below_ros += ("parameters.py", "images.py", "text.py", "quiet.py", "share.py")
-    if layer in below_ros:
-        upper = {module for module in ours if module.split("/")[0] in ("ros", "tools", "generator", "cli.py")}
-        assert not upper, f"{relative} imports {sorted(upper)}, a layer above it"
+    own = _layer(relative)
+    upward = sorted(module for module in ours if _layer(module) > own)
+    assert not upward, f"{relative} ({LAYERS[own][0]}) imports {upward}, of a layer above it"
     if layer == "tools":
         generator = {module for module in ours if module.startswith("generator/")}
         assert generator <= {"generator/package.py"}, f"{relative} takes model knowledge from {sorted(generator)}"
@@ -93,24 +137,60 @@ def test_layers_import_only_downwards(relative):
         assert "families/registry.py" not in ours, f"{relative} imports every family: a node needs only its own"
 
 
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph``: its strongly connected components of more than one module (Tarjan's search,
+    iterative), each sorted, in the order found."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_search_finds_every_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"f"}, "f": {"e"}, "g": {"g"}}
+    assert cycles(graph) == [["a", "b", "c"], ["e", "f"]]  # a module importing itself is no cycle between modules
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
 def test_no_import_cycles():
-    graph = {
-        relative: {module for module in map(_known, _imports(path, top_level_only=True)) if module}
-        for relative, path in SOURCES.items()
-    }
-    done: set[str] = set()
-
-    def visit(module: str, path: list[str]) -> None:
-        if module in path:
-            raise AssertionError("import cycle: " + " -> ".join([*path[path.index(module) :], module]))
-        if module in done:
-            return
-        for imported in graph.get(module, ()):
-            visit(imported, [*path, module])
-        done.add(module)
-
-    for module in graph:
-        visit(module, [])
+    """No two modules import each other, directly or through others, counting every import (lazy ones inside
+    functions and those under TYPE_CHECKING too: each is a dependency, whatever Python makes of it at run time)."""
+    found = cycles(_graph())
+    assert not found, "import cycles: " + "; ".join(" <-> ".join(component) for component in found)
 
 
 def _family_comparisons(path: Path) -> list[tuple[int, str]]:
@@ -185,12 +265,16 @@ def test_family_options_are_the_adapters_keyword_arguments(name, adapter, skip):
 
 
 # What a generated package copies of this package's modules: its own family's, every family's (light) rule, and what
-# its launch file runs.
+# its launch file runs. Every family's pipeline returns FrameResults (results/frame.py): every package carries their
+# parts (but the COCO metrics of the tools, results/coco.py).
+RESULTS = [f"results/{name}.py" for name in ("__init__", "ball", "boxes", "colours", "dense", "frame", "keypoints")]
+RESULTS += ["results/masks.py", "results/part.py", "results/text.py"]
 SHARED = [
     "families/__init__.py",
     "cameras.py",  # several cameras on one node (ros/inference_node.py)
     "families/family.py",
-    "files.py",  # results/<kind>.py's file writer
+    "families/prompts.py",
+    "files.py",  # the results' file writer
     "images.py",
     "models/__init__.py",
     "models/bounds.py",
@@ -206,26 +290,37 @@ SHARED = [
     "models/yolo_interface.py",
     "parameters.py",
     "quiet.py",
-    "results/__init__.py",
+    *RESULTS,
     "ros/__init__.py",
     "ros/cameras.py",
     "ros/inference_node.py",
     "ros/launch_description.py",
     "ros/messages.py",
     "ros/monitor.py",
+    "ros/node_diagnostics.py",
+    "ros/node_inputs.py",
+    "ros/node_live.py",
+    "ros/node_outputs.py",
+    "ros/node_prompts.py",
+    "ros/node_workers.py",
     "ros/parameters.py",
+    "ros/spin.py",
     "ros/start.py",
+    "ros/transport.py",  # the Fast DDS transport a node chooses for itself, and its loss advice
     "runtime/__init__.py",
     "runtime/cpu.py",
     "runtime/providers.py",
     "runtime/runner.py",
     "streaming.py",
     "text.py",
+    "workers.py",
 ]
 # The tracker and its re-identification embedder (on the package's own runner), in every detection node, with the
 # frame pipeline holding it and the new-stream rule (families/pipeline.py); identities across cameras.
 TRACKER = [
+    "families/frame_pipeline.py",
     "families/pipeline.py",
+    "results/finite.py",  # what every detection passes (the pipeline's, the track node's)
     "families/reid.py",
     "families/tracking.py",
     "models/global_ids.py",
@@ -239,7 +334,6 @@ CARRIED = {
         "models/ball_stream.py",
         "models/tracknet_background.py",
         "models/tracknet_stream.py",
-        "results/ball.py",
         "ros/tracknet_node.py",
     ],
     "yolo": [
@@ -248,7 +342,6 @@ CARRIED = {
         "models/geometry.py",
         "models/masks.py",
         "models/yolo.py",
-        "results/detections.py",
         "ros/detection_node.py",
         *TRACKER,
     ],
@@ -257,21 +350,23 @@ CARRIED = {
         "families/detr.py",
         "models/detr.py",
         "models/geometry.py",
-        "models/masks.py",  # the detections' instance masks (results/detections.py)
-        "results/detections.py",
         "ros/detection_node.py",
         *TRACKER,
     ],
     "track": [
         "families/detection.py",
         "families/track.py",
-        "models/masks.py",  # the detections' instance masks (results/detections.py)
-        "results/detections.py",
         "ros/track_node.py",
         "ros/tracks.py",
         *TRACKER,
     ],
-    "depth": ["camera_infos.py", "families/depth.py", "models/depth.py", "results/dense.py", "ros/depth_node.py"],
+    "depth": [
+        "camera_infos.py",
+        "families/depth.py",
+        "families/frame_pipeline.py",
+        "models/depth.py",
+        "ros/depth_node.py",
+    ],
 }
 
 

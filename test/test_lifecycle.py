@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import importlib.util
-import re
 import weakref
 
 import cv2
@@ -19,6 +18,8 @@ from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from support.data import _photo_frames
+from support.nodes import closing_counts
+from support.results import detections_of
 from support.ros_harness import PATIENCE_S, Lifecycle, NodeProcess, Probe
 from vision_msgs.msg import Detection2DArray
 
@@ -41,13 +42,6 @@ def _image(frame, sec: int, nanosec: int = 0) -> Image:
     header = Header(frame_id="camera")
     header.stamp.sec, header.stamp.nanosec = sec, nanosec
     return bgr_to_message(frame, header)
-
-
-def _counts(log: str) -> dict[str, int]:
-    """The closing counts line's numbers: frames in, dropped, skipped, outputs."""
-    found = re.search(r"frames in (\d+), dropped (\d+), skipped (\d+), outputs (\d+)", log)
-    assert found, log
-    return dict(zip(("in", "dropped", "skipped", "outputs"), map(int, found.groups())))
 
 
 @needs_pose_model
@@ -126,7 +120,7 @@ def test_shutdown_answers_the_frames_already_accepted(tmp_path):
         assert probe.spin_until(lambda: poses, PATIENCE_S), node.log()
         assert lifecycle.set("shutdown")  # while frames wait in the queue
         assert node.wait() == 0
-        counts = _counts(node.log())
+        counts = closing_counts(node.log())
         probe.spin_until(lambda: len(poses) >= counts["outputs"], PATIENCE_S)  # every answer taken here
     finally:
         probe.close()
@@ -169,7 +163,7 @@ def test_tracknet_node_lifecycle_and_its_window_at_deactivate(tmp_path, syntheti
     finally:
         probe.close()
         node.stop()
-    counts = _counts(node.log())
+    counts = closing_counts(node.log())
     assert counts["in"] == counts["outputs"] == clip.num_frames and counts["dropped"] == 0, node.log()
 
 
@@ -201,7 +195,7 @@ def test_frames_older_than_max_frame_age_are_never_inferred(tmp_path):
     log = node.log()
     assert log.count("skipping frame (stale frame)") == 1 and "max_frame_age 500 ms" in log
     assert "stale frame: 3" in log
-    assert _counts(log) == {"in": 5, "dropped": 0, "skipped": 3, "outputs": 2}
+    assert closing_counts(log) == {"in": 5, "dropped": 0, "skipped": 3, "outputs": 2, "never arrived": 0}
 
 
 @needs_pose_model
@@ -350,16 +344,16 @@ def test_cleanup_lets_go_of_every_model_and_session_and_configures_again():
     try:
         _WatchedRunner.loaded = []
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS, node.failure
-        first = [(d.class_id, d.score) for d in node.detector.detect(frame)]
+        first = [(d["class_id"], d["score"]) for d in detections_of(node.detector.detect(frame))]
         assert first and len(_WatchedRunner.loaded) == 4  # two runners and their sessions
-        node.tracking.embedder.embed(frame, [d.xyxy for d in node.detector.detect(frame)])
+        node.tracking.embedder.embed(frame, node.detector.detect(frame).boxes.xyxy)
         assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
         gc.collect()
         assert all(alive() is None for alive in _WatchedRunner.loaded)
         assert not any(hasattr(node, name) for name in ("detector", "tracking", "stream", "monitor"))
 
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS, node.failure
-        assert [(d.class_id, d.score) for d in node.detector.detect(frame)] == first
+        assert [(d["class_id"], d["score"]) for d in detections_of(node.detector.detect(frame))] == first
         assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
     finally:
         node.destroy_node()

@@ -23,14 +23,14 @@ from vision_msgs.msg import Detection2DArray
 
 from vision_factory.cli import main
 from vision_factory.families.registry import family
-from vision_factory.models.masks import InstanceMask, instance_masks, label_image
+from vision_factory.models.masks import instance_masks
 from vision_factory.models.recognition import recognise
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.parameters import with_defaults
-from vision_factory.results.detections import differences
+from vision_factory.results.coco import coco_results, differences
+from vision_factory.results.masks import InstanceMask, Masks, label_image
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import write_image_bag
-from vision_factory.tools.coco_eval import coco_result
 from vision_factory.tools.verify import verify
 
 SEG_MODEL = SHARED / "models" / "shapes-yolov8n-seg.onnx"
@@ -69,21 +69,22 @@ def test_each_detection_has_its_mask_at_the_frame_size_inside_its_box():
     frame = _image(0)
     padded = cv2.copyMakeBorder(frame, 0, 0, 0, 128, cv2.BORDER_CONSTANT, value=(0, 0, 0))  # letterboxed in height
     for image in (frame, padded):
-        detections = detector.detect(image)
-        assert detections
-        for detection in detections:
-            mask = detection.mask.full()
+        found = detector.detect(image)
+        assert found
+        for (x1, y1, x2, y2), detection_mask in zip(found.boxes.xyxy, found.masks.masks):
+            mask = detection_mask.full()
             assert mask.shape == image.shape[:2] and mask.dtype == bool
-            x1, y1, x2, y2 = detection.xyxy
             rows, columns = np.nonzero(mask)
             assert len(rows) > 0.3 * (x2 - x1) * (y2 - y1)  # a shape fills a good part of its box
             assert columns.min() >= x1 - 1 and columns.max() <= x2 and rows.min() >= y1 - 1 and rows.max() <= y2
     # The padding added on the right changes nothing of the frame's masks (the letterbox is undone).
-    first = {round(d.xyxy[0]): d.mask.full() for d in detector.detect(frame)}
-    for detection in detector.detect(padded):
-        same = first.get(round(detection.xyxy[0]))
+    found = detector.detect(frame)
+    first = {round(box[0]): mask.full() for box, mask in zip(found.boxes.xyxy, found.masks.masks)}
+    padded_found = detector.detect(padded)
+    for box, mask in zip(padded_found.boxes.xyxy, padded_found.masks.masks):
+        same = first.get(round(box[0]))
         if same is not None:
-            inside = detection.mask.full()[:, : frame.shape[1]]
+            inside = mask.full()[:, : frame.shape[1]]
             assert (inside & same).sum() / max((inside | same).sum(), 1) > 0.9
 
 
@@ -127,11 +128,11 @@ def test_predict_json_has_each_mask_as_coco_rle(tmp_path):
     detector = YoloDetector(_runner())
     expected = detector.detect(cv2.imread(str(image)))
     assert len(record["detections"]) == len(expected) > 0
-    for written, detection in zip(record["detections"], expected):
+    for written, mask in zip(record["detections"], expected.masks.masks):
         rle = written["mask"]
         assert rle["size"] == [record["height"], record["width"]]
         decoded = coco_mask.decode({"size": rle["size"], "counts": rle["counts"].encode()}).astype(bool)
-        assert np.array_equal(decoded, detection.mask.full())
+        assert np.array_equal(decoded, mask.full())
 
 
 def test_a_mask_paints_only_its_pixels():
@@ -167,10 +168,12 @@ def test_yolo_node_publishes_masks_whose_label_k_is_detection_k(tmp_path, encodi
     expected = YoloDetector(_runner()).detect(frame)
     assert len(found.detections) == len(expected) >= 2
     assert set(np.unique(image)) <= set(range(len(expected) + 1))
-    for k, (item, detection) in enumerate(zip(found.detections, expected), start=1):
-        assert item.results[0].hypothesis.score == pytest.approx(detection.score)
+    for k, (item, score, detection_mask) in enumerate(
+        zip(found.detections, expected.boxes.scores, expected.masks.masks), start=1
+    ):
+        assert item.results[0].hypothesis.score == pytest.approx(score)
         own = image == k
-        mask = detection.mask.full()
+        mask = detection_mask.full()
         assert own.sum() > 0 and not (own & ~mask).any()  # label k lies only on detection k's mask
         earlier = np.isin(image, range(1, k))
         assert not (mask & ~own & ~earlier).any()  # and covers it but where an earlier detection's lies
@@ -190,11 +193,12 @@ def test_tracked_detections_keep_their_masks_in_their_place():
     plain = YoloDetector(_runner(), confidence=values["track_low_threshold"])
     frame = _image(5)
     for _ in range(3):  # tracks confirmed by the third frame
-        found = pipeline.push(frame)
-    assert found.track_ids and any(track is not None for track in found.track_ids)
-    expected = {tuple(d.xyxy): d.mask.full() for d in plain.detect(frame)}
-    for detection in found.detections:  # each published detection carries its own mask, whatever its place
-        assert np.array_equal(detection.mask.full(), expected[tuple(detection.xyxy)])
+        ((_, found),) = pipeline.push(frame)
+    assert found.boxes.track_ids is not None and (found.boxes.track_ids >= 0).any()
+    every = plain.detect(frame)
+    expected = {tuple(box): mask.full() for box, mask in zip(every.boxes.xyxy.tolist(), every.masks.masks)}
+    for box, mask in zip(found.boxes.xyxy.tolist(), found.masks.masks):  # each its own mask, whatever its place
+        assert np.array_equal(mask.full(), expected[tuple(box)])
 
 
 def _decoded(rle: dict) -> np.ndarray:
@@ -220,19 +224,21 @@ def test_masks_are_ultralytics_own_on_the_same_model_file():
     for name, recorded in reference["images"].items():
         frame = cv2.imread(str(SEG_DATA / "images" / name))
         assert hashlib.sha256(frame.tobytes()).hexdigest() == recorded["pixels_sha256"], name
-        ours, theirs = detector.detect(frame), recorded["detections"]
+        found, theirs = detector.detect(frame), recorded["detections"]
+        boxes = found.boxes  # each of ours: (xyxy, class id, score, mask)
+        ours = list(zip(boxes.xyxy.tolist(), boxes.class_ids.tolist(), boxes.scores.tolist(), found.masks.masks))
 
         def same(detection, item):
-            near = np.abs(np.subtract(detection.xyxy, item["xyxy"])).max() <= 1
-            return near and detection.class_id == item["class_id"]
+            near = np.abs(np.subtract(detection[0], item["xyxy"])).max() <= 1
+            return near and detection[1] == item["class_id"]
 
-        assert all(any(same(d, item) for item in theirs) for d in ours if d.score >= edge), name
+        assert all(any(same(d, item) for item in theirs) for d in ours if d[2] >= edge), name
         for item in theirs:
             match = [d for d in ours if same(d, item)]
-            assert match or item["score"] < edge, (name, item["xyxy"], [d.xyxy for d in ours])
+            assert match or item["score"] < edge, (name, item["xyxy"], [d[0] for d in ours])
             if match:
-                assert match[0].score == pytest.approx(item["score"], abs=1e-3)
-                mine, truth = match[0].mask.full(), _decoded(item["mask"])
+                assert match[0][2] == pytest.approx(item["score"], abs=1e-3)
+                mine, truth = match[0][3].full(), _decoded(item["mask"])
                 ious.append((mine & truth).sum() / max((mine | truth).sum(), 1))
     assert len(ious) >= 20
     assert min(ious) >= 0.95, ious
@@ -248,10 +254,10 @@ def test_predict_save_draws_each_mask(tmp_path):
     saved = cv2.imread(str(tmp_path / image.name)).astype(np.float32)
     detections = YoloDetector(_runner()).detect(cv2.imread(str(image)))
     outside = np.ones(frame.shape[:2], bool)
-    for detection in detections:
-        x1, y1, x2, y2 = (int(round(v)) for v in detection.xyxy)
+    for box, mask in zip(detections.boxes.xyxy, detections.masks.masks):
+        x1, y1, x2, y2 = (int(round(v)) for v in box)
         outside[max(y1 - 12, 0) : y2 + 3, max(x1 - 3, 0) : x2 + 3] = False  # the box, its label above it
-        interior = cv2.erode(detection.mask.full().astype(np.uint8), np.ones((7, 7), np.uint8)).astype(bool)
+        interior = cv2.erode(mask.full().astype(np.uint8), np.ones((7, 7), np.uint8)).astype(bool)
         assert np.abs(saved - frame)[interior].mean() > 8  # filled with its colour
     assert np.abs(saved - frame)[outside].mean() < 3  # nothing else drawn (JPEG noise only)
 
@@ -260,12 +266,13 @@ def test_predict_save_draws_each_mask(tmp_path):
 def test_compare_reports_the_smallest_mask_iou_of_paired_detections():
     frame = _image(3)
     detections = YoloDetector(_runner()).detect(frame)
-    a = [coco_result(1, d.class_id, d) for d in detections]
-    first = detections[0].mask
+    categories = {int(c): int(c) for c in detections.boxes.class_ids}
+    a = coco_results(1, detections, categories)[0]
+    first = detections.masks.masks[0]
     half = first.bits.copy()
     half[:, : half.shape[1] // 2] = False  # B's first mask loses its left half; its box stays
-    changed = replace(detections[0], mask=InstanceMask(first.left, first.top, half, first.width, first.height))
-    b = [coco_result(1, d.class_id, d) for d in [changed, *detections[1:]]]
+    changed = Masks([InstanceMask(first.left, first.top, half, first.width, first.height), *detections.masks.masks[1:]])
+    b = coco_results(1, detections.with_parts(masks=changed), categories)[0]
     found = differences(a, b)
     expected = half.sum() / first.bits.sum()
     assert found["matched"] == len(detections) and found["mask_iou_min"] == pytest.approx(expected, abs=1e-6)
@@ -287,19 +294,18 @@ def test_verify_compares_each_paired_detections_mask_with_the_models(tmp_path):
 
 @needs_seg
 def test_the_mask_check_fails_where_a_node_mask_differs_from_the_models():
-    from vision_factory.results.detections import items
-    from vision_factory.tools.verify import _mask_check
+    from vision_factory.tools.verify import as_published
+    from vision_factory.tools.verify_checks import _mask_check
     from vision_factory.tools.verify_frames import Answer
     from vision_factory.tools.verify_frames import compare as _compare
 
-    detections = YoloDetector(_runner()).detect(_image(3))
-    model = items(detections)
-    first = detections[0].mask
+    model = as_published(YoloDetector(_runner()).detect(_image(3)))
+    first = model.masks.masks[0]
     half = first.bits.copy()
     half[: half.shape[0] // 2] = False  # the node's first mask lost its top half
-    node = items([replace(detections[0], mask=replace(first, bits=half)), *detections[1:]])
+    node = model.with_parts(masks=Masks([replace(first, bits=half), *model.masks.masks[1:]]))
     frame = _compare(0, Answer(0, (1, 0), "camera", node), model)
-    assert frame.masks == len(detections) and frame.mask_iou_min < 0.9
+    assert frame.masks == len(model) and frame.mask_iou_min < 0.9
     check = _mask_check([frame])
     assert not check.passed and "frame 0" in check.cause
-    assert _mask_check([_compare(0, Answer(0, (1, 0), "camera", model), items(detections))]).passed
+    assert _mask_check([_compare(0, Answer(0, (1, 0), "camera", model), model)]).passed

@@ -20,8 +20,9 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
 from sensor_msgs.msg import Image
 from std_msgs.msg import Float64, Header
+from support import camera_process
 from support.models import _constant_model
-from support.nodes import YOLO, _latest, _yolo_output
+from support.nodes import YOLO, _latest, _yolo_output, closing_counts
 from support.ros_harness import LATE, PATIENCE_S, RELIABLE, NodeProcess, Probe, late_node_params
 from vision_msgs.msg import Detection2DArray
 
@@ -233,7 +234,7 @@ def test_a_node_that_works_on_after_its_answer_times_that_work_but_not_in_its_la
             from vision_factory.ros.detection_node import DetectionNode
 
             process = DetectionNode.process
-            DetectionNode.process = lambda self, item: (process(self, item), time.sleep(0.3))
+            DetectionNode.process = lambda self, camera, item: (process(self, camera, item), time.sleep(0.3))
             from vision_factory.yolo_onnx_node import main
 
             sys.exit(main())
@@ -397,13 +398,59 @@ def test_silence_from_a_matched_publisher_warns_once_per_silence(tmp_path):
         node.stop()
     lines = [line for line in node.log().splitlines() if "no frame on /t/image" in line]
     assert len(lines) == 2, node.log()
-    assert "although 1 publisher is on it. Likely causes: camera-sized messages over Fast DDS's default UDP" in lines[0]
+    assert "although 1 publisher is on it. Likely causes: a publisher that sends nothing yet" in lines[0]
+    assert "QoS as seen: publishers probe: reliable, volatile, this node best_effort, volatile, keep_last 5" in lines[0]
+    # The transport this node runs on (the tests' shared-memory profile) and the fixes.
+    assert "or frames lost on the way: this node runs with FASTDDS_DEFAULT_PROFILES_FILE=" in lines[0]
+    assert "start this node with FASTDDS_DEFAULT_PROFILES_FILE unset" in lines[0]
+    assert "/probe offers reliable delivery, which repairs lost fragments: -p qos_reliability:=reliable" in lines[0]
     # The profile's own path, as this install has it (a pip-only machine has no `ros2 pkg prefix`).
-    assert f"FASTDDS_DEFAULT_PROFILES_FILE={share_path('config', 'fastdds_shm.xml')}; or a publisher" in lines[0]
+    shared_memory = share_path("config", "fastdds_shm.xml")
+    assert f"export FASTDDS_DEFAULT_PROFILES_FILE={shared_memory} in the publisher's shell and in this" in lines[0]
     assert "pkg prefix" not in node.log()
-    # The second silence follows frames that came and were answered: said so, not blamed on the transport.
+    # The second silence follows small frames that came and were answered: said so, not blamed on the transport.
     assert "3 frames came before (the last " in lines[1] and "Fast DDS" not in lines[1]
-    assert "QoS as seen: publishers probe: reliable, volatile; this node best_effort, volatile, keep_last 5" in lines[0]
+
+
+def test_frames_lost_on_the_way_are_counted_and_the_warning_names_the_transport(tmp_path):
+    """A node on the shared-memory profile (what the launch files set) and a camera on Fast DDS defaults in another
+    process: its 1920x1080 frames go through the camera's 512 KB shared-memory segment and nearly all are lost
+    (issue 31). The node counts them (its DDS reader's message-lost events) and says so once: lost in transport,
+    not by the camera, the transport it runs on and the fixes; /diagnostics and its closing line count them."""
+    model = _constant_model(tmp_path / "m.onnx", _yolo_output())
+    shared_memory = str(share_path("config", "fastdds_shm.xml"))
+    node = NodeProcess(
+        tmp_path, {"model_path": str(model)}, module=YOLO, env={"FASTDDS_DEFAULT_PROFILES_FILE": shared_memory}
+    )
+    probe = Probe()
+    try:
+        diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics")
+        sent = camera_process.send("/t/image", 1920, 1080, rate=10, count=60)
+
+        def counted() -> bool:
+            status = _latest(diagnostics, "yolo: inference")
+            return status is not None and int(_values(status)["frames that never arrived"]) > 0
+
+        assert probe.spin_until(counted, PATIENCE_S), node.log_tail()
+    finally:
+        probe.close()
+        node.stop()
+    lines = [line for line in node.log().splitlines() if "until frames come whole again" in line]
+    assert len(lines) == 1, node.log()  # once (the silence that follows says it too, once)
+    counts = closing_counts(node.log())
+    assert counts["never arrived"] > 0 and counts["in"] + counts["never arrived"] <= sent, node.log_tail()
+    line = lines[0]
+    assert "frames publishers sent on /t/image in the last" in line and "lost in transport, not by the camera" in line
+    assert (
+        f"this node runs with FASTDDS_DEFAULT_PROFILES_FILE={shared_memory}: a publisher on Fast DDS defaults" in line
+    )
+    # The frames' size once one came, else "camera-sized".
+    assert re.search(
+        r"sends (frames of 5\.9 MiB|camera-sized frames) through its own 512 KB shared-memory segment", line
+    )
+    assert "start this node with FASTDDS_DEFAULT_PROFILES_FILE unset" in line
+    assert "/camera offers reliable delivery, which repairs lost fragments: -p qos_reliability:=reliable" in line
+    assert "paused or stopped" not in node.log()
 
 
 def test_the_tracknet_node_publishes_its_stage_times_and_diagnostics(tmp_path, synthetic_models):

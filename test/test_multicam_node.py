@@ -32,7 +32,7 @@ from vision_msgs.msg import Detection2DArray
 from vision_factory.families.registry import family
 from vision_factory.models.ball_stream import BallStream
 from vision_factory.models.tracknet import TrackNetModuleONNX
-from vision_factory.results.detections import Detection, detections_from_message, detections_message
+from vision_factory.results.boxes import Boxes
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import write_image_bag
@@ -139,10 +139,10 @@ def test_one_detector_node_answers_each_camera_on_its_own_topics(tmp_path):
         assert [(m.header.stamp.sec, m.header.stamp.nanosec) for m in got] == sent[camera]
         assert {m.header.frame_id for m in got} == {f"{camera.replace('/', '_')}_optical"}
         for message, frame in zip(got, frames):
-            published, expected = detections_from_message(message), pipeline.push(frame).detections
-            assert [d.class_name for d in published] == [d.class_name for d in expected]
-            assert np.allclose([d.xyxy for d in published], [d.xyxy for d in expected], atol=1e-3)
-            assert np.allclose([d.score for d in published], [d.score for d in expected], atol=1e-4)
+            published, ((_, expected),) = Boxes.from_message(message), pipeline.push(frame)
+            assert published.labels == expected.boxes.labels
+            assert np.allclose(published.xyxy, expected.boxes.xyxy, atol=1e-3)
+            assert np.allclose(published.scores, expected.boxes.scores, atol=1e-4)
         found[camera] = sum(len(m.detections) for m in got)
     assert found["front"] > 0 and found["rig/right"] > 0  # faces: the comparison compares something
     assert "stale frame" in node.log()
@@ -183,7 +183,7 @@ def test_tracknet_keeps_a_window_per_camera(tmp_path, synthetic_models):
     for camera, clip in clips.items():
         stream = BallStream(TrackNetModuleONNX(synthetic_models[""], 8, ""))
         outputs = [o for i, f in enumerate(clip.frames()) for o in stream.push(f, 100 + i)] + stream.flush()
-        expected = [(sec, p["Visibility"], float(p["X"]), float(p["Y"])) for sec, p in outputs]
+        expected = [(sec, int(r.ball.visible), float(r.ball.x), float(r.ball.y)) for sec, r in outputs]
         got = sorted((m.header.stamp.sec, int(m.point.z > 0), m.point.x, m.point.y) for m in balls[camera])
         assert got == expected
         assert {m.header.frame_id for m in balls[camera]} == {f"{camera}_optical"}
@@ -334,7 +334,7 @@ def test_rtmpose_poses_each_cameras_people_of_its_own_detections_topic(tmp_path)
             for camera, camera_frames in frames.items():
                 box = (100, 150, 260, 300) if camera == "a" else (width - 260, 150, width - 100, 300)
                 header = _header(index)
-                message = detections_message(header, [Detection(box, 0.9, -1, "person")])
+                message = Boxes([box], [0.9], [-1], ["person"]).to_message(header)
                 pair = ((images[camera], bgr_to_message(camera_frames[index], header)), (people[camera], message))
                 for publisher, sent in pair[:: 1 if index % 2 else -1]:
                     publisher.publish(sent)
@@ -383,9 +383,10 @@ def test_replay_plays_several_cameras_through_one_node_in_recorded_time_order(tm
         records = json.loads(Path(result.answers[camera]).read_text())
         assert [record["frame"] for record in records] == list(range(len(camera_frames)))
         for record, frame in zip(records, camera_frames):
-            expected = pipeline.push(frame).detections
-            assert [d["class_name"] for d in record["detections"]] == [d.class_name for d in expected]
-            assert np.allclose([d["xyxy"] for d in record["detections"]], [d.xyxy for d in expected], atol=1e-3)
+            ((_, expected),) = pipeline.push(frame)
+            assert [d["class_name"] for d in record["detections"]] == list(expected.boxes.labels)
+            xyxy = np.reshape([d["xyxy"] for d in record["detections"]], (-1, 4))
+            assert np.allclose(xyxy, expected.boxes.xyxy, atol=1e-3)
 
 
 def test_replay_cameras_refuses_a_malformed_camera(tmp_path):
@@ -418,9 +419,10 @@ def test_a_generated_package_serves_several_cameras(tmp_path, monkeypatch):
     for camera, camera_frames in frames.items():
         records = json.loads(Path(result.answers[camera]).read_text())
         for record, frame in zip(records, camera_frames, strict=True):
-            expected = pipeline.push(frame).detections
-            assert [d["class_name"] for d in record["detections"]] == [d.class_name for d in expected]
-            assert np.allclose([d["xyxy"] for d in record["detections"]], [d.xyxy for d in expected], atol=1e-3)
+            ((_, expected),) = pipeline.push(frame)
+            assert [d["class_name"] for d in record["detections"]] == list(expected.boxes.labels)
+            xyxy = np.reshape([d["xyxy"] for d in record["detections"]], (-1, 4))
+            assert np.allclose(xyxy, expected.boxes.xyxy, atol=1e-3)
     listening = next(line for line in open(result.node_log) if "listening on" in line)
     assert "/front/image, " in listening and "/back/image, publishing" in listening, listening
     assert "/front/detections, " in listening and listening.rstrip().endswith("/back/detections"), listening

@@ -35,7 +35,7 @@ def test_replay_through_node_matches_truth(tmp_path, clip, synthetic_models, sto
     params = {"model_path": str(synthetic_models["subtract"]), "bg_mode": "subtract", "median_warmup": str(WARMUP)}
     result = replay(bag, tmp_path / "out", params=params, params_file=PARAMS_FILE, storage=storage)
     assert result.frames_sent == result.outputs == clip.num_frames and result.missing_frames == []
-    rows = read_ball_csv(result.ball_csv)
+    rows = read_ball_csv(result.answers)
     assert [row[0] for row in rows] == list(range(clip.num_frames))
     for frame, visibility, x, y in rows[WARMUP - 1 :]:  # the last warm-up frame is tracked too
         truth = clip.truth[frame]
@@ -58,8 +58,8 @@ def test_node_outputs_equal_the_core_module(tmp_path, clip, synthetic_models):
     result = replay(bag, tmp_path / "out", params=params)
     stream = BallStream(TrackNetModuleONNX(synthetic_models[""], 8, ""))
     outputs = [o for i, f in enumerate(clip.frames()) for o in stream.push(f, i)] + stream.flush()
-    expected = [(p["Frame"], p["Visibility"], float(p["X"]), float(p["Y"])) for _, p in outputs]
-    assert read_ball_csv(result.ball_csv) == expected
+    expected = [(frame, int(r.ball.visible), float(r.ball.x), float(r.ball.y)) for frame, r in outputs]
+    assert read_ball_csv(result.answers) == expected
 
 
 def _publish(probe: Probe, publisher, messages, outputs: list, expected: int, timeout: float = PATIENCE_S) -> None:

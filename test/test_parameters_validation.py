@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import cv2
 import pytest
@@ -47,15 +48,22 @@ BAD_VALUES = [
     ("confidence_threshold", math.nan, "a finite number in 0..1"),
     ("confidence_threshold", -0.1, "a finite number in 0..1"),
     ("iou_threshold", math.nan, "a finite number in 0..1"),
-    ("max_detections", 0, "an integer >= 1"),
-    ("max_detections", -3, "an integer >= 1"),
+    ("max_detections", 0, "an integer in 1..10000"),
+    ("max_detections", -3, "an integer in 1..10000"),
     ("track_high_threshold", math.inf, "a finite number in 0..1"),
     ("track_match_threshold", math.nan, "a finite number in 0..1"),
-    ("track_buffer", -1, "an integer >= 0"),
+    ("track_buffer", -1, "an integer in 0..10000"),
     ("silence_timeout", math.nan, "a finite number >= 0"),
     ("qos_depth", 2**31, "an integer in 1..10000"),
     ("intra_op_threads", 10000, "an integer in 0..256"),
     ("input_transport", "raw2", "one of 'raw', 'compressed'"),
+    # sizes and counts: each has an upper bound (issue 31)
+    ("max_detections", 10**6, "an integer in 1..10000"),
+    ("image_size", 10**5, "an integer in 0..5760"),
+    ("track_buffer", 10**9, "an integer in 0..10000"),
+    ("reid_batch", 10**6, "an integer in 0..1024"),
+    ("reid_input_size", "100000x100000", "WIDTHxHEIGHT of at most 33177600 pixels, or empty"),
+    ("reid_input_size", "big", "WIDTHxHEIGHT of at most 33177600 pixels, or empty"),
 ]
 
 
@@ -92,7 +100,7 @@ def test_a_good_value_set_at_run_time_is_taken_at_the_next_configure(yolo_node):
 def test_the_valid_values_are_described_to_ros(yolo_node):
     """``ros2 param describe`` shows each parameter's valid values."""
     (descriptor,) = yolo_node.describe_parameters(["max_detections"])
-    assert isinstance(descriptor, ParameterDescriptor) and descriptor.additional_constraints == "an integer >= 1"
+    assert isinstance(descriptor, ParameterDescriptor) and descriptor.additional_constraints == "an integer in 1..10000"
 
 
 def test_every_default_is_valid():
@@ -100,6 +108,49 @@ def test_every_default_is_valid():
     for spec in NODE_FAMILIES.values():
         for parameter in (*spec.node_parameters, *(p for backend in BACKENDS.values() for p in backend.parameters)):
             assert parameter.check(parameter.default) == parameter.default, parameter
+
+
+# The numbers that size or count nothing held in memory, and why they need no upper bound.
+NOT_SIZES = {
+    "max_frame_age": "a time (ms): an older frame is skipped, nothing is kept for it",
+    "silence_timeout": "a time (s) before the node warns",
+    "flush_timeout": "a time (s) without frames that ends a stream",
+    "max_depth": "metres beyond which depth is invalid",
+    "max_image_pixels": "the bound on a frame itself; 0 turns it off, the user's choice",
+}
+
+
+def _every_parameter() -> dict:
+    """Each parameter of every family (its node's, with the image input and run-time ones), every backend and
+    detect_3d_node, by name (a name means one parameter: test_every_default_is_valid's tables agree)."""
+    from vision_factory.families.registry import FAMILIES
+    from vision_factory.ros.detect_3d_node import PARAMETERS as DETECT_3D
+
+    tables = [spec.node_parameters for spec in FAMILIES.values()]
+    tables += [backend.parameters for backend in BACKENDS.values()] + [DETECT_3D]
+    return {parameter.name: parameter for table in tables for parameter in table}
+
+
+def test_every_size_and_count_a_parameter_sets_has_an_upper_bound_refused_beyond_it():
+    """Every number (but NOT_SIZES) has a maximum, every WIDTHxHEIGHT size (a text named *_size) a largest number of
+    pixels; one beyond is refused naming the parameter and its valid values."""
+    parameters = _every_parameter()
+    assert set(NOT_SIZES) <= set(parameters)
+    for name, parameter in parameters.items():
+        if name.endswith("_size") and isinstance(parameter.default, str):
+            assert parameter.max_pixels > 0, name
+            side = math.isqrt(parameter.max_pixels) + 1
+            with pytest.raises(ValueError, match=f"{name} must be WIDTHxHEIGHT of at most {parameter.max_pixels} "):
+                parameter.check(f"{side}x{side}")
+            assert parameter.check(f"{side - 1}x{side - 1}")
+        elif isinstance(parameter.default, int | float) and not isinstance(parameter.default, bool):
+            if name in NOT_SIZES:
+                continue
+            assert parameter.maximum is not None, name
+            bound = parameter.maximum
+            beyond, shown = (bound + 1, str(bound)) if isinstance(bound, int) else (bound + 0.5, f"{bound:g}")
+            with pytest.raises(ValueError, match=f"{name} must be .*\\.\\.{shown}, not {beyond}"):
+                parameter.check(beyond)
 
 
 @pytest.mark.parametrize(
@@ -126,7 +177,7 @@ def test_values_are_read_as_ros_reads_them(text):
 @pytest.mark.parametrize(
     "params,message",
     [
-        pytest.param({"max_detections": "-3"}, "max_detections must be an integer >= 1, not -3", id="max"),
+        pytest.param({"max_detections": "-3"}, "max_detections must be an integer in 1..10000, not -3", id="max"),
         pytest.param(
             {"confidence_threshold": ".nan"},
             "confidence_threshold must be a finite number in 0..1, not nan",
@@ -140,7 +191,7 @@ def test_values_are_read_as_ros_reads_them(text):
         ),
         pytest.param(
             {"tracking": "true", "track_buffer": "-1"},
-            "track_buffer must be an integer >= 0, not -1",
+            "track_buffer must be an integer in 0..10000, not -1",
             id="buffer",
         ),
         pytest.param(
@@ -165,6 +216,48 @@ def test_a_node_started_with_a_bad_value_says_why_and_exits(tmp_path, params, me
     log = node.log()
     assert code == 2 and "cannot start: " in log and message in log, log
     assert "Traceback" not in log
+
+
+def test_a_depth_node_started_with_a_processor_size_beyond_its_bound_says_why_and_exits(tmp_path):
+    """It started, and then skipped every frame: the processor's input could not be made."""
+    model = Path(__file__).resolve().parent / "data" / "depth" / "depth-anything-relative.onnx"
+    params = {"model_path": str(model), "processor_size": "100000x100000"}
+    node = NodeProcess(tmp_path, params, module="vision_factory.depth_onnx_node")
+    try:
+        code = node.wait(30)
+    finally:
+        node.stop()
+    log = node.log()
+    message = "processor_size must be WIDTHxHEIGHT of at most 33177600 pixels, or empty, not '100000x100000'"
+    assert code == 2 and "cannot start: " in log and message in log and "Traceback" not in log, log
+
+
+@needs_shapes
+@pytest.mark.parametrize(
+    "policy, value, says",
+    [
+        ("depth", "2147483648", "is 2147483648: a history depth is a whole number of messages in 1..10000; give e.g."),
+        ("depth", "-1", "is -1: a history depth is a whole number of messages in 1..10000; give e.g."),
+        ("depth", "deep", "is 'deep': a history depth is a whole number of messages in 1..10000; give e.g."),
+        ("reliability", "bogus", "is 'bogus': a reliability is one of system_default, reliable, best_effort, "),
+        ("durability", "3", "is 3: a durability is one of system_default, transient_local, volatile, best_available"),
+    ],
+    ids=["depth-2^31", "depth-negative", "depth-text", "reliability", "durability-number"],
+)
+def test_a_node_started_with_a_qos_override_it_cannot_take_names_it_and_exits(tmp_path, policy, value, says):
+    """ROS reads a publisher's QoS overrides only as it makes the publisher: depth 2^31 gave a pybind11 dump, -1
+    rmw's 'queue size exceeds the DDS type', naming neither parameter nor topic. Refused at start-up, before the
+    model loads, naming the parameter, the value, the valid values and the fix."""
+    parameter = f"qos_overrides./t/detections.publisher.{policy}"
+    node = NodeProcess(tmp_path, {"model_path": str(SHAPES_MODEL), parameter: value}, module=YOLO_NODE)
+    try:
+        code = node.wait(30)
+    finally:
+        node.stop()
+    log = node.log()
+    assert code == 2 and f"cannot start: {parameter} {says}" in log, log
+    assert f"give e.g. -p {parameter}:=" in log, log
+    assert not any(word in log for word in ("Traceback", "pybind11", "incompatible", "rmw", "ONNX Runtime")), log
 
 
 @needs_shapes
@@ -198,7 +291,7 @@ def _bag(tmp_path, count: int = 2):
 @pytest.mark.parametrize(
     "param,message",
     [
-        ("max_detections:=-3", "max_detections must be an integer >= 1, not -3"),
+        ("max_detections:=-3", "max_detections must be an integer in 1..10000, not -3"),
         ("confidence_treshold:=0.3", "the yolo node has no parameter confidence_treshold (did you mean "),
         ("confidence_threshold:=abc", "confidence_threshold must be a finite number in 0..1, not 'abc'"),
         ("confidence_threshold:=1", "write 1.0"),
@@ -217,7 +310,7 @@ def test_verify_refuses_a_bad_or_misspelt_parameter_before_running(tmp_path, par
 @pytest.mark.parametrize(
     "param,message",
     [
-        ("max_detections:=-3", "max_detections must be an integer >= 1, not -3"),
+        ("max_detections:=-3", "max_detections must be an integer in 1..10000, not -3"),
         ("confidence_treshold:=0.3", "the yolo node has no parameter confidence_treshold (did you mean "),
     ],
 )
@@ -265,7 +358,7 @@ def test_a_labels_file_is_read_within_its_bound(tmp_path):
     "command,message",
     [
         (["predict", "--conf", "nan"], "confidence_threshold must be a finite number in 0..1, not nan"),
-        (["predict", "--max-det", "0"], "max_detections must be an integer >= 1, not 0"),
+        (["predict", "--max-det", "0"], "max_detections must be an integer in 1..10000, not 0"),
         (["predict", "--iou", "1.5"], "iou_threshold must be a finite number in 0..1, not 1.5"),
         (["track", "--track-match-threshold", "nan"], "track_match_threshold must be a finite number in 0..1, not nan"),
     ],

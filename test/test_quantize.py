@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from conftest import SHARED, pypi_model
 from onnx import helper, numpy_helper
 from rclpy.serialization import deserialize_message
-from support.data import _photo_frames, _red_spots, _walk
+from support.data import _photo_frames, _red_spots, _walk, coco_split
 from support.generated import install_like_colcon, site_packages
 from support.models import spot_finder, tracknet_windows, wrap_yolo
 from support.real_models import FALL_MODEL, POSE_MODEL, REID_MODEL
@@ -34,7 +34,8 @@ from vision_factory.families.registry import family
 from vision_factory.generator.package import write_package
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.parameters import with_defaults
-from vision_factory.results.detections import differences as detection_differences
+from vision_factory.results.coco import differences as detection_differences
+from vision_factory.results.frame import FrameResult
 from vision_factory.runtime.backends import load_target
 from vision_factory.runtime.cpu import cpu_kind, this_cpu
 from vision_factory.runtime.onnx_runner import OnnxRunner
@@ -61,28 +62,17 @@ def split(tmp_path_factory):
     """Calibration: the first 6 shapes-val images; evaluation: a COCO folder of 6 others (not calibrated on)."""
     if not (SHAPES_MODEL.is_file() and (SHAPES / "annotations.json").is_file()):
         pytest.skip(f"shared model or data not found under {SHARED}")
-    root = tmp_path_factory.mktemp("shapes_split")
-    truth = json.loads((SHAPES / "annotations.json").read_text())
-    images = sorted(truth["images"], key=lambda image: image["file_name"])
-    (root / "calibration").mkdir()
-    (root / "eval" / "images").mkdir(parents=True)
-    for image in images[:6]:
-        shutil.copy(SHAPES / "images" / image["file_name"], root / "calibration")
-    kept = images[20:26]
-    for image in kept:
-        shutil.copy(SHAPES / "images" / image["file_name"], root / "eval" / "images")
-    ids = {image["id"] for image in kept}
-    subset = {**truth, "images": kept, "annotations": [a for a in truth["annotations"] if a["image_id"] in ids]}
-    (root / "eval" / "annotations.json").write_text(json.dumps(subset))
-    return root
+    return coco_split(SHAPES, tmp_path_factory.mktemp("shapes_split"), 6, slice(20, 26))
 
 
 @pytest.fixture(scope="module")
 def int8(split):
     """The ONNX Runtime INT8 model, compared over the evaluation folder; (path, report text, saved comparison)."""
     out = split / "shapes_int8.onnx"
-    report = quantize("yolo", SHAPES_MODEL, split / "calibration", out, frames=6, data=split / "eval", speed_runs=3)
-    saved = json.loads(next((split / "shapes_int8_quantize").glob("compare_*.json")).read_text())
+    report = quantize(
+        "yolo", SHAPES_MODEL, split / "calibration", out, "onnx", frames=6, data=split / "eval", speed_runs=3
+    )
+    saved = json.loads(report.files["summary"].read_text())["comparison"]
     return out, report.shown(), saved
 
 
@@ -123,7 +113,7 @@ def _openvino_int8(model_type: str, model: Path, calibration: Path, out: Path, *
 
 def _detections_as_coco(detector, frames: list[np.ndarray], image_ids: list[int]) -> list[dict]:
     """``detector``'s detections of each frame as COCO results, as compare's are."""
-    records = [{"detections": [found.as_dict() for found in detector.detect(frame)]} for frame in frames]
+    records = [detector.detect(frame).record("", 0) for frame in frames]
     return _coco_results(records, image_ids)
 
 
@@ -240,12 +230,12 @@ def _generated_yolo_node_answers_as_its_runner(backend, model, runner, split, tm
         executable=[str(executable)],
     )
     assert runs_on in Path(result.node_log).read_text()
-    records = json.loads(Path(result.detections_json).read_text())
+    records = json.loads(Path(result.answers).read_text())
     assert sum(len(record["detections"]) for record in records) >= 3
     for frame, record in zip(frames, records, strict=True):
-        want = expected.detect(frame)
-        assert [d["class_name"] for d in record["detections"]] == [d.class_name for d in want]
-        assert np.allclose([d["xyxy"] for d in record["detections"]], [d.xyxy for d in want], atol=1e-3)
+        want = expected.detect(frame).boxes
+        assert [d["class_name"] for d in record["detections"]] == list(want.labels)
+        assert np.allclose(np.reshape([d["xyxy"] for d in record["detections"]], (-1, 4)), want.xyxy, atol=1e-3)
 
 
 def test_fp16_models_load_and_stay_close(split, tmp_path):
@@ -364,7 +354,7 @@ def test_tracknet_quantizes_on_its_windows_and_runs_in_the_tracknet_node(tmp_pat
     float by the names quantize gives, its metadata kept; the node's balls differ from FP32 as compare says."""
     model, clip, bag, truth, calibration = _tracknet_case(tmp_path)
     out = tmp_path / "tracknet_int8.onnx"
-    report = quantize("tracknet", model, calibration, out, frames=24, data=truth, source=bag, speed_runs=3)
+    report = quantize("tracknet", model, calibration, out, "onnx", frames=24, data=truth, source=bag, speed_runs=3)
     metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
     assert (metadata["seq_len"], metadata["bg_mode"]) == ("8", "subtract")
     assert 0 < int(metadata["quantization_inputs"]) < 24  # the median warm-up feeds the model nothing
@@ -380,7 +370,7 @@ def test_tracknet_quantizes_on_its_windows_and_runs_in_the_tracknet_node(tmp_pat
     rows = {}
     for name, path in (("fp32", model), ("int8", out)):
         result = replay(bag, tmp_path / name, params={**params, "model_path": str(path)})
-        rows[name] = read_ball_csv(result.ball_csv)
+        rows[name] = read_ball_csv(result.answers)
     assert len(rows["int8"]) == clip.num_frames and sum(row[1] for row in rows["int8"]) > 10
     both = [(a, b) for a, b in zip(rows["fp32"], rows["int8"], strict=True) if a[1] and b[1]]
     assert sum(a[1] != b[1] for a, b in zip(rows["fp32"], rows["int8"])) == reported["visibility_disagreements"]
@@ -400,17 +390,18 @@ def _coco_folder(folder: Path, frames: list[np.ndarray], model_type: str, model:
     for index, frame in enumerate(frames, start=1):
         cv2.imwrite(str(folder / "images" / f"{index:02d}.png"), frame)
         images.append({"id": index, "file_name": f"{index:02d}.png", "width": frame.shape[1], "height": frame.shape[0]})
-        for found in detector.detect(frame):
-            if found.score < 0.5:
+        found = detector.detect(frame)
+        for (x1, y1, x2, y2), score, class_id, points in zip(
+            found.boxes.xyxy.tolist(), found.boxes.scores, found.boxes.class_ids.tolist(), found.keypoints.points
+        ):
+            if score < 0.5:
                 continue
-            x1, y1, x2, y2 = found.xyxy
-            points = np.asarray(found.keypoints)
             visible = points[:, 2] >= 0.5
             annotations.append(
                 {
                     "id": len(annotations) + 1,
                     "image_id": index,
-                    "category_id": found.class_id,
+                    "category_id": class_id,
                     "iscrowd": 0,
                     "bbox": [x1, y1, x2 - x1, y2 - y1],
                     "area": (x2 - x1) * (y2 - y1),
@@ -451,7 +442,7 @@ def _node_results(
             bag, tmp_path / name, node=node, params={"model_path": str(model), **KEEP_EVERY_FRAME, **params}
         )
         assert result.missing_frames == [], Path(result.node_log).read_text()
-        results[name] = _coco_results(json.loads(Path(result.detections_json).read_text()), image_ids)
+        results[name] = _coco_results(json.loads(Path(result.answers).read_text()), image_ids)
     return results
 
 
@@ -476,7 +467,7 @@ def test_yolo_pose_int8_runs_in_the_pose_node_and_differs_from_fp32_as_compare_s
     evaluation = [frames[index] for index in (2, 3, 5)]
     data = _coco_folder(tmp_path / "eval", evaluation, "yolo_pose", POSE_MODEL)
     out = tmp_path / "pose_int8.onnx"
-    report = quantize("yolo_pose", POSE_MODEL, calibration, out, frames=3, data=data, speed_runs=3)
+    report = quantize("yolo_pose", POSE_MODEL, calibration, out, "onnx", frames=3, data=data, speed_runs=3)
     metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
     assert metadata["kpt_shape"] == "[17, 3]" and metadata["quantization_inputs"] == "3"
     float_nodes = metadata["quantization_float_nodes"].split(": ", 1)[1].split(", ")
@@ -503,7 +494,7 @@ def test_yolo_pose_openvino_int8_loads_in_the_openvino_runner_with_its_provenanc
     assert runner.metadata["kpt_shape"] == "[17, 3]"
     assert "/model.23/cv4.0/cv4.0.2/Conv" in runner.metadata["quantization_float_nodes"]
     fp32, int8 = (
-        sorted(d.xyxy for d in family("yolo_pose").detector(model).detect(frames[4]) if d.score >= 0.5)
+        sorted(map(tuple, _confident(family("yolo_pose").detector(model).detect(frames[4])).boxes.xyxy.tolist()))
         for model in (load_target("onnx:cpu", POSE_MODEL), runner)
     )
     assert len(fp32) == 2 and len(int8) == 2  # both people, found by the INT8 IR where FP32 finds them
@@ -515,7 +506,9 @@ def test_fasterrcnn_int8_runs_in_the_fasterrcnn_node_and_differs_from_fp32_as_co
     its backbone quantized, the head's final convs and everything after them (the NMS included) in float."""
     model = wrap_yolo(tmp_path / "wrapped.onnx", "tflite")
     out = tmp_path / "wrapped_int8.onnx"
-    report = quantize("fasterrcnn", model, split / "calibration", out, frames=6, data=split / "eval", speed_runs=3)
+    report = quantize(
+        "fasterrcnn", model, split / "calibration", out, "onnx", frames=6, data=split / "eval", speed_runs=3
+    )
     metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
     float_nodes = metadata["quantization_float_nodes"].split(": ", 1)[1].split(", ")
     assert set(HEAD_CONVS) <= set(float_nodes) and any(name.startswith("NonMaxSuppression") for name in float_nodes)
@@ -563,7 +556,7 @@ def test_rtmpose_int8_calibrates_on_the_detectors_crops_and_runs_in_the_rtmpose_
     frames = _red_spots(_photo_frames()[:4])
     calibration = _image_folder(tmp_path / "calibration", frames)
     out = tmp_path / "spot_int8.onnx"
-    quantize("rtmpose", pose_model, calibration, out, frames=4, detector_model=person_model, speed_runs=2)
+    quantize("rtmpose", pose_model, calibration, out, "onnx", frames=4, detector_model=person_model, speed_runs=2)
     metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
     assert int(metadata["quantization_inputs"]) >= 4  # a crop per person found, each frame has one at least
     assert "conv_b" in metadata["quantization_float_nodes"] and "conv_a" not in metadata["quantization_float_nodes"]
@@ -578,7 +571,7 @@ def test_rtmpose_int8_calibrates_on_the_detectors_crops_and_runs_in_the_rtmpose_
         params |= KEEP_EVERY_FRAME
         result = replay(bag, tmp_path / name, node="rtmpose", params=params)
         assert result.missing_frames == [], Path(result.node_log).read_text()
-        published[name] = json.loads(Path(result.detections_json).read_text())
+        published[name] = json.loads(Path(result.answers).read_text())
     for fp32, int8 in zip(published["fp32"], published["int8"], strict=True):
         assert fp32["detections"] and len(int8["detections"]) == len(fp32["detections"])
         for a, b in zip(fp32["detections"], int8["detections"]):
@@ -590,7 +583,12 @@ def _embeddings(runner: Runner, frames: list[np.ndarray], boxes: list[list]) -> 
     """The unit embeddings of the boxes of each frame, by the reid embedder the tracker builds, on ``runner``."""
     values = with_defaults(family("reid").parameters, {"reid_model_path": "given"}, "reid")
     embedder = family("reid").build(values, lambda _: runner)
-    return np.vstack([embedder.embed(frame, found) for frame, found in zip(frames, boxes, strict=True) if found])
+    return np.vstack([embedder.embed(frame, found) for frame, found in zip(frames, boxes, strict=True) if len(found)])
+
+
+def _confident(found: FrameResult) -> FrameResult:
+    """The detections scoring at least 0.5."""
+    return found[found.boxes.scores >= 0.5]
 
 
 def test_reid_int8_calibrates_on_the_detectors_crops_keeps_the_embeddings_and_tracks_in_the_node(tmp_path):
@@ -604,14 +602,22 @@ def test_reid_int8_calibrates_on_the_detectors_crops_keeps_the_embeddings_and_tr
     calibration = _image_folder(tmp_path / "calibration", frames)
     out = tmp_path / "reid_int8.onnx"
     quantize(
-        "reid", REID_MODEL, calibration, out, frames=6, method="entropy", detector_model=person_model, speed_runs=2
+        "reid",
+        REID_MODEL,
+        calibration,
+        out,
+        "onnx",
+        frames=6,
+        method="entropy",
+        detector_model=person_model,
+        speed_runs=2,
     )
     metadata = {prop.key: prop.value for prop in onnx.load(out).metadata_props}
     assert metadata["embedding_dim"] == "1280" and metadata["quantization_inputs"] == "6"  # a batch of crops a frame
     assert sum(node.op_type == "DequantizeLinear" for node in onnx.load(out).graph.node) > 50
 
     people = family("yolo").detector(load_target("onnx:cpu", person_model))
-    boxes = [[d.xyxy for d in people.detect(frame) if d.score >= 0.5] for frame in frames]
+    boxes = [_confident(people.detect(frame)).boxes.xyxy for frame in frames]
     fp32, int8 = (_embeddings(load_target("onnx:cpu", path), frames, boxes) for path in (REID_MODEL, out))
     cosine = np.sum(fp32 * int8, axis=1)  # both unit rows
     assert len(cosine) >= 6 and cosine.min() >= 0.95, cosine
@@ -664,7 +670,7 @@ def test_tracknet_openvino_int8_tracks_as_compare_says_and_runs_in_a_generated_o
     params = {"model_path": str(out), "bg_mode": "subtract", "median_warmup": "10", **KEEP_EVERY_FRAME}
     result = replay(bag, tmp_path / "generated", params=params, executable=[str(executable)])
     assert ": openvino 20" in Path(result.node_log).read_text()
-    answered = read_ball_csv(result.ball_csv)
+    answered = read_ball_csv(result.answers)
     assert [row[:2] for row in answered] == [row[:2] for row in rows["int8"]]
     assert np.allclose([row[2:] for row in answered], [row[2:] for row in rows["int8"]], atol=1e-6)
 
@@ -743,7 +749,7 @@ def test_reid_openvino_int8_embeds_the_people_as_fp32_does_as_compare_says(tmp_p
     )
     assert "/features/features.18/features.18.0/Conv" in _float_nodes(runner)  # the last conv, before the pooling
     people = detector_from_options("yolo", person_model, "onnx:cpu", {})  # as the tracker's node finds them
-    boxes = [[found.xyxy for found in people.detect(frame)] for frame in evaluation]
+    boxes = [people.detect(frame).boxes.xyxy for frame in evaluation]
     fp32, int8 = (_embeddings(loaded, evaluation, boxes) for loaded in (load_target("onnx:cpu", REID_MODEL), runner))
     cosine, outputs = np.sum(fp32 * int8, axis=1), reported["outputs"]
     assert len(cosine) == outputs["people"] >= 6 and outputs["frames"] == 3
@@ -803,7 +809,9 @@ def test_target_cpu_avx2_quantizes_to_7_bit_weights_and_records_the_choice(split
     made = {}
     for kind in ("avx2", "vnni"):
         out = tmp_path / f"shapes_{kind}.onnx"
-        report = quantize("yolo", SHAPES_MODEL, split / "calibration", out, frames=6, speed_runs=1, target_cpu=kind)
+        report = quantize(
+            "yolo", SHAPES_MODEL, split / "calibration", out, "onnx", frames=6, speed_runs=1, target_cpu=kind
+        )
         made[kind] = (_int8_weights(out), _metadata(out))
         assert f"made for {kind} CPUs" in report.text
     weights, metadata = made["avx2"]
@@ -823,10 +831,14 @@ def test_target_cpu_avx2_quantizes_to_7_bit_weights_and_records_the_choice(split
 
 
 def test_the_default_kind_is_this_cpus(int8):
-    """Without --target-cpu the model is made for the CPU it is quantized on: reduce_range where it has no VNNI."""
+    """Without --target-cpu the first model is made for the CPU it is quantized on (reduce_range where it has no
+    VNNI); the one kept, the first within --max-loss, records its kind and range."""
+    summary = json.loads((int8[0].parent / "shapes_int8_quantize" / "quantize.json").read_text())
+    tried = summary["choice"]["tried"]
+    assert tried[0]["target_cpu"] == this_cpu() and summary["loss"]["accepted"]
     metadata = _metadata(int8[0])
-    assert metadata["quantization_target_cpu"] == this_cpu()
-    assert metadata["quantization_reduce_range"] == str(this_cpu() == "avx2").lower()
+    assert metadata["quantization_target_cpu"] == tried[-1]["target_cpu"]
+    assert metadata["quantization_reduce_range"] == str(tried[-1]["target_cpu"] == "avx2").lower()
 
 
 def test_an_accuracy_loss_over_max_loss_fails_the_command_unless_accepted(split, tmp_path):
@@ -835,6 +847,7 @@ def test_an_accuracy_loss_over_max_loss_fails_the_command_unless_accepted(split,
     out = tmp_path / "shapes_int8.onnx"
     command = ["quantize", "--model-type", "yolo", "--model", str(SHAPES_MODEL), "--out", str(out), "--frames", "6"]
     command += ["--calibration", str(split / "calibration"), "--data", str(split / "eval"), "--speed-runs", "1"]
+    command += ["--backend", "onnx"]
     # the held-out AP never rises by more than 1: a loss of -1 is over any loss this model can have
     result = CliRunner().invoke(main, [*command, "--max-loss", "0", "--target-cpu", "avx2"])
     summary = json.loads((tmp_path / "shapes_int8_quantize" / "quantize.json").read_text())
@@ -865,7 +878,9 @@ def test_a_full_range_int8_model_says_once_that_a_cpu_without_vnni_loses_accurac
     made = {}
     for kind in ("vnni", "avx2"):
         made[kind] = tmp_path / f"shapes_{kind}.onnx"
-        quantize("yolo", SHAPES_MODEL, split / "calibration", made[kind], frames=2, speed_runs=1, target_cpu=kind)
+        quantize(
+            "yolo", SHAPES_MODEL, split / "calibration", made[kind], "onnx", frames=2, speed_runs=1, target_cpu=kind
+        )
     logger = logging.getLogger("test_quantize.cpu")
     config = ProviderConfig.create("cpu")
     with caplog.at_level(logging.WARNING, logger=logger.name):
@@ -919,7 +934,9 @@ def test_on_an_emulated_avx2_cpu_the_avx2_model_computes_as_here_and_the_full_ra
     made = {}
     for kind in ("avx2", "vnni"):
         made[kind] = tmp_path / f"shapes_{kind}.onnx"
-        quantize("yolo", SHAPES_MODEL, split / "calibration", made[kind], frames=2, speed_runs=1, target_cpu=kind)
+        quantize(
+            "yolo", SHAPES_MODEL, split / "calibration", made[kind], "onnx", frames=2, speed_runs=1, target_cpu=kind
+        )
     frame = cv2.imread(str(next((split / "eval" / "images").iterdir())))
     feed, _ = family("yolo").detector(load_target("onnx:cpu", SHAPES_MODEL)).preprocess(frame)
     np.save(tmp_path / "feed.npy", feed)

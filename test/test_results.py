@@ -8,7 +8,8 @@ import numpy as np
 from std_msgs.msg import Header
 
 from vision_factory.results.ball import draw_trajectory
-from vision_factory.results.dense import DenseMap, from_message, to_message, write_replayed
+from vision_factory.results.dense import DenseMap
+from vision_factory.results.frame import FrameResult, write_results
 
 
 def test_the_ball_debug_image_draws_the_trajectory_and_rings_the_newest_position():
@@ -21,17 +22,22 @@ def test_the_ball_debug_image_draws_the_trajectory_and_rings_the_newest_position
 def test_a_dense_map_goes_through_a_32fc1_image_unchanged_nan_included():
     values = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
     values[1, 2] = np.nan
-    message = to_message(Header(frame_id="camera"), DenseMap(values, "m", "depth"))
+    message = DenseMap(values, "m", "depth").to_message(Header(frame_id="camera"))
     assert (message.encoding, message.width, message.height, message.step) == ("32FC1", 4, 3, 16)
-    back = from_message(message, "m", "depth")
+    back = DenseMap.from_message(message, "m", "depth")
     assert np.array_equal(back.values, values, equal_nan=True) and (back.unit, back.kind) == ("m", "depth")
 
 
 def test_replay_writes_a_dense_nodes_answers_as_records_in_frame_order(tmp_path):
     maps = {3: np.full((2, 3), 4.0, np.float32), 1: np.array([[1, np.nan, 3]], np.float32)}
-    answers = {frame: to_message(Header(), DenseMap(values, "m", "depth")) for frame, values in maps.items()}
-    path = write_replayed(tmp_path / "dense.json", answers, {}, "run.bag", lambda frames: {})
+    messages = {frame: DenseMap(values, "m", "depth").to_message(Header()) for frame, values in maps.items()}
+    answers = {
+        frame: FrameResult.from_message(("dense",), message, measures=("depth", "m"))
+        for frame, message in messages.items()
+    }
+    path = write_results(tmp_path / "dense.json", answers, "run.bag")
     records = json.loads(path.read_text())
+    assert {(record["kind"], record["unit"]) for record in records} == {("depth", "m")}
     assert [(r["image"], r["frame"], r["width"], r["height"], r["valid"]) for r in records] == [
         ("run.bag:1", 1, 3, 1, 2),
         ("run.bag:3", 3, 3, 2, 6),

@@ -27,7 +27,9 @@ from vision_factory.cli import main
 from vision_factory.families.registry import family
 from vision_factory.models.rtmpose import IMAGENET_MEAN, IMAGENET_STD, RTMPoseEstimator, TopDownPose, box_center_scale
 from vision_factory.models.yolo import YoloDetector
-from vision_factory.results.detections import COCO_KEYPOINTS, Detection
+from vision_factory.results.boxes import Boxes
+from vision_factory.results.frame import FrameResult
+from vision_factory.results.keypoints import COCO_KEYPOINTS
 from vision_factory.runtime.onnx_runner import OnnxRunner
 
 SHAPES_MODEL = SHARED / "models" / "shapes-yolov8n.onnx"
@@ -148,18 +150,19 @@ def test_top_down_pose_puts_keypoints_on_the_detectors_people(tmp_path):
     pose = TopDownPose(detector, RTMPoseEstimator(_runner(model)), person_class="circle")
     assert pose.names == ["circle", "square", "triangle"] and pose.keypoint_names == list(COCO_KEYPOINTS)
     image = cv2.imread(str(SHAPES_IMAGE))
-    circles = [d for d in detector.detect(image) if d.class_name == "circle"]
+    found = detector.detect(image)
+    circles = found[[label == "circle" for label in found.boxes.labels]]
     people = pose.detect(image)
-    assert circles and len(people) == len(circles)
-    for person, circle in zip(people, circles):
-        assert person.xyxy == circle.xyxy and person.score == circle.score and len(person.keypoints) == K
-        x1, y1, x2, y2 = person.xyxy
-        for point in person.keypoints:
-            assert point == pytest.approx(((x1 + x2) / 2, (y1 + y2) / 2, 0.7))
+    assert len(circles) and len(people) == len(circles)
+    assert np.array_equal(people.boxes.xyxy, circles.boxes.xyxy)
+    assert np.array_equal(people.boxes.scores, circles.boxes.scores) and people.keypoints.points.shape[1] == K
+    for (x1, y1, x2, y2), points in zip(people.boxes.xyxy, people.keypoints.points):
+        for point in points:
+            assert tuple(point) == pytest.approx(((x1 + x2) / 2, (y1 + y2) / 2, 0.7))
     # Boxes from elsewhere (a detections topic): no detector needed.
     given = TopDownPose(None, RTMPoseEstimator(_runner(model)))
-    (person,) = given.pose(image, [Detection((10, 20, 30, 60), 0.9, 0, "person")])
-    assert person.keypoints[0] == (20.0, 40.0, pytest.approx(0.7))
+    person = given.pose(image, FrameResult.of(image, boxes=Boxes([(10, 20, 30, 60)], [0.9], [0], ["person"])))
+    assert tuple(person.keypoints.points[0, 0]) == (20.0, 40.0, pytest.approx(0.7))
     with pytest.raises(ValueError, match="no person detector"):
         given.detect(image)
     with pytest.raises(ValueError, match="person_class 'person' is not a class of the person detector: it has circle"):
@@ -265,8 +268,8 @@ def test_unusual_frames_are_posed_on_their_boxes(tmp_path):
     for height, width in UNUSUAL_SHAPES:
         frame = np.zeros((height, width, 3), np.uint8)
         frame[height // 2, width // 2, 2] = 255  # the spot
-        boxes = [Detection((0, 0, width, height), 0.9, 0, "person"), Detection((0, 0, 1, 1), 0.8, 0, "person")]
-        posed = pose.pose(frame, boxes)
-        assert len(posed) == 2 and all(len(person.keypoints) == K for person in posed)
-        x, y, _ = posed[0].keypoints[0]
+        boxes = Boxes([(0, 0, width, height), (0, 0, 1, 1)], [0.9, 0.8], [0, 0], ["person", "person"])
+        posed = pose.pose(frame, FrameResult.of(frame, boxes=boxes))
+        assert len(posed) == 2 and posed.keypoints.points.shape == (2, K, 3)
+        x, y, _ = posed.keypoints.points[0, 0]
         assert abs(x - width // 2) <= 1 + width * 0.02 and abs(y - height // 2) <= 1 + height * 0.02, (height, width)

@@ -7,6 +7,7 @@ the file and the fix (no traceback).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -18,7 +19,8 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from vision_factory.cli import main
-from vision_factory.files import UnsafeWrite, check_output, open_new, staged, write_text
+from vision_factory.files import UnsafeWrite, check_output, open_new, stage, staged, write_text
+from vision_factory.results.frame import FrameResult
 
 VICTIM = b"precious bytes that no tool may change\n"
 
@@ -153,6 +155,37 @@ def test_a_failed_write_leaves_the_old_file_and_no_litter(tmp_path):
         fresh.write_bytes(b"half")
         raise RuntimeError("half way")
     assert path.read_bytes() == VICTIM and [p.name for p in tmp_path.iterdir()] == ["model.onnx"]
+
+
+def test_a_stage_is_published_under_the_name_chosen_at_the_end_or_left_nowhere(tmp_path):
+    """A result checked before it is published (quantize's model): published under its name or another, the
+    companions with it; never published, nothing of it anywhere."""
+    xml = tmp_path / "model.xml"
+    with stage(xml, [], "--out", [".bin"]) as staging:
+        staging.fresh.write_text("<net/>")
+        staging.fresh.with_suffix(".bin").write_bytes(VICTIM)
+        assert not xml.exists()  # not before it is published
+        published = staging.publish(tmp_path / "model.rejected.xml")
+    assert published == tmp_path / "model.rejected.xml"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.rejected.bin", "model.rejected.xml"]
+    assert (tmp_path / "model.rejected.bin").read_bytes() == VICTIM
+    with stage(tmp_path / "other.onnx") as staging:
+        staging.fresh.write_bytes(b"unverified")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.rejected.bin", "model.rejected.xml"]
+
+
+def test_quantize_whose_comparison_fails_leaves_no_model_at_out(tmp_path):
+    """The model is compared under a temporary name and published only then: --data whose image is missing fails
+    the comparison, and --out holds nothing (it held the unverified model)."""
+    model = yolo_model(tmp_path / "m.onnx")
+    (tmp_path / "data").mkdir()
+    truth = {"images": [{"id": 1, "file_name": "gone.jpg", "width": 64, "height": 64}], "annotations": []}
+    (tmp_path / "data" / "annotations.json").write_text(json.dumps(truth | {"categories": [{"id": 0, "name": "a"}]}))
+    out = tmp_path / "out" / "q.onnx"
+    result = _quantize(model, out, "--data", tmp_path / "data", "--speed-runs", "1")
+    assert_refused(result, "image gone.jpg of", "not found or unreadable")
+    assert sorted(p.name for p in out.parent.iterdir()) == ["q_quantize"]  # no model, no staging folder
+    assert _quantize(model, out, "--speed-runs", "1").exit_code == 0 and out.is_file()  # the same, uncompared
 
 
 def test_a_folder_at_the_output_is_refused(tmp_path):
@@ -317,7 +350,7 @@ def test_verify_never_draws_the_worst_frame_through_a_link(tmp_path):
     link = tmp_path / "worst_frame.png"
     link.symlink_to(target)
     with pytest.raises(UnsafeWrite, match="worst_frame.png is a symbolic link"):
-        _draw(link, np.zeros((32, 32, 3), np.uint8), [], [])
+        _draw(link, np.zeros((32, 32, 3), np.uint8), None, FrameResult(32, 32))
     assert target.read_bytes() == VICTIM
 
 

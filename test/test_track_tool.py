@@ -141,7 +141,7 @@ def test_track_command_end_to_end(frames, detector_model, tmp_path):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (("--track-buffer", "-1"), "track_buffer must be an integer >= 0, not -1"),
+        (("--track-buffer", "-1"), "track_buffer must be an integer in 0..10000, not -1"),
         (("--track-low-threshold", "0.9"), "low (0.9) <= high (0.5)"),
         (("--reid", "no_such_reid.onnx"), "no_such_reid.onnx"),
         (("--track-buffer", "many"), "'many' is not a valid integer"),

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from vision_factory.models.tracker import Tracker, TrackerConfig, assign, iou_xyxy
-from vision_factory.results.detections import Detection
+from vision_factory.results.boxes import Boxes
 
 W, H = 40, 80  # box size
 
@@ -20,18 +20,20 @@ def box(x: float, y: float = 100) -> tuple[float, float, float, float]:
     return (x, y, x + W, y + H)
 
 
-def detection(xyxy, score: float = 0.9, class_id: int = 0) -> Detection:
-    return Detection(tuple(map(float, xyxy)), score, class_id, {0: "person", 2: "car"}.get(class_id, str(class_id)))
+def detection(xyxy, score: float = 0.9, class_id: int = 0) -> Boxes:
+    """One detection: a row of boxes."""
+    return Boxes([xyxy], [score], [class_id], [{0: "person", 2: "car"}.get(class_id, str(class_id))])
 
 
 def run(tracker: Tracker, frames, features=None) -> list[list[int | None]]:
-    """``frames``: per frame, one entry per object: a Detection or None (not detected). Returns per frame the ID
-    given to each object (None when not detected or not tracked). ``features``: per object, its feature."""
+    """``frames``: per frame, one entry per object: its detection (``detection``) or None (not detected). Returns
+    per frame the ID given to each object (None when not detected or not tracked). ``features``: per object, its
+    feature."""
     result = []
     for objects in frames:
         present = [i for i, d in enumerate(objects) if d is not None]
         embeddings = None if features is None else np.asarray(features)[present]
-        ids = tracker.update([objects[i] for i in present], embeddings)
+        ids = tracker.update(Boxes.join([objects[i] for i in present]), embeddings)
         per_object: list[int | None] = [None] * len(objects)
         for i, track_id in zip(present, ids):
             per_object[i] = track_id
@@ -187,18 +189,18 @@ def test_reentry_far_from_the_prediction_is_reidentified_by_appearance():
 def test_features_of_boxes_outside_the_frame_and_of_low_scores_are_not_learned():
     tracker = Tracker()
     feature = identities(2)
-    tracker.update([detection(box(0))], np.zeros((1, 64)))  # a zero row: no appearance
+    tracker.update(detection(box(0)), np.zeros((1, 64)))  # a zero row: no appearance
     assert tracker.tracks[0].feature is None
-    tracker.update([detection(box(0), 0.3)], feature[:1])  # low score: the track does not learn from it
+    tracker.update(detection(box(0), 0.3), feature[:1])  # low score: the track does not learn from it
     assert tracker.tracks[0].feature is None
-    tracker.update([detection(box(0))], feature[:1])
+    tracker.update(detection(box(0)), feature[:1])
     np.testing.assert_allclose(tracker.tracks[0].feature, feature[0])
     similar = (feature[0] + 0.5 * feature[1]) / np.linalg.norm(feature[0] + 0.5 * feature[1])  # cosine 0.89
-    tracker.update([detection(box(0))], similar[None])  # EMA: 0.9 of the old, 0.1 of the new, renormalised
+    tracker.update(detection(box(0)), similar[None])  # EMA: 0.9 of the old, 0.1 of the new, renormalised
     expected = 0.9 * feature[0] + 0.1 * similar
     np.testing.assert_allclose(tracker.tracks[0].feature, expected / np.linalg.norm(expected), atol=1e-6)
     with pytest.raises(ValueError, match=r"embeddings \[2, 64\] for 1 detections"):
-        tracker.update([detection(box(0))], feature)
+        tracker.update(detection(box(0)), feature)
 
 
 def test_assignment_with_a_cost_limit_is_lapjvs():

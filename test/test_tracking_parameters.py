@@ -11,7 +11,7 @@ from conftest import SHARED
 from vision_factory.families import tracking
 from vision_factory.models.tracker import TrackerConfig
 from vision_factory.parameters import with_defaults
-from vision_factory.results.detections import Detection
+from vision_factory.results.boxes import Boxes
 from vision_factory.runtime.onnx_runner import OnnxRunner
 
 REID_MODEL = SHARED / "models" / "mobilenetv2-reid-embedder.onnx"
@@ -41,9 +41,9 @@ def test_tracking_with_a_reid_model_gives_ids_from_its_features():
         pytest.skip(f"{REID_MODEL} is not there (shared models, see ../shared/models/README)")
     built = tracking.build(_values(tracking=True, reid_model_path=str(REID_MODEL)), _load)
     frame = np.random.default_rng(0).integers(0, 255, (240, 320, 3), np.uint8)
-    people = [Detection((10, 10, 60, 120), 0.9, 0, "person"), Detection((200, 20, 260, 140), 0.8, 0, "person")]
+    people = Boxes([(10, 10, 60, 120), (200, 20, 260, 140)], [0.9, 0.8], [0, 0], ["person"] * 2)
     assert built.update(frame, people) == [1, 2]
-    moved = [Detection((14, 10, 64, 120), 0.9, 0, "person"), Detection((196, 20, 256, 140), 0.8, 0, "person")]
+    moved = Boxes([(14, 10, 64, 120), (196, 20, 256, 140)], [0.9, 0.8], [0, 0], ["person"] * 2)
     assert built.update(frame, moved) == [1, 2]
     built.reset()
     assert built.update(frame, people[1:]) == [1]

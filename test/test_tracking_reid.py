@@ -171,8 +171,8 @@ def test_reid_tune_measures_the_embedder_and_writes_its_thresholds_into_a_copy(t
     assert chosen["track_appearance_threshold"] == pytest.approx(same_99, abs=2e-4)
     assert chosen["track_reentry_threshold"] == pytest.approx(same_99, abs=2e-4)
     assert chosen["track_appearance_veto"] == pytest.approx((same_99 + different_1) / 2, abs=2e-4)
-    # in the range found by hand for this embedder (README: appearance and re-entry 0.1, veto 0.15; different
-    # people at cosine 0.72 and under, distance 0.14 and over)
+    # in the range found by hand for this embedder (docs/running/tracking.md: appearance and re-entry 0.1, veto 0.15;
+    # different people at cosine 0.72 and under, distance 0.14 and over)
     assert 0.1 <= chosen["track_appearance_threshold"] < 0.14 < chosen["track_appearance_veto"] < 0.17
     # a copy: the model's own metadata kept, provenance added, the input untouched, nothing else written
     source = metadata(REID_MODEL)

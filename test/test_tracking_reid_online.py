@@ -49,9 +49,9 @@ def held_out():
     rows: list[list] = [[] for _ in pipelines]
     for number, _, kept in tracked_frames(composed.frames, pipelines):
         for found, into in zip(kept, rows):
-            for detection, track_id in found:
-                x1, y1, x2, y2 = detection.xyxy
-                into.append((number, track_id, x1, y1, x2 - x1, y2 - y1, detection.score))
+            boxes = found.boxes
+            for (x1, y1, x2, y2), score, track_id in zip(boxes.xyxy, boxes.scores, boxes.track_ids):
+                into.append((number, int(track_id), x1, y1, x2 - x1, y2 - y1, score))
     metrics = [evaluate(composed.truth, boxes_from_rows(found)).metrics for found in rows]
     return composed, metrics, [pipeline.tracking for pipeline in pipelines]
 

@@ -223,7 +223,7 @@ def test_node_with_stride_answers_each_frame_once_with_its_own_stamp(tmp_path, s
     expected = [o for i, f in enumerate(clip.frames()) for o in module.push(f, i)] + module.flush()
     assert module.stats.inference_calls == 6  # windows at 0, 3, ..., 12, then one for frames 20 (uncovered)
     assert [(m.point.x, m.point.y, m.point.z) for m in outputs] == [
-        (float(p["X"]), float(p["Y"]), float(p["Visibility"])) for _, p in expected
+        (float(r.ball.x), float(r.ball.y), float(r.ball.visible)) for _, r in expected
     ]
     assert sum(m.point.z for m in outputs) > 0  # the ball was tracked
 
@@ -233,7 +233,11 @@ def test_node_refuses_a_bad_stride_at_start_up(tmp_path, synthetic_models, strid
     node = NodeProcess(tmp_path, {"model_path": str(synthetic_models[""]), "stride": stride})
     assert node.wait() == 2
     node.stop()
-    assert f"stride must be an integer from 1 to seq_len (8), got {stride}" in node.log()
+    refusal = {  # 0 is no stride at all (the parameter's bound); 9 none of this model's (its seq_len's)
+        "0": "stride must be an integer in 1..64, not 0",
+        "9": "stride must be an integer from 1 to seq_len (8), got 9",
+    }[stride]
+    assert refusal in node.log()
     assert "Traceback" not in node.log()
 
 

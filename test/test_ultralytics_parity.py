@@ -28,9 +28,10 @@ import numpy as np
 import pytest
 import skimage.data
 from conftest import SHARED, pypi_model
+from support.results import detections_of
 
 from vision_factory.models.yolo import YoloDetector
-from vision_factory.results.detections import box_iou
+from vision_factory.results.boxes import box_iou
 from vision_factory.runtime.onnx_runner import OnnxRunner
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "ultralytics_reference.json").read_text())
@@ -85,8 +86,8 @@ def _pairs(ours: list, theirs: list[dict]) -> list[tuple[int, int]]:
     candidates = []
     for i, detection in enumerate(ours):
         for j, reference in enumerate(theirs):
-            if detection.class_id == reference["class_id"]:
-                iou = float(box_iou(np.asarray(detection.xyxy), np.asarray([reference["xyxy"]]))[0])
+            if detection["class_id"] == reference["class_id"]:
+                iou = float(box_iou(np.asarray(detection["xyxy"]), np.asarray([reference["xyxy"]]))[0])
                 if iou >= MATCH_IOU:
                     candidates.append((iou, i, j))
     pairs, used_i, used_j = [], set(), set()
@@ -112,7 +113,7 @@ def test_same_detections_as_ultralytics_predict(case):
     assert detector.dynamic == case["dynamic"] and detector.size == (case["imgsz"], case["imgsz"])
     assert list(detector.preprocess(image)[0].shape[2:]) == case["input_shape"]  # same letterboxed size
 
-    ours, theirs = detector.detect(image), case["detections"]
+    ours, theirs = detections_of(detector.detect(image)), case["detections"]
     pairs = _pairs(ours, theirs)
     threshold = REFERENCE["conf"]
     for i in set(range(len(ours))) - {i for i, _ in pairs}:
@@ -122,11 +123,11 @@ def test_same_detections_as_ultralytics_predict(case):
 
     for i, j in pairs:
         detection, reference = ours[i], theirs[j]
-        corners = np.abs(np.subtract(detection.xyxy, reference["xyxy"]))
-        assert corners.max() <= PIXELS, (detection.xyxy, reference["xyxy"])
-        assert abs(detection.score - reference["score"]) <= SCORE, (detection.score, reference["score"])
+        corners = np.abs(np.subtract(detection["xyxy"], reference["xyxy"]))
+        assert corners.max() <= PIXELS, (detection["xyxy"], reference["xyxy"])
+        assert abs(detection["score"] - reference["score"]) <= SCORE, (detection["score"], reference["score"])
         if "keypoints" in reference:
-            ours_kpts, their_kpts = np.asarray(detection.keypoints), np.asarray(reference["keypoints"])
+            ours_kpts, their_kpts = np.asarray(detection["keypoints"]), np.asarray(reference["keypoints"])
             assert ours_kpts.shape == their_kpts.shape
             assert np.abs(ours_kpts[:, 2] - their_kpts[:, 2]).max() <= SCORE
             confident = their_kpts[:, 2] > KEYPOINT_CONFIDENT

@@ -23,7 +23,7 @@ from support.ros_harness import KEEP_EVERY_FRAME
 
 from vision_factory.cli import main
 from vision_factory.models.yolo import YoloDetector
-from vision_factory.results.detections import COCO_KEYPOINTS
+from vision_factory.results.keypoints import COCO_KEYPOINTS
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import read_ball_csv, read_frames, write_image_bag
 from vision_factory.tools.commands import UsageError
@@ -71,9 +71,9 @@ SLOW = textwrap.dedent(
 
     process = DetectionNode.process
 
-    def slow(self, item):
+    def slow(self, camera, item):
         time.sleep(0.35)
-        process(self, item)
+        process(self, camera, item)
 
     DetectionNode.process = slow
     """
@@ -150,7 +150,7 @@ def test_verify_fails_a_tracknet_node_that_drops_frames_under_load(tmp_path):
             from vision_factory.ros.tracknet_node import TrackNetNode
 
             process = TrackNetNode.process
-            TrackNetNode.process = lambda self, item: (time.sleep(0.2), process(self, item))
+            TrackNetNode.process = lambda self, camera, item: (time.sleep(0.2), process(self, camera, item))
             from vision_factory.tracknet_onnx_node import main
 
             sys.exit(main())
@@ -171,7 +171,7 @@ def test_verify_fails_a_node_fed_the_wrong_colour_order(tmp_path):
         tmp_path,
         """
         import sys
-        import vision_factory.ros.inference_node as node
+        import vision_factory.ros.node_inputs as node
 
         to_bgr = node.message_to_bgr
         node.message_to_bgr = lambda *args, **kwargs: to_bgr(*args, **kwargs)[..., ::-1].copy()  # RGB to the model
@@ -224,16 +224,16 @@ def test_verify_fails_a_node_that_restamps_headers(tmp_path):
         import copy
         import sys
         import time
-        import vision_factory.ros.detection_node as node
+        from vision_factory.results.frame import FrameResult
 
-        message = node.detections_message
+        message = FrameResult.to_message
 
-        def restamped(header, *args, **kwargs):
+        def restamped(self, header, *args, **kwargs):
             header = copy.deepcopy(header)
             header.stamp.sec, header.stamp.nanosec = divmod(time.time_ns(), 10**9)
-            return message(header, *args, **kwargs)
+            return message(self, header, *args, **kwargs)
 
-        node.detections_message = restamped
+        FrameResult.to_message = restamped
         """,
     )
     report = verify(
@@ -326,17 +326,16 @@ def test_verify_fails_a_pose_node_that_exchanges_left_and_right_keypoints(tmp_pa
         tmp_path,
         """
         import sys
-        import numpy as np
+        from dataclasses import replace
         from vision_factory.models.yolo import YoloDetector
 
         detect = YoloDetector.detect
         MIRRORED = [0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15]  # a flip index applied by mistake
 
         def mirrored(self, image):
-            detections = detect(self, image)
-            for detection in detections:
-                detection.keypoints = np.asarray(detection.keypoints)[MIRRORED]
-            return detections
+            result = detect(self, image)
+            keypoints = result.keypoints
+            return result.with_parts(keypoints=replace(keypoints, points=keypoints.points[:, MIRRORED]))
 
         YoloDetector.detect = mirrored
         """,

@@ -177,9 +177,11 @@ def test_command_leaves_the_installed_vision_msgs_alone():
 def test_an_importable_vision_msgs_is_never_replaced(tmp_path, monkeypatch):
     elsewhere = tmp_path / "opt" / "ros" / "kilted" / "lib" / "python3" / "site-packages" / "vision_msgs"
     monkeypatch.setattr(interfaces, "find_vision_msgs", lambda: elsewhere)
+    monkeypatch.setattr(interfaces, "find_package", lambda package: elsewhere.parent / package)
     monkeypatch.setattr(interfaces, "toolchain", lambda: pytest.fail("must not start a build"))
     result = interfaces.install_vision_msgs(log=lambda line: None)
     assert not result.built and result.location == elsewhere and str(elsewhere) in result.message
+    assert str(elsewhere.parent / interfaces.OWN) in result.message  # the prompt service's package: left alone too
     with pytest.raises(interfaces.InterfaceBuildError, match="not built by vision-factory install-vision-msgs"):
         interfaces.install_vision_msgs(force=True, log=lambda line: None)
 

@@ -15,11 +15,12 @@ from click.testing import CliRunner
 from conftest import SHARED
 from support.data import UNUSUAL_SHAPES
 from support.models import _constant_model
+from support.results import detections_of
 
 from vision_factory.cli import main
 from vision_factory.models.geometry import PAD_VALUE, letterbox
 from vision_factory.models.yolo import YoloDetector
-from vision_factory.results.detections import nms
+from vision_factory.results.boxes import nms
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.coco_eval import evaluate_coco
 from vision_factory.tools.commands import UsageError
@@ -105,10 +106,10 @@ def test_decoding_both_output_layouts(tmp_path, transposed):
     output[0, :, 3] = [30, 30, 10, 10, 0.2, 0.1]  # below the confidence threshold
     model = _constant_model(tmp_path / "m.onnx", output.transpose(0, 2, 1) if transposed else output)
     detector = YoloDetector(OnnxRunner.load(model, {}, logging.getLogger("test")))
-    detections = detector.detect(np.zeros((128, 512, 3), np.uint8))  # r = 0.5: 256x64, top pad 96
-    assert [(d.class_name, round(d.score, 2)) for d in detections] == [("square", 0.9), ("circle", 0.85)]
+    detections = detections_of(detector.detect(np.zeros((128, 512, 3), np.uint8)))  # r = 0.5: 256x64, top pad 96
+    assert [(d["class_name"], round(d["score"], 2)) for d in detections] == [("square", 0.9), ("circle", 0.85)]
     # x: 75 / 0.5, 125 / 0.5; y: (80 - 96) / 0.5 = -32 clipped to 0, (120 - 96) / 0.5 = 48
-    assert np.allclose(detections[0].xyxy, [150, 0, 250, 48])
+    assert np.allclose(detections[0]["xyxy"], [150, 0, 250, 48])
 
 
 def test_predict_takes_the_nodes_defaults_and_class_names(tmp_path):
@@ -156,7 +157,7 @@ def test_predict_runs_without_click_as_the_command_does(tmp_path):
     detector = detector_from_options("yolo", model, "onnx:cpu", {"--classes": "square", "--conf": None})
     found = list(run_predict(detector, [image, video], save=tmp_path / "drawn"))
     assert [f.record["image"] for f in found] == [str(image), f"{video}:0", f"{video}:1"]
-    assert all(f.record["detections"] == [d.as_dict() for d in f.detections] for f in found)
+    assert all(f.record["detections"] == detections_of(f.result) for f in found)
     assert found[0].record["detections"] == [
         {"xyxy": [160.0, 160.0, 240.0, 240.0], "score": pytest.approx(0.9), "class_id": 1, "class_name": "square"}
     ]
@@ -181,14 +182,14 @@ def test_shapes_model_reaches_its_validation_ap(tmp_path):
     category = {c["name"]: c["id"] for c in coco["categories"]}
     results = []
     for image in coco["images"]:
-        for d in detector.detect(cv2.imread(str(SHAPES_DATA / "images" / image["file_name"]))):
-            x1, y1, x2, y2 = d.xyxy
+        for d in detections_of(detector.detect(cv2.imread(str(SHAPES_DATA / "images" / image["file_name"])))):
+            x1, y1, x2, y2 = d["xyxy"]
             results.append(
                 {
                     "image_id": image["id"],
-                    "category_id": category[d.class_name],
+                    "category_id": category[d["class_name"]],
                     "bbox": [x1, y1, x2 - x1, y2 - y1],
-                    "score": d.score,
+                    "score": d["score"],
                 }
             )
     (tmp_path / "results.json").write_text(json.dumps(results))
@@ -292,8 +293,8 @@ def test_unusual_frames_are_letterboxed_and_detected(tmp_path, dynamic, pose):
         rows, columns = tensor.shape[2:]
         assert rows <= 256 and columns <= 256 and (detector.dynamic or (rows, columns) == (256, 256))
         assert not detector.dynamic or (rows % 32, columns % 32) == (0, 0)
-        (found,) = detector.detect(frame)
-        x1, y1, x2, y2 = found.xyxy
-        assert 0 <= x1 <= x2 <= width and 0 <= y1 <= y2 <= height, (height, width, found.xyxy)
+        (found,) = detections_of(detector.detect(frame))
+        x1, y1, x2, y2 = found["xyxy"]
+        assert 0 <= x1 <= x2 <= width and 0 <= y1 <= y2 <= height, (height, width, found["xyxy"])
         if pose:
-            assert all(0 <= x <= width and 0 <= y <= height for x, y, _ in found.keypoints)
+            assert all(0 <= x <= width and 0 <= y <= height for x, y, _ in found["keypoints"])

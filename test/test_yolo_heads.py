@@ -20,12 +20,13 @@ from click.testing import CliRunner
 from conftest import SHARED
 from sensor_msgs.msg import Image
 from support.models import _constant_model
+from support.results import detections_of, full_mask
 from support.ros_harness import KEEP_EVERY_FRAME, PATIENCE_S, NodeProcess, Probe, stamped_anew
 from vision_msgs.msg import Detection2DArray
 
 from vision_factory.cli import main
 from vision_factory.models.yolo import YoloDetector
-from vision_factory.results.detections import box_iou
+from vision_factory.results.boxes import box_iou
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import write_image_bag
 from vision_factory.tools.bench import run_bench, table
@@ -67,8 +68,8 @@ def test_end_to_end_rows_are_kept_in_the_models_order_above_the_threshold_withou
     detector = YoloDetector(_end2end(tmp_path, rows), iou=0.1)
     assert detector.head == "end2end" and detector.names == ["circle", "square", "triangle"]
     frame = np.zeros((128, 512, 3), np.uint8)  # into 256: r = 0.5, 256 x 64, 96 px of padding on top
-    found = detector.detect(frame)
-    assert [(d.class_name, round(d.score, 2)) for d in found] == [
+    found = detections_of(detector.detect(frame))
+    assert [(d["class_name"], round(d["score"], 2)) for d in found] == [
         ("square", 0.9),
         ("square", 0.8),
         ("triangle", 0.3),
@@ -76,14 +77,15 @@ def test_end_to_end_rows_are_kept_in_the_models_order_above_the_threshold_withou
     ]
     # x / 0.5; y: (y - 96) / 0.5, clipped to the frame
     assert np.allclose(
-        [d.xyxy for d in found], [[20, 8, 120, 88], [24, 8, 124, 88], [200, 48, 400, 108], [0, 0, 60, 28]]
+        [d["xyxy"] for d in found], [[20, 8, 120, 88], [24, 8, 124, 88], [200, 48, 400, 108], [0, 0, 60, 28]]
     )
     assert "iou_threshold 0.1 does not apply" in detector.head_note
 
     detector.keep_classes([0, 2])
-    assert [d.class_name for d in detector.detect(frame)] == ["triangle", "circle"]
+    assert [d["class_name"] for d in detections_of(detector.detect(frame))] == ["triangle", "circle"]
     few = YoloDetector(_end2end(tmp_path, rows), max_detections=2)
-    assert [round(d.score, 2) for d in few.detect(frame)] == [0.9, 0.8]  # the first rows, as Ultralytics keeps them
+    first = [round(d["score"], 2) for d in detections_of(few.detect(frame))]
+    assert first == [0.9, 0.8]  # the first rows, as Ultralytics keeps them
 
 
 def test_end_to_end_pose_rows_carry_their_keypoints_to_the_frame(tmp_path):
@@ -94,9 +96,9 @@ def test_end_to_end_pose_rows_carry_their_keypoints_to_the_frame(tmp_path):
         tmp_path / "p.onnx", rows[None], names="{0: 'person'}", metadata={"end2end": "True", **metadata}
     )
     detector = YoloDetector(OnnxRunner.load(model, {}, LOG), pose=True)
-    (person,) = detector.detect(np.zeros((128, 512, 3), np.uint8))
-    assert person.class_name == "person" and np.allclose(person.xyxy, [80, 8, 160, 108])
-    assert np.allclose(person.keypoints, [[100, 28, 0.95], [140, 88, 0.2]])
+    (person,) = detections_of(detector.detect(np.zeros((128, 512, 3), np.uint8)))
+    assert person["class_name"] == "person" and np.allclose(person["xyxy"], [80, 8, 160, 108])
+    assert np.allclose(person["keypoints"], [[100, 28, 0.95], [140, 88, 0.2]])
 
 
 def test_end_to_end_detector_needs_rows_of_six_and_class_names(tmp_path):
@@ -122,15 +124,16 @@ def test_yolov5_objectness_times_class_probability_then_nms(tmp_path):
     model = _constant_model(tmp_path / "v5.onnx", rows[None], size=64, names=THREE, metadata={"stride": "32"})
     detector = YoloDetector(OnnxRunner.load(model, {}, LOG), iou=0.45)
     assert detector.head == "objectness" and detector.class_count == 3 and detector.head_note is None
-    found = detector.detect(np.zeros((64, 64, 3), np.uint8))
-    assert [(d.class_name, round(d.score, 3)) for d in found] == [
+    found = detections_of(detector.detect(np.zeros((64, 64, 3), np.uint8)))
+    assert [(d["class_name"], round(d["score"], 3)) for d in found] == [
         ("square", 0.72),
         ("triangle", 0.665),
         ("triangle", 0.3),
     ]
-    assert np.allclose(found[0].xyxy, [10, 10, 30, 30])  # from cx, cy, w, h
+    assert np.allclose(found[0]["xyxy"], [10, 10, 30, 30])  # from cx, cy, w, h
     detector.keep_classes([2])
-    assert [d.class_name for d in detector.detect(np.zeros((64, 64, 3), np.uint8))] == ["triangle", "triangle"]
+    kept = detections_of(detector.detect(np.zeros((64, 64, 3), np.uint8)))
+    assert [d["class_name"] for d in kept] == ["triangle", "triangle"]
 
 
 @_needs(E2E_MODEL)
@@ -160,7 +163,7 @@ def test_predict_and_inspect_say_what_they_found_in_the_end_to_end_yolo26n(tmp_p
     assert "end-to-end head" in predicted.stderr and "iou_threshold 0.7 does not apply" in predicted.stderr
     (record,) = [json.loads(line) for line in predicted.stdout.splitlines()]
     detector = YoloDetector(OnnxRunner.load(E2E_MODEL, {}, LOG))
-    assert record["detections"] == [d.as_dict() for d in detector.detect(cv2.imread(str(image)))]
+    assert record["detections"] == detections_of(detector.detect(cv2.imread(str(image))))
     assert record["detections"]  # the shapes of this image are found
     inspected = CliRunner().invoke(main, ["inspect", str(E2E_MODEL)])
     assert inspected.exit_code == 0, inspected.output
@@ -182,13 +185,13 @@ def test_yolo_node_publishes_the_end_to_end_detections_and_says_nms_does_not_app
     log = open(result.node_log).read()
     assert result.missing_frames == [], log
     assert log.count("iou_threshold 0.5 does not apply") == 1, log  # said once, at start-up
-    records = json.loads(open(result.detections_json).read())
+    records = json.loads(open(result.answers).read())
     detector = YoloDetector(OnnxRunner.load(E2E_MODEL, {}, LOG))
     for frame, record in zip(frames, records, strict=True):
-        expected = detector.detect(frame)
-        assert expected and [d["class_name"] for d in record["detections"]] == [d.class_name for d in expected]
-        assert np.allclose([d["xyxy"] for d in record["detections"]], [d.xyxy for d in expected], atol=1e-3)
-        assert np.allclose([d["score"] for d in record["detections"]], [d.score for d in expected], atol=1e-6)
+        expected = detections_of(detector.detect(frame))
+        assert expected and [d["class_name"] for d in record["detections"]] == [d["class_name"] for d in expected]
+        assert np.allclose([d["xyxy"] for d in record["detections"]], [d["xyxy"] for d in expected], atol=1e-3)
+        assert np.allclose([d["score"] for d in record["detections"]], [d["score"] for d in expected], atol=1e-6)
 
 
 @_needs(E2E_MODEL)
@@ -201,7 +204,7 @@ def test_quantize_keeps_the_end_to_end_head_in_float_and_the_int8_model_is_still
     for path in images[:4]:
         shutil.copy(path, tmp_path / "calibration")
     out = tmp_path / "yolo26n_int8.onnx"
-    quantize("yolo", E2E_MODEL, tmp_path / "calibration", out, frames=4, speed_runs=1)
+    quantize("yolo", E2E_MODEL, tmp_path / "calibration", out, "onnx", frames=4, speed_runs=1)
     runner = OnnxRunner.load(out, {}, LOG)
     float_nodes = set(runner.metadata["quantization_float_nodes"].split(": ", 1)[1].split(", "))
     head = {f"/model.23/one2one_{b}.{s}/one2one_{b}.{s}.2/Conv" for b in ("cv2", "cv3") for s in range(3)}
@@ -210,11 +213,12 @@ def test_quantize_keeps_the_end_to_end_head_in_float_and_the_int8_model_is_still
     assert int8.head == "end2end"
     for path in images[20:24]:  # not calibrated on
         frame = cv2.imread(str(path))
-        confident = [d for d in fp32.detect(frame) if d.score > 0.6]
-        found = int8.detect(frame)
+        confident = [d for d in detections_of(fp32.detect(frame)) if d["score"] > 0.6]
+        found = detections_of(int8.detect(frame))
         for d in confident:  # each confident FP32 detection has an INT8 one of its class in place
             assert any(
-                f.class_id == d.class_id and box_iou(np.asarray(f.xyxy), np.asarray([d.xyxy]))[0] > 0.8 for f in found
+                f["class_id"] == d["class_id"] and box_iou(np.asarray(f["xyxy"]), np.asarray([d["xyxy"]]))[0] > 0.8
+                for f in found
             ), d
 
 
@@ -251,14 +255,17 @@ def test_same_rows_as_the_exporting_projects_own_post_processing(model, case):
     assert hashlib.sha256(image_path.read_bytes()).hexdigest() == case["sha256"]
     options = {"confidence": case["conf"], "iou": model.get("iou", 0.7), "max_detections": 1000}
     detector = YoloDetector(OnnxRunner.load(path, {}, LOG), pose=model["task"] == "pose", **options)
-    ours, theirs = detector.detect(cv2.imread(str(image_path))), case["detections"]
+    ours, theirs = detections_of(detector.detect(cv2.imread(str(image_path)))), case["detections"]
     assert theirs and len(ours) == len(theirs)
     for detection, reference in zip(ours, theirs, strict=True):
-        assert detection.class_id == reference["class_id"]
-        assert np.abs(np.subtract(detection.xyxy, reference["xyxy"])).max() <= 1.0, (detection.xyxy, reference["xyxy"])
-        assert abs(detection.score - reference["score"]) <= 1e-3
+        assert detection["class_id"] == reference["class_id"]
+        assert np.abs(np.subtract(detection["xyxy"], reference["xyxy"])).max() <= 1.0, (
+            detection["xyxy"],
+            reference["xyxy"],
+        )
+        assert abs(detection["score"] - reference["score"]) <= 1e-3
         if "keypoints" in reference:
-            ours_points, their_points = np.asarray(detection.keypoints), np.asarray(reference["keypoints"])
+            ours_points, their_points = np.asarray(detection["keypoints"]), np.asarray(reference["keypoints"])
             assert np.abs(ours_points[:, 2] - their_points[:, 2]).max() <= 1e-3
             confident = their_points[:, 2] > 0.5
             assert np.abs(ours_points[confident, :2] - their_points[confident, :2]).max(initial=0) <= 1.0
@@ -283,14 +290,14 @@ def test_nodes_publish_what_the_adapter_decodes_from_each_head(tmp_path, node, f
     assert ("does not apply" in log) == (node == "yolo_pose"), log  # the end-to-end head says so, YOLOv5's runs NMS
     options = {"confidence": float(params["confidence_threshold"]), "iou": float(params.get("iou_threshold", 0.7))}
     detector = YoloDetector(OnnxRunner.load(HEADS / file, {}, LOG), pose=node == "yolo_pose", **options)
-    expected = detector.detect(frames[0])
-    for record in json.loads(open(result.detections_json).read()):
+    expected = detections_of(detector.detect(frames[0]))
+    for record in json.loads(open(result.answers).read()):
         published = record["detections"]
         assert len(published) == len(expected) > 0
-        assert np.allclose([d["xyxy"] for d in published], [d.xyxy for d in expected], atol=1e-3)
-        assert np.allclose([d["score"] for d in published], [d.score for d in expected], atol=1e-6)
+        assert np.allclose([d["xyxy"] for d in published], [d["xyxy"] for d in expected], atol=1e-3)
+        assert np.allclose([d["score"] for d in published], [d["score"] for d in expected], atol=1e-6)
         if node == "yolo_pose":
-            assert np.allclose([d["keypoints"] for d in published], [d.keypoints for d in expected], atol=1e-3)
+            assert np.allclose([d["keypoints"] for d in published], [d["keypoints"] for d in expected], atol=1e-3)
 
 
 @_needs(E2E_MODEL)
@@ -302,10 +309,10 @@ def test_openvino_runs_the_end_to_end_detector_as_onnx_runtime_does():
     assert openvino.head == "end2end"
     for path in sorted((SEG_DATA / "images").glob("*.jpg"))[:3]:
         frame = cv2.imread(str(path))
-        ours, theirs = onnx.detect(frame), openvino.detect(frame)
-        assert [d.class_id for d in ours] == [d.class_id for d in theirs] and ours
-        assert np.allclose([d.xyxy for d in ours], [d.xyxy for d in theirs], atol=0.05)
-        assert np.allclose([d.score for d in ours], [d.score for d in theirs], atol=1e-3)
+        ours, theirs = detections_of(onnx.detect(frame)), detections_of(openvino.detect(frame))
+        assert [d["class_id"] for d in ours] == [d["class_id"] for d in theirs] and ours
+        assert np.allclose([d["xyxy"] for d in ours], [d["xyxy"] for d in theirs], atol=0.05)
+        assert np.allclose([d["score"] for d in ours], [d["score"] for d in theirs], atol=1e-3)
 
 
 # --- the end-to-end segmentation head (YOLO26-seg): rows [1, 300, 6 + 32] and the prototypes [1, 32, H/4, W/4] ---
@@ -357,16 +364,19 @@ def test_end_to_end_segmentation_rows_and_masks_are_ultralytics_own(case):
     frame = _seg_frame(case)
     detector = YoloDetector(OnnxRunner.load(SEG_E2E, {}, LOG), confidence=case["conf"], max_detections=1000)
     assert detector.head == "end2end" and detector.mask_channels == 32
-    ours, theirs = detector.detect(frame), case["detections"]
+    ours, theirs = detections_of(detector.detect(frame)), case["detections"]
     assert len(theirs) >= 20 and len(ours) == len(theirs)
     # half a prototype cell in frame pixels: the prototypes are a quarter of the input, the input gain min(in / frame)
     gain = min(s / f for s, f in zip(detector.size, frame.shape[:2]))
     band = int(np.ceil(0.5 * 4 / gain))
     for detection, reference in zip(ours, theirs, strict=True):
-        assert detection.class_id == reference["class_id"]
-        assert np.abs(np.subtract(detection.xyxy, reference["xyxy"])).max() <= 1.0, (detection.xyxy, reference["xyxy"])
-        assert abs(detection.score - reference["score"]) <= 1e-3
-        assert _iou_off_the_edge(detection.mask.full(), _rle_mask(reference["mask"]), band) >= 0.9
+        assert detection["class_id"] == reference["class_id"]
+        assert np.abs(np.subtract(detection["xyxy"], reference["xyxy"])).max() <= 1.0, (
+            detection["xyxy"],
+            reference["xyxy"],
+        )
+        assert abs(detection["score"] - reference["score"]) <= 1e-3
+        assert _iou_off_the_edge(full_mask(detection), _rle_mask(reference["mask"]), band) >= 0.9
 
 
 def test_the_end_to_end_segmentation_model_is_recognised_and_predict_writes_its_masks(tmp_path):
@@ -382,12 +392,14 @@ def test_the_end_to_end_segmentation_model_is_recognised_and_predict_writes_its_
     assert predicted.exit_code == 0, predicted.output
     assert "end-to-end head" in predicted.stderr
     (record,) = [json.loads(line) for line in predicted.stdout.splitlines()]
-    expected = YoloDetector(OnnxRunner.load(SEG_E2E, {}, LOG), confidence=0.6).detect(cv2.imread(str(image)))
+    expected = detections_of(
+        YoloDetector(OnnxRunner.load(SEG_E2E, {}, LOG), confidence=0.6).detect(cv2.imread(str(image)))
+    )
     assert len(record["detections"]) == len(expected) > 0
     for written, detection in zip(record["detections"], expected):
         rle = written["mask"]
         decoded = coco_mask.decode({"size": rle["size"], "counts": rle["counts"].encode()}).astype(bool)
-        assert np.array_equal(decoded, detection.mask.full())
+        assert np.array_equal(decoded, full_mask(detection))
 
 
 def test_eval_scores_the_end_to_end_segmentation_masks_as_pycocotools_does(tmp_path):
@@ -454,10 +466,10 @@ def assert_labels_are_the_masks(found, labels: np.ndarray | None, expected, iou:
     mask where no earlier one's lies (IoU ``iou`` at least: 1.0, the same pixels)."""
     assert len(found.detections) == len(expected) > 0
     for k, (item, detection) in enumerate(zip(found.detections, expected), start=1):
-        assert item.results[0].hypothesis.score == pytest.approx(detection.score, abs=1e-6 if iou == 1 else 1e-3)
-        assert item.results[0].hypothesis.class_id == detection.class_name
+        assert item.results[0].hypothesis.score == pytest.approx(detection["score"], abs=1e-6 if iou == 1 else 1e-3)
+        assert item.results[0].hypothesis.class_id == detection["class_name"]
         if labels is not None:
-            own, mask = labels == k, detection.mask.full() & ~np.isin(labels, range(1, k))
+            own, mask = labels == k, full_mask(detection) & ~np.isin(labels, range(1, k))
             assert np.count_nonzero(own & mask) >= iou * np.count_nonzero(own | mask), k
 
 
@@ -466,7 +478,7 @@ def test_the_yolo_node_publishes_the_end_to_end_segmentation_masks(tmp_path):
     frame = _seg_frame(case)
     found, labels, log = node_masks(tmp_path, SEG_E2E, frame, {"confidence_threshold": "0.9"})
     assert log.count("does not apply") == 1, log  # no NMS: said once, at start-up
-    expected = YoloDetector(OnnxRunner.load(SEG_E2E, {}, LOG), confidence=0.9).detect(frame)
+    expected = detections_of(YoloDetector(OnnxRunner.load(SEG_E2E, {}, LOG), confidence=0.9).detect(frame))
     assert_labels_are_the_masks(found, labels, expected)
 
 
@@ -516,5 +528,5 @@ def test_generated_yolo_packages_take_the_segmentation_end_to_end_and_objectness
                 continue
             found, labels, log = node_masks(work, model, frame, params, executable, masks)
             assert f"{backend} " in log.lower() or backend == "onnx", log
-            expected = YoloDetector(runner.load(model, {}, LOG), **options).detect(frame)
+            expected = detections_of(YoloDetector(runner.load(model, {}, LOG), **options).detect(frame))
             assert_labels_are_the_masks(found, labels, expected, 1.0 if backend == "onnx" else 0.98)

@@ -291,12 +291,12 @@ def batches(detector: Any) -> bool:
 
 def detect_batch(
     detectors: Sequence[Any], frames: Sequence[np.ndarray], ran: Callable[[int], None] | None = None
-) -> list[list]:
-    """The detections of each of ``frames``, ``detectors[i]`` (each camera's own, on one shared runner) detecting
-    ``frames[i]``, in as few model runs as the model takes: frames whose input tensors have one shape go into one
-    run of a dynamic batch, or runs of a fixed batch padded with zeros and sliced (one frame too: such a model takes
-    no other batch); a detector that does not batch (``batches``) detects one frame after another. ``ran(size)``:
-    told the number of frames of each model run."""
+) -> list[Any]:
+    """The detections (a FrameResult) of each of ``frames``, ``detectors[i]`` (each camera's own, on one shared
+    runner) detecting ``frames[i]``, in as few model runs as the model takes: frames whose input tensors have one
+    shape go into one run of a dynamic batch, or runs of a fixed batch padded with zeros and sliced (one frame too:
+    such a model takes no other batch); a detector that does not batch (``batches``) detects one frame after
+    another. ``ran(size)``: told the number of frames of each model run."""
     ran = ran or (lambda size: None)
     if not frames:
         return []
@@ -312,7 +312,7 @@ def detect_batch(
     groups: dict[tuple, list[int]] = {}
     for index, (tensor, _) in enumerate(prepared):
         groups.setdefault(tensor.shape, []).append(index)
-    found: list[list] = [[] for _ in frames]
+    found: list[Any] = [None for _ in frames]
     for indices in groups.values():
         tensor = np.concatenate([prepared[index][0] for index in indices])
         outputs = run_in_chunks(first.runner, first.runner.inputs[0].name, tensor, capacity, capacity is not None)

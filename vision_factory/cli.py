@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from . import __version__
+from .cli_nodes import COMMANDS as NODE_TOOLS
 from .cli_support import (
     ANY_PATH,
     BACKEND,
@@ -25,6 +26,7 @@ from .cli_support import (
     FORMAT,
     PARAM,
     POSITIVE,
+    PROMPT,
     STRIDE,
     camera_sources,
     executable_option,
@@ -37,6 +39,7 @@ from .cli_support import (
     tool_option,
 )
 from .cli_support import command_words as _command
+from .cli_support import echo as _echo
 from .cli_support import progress as _progress
 from .cli_support import reported as _reported
 from .cli_support import show as _show
@@ -47,6 +50,7 @@ from .images import OUTPUT_ENCODINGS
 from .models.depth import RESIZES as DEPTH_RESIZE_FILTERS
 from .parameters import CAMERA_TOPIC, MAX_CAMERAS
 from .runtime.backends import BACKENDS, BENCH_TARGETS
+from .text import shown_path
 from .tools.bags import STORAGES
 from .tools.ball_eval import evaluate_tracking
 from .tools.image_bag import DEFAULT_FPS
@@ -65,6 +69,10 @@ VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make_pipeline i
 @click.version_option(__version__, prog_name="vision-factory")
 def main() -> None:
     """ONNX models as ROS 2 perception nodes: run, replay, inspect models and generate packages."""
+
+
+for _group in NODE_TOOLS:  # node, topic, param, lifecycle: running nodes watched and steered (cli_nodes.py)
+    main.add_command(_group)
 
 
 @main.command()
@@ -88,7 +96,7 @@ def demo(**given: Any) -> None:
     from .tools.demo import demo as run_demo
 
     with _reported():
-        _show(run_demo(**given, log=click.echo))
+        _show(run_demo(**given, log=_echo))
 
 
 @main.command()
@@ -100,6 +108,7 @@ def demo(**given: Any) -> None:
     option("--params-file", type=EXISTING_FILE,
            help="ROS 2 parameters YAML for the node (e.g. config/tracknet_onnx.yaml)"),
     PARAM,
+    PROMPT,
     BAG_TOPIC,
     option("--rate", type=POSITIVE, help="play at recorded timing times RATE; default: as fast as the node keeps up"),
     option("--storage", type=click.Choice(list(STORAGES)), default="mcap", show_default=True,
@@ -108,7 +117,9 @@ def demo(**given: Any) -> None:
     CAMERAS,
     force_option(),
 )  # fmt: skip
-def replay(params: tuple[str, ...], executable: str | None, cameras: tuple[str, ...], **given: Any) -> None:
+def replay(
+    params: tuple[str, ...], prompt: str | None, executable: str | None, cameras: tuple[str, ...], **given: Any
+) -> None:
     """Play a rosbag2 (mcap or sqlite3) through a node and record its outputs.
 
     Writes the node's messages to OUT/<node>_outputs (a bag), the ball as OUT/ball.csv in
@@ -137,15 +148,15 @@ def replay(params: tuple[str, ...], executable: str | None, cameras: tuple[str, 
     from .tools.replay import replay as run_replay
 
     if cameras:
-        _replay_cameras(given, parse_overrides(params), _command(executable), cameras)
+        _replay_cameras(given, parse_overrides(params, prompt), _command(executable), cameras)
         return
     with _reported(FileExistsError):
-        overrides, command = parse_overrides(params), _command(executable)
+        overrides, command = parse_overrides(params, prompt), _command(executable)
         result = run_replay(**given, params=overrides, progress=_progress, executable=command)
     click.echo("", err=True)
     click.echo(json.dumps(result.summary(), indent=2))
     if result.missing_frames:
-        _warn(f"{len(result.missing_frames)} frames got no output (see {result.node_log})")
+        _warn(f"{len(result.missing_frames)} frames got no output (see {shown_path(result.node_log)})")
 
 
 def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, cameras: tuple[str, ...]) -> None:
@@ -167,7 +178,7 @@ def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, c
     click.echo(json.dumps(result.summary(), indent=2))
     missing = sum(len(frames) for frames in result.missing_frames.values())
     if missing:
-        _warn(f"{missing} frames got no output (see {result.node_log})")
+        _warn(f"{missing} frames got no output (see {shown_path(result.node_log)})")
 
 
 @main.command()
@@ -178,6 +189,7 @@ def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, c
     executable_option("ros2 run my_pkg yolo_node"),
     option("-p", "--param", "params", multiple=True, metavar="NAME:=VALUE",
            help="node parameter, repeatable; the model's parameters apply offline too (model_path: the node's only)"),
+    PROMPT,
     option("--params-file", type=EXISTING_FILE,
            help="ROS 2 parameters YAML of the node (e.g. its config/*.yaml), read for the offline model too"),
     option("--latency-budget-ms", type=POSITIVE,
@@ -191,7 +203,9 @@ def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, c
     CAMERAS,
     force_option("replace an earlier verification in OUT (else refused)"),
 )  # fmt: skip
-def verify(params: tuple[str, ...], executable: str | None, cameras: tuple[str, ...], **given: Any) -> None:
+def verify(
+    params: tuple[str, ...], prompt: str | None, executable: str | None, cameras: tuple[str, ...], **given: Any
+) -> None:
     """Check that a deployed node gives the model's own answers; exit 1 when it does not.
 
     Plays BAG through the node over ROS 2 (this package's, or --executable: a generated
@@ -220,14 +234,14 @@ def verify(params: tuple[str, ...], executable: str | None, cameras: tuple[str, 
     from .tools.verify import verify as run_verify
 
     if cameras:
-        _verify_cameras(given, parse_overrides(params), _command(executable), cameras)
+        _verify_cameras(given, parse_overrides(params, prompt), _command(executable), cameras)
         return
     with _reported(FileExistsError):
-        report = run_verify(**given, params=parse_overrides(params), executable=_command(executable))
-    click.echo(report.text())
+        report = run_verify(**given, params=parse_overrides(params, prompt), executable=_command(executable))
+    _echo(report.text())
     if not report.passed:
         for failure in report.failures():
-            click.echo(f"verify failed: {failure}", err=True)
+            _echo(f"verify failed: {failure}", err=True)
         sys.exit(1)
 
 
@@ -250,10 +264,10 @@ def _verify_cameras(given: dict[str, Any], overrides: dict[str, str], command, c
             given["force"],
             given["params_file"],
         )
-    click.echo(report.text())
+    _echo(report.text())
     if not report.passed:
         for failure in report.failures():
-            click.echo(f"verify failed: {failure}", err=True)
+            _echo(f"verify failed: {failure}", err=True)
         sys.exit(1)
 
 
@@ -306,6 +320,7 @@ def install_vision_msgs(force: bool, jobs: int | None, verbose: bool) -> None:
     the wheels (13 s to about two minutes: longer when it installs the toolchain first). Needs cmake
     and a C/C++ compiler. When vision_msgs is already
     importable (a ROS distribution's, installed with rosdep) it does nothing and says where it is.
+    Then vision_factory_interfaces (the prompt service, SetPrompt) the same way.
 
     \b
     Example:
@@ -314,10 +329,10 @@ def install_vision_msgs(force: bool, jobs: int | None, verbose: bool) -> None:
     from .tools import interfaces
 
     try:
-        result = interfaces.install_vision_msgs(force, jobs, verbose, log=lambda line: click.echo(line, err=True))
+        result = interfaces.install_vision_msgs(force, jobs, verbose, log=lambda line: _echo(line, err=True))
     except interfaces.InterfaceBuildError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(result.message)
+    _echo(result.message)
 
 
 @main.command()
@@ -418,7 +433,7 @@ def generate(model_file: Path | None, **given: Any) -> None:
         if model_file is not None:
             require_file_family(model_file, family_name, f"--model {family_name}")
         target = write_package(**given, model=model_file)
-    click.echo(f"wrote {target}" + (f" and {target}.zip" if given["make_zip"] else ""))
+    _echo(f"wrote {shown_path(target)}" + (f" and {shown_path(f'{target}.zip')}" if given["make_zip"] else ""))
     next_step = f"colcon build --packages-select {given['package']} (from the workspace root), then see its README.md"
     click.echo(f"next: {next_step}")
 
@@ -457,7 +472,7 @@ def bench(**given: Any) -> None:
     from .tools.bench import bench as run_bench
 
     with _reported():
-        _show(run_bench(**given, progress=lambda text: click.echo(text, err=True)))
+        _show(run_bench(**given, progress=lambda text: _echo(text, err=True)))
 
 
 @main.command(name="eval")
@@ -522,6 +537,7 @@ def evaluate_command(
       vision-factory eval --model-type yolo --data instances_val.json --predictions results.json
       vision-factory eval --model-type track --data MOT17-02/gt/gt.txt --predictions runs/tracks.txt
     """
+    from .tools.evaluation import evaluation
     from .tools.mot import evaluate_tracks
 
     options = {"data": data, "out_dir": out_dir, "predictions": predictions, "frame_size": frame_size, "model": model}
@@ -530,8 +546,8 @@ def evaluate_command(
     with _reported():
         if model_type == TRACK:
             _show(evaluate_tracks(data, predictions, out_dir))
-        else:  # the family's result kind scores it (results/<kind>.py's evaluate)
-            _show(FAMILIES[model_type].result.module().evaluate(model_type, options))
+        else:  # the family's result kind scores it (tools/evaluation.py)
+            _show(evaluation(FAMILIES[model_type].result).evaluate(model_type, options))
 
 
 @main.command()
@@ -563,8 +579,9 @@ def compare(
     """Run one source through two configurations and report how their results differ.
 
     Metric differences (with --data) get a verdict: below 0.001 excellent, below 0.01 good,
-    otherwise a warning naming the metric. Output differences: visibility disagreements and
-    ball position differences in pixels. Saved as OUT/compare_<source>_<A>_vs_<B>.json.
+    a drop of 0.01 or more a warning naming the metric, a rise of as much "better". Output
+    differences: visibility disagreements and ball position differences in pixels. Saved as
+    OUT/compare_<source>_<A>_vs_<B>.json.
 
     \b
     Examples:
@@ -574,8 +591,10 @@ def compare(
     configurations = ((model, target_a), (model_b or model, target_b))
     options = {"source": source, "data": data, "median_warmup": median_warmup, "out_dir": out_dir}
     options["heatmap_threshold"] = heatmap_threshold
-    with _reported():  # the family's result kind compares it (results/<kind>.py's compare_runs)
-        _show(FAMILIES[model_type].result.module().compare_runs(model_type, configurations, options))
+    from .tools.evaluation import evaluation
+
+    with _reported():  # the family's result kind compares it (tools/evaluation.py)
+        _show(evaluation(FAMILIES[model_type].result).compare(model_type, configurations, options))
 
 
 _LOSSES = {FAMILIES[name].accuracy_loss: [] for name in QUANTIZE_TYPES}  # each family's, those sharing one together
@@ -591,8 +610,11 @@ MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}"
     option("--calibration", type=ANY_PATH,
            help="int8: a folder of images, a video or a rosbag2 (its image topic), run through the family's "
            "pre-processing"),
-    out_option("the quantized model: NAME.onnx (onnx), NAME.xml with NAME.bin (openvino)", kind=FILE, dest="out"),
-    tool_option("--backend", run_quantize, "backend", type=click.Choice(QUANTIZE_BACKENDS)),
+    out_option("the quantized model: NAME.onnx (ONNX Runtime), NAME.xml with NAME.bin (OpenVINO); NAME alone: "
+               "--backend auto writes whichever it keeps", kind=FILE, dest="out"),
+    tool_option("--backend", run_quantize, "backend", type=click.Choice(QUANTIZE_BACKENDS),
+                help="auto: int8 for ONNX Runtime and for OpenVINO (where nncf is installed), timed in turn, the "
+                "faster kept (OpenVINO only when 10% faster); fp16: onnx"),
     tool_option("--precision", run_quantize, "precision", type=click.Choice(PRECISIONS)),
     tool_option("--frames", run_quantize, "frames", type=int, help="calibration frames (the first N)"),
     tool_option("--method", run_quantize, "method", type=click.Choice(METHODS), help="onnx int8 calibration"),
@@ -613,7 +635,8 @@ MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}"
                 help="CPU threads when timing, 0 = default"),
     tool_option("--target-cpu", run_quantize, "target_cpu", type=click.Choice(TARGET_CPUS),
            help="int8: the CPU it runs on: vnni (AVX-512 VNNI, AVX-VNNI, AMX), avx2 (x86 without VNNI: 7-bit weights, "
-           "which its int8 kernels do not saturate), auto = this CPU's kind"),
+           "which its int8 kernels do not saturate), auto = this CPU's kind, then 7-bit weights where that loses "
+           "more than --max-loss"),
     option("--max-loss", type=click.FloatRange(min=0),
            help="with --data: the accuracy loss above which the command fails and renames the model "
            f"NAME.rejected.EXT  [default: {MAX_LOSS_DEFAULT}]"),
@@ -629,9 +652,12 @@ def quantize(imgsz: int | None, input_size: str | None, depth_kind: str | None, 
     head's final convs, concat and decode) stay in float. FP16 is for GPU targets. The model
     keeps its metadata and records its provenance (`inspect` shows it). INT8 is made for the
     CPU kind of --target-cpu (recorded too): ONNX Runtime's int8 kernels saturate on x86 CPUs
-    without VNNI unless the weights take 7 bits. Then both models are timed on the same inputs
-    in turn, and with --data compared as `compare` does: an accuracy loss over --max-loss fails
-    the command (exit 1) and leaves the model as NAME.rejected.EXT, unless --accept-loss.
+    without VNNI unless the weights take 7 bits. The models are timed against the source on
+    the same inputs in turn (--backend auto: for both backends, the faster kept), and with
+    --data compared as `compare` does: a model that loses more than --max-loss is replaced by
+    the next choice (auto: 7-bit weights, the other backend); when none holds, the command
+    fails (exit 1) naming the options that would help and leaves the least lossy as
+    NAME.rejected.EXT, unless --accept-loss.
 
     \b
     Examples:
@@ -647,7 +673,7 @@ def quantize(imgsz: int | None, input_size: str | None, depth_kind: str | None, 
     options = {"--imgsz": imgsz, "--input-size": input_size, "--depth-kind": depth_kind}
     with _reported():
         try:
-            report = run_quantize(**given, options=options, log=lambda text: click.echo(text, err=True))
+            report = run_quantize(**given, options=options, log=lambda text: _echo(text, err=True))
         except AccuracyLost as lost:
             _show(lost.report)
             raise
@@ -673,6 +699,8 @@ DETECTOR_OPTIONS = (
     ("--label-offset", int, "fasterrcnn: the label of class 0 (default 1: 0 is the background)", None),
     ("--score-function", click.Choice(["auto", "sigmoid", "softmax"]), "detr logits + pred_boxes models: sigmoid "
      "(RT-DETR, D-FINE) or softmax (DETR)  [default: auto, as the model says]", None),
+    ("--prompt", str, "a text prompt, for a family that takes one: phrases separated by ' . ' (e.g. 'a cat . a dog')",
+     None),
 )  # fmt: skip
 
 
@@ -740,6 +768,8 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
       vision-factory predict --model-type rtmpose --model rtmpose-m.onnx --detector yolov8n.onnx people.jpg
       vision-factory predict --model-type depth --model depth_anything_v2_small.onnx --depth-kind relative room.jpg
     """
+    from .streaming import ProblemLog
+    from .text import untrusted
     from .tools.predict import MAPPING, detector_from_options
     from .tools.predict import predict as run_predict
 
@@ -750,12 +780,16 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
         detector = detector_from_options(
             given["model_type"], model, given["target"], options, detector_model, given["detector_type"]
         )
-        protected, kind = [model, detector_model, options.get("--labels")], FAMILIES[given["model_type"]].result
+        protected = [model, detector_model, options.get("--labels")]
         head_note = getattr(detector, "head_note", None)  # e.g. YOLO's end-to-end head: no NMS
         if head_note:
-            click.echo(head_note, err=True)
-        for found in run_predict(detector, inputs, save, protected, kind):
+            _echo(head_note, err=True)
+        problems = ProblemLog(0)  # what was wrong with the model's output: each kind said once, counted at the end
+        for found in run_predict(detector, inputs, save, protected):
+            for problem, detail in found.problems.items():
+                _warn(problems.count(problem, f"frame {untrusted(found.record['image'], 400)}", detail, False))
             click.echo(json.dumps(found.record) if json_lines else found.line())
+        _warn(problems.summary(final=True))
 
 
 METAVARS = {"--reid": "REID.onnx"}
@@ -862,7 +896,7 @@ def reid_tune(**given: Any) -> None:
     from .tools.reid_tune import tune
 
     with _reported():
-        _show(tune(**given, log=lambda text: click.echo(text, err=True)))
+        _show(tune(**given, log=lambda text: _echo(text, err=True)))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import click
 
 from .families.registry import node_parameter
 from .parameters import Parameter
+from .text import printable, shown_path
 from .tools.commands import CommandReport, UsageError
 
 FORMAT_HELP = "text for people, json for programs"
@@ -34,6 +35,8 @@ BACKEND = option(
 )
 BAG_TOPIC = option("--topic", help="image topic in the bag (needed when it has several)")
 PARAM = option("-p", "--param", "params", multiple=True, metavar="NAME:=VALUE", help="node parameter, repeatable")
+# A node's text prompt (families/prompts.py), for a family that takes one: replay's and verify's -p prompt:=TEXT.
+PROMPT = option("--prompt", help="the node's text prompt, for a family that takes one: phrases separated by ' . '")
 # replay's and verify's several cameras through one node, read by tools/replay_cameras.py's parse_cameras for both.
 CAMERAS = option(
     "--camera",
@@ -120,16 +123,29 @@ def model_type_option(choices: Iterable[str], help_text: str = "model family", *
 
 @contextlib.contextmanager
 def reported(*errors: type[Exception]) -> Iterator[None]:
-    """A wrong option as Click's usage error (naming the option), a failure (ValueError, RuntimeError and
-    ``errors``) as an error message instead of a traceback."""
+    """A wrong option as Click's usage error (naming the option), a failure (ValueError, RuntimeError, an OSError
+    and ``errors``) as an error message instead of a traceback; either made printable (text.printable)."""
     try:
         yield
     except UsageError as exc:
         if exc.option:
-            raise click.BadParameter(str(exc), param_hint=exc.option) from None
-        raise click.UsageError(str(exc)) from None
+            raise click.BadParameter(printable(exc), param_hint=exc.option) from None
+        raise click.UsageError(printable(exc)) from None
     except (ValueError, RuntimeError, *errors) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(printable(exc)) from exc
+    except OSError as exc:  # a path of the wrong kind (a folder for a file, a file above a folder), unreadable...
+        raise click.ClickException(os_error(exc)) from exc
+
+
+def os_error(exc: OSError) -> str:
+    """An OSError as one line naming the path, the reason and the fix (its own message when it names no path)."""
+    if exc.filename is None:
+        return printable(exc)
+    other = f" -> {shown_path(exc.filename2)}" if exc.filename2 is not None else ""
+    return (
+        f"cannot use {shown_path(exc.filename)}{other}: {exc.strerror or exc}; give a path of the right kind "
+        "(a file or a folder) that this user can read, or write for an output"
+    )
 
 
 def command_words(executable: str | None) -> list[str] | None:
@@ -140,12 +156,17 @@ def command_words(executable: str | None) -> list[str] | None:
 def show(report: CommandReport) -> None:
     for note in report.warnings:
         warn(note)
-    click.echo(report.shown())
+    echo(report.shown())
 
 
 def warn(note: str) -> None:
     if note:
-        click.echo(f"warning: {note}", err=True)
+        echo(f"warning: {note}", err=True)
+
+
+def echo(text: str, err: bool = False) -> None:
+    """The command's own text on the terminal: made printable (text.printable), whatever it quotes."""
+    click.echo(printable(text), err=err)
 
 
 def progress(done: int, total: int) -> None:

@@ -14,6 +14,7 @@ of a warning, never a line on stderr per frame.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -67,13 +68,19 @@ SUPPORTED_ENCODINGS = tuple(_DIRECT)
 _PACKED_422 = {"uyvy": "UYVY", "yuv422": "UYVY", "yuyv": "YUYV", "yuv422_yuy2": "YUYV"}
 
 
-def check_pixels(width: int, height: int, max_pixels: int, what: str = "image") -> None:
-    """An ImageFormatError when a ``width`` x ``height`` image has more than ``max_pixels`` (0: no limit)."""
+CAMERA_FIX = "raise max_image_pixels if the camera really sends such images"
+# The tools (bag, predict, eval, quantize, track) read files and videos of at most MAX_IMAGE_PIXELS pixels.
+FILE_FIX = "the tools read images of at most 7680x4320 pixels: resize it"
+TOO_LARGE = "image too large"
+
+
+def check_pixels(width: int, height: int, max_pixels: int, what: str = "image", fix: str = CAMERA_FIX) -> None:
+    """An ImageFormatError when a ``width`` x ``height`` image has more than ``max_pixels`` (0: no limit); ``fix``
+    says what to do."""
     if max_pixels > 0 and width * height > max_pixels:
         raise ImageFormatError(
-            "image too large",
-            f"{what} of {width}x{height} = {width * height} pixels is larger than max_image_pixels {max_pixels}; "
-            "raise max_image_pixels if the camera really sends such images",
+            TOO_LARGE,
+            f"{what} of {width}x{height} = {width * height} pixels is larger than max_image_pixels {max_pixels}; {fix}",
         )
 
 
@@ -155,9 +162,9 @@ def compressed_header(data) -> tuple[str, int, int]:
         if len(view) < 24 or view[12:16] != b"IHDR":
             raise ImageFormatError("unreadable compressed header", f"PNG of {len(view)} bytes has no IHDR header")
         width, height = struct.unpack(">II", view[16:24])
-        return _declared("png", width, height)
+        return declared("png", width, height)
     if view[:2] == b"\xff\xd8":
-        return _declared("jpeg", *_jpeg_size(view))
+        return declared("jpeg", *_jpeg_size(view))
     raise ImageFormatError(
         "unsupported compressed format",
         f"compressed image of {len(view)} bytes is neither JPEG nor PNG (it starts with {bytes(view[:8])!r}); "
@@ -192,25 +199,63 @@ def _jpeg_size(view: memoryview) -> tuple[int, int]:
     )
 
 
-def _declared(kind: str, width: int, height: int) -> tuple[str, int, int]:
-    if width == 0 or height == 0 or width > 2**31 - 1 or height > 2**31 - 1:
+def declared(kind: str, width: int, height: int) -> tuple[str, int, int]:
+    """(kind, width, height) when a header declares a size an image can have, else an ImageFormatError."""
+    if width <= 0 or height <= 0 or width > 2**31 - 1 or height > 2**31 - 1:
         raise ImageFormatError("unreadable compressed header", f"{kind} header declares an image of {width}x{height}")
     return kind, width, height
 
 
-def compressed_to_bgr(
-    data, max_pixels: int = MAX_IMAGE_PIXELS, warn: Callable[[str, str], None] | None = None
-) -> np.ndarray:
-    """Decode a sensor_msgs/CompressedImage payload (JPEG or PNG) to BGR.
+UNKNOWN_FORMAT = "unsupported image format"
 
-    The size its header declares is checked against ``max_pixels`` (0: no limit) first. Data the
-    decoder cannot read is an ImageFormatError carrying what the decoder said; data it reads while
-    complaining (a JPEG cut short is completed in grey) is decoded, and the complaint goes to
+
+def file_header(data) -> tuple[str, int, int]:
+    """(format, width, height) an image file's bytes declare, read without decoding: JPEG and PNG as
+    ``compressed_header`` reads them, WebP from its first chunk. Another format is an ImageFormatError of kind
+    UNKNOWN_FORMAT (the tools read more: tools/sources.image_header), a header cut short one of its own."""
+    view = memoryview(np.frombuffer(data, dtype=np.uint8))
+    if view[:8] == _PNG_SIGNATURE or view[:2] == b"\xff\xd8":
+        return compressed_header(view)
+    if view[:4] == b"RIFF" and view[8:12] == b"WEBP":
+        return declared("webp", *_webp_size(view))
+    raise ImageFormatError(UNKNOWN_FORMAT, f"image of {len(view)} bytes is no JPEG, PNG or WebP")
+
+
+def _webp_size(view: memoryview) -> tuple[int, int]:
+    """(width, height) a WebP's first chunk declares: VP8X's canvas (24 bits each, minus one), VP8L's (14 bits
+    each, minus one) or VP8's frame (14 bits each, after the frame tag and start code)."""
+    chunk, payload = bytes(view[12:16]), bytes(view[20:30])
+    if len(payload) == 10:
+        if chunk == b"VP8X":
+            return int.from_bytes(payload[4:7], "little") + 1, int.from_bytes(payload[7:10], "little") + 1
+        if chunk == b"VP8L" and payload[0] == 0x2F:
+            bits = int.from_bytes(payload[1:5], "little")
+            return (bits & 0x3FFF) + 1, (bits >> 14 & 0x3FFF) + 1
+        if chunk == b"VP8 " and payload[3:6] == b"\x9d\x01\x2a":
+            return int.from_bytes(payload[6:8], "little") & 0x3FFF, int.from_bytes(payload[8:10], "little") & 0x3FFF
+    raise ImageFormatError(
+        "unreadable image header", f"WebP of {len(view)} bytes has no readable VP8X, VP8L or VP8 header"
+    )
+
+
+def compressed_to_bgr(
+    data,
+    max_pixels: int = MAX_IMAGE_PIXELS,
+    warn: Callable[[str, str], None] | None = None,
+    header: Callable[[Any], tuple[str, int, int]] = compressed_header,
+    fix: str = CAMERA_FIX,
+) -> np.ndarray:
+    """Decode a sensor_msgs/CompressedImage payload (JPEG or PNG; with another ``header``, e.g. ``file_header``, an
+    image file's bytes of any format it reads) to BGR.
+
+    The size its header declares is checked against ``max_pixels`` (0: no limit) first (``fix``: what to do when it
+    is larger). Data the decoder cannot read is an ImageFormatError carrying what the decoder said; data it reads
+    while complaining (a JPEG cut short is completed in grey) is decoded, and the complaint goes to
     ``warn(kind, detail)``.
     """
     buffer = np.frombuffer(data, dtype=np.uint8)
-    kind, width, height = compressed_header(buffer)
-    check_pixels(width, height, max_pixels, f"{kind} image")
+    kind, width, height = header(buffer)
+    check_pixels(width, height, max_pixels, f"{kind} image", fix)
     try:
         image, said = quietly(cv2.imdecode, buffer, cv2.IMREAD_COLOR)
     except cv2.error as exc:
@@ -224,6 +269,27 @@ def compressed_to_bgr(
     if said and warn is not None:
         warn("corrupt compressed image", f"{kind} image of {width}x{height} decoded despite: {said}")
     return image
+
+
+BYTES_PER_PIXEL = 8  # the most an image file stores a pixel in (16-bit RGBA, uncompressed)
+HEADER_BYTES = 16 << 20  # what a file may hold beside its pixels (metadata, an embedded preview)
+
+
+def read_image_file(
+    path, max_pixels: int = MAX_IMAGE_PIXELS, header: Callable[[Any], tuple[str, int, int]] = file_header
+) -> np.ndarray:
+    """The BGR image of an image file, its declared size (``header``: JPEG, PNG and WebP by default) checked against
+    ``max_pixels`` (0: no limit) before it is decoded, and the file's size before it is read (no image of that many
+    pixels takes more than BYTES_PER_PIXEL a pixel, plus HEADER_BYTES). An ImageFormatError (kind TOO_LARGE, or what
+    made it no image) says why not, without the path."""
+    size = os.stat(path).st_size
+    if max_pixels > 0 and size > max_pixels * BYTES_PER_PIXEL + HEADER_BYTES:
+        raise ImageFormatError(
+            TOO_LARGE, f"the file is {size} bytes, more than any image of max_image_pixels {max_pixels}; {FILE_FIX}"
+        )
+    with open(path, "rb") as file:
+        data = file.read()
+    return compressed_to_bgr(data, max_pixels, header=header, fix=FILE_FIX)
 
 
 _ENCODE = {

@@ -15,18 +15,27 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .text import parse_size
+
 Value = bool | int | float | str
 
 # The camera topic: the launch files' image_topic default, and the image topic of the bags the demo and tools write.
 CAMERA_TOPIC = "/camera/image_raw"
 QOS_OVERRIDES = "qos_overrides."  # ROS's parameters for a publisher's QoS: qos_overrides./TOPIC.publisher.POLICY
+# When a parameter's value takes effect on a node (Parameter.applies):
+LIVE = "live"  # set on a running node, it applies from the next frame (thresholds, classes, prompts)
+CONFIGURE = "configure"  # read at configure: set while the node is unconfigured; refused, with why, while configured
+START = "start"  # read when the node starts: read-only afterwards (ROS refuses any change)
+APPLIES = (LIVE, CONFIGURE, START)
 
 
 @dataclass(frozen=True)
 class Parameter:
     """A node parameter. A number's valid values are ``minimum``..``maximum`` (either may be None: no bound), and
-    never NaN or infinite; a text's are ``choices`` when given. ``check`` refuses any other value, naming the
-    parameter, the value and what is valid: the node at set time and at configure, and the tools that pass -p."""
+    never NaN or infinite; a text's are ``choices`` when given, and a size's (``max_pixels``: a text WIDTHxHEIGHT,
+    or empty) those of at most that many pixels. ``check`` refuses any other value, naming the parameter, the value
+    and what is valid: the node at set time and at configure, and the tools that pass -p. ``applies`` says when a
+    node takes a new value: LIVE, CONFIGURE (the default) or START."""
 
     name: str
     default: Value
@@ -37,6 +46,17 @@ class Parameter:
     minimum: int | float | None = None
     maximum: int | float | None = None
     choices: tuple[str, ...] = ()
+    max_pixels: int = 0  # a size WIDTHxHEIGHT (or empty) of at most this many pixels; 0: not a size
+    applies: str = CONFIGURE  # LIVE, CONFIGURE or START: when a node takes a value set while it runs
+
+    def __post_init__(self) -> None:
+        if self.applies not in APPLIES:
+            raise ValueError(f"parameter {self.name}: applies must be one of {', '.join(APPLIES)}")
+
+    @property
+    def live(self) -> bool:
+        """Whether a value set on a running node applies from its next frame."""
+        return self.applies == LIVE
 
     @property
     def kind(self) -> str:
@@ -52,13 +72,15 @@ class Parameter:
         """The valid values, in words, e.g. 'a finite number in 0..1', 'an integer >= 1', 'one of raw, compressed'."""
         if self.choices:
             return f"one of {', '.join(repr(choice) for choice in self.choices)}"
-        low, high = self.minimum, self.maximum
+        if self.max_pixels:
+            return f"WIDTHxHEIGHT of at most {self.max_pixels} pixels, or empty"
+        low, high = (_shown(bound) for bound in (self.minimum, self.maximum))
         if low is not None and high is not None:
-            return f"{self.kind} in {low:g}..{high:g}"
+            return f"{self.kind} in {low}..{high}"
         if low is not None:
-            return f"{self.kind} >= {low:g}"
+            return f"{self.kind} >= {low}"
         if high is not None:
-            return f"{self.kind} <= {high:g}"
+            return f"{self.kind} <= {high}"
         return self.kind
 
     def check(self, value: Any) -> Any:
@@ -79,6 +101,8 @@ class Parameter:
             valid = (self.minimum is None or value >= self.minimum) and (self.maximum is None or value <= self.maximum)
         if valid and self.choices:
             valid = value in self.choices
+        if valid and self.max_pixels and value:
+            valid = _pixels(str(value)) <= self.max_pixels
         if not valid:
             raise ValueError(self._refusal(value))
         return value
@@ -111,6 +135,20 @@ class Parameter:
                 f"{value}.0 (it takes {self.valid})"
             )
         return self._refusal(value)
+
+
+def _shown(bound: int | float | None) -> str | None:
+    """A bound as the valid values say it: an integer in full (1048576, not 1.04858e+06), a float short."""
+    return None if bound is None else str(bound) if isinstance(bound, int) else f"{bound:g}"
+
+
+def _pixels(text: str) -> float:
+    """The pixels of a size WIDTHxHEIGHT; infinite when ``text`` is no such size."""
+    try:
+        width, height = parse_size(text)
+    except ValueError:
+        return math.inf
+    return width * height
 
 
 # rcl's YAML scalars (rcl_yaml_param_parser), as a -p value is read.
@@ -174,6 +212,14 @@ MAX_QUEUE = 10000
 MAX_CAMERAS = 64
 # The most threads a backend may be asked for (ONNX Runtime starts as many as asked: 10000 took minutes to stop).
 MAX_THREADS = 256
+# The most detections one frame's answer holds (max_detections): each is a Detection2D in its message.
+MAX_DETECTIONS_PER_FRAME = 10_000
+# The most frames a tracker keeps a lost track for (track_buffer, track_reentry_buffer), and positions a trajectory
+# keeps (trajectory_length): 5.5 minutes at 30 fps; the tracks and positions kept grow with it.
+MAX_HISTORY_FRAMES = 10_000
+# The most MiB a backend may be given as a memory limit or workspace (ONNX Runtime's CUDA arena, TensorRT's): 1 TiB.
+MAX_MEMORY_MB = 1 << 20
+MAX_DEVICE_ID = 1023  # a GPU's index (device_id): no machine has more
 FRACTION = {"minimum": 0.0, "maximum": 1.0}  # scores, IoU, fractions
 TRANSPORTS = ("raw", "compressed")
 RELIABILITIES = ("best_effort", "reliable")
@@ -216,6 +262,7 @@ IMAGE_INPUT_PARAMETERS = (
         MAX_IMAGE_PIXELS,
         "frames of more pixels are refused (compressed: from the header, before decoding); 0: no limit",
         minimum=0,
+        applies=LIVE,
     ),
     # Watching the input (ros/monitor.py): the silence warning and /diagnostics.
     Parameter(
@@ -240,6 +287,7 @@ RUNTIME_PARAMETERS = (
         True,
         "configure and activate at start; false: wait in 'unconfigured' for lifecycle transitions (ros2 lifecycle)",
         launch_argument=True,
+        applies=START,
     ),
     Parameter(
         "max_frame_age",
@@ -247,6 +295,7 @@ RUNTIME_PARAMETERS = (
         "ms: a frame older than this (now - its header stamp) when inference would start is skipped, never "
         "inferred (counted as 'stale frame'); 0: off",
         minimum=0,
+        applies=LIVE,
     ),
     Parameter("lazy", False, "subscribe to images only while something subscribes to one of the node's outputs"),
 )

@@ -1,4 +1,4 @@
-"""What the C libraries under the image decoders print, caught instead of reaching the log.
+"""What the C libraries under the image and video decoders print, caught instead of reaching the log.
 
 libpng prints ``libpng error: ...`` and libjpeg ``Corrupt JPEG data: ...`` straight to file
 descriptor 2, and OpenCV adds its own ``[ WARN:0@...]`` lines: one or more lines per bad frame,
@@ -10,6 +10,12 @@ Descriptor 2 belongs to the whole process, so two things keep the other threads'
 calls are serialised by one lock (a decode takes milliseconds), and every captured line that is
 not recognisably a decoder's (a ROS log line written by another thread meanwhile, say) is passed
 on to the real descriptor 2 as soon as the call returns.
+
+Videos are another matter (``quiet_videos``): FFmpeg, under OpenCV's video capture, prints what it finds wrong
+with a video (``[mjpeg @ 0x...] dht: invalid len``, ``overread``, ``moov atom not found``) from its decoding
+threads as well, so no capture around one call holds all of it: its log is turned off instead, and the tools
+say what matters themselves (a video that cannot be opened, or that ends before the frames it declares:
+tools/sources.py).
 """
 
 from __future__ import annotations
@@ -78,6 +84,17 @@ def quietly(call: Callable[..., Result], *arguments) -> tuple[Result, str]:
             os.close(saved)
             captured = _take(_sink)
     return result, _sort(captured)
+
+
+# OpenCV's FFmpeg backend sets FFmpeg's log level from this variable when the process opens its first video
+# (capture or writer); -8 is AV_LOG_QUIET. Another value (e.g. a user's debugging level) is left as it is.
+FFMPEG_LOG_LEVEL = "OPENCV_FFMPEG_LOGLEVEL"
+
+
+def quiet_videos() -> None:
+    """FFmpeg's own lines about a video kept off descriptor 2 for the rest of the process (call it before the
+    process opens its first video: OpenCV reads the setting then, once); a level the user set is kept."""
+    os.environ.setdefault(FFMPEG_LOG_LEVEL, "-8")
 
 
 def _take(sink: int) -> bytes:

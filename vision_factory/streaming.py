@@ -13,16 +13,24 @@ from collections import OrderedDict, deque
 from typing import Any
 
 PAIRING_WINDOW = 30  # images (or their partners) kept while waiting for the partner of the same stamp
-# The closing line every node logs as it stops (InferenceNode.counts), and what reads it back.
-CLOSING = "frames in {frames_in}, dropped {dropped}, skipped {skipped}, outputs {outputs}"
-_CLOSING = re.compile(re.sub(r"\\{(\w+)\\}", r"(?P<\1>\\d+)", re.escape(CLOSING)))
+# The closing line every node logs as it stops (NodeDiagnostics.counts), and what reads it back. The frames its
+# publishers sent that never arrived (the monitor's count) end it; a node from before they were counted ends before.
+_NEVER_ARRIVED = ", never arrived {never_arrived}"
+CLOSING = "frames in {frames_in}, dropped {dropped}, skipped {skipped}, outputs {outputs}" + _NEVER_ARRIVED
+
+
+def _pattern(line: str) -> str:
+    return re.sub(r"\\{(\w+)\\}", r"(?P<\1>\\d+)", re.escape(line))
+
+
+_CLOSING = re.compile(f"{_pattern(CLOSING.removesuffix(_NEVER_ARRIVED))}(?:{_pattern(_NEVER_ARRIVED)})?")
 
 
 def closing_counts(log: str) -> dict[str, int] | None:
-    """The counts of the last closing line (CLOSING) in a node's ``log``: frames_in, dropped, skipped, outputs;
-    None when it has none (the node did not stop cleanly)."""
+    """The counts of the last closing line (CLOSING) in a node's ``log``: frames_in, dropped, skipped, outputs,
+    never_arrived (0 on a line without it); None when it has none (the node did not stop cleanly)."""
     found = list(_CLOSING.finditer(log))
-    return {name: int(value) for name, value in found[-1].groupdict().items()} if found else None
+    return {name: int(value or 0) for name, value in found[-1].groupdict().items()} if found else None
 
 
 def stamp_of(header: Any) -> tuple[int, int]:
@@ -89,12 +97,22 @@ class FrameQueue:
             self._wake.notify()
 
 
+class KindError(ValueError):
+    """An input that cannot be used, of a kind of problem a node counts and reports once (ProblemLog): ``kind`` names
+    it in a few fixed words (never text from a message), the message adds the details and the fix."""
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(detail)
+        self.kind = kind
+
+
 class ProblemLog:
     """Problems with frames, counted by kind (a short fixed name, never text from a message): ``count`` gives the
     line to log for the first of each kind only, ``summary`` the counts when new ones came since the last."""
 
     def __init__(self, period: float):
-        self.period = period  # seconds between the summaries while new problems come (said in the first lines)
+        # seconds between the summaries while new problems come (said in the first lines); 0: one at the end
+        self.period = period
         self.counts: dict[str, int] = {}  # kind -> frames it happened to, in order of first sight
         self.skipped = 0  # frames skipped (not answered) for a problem
         self._logged = 0  # of the frames counted, at the last summary
@@ -109,10 +127,8 @@ class ProblemLog:
             self.skipped += skipped
         if not first:
             return None
-        return (
-            f"{what} ({kind}): {detail} (logged once per kind; counts follow every {self.period:g} s while more "
-            "come, and at stop)"
-        )
+        follow = f"every {self.period:g} s while more come, and at stop" if self.period else "at the end"
+        return f"{what} ({kind}): {detail} (logged once per kind; counts follow {follow})"
 
     def summary(self, final: bool = False) -> str | None:
         """The counts by kind when new problems came since the last summary, or ``final``ly when any came."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 DEFAULT_LIMIT = 200  # characters of untrusted text kept in one log line
+PATH_LIMIT = 1000  # characters of a path kept in one line: a deep path stays whole, a hostile one stays bounded
 
 
 def untrusted(text: object, limit: int = DEFAULT_LIMIT) -> str:
@@ -15,13 +16,28 @@ def untrusted(text: object, limit: int = DEFAULT_LIMIT) -> str:
     beyond ``limit`` is cut and the cut is said.
     """
     text = str(text)
-    shown = text[:limit]
-    escaped = "".join(
-        char if char.isprintable() and char != "\\" else char.encode("unicode_escape").decode("ascii") for char in shown
-    )
+    escaped = "".join(char if char.isprintable() and char != "\\" else _escape(char) for char in text[:limit])
     if len(text) > limit:
         escaped += f"... ({len(text) - limit} more characters)"
     return escaped
+
+
+def _escape(char: str) -> str:
+    return char.encode("unicode_escape").decode("ascii")
+
+
+def printable(text: object) -> str:
+    """``text`` (the tool's own, which quotes files and messages through ``untrusted``) for the terminal: every
+    character that is neither printable nor a newline written as a Python escape, so that a quote that escaped
+    ``untrusted`` can still not move the cursor or recolour the screen. The tool's lines, backslashes and length are
+    kept (text already escaped passes unchanged)."""
+    return "".join(char if char.isprintable() or char == "\n" else _escape(char) for char in str(text))
+
+
+def shown_path(path: object) -> str:
+    """A file's path (from the command line, a file or a message: a newline or ESC in a name is possible) as one
+    printable line: ``untrusted`` with room for a deep path."""
+    return untrusted(path, PATH_LIMIT)
 
 
 def markdown_cell(text: object) -> str:

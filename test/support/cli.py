@@ -6,9 +6,22 @@ import subprocess
 import sys
 
 
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 300, memory_limit: int | None = None) -> subprocess.CompletedProcess:
+    """``memory_limit``: the bytes of address space the child may map (RLIMIT_AS), so that a command a bad file asks
+    for gigabytes fails at once (a MemoryError, or a native crash: a negative return code) rather than swapping the
+    machine the tests share."""
+
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+
     return subprocess.run(
-        [sys.executable, "-m", "vision_factory.cli", *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "vision_factory.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=limit if memory_limit else None,
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import struct
 import zlib
 from pathlib import Path
@@ -142,3 +144,79 @@ def _truth(keypoints: bool = False) -> dict:
     categories = [{"id": 1, "name": "person", "keypoints": [f"k{i}" for i in range(17)]}, {"id": 2, "name": "ball"}]
     images = [{"id": i, "width": 640, "height": 480, "file_name": f"{i}.jpg"} for i in (1, 2, 3)]
     return {"images": images, "annotations": annotations, "categories": categories}
+
+
+def declaring(kind: str, width: int, height: int) -> bytes:
+    """A small image file of ``kind`` (webp, webp-vp8x, bmp, tiff, ppm, gif) whose header declares ``width`` x
+    ``height``: a 64x48 image Pillow writes, its size fields rewritten (the format's own layout, written out here),
+    so that a decoder trusting the header allocates for the declared size."""
+    import io
+
+    from PIL import Image
+
+    image = Image.new("RGB", (64, 48), (10, 20, 30))
+    written = io.BytesIO()
+    extra = {"webp": {"lossless": True}, "webp-vp8x": {"exif": b"Exif\0\0II*\0\x08\0\0\0\0\0"}}.get(kind, {})
+    image.save(written, {"webp-vp8x": "WEBP", "ppm": "PPM"}.get(kind, kind.upper()), **extra)
+    data = bytearray(written.getvalue())
+    if kind == "webp":  # RIFF, WEBP, VP8L: signature 0x2f, then width - 1 and height - 1 in 14 bits each
+        assert data[12:16] == b"VP8L" and data[20] == 0x2F
+        bits = struct.unpack_from("<I", data, 21)[0] & ~0xFFFFFFF
+        struct.pack_into("<I", data, 21, bits | (width - 1) | (height - 1) << 14)
+    elif kind == "webp-vp8x":  # VP8X: flags, 3 reserved bytes, canvas width - 1 and height - 1 in 24 bits each
+        assert data[12:16] == b"VP8X"
+        data[24:30] = (width - 1).to_bytes(3, "little") + (height - 1).to_bytes(3, "little")
+    elif kind == "bmp":  # BITMAPINFOHEADER after the 14-byte file header: width, height (int32)
+        struct.pack_into("<ii", data, 18, width, height)
+    elif kind == "tiff":  # little-endian IFD: entries of tag, type, count, value; ImageWidth 256, ImageLength 257
+        assert data[:4] == b"II*\0"
+        ifd = struct.unpack_from("<I", data, 4)[0]
+        for entry in range(struct.unpack_from("<H", data, ifd)[0]):
+            at = ifd + 2 + 12 * entry
+            tag, kind_of = struct.unpack_from("<HH", data, at)
+            if tag in (256, 257):
+                value = width if tag == 256 else height
+                struct.pack_into("<H" if kind_of == 3 else "<I", data, at + 8, value)
+    elif kind == "ppm":  # P6, then the size in text
+        data = bytearray(f"P6\n{width} {height}\n255\n".encode()) + bytes(64 * 48 * 3)
+    elif kind == "gif":  # the logical screen and the first image descriptor, little-endian 16 bits each
+        struct.pack_into("<HH", data, 6, width, height)
+        descriptor = data.index(b"\x2c", 13)
+        struct.pack_into("<HH", data, descriptor + 5, width, height)
+    return bytes(data)
+
+
+def declaring_avi(path: Path, width: int, height: int) -> Path:
+    """A three-frame Motion JPEG AVI of 64x48 frames whose headers (avih, strh's frame, strf, each frame's SOF0)
+    declare ``width`` x ``height``."""
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10, (64, 48))
+    for index in range(3):
+        writer.write(np.full((48, 64, 3), 40 * index, np.uint8))
+    writer.release()
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<II", data, data.index(b"avih") + 8 + 32, width, height)  # dwWidth, dwHeight
+    struct.pack_into("<hhhh", data, data.index(b"strh") + 8 + 48, 0, 0, min(width, 32767), min(height, 32767))
+    struct.pack_into("<ii", data, data.index(b"strf") + 8 + 4, width, height)  # biWidth, biHeight
+    start = 0
+    while (start := data.find(b"\xff\xc0", start) + 2) > 1:  # SOF0: length, precision, height, width
+        struct.pack_into(">HH", data, start + 3, height, width)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def coco_split(source: Path, root: Path, calibration: int, held_out: slice) -> Path:
+    """A COCO folder ``source`` (images/ and annotations.json) split by file name: its first ``calibration`` images
+    copied into ROOT/calibration, the ``held_out`` ones into ROOT/eval as a COCO folder with their annotations."""
+    truth = json.loads((source / "annotations.json").read_text())
+    images = sorted(truth["images"], key=lambda image: image["file_name"])
+    (root / "calibration").mkdir(parents=True)
+    (root / "eval" / "images").mkdir(parents=True)
+    for image in images[:calibration]:
+        shutil.copy(source / "images" / image["file_name"], root / "calibration")
+    kept = images[held_out]
+    for image in kept:
+        shutil.copy(source / "images" / image["file_name"], root / "eval" / "images")
+    ids = {image["id"] for image in kept}
+    subset = {**truth, "images": kept, "annotations": [a for a in truth["annotations"] if a["image_id"] in ids]}
+    (root / "eval" / "annotations.json").write_text(json.dumps(subset))
+    return root

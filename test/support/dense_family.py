@@ -1,5 +1,6 @@
-"""A tiny family whose result is a dense map: the README's worked example of adding a family. All of it is here
-(model, rule, adapter, Family); it joins the tools with one line, ``register(FAMILY)`` (families/registry.py).
+"""A tiny family whose result is a dense map: the docs' worked example of adding a family (docs/adding-a-family.md).
+All of it is here (model, rule, adapter, Family); it joins the tools with one line, ``register(FAMILY)``
+(families/registry.py).
 
 Its model (built with onnx.helper) takes a [1, 3, H, W] RGB image in 0..1 and gives [1, 1, H, W] "depth" in metres:
 1 + 2 x the pixel's mean of R, G and B. At TrackNet's 288x512 its interface is one 288x512 map out: its own rule
@@ -22,6 +23,7 @@ from vision_factory.models.interface import Interface, Recognition, Rule, image_
 from vision_factory.parameters import Parameter
 from vision_factory.results import DENSE_MAP
 from vision_factory.results.dense import DenseMap
+from vision_factory.results.frame import FrameResult
 from vision_factory.runtime.runner import Runner
 
 NAME = "tinydepth"
@@ -75,14 +77,14 @@ class TinyDepth:
         self.runner = runner
         self.input = runner.inputs[0]
 
-    def infer(self, image_bgr: np.ndarray) -> DenseMap:
+    def __call__(self, image_bgr: np.ndarray) -> FrameResult:
         height, width = self.input.shape[2:]
         resized = cv2.resize(image_bgr, (width, height)) if image_bgr.shape[:2] != (height, width) else image_bgr
         tensor = np.ascontiguousarray(resized[..., ::-1].transpose(2, 0, 1)[None], np.float32) / np.float32(255)
         depth = self.runner.run({self.input.name: tensor})[0][0, 0]
         if depth.shape != image_bgr.shape[:2]:
             depth = cv2.resize(depth, (image_bgr.shape[1], image_bgr.shape[0]))
-        return DenseMap(depth.astype(np.float32), "m", "depth")
+        return FrameResult.of(image_bgr, dense=DenseMap(depth.astype(np.float32), "m", "depth"))
 
 
 def build(values: Mapping[str, Any], load_runner: LoadRunner) -> TinyDepth:
@@ -91,7 +93,7 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> TinyDepth:
 
 FAMILY = Family(
     name=NAME,
-    summary="a tiny depth model (the README's worked example of a dense family)",
+    summary="a tiny depth model (the docs' worked example of a dense family)",
     rule=RULE,
     parameters=(Parameter("model_path", "", "depth model file (.onnx)", launch_argument=True, required=True),),
     build=build,

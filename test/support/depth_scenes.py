@@ -11,8 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from vision_factory.models.lift3d import Intrinsics
-from vision_factory.models.masks import InstanceMask
-from vision_factory.results.detections import Detection
+from vision_factory.results.boxes import Boxes
+from vision_factory.results.frame import FrameResult
+from vision_factory.results.masks import InstanceMask, Masks
 
 COLOUR = Intrinsics(fx=525.0, fy=520.0, cx=319.5, cy=239.5, width=640, height=480)
 # A depth camera of another size, field of view and principal point (OAK-D style: depth aligned to the colour
@@ -78,11 +79,15 @@ def mask_of(objects: list[Flat], index: int) -> InstanceMask:
     return InstanceMask(0, 0, bits, COLOUR.width, COLOUR.height)
 
 
-def detections(objects: list[Flat], masks: bool = False) -> list[Detection]:
-    return [
-        Detection(item.box(), 0.9 - 0.1 * index, index, item.name, None, mask_of(objects, index) if masks else None)
-        for index, item in enumerate(objects)
-    ]
+def detections(objects: list[Flat], masks: bool = False) -> FrameResult:
+    """The objects as a detector finds them in the colour image (with ``masks``: their instance masks)."""
+    count = len(objects)
+    scores = [0.9 - 0.1 * index for index in range(count)]
+    boxes = Boxes([item.box() for item in objects], scores, list(range(count)), [item.name for item in objects])
+    found = FrameResult(COLOUR.width, COLOUR.height, boxes)
+    if masks:
+        found.masks = Masks([mask_of(objects, index) for index in range(count)])
+    return found
 
 
 def encode(depth: np.ndarray, encoding: str) -> tuple[bytes, int]:

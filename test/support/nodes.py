@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus
 
@@ -17,3 +19,11 @@ def _yolo_output() -> np.ndarray:
 def _latest(diagnostics: list, name: str) -> DiagnosticStatus | None:
     statuses = [status for array in diagnostics for status in array.status if status.name == name]
     return statuses[-1] if statuses else None
+
+
+def closing_counts(log: str) -> dict[str, int]:
+    """The node's closing counts line's numbers: frames in, dropped, skipped, outputs, and the frames its publishers
+    sent that never arrived (0 where the line has none: a node before they were counted)."""
+    found = re.search(r"frames in (\d+), dropped (\d+), skipped (\d+), outputs (\d+)(?:, never arrived (\d+))?", log)
+    assert found, log
+    return dict(zip(("in", "dropped", "skipped", "outputs", "never arrived"), (int(n or 0) for n in found.groups())))

@@ -85,12 +85,12 @@ class NodeProcess:
         namespace: str = "/t",
         module: str = "vision_factory.tracknet_onnx_node",
         executable: list[str] | None = None,
-        env: dict[str, str] | None = None,
+        env: dict[str, str | None] | None = None,
     ):
         self.namespace = namespace
         self.log_path = log_dir / "node.log"
         """``executable``: the command that starts the node instead of ``module`` (e.g. a generated package's);
-        ``env``: variables set for its process over the test's (e.g. another ROS_DOMAIN_ID)."""
+        ``env``: variables set for its process over the test's (e.g. another ROS_DOMAIN_ID), None: unset."""
         self.late_topics = {f"{namespace.rstrip('/')}/{topic}" for topic in _served_outputs(params.get("cameras"))}
         params = {**late_node_params(sorted(self.late_topics)), **params}
         _STARTED.append(weakref.ref(self))
@@ -100,7 +100,7 @@ class NodeProcess:
         for key, value in params.items():
             command += ["-p", f"{key}:={value}"]
         self._log = self.log_path.open("w")
-        environment = {**os.environ, **env} if env else None
+        environment = {k: v for k, v in {**os.environ, **env}.items() if v is not None} if env else None
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=environment)
 
     def log(self) -> str:

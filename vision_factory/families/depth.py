@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..models.depth import RESIZES, DepthEstimator
+from ..models.bounds import MAX_INPUT_PIXELS
+from ..models.depth import KIND, RESIZES, UNITS, DepthEstimator
 from ..models.depth_interface import DEPTH, DEPTH_KINDS, PROCESSORS, implied_kind
 from ..models.recognition import require_family
-from ..parameters import Parameter
+from ..parameters import LIVE, Parameter
 from ..results import DENSE_MAP
 from ..text import parse_size, untrusted
 from .family import (
@@ -25,6 +26,7 @@ from .family import (
     NodeWiring,
     Output,
 )
+from .frame_pipeline import SingleFrame
 
 FROM_MODEL = "model"  # depth_kind and model_type: what the file's metadata says (refused when it says nothing)
 
@@ -49,6 +51,8 @@ PARAMETERS = (
         "",
         "the image processor's size WIDTHxHEIGHT (each side to its multiple, keeping the aspect ratio); empty: "
         "the file's image_size metadata, else the model type's (depth_anything 518x518)",
+        max_pixels=MAX_INPUT_PIXELS,
+        applies=LIVE,
     ),
     Parameter(
         "resize_filter",
@@ -57,8 +61,11 @@ PARAMETERS = (
         "as transformers gives them) or fast (OpenCV's bilinear or area filter: a tenth of the time at 1280x720, "
         "maps slightly different; benchmarks/README.md); ZoeDepth's processor (bilinear) is exact either way",
         choices=RESIZES,
+        applies=LIVE,
     ),
-    Parameter("max_depth", 0.0, "metric: metres beyond which depth is invalid (NaN); 0: no limit", minimum=0.0),
+    Parameter(
+        "max_depth", 0.0, "metric: metres beyond which depth is invalid (NaN); 0: no limit", minimum=0.0, applies=LIVE
+    ),
     Parameter("camera_info", True, "subscribe to camera_info: the intrinsics of ~/camera_info and ~/points"),
 )
 
@@ -122,9 +129,10 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> DepthEstimator:
     return DepthEstimator(runner, processor_of(values, details), kind, values["max_depth"], values["resize_filter"])
 
 
-def pipeline(family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> DepthEstimator:
-    """depth's frame pipeline (Family.pipeline): each frame alone, the estimator ``build`` makes."""
-    return build(values, load_runner)
+def pipeline(family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> SingleFrame:
+    """depth's frame pipeline (Family.pipeline): each frame alone through the estimator ``build`` makes."""
+    estimator = build(values, load_runner)
+    return SingleFrame(estimator)
 
 
 CAMERA_INFO = Input(
@@ -156,8 +164,8 @@ FAMILY = Family(
         "depth_node",
         inputs=(IMAGE, CAMERA_INFO),
         outputs=(
-            Output(METRIC_TOPIC, DENSE_MAP.message, DEPTH_MAP, depth=10),
-            Output(RELATIVE_TOPIC, DENSE_MAP.message, RELATIVE_MAP, depth=10),
+            Output(METRIC_TOPIC, DENSE_MAP.message, DEPTH_MAP, depth=10, measures=(KIND, UNITS["metric"])),
+            Output(RELATIVE_TOPIC, DENSE_MAP.message, RELATIVE_MAP, depth=10, measures=(KIND, UNITS["relative"])),
             Output(
                 MAP_INFO, "sensor_msgs/msg/CameraInfo", ": the maps' intrinsics (the image's, scaled to their size)"
             ),

@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..models.bounds import MAX_INPUT_PIXELS, MAX_INPUT_SIDE
 from ..models.recognition import load_checked
-from ..parameters import FRACTION, Parameter
-from ..results.detections import Detector
+from ..parameters import FRACTION, LIVE, MAX_DETECTIONS_PER_FRAME, Parameter
+from ..results.frame import Detector
 from ..text import parse_size, untrusted
 from .family import (
     DEBUG_IMAGE,
@@ -30,33 +31,47 @@ MAX_LABELS_BYTES = 1 << 20  # a labels file larger than 1 MiB is no list of clas
 MODEL = Parameter("model_path", "", "model file (.onnx)", launch_argument=True, required=True)
 LABELS = Parameter("labels_path", "", "class names, one per line; empty: the model's metadata")
 CONFIDENCE = Parameter(
-    "confidence_threshold", 0.25, "detections scoring at or below this are dropped", True, **FRACTION
+    "confidence_threshold", 0.25, "detections scoring at or below this are dropped", True, **FRACTION, applies=LIVE
 )
-MAX_DETECTIONS = Parameter("max_detections", 300, "detections per frame at most", minimum=1)
-CLASSES = Parameter("classes", "", "class ids or names to keep, comma-separated (0,2 or person,car); empty: all")
-IOU = Parameter("iou_threshold", 0.7, "NMS IoU threshold", **FRACTION)
+MAX_DETECTIONS = Parameter(
+    "max_detections", 300, "detections per frame at most", minimum=1, maximum=MAX_DETECTIONS_PER_FRAME, applies=LIVE
+)
+CLASSES = Parameter(
+    "classes", "", "class ids or names to keep, comma-separated (0,2 or person,car); empty: all", applies=LIVE
+)
+IOU = Parameter("iou_threshold", 0.7, "NMS IoU threshold", **FRACTION, applies=LIVE)
 IMAGE_SIZE = Parameter(
-    "image_size", 0, "input size for models with dynamic input; 0: the model's recorded imgsz", minimum=0
+    "image_size",
+    0,
+    "input size for models with dynamic input; 0: the model's recorded imgsz",
+    minimum=0,
+    maximum=MAX_INPUT_SIDE,
 )
-INPUT_SIZE = Parameter("input_size", "", "WIDTHxHEIGHT fed to a model with dynamic input; empty: its fixed size")
+INPUT_SIZE = Parameter(
+    "input_size",
+    "",
+    "WIDTHxHEIGHT fed to a model with dynamic input; empty: its fixed size",
+    max_pixels=MAX_INPUT_PIXELS,
+)
 MASK_ENCODINGS = ("mono16", "mono8")
 MASK_ENCODING = Parameter(
     "mask_encoding",
     "mono16",
     "masks label image encoding: mono16, or mono8 (labels only the first 255 detections)",
     choices=MASK_ENCODINGS,
+    applies=LIVE,
 )
 KEYPOINT_THRESHOLD = Parameter(
-    "keypoint_threshold", 0.5, "keypoints scoring below this are not drawn (markers)", **FRACTION
+    "keypoint_threshold", 0.5, "keypoints scoring below this are not drawn (markers)", **FRACTION, applies=LIVE
 )
 
 ROS_DEPENDENCIES = (*NODE_ROS_DEPENDENCIES, "vision_msgs")
 NODE_MODULE = "detection_node"
 
 
-# Each track's recent path (results/detections.py's track_markers): the track node's and a tracking detector's.
+# Each track's recent path (results/boxes.py's track_markers): the track node's and a tracking detector's.
 TRACK_MARKERS = Output("track_markers", MARKERS_MESSAGE, ", each track's recent path", on_demand=True)
-# A segmentation model's instance masks (results/detections.py's masks_message): one label image per frame.
+# A segmentation model's instance masks (results/masks.py's Masks.to_message): one label image per frame.
 MASK_LABELS = ", segmentation models: instance labels (0 none, k the k-th detection of the same stamp)"
 MASKS = Output("masks", "sensor_msgs/msg/Image", MASK_LABELS, on_demand=True)
 

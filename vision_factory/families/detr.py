@@ -10,7 +10,7 @@ from ..models.detr import DetrDetector
 from ..models.detr_interface import DETR, SCORE_FUNCTIONS
 from ..parameters import Parameter
 from ..results import DETECTIONS
-from ..results.detections import Detector
+from ..results.frame import Detector
 from . import tracking
 from .detection import CLASSES, CONFIDENCE, IMAGE_SIZE, LABELS, MAX_DETECTIONS, MODEL, load_detector, node, read_labels
 from .family import AP_LOST, Family, LoadRunner

@@ -11,6 +11,7 @@ from ..models.interface import Rule
 from ..parameters import IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter, with_defaults
 from ..results import DETECTIONS, ResultKind
 from ..runtime.runner import Runner
+from .prompts import BoxesPrompt, TextPrompt
 
 # What every node imports from ROS (ball markers and pose skeletons are visualization_msgs; rclpy.lifecycle's
 # services are lifecycle_msgs).
@@ -24,6 +25,7 @@ NODE_ROS_DEPENDENCIES = (
     "visualization_msgs",
     "diagnostic_msgs",  # /diagnostics (ros/monitor.py)
 )
+PROMPT_INTERFACES = "vision_factory_interfaces"  # the prompt service's package (SetPrompt), of a text prompt's node
 DETECTIONS_MESSAGE = DETECTIONS.message  # vision_msgs/msg/Detection2DArray (results/__init__.py)
 MARKERS_MESSAGE = "visualization_msgs/msg/MarkerArray"
 
@@ -43,6 +45,8 @@ class Output:
     on_demand: bool = False  # computed and published only while something subscribes to it
     listened: bool = True  # its subscribers make a ``lazy`` node listen (not so for latched metadata)
     when: str = ""  # the boolean parameter that must be true for the node to publish it; "": always
+    # A map's (kind, unit), which its messages do not carry (results/dense.py): e.g. ("depth", "m"); (): not a map
+    measures: tuple[str, str] | tuple[()] = ()
 
     @property
     def description(self) -> str:
@@ -188,14 +192,22 @@ class Family:
     # (parameter values, its model file's recognition details) -> its node's main output topic where the model
     # decides it (depth: depth for a metric model, relative_depth for a relative one); None: always output_topic
     output_of: Callable[[Mapping[str, Any], Mapping[str, Any]], str] | None = None
-    # (parameter values) -> the frames its node holds back until a stream ends (tracknet: a window's but one)
+    # (parameter values) -> the frames its node holds back until later frames come or its stream pauses (tracknet:
+    # a window's but one, and InpaintNet's with it)
     held_back: Callable[[Mapping[str, Any]], int] = _none_held
     # `quantize`: its accuracy loss (None: quantize does not take it), and what it compares over besides --data
     # ("": nothing; tracknet: the video of its truth CSV)
     accuracy_loss: AccuracyLoss | None = None
     compares_over: str = ""
+    # The prompts it takes besides images (families/prompts.py): a TextPrompt (its node parameter, added to
+    # ``parameters`` here, and the node's ~/set_prompt service and ~/prompt topic), a BoxesPrompt (another node's
+    # boxes, its node's paired input); (): none
+    prompts: tuple[TextPrompt | BoxesPrompt, ...] = ()
 
     def __post_init__(self) -> None:
+        names = {parameter.name for parameter in self.parameters}
+        added = tuple(p.parameter for p in self.prompts if isinstance(p, TextPrompt) and p.parameter.name not in names)
+        object.__setattr__(self, "parameters", (*self.parameters, *added))  # declared once: in the prompt
         if self.node is not None and self.result is None:
             raise ValueError(f"family {self.name}'s node needs its result kind")
         if self.node is not None and self.node.outputs[0].message != self.result.message:
@@ -235,7 +247,26 @@ class Family:
 
     @property
     def ros_dependencies(self) -> tuple[str, ...]:
-        return self.node.ros_dependencies if self.node else ()
+        """What its node imports of ROS: its wiring's, and the prompt service's package with a text prompt."""
+        if not self.node:
+            return ()
+        return (*self.node.ros_dependencies, *((PROMPT_INTERFACES,) if self.text_prompt else ()))
+
+    @property
+    def text_prompt(self) -> TextPrompt | None:
+        """The text prompt it takes (families/prompts.py), None: none."""
+        return next((prompt for prompt in self.prompts if isinstance(prompt, TextPrompt)), None)
+
+    @property
+    def boxes_prompt(self) -> BoxesPrompt | None:
+        """The boxes it takes from another node (families/prompts.py), None: none."""
+        return next((prompt for prompt in self.prompts if isinstance(prompt, BoxesPrompt)), None)
+
+    @property
+    def prompt_lines(self) -> tuple[str, ...]:
+        """Its prompts described, but boxes (their topic is among ``inputs``): `vision-factory models`, the
+        generated README."""
+        return tuple(prompt.description for prompt in self.prompts if isinstance(prompt, TextPrompt))
 
     @property
     def topic_arguments(self) -> tuple[tuple[str, str, str, str], ...]:
@@ -272,12 +303,14 @@ class Family:
         )
         return (*self.parameters, *image_input, *RUNTIME_PARAMETERS)
 
-    def pipeline(self, values: Mapping[str, Any], load_runner: LoadRunner) -> Any:
+    def pipeline(self, values: Mapping[str, Any], load_runner: LoadRunner, **given: Any) -> Any:
         """The frame pipeline the family's node runs (and every tool that runs its model), from the node's
-        parameter ``values``: a DetectionPipeline, or tracknet's BallStream (families/pipeline.py)."""
+        parameter ``values`` (families/frame_pipeline.py's FramePipeline: a DetectionPipeline, tracknet's BallStream,
+        depth's SingleFrame); ``given``: what its ``make_pipeline`` takes besides (a detector's pipeline: a
+        ``detector`` already built)."""
         if self.make_pipeline is None:
             raise ValueError(f"{self.name} has no frame pipeline")
-        return self.make_pipeline(self, values, load_runner)
+        return self.make_pipeline(self, values, load_runner, **given)
 
     def values_from_model(self, model: Any, user: str = "this command", **given: Any) -> dict[str, Any]:
         """Its node's parameter values for the model file ``model``: what the file records (``from_model``; ``user``

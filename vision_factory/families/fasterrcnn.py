@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..models.bounds import MAX_CLASSES
 from ..models.fasterrcnn import FasterRCNNDetector
 from ..models.fasterrcnn_interface import FASTERRCNN
 from ..parameters import Parameter
 from ..results import DETECTIONS
-from ..results.detections import Detector
+from ..results.frame import Detector
 from . import tracking
 from .detection import (
     CLASSES,
@@ -34,7 +35,13 @@ AS_IS = (
     Parameter("labels_output", "", "output holding the labels; empty: found by name and shape"),
     Parameter("box_units", "auto", "auto, normalized (0..1) or pixels (of the model input)"),
     Parameter("box_format", "xyxy", "xyxy or yxyx (TensorFlow)"),
-    Parameter("label_offset", 1, "the label of class 0: 1 when 0 is the background, else 0"),
+    Parameter(
+        "label_offset",
+        1,
+        "the label of class 0: 1 when 0 is the background, else 0",
+        minimum=-MAX_CLASSES,
+        maximum=MAX_CLASSES,
+    ),
     Parameter("resize", "", "stretch, letterbox or none; empty: stretch for fixed inputs, none for dynamic"),
 )
 PARAMETERS = (MODEL, LABELS, CONFIDENCE, MAX_DETECTIONS, CLASSES, *AS_IS, INPUT_SIZE)

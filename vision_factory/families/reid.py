@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..models.bounds import MAX_BATCH, MAX_INPUT_PIXELS
 from ..models.recognition import load_checked
 from ..models.reid import ReidEmbedder, parse_triple
 from ..models.reid_interface import REID
@@ -25,7 +26,12 @@ MODEL = Parameter(
 )
 PARAMETERS = (
     MODEL,
-    Parameter("reid_input_size", "", "WIDTHxHEIGHT crops are resized to, for a dynamic-size model; empty: its own"),
+    Parameter(
+        "reid_input_size",
+        "",
+        "WIDTHxHEIGHT crops are resized to, for a dynamic-size model; empty: its own",
+        max_pixels=MAX_INPUT_PIXELS,
+    ),
     Parameter("reid_mean", "", "RGB mean in 0..1, e.g. 0.485,0.456,0.406; empty: the model's metadata, else ImageNet"),
     Parameter("reid_std", "", "RGB std in 0..1; empty: metadata, else ImageNet (mean 0,0,0 and std 1,1,1: only /255)"),
     Parameter(
@@ -33,6 +39,7 @@ PARAMETERS = (
         0,
         "crops per model run at most; 0: a fixed-batch model's batch, else all crops at once",
         minimum=0,
+        maximum=MAX_BATCH,
     ),
 )
 

@@ -12,9 +12,9 @@ from typing import Any
 from ..models.recognition import load_checked
 from ..models.rtmpose import RTMPoseEstimator, TopDownPose
 from ..models.rtmpose_interface import RTMPOSE
-from ..parameters import FRACTION, Parameter
+from ..parameters import FRACTION, LIVE, Parameter
 from ..results import POSES
-from ..results.detections import Detector
+from ..results.frame import Detector
 from ..runtime.runner import Runner
 from . import yolo
 from .detection import (
@@ -29,8 +29,10 @@ from .detection import (
 )
 from .family import DETECTIONS_MESSAGE, IMAGE_INPUTS, AccuracyLoss, Family, Input, LoadRunner
 from .pipeline import DetectionPipeline
+from .prompts import BoxesPrompt
 
 PERSON_SOURCES = ("detector", "topic")
+PERSON = "person_class"  # also keeps, of another node's detections (person_source topic), that class's
 PARAMETERS = (
     MODEL,
     Parameter(
@@ -40,14 +42,21 @@ PARAMETERS = (
         launch_argument=True,
     ),
     Parameter("person_detector_path", "", "YOLO model finding the people (person_source detector)", True),
-    Parameter("person_class", "", "the detector's person class, name or id; empty: 'person', else every class"),
+    Parameter(PERSON, "", "the detector's person class, name or id; empty: 'person', else every class", applies=LIVE),
     Parameter("labels_path", "", "class names of the person detector, one per line; empty: its metadata"),
-    Parameter("confidence_threshold", 0.25, "person detections scoring at or below this are dropped", True, **FRACTION),
+    Parameter(
+        "confidence_threshold",
+        0.25,
+        "person detections scoring at or below this are dropped",
+        True,
+        **FRACTION,
+        applies=LIVE,
+    ),
     IOU,
     MAX_DETECTIONS,
     IMAGE_SIZE,
     INPUT_SIZE,
-    Parameter("score_mode", "min", "keypoint score from the SimCC maxima: min (MMPose) or mean"),
+    Parameter("score_mode", "min", "keypoint score from the SimCC maxima: min (MMPose) or mean", applies=LIVE),
     KEYPOINT_THRESHOLD,
 )
 TOP_DOWN = ("person_detector", "person_class")  # TopDownPose's options; the rest go to the estimator
@@ -105,6 +114,12 @@ FAMILY = Family(
         ),
     ),
     runs_on=("person boxes",),  # from its person detector's model, or another node's detections
+    # another node's detections (person_source topic), those of person_class, are the people it poses
+    prompts=(
+        BoxesPrompt(
+            "person detections", "posing the people", lambda pose, frame, boxes: pose.pose(frame, boxes), PERSON
+        ),
+    ),
     make=make,
     make_pipeline=DetectionPipeline.build,
     options=OPTIONS,

@@ -19,8 +19,8 @@ from typing import Any
 from ..models.global_ids import GlobalIdentities
 from ..models.reid_calibration import FIELDS, OnlineCalibration
 from ..models.tracker import Tracker, TrackerConfig, Tracking
-from ..parameters import FRACTION, Parameter
-from ..results.detections import Detection
+from ..parameters import CONFIGURE, FRACTION, LIVE, MAX_HISTORY_FRAMES, Parameter
+from ..results.frame import FrameResult
 from ..text import untrusted
 from . import reid
 from .family import LoadRunner
@@ -78,16 +78,23 @@ NODE_ONLY = ("tracking", CROSS_CAMERA.name, OVERLAPS.name)
 
 
 def _bounds(default: object) -> dict:
-    """A threshold's valid values: 0..1 (scores, IoU and appearance distances, costs); a count of frames: >= 0."""
+    """A threshold's valid values: 0..1 (scores, IoU and appearance distances, costs); a count of frames: 0 to
+    MAX_HISTORY_FRAMES."""
     if isinstance(default, bool):
         return {}
-    return {"minimum": 0} if isinstance(default, int) else FRACTION
+    return {"minimum": 0, "maximum": MAX_HISTORY_FRAMES} if isinstance(default, int) else FRACTION
 
 
 PARAMETERS = (
     Parameter("tracking", False, "give each detection a track ID (Detection2D.id)", launch_argument=True),
     *(
-        Parameter(name, getattr(_DEFAULTS, field), description, **_bounds(getattr(_DEFAULTS, field)))
+        Parameter(
+            name,
+            getattr(_DEFAULTS, field),
+            description,
+            **_bounds(getattr(_DEFAULTS, field)),
+            applies=CONFIGURE if field in FIELDS else LIVE,  # appearance ones: calibrated or the model's at configure
+        )
         for name, field, description in _THRESHOLDS
     ),
     FROM_MODEL,
@@ -121,6 +128,16 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Tracking | None
         free = [field for field, name in FIELDS.items() if name not in from_model and set_by_user(values, name) is None]
         calibration = OnlineCalibration(free) if free else None
     return Tracking(Tracker(config, calibration), embedder, from_model)
+
+
+def live_config(tracking: Tracking, values: Mapping[str, Any]) -> TrackerConfig:
+    """The tracker's configuration with the LIVE thresholds of ``values`` (the motion ones), the appearance ones as
+    configured (the re-id model's or calibrated): what ``Tracker.retune`` takes. Thresholds that do not go together
+    (low over high) are a ValueError naming them."""
+    live = {
+        field: type(getattr(_DEFAULTS, field))(values[name]) for name, field, _ in _THRESHOLDS if field not in FIELDS
+    }
+    return dataclasses.replace(tracking.tracker.given, **live)
 
 
 def cross_camera(values: Mapping[str, Any], cameras: Sequence[str]) -> GlobalIdentities | None:
@@ -237,16 +254,14 @@ def detector_values(values: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**values, "confidence_threshold": min(values["confidence_threshold"], values["track_low_threshold"])}
 
 
-def published(
-    detections: Sequence[Detection], ids: Sequence[int | None], confidence: float
-) -> tuple[list[Detection], list[int | None]]:
-    """The tracked detections a node publishes, and their track IDs: those scoring above ``confidence`` (the
+def published(found: FrameResult, ids: Sequence[int | None], confidence: float) -> FrameResult:
+    """The tracked detections a node publishes, each with its track ID: those scoring above ``confidence`` (the
     node's confidence_threshold, as without tracking), and the lower ones that continue a confirmed track
     (ByteTrack's second stage: an occluded, blurred person keeps being reported under their ID)."""
-    kept = [(d, track) for d, track in zip(detections, ids) if d.score > confidence or track is not None]
-    return [d for d, _ in kept], [track for _, track in kept]
-
-
-def id_text(track: int | None) -> str:
-    """Detection2D.id of a tracked detection: the track ID, or empty when it is not part of a confirmed track."""
-    return "" if track is None else str(track)
+    kept = [
+        row
+        for row, (score, track) in enumerate(zip(found.boxes.scores, ids))
+        if score > confidence or track is not None
+    ]
+    shown = found[kept]
+    return shown.with_parts(boxes=shown.boxes.tracked([ids[row] for row in kept]))

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..models.ball_stream import BallStream, load_median
+from ..models.bounds import MAX_MEDIAN_FRAMES, MAX_SEQ_LEN
 from ..models.recognition import load_checked, require_family
 from ..models.tracknet_background import MedianMissing
 from ..models.tracknet_interface import BG_MODES, HEIGHT, TRACKNET, WIDTH
@@ -17,7 +18,7 @@ from ..models.tracknet_stream import (
     check_input_frame,
     check_stride,
 )
-from ..parameters import FRACTION, Parameter, with_defaults
+from ..parameters import FRACTION, LIVE, MAX_HISTORY_FRAMES, Parameter, with_defaults
 from ..results import BALL_TRACK
 from ..text import untrusted
 from .family import (
@@ -40,7 +41,14 @@ MEDIAN_WARMUP = 10
 
 PARAMETERS = (
     Parameter("model_path", "", "TrackNet model file (.onnx)", launch_argument=True, required=True),
-    Parameter("seq_len", 8, "frames per TrackNet window; must match the model", launch_argument=True, minimum=1),
+    Parameter(
+        "seq_len",
+        8,
+        "frames per TrackNet window; must match the model",
+        launch_argument=True,
+        minimum=1,
+        maximum=MAX_SEQ_LEN,
+    ),
     Parameter(
         "bg_mode",
         BG_MODE_FROM_MODEL,
@@ -54,24 +62,37 @@ PARAMETERS = (
         1,
         "run the model once every stride frames, 1..seq_len (1: full overlap, seq_len: none)",
         launch_argument=True,
+        minimum=1,
+        maximum=MAX_SEQ_LEN,
     ),
     Parameter(
         "median_warmup",
         MEDIAN_WARMUP,
         "frames collected for the background median at the start of each stream (bg modes; unused with median_path)",
         launch_argument=True,
+        minimum=0,
+        maximum=MAX_MEDIAN_FRAMES,
     ),
     Parameter(
         "median_path",
         "",
-        "background median instead of the warm-up: an image, or .npy of HxWx3 RGB uint8 at frame size "
+        "background median instead of the warm-up: a PNG, JPEG or WebP image, or .npy of HxWx3 RGB uint8 at frame size "
         f"(concat: also 3x{HEIGHT}x{WIDTH})",
     ),
-    Parameter("heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'", **FRACTION),
+    Parameter("heatmap_threshold", 0.5, "heatmap peak at or below this is 'no ball'", **FRACTION, applies=LIVE),
     Parameter("inpaint_model_path", "", "InpaintNet model file; empty disables refinement", launch_argument=True),
-    Parameter("inpaint_seq_len", 16, "frames per InpaintNet window", minimum=1),
-    Parameter("flush_timeout", 1.0, "seconds without frames that end a stream, 0 = never", minimum=0.0),
-    Parameter("trajectory_length", 30, "positions in ball_markers", minimum=0),
+    Parameter("inpaint_seq_len", 16, "frames per InpaintNet window", minimum=1, maximum=MAX_SEQ_LEN),
+    Parameter(
+        "flush_timeout",
+        1.0,
+        "seconds without frames after which the pending frames are answered, or the stream ends when none are; "
+        "0 = never",
+        minimum=0.0,
+        applies=LIVE,
+    ),
+    Parameter(
+        "trajectory_length", 30, "positions in ball_markers", minimum=0, maximum=MAX_HISTORY_FRAMES, applies=LIVE
+    ),
 )
 
 
@@ -149,8 +170,10 @@ def values(model: str, seq_len: int, bg_mode: str, median_warmup: int | None = N
 
 
 def held_back(values: Mapping[str, Any]) -> int:
-    """The frames the node holds back until a stream ends: a window's but one."""
-    return values["seq_len"] - 1
+    """The frames the node holds back, past the median warm-up, until later frames come or the stream pauses: a
+    window's but one, and InpaintNet's window but one with it (a frame is answered that many frames later)."""
+    inpaint = values["inpaint_seq_len"] - 1 if values["inpaint_model_path"] else 0
+    return values["seq_len"] - 1 + inpaint
 
 
 def pipeline(family: Family, values: Mapping[str, Any], load_runner: LoadRunner) -> BallStream:

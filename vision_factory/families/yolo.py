@@ -9,7 +9,7 @@ from typing import Any
 from ..models.yolo import YoloDetector
 from ..models.yolo_interface import YOLO
 from ..results import DETECTIONS
-from ..results.detections import Detector
+from ..results.frame import Detector
 from ..runtime.runner import Runner
 from . import tracking
 from .detection import (

@@ -8,7 +8,7 @@ from typing import Any
 from ..models.yolo import YoloDetector
 from ..models.yolo_interface import YOLO_POSE
 from ..results import POSES
-from ..results.detections import Detector
+from ..results.frame import Detector
 from ..runtime.runner import Runner
 from . import tracking, yolo
 from .detection import KEYPOINT_THRESHOLD, load_detector, node

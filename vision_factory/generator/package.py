@@ -35,17 +35,18 @@ import yaml
 from .. import __version__
 from ..families.family import Family
 from ..families.registry import NODE_FAMILIES, family
-from ..files import DIRECTORY_FLAGS, NEW_FILE_FLAGS, Folder, write_new
+from ..files import DIRECTORY_FLAGS, NEW_FILE_FLAGS, Folder, UnsafeWrite, output_folder, write_new
 from ..models.model_file import summarize
 from ..parameters import CAMERA_TOPIC, with_new_defaults
 from ..ros.launch_description import Argument, NodeLaunch
+from ..ros.transport import NODE_PROFILE, SHARED_MEMORY_PROFILE
 from ..runtime.backends import BACKENDS, Backend, backend
 from ..runtime.providers import resolve_provider_names
 from ..runtime.runner import model_inputs
 from ..runtime.tensorrt_runner import PRECISIONS as TENSORRT_PRECISIONS
 from ..share import share_path
-from ..text import untrusted
-from ..tools.commands import UsageError
+from ..text import shown_path, untrusted
+from ..usage import UsageError
 from . import ABOUT_DEFAULTS, ABOUT_OPTIONS
 from .render import control_character, render
 
@@ -61,7 +62,7 @@ MAX_ABOUT = 100  # characters of a maintainer, email or license (setup.py keeps 
 # The address catkin_pkg (colcon, rosdep, bloom) accepts in <maintainer email="...">; it refuses the package otherwise.
 EMAIL = re.compile(r"[-a-zA-Z0-9_%+]+(\.[-a-zA-Z0-9_%+]+)*@[-a-zA-Z0-9%]+(\.[-a-zA-Z0-9%]+)*\.[a-zA-Z]{2,}")
 ROS_WHEELS = {"rclpy": "ros-rclpy", "rcl_interfaces": "ros-rcl-interfaces"}  # others: ros-<name with dashes>
-NO_WHEEL = ("vision_msgs",)
+NO_WHEEL = ("vision_msgs", "vision_factory_interfaces")
 LAUNCH_MODULE = "ros/launch_description.py"  # what the launch file runs (it imports it from the package)
 START_MODULE = "ros/start.py"  # what the rendered node module starts its node through
 TRACKER_MODULE = "models/tracker.py"  # built on pip-only machines by `vision-factory install-vision-msgs`
@@ -323,7 +324,8 @@ def package_files(
     files[f"{package}/{context['node_module']}.py"] = render("package/node.py.j2", **context)
     files[f"launch/{context['launch_file']}"] = render("package/launch.py.j2", **context)
     files[f"config/{context['config_file']}"] = render("package/config.yaml.j2", **context)
-    files["config/fastdds_shm.xml"] = share_path("config", "fastdds_shm.xml").read_bytes()
+    for profile in (SHARED_MEMORY_PROFILE, NODE_PROFILE):  # the launch files' and the nodes' own (ros/transport.py)
+        files[f"config/{profile}"] = share_path("config", profile).read_bytes()
     if context["custom_rosdep_keys"]:
         files["rosdep.yaml"] = _rosdep_definitions(package, context["custom_rosdep_keys"])
     files["package.xml"] = render("package/package.xml.j2", **context)
@@ -365,20 +367,20 @@ def write_package(
     writes through a link). A link at out/<package> or out/<package>.zip is refused.
     """
     files = package_files(family_name, backend_name, package, model, **about)
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise GeneratorError(f"--out {out} is a file; give a directory")
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        out = output_folder(out, option="--out")  # a file there or above it refused, by name
+    except UnsafeWrite as exc:
+        raise GeneratorError(str(exc)) from None
+    try:
         out = out.resolve()
         out_fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        raise GeneratorError(f"cannot write to {out}: {exc.strerror}; choose a writable --out") from exc
+        raise GeneratorError(f"cannot write to {shown_path(out)}: {exc.strerror}; choose a writable --out") from exc
     try:
         names = [package, *([f"{package}.zip"] if make_zip else [])]
         existing = [name for name in names if _check_target(out_fd, out / name)]
         if existing and not force:
-            raise GeneratorError(f"{out / existing[0]} already exists; pass --force to replace it")
+            raise GeneratorError(f"{shown_path(out / existing[0])} already exists; pass --force to replace it")
         staging = _make_staging(out_fd, package, out)
         try:
             with Folder(os.open(staging, DIRECTORY_FLAGS, dir_fd=out_fd)) as folder:
@@ -401,7 +403,7 @@ def write_package(
 
 
 def _write_error(out: Path, exc: OSError) -> str:
-    where = f"{untrusted(exc.filename)} in {out}" if exc.filename else str(out)
+    where = f"{untrusted(exc.filename)} in {shown_path(out)}" if exc.filename else shown_path(out)
     if exc.errno in (errno.ELOOP, errno.EEXIST, errno.ENOTDIR):  # O_NOFOLLOW, O_EXCL or mkdir met something there
         return f"cannot write {where}: something, maybe a symbolic link, appeared there while writing; try again"
     return f"cannot write {where}: {exc.strerror or exc}; choose a writable --out"
@@ -444,10 +446,11 @@ def _check_target(out_fd: int, path: Path) -> bool:
         return False
     if stat.S_ISLNK(status.st_mode):
         raise GeneratorError(
-            f"{path} is a symbolic link; the generator never writes through links: remove it or choose another --out"
+            f"{shown_path(path)} is a symbolic link; the generator never writes through links: remove it or choose "
+            "another --out"
         )
     if path.suffix == ".zip" and stat.S_ISDIR(status.st_mode):
-        raise GeneratorError(f"{path} is a folder; remove it or choose another --out")
+        raise GeneratorError(f"{shown_path(path)} is a folder; remove it or choose another --out")
     return True
 
 
@@ -460,14 +463,14 @@ def _make_staging(out_fd: int, package: str, out: Path) -> str:
             return name
         except FileExistsError:
             continue
-    raise GeneratorError(f"cannot make a staging folder in {out}: every name tried exists")
+    raise GeneratorError(f"cannot make a staging folder in {shown_path(out)}: every name tried exists")
 
 
 def _check_ours(fd: int, path: Path) -> None:
     """The staging folder opened is the private one just made, not one swapped in since."""
     status = os.fstat(fd)
     if status.st_uid != os.geteuid() or stat.S_IMODE(status.st_mode) & 0o077:
-        raise GeneratorError(f"{path} changed while the package was written; try again")
+        raise GeneratorError(f"{shown_path(path)} changed while the package was written; try again")
 
 
 def _move_into_place(staging_fd: int, out_fd: int, out: Path, staging: str, package: str, make_zip: bool) -> None:

@@ -1,5 +1,6 @@
-"""One camera stream through TrackNet (and optionally InpaintNet): frame tags in, one
-prediction per accepted frame out, with the tag (e.g. the image header) it belongs to."""
+"""One camera stream through TrackNet (and optionally InpaintNet): frames and their tags in, one result per
+accepted frame out (results/frame.py's FrameResult, its ball: results/ball.py), with the tag (e.g. the image
+header) it belongs to: the frame pipeline of tracknet (families/frame_pipeline.py's shape)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 
+from ..images import TOO_LARGE, ImageFormatError, read_image_file
+from ..results.ball import Ball
+from ..results.frame import FrameResult
 from ..text import untrusted
 from .tracknet_background import median_problem
 from .tracknet_stream import (
@@ -20,7 +23,7 @@ from .tracknet_stream import (
     TrackNetTracker,
 )
 
-Tagged = tuple[Any, BallRow]
+Tagged = tuple[Any, FrameResult]  # a frame's tag (as pushed) and its result
 
 
 def load_median(path: str, bg_mode: str) -> np.ndarray | None:
@@ -38,9 +41,11 @@ def load_median(path: str, bg_mode: str) -> np.ndarray | None:
         except (OSError, ValueError, EOFError) as exc:
             raise ValueError(f"median_path {shown}: not a readable .npy file ({untrusted(exc)})") from None
     else:
-        image = cv2.imread(str(file), cv2.IMREAD_COLOR)
-        if image is None:
-            raise ValueError(f"median_path {shown}: not a readable image file (nor .npy)")
+        try:
+            image = read_image_file(file)  # its declared size checked before it is decoded
+        except ImageFormatError as exc:
+            problem = exc if exc.kind == TOO_LARGE else "not a readable image file (PNG, JPEG or WebP; nor .npy)"
+            raise ValueError(f"median_path {shown}: {problem}") from None
         median = np.ascontiguousarray(image[..., ::-1])
     problem = median_problem(median, bg_mode)
     if problem:
@@ -67,6 +72,9 @@ class BallStream:
     - ``flush()`` ends the stream: the next frame starts one as on a fresh BallStream (median
       warm-up, window, InpaintNet buffer, frame size), whatever came before; only ``stats`` and
       ``restarts`` go on.
+    - ``answer_pending()`` answers every pending frame now, as ``flush()`` does, but the stream goes
+      on (median, window, frame size): what a node does when frames pause, e.g. a sender that
+      waits for each answer before sending the next frame.
     """
 
     def __init__(
@@ -151,13 +159,18 @@ class BallStream:
         """Frames pushed whose prediction is not out yet."""
         return len(self._tags) + len(self._undelivered)
 
+    def answer_pending(self) -> list[Tagged]:
+        """Everything still pending, in frame order, answered from what came so far; the stream goes on."""
+        outputs = self._take_undelivered() + self._refine(self.tracker.answer_pending())
+        if self.refiner is not None:
+            outputs += self._finish(self.refiner.flush())  # the frames after it are repaired as without it
+        return outputs
+
     def flush(self) -> list[Tagged]:
         """End the stream: everything still pending, in frame order; the next push starts a fresh stream (even
         when this raises: nothing of this stream is left to the next)."""
         try:
-            outputs = self._take_undelivered() + self._refine(self.tracker.flush())
-            if self.refiner is not None:
-                outputs += self._finish(self.refiner.flush())
+            outputs = self.answer_pending()
         finally:
             self.reset()
         return outputs
@@ -172,4 +185,12 @@ class BallStream:
         return self._finish([prediction for prediction in refined if prediction])
 
     def _finish(self, predictions: list[BallRow]) -> list[Tagged]:
-        return [(self._tags.pop(prediction["Frame"]), prediction) for prediction in predictions]
+        """Each prediction (the tracker's row) as its frame's result, with the frame's tag."""
+        width, height = self.size or (0, 0)
+        return [
+            (
+                self._tags.pop(row["Frame"]),
+                FrameResult(width, height, ball=Ball(row["X"], row["Y"], row["Visibility"] == 1)),
+            )
+            for row in predictions
+        ]

@@ -4,20 +4,27 @@ A model's shapes and metadata are data from a file: an input side, a window of f
 classes stated there drives allocations (a letterboxed frame, TrackNet's frame ring, a list of names). Each such
 size is checked here, where it is read, against a bound that real models stay far within, so that a damaged or
 hostile file is refused with an error naming the key, its value and the bound, before it costs gigabytes.
-What the user sets (``image_size`` / ``--imgsz``, a node's ``max_image_pixels``) is the user's to allow.
+What the user sets has its bounds in the parameter tables (``image_size`` within MAX_INPUT_SIDE, the WIDTHxHEIGHT
+sizes within MAX_INPUT_PIXELS, checked when set); a node's ``max_image_pixels`` is the user's to allow.
 """
 
 from __future__ import annotations
+
+import math
 
 from ..parameters import MAX_IMAGE_PIXELS
 from ..text import untrusted
 
 # An image input of more pixels than the nodes take from a camera by default (max_image_pixels' default, 8K UHD).
 MAX_INPUT_PIXELS = MAX_IMAGE_PIXELS
+MAX_INPUT_SIDE = math.isqrt(MAX_INPUT_PIXELS)  # a square input's side within it (image_size): 5760
 MAX_BATCH = 1024  # a fixed batch axis (OSNet exports fix 16); the crops of one batch are allocated together
 # Frames per TrackNet or InpaintNet window (TrackNetV3: 8 and 16); TrackNet keeps 2 x seq_len frames of up to
 # 4 x 288 x 512 floats (64: 300 MB).
 MAX_SEQ_LEN = 64
+# Frames of TrackNet's background median warm-up (median_warmup): it keeps half of them, full frames (300: 151
+# frames, 420 MB at 1280x720); the reference takes its median over a few seconds of video.
+MAX_MEDIAN_FRAMES = 300
 MAX_KEYPOINTS = 1000  # per object (COCO 17, COCO-WholeBody 133)
 KEYPOINT_DIMS = (2, 3)  # x, y (and visibility), as Ultralytics' kpt_shape has them
 MAX_CLASSES = 100_000  # LVIS 1203, ImageNet-21k 21841

@@ -17,9 +17,12 @@ import time
 import cv2
 import numpy as np
 
+from ..results import MODEL_FIX
 from ..results.dense import DenseMap
+from ..results.frame import FrameResult
 from ..runtime.runner import Runner, tensor_text
 from ..text import untrusted
+from .bounds import MAX_INPUT_PIXELS
 from .depth_interface import BILINEAR_CORNERS, Processor
 from .interface import check_image_input
 
@@ -99,7 +102,8 @@ def resized_colour(image: np.ndarray, size: tuple[int, int], resize: str = "exac
 
 
 class DepthEstimator:
-    """A depth model on a runner: BGR frame in, a DenseMap of the frame's size out (metres or relative)."""
+    """A depth model on a runner: BGR frame in, its FrameResult out: a DenseMap of the frame's size (metres or
+    relative)."""
 
     def __init__(
         self, runner: Runner, processor: Processor, depth_kind: str, max_depth: float = 0.0, resize: str = "exact"
@@ -112,6 +116,12 @@ class DepthEstimator:
         self.resize = resize
         self.input = runner.inputs[0]
         check_image_input(self.input)
+        output = runner.outputs[0]
+        if any(isinstance(dim, int) and dim < 1 for dim in output.shape):
+            raise ValueError(
+                f"the depth model's output {tensor_text(output)} is empty: no depth map; the file is damaged or no "
+                "depth model"
+            )
         height, width = self.input.shape[2:]
         # A fixed-size export takes only its own size: every frame is resized to it (the aspect ratio not kept).
         self.fixed = (height, width) if isinstance(height, int) and isinstance(width, int) else None
@@ -124,9 +134,16 @@ class DepthEstimator:
         self.seconds = {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0}
 
     def input_size(self, height: int, width: int) -> tuple[int, int]:
-        """The model input's (height, width) for a frame of that size (ZoeDepth's: for the padded frame)."""
+        """The model input's (height, width) for a frame of that size (ZoeDepth's: for the padded frame); a
+        ValueError when it has more than MAX_INPUT_PIXELS pixels (an odd frame's aspect ratio, kept)."""
         pad_rows, pad_columns = padding(height, width, self.processor)
-        return self.fixed or resized_size(height + 2 * pad_rows, width + 2 * pad_columns, self.processor)
+        size = self.fixed or resized_size(height + 2 * pad_rows, width + 2 * pad_columns, self.processor)
+        if size[0] * size[1] > MAX_INPUT_PIXELS:
+            raise ValueError(
+                f"the image processor resizes a {width}x{height} frame to {size[1]}x{size[0]}, more than "
+                f"{MAX_INPUT_PIXELS} pixels: give a smaller processor_size"
+            )
+        return size
 
     def prepare(self, image_bgr: np.ndarray) -> np.ndarray:
         """The model's input tensor [1, 3, h, w] float32 for a BGR frame."""
@@ -167,11 +184,14 @@ class DepthEstimator:
         if output.ndim not in (3, 4) or output.shape[0] != 1 or (output.ndim == 4 and output.shape[1] != 1):
             shown = tensor_text(self.runner.outputs[0])
             raise ValueError(f"the depth model's output {shown} gave {output.shape}: not one [1, H, W] map")
+        if output.size == 0:
+            shown = tensor_text(self.runner.outputs[0])
+            raise ValueError(f"the depth model's output {shown} gave {output.shape}: an empty map")
         return output.reshape(output.shape[-2:])
 
     def finish(self, depth: np.ndarray, height: int, width: int) -> DenseMap:
         """The model's map resized to the frame (bicubic, as post_process_depth_estimation; ZoeDepth's to the padded
-        frame, the padding then cut off), invalid pixels NaN."""
+        frame, the padding then cut off), invalid pixels NaN (values a model should not give: ``out_of_range``)."""
         depth = np.asarray(depth, np.float32)
         pad_rows, pad_columns = padding(height, width, self.processor)
         padded = (height + 2 * pad_rows, width + 2 * pad_columns)
@@ -194,14 +214,41 @@ class DepthEstimator:
             depth = np.where(np.isfinite(depth), depth, np.float32(np.nan))
         return DenseMap(depth, self.unit, KIND)
 
-    def infer(self, image_bgr: np.ndarray) -> DenseMap:
+    def out_of_range(self, raw: np.ndarray) -> dict[str, str]:
+        """What is wrong with the model's own map (before the resize), as problem-log kind -> detail: a metric map's
+        infinite or negative metres (its NaN is the model's "no depth", REP-118's invalid: no problem), a relative
+        map's NaN or infinite values; {} for a map without (two passes over the model's map)."""
+        low, high = float(raw.min()), float(raw.max())  # NaN when any value is
+        if self.depth_kind == "metric":
+            if low >= 0 and high < np.inf:
+                return {}
+            bad, what = np.isinf(raw) | (raw < 0), "infinite or negative"
+        else:
+            if math.isfinite(low) and math.isfinite(high):
+                return {}
+            bad, what = ~np.isfinite(raw), "NaN or infinite"
+        count = int(np.count_nonzero(bad))
+        if not count:
+            return {}
+        return {
+            f"{what} depth from the model": f"{count} of {raw.size} values of the model's {self.depth_kind} map are "
+            f"{what}: NaN (invalid) there and where the resize spreads them; {MODEL_FIX}"
+        }
+
+    def __call__(self, image_bgr: np.ndarray) -> FrameResult:
+        """The frame's result (``infer``): an adapter is a function from a frame to its result."""
+        return self.infer(image_bgr)
+
+    def infer(self, image_bgr: np.ndarray) -> FrameResult:
+        """The frame's map, and as the result's ``problems`` what is wrong with the model's (``out_of_range``)."""
         start = time.perf_counter()
         tensor = self.prepare(image_bgr)
         prepared = time.perf_counter()
         depth = self.raw(tensor)
         inferred = time.perf_counter()
+        problems = self.out_of_range(np.asarray(depth, np.float32))
         found = self.finish(depth, *image_bgr.shape[:2])
         self.seconds["preprocess"] += prepared - start
         self.seconds["inference"] += inferred - prepared
         self.seconds["postprocess"] += time.perf_counter() - inferred
-        return found
+        return FrameResult.of(image_bgr, dense=found, problems=problems)

@@ -34,7 +34,8 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from ..results.detections import Detection
+from ..results.boxes import Boxes
+from ..results.frame import FrameResult
 from ..runtime.runner import Runner, fixed_dim, tensors_text
 from ..text import untrusted
 from .bounds import MAX_CLASSES, check_count, check_input_size
@@ -65,13 +66,16 @@ IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32).reshape(1, 3, 1, 1)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32).reshape(1, 3, 1, 1)
 
 
-def pil_resize(image_bgr: np.ndarray, width: int, height: int) -> np.ndarray:
-    """The frame resized as PIL's ``Image.resize((width, height), BILINEAR)`` resizes it (BGR in, BGR out)."""
+def pil_resize(
+    image_bgr: np.ndarray, width: int, height: int, resample: Image.Resampling = Image.Resampling.BILINEAR
+) -> np.ndarray:
+    """The frame resized as PIL's ``Image.resize((width, height), resample)`` resizes it (BGR in, BGR out): as
+    transformers' PIL image processors resize (bilinear for DETR and Grounding DINO, bicubic for OWL-ViT)."""
     if image_bgr.shape[:2] == (height, width):
         return image_bgr
     # The channels are resized alike and apart: BGR through PIL (read as RGB) is the RGB result, channels reversed.
     image = Image.fromarray(np.ascontiguousarray(image_bgr))
-    return np.asarray(image.resize((width, height), Image.Resampling.BILINEAR))
+    return np.asarray(image.resize((width, height), resample))
 
 
 class DetrDetector:
@@ -117,6 +121,11 @@ class DetrDetector:
         if names and isinstance(count, int) and len(names) != count:
             raise ValueError(f"{len(names)} class names given for a model with {count} classes")
         self.class_count = count if isinstance(count, int) else len(names) or None
+        if self.class_count is not None and self.class_count < 1:  # logits [1, Q, 0], or DETR's "no object" alone
+            raise ValueError(
+                f"the DETR model's outputs {tensors_text(runner.outputs)} score no class ({self.class_count}): the "
+                "file is damaged or no detector"
+            )
         if self.head == ULTRALYTICS and self.selected and not names:
             raise ValueError(
                 "an Ultralytics RT-DETR export of selected rows does not say how many classes the model has and its "
@@ -160,7 +169,11 @@ class DetrDetector:
         """Report only these class ids from now on; None: every class."""
         self.classes = None if classes is None else np.asarray(list(classes), dtype=np.int64)
 
-    def detect(self, image_bgr: np.ndarray) -> list[Detection]:
+    def __call__(self, image_bgr: np.ndarray) -> FrameResult:
+        """The frame's result (``detect``): an adapter is a function from a frame to its result."""
+        return self.detect(image_bgr)
+
+    def detect(self, image_bgr: np.ndarray) -> FrameResult:
         feeds, size = self.preprocess(image_bgr)
         return self.decode(self.infer(feeds), size)
 
@@ -190,13 +203,13 @@ class DetrDetector:
     def infer(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         return self.runner.run(feeds)
 
-    def decode(self, outputs: list[np.ndarray], size: Size) -> list[Detection]:
-        """The model's outputs for one frame -> detections in frame pixels, best first (the model's order where it
-        has chosen them)."""
+    def decode(self, outputs: list[np.ndarray], size: Size) -> FrameResult:
+        """The model's outputs for one frame (of ``size``: width, height) -> its detections in frame pixels, best
+        first (the model's order where it has chosen them)."""
         if self.head == DEPLOY:
             labels, boxes, scores = (np.asarray(outputs[self._outputs[name]])[0] for name in DEPLOY_OUTPUTS)
             keep = np.flatnonzero(scores > self.confidence)
-            return self._detections(boxes[keep].astype(np.float64), scores[keep], labels[keep].astype(np.int64))
+            return self._detections(boxes[keep].astype(np.float64), scores[keep], labels[keep].astype(np.int64), size)
         if self.head in (LOGITS_BOXES, RFDETR):
             names = ("logits", "pred_boxes") if self.head == LOGITS_BOXES else RFDETR_OUTPUTS[::-1]
             logits, boxes = (np.asarray(outputs[self._outputs[name]])[0] for name in names)
@@ -206,7 +219,7 @@ class DetrDetector:
                 class_ids = probabilities.argmax(axis=1)
                 scores = probabilities[np.arange(len(logits)), class_ids]
                 keep = np.flatnonzero(scores > self.confidence)
-                return self._detections(self._corners(boxes[keep], size), scores[keep], class_ids[keep])
+                return self._detections(self._corners(boxes[keep], size), scores[keep], class_ids[keep], size)
             scores = 1.0 / (1.0 + np.exp(-logits.astype(np.float32)))
             flat = scores.ravel()
             candidates = np.flatnonzero(flat > self.confidence)
@@ -215,7 +228,7 @@ class DetrDetector:
             corners = self._corners(boxes[queries], size)
             if self.head == RFDETR:
                 corners = np.clip(corners, 0.0, np.array(size * 2, np.float64))
-            return self._detections(corners, flat[candidates], class_ids)
+            return self._detections(corners, flat[candidates], class_ids, size)
         rows = np.asarray(outputs[0])[0]
         if self.selected:
             scores, labels = rows[:, 4], rows[:, 5]
@@ -227,7 +240,7 @@ class DetrDetector:
             class_ids = class_scores.argmax(axis=1)
             scores = class_scores[np.arange(len(rows)), class_ids]
             keep = np.flatnonzero(scores > self.confidence)
-        return self._detections(self._corners(rows[keep, :4], size), scores[keep], class_ids[keep])
+        return self._detections(self._corners(rows[keep, :4], size), scores[keep], class_ids[keep], size)
 
     @staticmethod
     def _corners(boxes: np.ndarray, size: Size) -> np.ndarray:
@@ -235,19 +248,11 @@ class DetrDetector:
         centre, half = boxes[:, :2].astype(np.float64), boxes[:, 2:4].astype(np.float64) / 2
         return np.concatenate([centre - half, centre + half], axis=1) * np.array(size * 2, np.float64)
 
-    def _detections(self, boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray) -> list[Detection]:
-        """Those of wanted classes, the first max_detections."""
+    def _detections(self, boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, size: Size) -> FrameResult:
+        """Those of wanted classes, the first max_detections, as the frame's result (an id past the class names:
+        class_<id>)."""
         if self.classes is not None:
             wanted = np.isin(class_ids, self.classes)
             boxes, scores, class_ids = boxes[wanted], scores[wanted], class_ids[wanted]
-        names = self.names
-        return [
-            Detection(
-                tuple(xyxy), score, class_id, names[class_id] if 0 <= class_id < len(names) else f"class_{class_id}"
-            )
-            for xyxy, score, class_id in zip(
-                boxes[: self.max_detections].tolist(),
-                scores[: self.max_detections].tolist(),
-                class_ids[: self.max_detections].tolist(),
-            )
-        ]
+        most = self.max_detections
+        return FrameResult(*size, Boxes.of(boxes[:most], scores[:most], class_ids[:most], self.names))

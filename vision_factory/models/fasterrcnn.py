@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..results.detections import Detection
+from ..results.boxes import Boxes
+from ..results.frame import FrameResult
 from ..runtime.runner import Runner, TensorInfo, fixed_dim, tensor_text, tensors_text
 from .bounds import MAX_CLASSES, check_count, check_input_size
 from .fasterrcnn_interface import COUNT_NAMES, DETECTION_ROLES
@@ -256,7 +257,11 @@ class FasterRCNNDetector:
         """Which output plays which role, by name."""
         return {role: self.runner.outputs[i].name for role, i in self._roles.items()}
 
-    def detect(self, image_bgr: np.ndarray) -> list[Detection]:
+    def __call__(self, image_bgr: np.ndarray) -> FrameResult:
+        """The frame's result (``detect``): an adapter is a function from a frame to its result."""
+        return self.detect(image_bgr)
+
+    def detect(self, image_bgr: np.ndarray) -> FrameResult:
         tensor, fit = self.preprocess(image_bgr)
         return self.decode(self.infer(tensor), fit)
 
@@ -289,8 +294,9 @@ class FasterRCNNDetector:
         labels = np.rint(labels).astype(np.int64) if labels.dtype.kind == "f" else labels.astype(np.int64)
         return RawDetections(boxes.astype(np.float64), scores.astype(np.float64), labels)
 
-    def decode(self, raw: RawDetections, fit: tuple[FrameFit, tuple[int, int]]) -> list[Detection]:
-        """Rows above the threshold, of wanted classes, best first, as detections in frame pixels."""
+    def decode(self, raw: RawDetections, fit: tuple[FrameFit, tuple[int, int]]) -> FrameResult:
+        """Rows above the threshold, of wanted classes, best first, as the frame's detections in frame pixels (a
+        class past the names: class_<id>)."""
         box, tensor_size = fit
         class_ids = raw.labels - self.label_offset
         mask = (raw.scores > self.confidence) & (class_ids >= 0)
@@ -304,13 +310,8 @@ class FasterRCNNDetector:
         if self._normalized(boxes):
             boxes = boxes * np.array([tensor_size[1], tensor_size[0]] * 2, dtype=np.float64)
         corners = box.to_frame(boxes.reshape(-1, 2, 2)).reshape(-1, 4)
-        detections = []
-        for row, index in enumerate(kept):
-            class_id = int(class_ids[index])
-            name = self.names[class_id] if class_id < len(self.names) else f"class_{class_id}"
-            xyxy = tuple(float(v) for v in corners[row])
-            detections.append(Detection(xyxy, float(raw.scores[index]), class_id, name))
-        return detections
+        found = Boxes.of(corners, raw.scores[kept], class_ids[kept], self.names)
+        return FrameResult(int(box.width), int(box.height), found)
 
     def _normalized(self, boxes: np.ndarray) -> bool:
         if self.box_units != "auto":

@@ -31,10 +31,13 @@ class FrameFit:
     height: int
 
     def to_frame(self, xy: np.ndarray) -> np.ndarray:
-        """[..., 2] input-space points -> frame pixels, clipped to the frame."""
-        x = ((xy[..., 0] - self.left) / self.scale_x).clip(0, self.width)
-        y = ((xy[..., 1] - self.top) / self.scale_y).clip(0, self.height)
-        return np.stack([x, y], axis=-1)
+        """[..., 2] input-space points -> frame pixels, clipped to the frame; an infinite coordinate (a damaged
+        model's) becomes NaN, as a NaN one stays, never the frame's edge (results/finite.py's finite
+        then leaves its box out, or mends its keypoint)."""
+        x = (xy[..., 0] - self.left) / self.scale_x
+        y = (xy[..., 1] - self.top) / self.scale_y
+        x, y = (np.where(np.isinf(v), np.nan, v) if np.isinf(v).any() else v for v in (x, y))
+        return np.stack([x.clip(0, self.width), y.clip(0, self.height)], axis=-1)
 
 
 def letterbox(image_bgr: np.ndarray, size: tuple[int, int], dynamic: bool) -> tuple[np.ndarray, FrameFit]:

@@ -36,7 +36,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..results.detections import Detection
+from ..camera_infos import Intrinsics
+from ..results.finite import finite_box
+from ..results.frame import FrameResult
+from ..results.masks import InstanceMask
+from ..streaming import KindError
 from ..text import untrusted
 
 # Depth image encodings (REP-118) -> (numpy dtype, units per metre). Nothing else is depth.
@@ -49,57 +53,9 @@ SPREAD_PERCENTILES = (5.0, 95.0)  # the robust depth range of the object's sampl
 MAD_TO_SIGMA = 1.4826  # a normal distribution's standard deviation per median absolute deviation
 
 
-class LiftError(ValueError):
-    """Depth or intrinsics that cannot be used; ``kind`` names the kind of problem in a few fixed words (the message
-    adds the details and the fix), so that a node counts and reports them once per kind."""
-
-    def __init__(self, kind: str, detail: str):
-        super().__init__(detail)
-        self.kind = kind
-
-
-@dataclass(frozen=True)
-class Intrinsics:
-    """A pinhole camera: focal lengths and principal point in pixels (K; pixel c's centre at c), image size."""
-
-    fx: float
-    fy: float
-    cx: float
-    cy: float
-    width: int
-    height: int
-
-    @classmethod
-    def from_camera_info(
-        cls, k: Sequence[float], width: int, height: int, what: str = "camera_info", binning=(0, 0), roi=(0, 0, 0, 0)
-    ) -> Intrinsics:
-        """From a sensor_msgs/CameraInfo's K (row-major 3x3), width and height; ``binning`` (binning_x, binning_y)
-        and ``roi`` (x_offset, y_offset, width, height) must be unset. An uncalibrated camera (K all zeros, a focal
-        length of 0 or not finite) or a size of 0 is a LiftError naming ``what``."""
-        values = [float(v) for v in k]
-        if len(values) != 9:
-            raise LiftError(f"bad {what}", f"{what}: K has {len(values)} values, not 9")
-        fx, cx, fy, cy = values[0], values[2], values[4], values[5]
-        if not all(math.isfinite(v) for v in values) or fx <= 0 or fy <= 0:
-            raise LiftError(
-                f"{what} without focal length",
-                f"{what}'s K has focal lengths fx {fx:g}, fy {fy:g}: the camera is not calibrated (a driver publishes "
-                "K all zeros then); calibrate it (camera_calibration) or have its driver publish its factory "
-                "intrinsics",
-            )
-        if width <= 0 or height <= 0:
-            raise LiftError(f"bad {what}", f"{what} says the image is {width}x{height}: no image has that size")
-        if any(int(b) > 1 for b in binning) or any(int(r) for r in roi):
-            raise LiftError(
-                f"{what} with binning or roi",
-                f"{what} sets binning {tuple(binning)} or roi {tuple(roi)}: publish the intrinsics of the image as "
-                "sent (image_proc's crop_decimate does), or leave both unset",
-            )
-        return cls(fx, fy, cx, cy, int(width), int(height))
-
-    @property
-    def size(self) -> tuple[int, int]:
-        return self.width, self.height
+class LiftError(KindError):
+    """Depth that cannot be used (``kind``: which problem, so that a node counts and reports each once; the message:
+    the details and the fix)."""
 
 
 def depth_metres(encoding: str, width: int, height: int, step: int, data, bigendian: bool = False) -> np.ndarray:
@@ -201,7 +157,10 @@ def _to_colour_index(index: np.ndarray, colour: Intrinsics, depth: Intrinsics, a
 
 def _span(low: float, high: float, size: int) -> tuple[int, int]:
     """The pixels (first, end) whose centres c + 0.5 lie in low..high, clipped to 0..size; at least the pixel holding
-    the middle when it is inside."""
+    the middle when it is inside; none when either is NaN."""
+    if math.isnan(low) or math.isnan(high):
+        return 0, 0
+    low, high = max(low, -1.0), min(high, size + 1.0)  # an infinite (or vast) side: just outside the image
     first, end = max(math.ceil(low - 0.5), 0), min(math.ceil(high - 0.5), size)
     if end <= first:
         middle = math.floor((low + high) / 2)
@@ -210,12 +169,11 @@ def _span(low: float, high: float, size: int) -> tuple[int, int]:
 
 
 def _region(
-    detection: Detection, colour: Intrinsics, depth_k: Intrinsics, core: float
+    xyxy: Sequence[float], mask: InstanceMask | None, colour: Intrinsics, depth_k: Intrinsics, core: float
 ) -> tuple[tuple[int, int, int, int], np.ndarray | None]:
     """The depth pixels to sample: (row first, row end, column first, column end), and within them the mask's
     pixels (None: all of them; the box's core, without a usable mask)."""
-    x1, y1, x2, y2 = (float(v) for v in detection.xyxy)
-    mask = detection.mask
+    x1, y1, x2, y2 = (float(v) for v in xyxy)
     if mask is not None and (mask.width, mask.height) == colour.size:
         box = (x1, y1, x2, y2)
     else:
@@ -238,16 +196,21 @@ def _region(
 
 
 def lift_one(
-    detection: Detection,
+    xyxy: Sequence[float],
+    mask: InstanceMask | None,
     depth: np.ndarray,
     colour: Intrinsics,
     depth_k: Intrinsics,
     core: float = CORE,
     min_valid: float = MIN_VALID,
 ) -> Box3D | None:
-    """``detection``'s box in 3D from ``depth`` (float metres, NaN invalid: ``depth_metres``) read through
-    ``depth_k`` (``depth_intrinsics``), its 2D box in the image of ``colour``; None without enough valid depth."""
-    (r0, r1, c0, c1), selected = _region(detection, colour, depth_k, core)
+    """A detection's box in 3D from ``depth`` (float metres, NaN invalid: ``depth_metres``) read through ``depth_k``
+    (``depth_intrinsics``), its 2D box ``xyxy`` in the image of ``colour`` (its instance ``mask``, when it has one,
+    chooses the pixels); None without enough valid depth, and for a 2D box of a NaN or infinite value
+    (results/finite.py's finite_box: the caller counts those apart)."""
+    if not finite_box(xyxy):
+        return None
+    (r0, r1, c0, c1), selected = _region(xyxy, mask, colour, depth_k, core)
     window = depth[r0:r1, c0:c1]
     samples = window[selected] if selected is not None else window.ravel()
     if not samples.size:
@@ -260,25 +223,30 @@ def lift_one(
     inliers = valid[np.abs(valid - reference) <= band]
     near, far = (float(v) for v in np.percentile(inliers, SPREAD_PERCENTILES))
     z = (near + far) / 2
-    x1, y1, x2, y2 = (float(v) for v in detection.xyxy)
+    x1, y1, x2, y2 = (float(v) for v in xyxy)
     x = ((x1 + x2) / 2 - 0.5 - colour.cx) / colour.fx * z
     y = ((y1 + y2) / 2 - 0.5 - colour.cy) / colour.fy * z
     size = ((x2 - x1) / colour.fx * z, (y2 - y1) / colour.fy * z, far - near)
+    if not all(math.isfinite(v) for v in (x, y, *size)):  # a finite 2D box too vast for floats once in metres
+        return None
     return Box3D((x, y, z), size, int(inliers.size))
 
 
 def lift(
-    detections: Sequence[Detection],
+    detections: FrameResult,
     depth: np.ndarray,
     colour: Intrinsics,
     depth_k: Intrinsics,
     core: float = CORE,
     min_valid: float = MIN_VALID,
 ) -> list[Box3D | None]:
-    """``lift_one`` of each detection, in order (None: no 3D box for it)."""
+    """``lift_one`` of each detection of ``detections`` (a FrameResult: its boxes and instance masks), in order
+    (None: no 3D box for it)."""
     if depth.shape != (depth_k.height, depth_k.width):
         raise LiftError(
             "depth size",
             f"the depth map is {depth.shape[1]}x{depth.shape[0]}, its intrinsics {depth_k.width}x{depth_k.height}",
         )
-    return [lift_one(detection, depth, colour, depth_k, core, min_valid) for detection in detections]
+    masks = detections.masks.masks if detections.masks is not None else [None] * len(detections)
+    boxes = detections.boxes.xyxy.tolist()
+    return [lift_one(xyxy, mask, depth, colour, depth_k, core, min_valid) for xyxy, mask in zip(boxes, masks)]

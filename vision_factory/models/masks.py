@@ -21,32 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class InstanceMask:
-    """One detection's mask at the source frame's size, stored as its box's pixels: ``bits`` [h, w] bool covers
-    rows top..top+h and columns left..left+w of a frame of ``height`` x ``width``; every pixel outside is False."""
-
-    left: int
-    top: int
-    bits: np.ndarray  # [h, w] bool
-    width: int  # of the frame
-    height: int
-
-    @property
-    def area(self) -> int:
-        return int(np.count_nonzero(self.bits))
-
-    def full(self) -> np.ndarray:
-        """The mask as a frame-sized [height, width] bool array."""
-        frame = np.zeros((self.height, self.width), bool)
-        self.paint(frame, True)
-        return frame
-
-    def paint(self, image: np.ndarray, value) -> None:
-        """Sets ``image``'s pixels under the mask (image: [height, width, ...]) to ``value``."""
-        h, w = self.bits.shape
-        image[self.top : self.top + h, self.left : self.left + w][self.bits] = value
+from ..results.masks import InstanceMask, box_span
 
 
 def _taps(count: int, pixels: np.ndarray, source: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -57,12 +32,6 @@ def _taps(count: int, pixels: np.ndarray, source: int) -> tuple[np.ndarray, np.n
     lower = np.minimum(np.floor(position).astype(np.int64), source - 1)
     upper = np.minimum(lower + 1, source - 1)
     return lower, upper, position - lower
-
-
-def box_span(low: float, high: float, size: int) -> tuple[int, int]:
-    """The pixel indices p with low <= p < high, within 0..size."""
-    first = min(max(math.ceil(low), 0), size)
-    return first, min(max(math.ceil(high), first), size)
 
 
 @dataclass(frozen=True)
@@ -129,9 +98,10 @@ def _axes(prototype_shape: tuple[int, int], frame_shape: tuple[int, int]):
 
 def instance_masks(
     prototypes: np.ndarray, coefficients: np.ndarray, boxes: np.ndarray, frame_shape: tuple[int, int]
-) -> list[InstanceMask]:
+) -> list[InstanceMask | None]:
     """Masks of detections with ``coefficients`` [n, C] and frame-pixel xyxy ``boxes`` [n, 4], from the model's
-    ``prototypes`` [C, h, w], on a frame of ``frame_shape`` (height, width)."""
+    ``prototypes`` [C, h, w], on a frame of ``frame_shape`` (height, width); None for a detection whose mask logits
+    under its box are not all finite (a damaged model's: no mask is known, where an empty one would be a claim)."""
     height, width = frame_shape
     prototypes = np.asarray(prototypes, np.float32)
     (down_all, top_cell, bottom_cell), (across_all, left_cell, right_cell) = _axes(
@@ -149,6 +119,9 @@ def instance_masks(
         col0, col1 = left_cell[first_x], right_cell[last_x - 1] + 1
         cells = prototypes[:, row0:row1, col0:col1]
         logits = np.tensordot(coefficient, cells, axes=(0, 0))  # [cell rows, cell columns]
+        if not np.isfinite(logits).all():
+            masks.append(None)
+            continue
         # Gathered taps, not matrix products: threaded BLAS on these small products stalls on a busy machine.
         rows = _resampled(logits, down_all[first_y:last_y], top_cell[first_y:last_y] - row0, axis=0)
         region = _resampled(rows, across_all[first_x:last_x], left_cell[first_x:last_x] - col0, axis=1)
@@ -175,35 +148,3 @@ def _empty(box: Sequence[float], frame_shape: tuple[int, int]) -> InstanceMask:
     first_x, last_x = box_span(box[0], box[2], width)
     first_y, last_y = box_span(box[1], box[3], height)
     return InstanceMask(first_x, first_y, np.zeros((last_y - first_y, last_x - first_x), bool), width, height)
-
-
-def mask_iou(a: InstanceMask, b: InstanceMask) -> float:
-    """The IoU of two masks of one frame (1.0 when both are empty)."""
-    left, top = min(a.left, b.left), min(a.top, b.top)
-    right = max(a.left + a.bits.shape[1], b.left + b.bits.shape[1])
-    bottom = max(a.top + a.bits.shape[0], b.top + b.bits.shape[0])
-    canvas = np.zeros((2, bottom - top, right - left), bool)
-    for layer, mask in zip(canvas, (a, b)):
-        h, w = mask.bits.shape
-        layer[mask.top - top : mask.top - top + h, mask.left - left : mask.left - left + w] = mask.bits
-    union = np.count_nonzero(canvas[0] | canvas[1])
-    return float(np.count_nonzero(canvas[0] & canvas[1]) / union) if union else 1.0
-
-
-def labelled(labels: np.ndarray, label: int, box: Sequence[float]) -> InstanceMask:
-    """Where ``labels`` (a label image) is ``label`` within ``box`` (xyxy frame pixels), as an InstanceMask."""
-    height, width = labels.shape
-    first_x, last_x = box_span(box[0], box[2], width)
-    first_y, last_y = box_span(box[1], box[3], height)
-    return InstanceMask(first_x, first_y, labels[first_y:last_y, first_x:last_x] == label, width, height)
-
-
-def label_image(masks: Sequence[InstanceMask | None], shape: tuple[int, int], dtype=np.uint16) -> np.ndarray:
-    """The instance label image of ``shape`` (height, width): 0 background, k where the k-th mask (1-based) is; where
-    masks overlap the earlier one (the higher score) wins."""
-    labels = np.zeros(shape, dtype)
-    for index in range(len(masks) - 1, -1, -1):  # the earliest painted last
-        mask = masks[index]
-        if mask is not None:
-            mask.paint(labels, index + 1)
-    return labels

@@ -16,7 +16,7 @@ import onnx
 from onnx import helper
 
 from ..runtime.runner import TensorInfo, shape_text
-from ..text import untrusted
+from ..text import shown_path, untrusted
 from .recognition import Recognition, fits, mismatch, needs, recognise
 
 __all__ = ["ModelSummary", "Recognition", "as_dict", "describe", "recognise", "require_file_family", "summarize"]
@@ -38,7 +38,7 @@ def summarize(path: str | Path) -> ModelSummary:
     .xml, as `quantize --backend openvino` writes it: read with OpenVINO, the one reader of IR)."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"model file not found: {path}")
+        raise ValueError(f"model file not found: {shown_path(path)}")
     if path.suffix.lower() == ".xml":
         return _summarize_ir(path)
     try:
@@ -74,11 +74,13 @@ def _summarize_ir(path: Path) -> ModelSummary:
 
         from ..runtime.openvino_runner import _tensor
     except ImportError:
-        raise ValueError(f"{path} is an OpenVINO IR: reading it needs OpenVINO (pip install openvino)") from None
+        raise ValueError(
+            f"{shown_path(path)} is an OpenVINO IR: reading it needs OpenVINO (pip install openvino)"
+        ) from None
     try:
         model = ov.Core().read_model(str(path))
     except Exception as error:  # OpenVINO raises RuntimeError subclasses with the parser's message
-        raise ValueError(f"{path} is not a readable OpenVINO IR: {error}") from error
+        raise ValueError(f"{shown_path(path)} is not a readable OpenVINO IR: {error}") from error
     framework = model.get_rt_info()["framework"] if model.has_rt_info(["framework"]) else {}
     return ModelSummary(
         path=str(path),
@@ -107,7 +109,7 @@ def require_file_family(path: str | Path, family: str, user: str = "this command
     summary = summarize(path)
     recognition = recognise(summary)
     if recognition.family == "unknown":
-        raise ValueError(f"{path}: {untrusted(recognition.reason, 400)}; {user} needs {needed}")
+        raise ValueError(f"{shown_path(path)}: {untrusted(recognition.reason, 400)}; {user} needs {needed}")
     if not fits(recognition, family):
         raise ValueError(mismatch(recognition, family, summary.outputs, str(path), user))
     return recognition
@@ -142,7 +144,8 @@ def as_dict(summary: ModelSummary, recognition: Recognition) -> dict[str, object
 
 def _unreadable(path: Path, reason: str) -> str:
     return (
-        f"{path} is not a readable ONNX model: {reason}; check the file (a truncated download or a PyTorch .pt file?)"
+        f"{shown_path(path)} is not a readable ONNX model: {reason}; check the file (a truncated download or a "
+        "PyTorch .pt file?)"
     )
 
 

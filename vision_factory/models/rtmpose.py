@@ -23,13 +23,13 @@ RTMPose gives what MMPose gives:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import cv2
 import numpy as np
 
-from ..results.detections import Detection, Detector
-from ..results.detections import keypoint_names as coco_or_numbered
+from ..results.frame import Detector, FrameResult
+from ..results.keypoints import Keypoints
+from ..results.keypoints import keypoint_names as coco_or_numbered
 from ..runtime.runner import Runner, fixed_dim, run_in_chunks, tensor_text, tensors_text
 from .rtmpose_interface import SIMCC_NAMES, simcc_order
 
@@ -38,7 +38,7 @@ IMAGENET_STD = (58.395, 57.12, 57.375)
 PADDING = 1.25
 SCORE_MODES = ("min", "mean")
 
-Keypoints = list[tuple[float, float, float]]  # (x, y, score) per keypoint, frame pixels
+PersonKeypoints = list[tuple[float, float, float]]  # (x, y, score) per keypoint, frame pixels
 
 
 def box_center_scale(boxes_xyxy: np.ndarray, aspect_ratio: float, padding: float = PADDING) -> np.ndarray:
@@ -170,9 +170,15 @@ class RTMPoseEstimator:
     def output_names(self) -> tuple[str, str]:
         return self.runner.outputs[self._x].name, self.runner.outputs[self._y].name
 
-    def estimate(self, image_bgr: np.ndarray, boxes_xyxy) -> list[Keypoints]:
-        """Keypoints (x, y, score) in frame pixels of the person in each box, in box order."""
+    def estimate(self, image_bgr: np.ndarray, boxes_xyxy) -> list[PersonKeypoints]:
+        """Keypoints (x, y, score) in frame pixels of the person in each box, in box order; none ([]) for a box of a
+        NaN or infinite value (a damaged detector's: no crop is made of it; results/finite.py's finite leaves it
+        out)."""
         boxes = np.asarray(boxes_xyxy, dtype=np.float64).reshape(-1, 4)
+        finite = np.isfinite(boxes).all(axis=1)
+        if not finite.all():
+            found = iter(self.estimate(image_bgr, boxes[finite]))
+            return [next(found) if ok else [] for ok in finite]
         if not len(boxes):
             return []
         tensor, center_scale = self.preprocess(image_bgr, boxes)
@@ -254,14 +260,24 @@ class TopDownPose:
             raise ValueError(f"person_class {class_id} is not a class id of the person detector (0..{len(names) - 1})")
         return class_id
 
-    def detect(self, image_bgr: np.ndarray) -> list[Detection]:
+    def __call__(self, image_bgr: np.ndarray) -> FrameResult:
+        """The frame's result (``detect``): an adapter is a function from a frame to its result."""
+        return self.detect(image_bgr)
+
+    def detect(self, image_bgr: np.ndarray) -> FrameResult:
         if self.person_detector is None:
             raise ValueError("no person detector: give person boxes to pose(), or a person detector")
-        detections = self.person_detector.detect(image_bgr)
-        people = [d for d in detections if self.person_class is None or d.class_id == self.person_class]
+        found = self.person_detector.detect(image_bgr)
+        people = found if self.person_class is None else found[found.boxes.class_ids == self.person_class]
         return self.pose(image_bgr, people)
 
-    def pose(self, image_bgr: np.ndarray, detections: Sequence[Detection]) -> list[Detection]:
-        """``detections`` with the keypoints of the person in each box."""
-        keypoints = self.estimator.estimate(image_bgr, [d.xyxy for d in detections])
-        return [replace(d, keypoints=points) for d, points in zip(detections, keypoints)]
+    def pose(self, image_bgr: np.ndarray, people: FrameResult) -> FrameResult:
+        """``people`` (a result of person boxes) with the keypoints of the person in each box."""
+        found = self.estimator.estimate(image_bgr, people.boxes.xyxy)
+        count = next((len(person) for person in found if len(person)), len(self.keypoint_names))
+        points = np.zeros((len(found), count, 3))  # a person of no keypoints (a box not finite): 0, 0, 0
+        for row, person in enumerate(found):
+            if len(person):
+                points[row] = person
+        names = self.keypoint_names if len(self.keypoint_names) == count else coco_or_numbered(count)
+        return people.with_parts(keypoints=Keypoints.of(points, names))

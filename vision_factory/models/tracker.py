@@ -57,7 +57,7 @@ from typing import Protocol
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from ..results.detections import Detection
+from ..results.boxes import Boxes
 from .reid_calibration import SURE_IOU, OnlineCalibration
 
 POSITION_WEIGHT = 1 / 20  # Kalman noise, relative to the box size (BoT-SORT's)
@@ -226,6 +226,11 @@ class Tracker:
             self.calibration.reset()
         self._calibrated()
 
+    def retune(self, config: TrackerConfig) -> None:
+        """Track with ``config`` from the next frame on (the tracks and the calibration go on)."""
+        self.given = config
+        self._calibrated()
+
     def _calibrated(self) -> None:
         """``config``: the given one with the calibration's thresholds in use now (``measured``: measured ones, not
         the prior)."""
@@ -238,15 +243,15 @@ class Tracker:
         """The confirmed tracks matched in the last frame."""
         return [track for track in self.tracks if track.state == TRACKED and track.last_frame == self.frame]
 
-    def update(self, detections: Sequence[Detection], embeddings: np.ndarray | None = None) -> list[int | None]:
+    def update(self, detections: Boxes, embeddings: np.ndarray | None = None) -> list[int | None]:
+        """The track ID of each of a frame's ``detections`` (None: not part of a confirmed track); ``embeddings``:
+        their appearance features, one row each."""
         if self.calibration is not None:
             self._calibrated()
         config = self.config
         self.frame += 1
         count = len(detections)
-        boxes = np.array([d.xyxy for d in detections], np.float64).reshape(-1, 4)
-        scores = np.array([d.score for d in detections], np.float64)
-        classes = np.array([d.class_id for d in detections], np.int64)
+        boxes, scores, classes = detections.xyxy, detections.scores, detections.class_ids
         features = self._features(embeddings, count)
         ids: list[int | None] = [None] * count
 
@@ -480,11 +485,11 @@ class Tracking:
     embedder: Embedder | None = None
     from_model: dict[str, float] = field(default_factory=dict)  # thresholds taken from the re-id model's metadata
 
-    def update(self, frame_bgr: np.ndarray, detections: Sequence[Detection]) -> list[int | None]:
+    def update(self, frame_bgr: np.ndarray, detections: Boxes) -> list[int | None]:
         """The track ID of each of a frame's detections (None: not part of a confirmed track)."""
         embeddings = None
-        if self.embedder is not None and detections:
-            embeddings = self.embedder.embed(frame_bgr, [detection.xyxy for detection in detections])
+        if self.embedder is not None and len(detections):
+            embeddings = self.embedder.embed(frame_bgr, detections.xyxy)
         return self.tracker.update(detections, embeddings)
 
     def reset(self) -> None:

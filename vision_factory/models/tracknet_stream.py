@@ -12,6 +12,11 @@ Differences from the reference, on purpose:
   next one's; only the stats go on). When a stream ends before the first full window, the
   frames it has are still inferred once, with the window left-padded by repeating its oldest
   frame, instead of being reported as misses.
+- ``answer_pending()`` emits every pending frame now, from the windows that ran so far, as
+  ``flush()`` does, but the stream goes on: the next push continues its median, window and
+  frame count, and later windows only add to frames not answered yet. A sender that waits for
+  each answer before sending the next frame (which TrackNet answers ``seq_len - 1`` frames
+  later) is answered this way, frame by frame, from the windows that end at each frame.
 
 As the reference does, the ``median_warmup``-th frame completes the background median and is
 then the stream's first frame: with ``median_warmup=W`` and ``seq_len=L`` the first prediction
@@ -47,6 +52,7 @@ import cv2
 import numpy as np
 
 from ..runtime.runner import Runner, fixed_dim
+from ..text import shown_path
 from .tracknet_background import (
     MEDIAN_MODES,
     MedianMissing,
@@ -165,7 +171,7 @@ def _check_metadata(metadata: dict[str, str], expected: dict[str, object], model
         found = metadata.get(key)
         if found is not None and str(found) != str(value):
             raise ValueError(
-                f"model {model} was exported with {key}={found!r} but {key}={value!r} was "
+                f"model {shown_path(model)} was exported with {key}={found!r} but {key}={value!r} was "
                 f"requested; pass {key}={found!r} or use the matching model"
             )
 
@@ -279,8 +285,7 @@ class TrackNetTracker:
         self._head = 0
         self._stream_frames = 0  # frames in the window since the stream (or the last flush) began
         self._window_ids: deque[int] = deque(maxlen=self.seq_len)
-        self._pending: dict[int, list] = {}  # frame id -> [sum, weight total, width, height]
-        self._inferred_once = False
+        self._pending: dict[int, list] = {}  # frame id -> [sum, weight total, width, height]; not answered yet
 
     def prepare(self, frame_bgr: np.ndarray) -> PreparedFrame:
         """Pre-process a frame now for a later ``push(frame_bgr, prepared=...)``; never raises.
@@ -305,7 +310,8 @@ class TrackNetTracker:
     def push(
         self, frame_bgr: np.ndarray, frame_id: int | None = None, prepared: PreparedFrame | None = None
     ) -> BallRow | None:
-        """Add a BGR uint8 frame; return the prediction of the frame that just left the window.
+        """Add a BGR uint8 frame; return the prediction of the frame that just left the window (None while the
+        window fills, or when ``answer_pending()`` answered that frame already).
 
         ``prepared``: ``prepare(frame_bgr)``'s result, whose feature is used when still valid.
         A frame that raises leaves the stream as it was.
@@ -341,7 +347,8 @@ class TrackNetTracker:
             return None
         if (self._stream_frames - self.seq_len) % self.stride == 0:  # windows start at frames 0, s, 2s, ...
             self._infer(self._window())
-        return self._emit(self._window_ids[0])
+        oldest = self._window_ids[0]
+        return self._emit(oldest) if oldest in self._pending else None  # answered already by answer_pending()
 
     def flush(self) -> list[BallRow]:
         """End the stream: emit every frame still waiting for later windows, in frame-id order; the next push
@@ -350,14 +357,17 @@ class TrackNetTracker:
         A stream shorter than a window is inferred once, left-padded; frames after the last window
         that ran (stride > 1) get one more window, of the last seq_len frames, for them alone.
         """
-        if self._pending and not self._inferred_once:
-            self._infer(self._padded_window())
-        uncovered = {fid for fid, entry in self._pending.items() if entry[1] == 0}
-        if uncovered:
-            self._infer(self._window(), only=uncovered)
-        outputs = [self._emit(fid) for fid in sorted(self._pending)]
+        outputs = self.answer_pending()
         self._new_stream()
         return outputs
+
+    def answer_pending(self) -> list[BallRow]:
+        """Emit every frame still waiting for later windows now, in frame-id order, as ``flush()`` does, without
+        ending the stream: the next push goes on with its median, window and frame count."""
+        uncovered = {fid for fid, entry in self._pending.items() if entry[1] == 0}
+        if uncovered:  # no window covered them yet: the last seq_len frames, left-padded while fewer came
+            self._infer(self._window() if self._filled == self.seq_len else self._padded_window(), only=uncovered)
+        return [self._emit(fid) for fid in sorted(self._pending)]
 
     def _count_push(self, width: int, height: int) -> None:
         self.stats.push_calls += 1
@@ -416,15 +426,14 @@ class TrackNetTracker:
         heatmaps = self.runner.run({self._input_name: window})[0][0]
         self.stats.inference_s += time.perf_counter() - start
         self.stats.inference_calls += 1
-        self._inferred_once = True
         start = time.perf_counter()
         offset = self.seq_len - len(self._window_ids)  # > 0 only for a padded window
         for position, fid in enumerate(self._window_ids):
-            if only is not None and fid not in only:
+            entry = self._pending.get(fid)  # None: answered already (answer_pending)
+            if entry is None or (only is not None and fid not in only):
                 continue
             j = position + offset
             weight = self.weights[self.seq_len - 1 - j]
-            entry = self._pending[fid]
             entry[0] += weight * heatmaps[j]
             entry[1] += weight
         self.stats.postprocess_s += time.perf_counter() - start
@@ -494,7 +503,8 @@ class InpaintRefiner:
         return {"Frame": oldest["Frame"], "X": x, "Y": y, "Visibility": 0 if x == 0 and y == 0 else 1}
 
     def flush(self) -> list[BallRow]:
-        """Emit the frames not yet emitted, as they came in (masked ones as misses)."""
+        """Emit the frames not yet emitted, as they came in (masked ones as misses). A frame is repaired from the
+        window it starts, so the frames after a flush are repaired as without it."""
         outputs = []
         for prediction, _, mask in self._buffer:
             if mask == 0:

@@ -20,7 +20,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..results.detections import Detection, keypoint_names, nms
+from ..results.boxes import Boxes, nms
+from ..results.finite import finite_box
+from ..results.frame import FrameResult
+from ..results.keypoints import Keypoints, keypoint_names
+from ..results.masks import Masks
 from ..runtime.runner import Runner, fixed_dim, shape_text
 from ..text import untrusted
 from .bounds import MAX_CLASSES, check_count
@@ -140,7 +144,11 @@ class YoloDetector:
         """Report only these class ids from now on; None: every class."""
         self.classes = classes
 
-    def detect(self, image_bgr: np.ndarray) -> list[Detection]:
+    def __call__(self, image_bgr: np.ndarray) -> FrameResult:
+        """The frame's result (``detect``): an adapter is a function from a frame to its result."""
+        return self.detect(image_bgr)
+
+    def detect(self, image_bgr: np.ndarray) -> FrameResult:
         tensor, box = self.preprocess(image_bgr)
         return self.decode(self.infer(tensor), box)
 
@@ -157,8 +165,8 @@ class YoloDetector:
         output = output if output.shape[0] == self.channels else output.T  # [N, C] exports
         return Segmented(output, outputs[1][index]) if self.mask_channels else output
 
-    def decode(self, output: np.ndarray | Segmented, box: FrameFit) -> list[Detection]:
-        """[C, N] raw output (Segmented: with prototypes) -> detections in frame pixels."""
+    def decode(self, output: np.ndarray | Segmented, box: FrameFit) -> FrameResult:
+        """[C, N] raw output (Segmented: with prototypes) -> the frame's detections, in frame pixels."""
         prototypes = None
         if isinstance(output, Segmented):
             output, prototypes = output
@@ -206,9 +214,7 @@ class YoloDetector:
         left, top = (input_w - fit.width * gain) / 2, (input_h - fit.height * gain) / 2
         return FrameFit(gain, gain, left, top, fit.width, fit.height)  # type: ignore[arg-type]  # fractional pads
 
-    def _decode_end2end(
-        self, output: np.ndarray, box: FrameFit, prototypes: np.ndarray | None = None
-    ) -> list[Detection]:
+    def _decode_end2end(self, output: np.ndarray, box: FrameFit, prototypes: np.ndarray | None = None) -> FrameResult:
         """Rows scoring above the threshold (of a wanted class), in the model's order, the first max_detections
         (Ultralytics' ``non_max_suppression`` with ``end2end``); a segmentation model's with their masks."""
         scores, classes = output[4], output[5]
@@ -229,33 +235,40 @@ class YoloDetector:
         class_ids: np.ndarray,
         kept: np.ndarray,
         prototypes: np.ndarray | None = None,
-    ) -> list[Detection]:
-        """Detections from the kept columns of ``output``: boxes in input pixels (x1, y1, x2, y2) to frame pixels,
-        keypoints (after the head's box, score and class channels) or instance masks (``prototypes``) with them."""
-        corners = box.to_frame(boxes.reshape(-1, 2, 2)).reshape(-1, 4).tolist()
-        keypoints = [None] * len(kept)
+    ) -> FrameResult:
+        """The frame's detections from the kept columns of ``output``: boxes in input pixels (x1, y1, x2, y2) to frame
+        pixels, keypoints (after the head's box, score and class channels) or instance masks (``prototypes``) with
+        them."""
+        corners = box.to_frame(boxes.reshape(-1, 2, 2)).reshape(-1, 4)
+        keypoints = None
         if self.pose:
             first = self.channels - self.keypoint_count * self.keypoint_dims
             points = output[first:, kept].T.reshape(len(kept), self.keypoint_count, self.keypoint_dims)
             confidence = points[..., 2:3] if self.keypoint_dims == 3 else np.ones((*points.shape[:2], 1))
-            keypoints = list(np.concatenate([box.to_frame(points[..., :2]), confidence], axis=-1))  # [K, 3] each
-        masks = [None] * len(kept)
+            keypoints = np.concatenate([box.to_frame(points[..., :2]), confidence], axis=-1)  # [N, K, 3]
+        masks = None
         if prototypes is not None:
             start = time.perf_counter()
             masks = self.masks(output, prototypes, kept, corners, box)
             self.masks_s = time.perf_counter() - start
-            # only the detections whose mask has a pixel, as Ultralytics' segmentation predictor keeps them
-            shown = [index for index, mask in enumerate(masks) if mask.bits.any()]
+            # only the detections whose mask has a pixel, as Ultralytics' segmentation predictor keeps them; and
+            # those of a non-finite box or mask (None), which results/finite.py counts and leaves out or reports
+            shown = [i for i, mask in enumerate(masks) if mask is None or mask.bits.any() or not finite_box(corners[i])]
             if len(shown) < len(masks):
-                masks, keypoints = [masks[i] for i in shown], [keypoints[i] for i in shown]
-                corners, scores, class_ids = [corners[i] for i in shown], scores[shown], class_ids[shown]
-        names = self.names
-        return [
-            Detection(tuple(xyxy), score, class_id, names[class_id], points, mask)
-            for xyxy, score, class_id, points, mask in zip(
-                corners, scores.tolist(), class_ids.tolist(), keypoints, masks
-            )
-        ]
+                masks, corners, scores, class_ids = (
+                    [masks[i] for i in shown],
+                    corners[shown],
+                    scores[shown],
+                    class_ids[shown],
+                )
+                keypoints = None if keypoints is None else keypoints[shown]
+        return FrameResult(
+            int(box.width),
+            int(box.height),
+            Boxes.of(corners, scores, class_ids, self.names),
+            None if keypoints is None else Keypoints.of(keypoints, self.keypoint_names),
+            None if masks is None else Masks(masks),
+        )
 
     def masks(self, output: np.ndarray, prototypes: np.ndarray, kept: np.ndarray, corners: list, box: FrameFit):
         """The instance masks of the ``kept`` anchors, whose boxes in frame pixels are ``corners``."""

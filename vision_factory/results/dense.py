@@ -1,95 +1,135 @@
-"""The dense map result kind (results/__init__.py): one float per pixel of the frame with its unit, e.g. depth in
-metres or relative depth. Its files: the map as .npy (float32, height x width, NaN where invalid) and a drawn .png
-beside the JSON record predict prints; its message a sensor_msgs/Image 32FC1 (REP-118: NaN invalid); compared by
-the largest difference; scored against truth maps by AbsRel, RMSE and delta1."""
+"""The dense map of a frame (``DenseMap``: one float per pixel of the frame with its unit, e.g. depth in metres or
+relative depth). Its files: the map as .npy (float32, height x width, NaN where invalid) and a drawn .png beside
+the JSON record predict prints (``save``, ``record``); its message a sensor_msgs/Image 32FC1 (REP-118: NaN invalid),
+which carries neither its unit nor what it measures; compared by the largest difference (``differences``); scored
+against truth maps by AbsRel, RMSE and delta1 (``depth_metrics``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from ..images import image_cdr
-from ..text import untrusted
-from . import DENSE_MAP, Item, tool_module
+from ..text import shown_path, untrusted
+from .part import Compared, Equal
 
 if TYPE_CHECKING:
     from sensor_msgs.msg import Image
     from std_msgs.msg import Header
 
 DELTA1 = 1.25  # delta1: the share of valid pixels whose ratio to the truth, either way, is below this
+# compare: a frame's map as one row whose positions are its values on a grid, compared by the largest difference
+# (results/part.py), in the map's unit.
+COMPARE_STRIDE = 4  # every 4th row and column: verify holds every frame's map (a 1280x720 map: 230 KB so)
+INVALID = -1e9  # a NaN pixel's value there: NaN in both maps compares equal, NaN in one differs by far
 
 
-@dataclass
-class DenseMap:
-    values: np.ndarray  # [height, width] float32 in frame pixels, NaN where the model gives nothing
-    unit: str  # what a value counts: "m" (metres), "relative" (scale unknown)
-    kind: str  # what it measures, e.g. "depth"
+@dataclass(frozen=True, eq=False)
+class DenseMap(Equal):
+    """A map of the frame: ``values`` [height, width] float32 in the frame's pixels, NaN where the model gives
+    nothing; ``unit``: what a value counts ("m": metres, "relative": scale unknown); ``kind``: what it measures,
+    e.g. "depth"."""
 
+    key: ClassVar[str] = "dense"
 
-class DenseModel(Protocol):
-    """A dense family's adapter: BGR frame in, a DenseMap of the frame's size out."""
+    values: np.ndarray
+    unit: str
+    kind: str
 
-    def infer(self, image_bgr: np.ndarray) -> DenseMap: ...
+    def record(self) -> dict[str, Any]:
+        """What it measures and its unit, and its finite values' count, range and mean (the values themselves:
+        the .npy that ``save`` writes)."""
+        finite = self.values[np.isfinite(self.values)]
+        summary = (
+            {"min": float(finite.min()), "max": float(finite.max()), "mean": float(finite.mean())}
+            if finite.size
+            else {}
+        )
+        return {"kind": self.kind, "unit": self.unit, "valid": int(finite.size), **summary}
 
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], values: np.ndarray) -> DenseMap:
+        """The map of a record (``record``'s) whose ``values`` are its .npy's (``read_map``)."""
+        return cls(np.asarray(values, np.float32), record["unit"], record["kind"])
 
-def run(adapter: DenseModel, frame: np.ndarray) -> DenseMap:
-    """What ``predict`` runs on each frame."""
-    return adapter.infer(frame)
+    def describe(self) -> str:
+        """What it measures, its range and unit."""
+        finite = self.values[np.isfinite(self.values)]
+        if not finite.size:
+            return f"{self.kind} -"
+        return f"{self.kind} {float(finite.min()):.4g}..{float(finite.max()):.4g} {self.unit}"
 
+    def rows(self) -> Compared:
+        """The map as compared: one row of its values on a grid (every COMPARE_STRIDE-th pixel, NaN as INVALID)."""
+        values = self.values[::COMPARE_STRIDE, ::COMPARE_STRIDE].astype(np.float64)
+        return Compared(["map"], [np.where(np.isfinite(values), values, INVALID).ravel()], np.ones(1), [np.zeros(0)])
 
-# Files.
-def frame_record(image: str, frame: int, width: int, height: int, result: DenseMap) -> dict:
-    """One frame's map as predict prints it: the image, frame index and size, what the map measures and its unit,
-    and its finite values' range and mean (the values themselves: the .npy that ``save`` writes)."""
-    finite = result.values[np.isfinite(result.values)]
-    summary = (
-        {"min": float(finite.min()), "max": float(finite.max()), "mean": float(finite.mean())} if finite.size else {}
-    )
-    return {
-        "image": image,
-        "frame": int(frame),
-        "width": int(width),
-        "height": int(height),
-        "kind": result.kind,
-        "unit": result.unit,
-        "valid": int(finite.size),
-        **summary,
-    }
+    def draw(self, image: np.ndarray | None = None, frame: Any = None) -> np.ndarray:
+        """The map in colour (OpenCV's TURBO over its finite range; invalid pixels black), BGR uint8: into
+        ``image`` (the map's size), or a new image."""
+        import cv2
 
+        values = self.values.astype(np.float64)
+        finite = np.isfinite(values)
+        low, high = (values[finite].min(), values[finite].max()) if finite.any() else (0.0, 1.0)
+        scaled = np.zeros(values.shape, np.uint8)
+        scaled[finite] = np.round(255 * (values[finite] - low) / max(high - low, 1e-12)).astype(np.uint8)
+        drawn = cv2.applyColorMap(scaled, cv2.COLORMAP_TURBO)
+        drawn[~finite] = 0
+        if image is None:
+            return drawn
+        image[...] = drawn
+        return image
 
-def line(record: Mapping[str, Any], result: DenseMap) -> str:
-    """One line of text: the image, what the map measures, its range and unit."""
-    if not record["valid"]:
-        return f"{untrusted(record['image'], 400)}: {result.kind} -"
-    shown = f"{record['min']:.4g}..{record['max']:.4g} {result.unit}"
-    return f"{untrusted(record['image'], 400)}: {result.kind} {shown}"
+    def to_message(self, header: Header, frame: Any = None) -> Image:
+        """A sensor_msgs/Image 32FC1 of the map, stamped with ``header``."""
+        from sensor_msgs.msg import Image
 
+        values = np.ascontiguousarray(self.values, dtype="<f4")
+        height, width = values.shape
+        return Image(
+            header=header, height=height, width=width, encoding="32FC1", is_bigendian=0, step=4 * width,
+            data=values.tobytes(),
+        )  # fmt: skip
 
-def save(
-    folder: Path, path: Path, index: int | None, frame: np.ndarray, result: DenseMap, protected: Iterable = ()
-) -> Path:
-    """The map as FOLDER/<image's stem>.npy (or <video's stem>_<index>.npy) and drawn beside it as .png, a map in
-    metres also as <stem>_mm.png (``millimetres``); never through a link, nor onto ``path`` or another of the
-    ``protected`` files. The .npy's path."""
-    import cv2
+    def to_cdr(self, header: Header) -> bytes:
+        """to_message's Image, serialized (what a publisher sends): the map's bytes copied once."""
+        values = np.asarray(self.values, dtype="<f4")
+        height, width = values.shape
+        return image_cdr(header, height, width, "32FC1", 4 * width, values)
 
-    from ..files import staged
+    @classmethod
+    def from_message(cls, message: Image, unit: str, kind: str) -> DenseMap:
+        """A 32FC1 Image as a map of ``unit`` and ``kind`` (the message does not carry them)."""
+        if message.encoding != "32FC1":
+            raise ValueError(f"a dense map is a 32FC1 image, not {untrusted(message.encoding, 40)}")
+        order = ">" if message.is_bigendian else "<"
+        rows = np.frombuffer(bytes(message.data), f"{order}f4").reshape(message.height, message.step // 4)
+        return cls(rows[:, : message.width].astype(np.float32), unit, kind)
 
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = f"{path.stem}_{index:06d}" if index is not None else path.stem
-    saved = folder / f"{stem}.npy"
-    with staged(saved, [path, *protected], "--save folder") as fresh, fresh.open("wb") as handle:
-        np.save(handle, result.values.astype(np.float32), allow_pickle=False)
-    with staged(folder / f"{stem}.png", [path, *protected], "--save folder") as fresh:
-        cv2.imwrite(str(fresh), draw(result))
-    if result.unit == "m":  # as a depth camera writes it: 16-bit millimetres, 0 invalid
-        with staged(folder / f"{stem}_mm.png", [path, *protected], "--save folder") as fresh:
-            cv2.imwrite(str(fresh), millimetres(result.values))
-    return saved
+    def save(self, folder: Path, path: Path, index: int | None, protected: Iterable = ()) -> Path:
+        """The map as FOLDER/<image's stem>.npy (or <video's stem>_<index>.npy) and drawn beside it as .png, a map
+        in metres also as <stem>_mm.png (``millimetres``); never through a link, nor onto ``path`` or another of
+        the ``protected`` files. The .npy's path."""
+        import cv2
+
+        from ..files import output_folder, staged
+
+        output_folder(folder, option="--save folder")
+        stem = f"{path.stem}_{index:06d}" if index is not None else path.stem
+        saved = folder / f"{stem}.npy"
+        with staged(saved, [path, *protected], "--save folder") as fresh, fresh.open("wb") as handle:
+            np.save(handle, self.values.astype(np.float32), allow_pickle=False)
+        with staged(folder / f"{stem}.png", [path, *protected], "--save folder") as fresh:
+            cv2.imwrite(str(fresh), self.draw())
+        if self.unit == "m":  # as a depth camera writes it: 16-bit millimetres, 0 invalid
+            with staged(folder / f"{stem}_mm.png", [path, *protected], "--save folder") as fresh:
+                cv2.imwrite(str(fresh), millimetres(self.values))
+        return saved
 
 
 def millimetres(metres: np.ndarray) -> np.ndarray:
@@ -107,13 +147,12 @@ def read_map(path: str | Path) -> np.ndarray:
     try:
         values = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read the map {path}: {untrusted(exc)}") from None
+        raise ValueError(f"cannot read the map {shown_path(path)}: {untrusted(exc)}") from None
     if values.ndim != 2 or values.dtype.kind != "f":
-        raise ValueError(f"{path} is not a map: a 2-D float array (it is {values.ndim}-D {values.dtype})")
+        raise ValueError(f"{shown_path(path)} is not a map: a 2-D float array (it is {values.ndim}-D {values.dtype})")
     return values
 
 
-# Comparison.
 def differences(a: DenseMap, b: DenseMap) -> dict[str, float]:
     """How two maps of one frame differ: the largest and mean difference of the pixels valid in both (inf when
     their sizes or units differ), the mean difference relative to a's mean magnitude there (``relative_difference``:
@@ -128,47 +167,6 @@ def differences(a: DenseMap, b: DenseMap) -> dict[str, float]:
     magnitude = float(np.abs(a.values[both].astype(np.float64)).mean()) if difference.size else 0.0
     relative = mean / magnitude if magnitude > 0 else (0.0 if mean == 0 else float("inf"))
     return {"max_difference": largest, "mean_difference": mean, "relative_difference": relative, "valid_in_one": one}
-
-
-# verify: a frame's map as one item whose points are its values on a grid (results/__init__.py's Item), compared
-# by the largest difference (tools/verify_frames.py), in the map's unit.
-VERIFY_STRIDE = 4  # every 4th row and column: a verify run holds every frame's map (a 1280x720 map: 230 KB so)
-INVALID = -1e9  # a NaN pixel's value there: NaN in both maps compares equal, NaN in one differs by far
-
-
-def items(result: DenseMap) -> list[Item]:
-    values = result.values[::VERIFY_STRIDE, ::VERIFY_STRIDE].astype(np.float64)
-    return [Item("map", 1.0, np.where(np.isfinite(values), values, INVALID).ravel(), np.zeros(0))]
-
-
-def message_items(message: Image, tracked: bool = False) -> list[Item]:
-    """The node's answer (a 32FC1 map) as verify compares it."""
-    return items(from_message(message, "", ""))
-
-
-def offline_items(pipeline: Any, frames: Sequence[np.ndarray]) -> list[list[Item]]:
-    """The family's pipeline (a DenseModel) on each frame, as verify compares it."""
-    return [items(pipeline.infer(frame)) for frame in frames]
-
-
-def names_of(pipeline: Any) -> tuple[list[str] | None, list[str]]:
-    """No class names, no keypoints."""
-    return None, []
-
-
-# Drawing.
-def draw(result: DenseMap) -> np.ndarray:
-    """The map in colour (OpenCV's TURBO over its finite range; invalid pixels black), BGR uint8."""
-    import cv2
-
-    values = result.values.astype(np.float64)
-    finite = np.isfinite(values)
-    low, high = (values[finite].min(), values[finite].max()) if finite.any() else (0.0, 1.0)
-    scaled = np.zeros(values.shape, np.uint8)
-    scaled[finite] = np.round(255 * (values[finite] - low) / max(high - low, 1e-12)).astype(np.uint8)
-    drawn = cv2.applyColorMap(scaled, cv2.COLORMAP_TURBO)
-    drawn[~finite] = 0
-    return drawn
 
 
 # Metrics.
@@ -225,110 +223,12 @@ def evaluate_maps(predictions: Path, truth: Path) -> dict[str, float]:
     ``aligned_delta1``: a relative model's scores); a truth map without a prediction is a ValueError."""
     names = sorted(path.name for path in Path(truth).glob("*.npy"))
     if not names:
-        raise ValueError(f"no truth maps (.npy) in {truth}")
+        raise ValueError(f"no truth maps (.npy) in {shown_path(truth)}")
     missing = [name for name in names if not (Path(predictions) / name).is_file()]
     if missing:
-        raise ValueError(f"{predictions} has no prediction for {untrusted(', '.join(missing[:5]), 400)}")
+        raise ValueError(f"{shown_path(predictions)} has no prediction for {untrusted(', '.join(missing[:5]), 400)}")
     found = [read_map(Path(predictions) / name) for name in names]
     truths = [read_map(Path(truth) / name) for name in names]
     scores = depth_metrics(found, truths)
     shifted = depth_metrics([aligned(p, t) for p, t in zip(found, truths, strict=True)], truths)
     return {**scores, **{f"aligned_{name}": value for name, value in shifted.items()}}
-
-
-def evaluate(model_type: str, options: Mapping[str, Any]) -> Any:
-    """`eval`: the maps in folder ``predictions`` (as predict --save writes them) against the truth maps of the same
-    names in folder ``data``: AbsRel, RMSE and delta1, written as OUT/eval.json."""
-    import json
-
-    from ..files import write_text
-
-    commands = tool_module("commands")
-    if options["predictions"] is None:
-        raise commands.UsageError(f"{model_type} is scored from its maps: give --predictions FOLDER (predict --save)")
-    metrics = evaluate_maps(Path(options["predictions"]), Path(options["data"]))
-    path = Path(options["out_dir"]) / "eval.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text(path, json.dumps({"model_type": model_type, **metrics}, indent=2) + "\n")
-    text = f"AbsRel {metrics['AbsRel']:.4f}, RMSE {metrics['RMSE']:.4f}, delta1 {metrics['delta1']:.4f}"
-    text += (
-        f" (scale-and-shift aligned: AbsRel {metrics['aligned_AbsRel']:.4f}, RMSE {metrics['aligned_RMSE']:.4f}, "
-        f"delta1 {metrics['aligned_delta1']:.4f})\n"
-    )
-    return commands.CommandReport(text, {"eval": path})
-
-
-def compare_runs(model_type: str, configurations: Sequence[tuple[Path, str]], options: Mapping[str, Any]) -> Any:
-    """`compare`: two (model, target) configurations over ``source`` (an image, a video or a folder of images): the
-    largest and mean difference of their maps, saved as compare's report; ``options["options"]``: predict's options
-    by flag (quantize's --depth-kind)."""
-    predict, compare = tool_module("predict"), tool_module("compare")
-    source = options["source"] if options.get("source") is not None else options.get("data")  # quantize: --data
-    if source is None:
-        raise tool_module("commands").UsageError(
-            f"{model_type} needs --source, the images both configurations run over"
-        )
-    source = Path(source)
-    inputs = sorted(path for path in source.iterdir() if path.is_file()) if source.is_dir() else [source]
-    runs = []
-    for model, target in configurations:
-        adapter = predict.detector_from_options(model_type, model, target, options.get("options") or {})
-        runs.append([found.result for found in predict.predict(adapter, inputs, result=DENSE_MAP)])
-    found = [differences(a, b) for a, b in zip(*runs, strict=True)]
-    outputs = {name: max((one[name] for one in found), default=0.0) for name in ("max_difference", "valid_in_one")}
-    for name in ("mean_difference", "relative_difference"):
-        outputs[name] = float(np.mean([one[name] for one in found])) if found else 0.0
-    runs_on = [target for _, target in configurations]
-    report, path = compare.save_comparison(
-        configurations, runs_on, ("source", source), {"outputs": outputs}, options["out_dir"]
-    )
-    return tool_module("commands").CommandReport(compare.describe_comparison(report, path))
-
-
-# ROS messages (sensor_msgs/Image 32FC1), their types imported on first use.
-def to_message(header: Header, result: DenseMap) -> Image:
-    from sensor_msgs.msg import Image
-
-    values = np.ascontiguousarray(result.values, dtype="<f4")
-    height, width = values.shape
-    return Image(
-        header=header,
-        height=height,
-        width=width,
-        encoding="32FC1",
-        is_bigendian=0,
-        step=4 * width,
-        data=values.tobytes(),
-    )
-
-
-def to_cdr(header: Header, result: DenseMap) -> bytes:
-    """to_message's Image, serialized (what a publisher sends): the map's bytes copied once."""
-    values = np.asarray(result.values, dtype="<f4")
-    height, width = values.shape
-    return image_cdr(header, height, width, "32FC1", 4 * width, values)
-
-
-def from_message(message: Image, unit: str, kind: str) -> DenseMap:
-    """A 32FC1 Image as a map of ``unit`` and ``kind`` (the message does not carry them)."""
-    if message.encoding != "32FC1":
-        raise ValueError(f"a dense map is a 32FC1 image, not {untrusted(message.encoding, 40)}")
-    order = ">" if message.is_bigendian else "<"
-    rows = np.frombuffer(bytes(message.data), f"{order}f4").reshape(message.height, message.step // 4)
-    return DenseMap(rows[:, : message.width].astype(np.float32), unit, kind)
-
-
-def write_replayed(
-    path: Path, answers: Mapping[int, Image], latched: Mapping[str, Any], image: str, sizes: Callable
-) -> Path:
-    """replay's dense.json: each answered frame's ``frame_record`` (unit unknown to the message: "")."""
-    import json
-
-    from ..files import write_text
-
-    maps = {frame: from_message(message, "", "") for frame, message in answers.items()}
-    records = [
-        frame_record(f"{image}:{f}", f, m.values.shape[1], m.values.shape[0], m) for f, m in sorted(maps.items())
-    ]
-    write_text(path, json.dumps(records))
-    return path

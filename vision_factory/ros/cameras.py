@@ -1,17 +1,16 @@
 """The ROS side of a node serving several cameras (its ``cameras`` parameter; the rest is ../cameras.py, ROS-free):
 an output published per camera, and what /diagnostics and ``~/debug/`` say per camera.
 
-- ``CameraPublisher``: one publisher per camera (``<camera>/<topic>``) behind the one a node's code publishes on:
-  ``publish`` sends to the camera whose frame the calling thread is on (InferenceNode.on_camera), or to every
-  camera where none is (latched metadata such as labels); ``get_subscription_count`` counts that camera's
-  subscribers (every camera's where none).
+- ``CameraPublisher``: one publisher per camera (``<camera>/<topic>``; the one camera's, "", on ``topic``) behind
+  the one a node's code publishes on: ``publisher[camera]`` is that camera's (a frame's answer goes out on its
+  camera's), ``publish`` sends to every camera's (latched metadata such as labels).
 - ``camera_status``: one DiagnosticStatus per camera, "<node>: camera <name>": its counts, rate, latency and frame
   age (CameraStats), WARN while it is silent for silence_timeout.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
@@ -24,32 +23,32 @@ CAMERA_STATUS = "{node}: camera {camera}"  # the name of a camera's DiagnosticSt
 
 
 class CameraPublisher:
-    """A node output's publishers, one per camera, chosen by the camera the calling thread is on."""
+    """A node output's publishers, one per camera: ``publisher[camera]`` is that camera's."""
 
-    def __init__(self, publishers: Mapping[str, Any], current: Callable[[], str | None]):
+    def __init__(self, publishers: Mapping[str, Any]):
         self.publishers = dict(publishers)
-        self._current = current
 
-    def _chosen(self) -> list:
-        camera = self._current()
-        return list(self.publishers.values()) if camera is None else [self.publishers[camera]]
+    def __getitem__(self, camera: str) -> Any:
+        return self.publishers[camera]
 
     def publish(self, message: Any) -> None:
-        for publisher in self._chosen():
+        """``message`` on every camera's publisher."""
+        for publisher in self.publishers.values():
             publisher.publish(message)
 
     def get_subscription_count(self) -> int:
-        return sum(publisher.get_subscription_count() for publisher in self._chosen())
+        """Every camera's subscribers."""
+        return sum(publisher.get_subscription_count() for publisher in self.publishers.values())
 
     @property
     def topic_name(self) -> str:
-        """The topic of the camera the calling thread is on (the first camera's where none)."""
-        return self._chosen()[0].topic_name
+        """The first camera's topic."""
+        return next(iter(self.publishers.values())).topic_name
 
     @property
     def qos_profile(self) -> Any:
-        """The QoS of the camera the calling thread is on (the first camera's where none; every camera's alike)."""
-        return self._chosen()[0].qos_profile
+        """The first camera's QoS (every camera's alike)."""
+        return next(iter(self.publishers.values())).qos_profile
 
 
 def wanted(publisher: Any) -> bool:

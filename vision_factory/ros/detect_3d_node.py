@@ -29,7 +29,6 @@ import zlib
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
@@ -46,28 +45,30 @@ except ImportError as missing:  # a vision_msgs built before the 3D messages wer
         "install the distribution's vision_msgs (rosdep)."
     ) from None
 
-from ..camera_infos import CameraInfos
-from ..families.family import MARKERS_MESSAGE, Output
+from ..camera_infos import CameraInfoError, CameraInfos, Intrinsics
+from ..families.family import MARKERS_MESSAGE, Input, Output
 from ..images import ImageFormatError
 from ..models.lift3d import (
     CORE,
     MIN_VALID,
     Box3D,
-    Intrinsics,
     LiftError,
     check_camera_frame,
     depth_intrinsics,
     depth_metres,
     lift,
 )
-from ..models.masks import labelled
-from ..parameters import FRACTION, IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter
-from ..results.detections import MASK_LABELS, detections_from_message, track_colour
+from ..parameters import FRACTION, IMAGE_INPUT_PARAMETERS, LIVE, RUNTIME_PARAMETERS, Parameter
+from ..results.boxes import Boxes
+from ..results.colours import track_colour
+from ..results.finite import MESSAGE_FIX, finite
+from ..results.frame import FrameResult
+from ..results.masks import MaskImageError, Masks
 from ..streaming import PAIRING_WINDOW, Pairing
-from ..text import untrusted
 from .cameras import wanted
-from .inference_node import InferenceNode, spin
+from .inference_node import InferenceNode
 from .messages import image_from_cdr
+from .spin import spin
 
 NAME = "detect_3d"
 PARAMETERS = (
@@ -77,12 +78,14 @@ PARAMETERS = (
         "share of a box's width and height, around its centre, whose depth is the object's (detections without a mask)",
         minimum=0.05,
         maximum=1.0,
+        applies=LIVE,
     ),
     Parameter(
         "min_valid_fraction",
         MIN_VALID,
         "least share of pixels with valid depth in a detection's mask or box core for a 3D box",
         **FRACTION,
+        applies=LIVE,
     ),
     Parameter(
         "use_masks",
@@ -98,6 +101,13 @@ PARAMETERS = (
         if p.name != "cameras"  # one camera's detections and depth; a node per camera
     ),
     *RUNTIME_PARAMETERS,
+)
+INPUTS = (  # what it subscribes to, described (--help)
+    Input("detections", "vision_msgs/msg/Detection2DArray", ": any detection node's, boxes in the colour image"),
+    Input("depth", "sensor_msgs/msg/Image", ", 16UC1 millimetres or 32FC1 metres, paired by stamp"),
+    Input("camera_info", "sensor_msgs/msg/CameraInfo", " of the colour image"),
+    Input("depth_camera_info", "sensor_msgs/msg/CameraInfo", " of the depth image, where its size differs"),
+    Input("masks", "sensor_msgs/msg/Image", ", mono16 or mono8 instance labels, paired by stamp", ("use_masks", True)),
 )
 OUTPUTS = (
     Output(
@@ -141,6 +151,14 @@ class Detect3DNode(InferenceNode):
         self.use_masks = self.values["use_masks"]
         self._mask_pairs: Pairing | None = None
 
+    def retune(self, values, changed: set[str]):
+        """Live parameters (node_live.py): the box core and the valid depth needed, from the next detections."""
+
+        def apply() -> None:
+            self.core, self.min_valid = values["core_fraction"], values["min_valid_fraction"]
+
+        return apply
+
     def listen(self) -> None:
         # The detections are the frames owed an answer; a depth image waits for its detections (a detector that
         # answers only the newest frame leaves depth images unpaired, which is no problem).
@@ -149,8 +167,8 @@ class Detect3DNode(InferenceNode):
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         watched = self.monitor.watch("depth", Image, self.image_qos, self._take_depth)
         self._inputs += [
-            self.create_subscription(Image, "depth", watched, self.image_qos, raw=True),
-            self.create_subscription(Detection2DArray, "detections", self._keep_image, reliable),
+            self.monitor.subscribe(Image, "depth", watched, self.image_qos, raw=True),
+            self.create_subscription(Detection2DArray, "detections", lambda msg: self._keep_image("", msg), reliable),
             self.create_subscription(CameraInfo, "camera_info", self._keep_camera_info, self.image_qos),
             self.create_subscription(CameraInfo, "depth_camera_info", self._keep_depth_camera_info, self.image_qos),
         ]
@@ -168,14 +186,14 @@ class Detect3DNode(InferenceNode):
         try:
             msg = image_from_cdr(data)
         except ImageFormatError as exc:  # counted under its kind, never raised in the executor
-            self.skip_error(exc)
+            self.skip_error(exc, "")
             return
-        self._keep_partner(msg)
+        self._keep_partner("", msg)
 
-    def enqueue(self, item: Any) -> None:
+    def enqueue(self, camera: str, item: Any) -> None:
         """(detections, depth) of one stamp; with use_masks, enqueued once the masks of that stamp are in too."""
         if self._mask_pairs is None or len(item) == 3:
-            super().enqueue(item)
+            super().enqueue(camera, item)
             return
         self._with_masks(*self._mask_pairs.image(_Waiting(item)))
 
@@ -186,7 +204,7 @@ class Detect3DNode(InferenceNode):
     def _with_masks(self, pair: tuple | None, unpaired: int) -> None:
         if pair is not None:
             waiting, masks = pair
-            super().enqueue((*waiting.item, masks))
+            super().enqueue("", (*waiting.item, masks))
         for _ in range(unpaired):
             self._without_masks()
 
@@ -197,6 +215,7 @@ class Detect3DNode(InferenceNode):
             "detections without masks",
             f"no {self.resolve_topic_name('masks')} message with their stamp came among the next {PAIRING_WINDOW} "
             f"messages; {MASKS_HINT}",
+            "",
         )
 
     def _stop_listening(self) -> None:
@@ -211,7 +230,7 @@ class Detect3DNode(InferenceNode):
     def _keep_depth_camera_info(self, msg: CameraInfo) -> None:
         self.depth_camera_infos.keep(msg)
 
-    def process(self, item) -> None:
+    def process(self, camera: str, item) -> None:
         detections_msg, depth_msg, masks_msg = item if len(item) == 3 else (*item, None)
         info = self.camera_infos.for_stamp(detections_msg.header.stamp)
         if info is None:
@@ -219,12 +238,13 @@ class Detect3DNode(InferenceNode):
                 "no camera_info",
                 f"no CameraInfo came on {self.resolve_topic_name('camera_info')}: remap camera_info to the colour "
                 "camera's (the image the detections are from)",
+                camera,
             )
             return
         try:
-            colour = _intrinsics(info, "camera_info")
+            colour = Intrinsics.of(info, "camera_info")
             depth_info = self.depth_camera_infos.for_stamp(depth_msg.header.stamp)
-            depth_k = None if depth_info is None else _intrinsics(depth_info, "depth_camera_info")
+            depth_k = None if depth_info is None else Intrinsics.of(depth_info, "depth_camera_info")
             pixels = depth_msg.width * depth_msg.height
             if self.max_image_pixels and pixels > self.max_image_pixels:
                 raise LiftError(
@@ -244,26 +264,33 @@ class Detect3DNode(InferenceNode):
                 depth_msg.data,
                 bool(depth_msg.is_bigendian),
             )
-            detections = detections_from_message(detections_msg)
+            detections = FrameResult(*colour.size, Boxes.from_message(detections_msg))
             if masks_msg is not None:
-                _masks_onto(detections, masks_msg, colour)
-        except LiftError as exc:
-            self.skip_error(exc)
+                detections.masks = _masks(detections.boxes, masks_msg, colour)
+        except (LiftError, CameraInfoError) as exc:
+            self.skip_error(exc, camera)
             return
-        boxes = lift(detections, depth, colour, k, self.core, self.min_valid)
+        # those of a NaN or infinite box or score: no 3D box, counted apart from those without depth
+        screened = finite(detections, "detections", MESSAGE_FIX)
+        for kind, detail in screened.problems.items():
+            self.warn(kind, detail)
+        boxes: list[Box3D | None] = [None] * len(detections)
+        for index, box in zip(screened.kept, lift(screened.result, depth, colour, k, self.core, self.min_valid)):
+            boxes[index] = box
         header = Header(stamp=detections_msg.header.stamp, frame_id=frame)
-        self.boxes_pub.publish(detections_3d_message(header, detections_msg, boxes))
+        self.boxes_pub[camera].publish(detections_3d_message(header, detections_msg, boxes))
         self.outputs += 1
-        self.monitor.answered(header)
-        if any(box is None for box in boxes):
+        self.monitor.answered(header, camera)
+        without = sum(boxes[index] is None for index in screened.kept)
+        if without:
             self.warn(
                 "detection without depth",
-                f"{sum(box is None for box in boxes)} of {len(boxes)} detections have under min_valid_fraction "
+                f"{without} of {len(boxes)} detections have under min_valid_fraction "
                 f"{self.min_valid:g} valid depth in their mask or box core (out of the depth camera's range, or "
                 "outside its image): left out of detections_3d, never placed at zero depth",
             )
-        if wanted(self.marker_pub):
-            self.marker_pub.publish(box_markers(header, detections_msg, boxes))
+        if wanted(self.marker_pub[camera]):
+            self.marker_pub[camera].publish(box_markers(header, detections_msg, boxes))
 
 
 class _Waiting:
@@ -275,42 +302,20 @@ class _Waiting:
         self.header, self.item = item[0].header, item
 
 
-def _masks_onto(detections: list, masks: Any, colour: Intrinsics) -> None:
-    """Gives each detection its mask from the instance label image ``masks`` (label k + 1: the k-th detection; one
-    beyond the encoding's labels keeps none: its box core is read). Of another encoding or size than the colour
-    image's: a LiftError."""
-    if masks.encoding not in MASK_LABELS:
-        raise LiftError(
-            "masks encoding",
-            f"masks is {untrusted(masks.encoding, 40)}: an instance label image is mono16 or mono8 (a detection "
-            "node's ~/masks)",
-        )
-    dtype, most = MASK_LABELS[masks.encoding]
-    dtype = dtype.newbyteorder(">" if masks.is_bigendian else "<")
-    if (masks.width, masks.height) != colour.size or masks.step < masks.width * dtype.itemsize:
+def _masks(boxes: Boxes, masks: Any, colour: Intrinsics) -> Masks:
+    """Each detection's mask from the instance label image ``masks`` (label k + 1: the k-th detection; one beyond
+    the encoding's labels keeps none: its box core is read). Of another encoding or size than the colour image's:
+    a LiftError."""
+    if masks.encoding in ("mono16", "mono8") and (masks.width, masks.height) != colour.size:
         raise LiftError(
             "masks size",
             f"masks is {masks.width}x{masks.height} (step {masks.step}), the colour image {colour.width}x"
             f"{colour.height} (camera_info): remap masks to the same detection node's ~/masks",
         )
-    if len(masks.data) < masks.step * masks.height:
-        raise LiftError("masks size", f"masks has {len(masks.data)} bytes, under step x height")
-    rows = np.frombuffer(masks.data, np.uint8, masks.step * masks.height).reshape(masks.height, masks.step)
-    labels = np.ascontiguousarray(rows[:, : masks.width * dtype.itemsize]).view(dtype)
-    for index, detection in enumerate(detections):
-        detection.mask = labelled(labels, index + 1, detection.xyxy) if index < most else None
-
-
-def _intrinsics(info: CameraInfo, what: str) -> Intrinsics:
-    roi = info.roi
-    return Intrinsics.from_camera_info(
-        info.k,
-        info.width,
-        info.height,
-        what,
-        (info.binning_x, info.binning_y),
-        (roi.x_offset, roi.y_offset, roi.width, roi.height),
-    )
+    try:
+        return Masks.from_message(masks, boxes)
+    except MaskImageError as exc:
+        raise LiftError(exc.kind, str(exc)) from None
 
 
 def detections_3d_message(header: Header, detections: Any, boxes: list[Box3D | None]) -> Detection3DArray:

@@ -31,41 +31,44 @@ runner; each package binds its own, and imports only its own family's module.
 
 from __future__ import annotations
 
+from typing import Any
+
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray  # noqa: F401  imported at start: a node without it says so (ros/start.py)
 
 from ..cameras import batches, detect_batch
 from ..families import tracking as tracking_parameters
 from ..families.family import Family
+from ..families.pipeline import detector_of
 from ..images import ImageFormatError
 from ..models.global_ids import global_ids, reentry_threshold
-from ..results.detections import (
-    COCO_KEYPOINTS,
-    COCO_SKELETON,
-    detections_from_message,
-    detections_message,
-    draw_detections,
-    label_info_message,
-    masks_message,
-    skeleton_markers,
-    track_markers,
-)
+from ..results.boxes import Boxes, label_info_message, track_markers
+from ..results.frame import FrameResult
 from ..runtime.runner import Runner
 from ..streaming import stamp_ns, stamp_of
 from .cameras import wanted
-from .inference_node import InferenceNode, spin
+from .inference_node import InferenceNode
 from .messages import bgr_to_message
+from .spin import spin
 
 
 class DetectionNode(InferenceNode):
     def __init__(self, runner_class: type[Runner], family: Family, **kwargs):
         self.family = family
-        super().__init__(family.name, family.node_parameters, runner_class, **kwargs)
+        super().__init__(family.name, family.node_parameters, runner_class, family.text_prompt, **kwargs)
 
     def configure(self) -> None:
         values, family = self.values, self.family
-        # families/pipeline.py, as the tools run it: each camera's own, on the one model
-        self.pipelines = self.camera_pipelines(lambda load_runner: family.pipeline(values, load_runner))
+        # families/pipeline.py, as the tools run it: each camera's own (its tracker), on one model and one adapter (a
+        # prompt's tokens derived once)
+        built: dict[str, Any] = {}
+
+        def make(load_runner):
+            pipeline = family.pipeline(values, load_runner, detector=built.get("detector"))
+            built.setdefault("detector", pipeline.detector)
+            return pipeline
+
+        self.pipelines = self.camera_pipelines(make)
         self.pipeline = self.pipelines[self.cameras[0]]
         self.tracking, self.detector = self.pipeline.tracking, self.pipeline.detector
         # cross_camera_reid: one global ID per person over the cameras (models/global_ids.py)
@@ -80,10 +83,7 @@ class DetectionNode(InferenceNode):
         if head_note:
             self.get_logger().info(head_note)
         self.confidence = values["confidence_threshold"]
-        self.pose = family.result.keypoints
         self.keypoint_threshold = values.get("keypoint_threshold", 0.5)
-        known_skeleton = self.pose and list(self.detector.keypoint_names) == list(COCO_KEYPOINTS)
-        self.skeleton = COCO_SKELETON if known_skeleton else ()
         publishers = self.create_outputs(family.node.outputs)  # families/detection.py's table
         self.detections_pub, self.labels_pub = publishers[family.output_topic], publishers["labels"]
         self.debug_pub = publishers["debug_image"]
@@ -91,9 +91,8 @@ class DetectionNode(InferenceNode):
         self.track_marker_pub = publishers.get("track_markers")  # with tracking on
         self.masks_pub = publishers.get("masks")  # a segmentation model's (yolo)
         self.mask_encoding = values.get("mask_encoding", "mono16")
-        if self.masks_pub is not None and _has_masks(self.detector):
+        if self.masks_pub is not None and self.pipeline.masks:
             self.get_logger().info(f"instance segmentation: masks publishes {self.mask_encoding} instance labels")
-        self.person_class = values.get("person_class", "")  # rtmpose's people from another node, by name
         if self.tracking:
             reid = "re-identification " + values["reid_model_path"] if self.tracking.embedder else "motion only"
             held = "the person's global ID over the cameras" if self.global_ids is not None else "the track ID"
@@ -106,89 +105,109 @@ class DetectionNode(InferenceNode):
 
     def on_activate(self, state):
         result = super().on_activate(state)
-        labels_header = Header(stamp=self.get_clock().now().to_msg())  # when published
-        self.labels_pub.publish(label_info_message(labels_header, self.detector.names, self.confidence))
+        self._publish_labels()
         return result
 
+    def _publish_labels(self) -> None:
+        """The class map (latched), with the confidence threshold in use."""
+        labels_header = Header(stamp=self.get_clock().now().to_msg())  # when published
+        self.labels_pub.publish(label_info_message(labels_header, self.detector.names, self.confidence))
+
+    def retune(self, values, changed: set[str]):
+        """Live parameters (node_live.py): the detector again on the models loaded (a prompt's tokens derived once,
+        as it is built), the tracker's motion thresholds; applied, the labels again when the classes or the
+        threshold changed."""
+        detector = detector_of(self.family, values, self.load_runner)
+        tracker = tracking_parameters.live_config(self.tracking, values) if self.tracking else None
+
+        def apply() -> None:
+            labels = (list(self.detector.names), self.confidence)
+            for pipeline in self.pipelines.values():
+                pipeline.retune(detector, values, tracker)
+            self.detector, self.confidence = detector, values["confidence_threshold"]
+            self.keypoint_threshold = values.get("keypoint_threshold", 0.5)
+            self.mask_encoding = values.get("mask_encoding", "mono16")
+            if (list(detector.names), self.confidence) != labels and self._threads.running:  # inactive: at activate
+                self._publish_labels()
+
+        return apply
+
     def listen(self) -> None:
-        partner = self.family.node.paired(self.values)
-        if partner is not None:  # rtmpose's people from another node (with person_source topic)
+        partner, boxes = self.family.node.paired(self.values), self.family.boxes_prompt
+        if partner is not None:  # boxes from another node: rtmpose's people (with person_source topic)
             hint = "is the detector running, and does it stamp its output with the image's header?"
-            topic = self.subscribe_paired_images(partner, "person detections", hint)
-            people = self.resolve_topic_name(partner.topic)
-            self.get_logger().info(f"posing the people of {people}, paired with images by stamp")
+            topic = self.subscribe_paired_images(partner, boxes.what, hint)
+            self.get_logger().info(
+                f"{boxes.use} of {self.resolve_topic_name(partner.topic)}, paired with images by stamp"
+            )
         else:
             topic = self.subscribe_images()
         self.get_logger().info(f"listening on {topic}, publishing {self.resolved_outputs(self.family.output_topic)}")
 
-    def process(self, item) -> None:
-        image_msg, people_msg = item if isinstance(item, tuple) else (item, None)
+    def process(self, camera: str, item) -> None:
+        image_msg, boxes_msg = item if isinstance(item, tuple) else (item, None)
         try:
             frame = self.to_bgr(image_msg)
         except ImageFormatError as exc:
-            self.skip_error(exc)
+            self.skip_error(exc, camera)
             return
-        people = None
-        if people_msg is not None:
-            people = detections_from_message(people_msg)
-            if self.person_class:
-                people = [person for person in people if person.class_name == self.person_class]
+        boxes = None
+        if boxes_msg is not None:  # another node's, paired by stamp: those of the class the prompt keeps
+            received = FrameResult.of(frame, boxes=Boxes.from_message(boxes_msg))
+            boxes = self.family.boxes_prompt.kept(received, self.values)
         header = image_msg.header
-        pipeline = self.pipelines[self.camera]
-        if people is None and batches(self.detector):  # a model of a fixed batch over 1 takes one frame padded
-            detections = detect_batch([pipeline.detector], [frame], self.batch_sizes.ran)[0]
-            result = pipeline.track(frame, detections, stamp_of(header))
+        pipeline = self.pipelines[camera]
+        if boxes is None and batches(self.detector):  # a model of a fixed batch over 1 takes one frame padded
+            found = detect_batch([pipeline.detector], [frame], self.batch_sizes.ran)[0]
+            result = pipeline.track(frame, found, stamp_of(header))
         else:
-            result = pipeline.push(frame, stamp_of(header), people)
+            ((_, result),) = pipeline.push(frame, stamp_of(header), boxes)
             self.batch_sizes.ran(1)
-        self._publish(header, frame, result)
+        self._publish(camera, header, frame, result)
 
     def process_batch(self, batch) -> None:
         """The frames of several cameras (one each) in one model run (cameras.py's detect_batch), then each
         through its camera's tracker and out on its camera's topics."""
         frames = []
         for camera, image_msg in batch:
-            with self.on_camera(camera):
-                try:
-                    frames.append((camera, image_msg.header, self.to_bgr(image_msg)))
-                except ImageFormatError as exc:
-                    self.skip_error(exc)
+            try:
+                frames.append((camera, image_msg.header, self.to_bgr(image_msg)))
+            except ImageFormatError as exc:
+                self.skip_error(exc, camera)
         detectors = [self.pipelines[camera].detector for camera, _, _ in frames]
         found = detect_batch(detectors, [frame for _, _, frame in frames], self.batch_sizes.ran)
-        for (camera, header, frame), detections in zip(frames, found):
-            with self.on_camera(camera):
-                self._publish(header, frame, self.pipelines[camera].track(frame, detections, stamp_of(header)))
+        for (camera, header, frame), result in zip(frames, found):
+            self._publish(camera, header, frame, self.pipelines[camera].track(frame, result, stamp_of(header)))
 
-    def _publish(self, header, frame, result) -> None:
-        """A frame's answer, and the markers, masks and debug image that are subscribed, on its camera's topics."""
-        tracking = self.pipelines[self.camera].tracking
+    def _publish(self, camera: str, header, frame, result: FrameResult) -> None:
+        """A frame's answer, and the markers, masks and debug image that are subscribed, on its camera's topics; what
+        was left out of it (a NaN or infinite value: the pipeline's ``problems``) reported once per kind, counted."""
+        tracking = self.pipelines[camera].tracking
+        for kind, detail in result.problems.items():
+            self.warn(kind, detail)
         if result.new_stream:
-            camera = f"camera {self.camera}: " if self.multicamera else ""
-            self.get_logger().info(f"{camera}new stream ({result.new_stream}): tracks reset, IDs count from 1 again")
-        detections, track_ids = result.detections, result.track_ids
+            named = f"camera {camera}: " if self.multicamera else ""
+            self.get_logger().info(f"{named}new stream ({result.new_stream}): tracks reset, IDs count from 1 again")
+        track_ids = result.boxes.track_ids
         if self.global_ids is not None and track_ids is not None:  # the camera's track IDs as global IDs
             if result.new_stream:
-                self.global_ids.forget(self.camera)
+                self.global_ids.forget(camera)
             threshold = reentry_threshold(pipeline.tracking for pipeline in self.pipelines.values())
-            track_ids = global_ids(self.global_ids, self.camera, stamp_ns(header) / 1e9, tracking, track_ids, threshold)
-        ids = None if track_ids is None else [tracking_parameters.id_text(track) for track in track_ids]
-        self.detections_pub.publish(detections_message(header, detections, self.detector.keypoint_names, ids))
+            tracks = [result.boxes.track(row) for row in range(len(result))]
+            ids = global_ids(self.global_ids, camera, stamp_ns(header) / 1e9, tracking, tracks, threshold)
+            result = result.with_parts(boxes=result.boxes.tracked(ids))
+        self.detections_pub[camera].publish(result.to_message(header))
         self.outputs += 1
-        self.monitor.answered(header)
-        if self.marker_pub is not None and wanted(self.marker_pub):
-            self.marker_pub.publish(skeleton_markers(header, detections, self.skeleton, self.keypoint_threshold))
-        if self.track_marker_pub is not None and wanted(self.track_marker_pub):
-            self.track_marker_pub.publish(track_markers(header, tracking.tracker.active))
-        if self.masks_pub is not None and wanted(self.masks_pub) and _has_masks(self.detector):
-            self.masks_pub.publish(masks_message(header, detections, frame.shape[:2], self.mask_encoding))
-        if wanted(self.debug_pub):
-            annotated = draw_detections(frame.copy(), detections, self.skeleton, self.keypoint_threshold, track_ids)
-            self.debug_pub.publish(bgr_to_message(annotated, header))
-
-
-def _has_masks(detector) -> bool:
-    """Whether ``detector`` finds instance masks (a YOLO segmentation model)."""
-    return bool(getattr(detector, "mask_channels", 0))
+        self.monitor.answered(header, camera)
+        if self.marker_pub is not None and wanted(self.marker_pub[camera]) and result.keypoints is not None:
+            self.marker_pub[camera].publish(result.keypoints.markers(header, self.keypoint_threshold))
+        if self.track_marker_pub is not None and wanted(self.track_marker_pub[camera]):
+            self.track_marker_pub[camera].publish(track_markers(header, tracking.tracker.active))
+        if self.masks_pub is not None and wanted(self.masks_pub[camera]) and result.masks is not None:
+            self.masks_pub[camera].publish(result.masks.to_message(header, result, self.mask_encoding))
+        if wanted(self.debug_pub[camera]):
+            annotated = result.draw(frame.copy(), self.keypoint_threshold)
+            self.debug_pub[camera].publish(bgr_to_message(annotated, header))
 
 
 def run(runner_class: type[Runner], args: list[str] | None, family: Family) -> int:

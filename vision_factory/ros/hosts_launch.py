@@ -35,6 +35,7 @@ HOSTS_KEY = "hosts"
 GROUP_KEYS = {"family", "namespace", "cameras", "domain_id", "parameters"}
 MAX_DOMAIN_ID = 232  # the largest ROS_DOMAIN_ID DDS can take (0..101 and 215..232 clear ephemeral ports on Linux)
 MAX_HOSTS_FILE = 1 << 20  # bytes: a hosts file is a few lines per host
+MAX_HOSTS_DEPTH = 16  # levels of nesting: hosts, a group, its parameters and a list value take 5
 NAMESPACE = re.compile(r"/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*")
 DOMAIN_VARIABLE = "ROS_DOMAIN_ID"
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -108,7 +109,49 @@ def load_hosts(path: str | Path) -> dict[str, HostNode]:
         document = yaml.safe_load(data.decode("utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise HostsFileError(f"hosts file {shown} is not YAML: {untrusted(error, 300)}") from None
+    except RecursionError:  # the YAML reader recurses once per level of nesting
+        raise HostsFileError(_too_deep(shown, "nests deeper than a YAML reader can follow")) from None
+    depth = nesting(document)
+    if depth is None:
+        raise HostsFileError(_too_deep(shown, "refers to itself (a YAML alias inside its own anchor)"))
+    if depth > MAX_HOSTS_DEPTH:
+        raise HostsFileError(_too_deep(shown, f"nests {depth} levels deep"))
     return parse_hosts(document, shown)
+
+
+def _too_deep(shown: str, found: str) -> str:
+    return (
+        f"hosts file {shown} {found}: a hosts file nests at most {MAX_HOSTS_DEPTH} levels (hosts, a group, its "
+        "parameters and their values): give hosts: {NAME: {family, namespace, cameras, parameters}}"
+    )
+
+
+def nesting(document: Any) -> int | None:
+    """How many levels of lists and mappings ``document`` (as yaml.safe_load gives it) nests, without recursion;
+    None when it contains itself (a YAML alias inside its own anchor). Each list or mapping is measured once, however
+    many aliases share it."""
+    depth: dict[int, int] = {}  # id of a list or mapping measured -> its levels
+    open_: set[int] = set()  # ids on the current path: met again, the document contains itself
+    stack: list[tuple[Any, bool]] = [(document, False)]
+    while stack:
+        value, children_done = stack.pop()
+        if not isinstance(value, list | dict):
+            continue
+        children = [
+            item for item in (value.values() if isinstance(value, dict) else value) if isinstance(item, list | dict)
+        ]
+        if children_done:
+            open_.discard(id(value))
+            depth[id(value)] = 1 + max((depth[id(child)] for child in children), default=0)
+            continue
+        if id(value) in depth:
+            continue
+        if id(value) in open_:
+            return None
+        open_.add(id(value))
+        stack.append((value, True))
+        stack.extend((child, False) for child in children if id(child) not in depth)
+    return depth.get(id(document), 0)
 
 
 def parse_hosts(document: Any, shown: str = "hosts file") -> dict[str, HostNode]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..parameters import CAMERA_TOPIC, Parameter, Value
 from ..text import untrusted
+from .transport import PROFILE_VARIABLES, SHARED_MEMORY_PROFILE  # the profile: in the package's share/<package>/config/
 
 if TYPE_CHECKING:
     from launch import LaunchContext, LaunchDescription
@@ -26,8 +27,7 @@ if TYPE_CHECKING:
     from ..families.family import Family
     from ..runtime.runner import Runner
 
-PROFILE_VARIABLE = "FASTDDS_DEFAULT_PROFILES_FILE"
-SHARED_MEMORY_PROFILE = "fastdds_shm.xml"  # in the package's share/<package>/config/
+PROFILE_VARIABLE = PROFILE_VARIABLES[0]  # FASTDDS_DEFAULT_PROFILES_FILE
 AUTOSTART = "autostart"  # the node parameter (and launch argument) that picks the launch_ros action
 INTEGER = re.compile(r"[+-]?[0-9]+")
 BOOLEANS = {"true": True, "false": False}

@@ -1,4 +1,4 @@
-"""Conversions between ROS image messages and the core's numpy images (results: results/<kind>.py)."""
+"""Conversions between ROS image messages and the core's numpy images (results: results/frame.py and its parts)."""
 
 from __future__ import annotations
 

@@ -22,19 +22,17 @@ provider that fell back, silence) or ERROR (every frame of the window skipped), 
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
 import threading
 import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.event_handler import SubscriptionEventCallbacks, UnsupportedEventTypeError
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSCompatibility, QoSProfile, ReliabilityPolicy, qos_check_compatible
 from std_msgs.msg import Float64, Header
@@ -42,6 +40,7 @@ from std_msgs.msg import Float64, Header
 from ..text import untrusted
 from .cameras import wanted
 from .parameters import OUTPUT_QOS_OVERRIDES
+from .transport import advice, receive_limit
 
 WINDOW_S = 10.0  # the diagnostics' window: rate, drops, skips and percentiles over the last seconds
 SAMPLES = 2000  # per ring buffer (latency, processing time): bounded whatever the frame rate
@@ -50,10 +49,11 @@ DEBUG_TOPICS = ("processing_time_ms", "pipeline_latency_ms", "preprocess_ms", "i
 INFERENCE_STATUS = "{node}: inference"  # the name of the node's DiagnosticStatus, by the node's name
 # The status' keys of its counts since start (read by tools: replay, verify).
 FRAMES_IN, ANSWERED, DROPPED, SKIPPED = "frames in", "frames answered", "frames dropped", "frames skipped"
-PROFILE_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")  # the second: older name
+NEVER_ARRIVED = "frames that never arrived"  # sent by the publishers and lost on the way, since start
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 # With no publisher on its image topic: the image topics others publish that the warning names, at most.
 NAMED_TOPICS = 8
+LOSS_MIN = 5  # frames that never arrived in the window before the loss watch warns (one or two is noise)
 
 
 def qos_text(qos: QoSProfile) -> str:
@@ -118,6 +118,13 @@ class Monitor:
         self._waiting_since: float | None = None  # since when a publisher is there and no frame came
         self.silence = ""  # the reason while silent past silence_timeout, logged once until frames come
         self._unpublished = False  # the silence is "no publisher here, images elsewhere": said once, until one comes
+        # Frames the image topics' publishers sent that never arrived (the subscriptions' message-lost events, from
+        # the DDS reader: a gap in a publisher's sequence numbers, a frame whose fragments did not all come).
+        self.never_arrived = 0
+        self._loss_counts: deque[tuple[float, int, int]] = deque([(time.monotonic(), 0, 0)])  # (s, in, never)
+        self.frame_bytes = 0  # the largest image message that came on the watched topic (bytes)
+        self.losing = ""  # the reason while frames go missing on the way (diagnostics' WARN)
+        self._loss_said = False  # logged once, until a window without losses
         self._timer = node.create_timer(DIAGNOSTICS_PERIOD_S, self.tick)
 
     # --- hooks called by the node ---
@@ -146,7 +153,7 @@ class Monitor:
         self.models = []
 
     def watch(self, topic: str, message_type: type, qos: QoSProfile, callback: Callable[[Any], None]):
-        """The image subscription's callback, noting each arrival for the silence watch."""
+        """The image subscription's callback, noting each arrival (and the frame's size) for the silence watch."""
         self.topic = self.node.resolve_topic_name(topic)
         self.message_type = _type_name(message_type)
         self.qos = qos
@@ -155,21 +162,36 @@ class Monitor:
         def arrived(msg: Any) -> None:
             self._last_frame = time.monotonic()
             self._arrivals += 1
+            size = len(msg) if isinstance(msg, bytes) else len(getattr(msg, "data", b""))  # raw: the serialized bytes
+            self.frame_bytes = max(self.frame_bytes, size)
             callback(msg)
 
         return arrived
+
+    def subscribe(self, message_type: type, topic: str, callback: Callable[[Any], None], qos: QoSProfile, raw: bool):
+        """An image subscription of the node whose frames that never arrived are counted (``never_arrived``); where
+        the RMW has no message-lost event, a plain one."""
+        events = SubscriptionEventCallbacks(message_lost=self._lost)
+        try:
+            return self.node.create_subscription(message_type, topic, callback, qos, raw=raw, event_callbacks=events)
+        except UnsupportedEventTypeError:
+            return self.node.create_subscription(message_type, topic, callback, qos, raw=raw)
+
+    def _lost(self, info: Any) -> None:
+        self.never_arrived += info.total_count_change
 
     def unwatch(self) -> None:
         """The image subscription is gone (e.g. a deactivated node): no silence watch until ``watch`` again."""
         self.topic, self.silence, self._waiting_since, self._unpublished = None, "", None, False
 
-    def process(self, work: Callable[[Any], None], item: Any) -> None:
-        """``work(item)`` timed by stage; the times recorded and published unless the frame was skipped."""
+    def process(self, work: Callable[..., None], *arguments: Any) -> None:
+        """``work(*arguments)`` (a frame's) timed by stage; the times recorded and published unless the frame was
+        skipped."""
         clock = _FrameClock()
         skipped = self.node.frames_skipped
         self._frame.clock = clock
         try:
-            work(item)
+            work(*arguments)
         finally:
             self._frame.clock = None
         end = time.perf_counter()
@@ -191,15 +213,15 @@ class Monitor:
         if clock is not None:
             clock.received += seconds
 
-    def answered(self, header: Header) -> None:
-        """An answer for the frame of ``header`` was just published: its pipeline latency."""
+    def answered(self, header: Header, camera: str) -> None:
+        """An answer for the frame of ``header`` (of ``camera``) was just published: its pipeline latency."""
         latency = age_s(self.node, header)
         with self._lock:
             self._latencies.append((time.monotonic(), 1000 * latency))
         self._publish("pipeline_latency_ms", latency)
         camera_answered = getattr(self.node, "camera_answered", None)  # a node of several cameras counts each's
         if camera_answered is not None:
-            camera_answered(1000 * latency)
+            camera_answered(camera, 1000 * latency)
 
     # --- inside ---
 
@@ -220,8 +242,9 @@ class Monitor:
             publisher.publish(Float64(data=1000 * seconds))
 
     def tick(self) -> None:
-        """Once a second: the silence watch, then /diagnostics."""
+        """Once a second: the silence and loss watches, then /diagnostics."""
         self.watch_silence()
+        self.watch_losses()
         cameras = getattr(self.node, "camera_statuses", list)()  # one status per camera of a multi-camera node
         self.diagnostics.publish(
             DiagnosticArray(header=Header(stamp=self.node.get_clock().now().to_msg()), status=[self.status(), *cameras])
@@ -315,7 +338,10 @@ class Monitor:
             return f"{text}: {'; '.join(mismatches)}"
         if self._arrivals:  # frames did come: not a transport that never delivers
             return f"{text}. {self._seen()}"
-        return f"{text}. Likely causes: {self._transport_cause()}; or {self._qos_cause(publishers)}"
+        if self.never_arrived:  # sent, and lost on the way: said, not guessed
+            return f"{text}: {self._lost_text(0, self.never_arrived, 'since it started')}"
+        likely = f"{self._qos_cause(publishers)}; or frames lost on the way: {self._transport_cause()}"
+        return f"{text}. Likely causes: {likely}"
 
     def _seen(self) -> str:
         """What the node saw of the frames that came before a silence: how many, when, and what became of them."""
@@ -334,22 +360,56 @@ class Monitor:
         reason = waiting() if waiting is not None else ""
         if reason:
             text += f"; {reason}"
+        if self.never_arrived:
+            return f"{text}; {self._lost_text(node.frames_in, self.never_arrived, 'since it started')}"
+        # Frames of this size came whole and none was reported lost: the transport carries them (a transport that
+        # loses them, as a 512 KB shared-memory segment loses larger frames, loses them all: silence_reason's case).
         return f"{text}. The publisher paused or stopped sending (the end of a bag or a stream)"
 
     def _transport_cause(self) -> str:
-        profile = next((f"{name}={os.environ[name]}" for name in PROFILE_VARIABLES if os.environ.get(name)), "")
-        here = f"this node runs with {untrusted(profile, 300)}" if profile else "this node runs on Fast DDS defaults"
+        """Where frames from this topic's publishers get lost on the way, and the fixes (transport.advice)."""
+        reliable = []
+        if self.qos is not None and self.qos.reliability == ReliabilityPolicy.BEST_EFFORT and self.topic:
+            for publisher in self.node.get_publishers_info_by_topic(self.topic):
+                if publisher.qos_profile.reliability == ReliabilityPolicy.RELIABLE:
+                    reliable.append(untrusted(f"{publisher.node_namespace.rstrip('/')}/{publisher.node_name}", 100))
+        return untrusted(advice(self.frame_bytes, reliable, os.environ, receive_limit()), 2000)
+
+    def watch_losses(self) -> None:
+        """Warn once when more than drop_warn_fraction of the frames publishers sent in the window (at least
+        LOSS_MIN) never arrived; said again only after a window in which none went missing."""
+        now = time.monotonic()
+        self._loss_counts.append((now, self.node.frames_in, self.never_arrived))
+        while len(self._loss_counts) > 2 and self._loss_counts[1][0] <= now - WINDOW_S:
+            self._loss_counts.popleft()
+        arrived, lost = self.node.frames_in - self._loss_counts[0][1], self.never_arrived - self._loss_counts[0][2]
+        if lost < LOSS_MIN or lost <= self.drop_warn_fraction * (arrived + lost):
+            self.losing = ""
+            if lost == 0:
+                self._loss_said = False
+            return
+        span = f"in the last {min(now - self._loss_counts[0][0], WINDOW_S):.0f} s"
+        self.losing = self._lost_text(arrived, lost, span)
+        if not self._loss_said:
+            self._loss_said = True
+            self.node.get_logger().warning(self.losing + " (logged once, until frames come whole again)")
+
+    def _lost_text(self, arrived: int, lost: int, when: str) -> str:
+        """'N of the M frames ... never reached this node ...': the losses ``when``, where, and the fix."""
+        topics = (
+            f"{self.topic} and the other cameras' topics" if getattr(self.node, "multicamera", False) else self.topic
+        )
         return (
-            f"camera-sized messages over Fast DDS's default UDP transport are lost or stall, and two processes with "
-            f"different transport profiles may not reach each other ({here}): start the camera and this node with "
-            f"the same shared-memory profile, export FASTDDS_DEFAULT_PROFILES_FILE={shm_profile()}"
+            f"{lost} of the {arrived + lost} frames publishers sent on {topics} {when} never reached this node (its "
+            f"DDS reader counted them lost: missing from a publisher's sequence, or their fragments never all came): "
+            f"lost in transport, not by the camera; {self._transport_cause()}"
         )
 
     def _qos_cause(self, publishers: list) -> str:
         offered = "; ".join(f"{untrusted(p.node_name, 100)}: {qos_text(p.qos_profile)}" for p in publishers[:3])
         return (
-            f"a publisher that sends nothing yet (a camera waiting for a trigger); QoS as seen: publishers {offered}; "
-            f"this node {qos_text(self.qos)}"
+            f"a publisher that sends nothing yet (a camera waiting for a trigger; QoS as seen: publishers {offered}, "
+            f"this node {qos_text(self.qos)})"
         )
 
     def status(self) -> DiagnosticStatus:
@@ -370,6 +430,7 @@ class Monitor:
             ANSWERED: node.outputs,
             DROPPED: node.frames_dropped,
             SKIPPED: node.frames_skipped,
+            NEVER_ARRIVED: self.never_arrived,
         }
         for kind, count in dict(node.problems).items():
             values[f"problem: {kind}"] = count
@@ -415,6 +476,8 @@ class Monitor:
         for path, _, fallback in self.models:
             if fallback:
                 warnings.append(f"{os.path.basename(path)}: {fallback}")
+        if self.losing:
+            warnings.append(self.losing)
         if self.silence:
             warnings.append(self.silence)
         if errors:
@@ -424,24 +487,6 @@ class Monitor:
         if self.topic is not None and came == 0:
             return DiagnosticStatus.OK, f"waiting for frames on {self.topic}"
         return DiagnosticStatus.OK, "answering"
-
-
-def shm_profile() -> str:
-    """The path of this package's Fast DDS shared-memory profile, config/fastdds_shm.xml, as installed (colcon, pip)
-    or in a source checkout: vision_factory's share path helper where it is there; a generated package (which has
-    no such helper) installs it under <prefix>/share/<package>/config."""
-    package = __package__.split(".")[0]  # vision_factory, or a generated package (its own copy of the profile)
-    try:
-        share_path = importlib.import_module(f"{package}.share").share_path
-        return str(share_path("config", "fastdds_shm.xml"))
-    except (ImportError, AttributeError, FileNotFoundError):
-        pass
-    try:  # a generated package built with colcon
-        from ament_index_python.packages import get_package_share_directory
-
-        return str(Path(get_package_share_directory(package)) / "config" / "fastdds_shm.xml")
-    except (ImportError, LookupError, OSError, ValueError):
-        return str(Path(sys.prefix) / "share" / package / "config" / "fastdds_shm.xml")
 
 
 def _type_name(message_type: type) -> str:

@@ -3,17 +3,23 @@ and the image subscription's QoS."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSPolicyKind, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSPolicyKind, QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 
-from ..parameters import QOS_OVERRIDES, RELIABILITIES, Parameter, closest
+from ..parameters import CONFIGURE, LIVE, MAX_QUEUE, QOS_OVERRIDES, RELIABILITIES, START, Parameter, closest
 
+# What `ros2 param describe` says of when a value set on a running node takes effect.
+APPLIES_TEXT = {
+    LIVE: "live: set on a running node, it applies from the next frame",
+    CONFIGURE: "at configure: refused while the node is configured; set it unconfigured, then configure",
+    START: "at start: read-only",
+}
 RELIABILITY = dict(zip(RELIABILITIES, (ReliabilityPolicy.BEST_EFFORT, ReliabilityPolicy.RELIABLE)))
 # Parameters every rclpy node declares itself.
 ROS_PARAMETERS = ("use_sim_time", "start_type_description_service")
@@ -22,41 +28,34 @@ ROS_PARAMETERS = ("use_sim_time", "start_type_description_service")
 OUTPUT_QOS_OVERRIDES = QoSOverridingOptions(
     (QoSPolicyKind.HISTORY, QoSPolicyKind.DEPTH, QoSPolicyKind.RELIABILITY, QoSPolicyKind.DURABILITY)
 )
+# The values each of them takes: a policy's names as rclpy reads them (its enum's, lower case), a depth's range.
+QOS_OVERRIDE_CHOICES = {
+    policy.name.lower(): [name for name in kind.short_keys() if name != "unknown"]
+    for policy, kind in (
+        (QoSPolicyKind.HISTORY, HistoryPolicy),
+        (QoSPolicyKind.RELIABILITY, ReliabilityPolicy),
+        (QoSPolicyKind.DURABILITY, DurabilityPolicy),
+    )
+}
 
 
 def declare_parameters(node: Node, parameters: Iterable[Parameter]) -> None:
     """Declare each parameter with its description and valid values (``ros2 param describe`` shows both); values
-    are checked by ``parameter_values`` at configure and by ``refuse_invalid`` when set. A start-up value of
-    another type (text for a number, 1 for a floating-point number) is a ValueError naming the fix."""
+    are checked by ``parameter_values`` at configure and by the node when set (ros/node_live.py). The description
+    ends with when a value set on a running node applies (Parameter.applies); one read at start only is read-only.
+    A start-up value of another type (text for a number, 1 for a floating-point number) is a ValueError naming the
+    fix."""
     for parameter in parameters:
         descriptor = ParameterDescriptor(
-            description=parameter.description,
+            description=f"{parameter.description} [{APPLIES_TEXT[parameter.applies]}]",
             additional_constraints=parameter.valid,
             dynamic_typing=parameter.dynamic_typing,
+            read_only=parameter.applies == START,
         )
         try:
             node.declare_parameter(parameter.name, parameter.default, descriptor)
         except InvalidParameterTypeException:  # a start-up value of another type: said in the table's words
             raise ValueError(parameter.type_refusal(node._parameter_overrides[parameter.name].value)) from None
-
-
-def refuse_invalid(parameters: Iterable[Parameter]) -> Callable[[list], SetParametersResult]:
-    """A set-parameters callback (``add_on_set_parameters_callback``) that refuses a value not valid for its
-    parameter, the reason naming the parameter, the value and the valid values."""
-    by_name = {parameter.name: parameter for parameter in parameters}
-
-    def callback(changes: list) -> SetParametersResult:
-        for change in changes:
-            parameter = by_name.get(change.name)
-            if parameter is None:
-                continue
-            try:
-                parameter.check(change.value)
-            except ValueError as exc:
-                return SetParametersResult(successful=False, reason=str(exc))
-        return SetParametersResult(successful=True)
-
-    return callback
 
 
 def parameter_values(node: Node, parameters: Iterable[Parameter]) -> dict[str, Any]:
@@ -79,6 +78,29 @@ def undeclared_overrides(node: Node, names: Iterable[str]) -> list[str]:
     # ROS's own QoS overrides are declared with each publisher (at configure, after this check)
     unknown = [name for name in unknown if not name.startswith(QOS_OVERRIDES) and not node.has_parameter(name)]
     return [f"{name}{closest(name, known)}" for name in unknown]
+
+
+def check_qos_overrides(node: Node) -> None:
+    """The QoS overrides given to ``node`` at start-up (-p qos_overrides./TOPIC.publisher.POLICY:=VALUE, or a
+    parameters file) for the policies its outputs take (OUTPUT_QOS_OVERRIDES), checked before anything is made: ROS
+    reads them only as it makes the publisher, after the model loaded, and of a depth out of range says no more than
+    a pybind11 dump (2^31) or rmw's 'queue size exceeds the DDS type' (-1), naming neither parameter nor topic. A
+    ValueError naming the parameter, its value, the valid values and the fix."""
+    given = getattr(node, "_parameter_overrides", {})  # rclpy keeps no public list of the start-up values
+    for name in sorted(name for name in given if name.startswith(QOS_OVERRIDES)):
+        policy, value = name.rsplit(".", 1)[-1], given[name].value
+        if policy == QoSPolicyKind.DEPTH.name.lower():
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_QUEUE:
+                raise ValueError(
+                    f"{name} is {value!r}: a history depth is a whole number of messages in 1..{MAX_QUEUE}; give "
+                    f"e.g. -p {name}:=10"
+                )
+        elif policy in QOS_OVERRIDE_CHOICES:
+            choices = QOS_OVERRIDE_CHOICES[policy]
+            if not isinstance(value, str) or value.lower() not in choices:
+                raise ValueError(
+                    f"{name} is {value!r}: a {policy} is one of {', '.join(choices)}; give e.g. -p {name}:={choices[1]}"
+                )
 
 
 def image_input(values: Mapping[str, Any]) -> tuple[str, QoSProfile]:

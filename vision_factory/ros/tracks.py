@@ -5,7 +5,6 @@ again) when families/pipeline.py's StreamRule says so: the frame size changes or
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -14,7 +13,7 @@ from std_msgs.msg import Header
 from ..families.pipeline import StreamRule
 from ..families.tracking import from_model_text
 from ..models.tracker import Tracking
-from ..results.detections import Detection
+from ..results.boxes import Boxes
 from ..streaming import stamp_of
 
 
@@ -26,7 +25,7 @@ class TrackedStream:
             logger.info(note)
         self.rule = StreamRule()
 
-    def update(self, header: Header, frame: np.ndarray, detections: Sequence[Detection]) -> list[int | None]:
+    def update(self, header: Header, frame: np.ndarray, detections: Boxes) -> list[int | None]:
         """The track ID of each detection (None: no confirmed track), after a reset if a new stream starts."""
         reason = self.rule.new_stream(frame.shape[:2], stamp_of(header))
         if reason:

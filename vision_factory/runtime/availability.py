@@ -1,18 +1,14 @@
 """What each backend can really run on here: versions, providers and devices, or why not.
 
-Each probe takes its backend's entry of the table (runtime/backends.py), which names them.
+Each probe takes its backend's name and install hint, from its entry of the table (runtime/backends.py).
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .runner import PROBE_MODEL
-
-if TYPE_CHECKING:
-    from .backends import Backend
 
 
 @dataclass
@@ -24,12 +20,12 @@ class BackendStatus:
     notes: list[str] = field(default_factory=list)  # what is listed but cannot run, and why
 
 
-def onnxruntime_status(spec: Backend) -> BackendStatus:
+def onnxruntime_status(name: str, install_hint: str) -> BackendStatus:
     try:
         ort = importlib.import_module("onnxruntime")
     except ImportError:
-        return BackendStatus(spec.name, False, notes=[spec.install_hint])
-    status = BackendStatus(spec.name, True, ort.__version__)
+        return BackendStatus(name, False, notes=[install_hint])
+    status = BackendStatus(name, True, ort.__version__)
     options = ort.SessionOptions()
     options.log_severity_level = 4
     from .providers import REMOTE_PROVIDERS
@@ -52,24 +48,24 @@ def onnxruntime_status(spec: Backend) -> BackendStatus:
     return status
 
 
-def openvino_status(spec: Backend) -> BackendStatus:
+def openvino_status(name: str, install_hint: str) -> BackendStatus:
     try:
         ov = importlib.import_module("openvino")
     except ImportError:
-        return BackendStatus(spec.name, False, notes=[spec.install_hint])
+        return BackendStatus(name, False, notes=[install_hint])
     core = ov.Core()
     targets = [f"{device} ({core.get_property(device, 'FULL_DEVICE_NAME')})" for device in core.available_devices]
-    return BackendStatus(spec.name, True, ov.__version__, targets + ["AUTO"])
+    return BackendStatus(name, True, ov.__version__, targets + ["AUTO"])
 
 
-def tensorrt_status(spec: Backend) -> BackendStatus:
+def tensorrt_status(name: str, install_hint: str) -> BackendStatus:
     from .tensorrt_runner import _cudart, _tensorrt
 
     try:
         trt = _tensorrt()
     except RuntimeError as exc:  # its message names the fix (the runner's own hint: it is standalone)
-        return BackendStatus(spec.name, False, notes=[str(exc)])
-    status = BackendStatus(spec.name, True, trt.__version__)
+        return BackendStatus(name, False, notes=[str(exc)])
+    status = BackendStatus(name, True, trt.__version__)
     try:
         cudart = _cudart()
     except RuntimeError as exc:

@@ -31,7 +31,7 @@ class Backend:
     pip: tuple[str, ...]  # what setup.py of a generated package requires
     rosdep: tuple[str, ...]  # what its package.xml declares
     install_hint: str
-    probe: Callable[[Backend], BackendStatus]  # what really runs here
+    probe: Callable[[str, str], BackendStatus]  # (name, install_hint) -> what really runs here
     bench_options: tuple[str, ...]  # the options `bench` tries by default
     tools: tuple[tuple[str, str], ...] = ()  # (executable, function in the runner module)
     # The runner parameters whose defaults its template states as constants (templates/runners/), and those
@@ -48,7 +48,7 @@ class Backend:
         return self.runner().PARAMETERS
 
     def status(self) -> BackendStatus:
-        return self.probe(self)
+        return self.probe(self.name, self.install_hint)
 
 
 BACKENDS: dict[str, Backend] = {

@@ -5,7 +5,7 @@ AMX-INT8) the products are summed in 32 bits; without it (AVX2, or AVX-512 witho
 ``vpmaddubsw``, which adds pairs of products in 16 bits and saturates. Weights quantized to 7 bits
 (``reduce_range``: [-64, 64]) keep every pair within 16 bits. Measured on shapes-YOLOv8n (shapes-val AP):
 full-range weights lose 0.14-0.15 AP on an AVX2-only CPU (an AMD EPYC, and qemu's EPYC-Rome model) and
-nothing on an AVX-512 VNNI Xeon; 7-bit weights hold on both (README, quantization). OpenVINO's CPU plugin
+nothing on an AVX-512 VNNI Xeon; 7-bit weights hold on both (docs/tools/quantize.md). OpenVINO's CPU plugin
 (oneDNN) loses accuracy alike unless NNCF's overflow fix gives every layer 7-bit weights (re-id embeddings under
 qemu's EPYC-Rome: mean cosine to FP32 0.93 against 0.97).
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..parameters import with_defaults, with_new_defaults
+from ..text import shown_path
 from .cpu import warn_once
 from .providers import PARAMETERS as PROVIDER_PARAMETERS
 from .providers import ProviderConfig, create_session, fell_back, prepare_runtime
@@ -60,9 +61,10 @@ class OnnxRunner:
             self.metadata = dict(self.session.get_modelmeta().custom_metadata_map)
         except UnicodeDecodeError as error:  # ONNX Runtime gives no map at all then
             raise ValueError(
-                f"{model_path}: its metadata is not UTF-8 (byte {error.object[error.start : error.end]!r} at "
-                f"{error.start}): the file is damaged or its exporter wrote bytes, not text; export the model again, "
-                "or rewrite its metadata (onnx.load, fix metadata_props, onnx.save)"
+                f"{shown_path(model_path)}: its metadata is not UTF-8 (byte "
+                f"{error.object[error.start : error.end]!r} at {error.start}): the file is damaged or its exporter "
+                "wrote bytes, not text; export the model again, or rewrite its metadata (onnx.load, fix "
+                "metadata_props, onnx.save)"
             ) from None
         self._output_names = [o.name for o in self.outputs]
         self.fallback = fell_back(config, self.providers)  # '' unless provider_fallback let it run elsewhere

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..parameters import Parameter, with_defaults
+from ..parameters import MAX_THREADS, Parameter, with_defaults
+from ..text import shown_path, untrusted
 from .cpu import warn_once
 from .runner import (
     PROBE_MODEL,
@@ -67,7 +68,9 @@ class OpenVinoRunner:
         Parameter("cache_dir", "", "compiled-model cache, default $ROS_HOME/<package>/openvino_cache"),
         # OpenVINO runs bf16 by default on CPUs that have it; f32 keeps the model's own accuracy.
         Parameter("inference_precision", INFERENCE_PRECISION, "f32, bf16, f16, or '' for the device's default"),
-        Parameter("inference_threads", 0, "CPU inference threads, 0 = OpenVINO decides"),
+        Parameter(
+            "inference_threads", 0, "CPU inference threads, 0 = OpenVINO decides", minimum=0, maximum=MAX_THREADS
+        ),
     )
 
     def __init__(
@@ -97,7 +100,7 @@ class OpenVinoRunner:
         try:
             model = core.read_model(str(path))
         except Exception as exc:  # OpenVINO raises RuntimeError subclasses with the parser's message
-            raise ValueError(f"OpenVINO cannot read model {path}: {exc}") from exc
+            raise ValueError(f"OpenVINO cannot read model {shown_path(path)}: {untrusted(exc, 400)}") from exc
         config: dict[str, Any] = {"PERFORMANCE_HINT": performance_hint}
         if inference_threads:
             config["INFERENCE_NUM_THREADS"] = inference_threads
@@ -106,7 +109,7 @@ class OpenVinoRunner:
         try:
             self.compiled = core.compile_model(model, device, config)
         except Exception as exc:
-            raise RuntimeError(f"OpenVINO cannot compile {path.name} for {device}: {exc}") from exc
+            raise RuntimeError(f"OpenVINO cannot compile {path.name} for {device}: {untrusted(exc, 400)}") from exc
         self.request = self.compiled.create_infer_request()  # this thread's; each other thread makes its own
         self._requests = threading.local()
         self._requests.request = self.request

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..parameters import MAX_THREADS, Parameter, with_defaults
+from ..parameters import MAX_DEVICE_ID, MAX_MEMORY_MB, MAX_THREADS, Parameter, with_defaults
+from ..text import shown_path, untrusted
 from .runner import PROBE_MODEL, default_cache_dir, model_file
 
 PROVIDER_ALIASES: dict[str, str] = {
@@ -108,8 +109,8 @@ PARAMETERS = (
         dynamic_typing=True,
     ),
     Parameter("provider_fallback", "error", f"when a requested provider cannot run: {' or '.join(FALLBACK_POLICIES)}"),
-    Parameter("device_id", 0, "GPU index for CUDA / TensorRT / ROCm / DirectML", minimum=0),
-    Parameter("cuda_mem_limit_mb", 0, "CUDA arena limit in MiB, 0 = none", minimum=0),
+    Parameter("device_id", 0, "GPU index for CUDA / TensorRT / ROCm / DirectML", minimum=0, maximum=MAX_DEVICE_ID),
+    Parameter("cuda_mem_limit_mb", 0, "CUDA arena limit in MiB, 0 = none", minimum=0, maximum=MAX_MEMORY_MB),
     Parameter("trt_cache_dir", "", "TensorRT provider engine cache, default $ROS_HOME/<package>/trt_cache"),
     Parameter("trt_fp16", False, "let the TensorRT provider build fp16 engines"),
     Parameter(
@@ -287,8 +288,10 @@ def create_session(model_path: str | os.PathLike, config: ProviderConfig, logger
         )
     except Exception as exc:  # ORT raises several types for bad files
         if _is_provider_failure(exc):
-            raise RuntimeError(f"could not create an ONNX Runtime session for {path}: {exc}") from exc
-        raise ValueError(f"ONNX Runtime cannot load model {path}: {exc}") from exc
+            raise RuntimeError(
+                f"could not create an ONNX Runtime session for {shown_path(path)}: {untrusted(exc, 400)}"
+            ) from exc
+        raise ValueError(f"ONNX Runtime cannot load model {shown_path(path)}: {untrusted(exc, 400)}") from exc
     running = session.get_providers()
     message = fell_back(config, running)
     if message:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from ..parameters import Parameter
-from ..text import untrusted
+from ..text import shown_path, untrusted
 
 Logger = logging.Logger | Any  # a logging.Logger or an rclpy logger: both have info/warning
 
@@ -126,7 +126,7 @@ def model_file(model_path: str | os.PathLike) -> Path:
     """The model path, checked to be a file."""
     path = Path(model_path)
     if not path.is_file():
-        raise ValueError(f"model file not found: {path}")
+        raise ValueError(f"model file not found: {shown_path(path)}")
     return path
 
 

@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ..parameters import Parameter, with_defaults
+from ..parameters import MAX_DEVICE_ID, MAX_MEMORY_MB, Parameter, with_defaults
+from ..text import shown_path
 from .runner import Logger, ModelInputs, TensorInfo, check_model_inputs, default_cache_dir, fixed_dim, model_file
 
 PRECISIONS = ("fp32", "fp16")
@@ -39,8 +40,8 @@ PRECISION = "fp32"
 PARAMETERS = (
     Parameter("precision", PRECISION, "fp32 or fp16", launch_argument=True),
     Parameter("engine_cache_dir", "", "engine cache, default $ROS_HOME/<package>/tensorrt_engines"),
-    Parameter("device_id", 0, "CUDA device index"),
-    Parameter("workspace_mb", 1024, "TensorRT builder workspace in MiB"),
+    Parameter("device_id", 0, "CUDA device index", minimum=0, maximum=MAX_DEVICE_ID),
+    Parameter("workspace_mb", 1024, "TensorRT builder workspace in MiB", minimum=1, maximum=MAX_MEMORY_MB),
 )
 
 
@@ -268,7 +269,7 @@ def _build(trt: Any, model: Path, options: EngineOptions, logger: Logger) -> Any
     parser = trt.OnnxParser(network, _trt_logger())
     if not parser.parse_from_file(str(model)):
         errors = "; ".join(str(parser.get_error(index)) for index in range(parser.num_errors))
-        raise ValueError(f"TensorRT cannot parse {model}: {errors}")
+        raise ValueError(f"TensorRT cannot parse {shown_path(model)}: {errors}")
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, options.workspace_mb << 20)
     if options.precision == "fp16":
@@ -284,7 +285,7 @@ def _build(trt: Any, model: Path, options: EngineOptions, logger: Logger) -> Any
     started = time.monotonic()
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
-        raise RuntimeError(f"TensorRT could not build an engine for {model} (see its log above)")
+        raise RuntimeError(f"TensorRT could not build an engine for {shown_path(model)} (see its log above)")
     logger.info(f"built TensorRT engine for {model.name} ({options.precision}) in {time.monotonic() - started:.1f} s")
     return serialized
 

@@ -13,7 +13,7 @@ import numpy as np
 from ..images import bgr_to_image_fields, compressed_to_bgr, image_to_bgr
 from ..parameters import CAMERA_TOPIC
 from ..results.ball import read_ball_csv, write_ball_csv  # noqa: F401  (moved there: the ball kind's CSV)
-from ..text import untrusted
+from ..text import shown_path, untrusted
 
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 STORAGES = ("mcap", "sqlite3")
@@ -116,7 +116,7 @@ def read_messages(path: str | Path, topic: str) -> Iterator[RawMessage]:
         connections = [c for c in reader.connections if c.topic == topic]
         if not connections:
             topics = untrusted(", ".join(sorted({c.topic for c in reader.connections})) or "none", 400)
-            raise BagError(f"bag {path} has no topic {untrusted(topic, 200)} (topics: {topics})")
+            raise BagError(f"bag {shown_path(path)} has no topic {untrusted(topic, 200)} (topics: {topics})")
         listed, read = sum(connection.msgcount for connection in connections), 0
         try:
             for connection, timestamp, data in reader.messages(connections=connections):
@@ -124,11 +124,11 @@ def read_messages(path: str | Path, topic: str) -> Iterator[RawMessage]:
                 yield RawMessage(connection.topic, connection.msgtype, timestamp, bytes(data))
         except Exception as exc:  # rosbags raises several types for damaged storage
             raise BagError(
-                f"bag {path} is damaged while reading {untrusted(topic, 200)}: {untrusted(exc, 400)}"
+                f"bag {shown_path(path)} is damaged while reading {untrusted(topic, 200)}: {untrusted(exc, 400)}"
             ) from exc
         if read < listed:  # a record whose length is damaged ends its chunk early, and rosbags says nothing
             raise BagError(
-                f"bag {path} is damaged: it gave {read} of the {listed} messages its index lists on "
+                f"bag {shown_path(path)} is damaged: it gave {read} of the {listed} messages its index lists on "
                 f"{untrusted(topic, 200)}; "
                 "re-record it, or recover what is left (e.g. `mcap recover`) into a new bag"
             )
@@ -143,9 +143,9 @@ def decode(raw: RawMessage, path: str | Path, index: int | None = None) -> Any:
     except Exception as exc:
         which = f"message {index + 1}" if index is not None else "a message"
         raise BagError(
-            f"bag {path}: {which} on {untrusted(raw.topic)} is not the {untrusted(raw.msgtype)} the topic declares "
-            f"({type(exc).__name__}: {untrusted(exc)}); the bag's topic type is wrong or its data damaged: record "
-            "the topic again with its real type, or pick another topic with --topic"
+            f"bag {shown_path(path)}: {which} on {untrusted(raw.topic)} is not the {untrusted(raw.msgtype)} the "
+            f"topic declares ({type(exc).__name__}: {untrusted(exc)}); the bag's topic type is wrong or its data "
+            "damaged: record the topic again with its real type, or pick another topic with --topic"
         ) from exc
 
 
@@ -161,13 +161,14 @@ def image_topic(path: str | Path, topic: str | None = None) -> tuple[str, str]:
     if topic is None:
         if len(topics) != 1:
             raise BagError(
-                f"bag {path} has {len(topics)} image topics ({untrusted(', '.join(topics), 400) or 'none'}); "
+                f"bag {shown_path(path)} has {len(topics)} image topics "
+                f"({untrusted(', '.join(topics), 400) or 'none'}); "
                 "pick one with --topic"
             )
         topic = next(iter(topics))
     elif topic not in topics:
         shown = untrusted(", ".join(topics), 400) or "none"
-        raise BagError(f"bag {path} has no image topic {untrusted(topic, 200)} (image topics: {shown})")
+        raise BagError(f"bag {shown_path(path)} has no image topic {untrusted(topic, 200)} (image topics: {shown})")
     return topic, topics[topic]
 
 
@@ -199,14 +200,14 @@ class _open:
         from rosbags.highlevel import AnyReader
 
         if not self.path.exists():
-            raise BagError(f"bag not found: {self.path}")
+            raise BagError(f"bag not found: {shown_path(self.path)}")
         try:
             self.reader = AnyReader([self.path], default_typestore=_typestore())
             self.reader.open()
         except Exception as exc:
             raise BagError(
-                f"cannot read bag {self.path}: {untrusted(exc, 400)}; give a rosbag2 folder (metadata.yaml with "
-                f".mcap or .db3 files) or a single .mcap file"
+                f"cannot read bag {shown_path(self.path)}: {untrusted(exc, 400)}; give a rosbag2 folder "
+                "(metadata.yaml with .mcap or .db3 files) or a single .mcap file"
             ) from exc
         return self.reader
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,76 +18,24 @@ import numpy as np
 
 from ..families.tracknet import FAMILY
 from ..families.tracknet import values as node_values
-from ..files import staged, write_text
+from ..files import output_folder, staged, write_text
 from ..models.ball_stream import BallStream, FrameSizeChanged
 from ..models.tracknet_stream import HEIGHT, WIDTH
+from ..results.ball import TOLERANCE_PX, Ball, BallMetrics, Row, ball_metrics
+from ..text import shown_path
 from .bags import read_ball_csv
 from .commands import CommandReport, UsageError, frame_size
 from .compare import describe_comparison, metric_differences, save_comparison
 from .sources import source_frames
 
-Row = tuple[int, int, float, float]  # Frame, Visibility, X, Y
 pipeline = FAMILY.pipeline  # the tracknet node's frame pipeline (families/pipeline.py)
-CASES = ("TP", "FP1", "FP2", "FN", "TN")
-TOLERANCE_PX = 4.0
-
-
-@dataclass
-class BallMetrics:
-    counts: dict[str, int]
-    accuracy: float
-    precision: float
-    recall: float
-    f1: float
-    frames: int
-    missing_predictions: int  # truth frames without a prediction row (counted as "no ball")
-    mean_error_px: float  # over TP frames, in 512x288 space
-
-    @classmethod
-    def from_cases(cls, cases: Sequence[str], errors: Sequence[float], missing: int) -> BallMetrics:
-        counts = {case: sum(1 for c in cases if c == case) for case in CASES}
-        tp, fp = counts["TP"], counts["FP1"] + counts["FP2"]
-        precision = tp / (tp + fp) if tp + fp else 0.0
-        recall = tp / (tp + counts["FN"]) if tp + counts["FN"] else 0.0
-        return cls(
-            counts=counts,
-            accuracy=(tp + counts["TN"]) / len(cases) if cases else 0.0,
-            precision=precision,
-            recall=recall,
-            f1=2 * precision * recall / (precision + recall) if precision + recall else 0.0,
-            frames=len(cases),
-            missing_predictions=missing,
-            mean_error_px=float(np.mean(errors)) if errors else 0.0,
-        )
-
-
-def classify(truth: Row, prediction: Row | None, scale: tuple[float, float], tolerance: float) -> tuple[str, float]:
-    """The TrackNet case of one frame, and the distance in input space when both see a ball."""
-    seen = prediction is not None and prediction[1] == 1
-    if truth[1] != 1:
-        return ("FP2" if seen else "TN"), math.nan
-    if not seen:
-        return "FN", math.nan
-    distance = math.hypot((prediction[2] - truth[2]) * scale[0], (prediction[3] - truth[3]) * scale[1])
-    return ("TP" if distance <= tolerance else "FP1"), distance
 
 
 def evaluate(
     truth: Sequence[Row], predictions: Sequence[Row], frame_size: tuple[int, int], tolerance: float = TOLERANCE_PX
 ) -> tuple[BallMetrics, list[str]]:
-    """Metrics over the truth's frames, and each frame's case."""
-    if not truth:
-        raise ValueError("the ground truth has no rows")
-    scale = (WIDTH / frame_size[0], HEIGHT / frame_size[1])
-    by_frame = {row[0]: row for row in predictions}
-    cases, errors = [], []
-    for row in truth:
-        case, distance = classify(row, by_frame.get(row[0]), scale, tolerance)
-        cases.append(case)
-        if case == "TP":
-            errors.append(distance)
-    missing = sum(1 for row in truth if row[0] not in by_frame)
-    return BallMetrics.from_cases(cases, errors, missing), cases
+    """TrackNet's metrics over the truth's frames (results/ball.py), positions compared in its 512x288 input."""
+    return ball_metrics(truth, predictions, frame_size, (WIDTH, HEIGHT), tolerance)
 
 
 @dataclass
@@ -131,11 +79,15 @@ def run_stream(source: Path, stream: BallStream) -> TrackerRun:
         except FrameSizeChanged:
             continue
     if index < 0:
-        raise ValueError(f"{source} holds no frames")
+        raise ValueError(f"{shown_path(source)} holds no frames")
     outputs += stream.flush()
-    answered = {tag: _row({**prediction, "Frame": tag}) for tag, prediction in outputs}
+    answered = {tag: _ball_row(tag, result.ball) for tag, result in outputs}
     run.predictions = [answered.get(frame, (frame, 0, 0.0, 0.0)) for frame in range(index + 1)]
     return run
+
+
+def _ball_row(frame: int, ball: Ball) -> Row:
+    return (frame, int(ball.visible), float(ball.x), float(ball.y))
 
 
 def _row(prediction: dict[str, int]) -> Row:
@@ -225,7 +177,7 @@ def write_report(
     curve: list[dict[str, float]] | None = None,
 ) -> dict[str, Path]:
     """eval.json, eval.md, trajectory.png and (with a curve) pr_curve.png in ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, option="--out")
     record = {**about, "frame_size": list(frame_size), "metrics": asdict(metrics), "pr_curve": curve}
     files = {"json": out_dir / "eval.json", "markdown": out_dir / "eval.md"}
     write_text(files["json"], json.dumps(record, indent=2) + "\n")
@@ -345,3 +297,32 @@ def compare_tracking(
         configurations, [run.runs_on for run in runs], ("source", source), differences, out_dir
     )
     return CommandReport(describe_comparison(report, path))
+
+
+def evaluate_command(model_type: str, options: Mapping[str, Any]) -> CommandReport:
+    """`eval` of a ball track: ``evaluate_tracking`` with eval's options (by name)."""
+    o = options
+    return evaluate_tracking(
+        o["data"],
+        o["out_dir"],
+        o["predictions"],
+        o["frame_size"],
+        o["model"],
+        o["source"],
+        o["target"],
+        o["median_warmup"],
+        o["heatmap_threshold"],
+        o["tolerance"],
+        o["stride"],
+        o["inpaint_model"],
+    )
+
+
+def compare_command(
+    model_type: str, configurations: Sequence[tuple[Path, str]], options: Mapping[str, Any]
+) -> CommandReport:
+    """`compare` of a ball track: ``compare_tracking`` over compare's --source (with --data: a truth CSV)."""
+    o = options
+    return compare_tracking(
+        configurations, o["source"], o["data"], o["median_warmup"], o["heatmap_threshold"], o["out_dir"]
+    )

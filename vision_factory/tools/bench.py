@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import SINGLE_MODEL, family
-from ..files import staged, write_text
+from ..files import output_folder, staged, write_text
 from ..runtime.backends import load_target, parse_targets
 from ..runtime.providers import ProviderUnavailable
 from ..runtime.runner import fixed_dim
+from ..text import shown_path
 from .bags import write_image_bag
 from .commands import CommandReport
 from .synthetic import BallClip
@@ -133,8 +134,9 @@ def _maps(model_type: str | None) -> bool:
 
 
 def _map_estimator(runner, model: Path, model_type: str):
+    """The dense model of the family's pipeline (families/frame_pipeline.py's SingleFrame)."""
     spec = family(model_type)
-    return spec.pipeline(spec.values_from_model(model, "bench"), lambda path: runner)
+    return spec.pipeline(spec.values_from_model(model, "bench"), lambda path: runner).model
 
 
 def _map_feeds(runner, model: Path, model_type: str) -> dict[str, np.ndarray]:
@@ -342,7 +344,7 @@ def run_bench(
     (with ``node``): also one node serving that many cameras against as many single-camera nodes, each camera fed
     ``camera_rate`` frames/s for ``camera_seconds`` (tools/bench_cameras.py), on ONNX Runtime's CPU target."""
     if not Path(model).is_file():
-        raise ValueError(f"model file not found: {model}")
+        raise ValueError(f"model file not found: {shown_path(model)}")
     if model_type is not None and model_type not in MODEL_TYPES:
         raise ValueError(f"--model-type {model_type} is not one of {', '.join(MODEL_TYPES)}")
     if node and model_type is None:
@@ -395,7 +397,7 @@ def bench(
 ) -> CommandReport:
     """`bench`: ``run_bench``, its table, OUT/bench.json and the latency plot OUT/bench.png. ``cameras``: --cameras
     (None: one camera, no multi-camera measure)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, option="--out")
     cameras = cameras or 1
     results = run_bench(model, targets, runs, warmup, model_type, node, progress, stride, cameras)
     report = {

@@ -4,11 +4,9 @@ metrics named mask_AP, mask_AP50, ... beside the boxes'."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,10 +14,11 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import FAMILIES, SINGLE_MODEL_DETECTORS, family
-from ..files import write_text
-from ..results.detections import differences as detection_differences
-from ..results.detections import mask_rle
-from ..text import untrusted
+from ..files import output_folder, write_text
+from ..results.coco import category_ids, coco_metrics, coco_results
+from ..results.coco import differences as output_differences
+from ..text import shown_path, untrusted
+from .coco_masks import image_size_problem, segmentation_problem
 from .commands import CommandReport, UsageError
 from .compare import configuration_name, describe_comparison, metric_differences, save_comparison
 from .sources import read_image
@@ -34,9 +33,11 @@ def _load_json(path: Path, what: str) -> Any:
     try:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise ValueError(f"{what} not found: {path}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{what} {path} is not valid JSON: {exc}") from exc
+        raise ValueError(f"{what} not found: {shown_path(path)}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{what} {shown_path(path)} is a folder: give the JSON file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{what} {shown_path(path)} is not valid JSON: {untrusted(exc)}") from None
 
 
 class CocoFormatError(ValueError):
@@ -44,7 +45,7 @@ class CocoFormatError(ValueError):
 
 
 def _entry(path: Path, where: str, problem: str) -> CocoFormatError:
-    return CocoFormatError(f"{path}: {where} {problem}")
+    return CocoFormatError(f"{shown_path(path)}: {where} {problem}")
 
 
 def _field(entry: Any, path: Path, where: str, name: str) -> Any:
@@ -92,14 +93,17 @@ def _unique(ids: list[int | str], path: Path, section: str) -> None:
 
 
 def check_truth(truth: Any, path: Path, iou_type: str) -> dict[str, Any]:
-    """``truth`` when it is a COCO annotation file pycocotools can score for ``iou_type`` (bbox or keypoints); else
-    a CocoFormatError naming the file, the entry (e.g. annotations[3]) and the field."""
+    """``truth`` when it is a COCO annotation file pycocotools can score for ``iou_type`` (bbox, keypoints or segm:
+    every segmentation a mask of its image, coco_masks.py); else a CocoFormatError naming the file, the entry (e.g.
+    annotations[3]) and the field."""
     sections = ("images", "annotations", "categories")
     if not isinstance(truth, dict) or not set(sections) <= set(truth):
-        raise CocoFormatError(f"{path} is not a COCO annotation file: it needs images, annotations and categories")
+        raise CocoFormatError(
+            f"{shown_path(path)} is not a COCO annotation file: it needs images, annotations and categories"
+        )
     for section in sections:
         if not isinstance(truth[section], list):
-            raise CocoFormatError(f"{path}: '{section}' is {type(truth[section]).__name__}, not a list")
+            raise CocoFormatError(f"{shown_path(path)}: '{section}' is {type(truth[section]).__name__}, not a list")
     for index, image in enumerate(truth["images"]):
         for size in ("width", "height"):
             if isinstance(image, dict) and size in image:
@@ -108,6 +112,7 @@ def check_truth(truth: Any, path: Path, iou_type: str) -> dict[str, Any]:
                     raise _entry(path, f"images[{index}]", f"'{size}' is {untrusted(value, 40)}, not a positive size")
     image_ids = [_id(image, path, f"images[{index}]") for index, image in enumerate(truth["images"])]
     _unique(image_ids, path, "images")
+    sizes = _image_sizes(truth, path) if iou_type == "segm" else {}
     categories = [_id(category, path, f"categories[{index}]") for index, category in enumerate(truth["categories"])]
     _unique(categories, path, "categories")
     for index, category in enumerate(truth["categories"]):
@@ -130,18 +135,36 @@ def check_truth(truth: Any, path: Path, iou_type: str) -> dict[str, Any]:
             _finite(annotation, path, where, "keypoints")
             if not isinstance(_field(annotation, path, where, "num_keypoints"), int):
                 raise _entry(path, where, "'num_keypoints' is not a whole number")
-        if iou_type == "segm" and not isinstance(_field(annotation, path, where, "segmentation"), list | dict):
-            raise _entry(path, where, "'segmentation' is neither polygons [[x, y, ...], ...] nor a run-length encoding")
+        if iou_type == "segm":
+            segmentation = _field(annotation, path, where, "segmentation")
+            problem = segmentation_problem(segmentation, *sizes[annotation["image_id"]])
+            if problem:
+                shown = f"{where} (id {untrusted(annotation['id'], 40)}, image {untrusted(annotation['image_id'], 40)})"
+                raise _entry(path, shown, f"'segmentation' {problem}: fix the mask or drop the annotation")
     _unique(ids, path, "annotations")
     return truth
 
 
+def _image_sizes(truth: dict[str, Any], path: Path) -> dict[int | str, tuple[int, int]]:
+    """Image id -> (width, height) of each image of ``truth``, every one a size masks can have (coco_masks)."""
+    sizes = {}
+    for index, image in enumerate(truth["images"]):
+        width = _field(image, path, f"images[{index}]", "width")
+        problem = image_size_problem(width, _field(image, path, f"images[{index}]", "height"))
+        if problem:
+            raise _entry(path, f"images[{index}] (id {untrusted(image['id'], 40)})", problem)
+        sizes[image["id"]] = (int(image["width"]), int(image["height"]))
+    return sizes
+
+
 def check_results(results: Any, path: Path, iou_type: str, truth: dict[str, Any], truth_path: Path) -> list:
-    """``results`` when it is a list of COCO detections of ``truth``'s images, with finite boxes (and keypoints);
-    else a CocoFormatError naming the file, the entry and the field (pycocotools scores a NaN box as a match)."""
+    """``results`` when it is a list of COCO detections of ``truth``'s images, with finite boxes (and keypoints, and
+    for segm each a run-length encoding of its image's mask); else a CocoFormatError naming the file, the entry and
+    the field (pycocotools scores a NaN box as a match)."""
     if not isinstance(results, list):
-        raise CocoFormatError(f"{path} is not a COCO results file: it must be a list of detections")
+        raise CocoFormatError(f"{shown_path(path)} is not a COCO results file: it must be a list of detections")
     images = {image["id"] for image in truth["images"]}
+    sizes = _image_sizes(truth, truth_path) if iou_type == "segm" else {}
     for index, result in enumerate(results):
         where = f"[{index}] (detection {index + 1})"
         _id(result, path, where, "image_id")
@@ -155,38 +178,25 @@ def check_results(results: Any, path: Path, iou_type: str, truth: dict[str, Any]
             _finite(result, path, where, "keypoints")
         if iou_type == "segm":
             segmentation = _field(result, path, where, "segmentation")
-            if not (isinstance(segmentation, dict) and {"size", "counts"} <= set(segmentation)):
-                raise _entry(path, where, '\'segmentation\' is no run-length encoding {"size": [h, w], "counts": ...}')
+            size = sizes.get(result["image_id"])
+            problem = segmentation_problem(segmentation, *size, compressed_only=True) if size else ""
+            if problem:
+                fix = "write each mask as pycocotools' mask.encode gives it, at its image's size"
+                raise _entry(path, where, f"'segmentation' {problem}: {fix}")
     unknown = {result["image_id"] for result in results} - images
     if unknown:
         shown = untrusted(sorted(unknown, key=str)[:5], 120)
-        raise CocoFormatError(f"{path} has detections for image ids {shown} not in {truth_path}")
+        raise CocoFormatError(
+            f"{shown_path(path)} has detections for image ids {shown} not in {shown_path(truth_path)}"
+        )
     return results
 
 
 def evaluate_coco(truth_path: Path, results_path: Path, iou_type: str) -> dict[str, float]:
-    """Metrics of a COCO results file (a list of detections) against a COCO annotation file."""
-    from pycocotools.coco import COCO
-    from pycocotools.cocoeval import COCOeval
-
+    """Metrics of a COCO results file (a list of detections) against a COCO annotation file (results/coco.py)."""
     truth = check_truth(_load_json(truth_path, "COCO annotations"), truth_path, iou_type)
     results = check_results(_load_json(results_path, "COCO results"), results_path, iou_type, truth, truth_path)
-    names = ("AP", "AP50", "AP75", "AR20") if iou_type == "keypoints" else ("AP", "AP50", "AP75", "AR100")
-    if not results:
-        return dict.fromkeys(names, 0.0)
-    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
-        ground_truth = COCO()
-        ground_truth.dataset = truth
-        ground_truth.createIndex()
-        evaluation = COCOeval(ground_truth, ground_truth.loadRes(results), iou_type)
-        evaluation.evaluate()
-        evaluation.accumulate()
-        evaluation.summarize()
-    stats = evaluation.stats
-    # summarize() order: bbox and segm AP, AP50, AP75, APs, APm, APl, AR1, AR10, AR100, ...; keypoints AP, AP50,
-    # AP75, APm, APl, AR20, ...
-    indices = (0, 1, 2, 5) if iou_type == "keypoints" else (0, 1, 2, 8)
-    return {name: max(0.0, float(stats[index])) for name, index in zip(names, indices)}
+    return coco_metrics(truth, results, iou_type)
 
 
 def with_masks(results_path: Path) -> bool:
@@ -209,21 +219,10 @@ def annotation_file(data: Path) -> Path:
     """The COCO annotation JSON of ``data``: the file itself, or DIR/annotations.json."""
     path = Path(data) / "annotations.json" if Path(data).is_dir() else Path(data)
     if not path.is_file():
-        raise ValueError(f"no COCO annotations at {path}: give the JSON file or a folder with annotations.json")
+        raise ValueError(
+            f"no COCO annotations at {shown_path(path)}: give the JSON file or a folder with annotations.json"
+        )
     return path
-
-
-def category_ids(names: list[str], categories: list[dict[str, Any]]) -> dict[int, int]:
-    """Class id -> COCO category id: by name when any class name is a category's, else by position.
-
-    A class with no category (its name is none of the categories' while others' are, or its id is
-    past the last category) is absent: its detections are not scored rather than given another
-    class's category.
-    """
-    by_name = {category["name"]: category["id"] for category in categories}
-    if any(name in by_name for name in names):
-        return {class_id: by_name[name] for class_id, name in enumerate(names) if name in by_name}
-    return {class_id: category["id"] for class_id, category in enumerate(categories[: len(names)])}
 
 
 @dataclass
@@ -242,7 +241,7 @@ class CocoPredictions:
         counts = self.skipped.items()
         classes = ", ".join(f"'{untrusted(name, 60)}' (id {class_id}): {count}" for (class_id, name), count in counts)
         return (
-            f"{self.skipped_count} detections skipped, their class has no category in {data}: {classes}; "
+            f"{self.skipped_count} detections skipped, their class has no category in {shown_path(data)}: {classes}; "
             "give the model's class names (labels) as the data set's category names"
         )
 
@@ -264,27 +263,13 @@ def predict_coco(detector, data: Path, iou_type: str) -> CocoPredictions:
         path = next((p for p in candidates if p.is_file()), None)
         frame = read_image(path) if path else None
         if frame is None:
-            raise ValueError(f"image {image['file_name']} of {annotations} not found or unreadable beside it")
-        for detection in detector.detect(frame):
-            category = category_of.get(detection.class_id)
-            if category is None:
-                predictions.skipped[(detection.class_id, detection.class_name)] += 1
-                continue
-            predictions.results.append(coco_result(image["id"], category, detection, iou_type == "keypoints"))
+            raise ValueError(
+                f"image {untrusted(image['file_name'])} of {shown_path(annotations)} not found or unreadable beside it"
+            )
+        found, skipped = coco_results(image["id"], detector.detect(frame), category_of, iou_type == "keypoints")
+        predictions.results += found
+        predictions.skipped.update(skipped)
     return predictions
-
-
-def coco_result(image_id: int, category_id: int, detection, keypoints: bool = False) -> dict:
-    """One detection as a COCO result: its box as x, y, width, height, with ``keypoints`` its keypoints flat, and
-    its instance mask, if it has one, as ``segmentation`` (run-length encoded)."""
-    x1, y1, x2, y2 = detection.xyxy
-    result = {"image_id": image_id, "category_id": category_id, "score": detection.score}
-    result["bbox"] = [x1, y1, x2 - x1, y2 - y1]
-    if keypoints:
-        result["keypoints"] = np.asarray(detection.keypoints, dtype=np.float64).ravel().tolist()
-    if getattr(detection, "mask", None) is not None:
-        result["segmentation"] = mask_rle(detection.mask)
-    return result
 
 
 @dataclass
@@ -332,7 +317,7 @@ def evaluate_detections(
 ) -> CommandReport:
     """`eval` for detection and pose: a COCO results file, or a ``model`` run over the data set, scored against
     its annotations; the report written in ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, option="--out")
     skipped, warnings = {}, []
     if predictions is not None:
         metrics = evaluate_all(annotation_file(data), predictions, IOU_TYPES[model_type])
@@ -359,15 +344,26 @@ def compare_detections(
     predictions and metrics side by side; the report is saved in ``out_dir``."""
     if data is None:
         raise UsageError(f"{model_type} needs --data, the COCO data set both configurations run over")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, option="--out")
     runs = [
         run_and_score(model_type, path, target, data, out_dir / f"predictions_{configuration_name(path, target)}.json")
         for path, target in configurations
     ]
     warnings = [f"{name}: {note}" for name, run in zip("AB", runs) if (note := run.predictions.skipped_note(data))]
     differences = {
-        "outputs": detection_differences(*(run.predictions.results for run in runs)),
+        "outputs": output_differences(*(run.predictions.results for run in runs)),
         **metric_differences(*(run.metrics for run in runs)),
     }
     report, path = save_comparison(configurations, [run.runs_on for run in runs], ("data", data), differences, out_dir)
     return CommandReport(describe_comparison(report, path), warnings=warnings)
+
+
+def evaluate_command(model_type: str, options: Mapping[str, Any]) -> CommandReport:
+    """`eval` of detections: ``evaluate_detections`` with eval's options (by name)."""
+    o = options
+    return evaluate_detections(model_type, o["data"], o["out_dir"], o["predictions"], o["model"], o["target"])
+
+
+def compare_command(model_type: str, configurations: Sequence[tuple[Path, str]], options: Mapping[str, Any]):
+    """`compare` of detections: ``compare_detections`` over compare's --data."""
+    return compare_detections(model_type, configurations, options["data"], options["out_dir"])

@@ -1,4 +1,5 @@
-"""What the command functions of tools/ share with the CLI: usage errors naming an option, option parsers."""
+"""What the command functions of tools/ share with the CLI: usage errors naming an option (usage.py), reports,
+option parsers."""
 
 from __future__ import annotations
 
@@ -8,17 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from ..parameters import Parameter
-from ..text import parse_size
+from ..text import parse_size, shown_path
+from ..usage import UsageError
 
 MIN_FRAME_SIDE = 64
-
-
-class UsageError(ValueError):
-    """A command given wrong or missing options; ``option`` names the one at fault when one is."""
-
-    def __init__(self, message: str, option: str | None = None) -> None:
-        super().__init__(message)
-        self.option = option
 
 
 @dataclass
@@ -30,7 +24,7 @@ class CommandReport:
     warnings: list[str] = field(default_factory=list)
 
     def shown(self) -> str:
-        return self.text + "\n".join(f"{name}: {path}" for name, path in self.files.items())
+        return self.text + "\n".join(f"{name}: {shown_path(path)}" for name, path in self.files.items())
 
 
 def frame_size(text: str, option: str) -> tuple[int, int]:

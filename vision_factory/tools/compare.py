@@ -7,24 +7,34 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..files import write_text
+from ..files import output_folder, write_text
+from ..text import shown_path
 
 VERDICTS = ((0.001, "excellent"), (0.01, "good"))
+# Every metric compared is a score (AP, AR, F1, accuracy, precision, recall): B - A above 0 is B doing better. A rise
+# of 0.01 or more is "better", a drop of as much a "warning": only a loss warns.
+BETTER, WORSE = "better", "warning"
 
 
 def verdict(difference: float) -> str:
-    """below 0.001 excellent, below 0.01 good, else warning."""
-    return next((name for limit, name in VERDICTS if abs(difference) < limit), "warning")
+    """below 0.001 either way excellent, below 0.01 good; beyond, better (B higher) or warning (B lower)."""
+    limited = next((name for limit, name in VERDICTS if abs(difference) < limit), None)
+    return limited or (BETTER if difference > 0 else WORSE)
 
 
 def metric_differences(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, Any]:
-    """Per metric: both values, B - A and its verdict; and the overall verdict naming any warning."""
+    """Per metric: both values, B - A and its verdict; and the overall verdict, naming the metrics B lost 0.01 or more
+    of (a warning), else those it gained as much on (better)."""
     rows = {name: {"a": a[name], "b": b[name], "difference": b[name] - a[name]} for name in a}
     for row in rows.values():
         row["verdict"] = verdict(row["difference"])
-    warnings = [name for name, row in rows.items() if row["verdict"] == "warning"]
-    if warnings:
-        overall = f"warning: {', '.join(warnings)} differ by 0.01 or more"
+    named = {kind: [name for name, row in rows.items() if row["verdict"] == kind] for kind in (WORSE, BETTER)}
+    if named[WORSE]:
+        overall = f"{WORSE}: {', '.join(named[WORSE])} lower by 0.01 or more"
+        if named[BETTER]:
+            overall += f" ({', '.join(named[BETTER])} higher)"
+    elif named[BETTER]:
+        overall = f"{BETTER}: {', '.join(named[BETTER])} higher by 0.01 or more"
     else:
         overall = "good" if any(row["verdict"] == "good" for row in rows.values()) else "excellent"
     return {"metrics": rows, "verdict": overall}
@@ -52,8 +62,7 @@ def save_comparison(
         "b": {"model": str(model_b), "backend": target_b, "runs_on": runs_on[1]},
         **differences,
     }
-    path = Path(out_dir) / f"compare_{Path(over[1]).stem}_{names[0]}_vs_{names[1]}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = output_folder(out_dir, option="--out") / f"compare_{Path(over[1]).stem}_{names[0]}_vs_{names[1]}.json"
     write_text(path, json.dumps(report, indent=2) + "\n", [model_a, model_b, over[1]])
     return report, path
 
@@ -69,5 +78,5 @@ def describe_comparison(report: Mapping[str, Any], path: Path) -> str:
         )
     if "verdict" in report:
         lines.append(f"verdict: {report['verdict']}")
-    lines.append(f"saved: {path}")
+    lines.append(f"saved: {shown_path(path)}")
     return "\n".join(lines)

@@ -21,6 +21,8 @@ from functools import cache
 
 import numpy as np
 
+from ..results.boxes import Boxes
+from ..results.frame import FrameResult
 from .mot_files import MotBoxes, boxes_from_rows
 
 MIN_VISIBLE = 0.3  # fraction of a person's pixels that must be visible for a ground truth box
@@ -308,6 +310,18 @@ def camera_view(composed: Composed, columns: tuple[int, int]) -> tuple[list[np.n
             rows.append((int(frame), int(track), float(start - x1), float(top), float(end - start), float(height), 1.0))
     frames = [np.ascontiguousarray(frame[:, x1:x2]) for frame in composed.frames]
     return frames, boxes_from_rows(rows, f"{composed.scene.name} {x1}..{x2} (composed truth)")
+
+
+def truth_detections(truth: MotBoxes, frames: list[np.ndarray]) -> list[FrameResult]:
+    """Each frame's truth boxes (``camera_view``'s, of ``frames``) as its detections, class person, score 0.9: what
+    a perfect detector would find."""
+    found = []
+    for number, frame in enumerate(frames, start=1):
+        boxes = truth.boxes[truth.frames == number]
+        xyxy = np.c_[boxes[:, :2], boxes[:, :2] + boxes[:, 2:]]
+        scores, classes = np.full(len(boxes), 0.9), np.zeros(len(boxes), np.int64)
+        found.append(FrameResult.of(frame, boxes=Boxes.of(xyxy, scores, classes, ["person"])))
+    return found
 
 
 # Hand-overs made from a seed (identities across cameras): two 560x360 cameras side by side over one wider scene, a

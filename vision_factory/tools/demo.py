@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 
 from ..families.tracknet import PARAMETERS
-from ..files import staged
+from ..files import output_folder, staged
 from ..models.tracknet_background import frames_before_stream
 from .bags import read_ball_csv, write_ball_csv, write_image_bag
 from .commands import CommandReport, frame_size, node_default
@@ -103,11 +103,11 @@ class DemoReport:
             f"p99 {replayed.latency_ms_p99:.0f} ms. Not the node's work: the demo sends frames as fast as the node "
             f"answers, up to {MAX_IN_FLIGHT} unanswered, so a frame waits in the queue; TrackNet answers a frame "
             f"only once its window of {self.seq_len} is full, and the last {self.seq_len - 1} after "
-            f"{FLUSH_TIMEOUT['flush_timeout']} s without frames (the stream's end)"
+            f"{FLUSH_TIMEOUT['flush_timeout']} s without frames (a pause: the node answers what is pending)"
         )
         marks = "; ".join(f"{_mark_name(marker)}: {label}" for label, _, marker in MARKS.values())
         lines.append(f"picture: {self.picture} ({marks})")
-        lines.append(f"outputs: {replayed.output_bag}, {replayed.ball_csv}")
+        lines.append(f"outputs: {replayed.output_bag}, {replayed.answers}")
         return "\n".join(lines)
 
 
@@ -139,8 +139,7 @@ def run_demo(
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # a demo stays on this machine
     if median_warmup is None:  # the node's own default
         median_warmup = node_default(PARAMETERS, "median_warmup")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = output_folder(out_dir, option="--out")
     clear_earlier_run(out_dir, {name: out_dir / name for name in DEMO_OUTPUTS}, force=True)
     clip, bag, _ = write_demo_clip(out_dir, num_frames, width, height)
     model = build_tracknet_model(out_dir / "tracknet_synthetic.onnx", seq_len, "subtract")
@@ -154,7 +153,7 @@ def run_demo(
         params["inpaint_model_path"] = str(build_inpaint_model(out_dir / "inpaintnet_synthetic.onnx", 16))
         params["inpaint_seq_len"] = "16"
     result = replay(bag, out_dir / "replay", params=params)
-    predicted = {row[0]: (row[1], int(row[2]), int(row[3])) for row in read_ball_csv(result.ball_csv)}
+    predicted = {row[0]: (row[1], int(row[2]), int(row[3])) for row in read_ball_csv(result.answers)}
     untracked = frames_before_stream("subtract", median_warmup)
     frames = [FrameResult(t.frame, t, predicted.get(t.frame), t.frame < untracked) for t in clip.truth]
     picture = draw_trajectories(clip, frames, out_dir / "trajectory.png")

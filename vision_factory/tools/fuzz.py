@@ -388,10 +388,15 @@ class NodeUnderTest:
         settle: float = 2.0,
         until: Collection[int] = (),
         timeout: float = 600.0,
+        behind: int | None = None,
     ) -> Played:
         """Publish ``shots`` (at ``rate`` per second, or ``gap`` seconds apart), then wait until the shots of
         index ``until`` are answered (at most ``timeout`` s, or until the node exits) and then until answers
-        stop coming for ``settle`` seconds. Stamps are assigned here, unique across calls."""
+        stop coming for ``settle`` seconds. Stamps are assigned here, unique across calls.
+
+        ``behind``: a sender that waits for answers, as a user's request-and-wait loop does: after publishing shot
+        k it waits (at most ``timeout`` s, then goes on) until every shot up to k - ``behind`` is answered before
+        the next (0: the answer of the shot it just sent; a node that answers a frame N frames late needs N)."""
         played = Played()
         with self._lock:
             self._stamps = {}
@@ -410,6 +415,8 @@ class NodeUnderTest:
             else:
                 time.sleep(gap)
             self.publisher.publish(shot.message)
+            if behind is not None:
+                self.wait_answered(range(index + 1 - behind), timeout)
         self.wait_answered(until, timeout)
         self.wait_quiet(settle)
         return played

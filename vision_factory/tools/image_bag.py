@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from ..text import untrusted
+from ..files import UnsafeWrite, output_folder
+from ..text import shown_path, untrusted
 from .bags import write_image_bag
 from .commands import CommandReport, UsageError
-from .sources import VIDEO_SUFFIXES, is_video, read_image, video_frames
+from .sources import VIDEO_SUFFIXES, VideoFrames, is_video, open_video, read_image
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 DEFAULT_FPS = 30.0  # a folder of images, or a video that records no rate
@@ -24,7 +26,7 @@ def folder_images(folder: Path) -> list[Path]:
     """The image files of ``folder`` (IMAGE_SUFFIXES, any case), sorted by name: the bag's frame order."""
     images = sorted(path for path in folder.iterdir() if path.is_file() and path.suffix.lower() in IMAGE_SUFFIXES)
     if not images:
-        raise UsageError(f"{folder} holds no image files ({', '.join(IMAGE_SUFFIXES)})", "IMAGES_OR_VIDEO")
+        raise UsageError(f"{shown_path(folder)} holds no image files ({', '.join(IMAGE_SUFFIXES)})", "IMAGES_OR_VIDEO")
     return images
 
 
@@ -32,7 +34,7 @@ def _image_frames(images: list[Path]) -> Iterator[np.ndarray]:
     for path in images:
         frame = read_image(path)
         if frame is None:
-            raise ValueError(f"{untrusted(str(path), 300)} is not a readable image: remove it or convert it")
+            raise ValueError(f"{shown_path(path)} is not a readable image: remove it or convert it")
         yield frame
 
 
@@ -40,9 +42,7 @@ def video_rate(path: Path) -> float:
     """The frames per second a video records, or 0.0 when it records none."""
     import cv2
 
-    capture = cv2.VideoCapture(str(path))
-    if not capture.isOpened():
-        raise ValueError(f"cannot open video {untrusted(str(path), 300)}")
+    capture = open_video(path)  # cannot be opened: a ValueError naming it
     rate = float(capture.get(cv2.CAP_PROP_FPS) or 0.0)
     capture.release()
     return rate if math.isfinite(rate) and rate > 0 else 0.0
@@ -66,20 +66,26 @@ def make_bag(
     if fps is not None and not (math.isfinite(fps) and fps > 0):
         raise UsageError(f"{fps} is not a frame rate: give frames per second > 0", "--fps")
     if out.exists() or out.is_symlink():
-        raise UsageError(f"{untrusted(str(out), 300)} exists: bag writes a new bag only; give a new name", "--out")
+        raise UsageError(f"{shown_path(out)} exists: bag writes a new bag only; give a new name", "--out")
+    try:
+        output_folder(out.parent, option="--out")  # the bag's own folder is made new by the writer (mkdir)
+    except UnsafeWrite as exc:
+        raise UsageError(str(exc), "--out") from None
     notes = []
+    video = None  # a video's frames: how many it declares, and whether it ends before
     if source.is_dir():
         frames, what = _image_frames(folder_images(source)), "images"
         rate = fps or DEFAULT_FPS
     elif is_video(source):
-        frames, what = video_frames(source), "video frames"
+        video = VideoFrames(source)
+        frames, what = iter(video), "video frames"
         recorded = video_rate(source)
         rate = fps or recorded or DEFAULT_FPS
         if not fps and not recorded:
             notes.append(f"the video records no frame rate: stamped at {DEFAULT_FPS:g} fps (set --fps)")
     else:
         raise UsageError(
-            f"{untrusted(str(source), 300)} is neither a folder of images nor a video ({', '.join(VIDEO_SUFFIXES)})",
+            f"{shown_path(source)} is neither a folder of images nor a video ({', '.join(VIDEO_SUFFIXES)})",
             "IMAGES_OR_VIDEO",
         )
     count = 0  # frames handed to the bag (all of them written when it returns)
@@ -99,12 +105,15 @@ def make_bag(
         raise
     if count == 0:
         _remove_partial(out)
-        raise ValueError(f"{untrusted(str(source), 300)} has no frames: no bag written")
+        raise ValueError(f"{shown_path(source)} has no frames: no bag written")
     kind = f"sensor_msgs/CompressedImage ({compressed})" if compressed else f"sensor_msgs/Image ({encoding})"
+    if video is not None and video.shortfall():  # a truncated video: its bag holds the frames before the damage
+        notes.append(video.shortfall())
+        what += f" (of the {video.declared} the video declares)"
     text = (
         f"{count} {what} on {topic} as {kind}, stamped at {rate:g} fps "
         f"(0 to {(count - 1) / rate:.3f} s)\n"
-        f"next: vision-factory replay {path} --out RUN --node yolo -p model_path:=MODEL.onnx\n"
+        f"next: vision-factory replay {shlex.quote(shown_path(path))} --out RUN --node yolo -p model_path:=MODEL.onnx\n"
     )
     return CommandReport(text, {"bag": path}, notes)
 

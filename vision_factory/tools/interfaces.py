@@ -1,4 +1,5 @@
-"""Build vision_msgs into this Python environment when ROS 2 comes from the PyPI ros-* wheels.
+"""Build vision_msgs, and vision_factory_interfaces (the prompt service, SetPrompt), into this Python environment
+when ROS 2 comes from the PyPI ros-* wheels.
 
 On a ROS distribution, vision_msgs comes from rosdep (key ``vision_msgs``) and this module does nothing. The
 PyPI wheels have no vision_msgs, so :func:`install_vision_msgs` builds the subset in ``interfaces/vision_msgs``
@@ -18,8 +19,10 @@ fastrtps/introspection typesupport libraries by bare file name (through rcutils)
 resolves. Installing into ``<prefix>/lib`` is therefore exactly how the wheels' own messages load; the user sets
 nothing.
 
-A vision_msgs that is already importable (a ROS distribution's, or another environment's on PYTHONPATH) is never
-shadowed; ``force`` only replaces a build this module made, recognised by the marker file it leaves.
+vision_factory_interfaces (interfaces/vision_factory_interfaces) is built and laid out the same way, after
+vision_msgs. A package that is already importable (a ROS distribution's, a colcon workspace's, or another
+environment's on PYTHONPATH) is never shadowed; ``force`` only replaces a build this module made, recognised by the
+marker file it leaves in the package's share folder.
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ from ..files import write_text
 from ..share import share_path
 
 PACKAGE = "vision_msgs"
-MARKER = "vision_factory_build.json"  # in <prefix>/share/vision_msgs/: this build is ours, and its file list
+OWN = "vision_factory_interfaces"  # the prompt service (SetPrompt), ros/node_prompts.py
+PACKAGES = (PACKAGE, OWN)  # what the command builds, in this order
+MARKER = "vision_factory_build.json"  # in <prefix>/share/<package>/: this build is ours, and its file list
 MIN_CMAKE = (3, 21)  # interfaces/pip_prefix.cmake: IMPORTED_TARGETS directory property
 COMMAND = "vision-factory install-vision-msgs"
 
@@ -79,7 +84,8 @@ TOOLCHAINS = (
 
 # Run in a fresh interpreter after the install: imports the classes, and serialises through the rmw, which
 # dlopens the fastrtps typesupport library, so a library that cannot load fails here rather than in a node.
-_VERIFY = """
+_VERIFY = {
+    PACKAGE: """
 import vision_msgs
 from rclpy.serialization import deserialize_message, serialize_message
 from vision_msgs.msg import Detection2D, Detection2DArray, LabelInfo, VisionClass
@@ -87,7 +93,17 @@ message = Detection2DArray(detections=[Detection2D(id="a")])
 assert deserialize_message(serialize_message(message), Detection2DArray).detections[0].id == "a"
 assert deserialize_message(serialize_message(LabelInfo(class_map=[VisionClass(class_id=1)])), LabelInfo)
 print(vision_msgs.__file__)
-"""
+""",
+    OWN: """
+import vision_factory_interfaces
+from rclpy.serialization import deserialize_message, serialize_message
+from vision_factory_interfaces.srv import SetPrompt
+request = deserialize_message(serialize_message(SetPrompt.Request(prompt="a cat")), SetPrompt.Request)
+assert request.prompt == "a cat"
+assert deserialize_message(serialize_message(SetPrompt.Response(success=True)), SetPrompt.Response).success
+print(vision_factory_interfaces.__file__)
+""",
+}
 
 
 class InterfaceBuildError(RuntimeError):
@@ -104,8 +120,13 @@ class InstallResult:
 
 def find_vision_msgs() -> Path | None:
     """The folder of the importable vision_msgs package, or None."""
+    return find_package(PACKAGE)
+
+
+def find_package(package: str) -> Path | None:
+    """The folder of the importable Python package of interface package ``package``, or None."""
     try:
-        spec = importlib.util.find_spec(PACKAGE)
+        spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.origin or not spec.origin.endswith("__init__.py"):
@@ -125,14 +146,14 @@ def python_install_dir() -> Path:
         ) from None
 
 
-def marker_path(prefix: Path) -> Path:
-    return prefix / "share" / PACKAGE / MARKER
+def marker_path(prefix: Path, package: str = PACKAGE) -> Path:
+    return prefix / "share" / package / MARKER
 
 
-def built_here(location: Path, prefix: Path) -> bool:
-    """True when ``location`` is the vision_msgs this module built into ``prefix``."""
-    ours = prefix / python_install_dir() / PACKAGE
-    return marker_path(prefix).is_file() and location.resolve() == ours.resolve()
+def built_here(location: Path, prefix: Path, package: str = PACKAGE) -> bool:
+    """True when ``location`` is the ``package`` (vision_msgs) this module built into ``prefix``."""
+    ours = prefix / python_install_dir() / package
+    return marker_path(prefix, package).is_file() and location.resolve() == ours.resolve()
 
 
 def toolchain() -> Toolchain:
@@ -178,24 +199,40 @@ def install_vision_msgs(
     verbose: bool = False,
     log: Callable[[str], None] = print,
 ) -> InstallResult:
-    """Build vision_msgs and install it into ``sys.prefix``, unless an importable one exists.
+    """Build vision_msgs, then vision_factory_interfaces, and install each into ``sys.prefix``, unless an importable
+    one exists (``install_interface``). vision_msgs' result, its message saying what happened to both."""
+    first = install_interface(PACKAGE, find_vision_msgs(), force, jobs, verbose, log)
+    second = install_interface(OWN, find_package(OWN), force, jobs, verbose, log)
+    built = first.built or second.built
+    return InstallResult(built, first.location, f"{first.message}\n{second.message}", first.seconds + second.seconds)
+
+
+def install_interface(
+    package: str,
+    found: Path | None,
+    force: bool = False,
+    jobs: int | None = None,
+    verbose: bool = False,
+    log: Callable[[str], None] = print,
+) -> InstallResult:
+    """Build interface package ``package`` (interfaces/<package>) and install it into ``sys.prefix``, unless an
+    importable one (``found``) exists.
 
     ``force`` rebuilds one that this function built before (never another). ``log`` gets progress lines, and
     every line of pip and CMake too when ``verbose``; the full output is always in the build log, whose last
     lines a failure's message quotes.
     """
     prefix = Path(sys.prefix)
-    found = find_vision_msgs()
     if found is not None:
-        if not built_here(found, prefix):
+        if not built_here(found, prefix, package):
             if force:
                 raise InterfaceBuildError(
-                    f"not rebuilding: the vision_msgs at {found} was not built by {COMMAND} (no {MARKER} in "
-                    f"{marker_path(prefix).parent}); --force only replaces this command's own build."
+                    f"not rebuilding: the {package} at {found} was not built by {COMMAND} (no {MARKER} in "
+                    f"{marker_path(prefix, package).parent}); --force only replaces this command's own build."
                 )
-            return InstallResult(False, found, f"vision_msgs is already importable from {found}; nothing to build.")
+            return InstallResult(False, found, f"{package} is already importable from {found}; nothing to build.")
         if not force:
-            return InstallResult(False, found, f"vision_msgs already built by {COMMAND} at {found}; --force rebuilds.")
+            return InstallResult(False, found, f"{package} already built by {COMMAND} at {found}; --force rebuilds.")
 
     started = time.monotonic()
     chain = toolchain()
@@ -209,7 +246,7 @@ def install_vision_msgs(
     cmake, generator = build_tools(env)
     _headers()  # missing headers are reported before anything is built
 
-    build_root = Path(tempfile.mkdtemp(prefix="vision_msgs_build_"))
+    build_root = Path(tempfile.mkdtemp(prefix=f"{package}_build_"))
     log_path = build_root / "build.log"
     with log_path.open("w") as log_file:
         step = _Steps(log_file, log_path, build_root, log if verbose else None)
@@ -225,8 +262,8 @@ def install_vision_msgs(
                 f"{sys.executable} -m pip install {' '.join(missing)}",
             )
         build = build_root / "build"
-        log(f"building vision_msgs ({chain.distro}) in {build_root} ...")
-        configure = configure_command(cmake, generator, share_path("interfaces", PACKAGE), build, prefix)
+        log(f"building {package} ({chain.distro}) in {build_root} ...")
+        configure = configure_command(cmake, generator, share_path("interfaces", package), build, prefix)
         step.run(
             "configure",
             "CMake configure",
@@ -245,8 +282,8 @@ def install_vision_msgs(
             "a C and C++ compiler and the Python headers are needed (Debian/Ubuntu: apt install g++ python3-dev); "
             "if the compiler ran out of memory, retry with --jobs 1",
         )
-        if marker_path(prefix).is_file():  # only ever our own earlier build: replace it file by file
-            _remove_previous_build(prefix, log)
+        if marker_path(prefix, package).is_file():  # only ever our own earlier build: replace it file by file
+            _remove_previous_build(prefix, package, log)
         step.run(
             "install",
             "CMake install",
@@ -254,12 +291,12 @@ def install_vision_msgs(
             env,
             f"{prefix} must be writable by this user (use a virtual environment you own)",
         )
-        _write_marker(prefix, build / "install_manifest.txt", chain)
-        location = _verify(prefix / install_dir / PACKAGE, log_path, build_root)
+        _write_marker(prefix, package, build / "install_manifest.txt", chain)
+        location = _verify(package, prefix / install_dir / package, log_path, build_root)
         seconds = time.monotonic() - started
-        log(f"vision_msgs built in {seconds:.0f} s: " + ", ".join(f"{k} {v:.0f} s" for k, v in step.seconds.items()))
+        log(f"{package} built in {seconds:.0f} s: " + ", ".join(f"{k} {v:.0f} s" for k, v in step.seconds.items()))
     shutil.rmtree(build_root, ignore_errors=True)
-    return InstallResult(True, location, f"vision_msgs installed into {prefix} ({location}).", seconds)
+    return InstallResult(True, location, f"{package} installed into {prefix} ({location}).", seconds)
 
 
 class _Steps:
@@ -373,9 +410,10 @@ def _headers() -> tuple[str, str]:
     return python_include, numpy.get_include()
 
 
-def _remove_previous_build(prefix: Path, log: Callable[[str], None]) -> None:
-    """Delete the files of this module's previous build (listed in its marker), then their emptied folders."""
-    marker = marker_path(prefix)
+def _remove_previous_build(prefix: Path, package: str, log: Callable[[str], None]) -> None:
+    """Delete the files of this module's previous build of ``package`` (listed in its marker), then their emptied
+    folders."""
+    marker = marker_path(prefix, package)
     files = [prefix / name for name in json.loads(marker.read_text()).get("files", [])]
     folders = set()
     for path in files:
@@ -388,10 +426,10 @@ def _remove_previous_build(prefix: Path, log: Callable[[str], None]) -> None:
         except OSError:
             pass  # not empty: shared with other packages
     marker.unlink(missing_ok=True)
-    log(f"removed the previous vision_msgs build ({len(files)} files)")
+    log(f"removed the previous {package} build ({len(files)} files)")
 
 
-def _write_marker(prefix: Path, manifest: Path, chain: Toolchain) -> None:
+def _write_marker(prefix: Path, package: str, manifest: Path, chain: Toolchain) -> None:
     files = [Path(line).relative_to(prefix).as_posix() for line in manifest.read_text().splitlines() if line]
     record = {
         "built_by": f"{COMMAND} (vision_factory {__version__})",
@@ -400,15 +438,15 @@ def _write_marker(prefix: Path, manifest: Path, chain: Toolchain) -> None:
         "python": sys.executable,
         "files": sorted(files),  # what --force removes before reinstalling
     }
-    write_text(marker_path(prefix), json.dumps(record, indent=1) + "\n")
+    write_text(marker_path(prefix, package), json.dumps(record, indent=1) + "\n")
 
 
-def _verify(expected: Path, log_path: Path, build_root: Path) -> Path:
-    result = subprocess.run([sys.executable, "-c", _VERIFY], capture_output=True, text=True)
+def _verify(package: str, expected: Path, log_path: Path, build_root: Path) -> Path:
+    result = subprocess.run([sys.executable, "-c", _VERIFY[package]], capture_output=True, text=True)
     location = Path(result.stdout.strip().splitlines()[-1]).parent if result.returncode == 0 else None
     if location is None or location.resolve() != expected.resolve():
         raise InterfaceBuildError(
-            f"vision_msgs was installed into {expected} but does not load from there:\n"
+            f"{package} was installed into {expected} but does not load from there:\n"
             f"{(result.stderr or result.stdout)[-3000:]}\n"
             "Fix: the ros-* wheels must be in this same environment (its ros_wheels_bootstrapper sets "
             f"LD_LIBRARY_PATH to <prefix>/lib); rerun with --force --verbose. Build log: {log_path} "

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ..files import write_text
+from ..files import output_folder, write_text
+from ..text import shown_path
 from .commands import CommandReport, UsageError
 from .mot_files import DISTRACTOR_CLASSES, MotBoxes, boxes_from_rows, read_mot
 
@@ -78,7 +79,7 @@ def prepare(truth: MotBoxes, predictions: MotBoxes) -> Scoring:
     distractor = np.isin(truth.classes, list(DISTRACTOR_CLASSES))
     scored = (truth.scores != 0) & ~distractor
     if not scored.any():
-        raise ValueError(f"{truth.path} has no box to score (every box has flag 0 or a distractor class)")
+        raise ValueError(f"{shown_path(truth.path)} has no box to score (every box has flag 0 or a distractor class)")
     dropped = np.zeros(len(predictions), dtype=bool)
     if distractor.any() and len(predictions):
         # As TrackEval: each frame's predictions are matched one-to-one against all its truth boxes (IoU >= 0.5,
@@ -110,9 +111,9 @@ def check_identities(scoring: Scoring) -> None:
     if total > MAX_IDENTITIES:
         need = 3 * total**2 * 8 / 2**30
         raise ValueError(
-            f"{scoring.truth.path} and {scoring.predictions.path} hold {truth} + {predicted} = {total} identities, "
-            f"more than the bound of {MAX_IDENTITIES} identities together: IDF1's assignment (motmetrics) would "
-            f"take {need:.1f} GiB; score a shorter sequence or split it"
+            f"{shown_path(scoring.truth.path)} and {shown_path(scoring.predictions.path)} hold {truth} + "
+            f"{predicted} = {total} identities, more than the bound of {MAX_IDENTITIES} identities together: IDF1's "
+            f"assignment (motmetrics) would take {need:.1f} GiB; score a shorter sequence or split it"
         )
 
 
@@ -292,7 +293,7 @@ def evaluate_tracks(data: Path, predictions: Path | None, out_dir: Path) -> Comm
         raise UsageError(f"--model-type {MODEL_TYPE} scores a file: give --predictions, the tracks (MOTChallenge text)")
     result = evaluate(read_mot(data), read_mot(predictions))
     scoring = result.scoring
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, option="--out")
     record = {
         "model_type": MODEL_TYPE,
         "data": str(data),
@@ -320,8 +321,9 @@ def evaluate_tracks(data: Path, predictions: Path | None, out_dir: Path) -> Comm
             f"distractor boxes, {scoring.predictions_on_distractors} predicted boxes on distractors.\n"
         )
     title = (
-        f"# Tracks: {predictions}\n\nAgainst `{data}`: boxes match at IoU >= {MATCH_IOU}; CLEAR MOT, IDF1 and MT/PT/ML "
-        "from motmetrics, HOTA averaged over IoU thresholds 0.05-0.95; MOTP is the matched boxes' mean IoU.\n\n"
+        f"# Tracks: {shown_path(predictions)}\n\nAgainst `{shown_path(data)}`: boxes match at IoU >= "
+        f"{MATCH_IOU}; CLEAR MOT, IDF1 and MT/PT/ML from motmetrics, HOTA averaged over IoU thresholds 0.05-0.95; "
+        "MOTP is the matched boxes' mean IoU.\n\n"
     )
     write_text(files["markdown"], title + tables + ignored, [data, predictions])
     return CommandReport(tables + ignored, files)
@@ -370,4 +372,6 @@ def noisy_detections(
             y = random.uniform(0.0, max(frame_size[1] - h, 0.0))
             rows.append((frame, -1, x, y, w, h, random.uniform(*false_scores)))
             origins.append(-1)
-    return boxes_from_rows(rows, f"{truth.path} (noisy detections, seed {seed})"), np.asarray(origins, dtype=np.int64)
+    return boxes_from_rows(rows, f"{shown_path(truth.path)} (noisy detections, seed {seed})"), np.asarray(
+        origins, dtype=np.int64
+    )

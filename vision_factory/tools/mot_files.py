@@ -27,7 +27,7 @@ from typing import TextIO
 import numpy as np
 
 from ..files import open_new
-from ..text import untrusted
+from ..text import shown_path, untrusted
 
 MAX_LINE_CHARS = 1024  # a MOTChallenge line is under 100 characters; a longer one is not this format
 MIN_COLUMNS, MAX_COLUMNS = 6, 10
@@ -72,11 +72,13 @@ def read_mot(path: Path | str) -> MotBoxes:
         with open(path, encoding="utf-8", newline=None) as stream:
             return _parse(stream, str(path))
     except FileNotFoundError:
-        raise ValueError(f"MOTChallenge file not found: {path}") from None
+        raise ValueError(f"MOTChallenge file not found: {shown_path(path)}") from None
     except IsADirectoryError:
-        raise ValueError(f"{path} is a folder: give a MOTChallenge text file (gt.txt, tracks.txt)") from None
+        raise ValueError(
+            f"{shown_path(path)} is a folder: give a MOTChallenge text file (gt.txt, tracks.txt)"
+        ) from None
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not a MOTChallenge text file: not UTF-8 text ({exc.reason})") from None
+        raise ValueError(f"{shown_path(path)} is not a MOTChallenge text file: not UTF-8 text ({exc.reason})") from None
 
 
 def _lines(stream: TextIO, path: str) -> Iterator[tuple[int, str]]:
@@ -85,7 +87,7 @@ def _lines(stream: TextIO, path: str) -> Iterator[tuple[int, str]]:
         number += 1
         if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
             raise ValueError(
-                f"{path}:{number}: line longer than {MAX_LINE_CHARS} characters, not a MOTChallenge line "
+                f"{shown_path(path)}:{number}: line longer than {MAX_LINE_CHARS} characters, not a MOTChallenge line "
                 "(frame,id,x,y,w,h,score,...)"
             )
         yield number, line
@@ -99,7 +101,7 @@ def _parse(stream: TextIO, path: str) -> MotBoxes:
         if not text:
             continue
         fields = _FIELD.split(text)
-        where = f"{path}:{number}"
+        where = f"{shown_path(path)}:{number}"
         if not MIN_COLUMNS <= len(fields) <= MAX_COLUMNS:
             raise ValueError(
                 f"{where}: {len(fields)} fields in {untrusted(text, 80)}; a MOTChallenge line has "

@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from ..families.detection import input_shape
 from ..families.family import LoadRunner
+from ..families.pipeline import has_masks
 from ..families.registry import family
 from ..parameters import with_defaults
-from ..results import DETECTIONS, ResultKind
-from ..results.detections import Detector
+from ..results.finite import finite
+from ..results.frame import Adapter, Detector, FrameResult
 from ..runtime.backends import load_target
 from .commands import UsageError
 from .sources import file_frames
@@ -35,6 +35,7 @@ FINDING = {
     "--box-units": "box_units",
     "--label-offset": "label_offset",
     "--score-function": "score_function",
+    "--prompt": "prompt",  # a family that takes a text prompt (families/prompts.py)
 }
 POSING = {"--input-size": "input_size", "--person-class": "person_class"}
 MAPPING = {  # depth
@@ -90,37 +91,33 @@ def detector_from_options(
 
 @dataclass
 class Prediction:
-    record: dict[str, Any]  # the result kind's frame_record: image, frame, width, height, and the frame's result
-    result: Any  # its detections (results/detections.py), its map (results/dense.py), ...
-    kind: ModuleType  # the result kind's module
+    record: dict[str, Any]  # the frame's record (FrameResult.record): image, frame, width, height, and its parts'
+    result: FrameResult
 
     @property
-    def detections(self) -> Any:
-        return self.result
+    def problems(self) -> dict[str, str]:
+        """What was wrong with the model's output on this frame (a NaN box left out, ...): kind -> detail."""
+        return self.result.problems
 
     def line(self) -> str:
-        """One line of text (the kind's line: for detections each one's class and score; names from the model or a
-        labels file, and the file's name, escaped: text.untrusted)."""
-        return self.kind.line(self.record, self.result)
+        """One line of text: the image and its parts in a few words (for detections each one's class and score;
+        names from the model or a labels file, and the file's name, escaped: text.untrusted)."""
+        return self.result.line(self.record["image"])
 
 
 def predict(
-    detector: Any,
-    inputs: Iterable[Path],
-    save: Path | None = None,
-    protected: Iterable[Path | None] = (),
-    result: ResultKind = DETECTIONS,
+    adapter: Adapter, inputs: Iterable[Path], save: Path | None = None, protected: Iterable[Path | None] = ()
 ) -> Iterator[Prediction]:
-    """``detector`` (the family's adapter, of ``result`` kind) on each image, and each frame of each video, in order;
-    with ``save``, each result saved there (detections drawn; a map as .npy and .png), never onto one of ``inputs``
-    or of the ``protected`` files (the model ...)."""
-    kind = result.module()
+    """``adapter`` (the family's: a function from a frame to its FrameResult) on each image, and each frame of each
+    video, in order; with ``save``, each result saved there (detections drawn; a map as .npy and .png), never onto
+    one of ``inputs`` or of the ``protected`` files (the model ...)."""
     inputs = list(inputs)
     protected = [*inputs, *protected]
+    masks = has_masks(adapter)  # a segmentation model: each detection its mask
     for path in inputs:
         for name, index, frame in file_frames(path):
-            found = kind.run(detector, frame)
-            record = kind.frame_record(name, index or 0, frame.shape[1], frame.shape[0], found)
+            # those of a NaN or infinite value left out or mended (results/finite.py), said in its problems
+            found = finite(adapter(frame), masks=masks).result
             if save is not None:
-                kind.save(save, path, index, frame, found, protected)
-            yield Prediction(record, found, kind)
+                found.save(save, path, index, frame, protected)
+            yield Prediction(found.record(name, index or 0), found)

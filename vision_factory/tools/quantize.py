@@ -21,11 +21,10 @@ outputs on the people the detector finds in frames) and timing both on the same 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import statistics
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,11 +33,14 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import FAMILIES, family
-from ..files import UnsafeWrite, check_outputs, model_files, staged, write_text
+from ..files import UnsafeWrite, check_outputs, model_files, output_folder, stage, write_text
 from ..runtime.backends import load_target
 from ..runtime.cpu import this_cpu
 from ..runtime.runner import Runner
+from ..text import shown_path
 from .commands import CommandReport, UsageError
+from .compare import configuration_name
+from .evaluation import evaluation
 from .quantize_backends import (
     float_tail,
     named_nodes,
@@ -50,20 +52,34 @@ from .quantize_backends import (
     write_onnx_metadata,
 )
 from .quantize_calibration import PERSON_DETECTOR, REFERENCE, calibration_frames, calibration_inputs
+from .quantize_choice import (
+    AUTO,
+    RUNS_ON,
+    SUFFIXES,
+    Attempt,
+    backends_for,
+    chosen_line,
+    kinds_for,
+    loss_text,
+    order,
+    published_name,
+    rejected_name,
+    staged_name,
+    timed_in_turn,
+    ways_on,
+)
 
 # The families a quantized model serves: those whose accuracy loss (Family.accuracy_loss) quantize knows. Those that
 # run on people's boxes (Family.runs_on) calibrate and compare on the crops of the people a --detector finds.
 QUANTIZE_TYPES = tuple(name for name, spec in FAMILIES.items() if spec.accuracy_loss is not None)
-BACKENDS = ("onnx", "openvino")
+BACKENDS = (AUTO, *RUNS_ON)  # auto: int8 for both where OpenVINO and NNCF are installed, the faster kept
 PRECISIONS = ("int8", "fp16")
 METHODS = ("minmax", "entropy", "percentile")
-# Where each backend's quantized model runs for the comparison; the source model runs on REFERENCE.
-RUNS_ON = {"onnx": "onnx:cpu", "openvino": "openvino:CPU"}
-THREADS = {"onnx": "intra_op_threads", "openvino": "inference_threads"}  # each backend's CPU threads setting
 KEY = "quantization_"  # metadata keys of the provenance
 # --target-cpu: the CPU kind the int8 model is made for (runtime/cpu.py). avx2 (x86 without VNNI): 7-bit weights
 # (ONNX Runtime's reduce_range, NNCF's overflow fix on every layer), which its int8 kernels do not saturate with.
-TARGET_CPUS = ("auto", "vnni", "avx2")
+# auto: this CPU's kind, then (with --data, where that loses too much) 7-bit weights (quantize_choice.py).
+TARGET_CPUS = (AUTO, "vnni", "avx2")
 
 
 # --- provenance --------------------------------------------------------------------------------------
@@ -119,7 +135,7 @@ def quantize(
     model: Path,
     calibration: Path | None,
     out: Path,
-    backend: str = "onnx",
+    backend: str = AUTO,
     precision: str = "int8",
     frames: int = 32,
     method: str = "minmax",
@@ -132,15 +148,18 @@ def quantize(
     threads: int = 0,
     out_dir: Path | None = None,
     log: Callable[[str], None] = lambda text: None,
-    target_cpu: str = "auto",
+    target_cpu: str = AUTO,
     max_loss: float | None = None,
     accept_loss: bool = False,
 ) -> CommandReport:
     """`vision-factory quantize`: ``model`` (FP32 ONNX of family ``model_type``) as ``precision`` for ``backend``
-    into ``out``, calibrated on ``frames`` frames of ``calibration``, for ``target_cpu`` (TARGET_CPUS; auto: this
-    one); then compared with ``model`` over ``data`` (COCO data set; tracknet: truth CSV with ``source``) and
-    timed against it. When the comparison's accuracy loss (LOSSES) exceeds ``max_loss`` (None: the family's
-    default) the model is renamed NAME.rejected.EXT and AccuracyLost raised, unless ``accept_loss``."""
+    (auto: int8 for ONNX Runtime and OpenVINO, the faster kept) into ``out`` (auto: NAME.onnx or NAME.xml by the
+    backend kept), calibrated on ``frames`` frames of ``calibration``, for ``target_cpu`` (TARGET_CPUS; auto: this
+    one's kind, then 7-bit weights); timed against ``model`` and compared with it over ``data`` (COCO data set;
+    tracknet: truth CSV with ``source``). The first candidate (quantize_choice.py) whose accuracy loss (the family's
+    accuracy_loss) is within ``max_loss`` (None: the family's default) is published; when none is, the least lossy is
+    written as NAME.rejected.EXT and AccuracyLost raised, unless ``accept_loss``; a comparison that fails (bad
+    --data) leaves no model at all."""
     from ..models.model_file import require_file_family
 
     if model_type not in QUANTIZE_TYPES:
@@ -159,6 +178,12 @@ def quantize(
         raise UsageError(f"OpenVINO writes IR: give --out as NAME.xml (got {Path(out).name})", "--out")
     if backend == "onnx" and Path(out).suffix != ".onnx":
         raise UsageError(f"give --out as NAME.onnx (got {Path(out).name})", "--out")
+    if backend == AUTO and Path(out).suffix not in ("", *SUFFIXES.values()):
+        raise UsageError(
+            f"give --out as NAME.onnx (ONNX Runtime), NAME.xml (OpenVINO) or NAME without a suffix (got "
+            f"{Path(out).name}): --backend auto then writes NAME.onnx or NAME.xml (with NAME.bin), whichever it keeps",
+            "--out",
+        )
     require_file_family(model, model_type, "quantize")
     spec = family(model_type)
     if spec.runs_on and detector_model is None and (data is not None or precision == "int8"):
@@ -173,88 +198,152 @@ def quantize(
     if spec.compares_over and data is not None and source is None:
         raise UsageError(f"{model_type} compares over --source: {spec.compares_over}", "--source")
     out = Path(out)
+    backends, note = backends_for(backend, precision, out)
+    kinds = kinds_for(target_cpu, precision, this_cpu())
     inputs = [model, calibration, data, source, detector_model]
-    written = model_files(out) if backend == "openvino" else [out]  # an IR is its .xml and its .bin
+    written = [path for name in backends for path in model_files(published_name(out, name))]  # an IR: .xml and .bin
     written += [rejected_name(path) for path in written]  # where a model that lost too much goes instead
     try:
         check_outputs(written, inputs, "--out")
     except UnsafeWrite as exc:
         raise UsageError(str(exc), "--out") from None
-    out.parent.mkdir(parents=True, exist_ok=True)
+    output_folder(out.parent, option="--out")
 
     feeds: list[dict[str, np.ndarray]] = []
     if calibration is not None:
         feeds, frames = calibration_inputs(model_type, model, calibration, frames, options, detector_model)
-        log(f"calibration: {len(feeds)} inputs from {frames} frames of {calibration}")
-    float_nodes: list[str] = []
-    kind = (this_cpu() if target_cpu == "auto" else target_cpu) if precision == "int8" else ""
-    if kind:
-        log(f"int8 for {kind} CPUs ({'detected here' if target_cpu == 'auto' else '--target-cpu'})")
-    companions = [".bin"] if backend == "openvino" else []
-    with (
-        tempfile.TemporaryDirectory(prefix="vf_quantize_") as work,  # lives until the model is saved
-        staged(out, inputs, "--out", companions) as fresh,  # moved onto --out once written whole
-    ):
-        if backend == "onnx" and precision == "int8":
-            how, float_nodes = onnx_int8(model, fresh, feeds, method, keep_tail, kind == "avx2")
-        elif backend == "onnx":
-            how, float_nodes = onnx_fp16(model, fresh, keep_tail, Path(work))
-        else:
-            import onnx
+        log(f"calibration: {len(feeds)} inputs from {frames} frames of {shown_path(calibration)}")
+    if kinds[0]:
+        log(f"int8 for {kinds[0]} CPUs ({'detected here' if target_cpu == AUTO else '--target-cpu'})")
+    # the comparison's reports: NAME_quantize/ beside the model (a link planted there refused), or ``out_dir``
+    out_dir = output_folder(out_dir, option="--out") if out_dir else output_folder(out.parent, f"{out.stem}_quantize")
+    # Each candidate is written under a temporary name beside --out, timed and compared there, and the one chosen
+    # published (as --out, or as NAME.rejected.EXT when every one lost too much) only then: a comparison that fails
+    # leaves nothing under --out.
+    recipe = {"precision": precision, "feeds": feeds, "method": method, "keep_tail": keep_tail}
+    recipe |= {"calibration": calibration, "frames": frames}
+    with contextlib.ExitStack() as staged:
 
-            named = named_nodes(model, Path(work) / "named.onnx")
-            if precision == "int8" and keep_tail:
-                float_nodes = float_tail(onnx.load(named, load_external_data=False).graph)
-            ov_model, how = openvino_model(named, precision, feeds, float_nodes, kind == "avx2")
-        provenance = Provenance(
-            Path(model),
-            calibration if precision == "int8" else None,
-            frames if precision == "int8" else 0,
-            len(feeds),
-            precision,
-            backend,
-            how,
-            float_nodes,
-            kind,
-        )
-        recorded = provenance.metadata()
-        metadata = source_metadata(model) | recorded
-        if backend == "openvino":
-            save_openvino(ov_model, fresh, precision, metadata)
-        else:
-            write_onnx_metadata(fresh, metadata)
+        def make(name: str, kind: str) -> Attempt:
+            path = staged_name(out, name, kind, kinds[0])
+            staging = staged.enter_context(stage(path, inputs, "--out", [".bin"] if name == "openvino" else []))
+            with tempfile.TemporaryDirectory(prefix="vf_quantize_") as work:  # lives until the model is saved
+                made = _write_model(model, staging.fresh, name, kind, recipe, Path(work))
+            return Attempt(name, kind, staging, made)
 
-    target = RUNS_ON[backend]
-    speed = speed_ratio(model, out, target, feeds or None, speed_runs, threads)
-    out_dir = Path(out_dir) if out_dir is not None else out.parent / f"{out.stem}_quantize"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    comparison, compared = None, None
-    if data is not None:
-        comparison = compare_models(model_type, model, out, target, data, source, out_dir, options, detector_model)
-        compared = max(out_dir.glob("compare_*.json"), key=lambda path: path.stat().st_mtime)
+        def timed(attempts: Sequence[Attempt]) -> None:
+            quantized = {one.backend: (RUNS_ON[one.backend], one.staging.fresh) for one in attempts}
+            for one, speed in zip(attempts, timed_in_turn(model, quantized, feeds, speed_runs, threads).values()):
+                one.speed = speed
+
+        first = [make(name, kinds[0]) for name in backends]
+        timed(first)  # one timing in turn: the FP32 model and each backend's
+        attempts: list[Attempt] = []
+        for name, kind in order({one.backend: one.speed["quantized_ms"] for one in first}, kinds):
+            attempt = next((one for one in first if (one.backend, one.kind) == (name, kind)), None)
+            if attempt is None:
+                attempt = make(name, kind)
+                timed([attempt])
+            attempts.append(attempt)
+            if data is None:
+                break
+            _compare(attempt, model_type, model, data, source, out_dir, options, detector_model, max_loss)
+            if attempt.within:
+                break
+            log(f"{attempt.name}: {attempt.lost()} > --max-loss {attempt.loss['limit']:g}")
+        chosen = next((one for one in attempts if one.within), None)
+        chosen = chosen or min(attempts, key=lambda one: one.loss["value"])
+        rejected = not chosen.within and not accept_loss
+        final = published_name(out, chosen.backend)
+        final = chosen.staging.publish(rejected_name(final) if rejected else final)
+    if chosen.record is not None:  # the comparison names the model where it now is
+        chosen.record["b"]["model"] = str(final)
+        write_text(chosen.compared, json.dumps(chosen.record, indent=2) + "\n", inputs)
+    why = chosen_line(chosen, attempts, first, note)
     summary = {
         "model_type": model_type,
         "model": str(model),
-        "out": str(out),
-        "runs_on": {"source": REFERENCE, "quantized": target},
-        "metadata": recorded,
-        "speed": speed | {"threads": threads},
-        "comparison": json.loads(compared.read_text()) if compared else None,
+        "out": str(final),
+        "runs_on": {"source": REFERENCE, "quantized": RUNS_ON[chosen.backend]},
+        "metadata": chosen.provenance.metadata(),
+        "speed": chosen.speed | {"threads": threads},
+        "comparison": chosen.record,
+        "choice": {"why": why, "timed": {one.backend: one.speed for one in first}},
     }
-    loss = accuracy_loss(model_type, summary["comparison"], max_loss) if compared else None
-    rejected = loss is not None and loss["value"] > loss["limit"] and not accept_loss
-    if rejected:
-        out = reject(out)
-        summary["out"] = str(out)
-    if loss is not None:
-        summary["loss"] = loss | {"accepted": not rejected}
+    summary["choice"]["tried"] = [one.summary() for one in attempts]  # in the order tried
+    if chosen.loss is not None:
+        summary["loss"] = chosen.loss | {"accepted": not rejected}
     files = {"summary": out_dir / "quantize.json"}
     write_text(files["summary"], json.dumps(summary, indent=2) + "\n", inputs)
-    text = describe(out, provenance, speed, comparison, loss) + "\n"
-    report = CommandReport(text, files, warnings=comparison.warnings if comparison else [])
+    text = describe(final, chosen, why) + "\n"
+    report = CommandReport(text, files, warnings=chosen.comparison.warnings if chosen.comparison else [])
     if rejected:
-        raise AccuracyLost(report, loss_text(loss, out, provenance))
+        calibrated = f"{frames} frame{'s' * (frames != 1)} read, {method}" if precision == "int8" else ""
+        ways = ways_on(attempts, this_cpu(), backends, keep_tail, calibrated)
+        raise AccuracyLost(report, loss_text(attempts, chosen, final, ways))
     return report
+
+
+def _compare(
+    attempt: Attempt,
+    model_type: str,
+    model: Path,
+    data: Path,
+    source: Path | None,
+    out_dir: Path,
+    options: Mapping[str, Any] | None,
+    detector_model: Path | None,
+    max_loss: float | None,
+) -> None:
+    """``attempt`` compared with ``model`` over ``data`` (compare_models): its report, record and accuracy loss."""
+    target = RUNS_ON[attempt.backend]
+    attempt.comparison = compare_models(
+        model_type, model, attempt.staging.fresh, target, data, source, out_dir, options, detector_model
+    )
+    ending = f"_vs_{configuration_name(attempt.staging.fresh, target)}.json"  # save_comparison's name for it
+    saved = [path for path in out_dir.iterdir() if path.name.startswith("compare_") and path.name.endswith(ending)]
+    attempt.compared = max(saved, key=lambda path: path.stat().st_mtime)
+    attempt.record = json.loads(attempt.compared.read_text())
+    attempt.loss = accuracy_loss(model_type, attempt.record, max_loss)
+
+
+def _write_model(
+    model: Path, fresh: Path, backend: str, kind: str, recipe: Mapping[str, Any], work: Path
+) -> Provenance:
+    """``model`` for ``backend`` written at ``fresh`` (``kind``: the int8 CPU kind; ``recipe``: precision, feeds,
+    method, keep_tail, calibration and frames; ``work``: a scratch folder), with the source's metadata and its
+    provenance, which it returns."""
+    precision, feeds, method, keep_tail = (recipe[key] for key in ("precision", "feeds", "method", "keep_tail"))
+    float_nodes: list[str] = []
+    if backend == "onnx" and precision == "int8":
+        how, float_nodes = onnx_int8(model, fresh, feeds, method, keep_tail, kind == "avx2")
+    elif backend == "onnx":
+        how, float_nodes = onnx_fp16(model, fresh, keep_tail, work)
+    else:
+        import onnx
+
+        named = named_nodes(model, work / "named.onnx")
+        if precision == "int8" and keep_tail:
+            float_nodes = float_tail(onnx.load(named, load_external_data=False).graph)
+        ov_model, how = openvino_model(named, precision, feeds, float_nodes, kind == "avx2")
+    int8 = precision == "int8"
+    provenance = Provenance(
+        Path(model),
+        recipe["calibration"] if int8 else None,
+        recipe["frames"] if int8 else 0,
+        len(feeds),
+        precision,
+        backend,
+        how,
+        float_nodes,
+        kind,
+    )
+    metadata = source_metadata(model) | provenance.metadata()
+    if backend == "openvino":
+        save_openvino(ov_model, fresh, precision, metadata)
+    else:
+        write_onnx_metadata(fresh, metadata)
+    return provenance
 
 
 class AccuracyLost(ValueError):
@@ -273,75 +362,6 @@ def accuracy_loss(model_type: str, comparison: Mapping[str, Any], limit: float |
     return {"loss": loss.what, "value": float(loss.measure(comparison)), "limit": float(limit)}
 
 
-def loss_text(loss: Mapping[str, Any], out: Path, provenance: Provenance) -> str:
-    """Why the command failed, and the ways on."""
-    cpu = (
-        f"; it was made for {provenance.target_cpu} CPUs and compared on this one, which has no VNNI: give "
-        "--target-cpu avx2 (or auto)"
-        if provenance.target_cpu == "vnni" and this_cpu() == "avx2"
-        else ""
-    )
-    return (
-        f"the quantized model lost more accuracy than allowed: {loss['loss']} {loss['value']:.4f} > --max-loss "
-        f"{loss['limit']:g}; written as {out} (not under the --out name){cpu}; try more --frames or another "
-        "--method, or give --accept-loss (or a larger --max-loss) to keep it"
-    )
-
-
-def rejected_name(out: Path) -> Path:
-    """Where a quantized model that lost more than allowed is written instead of ``out``: NAME.rejected.EXT."""
-    return out.with_name(f"{out.stem}.rejected{out.suffix}")
-
-
-def reject(out: Path) -> Path:
-    """The quantized model at ``out`` renamed rejected_name(out) (an IR's .bin with it; both names were checked
-    before the work: no link, no input); the new path."""
-    renamed = rejected_name(out)
-    if out.suffix == ".xml":
-        out.with_suffix(".bin").replace(rejected_name(out.with_suffix(".bin")))
-    out.replace(renamed)
-    return renamed
-
-
-def speed_ratio(
-    model: Path,
-    quantized: Path,
-    target: str,
-    feeds: Sequence[dict[str, np.ndarray]] | None,
-    runs: int,
-    threads: int = 0,
-) -> dict[str, float]:
-    """Median ms per run of ``model`` on ONNX Runtime CPU and of ``quantized`` on ``target``, timed on the same
-    inputs in turn (A, B, A, B ...) after a warm-up, and the ratio A / B (above 1: the quantized model is faster).
-    ``threads``: CPU threads of each runtime, 0 = the runtime decides (as the nodes' defaults)."""
-    a, b = (_load(target, path, threads) for target, path in ((REFERENCE, model), (target, quantized)))
-    if not feeds:
-        feeds = [{info.name: _random_input(info) for info in a.inputs}]
-    times: dict[str, list[float]] = {"a": [], "b": []}
-    for runner in (a, b):
-        for feed in feeds[:3]:
-            runner.run(feed)
-    for index in range(max(runs, 1)):
-        feed = feeds[index % len(feeds)]
-        for key, runner in (("a", a), ("b", b)) if index % 2 == 0 else (("b", b), ("a", a)):
-            start = time.perf_counter()
-            runner.run(feed)
-            times[key].append((time.perf_counter() - start) * 1000)
-    median_a, median_b = statistics.median(times["a"]), statistics.median(times["b"])
-    return {"fp32_ms": median_a, "quantized_ms": median_b, "ratio": median_a / median_b, "runs": max(runs, 1)}
-
-
-def _load(target: str, model: Path, threads: int) -> Runner:
-    """``model`` on ``target`` with ``threads`` CPU threads (the backend's setting for it; 0: its default)."""
-    setting = THREADS[target.partition(":")[0]]
-    return load_target(target, model, {setting: threads} if threads else None)
-
-
-def _random_input(info) -> np.ndarray:
-    shape = [dim if isinstance(dim, int) and dim > 0 else 1 for dim in info.shape]
-    return np.random.default_rng(0).random(shape, dtype=np.float32)
-
-
 def compare_models(
     model_type: str,
     model: Path,
@@ -357,10 +377,10 @@ def compare_models(
     configurations = ((Path(model), REFERENCE), (Path(quantized), target))
     if family(model_type).runs_on:
         return compare_on_people(model_type, configurations, data, options or {}, detector_model, out_dir)
-    spec = family(model_type)  # the family's result kind compares (results/<kind>.py's compare_runs)
+    spec = family(model_type)  # the family's result kind compares (tools/evaluation.py)
     given = {"source": source, "data": data, "median_warmup": None, "out_dir": out_dir, "options": options or {}}
     given["heatmap_threshold"] = next((p.default for p in spec.parameters if p.name == "heatmap_threshold"), None)
-    return spec.result.module().compare_runs(model_type, configurations, given)
+    return evaluation(spec.result).compare(model_type, configurations, given)
 
 
 def compare_on_people(
@@ -375,8 +395,7 @@ def compare_on_people(
     over every frame of ``data`` (a folder of images, a video or a rosbag2; no truth scores them): each
     configuration built as its node builds it, the person detector on onnx:cpu for both. rtmpose: its
     detections' differences (compare's, keypoints included); reid: the cosine of each person's two embeddings."""
-    from ..results.detections import differences as detection_differences
-    from .coco_eval import coco_result
+    from ..results.coco import coco_results, differences
     from .compare import describe_comparison, save_comparison
     from .predict import detector_from_options
 
@@ -402,25 +421,25 @@ def compare_on_people(
             detector = detector_from_options(
                 model_type, model, target, options, detector_model, load=loader(model, target)
             )
+            found = [detector.detect(frame) for frame in frames]  # each class its own category
+            categories = [{int(c): int(c) for c in result.boxes.class_ids} for result in found]
             results.append(
-                [
-                    coco_result(index, found.class_id, found, keypoints=True)
-                    for index, frame in enumerate(frames)
-                    for found in detector.detect(frame)
-                ]
+                [row for i, result in enumerate(found) for row in coco_results(i, result, categories[i], True)[0]]
             )
-        outputs = detection_differences(*results)
+        outputs = differences(*results)
     else:
         people = detector_from_options(PERSON_DETECTOR, detector_model, REFERENCE, options)
-        boxes = [[found.xyxy for found in people.detect(frame)] for frame in frames]
-        if not any(boxes):
+        boxes = [people.detect(frame).boxes.xyxy for frame in frames]
+        if not any(len(found) for found in boxes):
             raise ValueError(
-                f"{Path(detector_model).name} finds no people in {data}: give --data with people to compare"
+                f"{Path(detector_model).name} finds no people in {shown_path(data)}: give --data with people to compare"
             )
         embeddings = []
         for model, target in configurations:
             embedder = spec.build(spec.values_from_model(model), loader(model, target))
-            embeddings.append(np.vstack([embedder.embed(frame, found) for frame, found in zip(frames, boxes) if found]))
+            embeddings.append(
+                np.vstack([embedder.embed(frame, found) for frame, found in zip(frames, boxes) if len(found)])
+            )
         cosine = np.sum(embeddings[0] * embeddings[1], axis=1)  # unit rows (all-zero for a box outside the frame)
         outputs = {"frames": len(frames), "people": len(cosine), "cosine_min": float(cosine.min())}
         outputs["cosine_mean"] = float(cosine.mean())
@@ -429,14 +448,16 @@ def compare_on_people(
     return CommandReport(describe_comparison(report, path))
 
 
-def describe(
-    out: Path,
-    provenance: Provenance,
-    speed: Mapping[str, float],
-    comparison: CommandReport | None,
-    loss: Mapping[str, Any] | None = None,
-) -> str:
-    lines = [f"wrote {out}: {provenance.precision} for {provenance.backend} ({provenance.method})"]
+def describe(out: Path, chosen: Attempt, why: str) -> str:
+    provenance, speed, comparison, loss = chosen.provenance, chosen.speed, chosen.comparison, chosen.loss
+    lines = [f"wrote {shown_path(out)}: {provenance.precision} for {provenance.backend} ({provenance.method})"]
+    if why:
+        lines.append(why)
+    if provenance.backend == "openvino":
+        lines.append(
+            "OpenVINO IR: it runs in a generated OpenVINO package (vision-factory generate --backend openvino) and "
+            "on the tools' openvino:CPU target; --backend onnx makes a model for this package's nodes"
+        )
     if provenance.target_cpu:
         weights = "7-bit weights (reduce_range)" if provenance.reduce_range else "full-range int8 weights"
         lines.append(f"made for {provenance.target_cpu} CPUs: {weights}")

@@ -15,6 +15,7 @@ import numpy as np
 from ..families.registry import family
 from ..runtime.backends import load_target
 from ..runtime.runner import Runner
+from ..text import shown_path
 from .commands import UsageError
 from .sources import read_image, source_frames
 
@@ -46,12 +47,16 @@ def calibration_frames(source: Path, count: int | None, option: str = "--calibra
     source = Path(source)
     if not source.exists():
         what = option.lstrip("-")
-        raise UsageError(f"{what} source not found: {source}; give a folder of images, a video or a rosbag2", option)
+        raise UsageError(
+            f"{what} source not found: {shown_path(source)}; give a folder of images, a video or a rosbag2", option
+        )
     if source.is_dir() and not _is_bag(source):
         images = sorted(path for path in source.iterdir() if path.suffix.lower() in IMAGE_SUFFIXES)
         if not images:
             raise UsageError(
-                f"{source} holds no images ({', '.join(IMAGE_SUFFIXES)}) and is no rosbag2 (no metadata.yaml)", option
+                f"{shown_path(source)} holds no images ({', '.join(IMAGE_SUFFIXES)}) and is no rosbag2 (no "
+                "metadata.yaml)",
+                option,
             )
         frames = (read_image(path) for path in images)
         frames = (frame for frame in frames if frame is not None)
@@ -96,21 +101,18 @@ def calibration_inputs(
     if spec.result is None:  # no result of its own: an embedder of people's crops, as the tracker builds it (reid)
         people = detector_from_options(PERSON_DETECTOR, detector_model, REFERENCE, options or {})
         embedder = spec.build(spec.values_from_model(model, "quantize"), load)
-        read = sum(
-            1 for frame in calibration if embedder.embed(frame, [d.xyxy for d in people.detect(frame)]) is not None
-        )
+        read = sum(1 for frame in calibration if embedder.embed(frame, people.detect(frame).boxes.xyxy) is not None)
     elif spec.result.streamed:  # a stream (tracknet): the node's pipeline, of the values its model file records
         stream = spec.pipeline(spec.values_from_model(model, "quantize"), load)
         read = sum(1 for index, frame in enumerate(calibration) if stream.push(frame, index) is not None)
         stream.flush()
     else:  # a detector (or a dense model), as `predict` builds it from ``options``, run as predict runs it
-        detector = detector_from_options(model_type, model, REFERENCE, options or {}, detector_model, load=load)
-        kind = spec.result.module()
-        read = sum(1 for frame in calibration if kind.run(detector, frame) is not None)
+        adapter = detector_from_options(model_type, model, REFERENCE, options or {}, detector_model, load=load)
+        read = sum(1 for frame in calibration if adapter(frame) is not None)
     feeds = [feed for recorder in recorders for feed in recorder.feeds]
     if not feeds:
         raise ValueError(
-            f"no calibration input: {read} frames of {source} gave the {model_type} model nothing to run "
+            f"no calibration input: {read} frames of {shown_path(source)} gave the {model_type} model nothing to run "
             "(tracknet: more frames than the median warm-up and seq_len; rtmpose, reid: frames with people); give more "
             "--frames or another --calibration source"
         )

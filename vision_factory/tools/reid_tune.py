@@ -49,11 +49,12 @@ from pathlib import Path
 import numpy as np
 
 from ..families import reid, tracking
-from ..files import UnsafeWrite, check_output, staged
+from ..files import UnsafeWrite, check_output, output_folder, staged
 from ..models.reid import ReidEmbedder
 from ..models.reid_calibration import MARGIN, Choice, choose
 from ..models.tracker import TrackerConfig, appearance_distance, blend_features
 from ..runtime.backends import load_target
+from ..text import shown_path
 from .commands import CommandReport, UsageError
 from .mot import prepare
 from .mot_files import MotBoxes, boxes_from_rows, read_mot
@@ -81,7 +82,7 @@ def scored_truth(truth: MotBoxes) -> MotBoxes:
     """The boxes of ``truth`` the tracker would meet: scored (tools/mot.prepare) and visible enough."""
     fix = "give MOTChallenge ground truth of the people in the frames (frame,id,x,y,w,h,1,-1,-1,-1 per box)"
     if not len(truth):
-        raise ValueError(f"{truth.path} holds no boxes: {fix}")
+        raise ValueError(f"{shown_path(truth.path)} holds no boxes: {fix}")
     try:
         scored = prepare(truth, boxes_from_rows([], "none")).truth
     except ValueError as exc:
@@ -90,7 +91,7 @@ def scored_truth(truth: MotBoxes) -> MotBoxes:
     kept = scored.subset(visible)
     if not len(kept):
         raise ValueError(
-            f"{truth.path} has no person box to measure: every box is unscored, a distractor or under "
+            f"{shown_path(truth.path)} has no person box to measure: every box is unscored, a distractor or under "
             f"{MIN_VISIBILITY:.0%} visible; {fix}"
         )
     return kept
@@ -132,13 +133,13 @@ def measure(embedder: ReidEmbedder, frames, truth: MotBoxes, ema_alpha: float) -
             break
     if read >= last and not crops:
         raise ValueError(
-            f"no box of the ground truth {truth.path} has a pixel inside the frames ({size[1]}x"
+            f"no box of the ground truth {shown_path(truth.path)} has a pixel inside the frames ({size[1]}x"
             f"{size[0]}): give the frames the truth was made for, at the size it was made"
         )
     if read < last:
         raise ValueError(
-            f"the ground truth {truth.path} has boxes up to frame {last} but the frames end at frame {read}: give "
-            "the frames the truth was made for (frames count from 1, in order)"
+            f"the ground truth {shown_path(truth.path)} has boxes up to frame {last} but the frames end at "
+            f"frame {read}: give the frames the truth was made for (frames count from 1, in order)"
         )
     return Distances(np.array(same), np.array(different), crops, len(features), read, outside)
 
@@ -159,13 +160,13 @@ def tune(
 
     model, out = Path(model), Path(out)
     if out.suffix != ".onnx":
-        raise UsageError(f"give --out as NAME.onnx (got {out.name})", "--out")
+        raise UsageError(f"give --out as NAME.onnx (got {shown_path(out.name)})", "--out")
     try:
         check_output(out, [model, source, truth], "--out (the tuned model is a copy)")
     except UnsafeWrite as exc:
         raise UsageError(str(exc), "--out") from None
     if not model.is_file():
-        raise UsageError(f"model not found: {model}", "--model")
+        raise UsageError(f"model not found: {shown_path(model)}", "--model")
     try:
         require_file_family(model, "reid", "reid-tune")
     except ValueError as exc:
@@ -225,7 +226,7 @@ def write_copy(model: Path, out: Path, metadata: Mapping[str, str], inputs: Iter
     ``model`` or another of the ``inputs``, nor through a link."""
     import shutil
 
-    out.parent.mkdir(parents=True, exist_ok=True)
+    output_folder(out.parent, option="--out")
     with staged(out, [model, *inputs], "--out") as fresh:
         shutil.copyfile(model, fresh)
         write_onnx_metadata(fresh, metadata)  # keeps the copy's other keys
@@ -248,5 +249,5 @@ def describe(distances: Distances, choice: Choice, out: Path) -> str:
         "different-people at or under it",
     ]
     lines += [f"{name}: {value:g}" for name, value in choice.thresholds.items()]
-    lines.append(f"wrote {out} (the tracker takes them unless track_thresholds_from_model is false)")
+    lines.append(f"wrote {shown_path(out)} (the tracker takes them unless track_thresholds_from_model is false)")
     return "\n".join(lines)

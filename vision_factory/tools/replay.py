@@ -18,13 +18,12 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import NODE_FAMILIES
-from ..files import open_new, write_text
+from ..files import check_folder, open_new, output_folder, write_text
 from ..parameters import Parameter, Value, checked_values, kept_for_late_readers, ros_text
 from ..results import ResultKind
 from ..ros import message_class
 from ..runtime.backends import BACKENDS
-from ..share import share_path
-from ..text import untrusted
+from ..text import shown_path, untrusted
 from . import replay_outputs
 from .bags import (
     BagError,
@@ -36,6 +35,14 @@ from .bags import (
     write_messages,
 )
 from .commands import UsageError
+from .replay_node import (
+    _wait_for_end,
+    _wait_for_node,
+    _wait_in_flight,
+    _wait_matched,
+    stop_replay,
+    use_shared_memory_profile,
+)
 from .replay_outputs import NODE_TIMES, collect, collect_statuses, write_answers
 
 
@@ -50,14 +57,14 @@ class NodeSpec:
     parameters: dict[str, str] = field(default_factory=dict)  # replay's own overrides
     # inputs besides the image the bag must hold, fed with each frame (by stamp): relative topic -> message type
     inputs: dict[str, str] = field(default_factory=dict)
+    measures: tuple[str, str] = ("", "")  # a map's (kind, unit) on its main output (families/family.py's Output)
 
 
 MAX_IN_FLIGHT = 32  # frames sent and not yet answered, at most, when replaying as fast as the node keeps up
 # The node keeps this many answers per frame in flight for a reader it learns of late (kept_for_late_readers).
 LATE_DEPTH_PER_IN_FLIGHT = 2
 DEBUG_MATCH_S = 3.0  # how long replay waits for the node's ~/debug/ topics once its output is there
-END_IDLE_S = 3.0  # once every frame is sent: how long with no answer ends the replay, at least
-END_WAIT_MAX_S = 30.0  # ... and at most (see _wait_for_end)
+END_IDLE_S = 3.0  # once every frame is sent: how long with no answer ends the replay, at least (replay_node.py)
 # A node that ends its stream after seconds without frames (flush_timeout) gets a short one: the bag ends.
 FLUSH_TIMEOUT = {"flush_timeout": "0.5"}
 
@@ -73,6 +80,7 @@ def node_spec(node: str, values: Mapping[str, Any] | None = None) -> NodeSpec:
         raise ValueError(f"unknown node '{node}': choose one of {', '.join(NODE_FAMILIES)}")
     spec = NODE_FAMILIES[node]
     main = spec.main_output(values, "replay") if values else spec.output_topic
+    measures = next((output.measures for output in spec.node.outputs if output.topic == main), ())
     return NodeSpec(
         f"vision_factory.{node_module_name(spec, BACKENDS['onnx'])}",
         {main: spec.result.message},
@@ -80,6 +88,7 @@ def node_spec(node: str, values: Mapping[str, Any] | None = None) -> NodeSpec:
         spec.result,
         FLUSH_TIMEOUT if any(parameter.name in FLUSH_TIMEOUT for parameter in spec.parameters) else {},
         {topic.topic: topic.message for topic in spec.node.inputs[1:] if not topic.when},
+        measures or ("", ""),
     )
 
 
@@ -93,8 +102,7 @@ class ReplayResult:
     latency_ms_p50: float
     latency_ms_p99: float
     output_bag: str
-    ball_csv: str | None
-    detections_json: str | None
+    answers: str  # the node's answers as its result kind's file (results/frame.py's write_results), e.g. OUT/ball.csv
     node_log: str
     # The node's own times per frame from its ~/debug/ topics (ros/monitor.py): processing p50/p99, stage medians.
     node_times_ms: dict[str, float] = field(default_factory=dict)
@@ -112,11 +120,11 @@ class ReplayResult:
         return data
 
     def steady_fps(self, held_back: int = 0) -> float:
-        """Answers per second from the first answer to the last one not held back for the stream's end.
+        """Answers per second from the first answer to the last one not held back until the stream pauses.
 
         ``fps`` spans the whole replay: also the wait before the first answer and, for a node
         that holds the last ``held_back`` frames until no frame came for its flush_timeout
-        (TrackNet: seq_len - 1), that wait. NaN without two answers in the span.
+        (TrackNet: seq_len - 1, and InpaintNet's seq_len - 1 with it), that wait. NaN without two answers in the span.
         """
         answers = sorted(self.answered_ns)
         span = answers[: max(2, len(answers) - held_back)]
@@ -137,11 +145,6 @@ def restamped(data: bytes, stamp_ns: int) -> tuple[bytes, tuple[int, int]]:
     copy = bytearray(data)
     struct.pack_into("<iI" if data[1] == 1 else ">iI", copy, 4, *stamp)
     return bytes(copy), stamp
-
-
-def use_shared_memory_profile() -> None:
-    """Large images need Fast DDS' shared-memory transport; keep a profile the user set."""
-    os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(share_path("config", "fastdds_shm.xml")))
 
 
 def node_parameters(node: str) -> tuple[Parameter, ...]:
@@ -170,7 +173,7 @@ def params_file_values(params_file: str | Path | None) -> dict[str, Any]:
     try:
         document = yaml.safe_load(Path(params_file).read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read {params_file}: {exc}", "--params-file") from None
+        raise UsageError(f"cannot read {shown_path(params_file)}: {untrusted(exc, 400)}", "--params-file") from None
     values: dict[str, Any] = {}
     for section in document.values() if isinstance(document, dict) else ():
         if isinstance(section, dict) and isinstance(section.get("ros__parameters"), dict):
@@ -178,9 +181,10 @@ def params_file_values(params_file: str | Path | None) -> dict[str, Any]:
     return values
 
 
-def parse_overrides(items: Iterable[str]) -> dict[str, str]:
-    """Node parameters given as NAME:=VALUE (the ros2 run syntax), by name."""
-    overrides = {}
+def parse_overrides(items: Iterable[str], prompt: str | None = None) -> dict[str, str]:
+    """Node parameters given as NAME:=VALUE (the ros2 run syntax), by name; ``prompt`` (--prompt), the text prompt
+    (as ``-p prompt:=TEXT``, quoted so that ROS reads it back as text)."""
+    overrides = {} if prompt is None else {"prompt": ros_text(prompt)}
     for item in items:
         name, separator, value = item.partition(":=")
         if not separator or not name:
@@ -242,11 +246,12 @@ def replay(
     out_dir = Path(out_dir)
     outputs = output_paths(out_dir, node)
     clear_earlier_run(out_dir, outputs, force)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, option="--out")
     stamps = [header_stamp(message, bag, index) for index, message in enumerate(read_messages(bag, topic))]
     if len(set(stamps)) != len(stamps):
         raise BagError(
-            f"image headers in {bag}:{untrusted(topic, 200)} repeat their stamps; replay needs one stamp per frame"
+            f"image headers in {shown_path(bag)}:{untrusted(topic, 200)} repeat their stamps; replay needs one "
+            "stamp per frame"
         )
     frame_of = {stamp: index for index, stamp in enumerate(stamps)}
     fed = _fed_inputs(bag, node, spec, frame_of)
@@ -346,8 +351,9 @@ def replay(
                 answered.wait_for(lambda: done_frames or process.poll() is not None, timeout=startup_timeout)
             # A node whose one frame takes longer than END_IDLE_S (a heavy model, a loaded machine) is given longer.
             idle_s = max(idle_s, 2 * (time.monotonic() - warm_up_start))
-            # A node that ends a stream after a pause (flush_timeout) starts the bag afresh.
-            time.sleep(2 * float(overrides.get("flush_timeout", 0)))
+            # A node that ends a stream after a pause (flush_timeout: what is pending answered, and as long again
+            # without frames) starts the bag afresh.
+            time.sleep(3 * float(overrides.get("flush_timeout", 0)))
             with answered:
                 done_frames.clear()
                 for name in spec.outputs:
@@ -393,7 +399,9 @@ def replay(
     messages.sort(key=lambda message: message.timestamp_ns)
     output_bag = outputs["bag"]
     write_messages(output_bag, messages, storage)
-    written = write_answers(spec, outputs[_file_role(spec.result)], received, recorded, bag, topic, frame_of)
+    written = write_answers(
+        spec.result, spec.main_output, outputs["answers"], received, recorded, bag, topic, frame_of, spec.measures
+    )
     latencies = [(done_frames[i] - sent_at[i]) / 1e6 for i in range(len(sent_at)) if i in done_frames]
     result = ReplayResult(
         frames_sent=len(sent_at),
@@ -404,8 +412,7 @@ def replay(
         latency_ms_p50=float(np.percentile(latencies, 50)) if latencies else float("nan"),
         latency_ms_p99=float(np.percentile(latencies, 99)) if latencies else float("nan"),
         output_bag=str(output_bag),
-        ball_csv=str(written) if _file_role(spec.result) == "ball_csv" else None,
-        detections_json=str(written) if _file_role(spec.result) == "detections_json" else None,
+        answers=str(written),
         node_log=str(log_path),
         node_times_ms=replay_outputs.node_times(node_times),
         latencies_ms=latencies,
@@ -427,9 +434,10 @@ def _fed_inputs(bag, node: str, spec: NodeSpec, frame_of: dict) -> dict[str, dic
             shown = untrusted(", ".join(found), 400)  # topic names from the bag
             which = f"has {len(found)} {msgtype} topics ({shown})" if found else f"has no {msgtype} topic"
             raise BagError(
-                f"the {node} node needs its {name} input with the images, by stamp: bag {bag} {which}; record one "
-                f"topic of the detections to track beside the images (or replay the detector itself with tracking "
-                f"on, e.g. --node yolo -p tracking:=true -p model_path:=..., or run vision-factory track)"
+                f"the {node} node needs its {name} input with the images, by stamp: bag {shown_path(bag)} "
+                f"{which}; record one topic of the detections to track beside the images (or replay the detector "
+                "itself with tracking on, e.g. --node yolo -p tracking:=true -p model_path:=..., or run vision-factory "
+                "track)"
             )
         by_frame: dict[int, list[bytes]] = {}
         for index, message in enumerate(read_messages(bag, found[0])):
@@ -447,97 +455,28 @@ def output_paths(out_dir: Path, node: str) -> dict[str, Path]:
         "bag": out_dir / f"{node}_outputs",
         "log": out_dir / f"{node}_node.log",
         "summary": out_dir / "replay.json",
+        "answers": out_dir / spec.result.file,  # the result kind's file, e.g. OUT/ball.csv
     }
-    paths[_file_role(spec.result)] = out_dir / spec.result.file  # e.g. ball_csv: OUT/ball.csv
     return paths
 
 
-def _file_role(kind: ResultKind) -> str:
-    return kind.file.replace(".", "_")
-
-
 def clear_earlier_run(out_dir: Path, outputs: dict[str, Path], force: bool) -> None:
-    """Refuse (or with ``force`` remove) outputs of an earlier run, before the replay starts."""
+    """Refuse (or with ``force`` remove) outputs of an earlier run, before the replay starts. ``outputs`` may lie in
+    folders below ``out_dir`` (a camera's OUT/NAME/): a link or a file at any of those is refused first
+    (files.check_folder), so that nothing where a link points is taken for an earlier run, nor removed."""
+    for path in outputs.values():
+        check_folder(out_dir, str(path.parent.relative_to(out_dir)), "--out")
     earlier = [path for path in outputs.values() if path.exists() or path.is_symlink()]
     if not earlier:
         return
     if not force:
-        names = ", ".join(path.name for path in earlier)
+        names = ", ".join(str(path.relative_to(out_dir)) for path in earlier)
         raise FileExistsError(
-            f"{out_dir} holds an earlier run ({names}): choose another --out, or --force to replace that run"
+            f"{shown_path(out_dir)} holds an earlier run ({names}): choose another --out, or --force to replace that "
+            "run"
         )
     for path in earlier:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         else:
             path.unlink()  # a file, or a link (never what it points to)
-
-
-def stop_replay(process, log_file, executor, spinner, player, context) -> None:
-    """The end of a replay, however it ends: the node's process stopped (killed if it does not stop), its log
-    closed, the player's executor, thread, node and context shut down."""
-    import rclpy
-
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log_file.close()
-    executor.shutdown()
-    spinner.join(timeout=5)  # a spinning thread left inside rclpy at interpreter exit can abort the process
-    player.destroy_node()
-    rclpy.try_shutdown(context=context)
-
-
-def _wait_for_node(process, publisher, reader, timeout: float, log_path: Path) -> None:
-    """Until the node reads what ``publisher`` sends and its main output has matched ``reader``: an answer sent
-    before the reader matched would be lost (a graph that lists the node's publisher is not yet a match: on a loaded
-    machine CI lost a node's first two answers so)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"node exited with code {process.returncode} before replay:\n{_tail(log_path)}")
-        if publisher.get_subscription_count() > 0 and reader.get_publisher_count() > 0:
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"node did not subscribe within {timeout:.0f}s:\n{_tail(log_path)}")
-
-
-def _wait_matched(subscriptions: list, timeout: float) -> None:
-    """Until every subscription has a publisher, or ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not all(s.get_publisher_count() > 0 for s in subscriptions):
-        time.sleep(0.05)
-
-
-def _wait_in_flight(answered, done_frames, index, max_in_flight, process, log_path, stall_s: float = 30.0) -> None:
-    deadline = time.monotonic() + stall_s
-    with answered:
-        while index - len(done_frames) >= max_in_flight:
-            if process.poll() is not None:
-                raise RuntimeError(f"node exited with code {process.returncode} during replay:\n{_tail(log_path)}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"node answered no frame for {stall_s:.0f}s:\n{_tail(log_path)}")
-            answered.wait(timeout=0.1)
-
-
-def _wait_for_end(answered, done_frames, total: int, idle_s: float) -> None:
-    """Until every frame is answered, or no answer came for longer than the node's own pace allows: ``idle_s``
-    seconds, or ten times the longest gap between two of its answers so far where that is longer (a slow model
-    on a loaded machine), at most END_WAIT_MAX_S."""
-    with answered:
-        times = sorted(done_frames.values())  # receive times (ns) of the answers so far
-        gaps = [(b - a) / 1e9 for a, b in zip(times, times[1:])]
-        allowed = min(max(idle_s, 10 * max(gaps, default=0.0)), END_WAIT_MAX_S)
-        last_count, last_change = len(done_frames), time.monotonic()
-        while len(done_frames) < total and time.monotonic() - last_change < allowed:
-            answered.wait(timeout=0.1)
-            if len(done_frames) != last_count:
-                now = time.monotonic()
-                allowed = min(max(allowed, 10 * (now - last_change)), END_WAIT_MAX_S)
-                last_count, last_change = len(done_frames), now
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

@@ -18,18 +18,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..cameras import camera_names, camera_topic
-from ..files import open_new, write_text
+from ..files import open_new, output_folder, write_text
 from ..parameters import ros_text
 from ..ros import message_class
-from ..text import untrusted
+from ..text import shown_path, untrusted
 from .bags import BagError, header_stamp, image_topic, image_topics, read_messages
 from .replay import (
     END_IDLE_S,
     LATE_DEPTH_PER_IN_FLIGHT,
     MAX_IN_FLIGHT,
-    _wait_for_end,
-    _wait_for_node,
-    _wait_in_flight,
     cdr_stamp,
     checked_overrides,
     clear_earlier_run,
@@ -37,9 +34,8 @@ from .replay import (
     node_spec,
     params_file_values,
     restamped,
-    stop_replay,
-    use_shared_memory_profile,
 )
+from .replay_node import _wait_for_end, _wait_for_node, _wait_in_flight, stop_replay, use_shared_memory_profile
 from .replay_outputs import write_answers
 
 
@@ -90,8 +86,8 @@ def parse_cameras(items: Sequence[str], bag: Path) -> list[CameraSource]:
         else:
             shown = untrusted(", ".join(topics), 400) or "none"
             raise ValueError(
-                f"--camera {untrusted(item, 200)}: {untrusted(source, 200)} is neither an image topic of {bag} "
-                f"(it has {shown}) nor a bag"
+                f"--camera {untrusted(item, 200)}: {untrusted(source, 200)} is neither an image topic of "
+                f"{shown_path(bag)} (it has {shown}) nor a bag"
             )
     camera_names([source.name for source in sources])  # each a topic name, none twice
     return sources
@@ -176,7 +172,7 @@ def replay_cameras(
         command += ["-p", f"qos_overrides.{topic}.publisher.durability:=transient_local"]
         command += ["-p", f"qos_overrides.{topic}.publisher.depth:={LATE_DEPTH_PER_IN_FLIGHT * max_in_flight}"]
     use_shared_memory_profile()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, option="--out")
     log_file = open_new(log_path, [*(source.bag for source in sources), params_file])
     process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
 
@@ -248,10 +244,18 @@ def replay_cameras(
     sources_by_name = {source.name: source for source in sources}
     written = {}
     for name in names:
-        answer_files[name].parent.mkdir(parents=True, exist_ok=True)
+        output_folder(out_dir, name, "--out")
         source = sources_by_name[name]
         path = write_answers(
-            spec, answer_files[name], received[name], recorded, source.bag, topics[name], frame_of[name]
+            spec.result,
+            spec.main_output,
+            answer_files[name],
+            received[name],
+            recorded,
+            source.bag,
+            topics[name],
+            frame_of[name],
+            spec.measures,
         )
         written[name] = str(path)
     counts = {name: len(frame_of[name]) for name in names}
@@ -272,8 +276,9 @@ def replay_cameras(
 def _warm_up(first, publishers, answered, done, received, per_frame, process, overrides, timeout: float) -> float:
     """Each camera's warm-up image (``first``) sent, every camera's answer awaited (or ``timeout``), then what the
     node answered per frame (``per_frame``'s outputs; not its latched class map) forgotten; a node that ends its
-    streams after a pause (flush_timeout) given that pause. How long with no answer then ends the replay: END_IDLE_S,
-    or twice the warm-up where that took longer (a heavy model, a loaded machine)."""
+    streams after a pause (flush_timeout: what is pending answered, and as long again without frames) given it.
+    How long with no answer then ends the replay: END_IDLE_S, or twice the warm-up where that took longer (a heavy
+    model, a loaded machine)."""
     start = time.monotonic()
     for name, data in first.items():
         publishers[name].publish(data)
@@ -282,7 +287,7 @@ def _warm_up(first, publishers, answered, done, received, per_frame, process, ov
             lambda: {name for name, _ in done} >= set(first) or process.poll() is not None, timeout=timeout
         )
     idle_s = max(END_IDLE_S, 2 * (time.monotonic() - start))
-    time.sleep(2 * float(overrides.get("flush_timeout", 0)))
+    time.sleep(3 * float(overrides.get("flush_timeout", 0)))
     with answered:
         done.clear()
         for outputs in received.values():

@@ -1,20 +1,20 @@
-"""What replay makes of what a node published besides its messages: its answers written as its result kind's file,
-its own per-frame times (~/debug/, ros/monitor.py) and its last /diagnostics status."""
+"""What replay makes of what a node published besides its messages: its answers as FrameResults written as its
+result kind's file, its own per-frame times (~/debug/, ros/monitor.py) and its last /diagnostics status."""
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..results import ResultKind
+from ..results.boxes import label_names
+from ..results.frame import FrameResult, write_results
 from ..ros import message_class
 from .bags import read_messages
-
-if TYPE_CHECKING:
-    from .replay import NodeSpec
 
 # The node's own per-frame times it publishes on ~/debug/ (ros/monitor.py), read into ReplayResult.node_times_ms.
 # Not its pipeline_latency_ms: that is measured from the image's stamp, a bag's recording time; replay times the
@@ -86,34 +86,43 @@ def node_times(node_times: dict[str, list[float]]) -> dict[str, float]:
 
 
 def write_answers(
-    spec: NodeSpec,
+    result: ResultKind,
+    main_output: str,
     path: Path,
     received: dict[str, list[tuple[int, bytes]]],
     types: dict[str, str],
     bag,
     topic,
     frame_of,
+    measures: tuple[str, str] = ("", ""),
 ) -> Path:
-    """The node's answers (each frame's last, by its stamp) written as its result kind's file (results/<kind>.py's
-    write_replayed), with what it published latched (its class map); images named BAG:FRAME."""
+    """The node's answers on ``main_output`` (each frame's last, by its stamp) as FrameResults of its ``result``
+    kind, written as its file (results/frame.py's write_results: detections.json, ball.csv, dense.json), class ids
+    from what it published latched (its class map), a map's kind and unit its output's (``measures``); images named
+    BAG:FRAME; ``received``: what it published on each topic, ``types``: their message types."""
     from rclpy.serialization import deserialize_message
 
     answers = {}
-    for _, data in received[spec.main_output]:
-        msg = deserialize_message(data, message_class(spec.outputs[spec.main_output]))
+    for _, data in received[main_output]:
+        msg = deserialize_message(data, message_class(types[main_output]))
         frame = frame_of.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
         if frame is not None:
             answers[frame] = msg
-    latched = {}
-    for name, _ in spec.result.latched:
-        if received[name]:
-            latched[name] = deserialize_message(received[name][-1][1], message_class(types[name]))
-    sizes = lambda frames: frame_sizes(bag, topic, frames)  # noqa: E731
-    return spec.result.module().write_replayed(path, answers, latched, str(bag), sizes)
+    names: list[str] = []
+    for name, _ in result.latched:
+        if name == "labels" and received[name]:
+            names = label_names(deserialize_message(received[name][-1][1], message_class(types[name])))
+    sizes = frame_sizes(bag, topic, answers)
+    found = {
+        frame: FrameResult.from_message(result.parts, msg, *sizes.get(frame, (0, 0)), names, measures=measures)
+        for frame, msg in answers.items()
+    }
+    return write_results(path, found, str(bag))
 
 
 def frame_sizes(bag, topic: str, frames) -> dict[int, tuple[int, int]]:
-    """(width, height) of the bag's image of each of ``frames`` (indices in bag order)."""
+    """(width, height) of the bag's image of each of ``frames`` (indices in bag order): a raw image's read from its
+    CDR bytes (its pixels are not copied), a compressed one's from its header."""
     from rclpy.serialization import deserialize_message
 
     from ..images import compressed_header
@@ -121,10 +130,19 @@ def frame_sizes(bag, topic: str, frames) -> dict[int, tuple[int, int]]:
     sizes = {}
     for index, message in enumerate(read_messages(bag, topic)):
         if index in frames:
-            msg = deserialize_message(message.data, message_class(message.msgtype))
             if message.msgtype.endswith("CompressedImage"):
+                msg = deserialize_message(message.data, message_class(message.msgtype))
                 _, width, height = compressed_header(msg.data)
             else:
-                width, height = msg.width, msg.height
+                width, height = _image_size(message.data)
             sizes[index] = (int(width), int(height))
     return sizes
+
+
+def _image_size(data: bytes) -> tuple[int, int]:
+    """A CDR-serialised sensor_msgs/Image's (width, height): after its header (stamp, frame_id) come height, width."""
+    order = "<" if data[1] == 1 else ">"
+    (length,) = struct.unpack_from(f"{order}I", data, 12)  # frame_id's, its NUL included
+    offset = 4 + (12 + length + 3) // 4 * 4  # the body (after the 4-byte encapsulation) aligned to 4
+    height, width = struct.unpack_from(f"{order}II", data, offset)
+    return width, height

@@ -24,18 +24,20 @@ from ..cameras import camera_names
 from ..families import tracking
 from ..families.pipeline import DetectionPipeline
 from ..families.registry import family
-from ..files import staged
+from ..files import output_folder, staged
 from ..models.global_ids import GlobalIdentities, global_ids, reentry_threshold
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import with_defaults
-from ..results.detections import Detection
+from ..quiet import quiet_videos
+from ..results.boxes import Boxes
+from ..results.frame import FrameResult
 from ..runtime.backends import load_target
-from ..text import untrusted
+from ..text import shown_path, untrusted
 from .commands import UsageError
 from .mot_files import MotBoxes, boxes_from_rows, write_mot
 from .predict import FINDING, POSING, node_values
 from .replay import clear_earlier_run
-from .sources import is_video, read_image, source_frames
+from .sources import is_video, open_video, read_image, source_frames
 
 TRACKS_FILE = "tracks.txt"
 VIDEO_FILE = "tracks.mp4"
@@ -97,7 +99,9 @@ def stream_frames(sources: Iterable[Path]) -> Iterator[np.ndarray]:
     for source in sources:
         image = read_image(source)
         if image is None:
-            raise ValueError(f"{source} is not a readable image (give image files, one video or one rosbag2)")
+            raise ValueError(
+                f"{shown_path(source)} is not a readable image (give image files, one video or one rosbag2)"
+            )
         yield image
 
 
@@ -124,18 +128,21 @@ def track(
     outputs = _outputs(out_dir)
     clear_earlier_run(out_dir, outputs, force)
     (pipeline,) = build_pipelines(model_type, model, target, detector_options, [tracking_options or {}])
-    return _track_stream(pipeline, [Path(source) for source in sources], out_dir, save, model)
+    return _track_stream(pipeline, [Path(source) for source in sources], out_dir, "", save, model)
 
 
 def _outputs(out_dir: Path) -> dict[str, Path]:
     return {"tracks": out_dir / TRACKS_FILE, "video": out_dir / VIDEO_FILE}
 
 
-def _track_stream(pipeline: DetectionPipeline, sources: list[Path], out_dir: Path, save: bool, model: Path) -> TrackRun:
-    """The frames of ``sources`` through ``pipeline``: OUT/tracks.txt and, with ``save``, OUT/tracks.mp4."""
-    outputs = _outputs(out_dir)
+def _track_stream(
+    pipeline: DetectionPipeline, sources: list[Path], out_dir: Path, camera: str, save: bool, model: Path
+) -> TrackRun:
+    """The frames of ``sources`` through ``pipeline``: OUT[/CAMERA]/tracks.txt and, with ``save``, tracks.mp4 there
+    (the camera's folder made never through a link: files.output_folder)."""
+    outputs = _outputs(out_dir / camera)
     fps = _video_fps(sources[0]) if len(sources) == 1 and is_video(sources[0]) else IMAGE_FPS
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_folder(out_dir, camera, "--out")
     rows: list[tuple[int, int, float, float, float, float, float]] = []
     writer, frames = None, 0
     with contextlib.ExitStack() as stack:  # the video is moved onto OUT/tracks.mp4 once written whole
@@ -150,7 +157,7 @@ def _track_stream(pipeline: DetectionPipeline, sources: list[Path], out_dir: Pat
             if writer is not None:
                 writer.release()
         if frames == 0:
-            raise ValueError(f"no frames in {', '.join(map(str, sources))}")
+            raise ValueError(f"no frames in {', '.join(map(shown_path, sources))}")
     write_mot(outputs["tracks"], boxes_from_rows(rows, str(outputs["tracks"])))
     return TrackRun(
         outputs["tracks"],
@@ -199,10 +206,10 @@ def track_cameras(
     tracks.mp4 with ``save``) per camera. An OUT holding an earlier run's files is refused unless ``force``."""
     _check_detector(model_type)
     for name, _ in cameras:
-        clear_earlier_run(out_dir / name, _outputs(out_dir / name), force)
+        clear_earlier_run(out_dir, _outputs(out_dir / name), force)
     pipelines = camera_pipelines(model_type, model, target, detector_options, tracking_options or {}, len(cameras))
     return {
-        name: _track_stream(pipeline, [source], out_dir / name, save, model)
+        name: _track_stream(pipeline, [source], out_dir, name, save, model)
         for (name, source), pipeline in zip(cameras, pipelines)
     }
 
@@ -238,7 +245,7 @@ def global_tracks(
     frames: Mapping[str, Sequence[np.ndarray]],
     identities: GlobalIdentities,
     fps: float,
-    detections: Mapping[str, Sequence[Sequence[Detection]]] | None = None,
+    detections: Mapping[str, Sequence[FrameResult]] | None = None,
 ) -> tuple[Rows, Rows]:
     """Several cameras' frames of one time (``frames``: per camera, frame 1 first, the cameras' frames of one
     number taken at once, ``fps`` a second) through each camera's pipeline (``pipelines``: ``camera_pipelines``' or
@@ -256,19 +263,17 @@ def global_tracks(
                 continue
             frame = frames[camera][index]
             if detections is None:
-                found = pipeline.push(frame, number)
+                ((_, found),) = pipeline.push(frame, number)
             else:
                 found = pipeline.track(frame, detections[camera][index], number)
             if found.new_stream and number > 1:
                 identities.forget(camera)
-            threshold = reentry_threshold(trackings)
-            ids = global_ids(identities, camera, number / fps, pipeline.tracking, found.track_ids, threshold)
-            for detection, global_id, track in zip(found.detections, ids, found.track_ids):
-                if global_id is not None:
-                    x1, y1, x2, y2 = detection.xyxy
-                    box = (x1, y1, x2 - x1, y2 - y1, detection.score)
-                    rows[camera].append((number, global_id, *box))
-                    local[camera].append((number, track, *box))
+            boxes = found.boxes
+            tracks = [boxes.track(row) for row in range(len(boxes))]
+            ids = global_ids(identities, camera, number / fps, pipeline.tracking, tracks, reentry_threshold(trackings))
+            kept = boxes.track_ids >= 0  # a confirmed track: a global ID
+            rows[camera] += _rows(number, found.with_parts(boxes=boxes.tracked(ids))[kept])
+            local[camera] += _rows(number, found[kept])
     return rows, local
 
 
@@ -279,16 +284,13 @@ def _check_detector(model_type: str) -> None:
         raise UsageError(f"track runs {', '.join(SINGLE_MODEL_DETECTORS)} models, not {model_type}", "--model-type")
 
 
-Kept = list[tuple[Detection, int]]  # a frame's detections that have a track ID, with it
-
-
 def tracked_frames(
     frames: Iterable[np.ndarray], pipelines: Sequence[DetectionPipeline]
-) -> Iterator[tuple[int, np.ndarray, list[Kept]]]:
+) -> Iterator[tuple[int, np.ndarray, list[FrameResult]]]:
     """Each frame's number (from 1), the frame and, per pipeline of ``pipelines`` (``build_pipelines``'), its
-    tracked detections: the detector (the pipelines share it) runs once a frame, every pipeline's tracking updates
-    on its detections (to compare configurations on one run). A frame of another size than the first is an error
-    (tracks are in the stream's pixels)."""
+    detections that have a track ID (each with it): the detector (the pipelines share it) runs once a frame, every
+    pipeline's tracking updates on its detections (to compare configurations on one run). A frame of another size
+    than the first is an error (tracks are in the stream's pixels)."""
     size = None
     for number, frame in enumerate(frames, start=1):
         if size is None:
@@ -298,19 +300,18 @@ def tracked_frames(
                 f"frame {number} is {frame.shape[1]}x{frame.shape[0]}, the stream's first "
                 f"{size[1]}x{size[0]}: a stream's frames have one size (tracks are in its pixels)"
             )
-        detections = pipelines[0].detector.detect(frame)
+        found = pipelines[0].detector.detect(frame)
         kept = []
         for pipeline in pipelines:
-            found = pipeline.track(frame, detections, number)
-            tracked = zip(found.detections, found.track_ids)
-            kept.append([(detection, track_id) for detection, track_id in tracked if track_id is not None])
+            tracked = pipeline.track(frame, found, number)
+            kept.append(tracked[tracked.boxes.track_ids >= 0])
         yield number, frame, kept
 
 
-def _rows(number: int, kept: Kept) -> Iterator[tuple[int, int, float, float, float, float, float]]:
-    for detection, track_id in kept:
-        x1, y1, x2, y2 = detection.xyxy
-        yield number, track_id, x1, y1, x2 - x1, y2 - y1, detection.score
+def _rows(number: int, kept: FrameResult) -> Iterator[tuple[int, int, float, float, float, float, float]]:
+    boxes = kept.boxes
+    for (x1, y1, x2, y2), score, track_id in zip(boxes.xyxy.tolist(), boxes.scores.tolist(), boxes.track_ids.tolist()):
+        yield number, track_id, x1, y1, x2 - x1, y2 - y1, score
 
 
 def build_pipelines(
@@ -368,18 +369,18 @@ def track_frames(
     return [boxes_from_rows(found, f"tracks {index + 1}") for index, found in enumerate(rows)]
 
 
-def _annotated(frame: np.ndarray, kept) -> np.ndarray:
-    """The frame with each tracked box drawn (results/detections.py), its label led by the track ID."""
-    from ..results.detections import draw_detections
-
-    labelled = [dataclasses.replace(d, class_name=f"#{track_id} {d.class_name}") for d, track_id in kept]
-    return draw_detections(frame.copy(), labelled)
+def _annotated(frame: np.ndarray, kept: FrameResult) -> np.ndarray:
+    """The frame with each tracked box drawn (results/boxes.py) in the boxes' colour, its label led by its ID."""
+    boxes = kept.boxes
+    labels = [f"#{track_id} {label}" for label, track_id in zip(boxes.labels, boxes.track_ids.tolist())]
+    relabelled = Boxes(boxes.xyxy, boxes.scores, boxes.class_ids, labels, boxes.names)
+    return kept.with_parts(boxes=relabelled).draw(frame.copy())
 
 
 def _video_fps(path: Path) -> float:
     import cv2
 
-    capture = cv2.VideoCapture(str(path))
+    capture = open_video(path)
     fps = capture.get(cv2.CAP_PROP_FPS)
     capture.release()
     return fps if fps and np.isfinite(fps) and fps > 0 else IMAGE_FPS
@@ -388,9 +389,10 @@ def _video_fps(path: Path) -> float:
 def _open_video(path: Path, fps: float, size: tuple[int, int]):
     import cv2
 
+    quiet_videos()  # FFmpeg's own lines kept off the terminal (quiet.py)
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (size[1], size[0]))
     if not writer.isOpened():
-        raise RuntimeError(f"cannot write the video {path} (OpenCV has no mp4v encoder here)")
+        raise RuntimeError(f"cannot write the video {shown_path(path)} (OpenCV has no mp4v encoder here)")
     return writer
 
 
@@ -402,10 +404,9 @@ def track_detections(detections: MotBoxes, config: TrackerConfig | None = None, 
     rows = []
     for frame in range(1, max(frames, default=0) + 1):  # frames with no detection still advance the tracker
         indices = frames.get(frame, ())
-        found = [
-            Detection((x, y, x + w, y + h), float(detections.scores[i]), 0, class_name)
-            for i, (x, y, w, h) in zip(indices, detections.boxes[indices])
-        ]
+        boxes = np.asarray(detections.boxes[indices], np.float64).reshape(-1, 4)
+        corners = np.concatenate([boxes[:, :2], boxes[:, :2] + boxes[:, 2:]], axis=1)
+        found = Boxes(corners, detections.scores[indices], np.zeros(len(boxes), np.int64), [class_name] * len(boxes))
         for index, track_id in zip(indices, tracker.update(found)):
             if track_id is not None:
                 rows.append((frame, track_id, *detections.boxes[index], detections.scores[index]))

@@ -5,7 +5,7 @@ The cameras' frames play through ONE node serving them all (its ``cameras`` para
 time order as ``replay --camera`` plays them (tools/replay_cameras.py, as fast as the node keeps up, nothing dropped,
 each camera's first frame sent once before as a warm-up). The same model runs offline on each camera's frames alone,
 in order, with that camera's own stream state (a fresh tracker, TrackNet window per camera: the result kind's
-``offline_items`` starts a fresh stream on each call), and each camera's answers are checked as verify checks one
+verify's offline run starts a fresh stream on each call), and each camera's answers are checked as verify checks one
 camera's (tools/verify.py's ``compare_answers``). A camera whose answers carry another camera's frames' stamps, or
 whose frames are answered on another camera's topics, is named so: the outputs are crossed. A silent camera (its
 source holds no frames) is reported, nothing compared; answers on its topics fail it. Each camera's report is
@@ -23,28 +23,26 @@ from pathlib import Path
 from ..cameras import camera_names
 from ..files import write_text
 from ..runtime.backends import load_target
-from ..text import markdown_cell, untrusted
+from ..text import markdown_cell, shown_path, untrusted
 from .bags import header_stamp, image_topic, read_framed, read_messages
 from .commands import UsageError
 from .replay import checked_overrides, params_file_values
 from .replay_cameras import CameraSource, replay_cameras
 from .verify import (
     MASKS_TOPIC,
-    Check,
     Offline,
-    VerifyReport,
     _answers,
     _family,
     _label_names,
     _offline_runner,
     _offline_values,
     _with_masks,
-    check_lines,
+    as_published,
     compare_answers,
-    node_counts,
 )
+from .verify_checks import node_counts
 from .verify_frames import Answer, Tolerance, compare, tolerance_for
-from .verify_report import clear, write
+from .verify_report import Check, VerifyReport, check_lines, clear, write
 
 NOTHING_COMPARED = "no camera's source holds a frame: nothing was compared (are these the cameras' bags and topics?)"
 SILENT = "frames played"  # the one check of a camera whose source holds no frames (besides its answers' stamps)
@@ -93,7 +91,7 @@ class CamerasVerifyReport:
         if counts is not None:
             lines.append(f"node's counts, all cameras (dropped {counts.dropped}, skipped {counts.skipped}) from "
                          f"{counts.source}")  # fmt: skip
-        lines += [f"{name}: {path}" for name, path in self.files.items()]
+        lines += [f"{name}: {shown_path(path)}" for name, path in self.files.items()]
         return "\n".join(lines)
 
 
@@ -123,8 +121,7 @@ def verify_cameras(
         tolerance = Tolerance(tolerance_px, tolerance.score)
     names = camera_names([camera.name for camera in cameras])
     out_dir = Path(out_dir)
-    for folder in (out_dir, *(out_dir / name for name in names)):
-        clear(folder, force)
+    clear(out_dir, force, names)
     framed, stamps = {}, {}
     for camera in cameras:
         topic, _ = image_topic(camera.bag, camera.topic)
@@ -137,7 +134,8 @@ def verify_cameras(
     run_offline, model_names, keypoint_names = _offline_runner(spec, offline_values, load)
     # Each camera's frames alone, in order, from a fresh stream: its own tracker, its own window.
     expected = {name: run_offline([frame for _, frame in framed[name]]) for name in names}
-    masked = any(item.mask is not None for items in expected.values() for frame in items for item in frame)
+    masked = any(found.masks is not None and any(found.masks.masks) for one in expected.values() for found in one)
+    expected = {name: [as_published(found) for found in results] for name, results in expected.items()}
 
     result = replay_cameras(
         cameras,
@@ -205,7 +203,7 @@ def _name_crossing(name: str, checks: list[Check], seen: Seen, paired, expected,
     outputs are crossed), in place: its answers carry other cameras' frames' stamps, or its frames are answered on
     other cameras' topics; where the cameras' frames share their stamps, its answers carry another camera's
     frame_id, or they are what the model offline gives for another camera's frame of the same stamp (``paired``:
-    each camera's answer per frame, ``expected``: the model's items per frame). Track IDs that differ also name a
+    each camera's answer per frame, ``expected``: the model's result per frame). Track IDs that differ also name a
     tracker shared between cameras."""
     answers, stamps = seen.answers, {camera: set(frames) for camera, frames in seen.stamps.items()}
     others = [camera for camera in stamps if camera != name]

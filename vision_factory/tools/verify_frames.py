@@ -1,24 +1,17 @@
 """verify's frame by frame comparison: the node's answers to a frame against the model's offline ones, paired by
-class (``match``), within the tolerance of the backend (``TOLERANCES``), and when they differ the likely cause,
-tested where it can be (the model on colour-swapped frames, a consistent scale and shift, keypoints with left and
-right exchanged)."""
+class (FrameResult.compare: results/part.py), within the tolerance of the backend (``TOLERANCES``), and when they
+differ the likely cause, tested where it can be (the model on colour-swapped frames, a consistent scale and shift,
+keypoints with left and right exchanged)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from ..results import Item
+from ..results.frame import FrameResult
+from ..results.part import Compared, Tolerance, largest_difference, pair_nearest
 from ..text import untrusted
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    px: float  # boxes, keypoints, ball positions, in image pixels
-    score: float  # detection and keypoint scores
-
 
 # How far a node may be from the model offline: ONNX Runtime on the CPU computes the same numbers in both, any
 # other backend (GPU kernels, OpenVINO, TensorRT, reduced precision) may round differently: sub-pixel.
@@ -37,21 +30,21 @@ class Answer:
     received_ns: int
     stamp: tuple[int, int]
     frame_id: str
-    items: list[Item]
+    result: FrameResult
 
 
 @dataclass
 class FrameCheck:
     frame: int
     answered: bool
-    deviation_px: float  # largest coordinate difference of the paired items
+    deviation_px: float  # largest coordinate difference of the paired rows
     score_deviation: float
-    unpaired: int  # items of one side without a partner of the same class on the other
+    unpaired: int  # rows of one side without a partner of the same class on the other
     node_count: int
     model_count: int
-    keypoints: int = 0  # keypoints compared (those of the paired items)
-    masks: int = 0  # instance masks compared (those of the paired items)
-    mask_iou_min: float = 1.0  # the smallest IoU of a paired item's mask with the model's
+    keypoints: int = 0  # keypoints compared (those of the paired rows)
+    masks: int = 0  # instance masks compared (those of the paired rows)
+    mask_iou_min: float = 1.0  # the smallest IoU of a paired row's mask with the model's
 
     def within(self, tolerance: Tolerance) -> bool:
         return self.unpaired == 0 and self.deviation_px <= tolerance.px and self.score_deviation <= tolerance.score
@@ -60,57 +53,28 @@ class FrameCheck:
         return float("inf") if self.unpaired else self.deviation_px
 
 
-def distance(a: Item, b: Item) -> float:
-    if a.points.shape != b.points.shape:
-        return float("inf")
-    return float(np.max(np.abs(a.points - b.points))) if a.points.size else 0.0
-
-
-def compare(index: int, answer: Answer | None, expected: list[Item]) -> FrameCheck:
+def compare(index: int, answer: Answer | None, expected: FrameResult) -> FrameCheck:
     if answer is None:
-        return FrameCheck(index, False, 0.0, 0.0, 0, 0, len(expected))
-    pairs, unpaired = match(answer.items, expected)
-    deviation = max((distance(a, b) for a, b in pairs), default=0.0)
-    scores = [abs(a.score - b.score) for a, b in pairs]
-    scores += [float(np.max(np.abs(a.point_scores - b.point_scores))) for a, b in pairs if a.point_scores.size]
-    keypoints = sum(b.point_scores.size for _, b in pairs)
-    ious = [_mask_iou(a.mask, b.mask) for a, b in pairs if b.mask is not None]
+        return FrameCheck(index, False, 0.0, 0.0, 0, 0, len(expected.compared()))
+    found = answer.result.compare(expected)
     return FrameCheck(
         index,
         True,
-        deviation,
-        max(scores, default=0.0),
-        unpaired,
-        len(answer.items),
-        len(expected),
-        keypoints,
-        len(ious),
-        min(ious, default=1.0),
+        found.deviation_px,
+        found.score_deviation,
+        found.unpaired,
+        found.count_a,
+        found.count_b,
+        found.keypoints,
+        found.masks,
+        found.mask_iou_min,
     )
 
 
-def _mask_iou(node: Any, model: Any) -> float:
-    """A paired detection's mask IoU; 0 when the node gave it none."""
-    from ..models.masks import mask_iou
-
-    return 0.0 if node is None else mask_iou(node, model)
-
-
-def match(node: list[Item], model: list[Item]) -> tuple[list[tuple[Item, Item]], int]:
-    """Node items paired with the model's of the same class (Hungarian on the largest coordinate difference);
-    the count of items left without a partner on either side."""
-    from scipy.optimize import linear_sum_assignment
-
-    pairs = []
-    for name in {item.name for item in node} | {item.name for item in model}:
-        mine = [item for item in node if item.name == name]
-        theirs = [item for item in model if item.name == name]
-        if not mine or not theirs:
-            continue
-        cost = np.array([[distance(a, b) for b in theirs] for a in mine])
-        rows, cols = linear_sum_assignment(np.where(np.isfinite(cost), cost, 1e12))
-        pairs += [(mine[r], theirs[c]) for r, c in zip(rows, cols) if np.isfinite(cost[r, c])]
-    return pairs, len(node) + len(model) - 2 * len(pairs)
+def match(node: FrameResult, model: FrameResult) -> tuple[Compared, Compared, list[tuple[int, int]]]:
+    """What is compared of the node's result and the model's, and their rows paired (FrameResult.compare's)."""
+    a, b = node.compared(), model.compared()
+    return a, b, pair_nearest(a, b)
 
 
 def likely_cause(bad, paired, expected, tolerance, images, run_offline, other_classes: bool) -> str:
@@ -156,24 +120,29 @@ def keypoint_cause(bad, paired, expected, tolerance: Tolerance, names: list[str]
     """When every answer is paired and the boxes and their scores agree but keypoints do not: which keypoint
     differs most, and whether the node's keypoints are the model's with left and right exchanged (tested: the
     node's reordered by the names' left_/right_ pairs). None when the boxes disagree too."""
-    pairs = []
+    pairs = []  # (node's positions, model's, node's score, model's, node's keypoint scores, model's)
     for check in bad:
         if check.unpaired:
             return None
-        pairs += match(paired[check.frame].items, expected[check.frame])[0]
-    if not pairs or any(a.points.size <= 4 for a, _ in pairs):
+        a, b, found = match(paired[check.frame].result, expected[check.frame])
+        pairs += [
+            (a.positions[i], b.positions[j], a.scores[i], b.scores[j], a.point_scores[i], b.point_scores[j])
+            for i, j in found
+        ]
+    if not pairs or any(node.size <= 4 for node, *_ in pairs):
         return None
-    if any(_box_deviation(a, b) > tolerance.px or abs(a.score - b.score) > tolerance.score for a, b in pairs):
+    boxes = [float(np.max(np.abs(node[:4] - model[:4]))) for node, model, *_ in pairs]
+    if any(box > tolerance.px or abs(a - b) > tolerance.score for box, (_, _, a, b, _, _) in zip(boxes, pairs)):
         return None
-    worst = max(pairs, key=lambda pair: np.max(np.abs(pair[0].points[4:] - pair[1].points[4:])))
-    difference = np.abs(worst[0].points[4:] - worst[1].points[4:]).reshape(-1, 2).max(axis=1)
+    worst = max(pairs, key=lambda pair: np.max(np.abs(pair[0][4:] - pair[1][4:])))
+    difference = np.abs(worst[0][4:] - worst[1][4:]).reshape(-1, 2).max(axis=1)
     index = int(np.argmax(difference))
     name = untrusted(names[index], 40) if index < len(names) else f"keypoint {index}"
     mirror = _left_right(names, len(difference))
     if mirror is not None and all(
-        distance(_reordered(a, mirror), b) <= tolerance.px
-        and float(np.max(np.abs(a.point_scores[mirror] - b.point_scores), initial=0.0)) <= tolerance.score
-        for a, b in pairs
+        largest_difference(_reordered(node, mirror), model) <= tolerance.px
+        and float(np.max(np.abs(node_scores[mirror] - model_scores), initial=0.0)) <= tolerance.score
+        for node, model, _, _, node_scores, model_scores in pairs
     ):
         return (
             f"the boxes agree, the keypoints do not ({name} differs by {difference[index]:.1f} px): the node's "
@@ -185,10 +154,6 @@ def keypoint_cause(bad, paired, expected, tolerance: Tolerance, names: list[str]
         f"the boxes agree, the keypoints do not ({name} differs by {difference[index]:.1f} px) — the node decodes "
         "the keypoints differently from the model (their order, or their mapping back to the image)"
     )
-
-
-def _box_deviation(a: Item, b: Item) -> float:
-    return float(np.max(np.abs(a.points[:4] - b.points[:4])))
 
 
 def _left_right(names: list[str], count: int) -> np.ndarray | None:
@@ -205,9 +170,9 @@ def _left_right(names: list[str], count: int) -> np.ndarray | None:
     return order if (order != np.arange(count)).any() else None
 
 
-def _reordered(item: Item, order: np.ndarray) -> Item:
-    keypoints = item.points[4:].reshape(-1, 2)[order].ravel()
-    return Item(item.name, item.score, np.concatenate([item.points[:4], keypoints]), item.point_scores[order])
+def _reordered(positions: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """A row's positions (box corners, then keypoints x, y) with its keypoints in ``order``."""
+    return np.concatenate([positions[:4], positions[4:].reshape(-1, 2)[order].ravel()])
 
 
 def _much_closer(again: list[FrameCheck], before: list[FrameCheck]) -> bool:
@@ -218,16 +183,17 @@ def _much_closer(again: list[FrameCheck], before: list[FrameCheck]) -> bool:
     return max(check.deviation_px for check in again) <= 0.1 * max(check.deviation_px for check in before)
 
 
-def _consistent_fit(bad: list[FrameCheck], paired: dict[int, Answer], expected: list[list[Item]], size):
+def _consistent_fit(bad: list[FrameCheck], paired: dict[int, Answer], expected: list[FrameResult], size):
     """Per axis, node = scale * model + shift for most paired positions of the failing frames (a robust fit:
     answers of a model fed a distorted image are noisy, some pairs wrong, boxes clipped at the image's border),
     when that is not the identity; else None. ``size``: the frames' (height, width)."""
     axes: list[list[tuple[float, float]]] = [[], []]
     for check in bad:
-        for a, b in match(paired[check.frame].items, expected[check.frame])[0]:
+        a, b, found = match(paired[check.frame].result, expected[check.frame])
+        for i, j in found:
             for axis in (0, 1):
                 limit = size[1 - axis]
-                for model, node in zip(b.points[axis::2], a.points[axis::2]):
+                for model, node in zip(b.positions[j][axis::2], a.positions[i][axis::2]):
                     if 0.5 < node < limit - 0.5 and 0.5 < model < limit - 0.5:  # clipped coordinates say nothing
                         axes[axis].append((float(model), float(node)))
     fits = [_robust_line(np.array(points), 0.04 * size[1 - axis]) for axis, points in enumerate(axes)]

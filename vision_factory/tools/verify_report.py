@@ -5,34 +5,104 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..families.family import Family
-from ..files import staged, write_text
-from ..results import Item
-from ..text import markdown_cell
+from ..files import check_folder, output_folder, staged, write_text
+from ..results.boxes import Boxes
+from ..results.frame import FrameResult
+from ..text import markdown_cell, shown_path
+from .verify_frames import FrameCheck, Tolerance
 
-if TYPE_CHECKING:
-    from .verify import VerifyReport
-    from .verify_frames import FrameCheck
+
+@dataclass
+class Check:
+    name: str
+    passed: bool
+    numbers: str  # what was measured, one line
+    cause: str = ""  # failed: one line naming the likely cause and the fix
+    compared: bool = True  # false: not meaningful here (numbers says why); it neither passes nor fails the run
+
+
+@dataclass
+class NodeCounts:
+    """The frames the node itself says it dropped (its queue full, or too old) and skipped (unusable), and where
+    that was read: its last /diagnostics status, else its closing log line, else nowhere."""
+
+    dropped: int
+    skipped: int
+    source: str  # one line, for the report
+
+    @property
+    def known(self) -> bool:
+        return self.source != NO_COUNTS
+
+
+NO_COUNTS = "none: the node published no /diagnostics status and logged no closing counts"
+
+
+@dataclass
+class VerifyReport:
+    passed: bool
+    checks: list[Check]
+    frames: list[FrameCheck]
+    tolerance: Tolerance
+    latency_ms_p50: float
+    latency_ms_p99: float
+    node_log: str
+    counts: NodeCounts
+    files: dict[str, str] = field(default_factory=dict)
+
+    def failures(self) -> list[str]:
+        return [f"{check.name}: {check.cause}" for check in self.checks if not check.passed]
+
+    def text(self) -> str:
+        lines = [f"verify: {'PASS' if self.passed else 'FAIL'}", *check_lines(self.checks)]
+        lines.append(f"pipeline latency: p50 {self.latency_ms_p50:.1f} ms, p99 {self.latency_ms_p99:.1f} ms")
+        lines.append(
+            f"node's counts (dropped {self.counts.dropped}, skipped {self.counts.skipped}) from {self.counts.source}"
+        )
+        lines += [f"{name}: {shown_path(path)}" for name, path in self.files.items()]
+        return "\n".join(lines)
+
+
+def check_lines(checks: list[Check], indent: str = "  ") -> list[str]:
+    """The checks as verify prints them: one line each (ok, FAIL, or -- not compared), a failed one's cause below."""
+    lines = []
+    for check in checks:
+        mark = "ok  " if check.passed else "FAIL"
+        lines.append(f"{indent}{mark if check.compared else '--  '} {check.name}: {check.numbers}")
+        if not check.passed:
+            lines.append(f"{indent}     {check.cause}")
+    return lines
+
 
 REPORT_FILES = ("verify.json", "verify.md", "worst_frame.png")
 WORST_LISTED = 5
 
 
-def clear(out_dir: Path, force: bool) -> None:
-    earlier = [name for name in REPORT_FILES if (out_dir / name).exists() or (out_dir / name).is_symlink()]
+def clear(out_dir: Path, force: bool, cameras: Iterable[str] = ()) -> None:
+    """Refuse (or with ``force`` remove) an earlier verification's reports in ``out_dir`` and in each of
+    ``cameras``' folders below it, then make those folders and OUT/node (the replay's): a link or a file at any
+    folder below ``out_dir`` is refused first, and none is followed (files.check_folder, output_folder)."""
+    folders = ["", *cameras, "node"]
+    for below in folders:
+        check_folder(out_dir, below, "--out")
+    reports = [Path(below, name) for below in folders[:-1] for name in REPORT_FILES]
+    earlier = [path for path in reports if (out_dir / path).exists() or (out_dir / path).is_symlink()]
     if earlier and not force:
         raise FileExistsError(
-            f"{out_dir} holds an earlier verification ({', '.join(earlier)}): choose another --out, or --force"
+            f"{shown_path(out_dir)} holds an earlier verification ({', '.join(map(str, earlier))}): choose another "
+            "--out, or --force"
         )
-    for name in earlier:
-        (out_dir / name).unlink()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    for path in earlier:
+        (out_dir / path).unlink()
+    for below in folders:
+        output_folder(out_dir, below, "--out")
 
 
 def write(report: VerifyReport, out_dir: Path, spec: Family, images, paired, expected) -> None:
@@ -41,8 +111,8 @@ def write(report: VerifyReport, out_dir: Path, spec: Family, images, paired, exp
     listed = listed or worst[:1]
     if worst:
         frame = worst[0].frame
-        node_items = paired[frame].items if frame in paired else []
-        report.files["picture"] = str(draw(out_dir / "worst_frame.png", images[frame], node_items, expected[frame]))
+        node = paired[frame].result if frame in paired else None
+        report.files["picture"] = str(draw(out_dir / "worst_frame.png", images[frame], node, expected[frame]))
     data = {
         "verdict": "pass" if report.passed else "fail",
         "checks": [asdict(check) for check in report.checks],
@@ -109,28 +179,31 @@ def markdown(report: VerifyReport, spec: Family, listed: Iterable[FrameCheck]) -
 NODE_COLOUR, MODEL_COLOUR = (40, 40, 255), (60, 200, 60)  # BGR: the node's answers red, the model's green
 
 
-def draw(path: Path, image: np.ndarray, node: list[Item], model: list[Item]) -> Path:
+def draw(path: Path, image: np.ndarray, node: FrameResult | None, model: FrameResult) -> Path:
     """The frame (enlarged to at least 640 px wide) with the model's answers (green, thick) and the node's (red,
-    thin), a legend below it."""
+    thin), a legend below it: boxes with their class, score and keypoints, the ball (a map's values are not
+    drawn)."""
     import cv2
 
     scale = max(1.0, 640 / image.shape[1])
     canvas = image if image.ndim == 3 else cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
     canvas = cv2.resize(canvas, None, fx=scale, fy=scale, interpolation=cv2.INTER_NEAREST)
     canvas = cv2.copyMakeBorder(canvas, 0, 28, 0, 0, cv2.BORDER_CONSTANT, value=(255, 255, 255))
-    for items, colour, thickness in ((model, MODEL_COLOUR, 3), (node, NODE_COLOUR, 1)):
-        for item in items:
-            points = item.points * scale
-            if points.size == 2:
-                cv2.drawMarker(canvas, _point(points), colour, cv2.MARKER_CROSS, 16, 2)
-                continue
-            if points.size < 4 or points.size != 4 + 2 * item.point_scores.size:
-                continue  # no box (with its keypoints): a map's values (results/dense.py) are not drawn
-            x1, y1, x2, y2 = (int(round(v)) for v in points[:4])
+    for result, colour, thickness in ((model, MODEL_COLOUR, 3), (node, NODE_COLOUR, 1)):
+        if result is None:
+            continue
+        if result.ball is not None and result.ball.visible:
+            cv2.drawMarker(
+                canvas, _point((result.ball.x * scale, result.ball.y * scale)), colour, cv2.MARKER_CROSS, 16, 2
+            )
+        boxes = result.boxes if result.boxes is not None else Boxes.empty()
+        for row, (box, score, label) in enumerate(zip(boxes.xyxy, boxes.scores, boxes.labels)):
+            x1, y1, x2, y2 = (int(round(v)) for v in box * scale)
             cv2.rectangle(canvas, (x1, y1), (x2, y2), colour, thickness)
             top = y1 - 4 if colour == NODE_COLOUR else y2 + 14  # the node's labels above, the model's below
-            cv2.putText(canvas, f"{item.name} {item.score:.2f}", (x1, max(12, top)), 0, 0.45, colour, 1)
-            for x, y in points[4:].reshape(-1, 2):
+            cv2.putText(canvas, f"{label} {score:.2f}", (x1, max(12, top)), 0, 0.45, colour, 1)
+            points = result.keypoints.points[row, :, :2] * scale if result.keypoints is not None else ()
+            for x, y in points:
                 cv2.circle(canvas, _point((x, y)), 3, colour, -1)
     legend = canvas.shape[0] - 9
     cv2.putText(canvas, "node", (8, legend), 0, 0.55, NODE_COLOUR, 2, cv2.LINE_AA)

@@ -16,10 +16,12 @@ Parameters that are not arguments come from params_file (default:
 config/yolo_onnx.yaml); the arguments always override the same keys of that file.
 
 fastdds_profile is exported as FASTDDS_DEFAULT_PROFILES_FILE for the node. Its default, which
-`--show-args` shows, is config/fastdds_shm.xml (shared memory for camera-sized frames, UDP on
-loopback only: export it for the camera driver too); when it is not given and the variable is
-already set (also by a launch file including this one), the variable is kept as it is.
-fastdds_profile:='' keeps Fast DDS defaults, e.g. to reach the node from other machines.
+`--show-args` shows, is config/fastdds_node.xml (UDP into a large receive buffer, no shared
+memory): the frames of a camera on Fast DDS defaults, or on config/fastdds_shm.xml, arrive whole,
+from this machine or another. When it is not given and a transport was chosen in the environment
+(FASTDDS_DEFAULT_PROFILES_FILE or FASTDDS_BUILTIN_TRANSPORTS set, also by a launch file including
+this one), that choice is kept: export config/fastdds_shm.xml for the camera and for this launch
+to have frames over shared memory. fastdds_profile:='' leaves the variable alone.
 
 The node is a managed (lifecycle) node. autostart:=true (the default) has it configure and activate itself at
 start, as a plain node; autostart:=false starts it as launch_ros's LifecycleNode, waiting in 'unconfigured' for

@@ -65,7 +65,7 @@ def test_tracknet_arguments_and_their_defaults():
         "image_topic": "/camera/image_raw",
         "namespace": "",
         "params_file": f"{SHARE}/config/tracknet_onnx.yaml",
-        "fastdds_profile": f"{SHARE}/config/fastdds_shm.xml",
+        "fastdds_profile": f"{SHARE}/config/fastdds_node.xml",
     }
     assert list(found)[-4:] == list(own) and {name: found.pop(name) for name in own} == own
     assert found.pop("model_path") is None
@@ -119,10 +119,15 @@ def test_a_value_its_type_cannot_take_is_a_clear_error(value_type, text, message
 
 
 def test_the_fastdds_profile_rule():
-    """Given: exported. Not given (the default): the variable as it is when set, else the default. '': left alone."""
-    default, mine = f"{SHARE}/config/fastdds_shm.xml", "/etc/my_profile.xml"
+    """Given: exported. Not given (the default, the node profile): a transport chosen in the environment is kept
+    (either profile variable, or Fast DDS's builtin transports: the node's own rule), else the default is exported.
+    '': left alone."""
+    default, mine = f"{SHARE}/config/fastdds_node.xml", "/etc/my_profile.xml"
     assert profile_to_export(default, default, {}) == default
     assert profile_to_export(default, default, {PROFILE_VARIABLE: mine}) is None
+    for chosen in ({"FASTRTPS_DEFAULT_PROFILES_FILE": mine}, {"FASTDDS_BUILTIN_TRANSPORTS": "LARGE_DATA"}):
+        assert profile_to_export(default, default, chosen) is None, chosen
+    assert profile_to_export(default, default, {PROFILE_VARIABLE: ""}) is None  # set to '': Fast DDS defaults
     assert profile_to_export("/etc/other.xml", default, {PROFILE_VARIABLE: mine}) == "/etc/other.xml"
     assert (
         profile_to_export("", default, {}) is None and profile_to_export("", default, {PROFILE_VARIABLE: mine}) is None

@@ -334,6 +334,7 @@ CARRIED = {
         "models/ball_stream.py",
         "models/tracknet_background.py",
         "models/tracknet_stream.py",
+        "models/inpaint_stream.py",
         "ros/tracknet_node.py",
     ],
     "yolo": [

@@ -1,7 +1,8 @@
 """A camera stand-in in its own process, as a user's rclpy script or a camera driver would be: publishes ``--count``
 bgr8 frames of ``--width`` x ``--height`` at ``--rate`` on ``--topic`` with rclpy's default QoS (reliable, keep last
 10) or best effort (sensor data), on whatever Fast DDS transport its environment gives it; then prints
-``sent N``. Each frame's header.frame_id is its index.
+``cpu S`` (the CPU seconds of its sending, the second after it included) and ``sent N`` last. Each frame's
+header.frame_id is its index.
 
     python test/support/camera_process.py --width 1280 --height 720 --rate 30 --count 100
 
@@ -16,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 
 import numpy as np
 import rclpy
@@ -31,10 +33,20 @@ QOS = {"reliable": RELIABLE, "best_effort": qos_profile_sensor_data}
 NO_TRANSPORT_CHOSEN: dict[str, str | None] = dict.fromkeys((*PROFILE_VARIABLES, BUILTIN_VARIABLE))
 
 
-def send(topic: str, width: int, height: int, rate: float, count: int, reliability: str = "reliable") -> int:
+def send(
+    topic: str,
+    width: int,
+    height: int,
+    rate: float,
+    count: int,
+    reliability: str = "reliable",
+    environ: Mapping[str, str] | None = None,
+) -> int:
     """Run this camera in its own process with no Fast DDS transport chosen (Fast DDS defaults, as a user's script
-    or a camera driver): the frames it sent; a failure names its error."""
-    environment = {key: value for key, value in os.environ.items() if key not in NO_TRANSPORT_CHOSEN}
+    or a camera driver), in ``environ`` (default: this process' environment) otherwise: the frames it sent; a
+    failure names its error."""
+    environ = os.environ if environ is None else environ
+    environment = {key: value for key, value in environ.items() if key not in NO_TRANSPORT_CHOSEN}
     command = [sys.executable, __file__, "--topic", topic, "--width", str(width), "--height", str(height)]
     command += ["--rate", str(rate), "--count", str(count), "--reliability", reliability]
     done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=count / rate + 300)
@@ -70,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     width, height = options.width, options.height
     pixels = np.random.default_rng(0).integers(0, 256, (height, width, 3), dtype=np.uint8).tobytes()
     message = Image(height=height, width=width, encoding="bgr8", step=3 * width, data=pixels)
-    start = time.monotonic()
+    start, cpu = time.monotonic(), time.process_time()  # every thread's: Fast DDS sends from its own too
     for index in range(options.count):
         delay = start + index / options.rate - time.monotonic()
         if delay > 0:
@@ -79,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         message.header.frame_id = str(index)
         publisher.publish(message)
     time.sleep(1.0)  # a reliable publisher repairs what was lost meanwhile
+    print(f"cpu {time.process_time() - cpu:.4f}")
     print(f"sent {options.count}", flush=True)
     node.destroy_node()
     rclpy.try_shutdown()

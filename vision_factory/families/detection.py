@@ -65,7 +65,7 @@ KEYPOINT_THRESHOLD = Parameter(
     "keypoint_threshold", 0.5, "keypoints scoring below this are not drawn (markers)", **FRACTION, applies=LIVE
 )
 
-ROS_DEPENDENCIES = (*NODE_ROS_DEPENDENCIES, "vision_msgs")
+ROS_DEPENDENCIES = NODE_ROS_DEPENDENCIES
 NODE_MODULE = "detection_node"
 
 

@@ -14,7 +14,8 @@ from ..runtime.runner import Runner
 from .prompts import BoxesPrompt, TextPrompt
 
 # What every node imports from ROS (ball markers and pose skeletons are visualization_msgs; rclpy.lifecycle's
-# services are lifecycle_msgs).
+# services are lifecycle_msgs; every node carries results/, whose parts' codecs import vision_msgs: Boxes'
+# Detection2DArray, Text's Classification).
 NODE_ROS_DEPENDENCIES = (
     "rclpy",
     "rcl_interfaces",
@@ -24,6 +25,7 @@ NODE_ROS_DEPENDENCIES = (
     "geometry_msgs",
     "visualization_msgs",
     "diagnostic_msgs",  # /diagnostics (ros/monitor.py)
+    "vision_msgs",
 )
 PROMPT_INTERFACES = "vision_factory_interfaces"  # the prompt service's package (SetPrompt), of a text prompt's node
 DETECTIONS_MESSAGE = DETECTIONS.message  # vision_msgs/msg/Detection2DArray (results/__init__.py)

@@ -8,16 +8,11 @@ from typing import Any
 
 from ..models.ball_stream import BallStream, load_median
 from ..models.bounds import MAX_MEDIAN_FRAMES, MAX_SEQ_LEN
+from ..models.inpaint_stream import InpaintRefiner
 from ..models.recognition import load_checked, require_family
 from ..models.tracknet_background import MedianMissing
 from ..models.tracknet_interface import BG_MODES, HEIGHT, TRACKNET, WIDTH
-from ..models.tracknet_stream import (
-    EVAL_MODES,
-    InpaintRefiner,
-    TrackNetTracker,
-    check_input_frame,
-    check_stride,
-)
+from ..models.tracknet_stream import EVAL_MODES, TrackNetTracker, check_input_frame, check_stride
 from ..parameters import FRACTION, LIVE, MAX_HISTORY_FRAMES, Parameter, with_defaults
 from ..results import BALL_TRACK
 from ..text import untrusted

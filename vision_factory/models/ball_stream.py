@@ -14,14 +14,9 @@ from ..images import TOO_LARGE, ImageFormatError, read_image_file
 from ..results.ball import Ball
 from ..results.frame import FrameResult
 from ..text import untrusted
+from .inpaint_stream import InpaintRefiner
 from .tracknet_background import median_problem
-from .tracknet_stream import (
-    BallRow,
-    InpaintRefiner,
-    PreparedFrame,
-    StreamStats,
-    TrackNetTracker,
-)
+from .tracknet_stream import BallRow, PreparedFrame, StreamStats, TrackNetTracker
 
 Tagged = tuple[Any, FrameResult]  # a frame's tag (as pushed) and its result
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..runtime.onnx_runner import OnnxRunner
 from ..runtime.providers import ProviderConfig, device_to_providers
-from .tracknet_stream import InpaintRefiner, TrackNetTracker, check_stride, ensemble_weights
+from .inpaint_stream import InpaintRefiner
+from .tracknet_stream import TrackNetTracker, check_stride, ensemble_weights
 
 __all__ = ["InpaintModuleONNX", "TrackNetModuleONNX"]
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..parameters import CAMERA_TOPIC, Parameter, Value
 from ..text import untrusted
-from .transport import PROFILE_VARIABLES, SHARED_MEMORY_PROFILE  # the profile: in the package's share/<package>/config/
+from .transport import NODE_PROFILE, PROFILE_VARIABLES, chosen_transport  # in the package's share/<package>/config/
 
 if TYPE_CHECKING:
     from launch import LaunchContext, LaunchDescription
@@ -102,10 +102,11 @@ def typed_value(name: str, text: str, value_type: type) -> Value:
 
 def profile_to_export(given: str, default: str, environment: Mapping[str, str]) -> str | None:
     """The FASTDDS_DEFAULT_PROFILES_FILE to set for the node, None to leave the variable as it is: fastdds_profile
-    when given; not given (its default), the variable as it is when set (decided at launch time, so that a launch
-    file including this one can set it first), else the default; '' leaves the variable alone (Fast DDS defaults,
-    reachable from other machines, when it is not set)."""
-    if not given or (given == default and PROFILE_VARIABLE in environment):
+    when given; not given (its default), None when a transport was chosen (a profile or builtin-transports variable
+    set, the node's own rule: ros/transport.py; decided at launch time, so that a launch file including this one can
+    set it first), else the default; '' leaves the variable alone (the node then applies the same default profile
+    to itself unless a transport was chosen)."""
+    if not given or (given == default and chosen_transport(environment)):
         return None
     return given
 
@@ -138,9 +139,11 @@ class NodeLaunch:
             ),
             Argument(
                 "fastdds_profile",
-                os.path.join(config, SHARED_MEMORY_PROFILE),
-                "Fast DDS XML profile for the node; not given: $FASTDDS_DEFAULT_PROFILES_FILE when set, else this "
-                "default (shared memory); '' keeps Fast DDS defaults (multi-machine)",
+                os.path.join(config, NODE_PROFILE),
+                "Fast DDS XML profile for the node; not given: the transport chosen in the environment "
+                "($FASTDDS_DEFAULT_PROFILES_FILE, $FASTDDS_BUILTIN_TRANSPORTS) when there is one, else this default "
+                "(UDP into a large buffer, no shared memory: frames from a camera on Fast DDS defaults or on "
+                "fastdds_shm.xml, on this machine or another)",
             ),
         ]
 

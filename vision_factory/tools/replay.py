@@ -133,13 +133,13 @@ class ReplayResult:
         return (len(span) - 1) / ((span[-1] - span[0]) / 1e9)
 
 
-def _stamp(data: bytes) -> tuple[int, int]:
+def cdr_stamp(data: bytes) -> tuple[int, int]:
     """header.stamp of a CDR-serialised message that starts with a std_msgs/Header."""
     little = data[1] == 1
     return struct.unpack_from("<iI" if little else ">iI", data, 4)
 
 
-def _restamped(data: bytes, stamp_ns: int) -> tuple[bytes, tuple[int, int]]:
+def restamped(data: bytes, stamp_ns: int) -> tuple[bytes, tuple[int, int]]:
     """A CDR-serialised message that starts with a std_msgs/Header, its header.stamp set to ``stamp_ns``."""
     stamp = divmod(stamp_ns, 10**9)
     copy = bytearray(data)
@@ -305,7 +305,7 @@ def replay(
             with answered:
                 received[name].append((now, data))
                 if name == spec.main_output:
-                    done_frames.setdefault(frame_of.get(_stamp(data), -1), now)
+                    done_frames.setdefault(frame_of.get(cdr_stamp(data), -1), now)
                 answered.notify_all()
 
         return callback
@@ -346,7 +346,7 @@ def replay(
         if warm_up:
             first = next(iter(read_messages(bag, topic)))
             warm_up_start = time.monotonic()
-            publisher.publish(_restamped(first.data, time.time_ns())[0])
+            publisher.publish(restamped(first.data, time.time_ns())[0])
             with answered:  # its answer (frame -1: no frame of the bag's) is not the replay's
                 answered.wait_for(lambda: done_frames or process.poll() is not None, timeout=startup_timeout)
             # A node whose one frame takes longer than END_IDLE_S (a heavy model, a loaded machine) is given longer.
@@ -376,7 +376,7 @@ def replay(
             data = message.data
             sent_at.append(time.time_ns())
             if live_stamps:
-                data, stamp = _restamped(data, sent_at[-1])
+                data, stamp = restamped(data, sent_at[-1])
                 with answered:
                     frame_of[stamp] = index
                 sent_stamps.append(stamp)

@@ -5,7 +5,6 @@ counts of what it dropped and skipped (``node_counts``)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import numpy as np
 from ..families.family import Family
 from ..results.boxes import id_text
 from ..results.frame import FrameResult
+from ..streaming import closing_counts
 from ..text import shown_path, untrusted
 from .verify_frames import MASK_IOU, Answer, FrameCheck, Tolerance, keypoint_cause, likely_cause, match
 from .verify_report import NO_COUNTS, Check, NodeCounts
@@ -38,11 +38,6 @@ def _mask_check(frames: list[FrameCheck]) -> Check:
     return Check("masks within tolerance", False, numbers, cause)
 
 
-# The closing line this package's nodes log: "frames in N, dropped D, skipped S, outputs O"; read only from an
-# executable that publishes no /diagnostics status of its own.
-COUNTS = re.compile(r"frames in (\d+), dropped (\d+), skipped (\d+)")
-
-
 def node_counts(status: Mapping[str, str], log: str) -> NodeCounts:
     """The node's counts from its last /diagnostics status (replay's ``node_status``), else from its closing log
     line."""
@@ -55,10 +50,10 @@ def node_counts(status: Mapping[str, str], log: str) -> NodeCounts:
             dropped = skipped = -1
         if dropped >= 0 and skipped >= 0:
             return NodeCounts(dropped, skipped, f"/diagnostics (its last status, {untrusted(status['name'], 80)!r})")
-    counts = COUNTS.findall(log)
-    if counts:
+    counts = closing_counts(log)  # read only from an executable that publishes no /diagnostics status of its own
+    if counts is not None:
         source = "its closing log line (it published no /diagnostics status of its own)"
-        return NodeCounts(int(counts[-1][1]), int(counts[-1][2]), source)
+        return NodeCounts(counts["dropped"], counts["skipped"], source)
     return NodeCounts(0, 0, NO_COUNTS)
 
 

@@ -36,12 +36,12 @@ from .bags import (
 )
 from .commands import UsageError
 from .replay_node import (
-    _wait_for_end,
-    _wait_for_node,
-    _wait_in_flight,
-    _wait_matched,
     stop_replay,
     use_shared_memory_profile,
+    wait_for_end,
+    wait_for_node,
+    wait_in_flight,
+    wait_matched,
 )
 from .replay_outputs import NODE_TIMES, collect, collect_statuses, write_answers
 
@@ -340,8 +340,8 @@ def replay(
     sent_stamps: list[tuple[int, int]] = []
     try:
         for waited in (*fed_publishers.values(), publisher):
-            _wait_for_node(process, waited, readers[spec.main_output], startup_timeout, log_path)
-        _wait_matched(timers, DEBUG_MATCH_S)  # the node's times from the first frame on (a node without: none)
+            wait_for_node(process, waited, readers[spec.main_output], startup_timeout, log_path)
+        wait_matched(timers, DEBUG_MATCH_S)  # the node's times from the first frame on (a node without: none)
         idle_s = END_IDLE_S
         if warm_up:
             first = next(iter(read_messages(bag, topic)))
@@ -365,7 +365,7 @@ def replay(
         for index, message in enumerate(read_messages(bag, topic)):
             first_bag_ns = message.timestamp_ns if first_bag_ns is None else first_bag_ns
             if rate is None:
-                _wait_in_flight(answered, done_frames, index, max_in_flight, process, log_path)
+                wait_in_flight(answered, done_frames, index, max_in_flight, process, log_path)
             else:
                 delay = (message.timestamp_ns - first_bag_ns) / 1e9 / rate - (time.perf_counter() - start)
                 if delay > 0:
@@ -385,7 +385,7 @@ def replay(
             publisher.publish(data)
             if progress:
                 progress(index + 1, len(stamps))
-        _wait_for_end(answered, done_frames, len(stamps), idle_s)
+        wait_for_end(answered, done_frames, len(stamps), idle_s)
         wall_s = time.perf_counter() - start
         node_status = replay_outputs.node_status(player, namespace, spec.main_output, statuses) if diagnostics else {}
     finally:

@@ -35,7 +35,7 @@ from .replay import (
     params_file_values,
     restamped,
 )
-from .replay_node import _wait_for_end, _wait_for_node, _wait_in_flight, stop_replay, use_shared_memory_profile
+from .replay_node import stop_replay, use_shared_memory_profile, wait_for_end, wait_for_node, wait_in_flight
 from .replay_outputs import write_answers
 
 
@@ -225,7 +225,7 @@ def replay_cameras(
     order = []
     try:
         for name in names:
-            _wait_for_node(process, publishers[name], readers[(name, spec.main_output)], startup_timeout, log_path)
+            wait_for_node(process, publishers[name], readers[(name, spec.main_output)], startup_timeout, log_path)
         idle_s = END_IDLE_S
         if warm_up and first:
             idle_s = _warm_up(
@@ -233,10 +233,10 @@ def replay_cameras(
             )
         start = time.perf_counter()
         for sent, (_, camera, _, data) in enumerate(played):
-            _wait_in_flight(answered, done, sent, max_in_flight, process, log_path)
+            wait_in_flight(answered, done, sent, max_in_flight, process, log_path)
             order.append(names[camera])
             publishers[names[camera]].publish(data)
-        _wait_for_end(answered, done, len(played), idle_s)
+        wait_for_end(answered, done, len(played), idle_s)
         wall_s = time.perf_counter() - start
     finally:
         stop_replay(process, log_file, executor, spinner, player, context)

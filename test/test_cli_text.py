@@ -157,11 +157,11 @@ def test_replay_names_a_bags_topics_escaped(tmp_path):
 def test_verify_markdown_escapes_a_pipe_in_a_class_name(tmp_path):
     from vision_factory.families.registry import family
     from vision_factory.results.part import Tolerance
-    from vision_factory.tools.verify_checks import _class_check
+    from vision_factory.tools.verify_checks import class_check
     from vision_factory.tools.verify_report import NO_COUNTS, NodeCounts, VerifyReport
     from vision_factory.tools.verify_report import markdown as _markdown
 
-    check = _class_check([], None, ["sq|uare", f"ci{CLEAR}rcle"], tmp_path / "m.onnx")
+    check = class_check([], None, ["sq|uare", f"ci{CLEAR}rcle"], tmp_path / "m.onnx")
     report = VerifyReport(True, [check], [], Tolerance(1.0, 0.01), 1.0, 2.0, "node.log", NodeCounts(0, 0, NO_COUNTS))
     markdown = _markdown(report, family("yolo"), [])
     assert_no_control(markdown)

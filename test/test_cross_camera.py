@@ -8,6 +8,7 @@ of two cameras over real DDS that publishes one global ID for the person on both
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,14 +20,27 @@ from support.real_models import FALL_MODEL, REID_MODEL
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 from vision_msgs.msg import Detection2DArray
 
+from vision_factory.families.pipeline import DetectionPipeline
+from vision_factory.families.tracking import build as tracking_build
 from vision_factory.families.tracking import cross_camera
-from vision_factory.models.global_ids import GlobalIdentities, global_ids, reentry_threshold
-from vision_factory.models.tracker import iou_xyxy
+from vision_factory.models.global_ids import GlobalIdentities, reentry_threshold
+from vision_factory.models.reid_calibration import OnlineCalibration
+from vision_factory.models.tracker import Tracker, TrackerConfig, Tracking, iou_xyxy
 from vision_factory.ros.messages import bgr_to_message
-from vision_factory.tools.compose import HANDOVER, HANDOVER_CAMERAS, MOTION_OPTIONS, camera_view, compose
-from vision_factory.tools.mot import evaluate
-from vision_factory.tools.mot_files import MotBoxes, boxes_from_rows
-from vision_factory.tools.track import REID_OPTION, build_pipelines
+from vision_factory.runtime.backends import load_target
+from vision_factory.tools.compose import (
+    HANDOVER,
+    HANDOVER_CAMERAS,
+    LOOKALIKES,
+    MOTION_OPTIONS,
+    REID_OPTIONS,
+    camera_view,
+    compose,
+    truth_detections,
+)
+from vision_factory.tools.mot import evaluate_cameras
+from vision_factory.tools.mot_files import MotBoxes
+from vision_factory.tools.track import REID_OPTION, build_pipelines, global_tracks, tracking_values
 
 LOG = logging.getLogger("test")
 FPS = 30
@@ -100,6 +114,34 @@ def test_no_threshold_links_nobody_and_a_track_without_appearance_gets_a_new_ide
     assert ids.update("right", 1.0, [(2, None)], THRESHOLD) == {2: 3}
 
 
+def test_the_threshold_calibrated_online_pools_every_camera_and_leaves_lookalikes_to_timing():
+    """Each camera's tracker measured its own distances (models/reid_calibration.py). Pooled, they give the
+    threshold: midway between the same-person 99th and the different-people 1st percentile, as the trackers' rule.
+    When people who look alike were seen at once (different-people distances under that 99th: the trackers then
+    turn re-entry off), those are left to timing (people seen at once never share an identity) and the threshold is
+    midway to the 1st percentile of the people appearance tells apart; the same-person 99th when there are none.
+    Fixed thresholds are every camera's."""
+
+    def camera(same: list[float], different: list[float]) -> Tracking:
+        tracking = Tracking(Tracker(TrackerConfig(), OnlineCalibration()), embedder=object())
+        tracking.tracker.calibration.add(same, different)
+        return tracking
+
+    apart = camera([0.01] * 99 + [0.05], [0.2] * 100)
+    alike = camera([0.02] * 99 + [0.06], [0.015] * 5 + [0.2] * 95)  # lookalikes seen at once: 0.015 apart
+    same_99 = np.quantile([0.01] * 99 + [0.05], 0.99)
+    assert reentry_threshold([apart]) == pytest.approx(round((same_99 + 0.2) / 2, 4))
+    assert alike.tracker.calibration.values()["reentry_threshold"] == 0  # the camera's own tracker: no re-entry
+    pooled_same_99 = np.quantile([0.01] * 99 + [0.05] + [0.02] * 99 + [0.06], 0.99)
+    assert reentry_threshold([apart, alike]) == pytest.approx(round((pooled_same_99 + 0.2) / 2, 4))
+    only_alike = camera([0.02] * 99 + [0.06], [0.015] * 100)
+    assert reentry_threshold([only_alike]) == pytest.approx(round(np.quantile([0.02] * 99 + [0.06], 0.99), 4))
+    assert reentry_threshold([camera([0.01] * 5, [0.2] * 5)]) == 0  # too few yet
+    fixed = Tracking(Tracker(TrackerConfig(reentry_threshold=0.07)), embedder=object())
+    assert reentry_threshold([apart, fixed]) == 0.07
+    assert reentry_threshold([Tracking(Tracker())]) == 0  # no re-id
+
+
 def test_cross_camera_reid_needs_tracking_a_reid_model_and_several_cameras():
     values = {"cross_camera_reid": True, "tracking": True, "reid_model_path": "reid.onnx"}
     assert isinstance(cross_camera(values, ("front", "left")), GlobalIdentities)
@@ -108,6 +150,96 @@ def test_cross_camera_reid_needs_tracking_a_reid_model_and_several_cameras():
         cross_camera({**values, "reid_model_path": ""}, ("front",))
     with pytest.raises(ValueError, match="needs tracking: true; set them, or set it false"):
         cross_camera({**values, "tracking": False}, ("front", "left"))
+
+
+def test_cross_camera_overlaps_names_pairs_of_the_node_cameras():
+    values = {"cross_camera_reid": True, "tracking": True, "reid_model_path": "reid.onnx"}
+    cameras = ("front", "left", "right")
+    assert cross_camera(values, cameras).overlapping == set()
+    for given in ("[front:left, left:right]", ["front:left", "left:right"], "front:left left:right"):
+        found = cross_camera({**values, "cross_camera_overlaps": given}, cameras)
+        assert found.overlapping == {frozenset(("front", "left")), frozenset(("left", "right"))}
+    for bad in ("front:back", "front", "front:front", "front:left:right", ["front:left", 3], 5):
+        with pytest.raises(ValueError, match="cross_camera_overlaps"):
+            cross_camera({**values, "cross_camera_overlaps": bad}, cameras)
+
+
+def test_a_track_seen_on_another_camera_at_the_same_time_never_takes_the_identity():
+    ids = GlobalIdentities(settle=1)
+    assert ids.update("left", 0.0, [(1, _unit(0))], THRESHOLD) == {1: 1}
+    # the right camera sees someone who looks like left's track 1 while left still sees track 1: two people
+    assert ids.update("right", 0.0, [(5, _unit(NEAR))], THRESHOLD) == {5: 2}
+    assert ids.update("left", 0.1, [(1, _unit(0))], THRESHOLD) == {1: 1}
+    # nor later, while both tracks live (their lifetimes overlap), however alike they look
+    assert ids.update("right", 0.1, [(5, _unit(0))], THRESHOLD) == {5: 2}
+    # a track of the right camera that starts after left's track was last seen may take it: a hand-over
+    assert ids.update("right", 0.5, [(5, _unit(0)), (6, _unit(-NEAR))], THRESHOLD) == {5: 2, 6: 1}
+
+
+def test_a_track_returning_while_another_camera_shows_its_identity_at_that_time_is_someone_else():
+    """The right camera's track 2 is lost; the left camera's new track 5 takes its identity (a hand-over); then, at
+    one time, the left camera's frame shows track 5 with it and the right camera's frame (answered next) has track
+    2 back. The left's answer of that time is out already: track 2 is someone else from then on, never both."""
+    ids = GlobalIdentities(settle=1)
+    for step in range(2):  # both cameras send frames every 0.1 s
+        assert ids.update("left", step / 10, [], THRESHOLD) == {}
+        assert ids.update("right", step / 10, [(2, _unit(0))], THRESHOLD) == {2: 1}
+    for step in range(2, 5):
+        ids.update("left", step / 10, [], THRESHOLD)
+        ids.update("right", step / 10, [], THRESHOLD)
+    assert ids.update("left", 0.5, [(5, _unit(NEAR))], THRESHOLD) == {5: 1}
+    assert ids.update("right", 0.5, [], THRESHOLD) == {}
+    assert ids.update("left", 0.6, [(5, _unit(NEAR))], THRESHOLD) == {5: 1}
+    assert ids.update("right", 0.6, [(2, _unit(0))], THRESHOLD) == {2: 2}
+    assert ids.update("left", 0.7, [(5, _unit(NEAR))], THRESHOLD) == {5: 1}
+
+
+def test_a_lookalike_gives_an_identity_back_to_a_track_that_matches_its_earlier_appearances_better():
+    """The right camera's track 1 leaves; someone like them (30 degrees off: under the threshold) starts on the left
+    and takes the identity (a hand-over). Then the right camera sees a new track just like track 1 (5 degrees off),
+    while the left one still holds it: not at once, but claimed: the left track gives the identity up at its next
+    frame (someone else from then on) and the right track takes it at its own."""
+    ids = GlobalIdentities(settle=5)
+    for step in range(3):
+        assert ids.update("right", step / 10, [(1, _unit(0))], THRESHOLD) == {1: 1}
+        assert ids.update("left", step / 10, [], THRESHOLD) == {}
+    for step in range(3, 5):
+        ids.update("right", step / 10, [], THRESHOLD)
+        ids.update("left", step / 10, [], THRESHOLD)
+    assert ids.update("right", 0.5, [], THRESHOLD) == {}
+    assert ids.update("left", 0.5, [(3, _unit(3 * NEAR))], THRESHOLD) == {3: 1}
+    assert ids.update("right", 0.6, [(2, _unit(NEAR / 2))], THRESHOLD) == {2: 2}
+    assert ids.update("left", 0.6, [(3, _unit(3 * NEAR))], THRESHOLD) == {3: 3}
+    assert ids.update("right", 0.7, [(2, _unit(NEAR / 2))], THRESHOLD) == {2: 1}
+    assert ids.update("left", 0.7, [(3, _unit(3 * NEAR))], THRESHOLD) == {3: 3}  # never again
+
+
+def test_a_track_that_took_a_lost_tracks_identity_gives_it_back_when_that_track_returns():
+    """One camera: its track 1 is lost for a frame (behind someone), and a new track like it takes its identity;
+    track 1 comes back: the two were alive at once, so two people; the later one is someone else from then on."""
+    ids = GlobalIdentities(settle=1)
+    assert ids.update("left", 0.0, [(1, _unit(0))], THRESHOLD) == {1: 1}
+    assert ids.update("left", 0.1, [(3, _unit(NEAR))], THRESHOLD) == {3: 1}
+    assert ids.update("left", 0.2, [(1, _unit(0)), (3, _unit(NEAR))], THRESHOLD) == {1: 1, 3: 2}
+
+
+def test_cameras_whose_views_overlap_share_an_identity_at_once():
+    ids = GlobalIdentities(settle=1, overlapping=[("left", "right")])
+    assert ids.update("left", 0.0, [(1, _unit(0))], THRESHOLD) == {1: 1}
+    assert ids.update("right", 0.0, [(5, _unit(NEAR))], THRESHOLD) == {5: 1}  # one person seen by both
+    assert ids.update("front", 0.0, [(2, _unit(NEAR))], THRESHOLD) == {2: 2}  # front's view overlaps neither
+
+
+def test_a_hand_over_is_taken_back_when_the_track_it_came_from_is_seen_again():
+    """Left's track is lost (hidden at its view's edge), someone alike starts on the right and takes the identity
+    by appearance; then left's track is seen again: its person never left. The hand-over is taken back: the right
+    camera's track is someone else from then on, left's keeps the identity, never both at once."""
+    ids = GlobalIdentities(settle=1)
+    for step in range(3):
+        assert ids.update("left", step / 10, [(1, _unit(0))], THRESHOLD) == {1: 1}
+    assert ids.update("right", 1.0, [(7, _unit(NEAR))], THRESHOLD) == {7: 1}  # after left's last sighting
+    assert ids.update("left", 1.1, [(1, _unit(0))], THRESHOLD) == {1: 1}  # left's person is back
+    assert ids.update("right", 1.1, [(7, _unit(NEAR))], THRESHOLD) == {7: 2}
 
 
 @pytest.fixture(scope="module")
@@ -122,21 +254,6 @@ def handover():
     """The composed hand-over: per camera (its frames, its truth with the global truth IDs)."""
     composed = compose(HANDOVER)
     return {camera: camera_view(composed, columns) for camera, columns in HANDOVER_CAMERAS.items()}
-
-
-def _one_sequence(per_camera: dict[str, list[tuple]], frames: int) -> MotBoxes:
-    """Every camera's rows (frame, id, x, y, w, h, score) as one sequence, camera after camera (frames offset by
-    ``frames`` each): IDF1 over it scores identities over both cameras together, as multi-camera IDF1 does."""
-    rows = [
-        (frame + index * frames, *rest)
-        for index, camera in enumerate(per_camera)
-        for frame, *rest in per_camera[camera]
-    ]
-    return boxes_from_rows(rows, "both cameras")
-
-
-def _truth_rows(truth: MotBoxes) -> list[tuple]:
-    return [(int(f), int(i), *map(float, box), 1.0) for f, i, box in zip(truth.frames, truth.ids, truth.boxes)]
 
 
 def test_a_person_walking_into_another_camera_keeps_their_identity(handover, tuned):
@@ -154,37 +271,84 @@ def test_a_person_walking_into_another_camera_keeps_their_identity(handover, tun
     pipelines = {
         camera: build_pipelines("yolo", model, "onnx:cpu", {}, list(configurations.values())) for camera in handover
     }
-    identities = [GlobalIdentities() for _ in configurations]
-    found = [{camera: [] for camera in handover} for _ in configurations]
-    local = [{camera: [] for camera in handover} for _ in configurations]
-    for number in range(1, HANDOVER.frames + 1):
-        for camera, (frames, _) in handover.items():
-            frame = frames[number - 1]
-            detections = pipelines[camera][0].detector.detect(frame)
-            for index, pipeline in enumerate(pipelines[camera]):
-                result = pipeline.track(frame, detections, number)
-                threshold = reentry_threshold(each[index].tracking for each in pipelines.values())
-                boxes = result.boxes
-                tracks = [boxes.track(row) for row in range(len(boxes))]
-                ids = global_ids(identities[index], camera, number / FPS, pipeline.tracking, tracks, threshold)
-                for (x1, y1, x2, y2), score, global_id, track in zip(boxes.xyxy, boxes.scores, ids, tracks):
-                    if track is None:
-                        continue
-                    box = (x1, y1, x2 - x1, y2 - y1, score)
-                    found[index][camera].append((number, global_id, *box))
-                    local[index][camera].append((number, track + 1000 * list(handover).index(camera), *box))
-    truth = _one_sequence({camera: _truth_rows(truth) for camera, (_, truth) in handover.items()}, HANDOVER.frames)
+    # the detector once per frame (the configurations share it: the lowest track_low_threshold's)
+    detections = {
+        camera: [pipelines[camera][0].detector.detect(f) for f in frames] for camera, (frames, _) in handover.items()
+    }
+    truth = {camera: boxes for camera, (_, boxes) in handover.items()}
     scores = {}
     for index, name in enumerate(configurations):
-        together = evaluate(truth, _one_sequence(found[index], HANDOVER.frames)).metrics
-        apart = evaluate(truth, _one_sequence(local[index], HANDOVER.frames)).metrics
-        scores[name] = (together["IDF1"], apart["IDF1"])
+        each = {camera: pipelines[camera][index] for camera in handover}
+        frames = {camera: frames for camera, (frames, _) in handover.items()}
+        found, local = global_tracks(each, frames, GlobalIdentities(), FPS, detections)
+        apart = {  # the per-camera track IDs, each camera's its own
+            camera: [(f, track + 1000 * order, *rest) for f, track, *rest in local[camera]]
+            for order, camera in enumerate(handover)
+        }
+        together = evaluate_cameras(truth, found, HANDOVER.frames).metrics["IDF1"]
+        scores[name] = (together, evaluate_cameras(truth, apart, HANDOVER.frames).metrics["IDF1"])
         LOG.info("%s: global IDF1 %.3f, per-camera IDs %.3f", name, *scores[name])
     for name in ("reid-tune", "online"):
         together, apart = scores[name]
         assert together >= 0.8, scores
         assert together >= apart + 0.2, scores
     assert scores["motion"][0] == scores["motion"][1]  # no appearance: no link between cameras
+
+
+def _truth_pipelines(cameras, options: dict) -> dict:
+    """Each camera's tracking (``options``: `track`'s, the re-id model loaded once) behind a pipeline that is given
+    its detections: the composed truth boxes, what a perfect detector would find."""
+    runners = {}
+
+    def load(path):
+        return runners.setdefault(str(path), load_target("onnx:cpu", Path(path)))
+
+    values = tracking_values(options)
+    return {camera: DetectionPipeline(None, tracking_build(values, load), 0.5) for camera in cameras}
+
+
+def _people(truth: MotBoxes, frame: int, row: tuple) -> set[int]:
+    """The truth people a tracked row (frame, ID, x, y, w, h, score) covers (IoU 0.5 or more)."""
+    where = np.flatnonzero(truth.frames == frame)
+    boxes = truth.boxes[where]
+    _, _, x, y, w, h, _ = row
+    overlap = iou_xyxy(np.array([[x, y, x + w, y + h]]), np.c_[boxes[:, :2], boxes[:, :2] + boxes[:, 2:]])[0]
+    return {int(truth.ids[where[index]]) for index in np.flatnonzero(overlap >= 0.5)}
+
+
+def test_no_global_id_is_ever_on_two_people_at_once():
+    """LOOKALIKES (tools/compose.py): the astronaut on the left camera while her lookalike (appearance distance about
+    0.05, under the re-entry threshold 0.1) walks on the right one at the same time, and Grace Hopper walks from the
+    right camera's view into the left one's. Each camera's tracker with the shipped MobileNetV2 embedder on the
+    truth boxes, the global identities over both: in no frame is a global ID on two tracks, or on two people; the
+    lookalike is someone else than the astronaut, and Grace Hopper keeps her ID from one camera to the other."""
+    if not REID_MODEL.is_file():
+        pytest.skip(f"no re-id model at {REID_MODEL}")
+    composed = compose(LOOKALIKES)
+    views = {camera: camera_view(composed, columns) for camera, columns in HANDOVER_CAMERAS.items()}
+    pipelines = _truth_pipelines(views, {**REID_OPTIONS, REID_OPTION: str(REID_MODEL)})
+    frames = {camera: view[0] for camera, view in views.items()}
+    detections = {camera: truth_detections(view[1], view[0]) for camera, view in views.items()}
+    rows, _ = global_tracks(pipelines, frames, GlobalIdentities(), FPS, detections)
+    shown: dict[tuple[int, int], set] = {}  # (frame, global ID): the (camera, person) it is on
+    for camera, found in rows.items():
+        for row in found:
+            for person in _people(views[camera][1], row[0], row) or {None}:
+                shown.setdefault((row[0], row[1]), set()).add((camera, person))
+    at_once = {key: on for key, on in shown.items() if len(on) > 1}
+    assert not at_once, sorted(at_once.items())[:5]
+
+    def ids_of(camera: str, person: int) -> list[int]:
+        return [row[1] for row in rows[camera] if _people(views[camera][1], row[0], row) == {person}]
+
+    astronaut, lookalike, grace_hopper = 1, 2, 3
+    assert ids_of("left", astronaut) and ids_of("right", lookalike)
+    assert not set(ids_of("right", lookalike)) & set(ids_of("left", astronaut))
+    (on_right,) = set(ids_of("right", grace_hopper))
+    # the hand-over, by appearance and timing: her ID on the left camera is the right one's but on the first frames,
+    # where she comes in cut by the view's edge and looks like no one yet (a young identity of her own)
+    on_left = ids_of("left", grace_hopper)
+    assert on_left[-1] == on_right and on_left.count(on_right) >= 0.9 * len(on_left), (on_left, on_right)
 
 
 def _box_of(message: Detection2DArray, box) -> str | None:

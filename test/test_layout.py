@@ -30,6 +30,7 @@ ROS_USERS = {"tools/replay.py", "tools/fuzz.py", "tools/bags.py", "tools/interfa
 ROS_USERS |= {"tools/verify.py", "tools/replay_outputs.py", "tools/bench_cameras.py", "tools/replay_cameras.py"}
 ROS_USERS |= {"tools/replay_node.py"}
 ROS_USERS |= {"tools/ros_graph.py", "tools/topics.py", "tools/params.py", "tools/lifecycle.py"}  # the node tools
+ROS_USERS |= {"tools/answers.py"}
 # Modules that entry points run: every rendered *_onnx_node.py binds a runner to a node.
 ENTRY_POINTS = {path.name for path in SOURCE_ROOT.glob("*_onnx_node.py")}
 

@@ -295,7 +295,7 @@ def test_verify_compares_each_paired_detections_mask_with_the_models(tmp_path):
 @needs_seg
 def test_the_mask_check_fails_where_a_node_mask_differs_from_the_models():
     from vision_factory.tools.verify import as_published
-    from vision_factory.tools.verify_checks import _mask_check
+    from vision_factory.tools.verify_checks import mask_check
     from vision_factory.tools.verify_frames import Answer
     from vision_factory.tools.verify_frames import compare as _compare
 
@@ -306,6 +306,6 @@ def test_the_mask_check_fails_where_a_node_mask_differs_from_the_models():
     node = model.with_parts(masks=Masks([replace(first, bits=half), *model.masks.masks[1:]]))
     frame = _compare(0, Answer(0, (1, 0), "camera", node), model)
     assert frame.masks == len(model) and frame.mask_iou_min < 0.9
-    check = _mask_check([frame])
+    check = mask_check([frame])
     assert not check.passed and "frame 0" in check.cause
-    assert _mask_check([_compare(0, Answer(0, (1, 0), "camera", model), model)]).passed
+    assert mask_check([_compare(0, Answer(0, (1, 0), "camera", model), model)]).passed

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import re
 import time
 from pathlib import Path
 
@@ -189,16 +190,23 @@ def test_tracknet_keeps_a_window_per_camera(tmp_path, synthetic_models):
 
 
 def test_bench_measures_one_node_of_several_cameras_against_one_node_each(tmp_path):
-    """`bench --node --cameras N`'s measure (tools/bench_cameras.py): both set-ups answer every camera, and the
-    report holds what the table prints (no figure asserted: those are benchmarks/README.md's)."""
+    """`bench --node --cameras N`'s measure (tools/bench_cameras.py): every set-up answers every camera, each node's
+    answers counted by its own receiving process equal what the node logs it published (else the measure is
+    refused), and the report holds what the table prints (no figure asserted: those are benchmarks/README.md's)."""
     params, _ = node_params("yolo", SHAPES_MODEL, 1, {})
     frame = next(iter(_node_frames("yolo", 1)))
-    report = cameras_vs_nodes("yolo", params, frame, 2, seconds=2.0, rate=4.0, work=tmp_path)
-    for setup in ("one_node", "nodes"):
+    report = cameras_vs_nodes("yolo", params, frame, 2, seconds=4.0, rate=4.0, work=tmp_path, workers=2, rounds=1)
+    for setup in ("one_node", "one_node_workers", "nodes"):
         assert len(report[setup]["camera_fps"]) == 2 and all(fps > 0 for fps in report[setup]["camera_fps"])
-        assert report[setup]["rss_mib"] > 0
+        assert report[setup]["rss_mib"] > 0 and report[setup]["cpu_cores"] > 0
+    counts = [count for setup in ("one_node", "one_node_workers", "nodes") for count in report[setup]["counts"]]
+    assert len(counts) == 4  # one node, one node with workers, two nodes
+    for count in counts:
+        received, published = re.search(r"received (\d+), published (\d+)", count).groups()
+        assert received == published and int(received) > 0, count
     assert report["memory_ratio"] > 0 and report["fps_ratio"] > 0
-    assert "1 node / 2 nodes: memory" in "\n".join(lines("onnx:cpu", report))
+    text = "\n".join(lines("onnx:cpu", report))
+    assert "1 node / 2 nodes: memory" in text and "answers counted, each node" in text
 
 
 def test_bench_cameras_needs_the_node():

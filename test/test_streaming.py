@@ -1,14 +1,25 @@
 """The ROS-free parts of an inference node's stream (vision_factory/streaming.py), without DDS: the bounded queue,
-the staleness rule, the problem log and the pairing of images with their partners by stamp."""
+the staleness rule, the problem log and the pairing of images with their partners by stamp; the closing counts a
+node logs, and a measure's check of its answers against them."""
 
 from __future__ import annotations
 
 import threading
 
+import pytest
 from sensor_msgs.msg import Image
 from vision_msgs.msg import Detection2DArray
 
-from vision_factory.streaming import PAIRING_WINDOW, FrameQueue, Pairing, ProblemLog, stale_age_ms
+from vision_factory.streaming import (
+    CLOSING,
+    PAIRING_WINDOW,
+    FrameQueue,
+    Pairing,
+    ProblemLog,
+    closing_counts,
+    stale_age_ms,
+)
+from vision_factory.tools.answers import checked, refuse_disagreement
 
 
 def _image(sec: int, nanosec: int = 0) -> Image:
@@ -135,3 +146,30 @@ def test_images_whose_partner_never_comes_fall_out_of_the_window_and_are_counted
     assert len(pairing.partners) == PAIRING_WINDOW
     assert pairing.clear() == PAIRING_WINDOW  # the images still waiting
     assert not pairing.images and not pairing.partners
+
+
+def test_a_measure_whose_answers_differ_from_the_nodes_own_counts_is_refused():
+    """tools/answers.py: each node's answers received are set against its closing line (CLOSING, what
+    InferenceNode.counts logs); a node that published more than was received, or that logged no closing counts (it
+    did not stop cleanly), refuses the measure, naming the node and both counts."""
+    closing = "[INFO] [1.0] [yolo]: " + CLOSING.format(
+        frames_in=120, dropped=74, skipped=0, outputs=46, never_arrived=0
+    )
+    agreeing = checked("cam0", 46, "started\n" + closing + "\n")
+    assert agreeing.agrees and agreeing.frames_in == 120
+    refuse_disagreement([agreeing])  # nothing to refuse
+    lost, unfinished = checked("cam1", 31, closing), checked("cam2", 12, "started, then killed")
+    with pytest.raises(RuntimeError, match=r"refused: cam1: received 31, published 46 .*; cam2: received 12, no clos"):
+        refuse_disagreement([agreeing, lost, unfinished])
+    two = "frames in 3, dropped 1, skipped 0, outputs 2, never arrived 0\n"
+    two += "frames in 9, dropped 1, skipped 2, outputs 6, never arrived 4"
+    assert closing_counts(two) == {
+        "frames_in": 9,
+        "dropped": 1,
+        "skipped": 2,
+        "outputs": 6,
+        "never_arrived": 4,
+    }  # the last
+    older = "frames in 9, dropped 1, skipped 2, outputs 6; per frame: pre-processing 1.20 ms"  # before it was counted
+    assert closing_counts(older) == {"frames_in": 9, "dropped": 1, "skipped": 2, "outputs": 6, "never_arrived": 0}
+    assert closing_counts("frames in 9, dropped 1") is None

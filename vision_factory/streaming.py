@@ -7,11 +7,30 @@ Nothing here imports rclpy: a message is anything with ``header.stamp.sec`` and 
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict, deque
 from typing import Any
 
 PAIRING_WINDOW = 30  # images (or their partners) kept while waiting for the partner of the same stamp
+# The closing line every node logs as it stops (NodeDiagnostics.counts), and what reads it back. The frames its
+# publishers sent that never arrived (the monitor's count) end it; a node from before they were counted ends before.
+_NEVER_ARRIVED = ", never arrived {never_arrived}"
+CLOSING = "frames in {frames_in}, dropped {dropped}, skipped {skipped}, outputs {outputs}" + _NEVER_ARRIVED
+
+
+def _pattern(line: str) -> str:
+    return re.sub(r"\\{(\w+)\\}", r"(?P<\1>\\d+)", re.escape(line))
+
+
+_CLOSING = re.compile(f"{_pattern(CLOSING.removesuffix(_NEVER_ARRIVED))}(?:{_pattern(_NEVER_ARRIVED)})?")
+
+
+def closing_counts(log: str) -> dict[str, int] | None:
+    """The counts of the last closing line (CLOSING) in a node's ``log``: frames_in, dropped, skipped, outputs,
+    never_arrived (0 on a line without it); None when it has none (the node did not stop cleanly)."""
+    found = list(_CLOSING.finditer(log))
+    return {name: int(value or 0) for name, value in found[-1].groupdict().items()} if found else None
 
 
 def stamp_of(header: Any) -> tuple[int, int]:

@@ -44,6 +44,7 @@ STARTS_A_PROCESS = {
 # Pure tests of which a case took 0.6 s or more (setup included) in a run of the unit tier on 2 busy cores: they
 # run with the other tiers, not on every commit. Keys: "module.py::test name" (all its parameters).
 SLOW = {
+    "test_cross_camera.py::test_no_global_id_is_ever_on_two_people_at_once",
     "test_depth.py::test_quantize_calibrates_on_the_depth_processors_input_and_reports_the_relative_difference",
     "test_depth.py::test_quantize_is_told_a_files_depth_kind_and_refuses_without",
     "test_ball_eval.py::test_compare_onnx_runtime_and_openvino",

@@ -12,6 +12,7 @@ same track against tracks seen at once, with no truth.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -65,8 +66,15 @@ CROSS_CAMERA = Parameter(
     "with several cameras and a reid_model_path: one global ID per person over every camera (Detection2D.id; "
     "models/global_ids.py); the per-camera track ID stays on <camera>/track_markers",
 )
+OVERLAPS = Parameter(
+    "cross_camera_overlaps",
+    "",
+    "with cross_camera_reid: the pairs of cameras whose views overlap, e.g. [front:left, left:right]: one person may "
+    "hold one global ID on both at once; on others (the default: all) two tracks seen at once are two people",
+    dynamic_typing=True,
+)
 # Of the detection nodes alone: the track family and `vision-factory track` always track, and serve one stream.
-NODE_ONLY = ("tracking", CROSS_CAMERA.name)
+NODE_ONLY = ("tracking", CROSS_CAMERA.name, OVERLAPS.name)
 
 
 def _bounds(default: object) -> dict:
@@ -92,6 +100,7 @@ PARAMETERS = (
     FROM_MODEL,
     ONLINE,
     CROSS_CAMERA,
+    OVERLAPS,
     dataclasses.replace(
         reid.MODEL,
         required=False,
@@ -147,7 +156,26 @@ def cross_camera(values: Mapping[str, Any], cameras: Sequence[str]) -> GlobalIde
     ]
     if missing:
         raise ValueError(f"{CROSS_CAMERA.name}: true needs {' and '.join(missing)}; set them, or set it false")
-    return GlobalIdentities()
+    return GlobalIdentities(overlapping=overlapping_cameras(values.get(OVERLAPS.name, ""), cameras))
+
+
+def overlapping_cameras(value: Any, cameras: Sequence[str]) -> list[tuple[str, str]]:
+    """``cross_camera_overlaps``' pairs, each "a:b" of two of ``cameras``: a list of them, or text of them separated by
+    commas or spaces ("" or []: none). Anything else is a ValueError naming it and the fix."""
+    items = re.split(r"[,\s]+", value.strip().strip("[]")) if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(item, str) for item in items):
+        shown = untrusted(repr(value), 80)
+        raise ValueError(f"{OVERLAPS.name} must be a list of camera pairs, e.g. [front:left], not {shown}")
+    pairs = []
+    for item in filter(None, (item.strip() for item in items)):
+        pair = tuple(name.strip() for name in item.split(":"))
+        if len(pair) != 2 or pair[0] == pair[1] or not set(pair) <= set(cameras):
+            raise ValueError(
+                f"{OVERLAPS.name}: {untrusted(repr(item), 80)} is not two of the node's cameras "
+                f"({', '.join(cameras)}) joined by ':', e.g. {cameras[0]}:{cameras[-1]}"
+            )
+        pairs.append(pair)
+    return pairs
 
 
 def set_by_user(values: Mapping[str, Any], name: str) -> Any:

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..runtime.runner import Runner
 from .tracknet_interface import HEIGHT, WIDTH
-from .tracknet_stream import BallRow, StreamStats, _check_metadata
+from .tracknet_stream import BallRow, StreamStats, check_metadata
 
 
 class InpaintRefiner:
@@ -20,7 +20,7 @@ class InpaintRefiner:
     def __init__(self, runner: Runner, seq_len: int, img_scaler: Sequence[float], model_name: str = "InpaintNet model"):
         if seq_len < 1:
             raise ValueError(f"seq_len must be >= 1, got {seq_len}")
-        _check_metadata(runner.metadata, {"seq_len": seq_len}, model_name)
+        check_metadata(runner.metadata, {"seq_len": seq_len}, model_name)
         names = [tensor.name for tensor in runner.inputs]
         if len(names) != 2:
             raise ValueError(f"{model_name} has {len(names)} inputs; InpaintNet takes coords and mask")

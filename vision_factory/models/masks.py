@@ -123,13 +123,13 @@ def instance_masks(
             masks.append(None)
             continue
         # Gathered taps, not matrix products: threaded BLAS on these small products stalls on a busy machine.
-        rows = _resampled(logits, down_all[first_y:last_y], top_cell[first_y:last_y] - row0, axis=0)
-        region = _resampled(rows, across_all[first_x:last_x], left_cell[first_x:last_x] - col0, axis=1)
+        rows = resample_axis(logits, down_all[first_y:last_y], top_cell[first_y:last_y] - row0, axis=0)
+        region = resample_axis(rows, across_all[first_x:last_x], left_cell[first_x:last_x] - col0, axis=1)
         masks.append(InstanceMask(first_x, first_y, region > 0, width, height))
     return masks
 
 
-def _resampled(values: np.ndarray, weights: np.ndarray, first: np.ndarray, axis: int) -> np.ndarray:
+def resample_axis(values: np.ndarray, weights: np.ndarray, first: np.ndarray, axis: int) -> np.ndarray:
     """``values`` [rows, columns] resampled along ``axis``: output row (axis 0) or column (axis 1) p is the sum over
     k of weights[p, k] x the row or column first[p] + k (one past the last has weight 0: clamped)."""
     last = values.shape[axis] - 1

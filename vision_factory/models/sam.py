@@ -43,7 +43,7 @@ from .bounds import check_count
 from .detr import IMAGENET_MEAN, IMAGENET_STD, pil_resize
 from .geometry import rgb_tensor
 from .interface import Interface
-from .masks import Resampling, _resampled
+from .masks import Resampling, resample_axis
 from .sam_interface import (
     BOXES,
     HF,
@@ -365,8 +365,8 @@ class SamSegmenter:
         row0, row1 = top[y0], bottom[y1 - 1] + 1
         col0, col1 = left[x0], right[x1 - 1] + 1
         cells = logits[row0:row1, col0:col1]
-        rows = _resampled(cells, down[y0:y1], top[y0:y1] - row0, axis=0)
-        region = _resampled(rows, across[x0:x1], left[x0:x1] - col0, axis=1) > 0
+        rows = resample_axis(cells, down[y0:y1], top[y0:y1] - row0, axis=0)
+        region = resample_axis(rows, across[x0:x1], left[x0:x1] - col0, axis=1) > 0
         return _tight(region, x0, y0, width, height)
 
 

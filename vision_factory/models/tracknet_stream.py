@@ -166,7 +166,7 @@ def _is_bgr(frame: np.ndarray) -> bool:
     )
 
 
-def _check_metadata(metadata: dict[str, str], expected: dict[str, object], model: str) -> None:
+def check_metadata(metadata: dict[str, str], expected: dict[str, object], model: str) -> None:
     for key, value in expected.items():
         found = metadata.get(key)
         if found is not None and str(found) != str(value):
@@ -224,7 +224,7 @@ class TrackNetTracker:
         self.reset()
 
     def _check_model(self, model_name: str) -> None:
-        _check_metadata(self.runner.metadata, {"seq_len": self.seq_len, "bg_mode": self.bg_mode}, model_name)
+        check_metadata(self.runner.metadata, {"seq_len": self.seq_len, "bg_mode": self.bg_mode}, model_name)
         channels = input_channels(self.bg_mode, self.seq_len)
         shape = self.runner.inputs[0].shape
         check_input_frame(shape, model_name)

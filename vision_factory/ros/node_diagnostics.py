@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from ..cameras import camera_topic
+from ..streaming import CLOSING
 from ..text import untrusted
 from .cameras import camera_status
 
@@ -80,9 +81,12 @@ class NodeDiagnostics:
         publishers sent that never arrived (Monitor.never_arrived)."""
         outputs = self.outputs if outputs is None else outputs
         monitor = getattr(self, "monitor", None)  # none before configure and after cleanup
-        return (
-            f"frames in {self.frames_in}, dropped {self.frames_dropped}, skipped {self.frames_skipped}, "
-            f"outputs {outputs}, never arrived {monitor.never_arrived if monitor is not None else 0}"
+        return CLOSING.format(
+            frames_in=self.frames_in,
+            dropped=self.frames_dropped,
+            skipped=self.frames_skipped,
+            outputs=outputs,
+            never_arrived=monitor.never_arrived if monitor is not None else 0,
         )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -256,6 +256,27 @@ def evaluate(truth: MotBoxes, predictions: MotBoxes) -> TrackMetrics:
     found = hota(scoring)
     per_alpha = found.pop("per_alpha")
     return TrackMetrics({**found, **clear_and_identity(scoring)}, per_alpha, scoring)
+
+
+def evaluate_cameras(
+    truth: Mapping[str, MotBoxes], predictions: Mapping[str, Iterable[tuple]], frames: int
+) -> TrackMetrics:
+    """Several cameras scored as one: each camera's ``truth`` (its boxes with the global truth IDs, one person's the
+    same on every camera) and ``predictions`` (rows frame, ID, x, y, w, h, score: e.g. track.global_tracks'), the
+    cameras' sequences of ``frames`` frames laid one after another. IDF1 over it scores identities over every camera
+    together, as multi-camera IDF1 does: a person's ID on one camera must be theirs on the others."""
+    cameras = list(truth)
+
+    def together(rows_of: Mapping[str, Iterable[tuple]], name: str) -> MotBoxes:
+        offset = {camera: index * frames for index, camera in enumerate(cameras)}
+        rows = [(frame + offset[camera], *rest) for camera in cameras for frame, *rest in rows_of[camera]]
+        return boxes_from_rows(rows, name)
+
+    truth_rows = {
+        camera: [(int(f), int(i), *map(float, box), 1.0) for f, i, box in zip(boxes.frames, boxes.ids, boxes.boxes)]
+        for camera, boxes in truth.items()
+    }
+    return evaluate(together(truth_rows, "every camera's truth"), together(predictions, "every camera's tracks"))
 
 
 SCORES = ("HOTA", "DetA", "AssA", "LocA", "MOTA", "MOTP", "IDF1", "IDP", "IDR", "precision", "recall")

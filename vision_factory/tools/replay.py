@@ -36,12 +36,12 @@ from .bags import (
 )
 from .commands import UsageError
 from .replay_node import (
-    _wait_for_end,
-    _wait_for_node,
-    _wait_in_flight,
-    _wait_matched,
     stop_replay,
     use_shared_memory_profile,
+    wait_for_end,
+    wait_for_node,
+    wait_in_flight,
+    wait_matched,
 )
 from .replay_outputs import NODE_TIMES, collect, collect_statuses, write_answers
 
@@ -133,13 +133,13 @@ class ReplayResult:
         return (len(span) - 1) / ((span[-1] - span[0]) / 1e9)
 
 
-def _stamp(data: bytes) -> tuple[int, int]:
+def cdr_stamp(data: bytes) -> tuple[int, int]:
     """header.stamp of a CDR-serialised message that starts with a std_msgs/Header."""
     little = data[1] == 1
     return struct.unpack_from("<iI" if little else ">iI", data, 4)
 
 
-def _restamped(data: bytes, stamp_ns: int) -> tuple[bytes, tuple[int, int]]:
+def restamped(data: bytes, stamp_ns: int) -> tuple[bytes, tuple[int, int]]:
     """A CDR-serialised message that starts with a std_msgs/Header, its header.stamp set to ``stamp_ns``."""
     stamp = divmod(stamp_ns, 10**9)
     copy = bytearray(data)
@@ -305,7 +305,7 @@ def replay(
             with answered:
                 received[name].append((now, data))
                 if name == spec.main_output:
-                    done_frames.setdefault(frame_of.get(_stamp(data), -1), now)
+                    done_frames.setdefault(frame_of.get(cdr_stamp(data), -1), now)
                 answered.notify_all()
 
         return callback
@@ -340,13 +340,13 @@ def replay(
     sent_stamps: list[tuple[int, int]] = []
     try:
         for waited in (*fed_publishers.values(), publisher):
-            _wait_for_node(process, waited, readers[spec.main_output], startup_timeout, log_path)
-        _wait_matched(timers, DEBUG_MATCH_S)  # the node's times from the first frame on (a node without: none)
+            wait_for_node(process, waited, readers[spec.main_output], startup_timeout, log_path)
+        wait_matched(timers, DEBUG_MATCH_S)  # the node's times from the first frame on (a node without: none)
         idle_s = END_IDLE_S
         if warm_up:
             first = next(iter(read_messages(bag, topic)))
             warm_up_start = time.monotonic()
-            publisher.publish(_restamped(first.data, time.time_ns())[0])
+            publisher.publish(restamped(first.data, time.time_ns())[0])
             with answered:  # its answer (frame -1: no frame of the bag's) is not the replay's
                 answered.wait_for(lambda: done_frames or process.poll() is not None, timeout=startup_timeout)
             # A node whose one frame takes longer than END_IDLE_S (a heavy model, a loaded machine) is given longer.
@@ -365,7 +365,7 @@ def replay(
         for index, message in enumerate(read_messages(bag, topic)):
             first_bag_ns = message.timestamp_ns if first_bag_ns is None else first_bag_ns
             if rate is None:
-                _wait_in_flight(answered, done_frames, index, max_in_flight, process, log_path)
+                wait_in_flight(answered, done_frames, index, max_in_flight, process, log_path)
             else:
                 delay = (message.timestamp_ns - first_bag_ns) / 1e9 / rate - (time.perf_counter() - start)
                 if delay > 0:
@@ -376,7 +376,7 @@ def replay(
             data = message.data
             sent_at.append(time.time_ns())
             if live_stamps:
-                data, stamp = _restamped(data, sent_at[-1])
+                data, stamp = restamped(data, sent_at[-1])
                 with answered:
                     frame_of[stamp] = index
                 sent_stamps.append(stamp)
@@ -385,7 +385,7 @@ def replay(
             publisher.publish(data)
             if progress:
                 progress(index + 1, len(stamps))
-        _wait_for_end(answered, done_frames, len(stamps), idle_s)
+        wait_for_end(answered, done_frames, len(stamps), idle_s)
         wall_s = time.perf_counter() - start
         node_status = replay_outputs.node_status(player, namespace, spec.main_output, statuses) if diagnostics else {}
     finally:

@@ -27,15 +27,15 @@ from .replay import (
     END_IDLE_S,
     LATE_DEPTH_PER_IN_FLIGHT,
     MAX_IN_FLIGHT,
-    _restamped,
-    _stamp,
+    cdr_stamp,
     checked_overrides,
     clear_earlier_run,
     node_parameters,
     node_spec,
     params_file_values,
+    restamped,
 )
-from .replay_node import _wait_for_end, _wait_for_node, _wait_in_flight, stop_replay, use_shared_memory_profile
+from .replay_node import stop_replay, use_shared_memory_profile, wait_for_end, wait_for_node, wait_in_flight
 from .replay_outputs import write_answers
 
 
@@ -138,7 +138,7 @@ def replay_cameras(
         frame_of[source.name] = {stamp: index for index, stamp in enumerate(stamps)}
         if messages:  # the warm-up image: the camera's first, stamped 1 ns before its earliest frame
             earliest = min(sec * 10**9 + nanosec for sec, nanosec in stamps)
-            first[source.name] = _restamped(messages[0].data, earliest - 1)[0]
+            first[source.name] = restamped(messages[0].data, earliest - 1)[0]
         played += [
             (message.timestamp_ns, names.index(source.name), index, message.data)
             for index, message in enumerate(messages)
@@ -198,7 +198,7 @@ def replay_cameras(
             with answered:
                 received[name][output].append((now, data))
                 if output == spec.main_output:
-                    stamp = _stamp(data)
+                    stamp = cdr_stamp(data)
                     done.setdefault((name, frame_of[name].get(stamp, stamp)), now)
                 answered.notify_all()
 
@@ -225,7 +225,7 @@ def replay_cameras(
     order = []
     try:
         for name in names:
-            _wait_for_node(process, publishers[name], readers[(name, spec.main_output)], startup_timeout, log_path)
+            wait_for_node(process, publishers[name], readers[(name, spec.main_output)], startup_timeout, log_path)
         idle_s = END_IDLE_S
         if warm_up and first:
             idle_s = _warm_up(
@@ -233,10 +233,10 @@ def replay_cameras(
             )
         start = time.perf_counter()
         for sent, (_, camera, _, data) in enumerate(played):
-            _wait_in_flight(answered, done, sent, max_in_flight, process, log_path)
+            wait_in_flight(answered, done, sent, max_in_flight, process, log_path)
             order.append(names[camera])
             publishers[names[camera]].publish(data)
-        _wait_for_end(answered, done, len(played), idle_s)
+        wait_for_end(answered, done, len(played), idle_s)
         wall_s = time.perf_counter() - start
     finally:
         stop_replay(process, log_file, executor, spinner, player, context)

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..ros.transport import PROFILE_VARIABLES, SHARED_MEMORY_PROFILE
 from ..share import share_path
 
-END_WAIT_MAX_S = 30.0  # once every frame is sent: how long with no answer ends the replay, at most (_wait_for_end)
+END_WAIT_MAX_S = 30.0  # once every frame is sent: how long with no answer ends the replay, at most (wait_for_end)
 
 
 def use_shared_memory_profile() -> None:
@@ -36,7 +36,7 @@ def stop_replay(process, log_file, executor, spinner, player, context) -> None:
     rclpy.try_shutdown(context=context)
 
 
-def _wait_for_node(process, publisher, reader, timeout: float, log_path: Path) -> None:
+def wait_for_node(process, publisher, reader, timeout: float, log_path: Path) -> None:
     """Until the node reads what ``publisher`` sends and its main output has matched ``reader``: an answer sent
     before the reader matched would be lost (a graph that lists the node's publisher is not yet a match: on a loaded
     machine CI lost a node's first two answers so)."""
@@ -50,14 +50,14 @@ def _wait_for_node(process, publisher, reader, timeout: float, log_path: Path) -
     raise RuntimeError(f"node did not subscribe within {timeout:.0f}s:\n{_tail(log_path)}")
 
 
-def _wait_matched(subscriptions: list, timeout: float) -> None:
+def wait_matched(subscriptions: list, timeout: float) -> None:
     """Until every subscription has a publisher, or ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and not all(s.get_publisher_count() > 0 for s in subscriptions):
         time.sleep(0.05)
 
 
-def _wait_in_flight(answered, done_frames, index, max_in_flight, process, log_path, stall_s: float = 30.0) -> None:
+def wait_in_flight(answered, done_frames, index, max_in_flight, process, log_path, stall_s: float = 30.0) -> None:
     deadline = time.monotonic() + stall_s
     with answered:
         while index - len(done_frames) >= max_in_flight:
@@ -68,7 +68,7 @@ def _wait_in_flight(answered, done_frames, index, max_in_flight, process, log_pa
             answered.wait(timeout=0.1)
 
 
-def _wait_for_end(answered, done_frames, total: int, idle_s: float) -> None:
+def wait_for_end(answered, done_frames, total: int, idle_s: float) -> None:
     """Until every frame is answered, or no answer came for longer than the node's own pace allows: ``idle_s``
     seconds, or ten times the longest gap between two of its answers so far where that is longer (a slow model
     on a loaded machine), at most END_WAIT_MAX_S."""

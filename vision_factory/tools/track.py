@@ -25,6 +25,7 @@ from ..families import tracking
 from ..families.pipeline import DetectionPipeline
 from ..families.registry import family
 from ..files import output_folder, staged
+from ..models.global_ids import GlobalIdentities, global_ids, reentry_threshold
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import with_defaults
 from ..quiet import quiet_videos
@@ -234,6 +235,46 @@ def camera_pipelines(
         **tracking_values(tracking_options),
     }
     return [family(model_type).pipeline(values, load_once) for _ in range(count)]
+
+
+Rows = dict[str, list[tuple[int, int, float, float, float, float, float]]]  # per camera: frame, ID, x, y, w, h, score
+
+
+def global_tracks(
+    pipelines: Mapping[str, DetectionPipeline],
+    frames: Mapping[str, Sequence[np.ndarray]],
+    identities: GlobalIdentities,
+    fps: float,
+    detections: Mapping[str, Sequence[FrameResult]] | None = None,
+) -> tuple[Rows, Rows]:
+    """Several cameras' frames of one time (``frames``: per camera, frame 1 first, the cameras' frames of one
+    number taken at once, ``fps`` a second) through each camera's pipeline (``pipelines``: ``camera_pipelines``' or
+    ``build_pipelines``'), and their tracks through ``identities`` (models/global_ids.py), frame by frame, the cameras
+    in turn, as a node with ``cross_camera_reid`` serves them: per camera, the rows (frame, ID, x, y, w, h, score) of
+    its tracked detections with their global IDs, and the same with the camera's own track IDs. ``detections``: each
+    camera's detections of each frame, instead of its pipeline's detector's."""
+    trackings = [pipeline.tracking for pipeline in pipelines.values()]
+    rows: Rows = {camera: [] for camera in pipelines}
+    local: Rows = {camera: [] for camera in pipelines}
+    for index in range(max(len(each) for each in frames.values())):
+        number = index + 1
+        for camera, pipeline in pipelines.items():
+            if index >= len(frames[camera]):
+                continue
+            frame = frames[camera][index]
+            if detections is None:
+                ((_, found),) = pipeline.push(frame, number)
+            else:
+                found = pipeline.track(frame, detections[camera][index], number)
+            if found.new_stream and number > 1:
+                identities.forget(camera)
+            boxes = found.boxes
+            tracks = [boxes.track(row) for row in range(len(boxes))]
+            ids = global_ids(identities, camera, number / fps, pipeline.tracking, tracks, reentry_threshold(trackings))
+            kept = boxes.track_ids >= 0  # a confirmed track: a global ID
+            rows[camera] += _rows(number, found.with_parts(boxes=boxes.tracked(ids))[kept])
+            local[camera] += _rows(number, found[kept])
+    return rows, local
 
 
 def _check_detector(model_type: str) -> None:

@@ -33,14 +33,14 @@ from .bags import image_topic, read_framed, read_messages
 from .commands import UsageError
 from .replay import checked_overrides, message_class, params_file_values, replay
 from .verify_checks import (
-    _answered_check,
-    _class_check,
-    _latency_check,
-    _mask_check,
-    _output_check,
-    _stamp_check,
-    _track_check,
+    answered_check,
+    class_check,
+    latency_check,
+    mask_check,
     node_counts,
+    output_check,
+    stamp_check,
+    track_check,
 )
 from .verify_frames import (
     Answer,
@@ -72,10 +72,10 @@ def verify(
     ``-p``) go to the node, and those of the family to the offline model too; ``model_path`` among them is the
     node's model, checked against ``model``. ``params_file``: a ROS 2 parameters YAML for the node, read for the
     offline model too (``params`` override it)."""
-    spec = _family(model_type)
+    spec = verified_family(model_type)
     params = dict(params or {})
     given = checked_overrides(model_type, params)  # names and values as the node would take them, or refused
-    offline_values = _offline_values(spec, Path(model), given, params_file_values(params_file))
+    offline_values = offline_parameters(spec, Path(model), given, params_file_values(params_file))
     tolerance = tolerance_for(backend)
     if tolerance_px is not None:
         tolerance = Tolerance(tolerance_px, tolerance.score)
@@ -86,7 +86,7 @@ def verify(
     frames = [frame for _, frame in framed]
     load = lambda path: load_target(backend, Path(path))  # noqa: E731
     tracked = bool(offline_values.get("tracking"))
-    run_offline, model_names, keypoint_names = _offline_runner(spec, offline_values, load)
+    run_offline, model_names, keypoint_names = offline_runner(spec, offline_values, load)
     expected = run_offline(frames)  # before the node plays: a model that cannot load fails here, clearly
     # A segmentation model: the node's ~/masks recorded too, each paired detection's mask compared.
     masked = any(result.masks is not None and any(result.masks.masks) for result in expected)
@@ -112,10 +112,10 @@ def verify(
     )
     output_bag = Path(result.output_bag)
     recorded = lambda topic: [(raw.timestamp_ns, raw.data) for raw in read_messages(output_bag, topic)]  # noqa: E731
-    answers = _answers(recorded(f"/{spec.main_output(offline_values, 'verify')}"), spec, tracked)
+    answers = node_answers(recorded(f"/{spec.main_output(offline_values, 'verify')}"), spec, tracked)
     if masked:
-        _with_masks(answers, [data for _, data in recorded("/masks")])
-    node_names = _label_names(_latched_labels(output_bag), latched) if latched else None
+        with_masks(answers, [data for _, data in recorded("/masks")])
+    node_names = label_names(_latched_labels(output_bag), latched) if latched else None
     log = Path(result.node_log).read_text(errors="replace") if Path(result.node_log).is_file() else ""
     counts = node_counts(result.node_status, log)
     offline = Offline(run_offline, expected, model_names, keypoint_names, Path(model), tracked, masked)
@@ -129,7 +129,7 @@ def verify(
     ]
     p50, p99 = (float(np.percentile(latencies, q)) for q in (50, 99)) if latencies else (float("nan"),) * 2
     if latency_budget_ms is not None:
-        checks.append(_latency_check(latencies, p50, p99, latency_budget_ms, rate))
+        checks.append(latency_check(latencies, p50, p99, latency_budget_ms, rate))
     report = VerifyReport(
         all(check.passed for check in checks), checks, frame_checks, tolerance, p50, p99, result.node_log, counts
     )
@@ -167,15 +167,15 @@ def compare_answers(
     paired, by_order = _pair(answers, stamps)
     frame_checks = [compare(index, paired.get(index), expected[index]) for index in range(len(frames))]
     checks = [
-        _answered_check(frame_checks, by_order, counts, params),
-        _stamp_check(answers, stamps, [frame_id for frame_id, _ in framed]),
+        answered_check(frame_checks, by_order, counts, params),
+        stamp_check(answers, stamps, [frame_id for frame_id, _ in framed]),
     ]
     latched = bool(spec.result.latched)
     if latched:
-        checks.append(_class_check(answers, node_names, offline.names, offline.model))
+        checks.append(class_check(answers, node_names, offline.names, offline.model))
     other_classes = not checks[-1].passed if latched else False
     checks.append(
-        _output_check(
+        output_check(
             spec,
             frame_checks,
             paired,
@@ -189,13 +189,13 @@ def compare_answers(
         )
     )
     if offline.masked:
-        checks.append(_mask_check(frame_checks))
+        checks.append(mask_check(frame_checks))
     if offline.tracked:
-        checks.append(_track_check(frame_checks, paired, expected, checks[0], checks[-2 if offline.masked else -1]))
+        checks.append(track_check(frame_checks, paired, expected, checks[0], checks[-2 if offline.masked else -1]))
     return checks, frame_checks, paired
 
 
-def _family(model_type: str) -> Family:
+def verified_family(model_type: str) -> Family:
     spec = NODE_FAMILIES.get(model_type)
     if spec is None or spec.make_pipeline is None:
         choices = [name for name, family in NODE_FAMILIES.items() if family.make_pipeline is not None]
@@ -207,7 +207,7 @@ def _family(model_type: str) -> Family:
     return spec
 
 
-def _offline_values(
+def offline_parameters(
     spec: Family, model: Path, params: Mapping[str, Any], file_values: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """The family's parameter values for the offline model: the node's defaults, those of the family in
@@ -231,7 +231,7 @@ def _offline_values(
     return with_defaults(spec.parameters, {**given, "model_path": str(model)}, spec.name)
 
 
-def _offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callable, list[str] | None, list[str]]:
+def offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callable, list[str] | None, list[str]]:
     """The model offline as the node builds it: frames -> per frame, its result (a fresh stream per call:
     TrackNet's, the tracker); its class names (None: the ball, a map) and keypoint names ([] without).
 
@@ -252,7 +252,7 @@ def as_published(result: FrameResult) -> FrameResult:
     return result.with_parts(masks=result.masks.published(result.boxes))
 
 
-def _answers(received: Iterable[tuple[int, bytes]], spec: Family, tracked: bool = False) -> list[Answer]:
+def node_answers(received: Iterable[tuple[int, bytes]], spec: Family, tracked: bool = False) -> list[Answer]:
     """The node's answers on its main output (``received``: when each came, in ns, and its CDR bytes), in the order
     they came; ``tracked``: each detection's id is its track ID (else the id, a rank, is not compared)."""
     from rclpy.serialization import deserialize_message
@@ -270,7 +270,7 @@ def _answers(received: Iterable[tuple[int, bytes]], spec: Family, tracked: bool 
 MASKS_TOPIC = {"masks": "sensor_msgs/msg/Image"}
 
 
-def _with_masks(answers: list[Answer], masks: Iterable[bytes]) -> None:
+def with_masks(answers: list[Answer], masks: Iterable[bytes]) -> None:
     """Gives each answer's detections their masks from the node's ~/masks label image of the same stamp
     (``masks``: the CDR bytes of each it published; one that cannot be read is left out)."""
     from rclpy.serialization import deserialize_message
@@ -295,7 +295,7 @@ def _latched_labels(output_bag: Path) -> list[bytes]:
         return []
 
 
-def _label_names(labels: list[bytes], latched: Mapping[str, str]) -> list[str] | None:
+def label_names(labels: list[bytes], latched: Mapping[str, str]) -> list[str] | None:
     """The class names of the node's LabelInfo (``labels``: the CDR bytes of each it published), when it published
     one."""
     from rclpy.serialization import deserialize_message

@@ -31,14 +31,14 @@ from .replay_cameras import CameraSource, replay_cameras
 from .verify import (
     MASKS_TOPIC,
     Offline,
-    _answers,
-    _family,
-    _label_names,
-    _offline_runner,
-    _offline_values,
-    _with_masks,
     as_published,
     compare_answers,
+    label_names,
+    node_answers,
+    offline_parameters,
+    offline_runner,
+    verified_family,
+    with_masks,
 )
 from .verify_checks import node_counts
 from .verify_frames import Answer, Tolerance, compare, tolerance_for
@@ -110,12 +110,12 @@ def verify_cameras(
     """Play ``cameras`` (replay_cameras.parse_cameras's) through one ``model_type`` node serving them all (this
     package's, or ``executable``) and compare each camera's answers with ``model`` run offline on ``backend`` on
     that camera's frames. ``params`` and ``params_file`` as verify's."""
-    spec = _family(model_type)
+    spec = verified_family(model_type)
     params = dict(params or {})
     given = checked_overrides(model_type, params)
     if "cameras" in given:
         raise UsageError("--camera names the node's cameras: give no -p cameras", "--param")
-    offline_values = _offline_values(spec, Path(model), given, params_file_values(params_file))
+    offline_values = offline_parameters(spec, Path(model), given, params_file_values(params_file))
     tolerance = tolerance_for(backend)
     if tolerance_px is not None:
         tolerance = Tolerance(tolerance_px, tolerance.score)
@@ -131,7 +131,7 @@ def verify_cameras(
         ]
     tracked = bool(offline_values.get("tracking"))
     load = lambda path: load_target(backend, Path(path))  # noqa: E731
-    run_offline, model_names, keypoint_names = _offline_runner(spec, offline_values, load)
+    run_offline, model_names, keypoint_names = offline_runner(spec, offline_values, load)
     # Each camera's frames alone, in order, from a fresh stream: its own tracker, its own window.
     expected = {name: run_offline([frame for _, frame in framed[name]]) for name in names}
     masked = any(found.masks is not None and any(found.masks.masks) for one in expected.values() for found in one)
@@ -150,15 +150,15 @@ def verify_cameras(
     )
     main = spec.main_output(offline_values, "verify")
     latched = dict(spec.result.latched)
-    answers = {name: _answers(result.received[name][main], spec, tracked) for name in names}
+    answers = {name: node_answers(result.received[name][main], spec, tracked) for name in names}
     log = Path(result.node_log).read_text(errors="replace") if Path(result.node_log).is_file() else ""
     counts = node_counts({}, log)  # the node's closing line: its counts over all cameras
     compared = {}
     for name in names:
         if masked:
-            _with_masks(answers[name], [data for _, data in result.received[name]["masks"]])
+            with_masks(answers[name], [data for _, data in result.received[name]["masks"]])
         labels = [data for _, data in result.received[name].get("labels", [])]
-        node_names = _label_names(labels, latched) if latched else None
+        node_names = label_names(labels, latched) if latched else None
         offline = Offline(run_offline, expected[name], model_names, keypoint_names, Path(model), tracked, masked)
         checks, frame_checks, paired = compare_answers(
             spec, answers[name], stamps[name], framed[name], offline, node_names, tolerance, counts, params

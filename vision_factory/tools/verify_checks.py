@@ -5,7 +5,6 @@ counts of what it dropped and skipped (``node_counts``)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -14,12 +13,13 @@ import numpy as np
 from ..families.family import Family
 from ..results.boxes import id_text
 from ..results.frame import FrameResult
+from ..streaming import closing_counts
 from ..text import shown_path, untrusted
 from .verify_frames import MASK_IOU, Answer, FrameCheck, Tolerance, keypoint_cause, likely_cause, match
 from .verify_report import NO_COUNTS, Check, NodeCounts
 
 
-def _mask_check(frames: list[FrameCheck]) -> Check:
+def mask_check(frames: list[FrameCheck]) -> Check:
     """Each paired detection's mask, as the node's ~/masks shows it, overlaps the model's by at least MASK_IOU."""
     compared = [check for check in frames if check.masks]
     masks = sum(check.masks for check in compared)
@@ -38,11 +38,6 @@ def _mask_check(frames: list[FrameCheck]) -> Check:
     return Check("masks within tolerance", False, numbers, cause)
 
 
-# The closing line this package's nodes log: "frames in N, dropped D, skipped S, outputs O"; read only from an
-# executable that publishes no /diagnostics status of its own.
-COUNTS = re.compile(r"frames in (\d+), dropped (\d+), skipped (\d+)")
-
-
 def node_counts(status: Mapping[str, str], log: str) -> NodeCounts:
     """The node's counts from its last /diagnostics status (replay's ``node_status``), else from its closing log
     line."""
@@ -55,14 +50,14 @@ def node_counts(status: Mapping[str, str], log: str) -> NodeCounts:
             dropped = skipped = -1
         if dropped >= 0 and skipped >= 0:
             return NodeCounts(dropped, skipped, f"/diagnostics (its last status, {untrusted(status['name'], 80)!r})")
-    counts = COUNTS.findall(log)
-    if counts:
+    counts = closing_counts(log)  # read only from an executable that publishes no /diagnostics status of its own
+    if counts is not None:
         source = "its closing log line (it published no /diagnostics status of its own)"
-        return NodeCounts(int(counts[-1][1]), int(counts[-1][2]), source)
+        return NodeCounts(counts["dropped"], counts["skipped"], source)
     return NodeCounts(0, 0, NO_COUNTS)
 
 
-def _answered_check(frames: list[FrameCheck], by_order: bool, counts: NodeCounts, params: Mapping[str, str]) -> Check:
+def answered_check(frames: list[FrameCheck], by_order: bool, counts: NodeCounts, params: Mapping[str, str]) -> Check:
     missing = [check.frame for check in frames if not check.answered]
     numbers = f"{len(frames) - len(missing)} of {len(frames)} frames answered"
     numbers += " (paired by order: the stamps are not the frames')" if by_order else ""
@@ -90,7 +85,7 @@ def _answered_check(frames: list[FrameCheck], by_order: bool, counts: NodeCounts
     return Check("every frame answered", False, numbers, cause)
 
 
-def _stamp_check(answers: list[Answer], stamps: list[tuple[int, int]], frame_ids: list[str]) -> Check:
+def stamp_check(answers: list[Answer], stamps: list[tuple[int, int]], frame_ids: list[str]) -> Check:
     frame_of = {stamp: index for index, stamp in enumerate(stamps)}
     foreign = [answer for answer in answers if answer.stamp not in frame_of]
     wrong_ids = [
@@ -134,7 +129,7 @@ def _stamp_check(answers: list[Answer], stamps: list[tuple[int, int]], frame_ids
     return Check("header stamps and frame_ids carried", False, numbers, cause)
 
 
-def _class_check(answers: list[Answer], labels: list[str] | None, names: list[str], model: Path) -> Check:
+def class_check(answers: list[Answer], labels: list[str] | None, names: list[str], model: Path) -> Check:
     seen = sorted({label for answer in answers if answer.result.boxes for label in answer.result.boxes.labels})
     foreign = [name for name in seen if name not in names]
     label_problem = labels is not None and labels != names
@@ -151,7 +146,7 @@ def _class_check(answers: list[Answer], labels: list[str] | None, names: list[st
     return Check("class names", False, numbers, cause)
 
 
-def _output_check(
+def output_check(
     spec: Family,
     frames: list[FrameCheck],
     paired: dict[int, Answer],
@@ -195,7 +190,7 @@ def _output_check(
     return Check(f"{what} within tolerance", False, numbers, f"{symptom} — {cause}")
 
 
-def _track_check(
+def track_check(
     frames: list[FrameCheck], paired: dict[int, Answer], expected: list[FrameResult], answered: Check, output: Check
 ) -> Check:
     """Each paired detection (``match``'s pairs) carries the model's track ID. Not meaningful when frames went
@@ -249,7 +244,7 @@ def _tracks(result: FrameResult) -> set[int]:
     return set() if tracks is None else {int(track) for track in tracks if track >= 0}
 
 
-def _latency_check(latencies: list[float], p50: float, p99: float, budget: float, rate: float) -> Check:
+def latency_check(latencies: list[float], p50: float, p99: float, budget: float, rate: float) -> Check:
     numbers = f"p50 {p50:.1f} ms, p99 {p99:.1f} ms over {len(latencies)} answers at {rate:g}x the bag's rate"
     if latencies and p99 <= budget:
         return Check(f"p99 pipeline latency within {budget:g} ms", True, numbers)

@@ -19,6 +19,7 @@ from .fasterrcnn_interface import FASTERRCNN
 from .interface import Interface, ModelInterface, Recognition, Rule, end2end
 from .reid_interface import REID
 from .rtmpose_interface import RTMPOSE
+from .sam_interface import SAM
 from .tracknet_interface import INPAINTNET, TRACKNET
 from .yolo_interface import YOLO, YOLO_POSE
 
@@ -27,7 +28,7 @@ __all__ = ["FAMILY_NAMES", "RULES", "Recognition", "WrongFamily", "load_checked"
 # Tried in this order; the first that matches wins (a pose model also fits the detector's rule; a DETR export's
 # query rows would read as a transposed YOLO head, and a deploy export's labels, boxes, scores as fasterrcnn's; a
 # fixed-size depth export's [1, H, W] map would fit YOLO's rows, but depth asks for its output's name or metadata).
-RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, DEPTH, DETR, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE, REID)
+RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, DEPTH, DETR, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE, REID, SAM)
 FAMILY_NAMES = tuple(rule.family for rule in RULES)
 _NEEDS = {rule.family: rule.needs for rule in RULES}
 

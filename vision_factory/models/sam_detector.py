@@ -17,6 +17,7 @@ import hashlib
 import re
 import threading
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,6 @@ from ..results.masks import InstanceMask, Masks
 from ..runtime.runner import Runner
 from ..text import untrusted
 from .sam import MAX_POINTS, Prompt, SamResult, SamSegmenter
-from .sam_interface import MAX_PROMPTS
 
 MAX_PROMPT_TEXT = 100_000  # characters of --boxes / --points text at most
 POINTS_JOIN = "+"  # the points of one prompt: 'x,y,label+x,y,label'; prompts are separated by ';'
@@ -43,15 +43,14 @@ class SamDetector:
         self,
         encoder: Runner,
         decoder: Runner,
-        encoder_name: str = "the encoder",
-        decoder_name: str = "the decoder",
-        max_prompts: int = MAX_PROMPTS,
         confidence: float = 0.0,
         prompts: Sequence[Prompt] = (),
         segmenter: SamSegmenter | None = None,
+        **options: Any,
     ):
-        self.sam = segmenter or SamSegmenter(encoder, decoder, encoder_name, decoder_name, max_prompts)
-        self.sam.max_prompts = max_prompts
+        """``options``: SamSegmenter's (encoder_name, decoder_name, max_prompts, cache_frames); ``segmenter``: one
+        already built on these runners (its cache shared), which takes none."""
+        self.sam = segmenter or SamSegmenter(encoder, decoder, **options)
         self.confidence = float(confidence)
         self.prompts = tuple(prompts)
         self.names = [prompt.class_name for prompt in self.prompts]  # class id: the fixed prompt's place
@@ -64,10 +63,7 @@ class SamDetector:
 
     def prompted(self, prompts: Sequence[Prompt]) -> SamDetector:
         """This model (its loaded files and cache) with fixed ``prompts``."""
-        return SamDetector(
-            self.runner, self.sam.decoder, max_prompts=self.sam.max_prompts, confidence=self.confidence,
-            prompts=prompts, segmenter=self.sam,
-        )  # fmt: skip
+        return SamDetector(self.runner, self.sam.decoder, self.confidence, prompts, self.sam)
 
     def detect(self, image_bgr: np.ndarray) -> FrameResult:
         return self.segment(image_bgr, self.prompts, tracked=False)

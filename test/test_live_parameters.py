@@ -62,6 +62,7 @@ LIVE_PARAMETERS = {
     | {"keypoint_threshold"},
     "track": TRACKER_LIVE,
     "depth": {"processor_size", "resize_filter", "max_depth"},
+    "sam": {"prompt_class", "confidence_threshold", "max_prompts", "mask_encoding"},
 }
 
 

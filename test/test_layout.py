@@ -284,6 +284,7 @@ SHARED = [
     "models/recognition.py",
     "models/reid_interface.py",
     "models/rtmpose_interface.py",
+    "models/sam_interface.py",
     "models/tracknet_interface.py",
     "models/ultralytics.py",
     "models/yolo_interface.py",
@@ -352,6 +353,17 @@ CARRIED = {
         "models/geometry.py",
         "ros/detection_node.py",
         *TRACKER,
+    ],
+    "sam": [
+        "families/detection.py",
+        "families/sam.py",
+        "models/detr.py",  # Pillow's resize, as SamProcessor's
+        "models/geometry.py",
+        "models/masks.py",
+        "models/sam.py",
+        "models/sam_detector.py",
+        "ros/detection_node.py",
+        *TRACKER,  # the detection families' pipeline (tracking off)
     ],
     "track": [
         "families/detection.py",

@@ -64,6 +64,7 @@ LIVE_PARAMETERS = {
     "track": TRACKER_LIVE,
     "depth": {"processor_size", "resize_filter", "max_depth"},
     "open_vocab": {"prompt", "confidence_threshold", "text_threshold", "max_detections"},
+    "sam": {"prompt_class", "confidence_threshold", "max_prompts", "mask_encoding"},
 }
 
 

@@ -58,14 +58,15 @@ def test_an_input_says_its_type_what_it_carries_and_when_it_is_subscribed():
 
 
 def test_the_nodes_that_pair_their_images_say_with_what():
-    """The track node always pairs its images with another node's detections, rtmpose with person_source topic
-    only, the depth node reads camera_info beside them (with camera_info on: the one of the image's stamp, else the
-    newest; no image waits for it), the rest never: each node's subscriptions come from these tables
-    (ros/inference_node.py)."""
+    """The track node always pairs its images with another node's detections, the sam node with another node's boxes,
+    rtmpose with person_source topic only, the depth node reads camera_info beside them (with camera_info on: the one
+    of the image's stamp, else the newest; no image waits for it), the rest never: each node's subscriptions come
+    from these tables (ros/inference_node.py)."""
     for name, spec in NODE_FAMILIES.items():
         defaults = {parameter.name: parameter.default for parameter in spec.node_parameters}
         paired = spec.node.paired(defaults)
-        assert (paired.topic if paired else None) == {"track": "detections", "depth": "camera_info"}.get(name), name
+        expected = {"track": "detections", "depth": "camera_info", "sam": "boxes"}.get(name)
+        assert (paired.topic if paired else None) == expected, name
         for topic in spec.node.inputs:
             assert not topic.when or topic.when[0] in defaults, (name, topic.topic)
     topic_source = {**{p.name: p.default for p in FAMILIES["rtmpose"].node_parameters}, "person_source": "topic"}

@@ -101,6 +101,10 @@ def _given_detector_options(values: dict) -> dict:
     option("--detector-type", type=click.Choice(list(SINGLE_MODEL_DETECTORS)), default="yolo", show_default=True,
            help="rtmpose: the person detector's family"),
     option("--person-class", help="rtmpose: the detector's person class, name or id (default: 'person', else all)"),
+    option("--decoder", type=FILE, help="sam: the prompt decoder  [default: the one beside the --model encoder]"),
+    option("--boxes", help="sam: boxes to segment on every frame, x1,y1,x2,y2;... (frame pixels)"),
+    option("--points", help="sam: point prompts, x,y,label;... (label 1 on the object, 0 off it; a prompt's "
+           "several points joined by +: x,y,1+x,y,0)"),
     FORMAT,
     option("--save", type=FOLDER, help="folder for annotated images"),
 )  # fmt: skip
@@ -109,7 +113,9 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
 
     yolo / yolo_pose are pre-processed as Ultralytics does; fasterrcnn (boxes, scores and labels
     outputs, NMS inside) gets the frame resized to its input, RGB, 0..1; rtmpose estimates the
-    pose of each person that --detector finds (top-down, MMPose's crop and SimCC decoding).
+    pose of each person that --detector finds (top-down, MMPose's crop and SimCC decoding); sam
+    segments the --boxes and --points prompts, each mask a detection (box tight to the mask,
+    score the predicted IoU, class 'box N' or 'points N' by its place).
 
     JSON: one record per line per image (or video frame, as PATH:FRAME) with frame (the
     index in its video, 0 for an image), width, height and detections [{xyxy, score,
@@ -126,6 +132,7 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
       vision-factory predict --model-type rtmpose --model rtmpose-m.onnx --detector yolov8n.onnx people.jpg
       vision-factory predict --model-type depth --model depth_anything_v2_small.onnx --depth-kind relative room.jpg
       vision-factory predict --model-type open_vocab --model grounding-dino.onnx --prompt 'a cat . a remote' cats.jpg
+      vision-factory predict --model-type sam --model vision_encoder.onnx --boxes "40,30,200,220" cat.jpg
     """
     from .streaming import ProblemLog
     from .text import untrusted
@@ -133,13 +140,20 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
     from .tools.predict import predict as run_predict
 
     options = {**_given_detector_options(given), "--person-class": person_class}
+    options.update({flag: given[flag[2:]] for flag in ("--decoder", "--boxes", "--points")})
     options.update({flag: given[name] for flag, name in MAPPING.items()})
     detector_model, json_lines = given["detector_model"], given["output_format"] == "json"
     with _reported():
         detector = detector_from_options(
             given["model_type"], model, given["target"], options, detector_model, given["detector_type"]
         )
-        protected = [model, detector_model, options.get("--labels"), options.get("--tokenizer")]
+        protected = [
+            model,
+            detector_model,
+            options.get("--labels"),
+            options.get("--tokenizer"),
+            options.get("--decoder"),
+        ]
         head_note = getattr(detector, "head_note", None)  # e.g. YOLO's end-to-end head: no NMS
         if head_note:
             _echo(head_note, err=True)

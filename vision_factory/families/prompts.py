@@ -8,7 +8,8 @@
   adapter is built, so once per prompt: the node builds the adapter again only when the prompt changes.
 - ``BoxesPrompt``: boxes (with class and id) from another node's vision_msgs/Detection2DArray topic, paired with
   the image of the same stamp (ros/node_inputs.py); ``classes`` names the parameter that keeps only some classes of
-  them; ``run(detector, frame, boxes)`` gives them to the family's adapter (rtmpose: the people it poses).
+  them; ``run(detector, frame, boxes)`` gives them to the family's adapter (rtmpose: the people it poses; sam: the
+  boxes it segments, ``ids``: each with its Detection2D.id).
 
 Prompt text is untrusted: at most MAX_PROMPT_CHARS characters, no control characters, and each family's own limits
 (``max_phrases``); a prompt that breaks one is refused with a PromptError naming the kind of problem and the fix.
@@ -106,6 +107,7 @@ class BoxesPrompt:
     use: str  # what the node does with them, in words ("posing the people"), for its log
     run: Callable[[Any, Any, FrameResult], FrameResult]  # (adapter, frame, boxes) -> the frame's result
     classes: str = ""  # the parameter naming the one class of the boxes kept (by name); "": every box
+    ids: bool = False  # each box's Detection2D.id travels with it (as its track ID; sam: to its mask); else a rank
 
     kind = "boxes"
 

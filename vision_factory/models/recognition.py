@@ -20,6 +20,7 @@ from .interface import Interface, ModelInterface, Recognition, Rule, end2end
 from .open_vocab_interface import OPEN_VOCAB
 from .reid_interface import REID
 from .rtmpose_interface import RTMPOSE
+from .sam_interface import SAM
 from .tracknet_interface import INPAINTNET, TRACKNET
 from .yolo_interface import YOLO, YOLO_POSE
 
@@ -29,7 +30,19 @@ __all__ = ["FAMILY_NAMES", "RULES", "Recognition", "WrongFamily", "load_checked"
 # query rows would read as a transposed YOLO head, and a deploy export's labels, boxes, scores as fasterrcnn's; a
 # fixed-size depth export's [1, H, W] map would fit YOLO's rows, but depth asks for its output's name or metadata;
 # an open-vocabulary export's logits and pred_boxes are a DETR head's beside its text inputs).
-RULES: tuple[Rule, ...] = (TRACKNET, INPAINTNET, DEPTH, OPEN_VOCAB, DETR, YOLO_POSE, YOLO, FASTERRCNN, RTMPOSE, REID)
+RULES: tuple[Rule, ...] = (
+    TRACKNET,
+    INPAINTNET,
+    DEPTH,
+    OPEN_VOCAB,
+    DETR,
+    YOLO_POSE,
+    YOLO,
+    FASTERRCNN,
+    RTMPOSE,
+    REID,
+    SAM,
+)
 FAMILY_NAMES = tuple(rule.family for rule in RULES)
 _NEEDS = {rule.family: rule.needs for rule in RULES}
 

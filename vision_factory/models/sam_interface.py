@@ -29,6 +29,7 @@ of any layout, or an encoder of the ``hf`` or ``sam2`` layout (their output name
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from ..runtime.runner import TensorInfo, fixed_dim, tensor_text, tensors_text
@@ -210,3 +211,33 @@ def _recognise(model: Interface) -> Recognition | None:
 
 
 SAM = Rule(NAME, NEEDS, _recognise)
+
+# An encoder's file name part -> its decoder's, tried in this order (the first that is in the name, its last place)
+DECODER_NAMES = (("vision_encoder", "prompt_encoder_mask_decoder"), ("encoder", "decoder"))
+
+
+def decoder_names(encoder: str) -> list[str]:
+    """The paths a decoder of ``encoder`` (a path) is looked for at, beside it (DECODER_NAMES); [] when its name
+    says no encoder."""
+    folder, name = os.path.split(encoder)
+    for part, decoder in DECODER_NAMES:
+        if part in name:
+            before, _, after = name.rpartition(part)
+            return [os.path.join(folder, before + decoder + after)]
+    return []
+
+
+def decoder_beside(encoder: str, given: str = "", parameter: str = "decoder_path") -> str:
+    """The decoder of ``encoder``: ``given`` when set, else the file beside it (``decoder_names``); a ValueError
+    naming where it looked and the fix when there is none."""
+    if given:
+        return given
+    candidates = decoder_names(encoder)
+    found = next((path for path in candidates if os.path.isfile(path)), None)
+    if found is not None:
+        return found
+    looked = f"no {untrusted(candidates[0], 200)}" if candidates else "its name says no 'encoder'"
+    raise ValueError(
+        f"{parameter} is empty and no prompt decoder is beside encoder {untrusted(encoder, 200)} ({looked}): set "
+        f"{parameter} to the decoder exported with this encoder"
+    )

@@ -1,7 +1,7 @@
-"""Detection and pose nodes (yolo, yolo_pose, fasterrcnn, rtmpose), on any backend.
+"""Detection and pose nodes (yolo, yolo_pose, fasterrcnn, rtmpose, sam), on any backend.
 
 Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage);
-            rtmpose with person_source topic also person_detections (vision_msgs/Detection2DArray),
+            rtmpose with person_source topic also person_detections, sam boxes (vision_msgs/Detection2DArray),
             paired with the image of the same stamp
 Publishes   families/detection.py's output table (node()), from which configure creates the publishers and
             `vision-factory models` describes them: detections (detection families) or poses (pose families),
@@ -99,9 +99,12 @@ class DetectionNode(InferenceNode):
             self.get_logger().info(f"tracking ({reid}): Detection2D.id is {held}")
 
     def status_values(self) -> dict[str, str]:
-        """/diagnostics' values of this node (ros/monitor.py): with re-id, the tracker's thresholds and calibration."""
+        """/diagnostics' values of this node (ros/monitor.py): with re-id, the tracker's thresholds and calibration;
+        an adapter's own counts (sam: its encoder and decoder runs)."""
         tracking = getattr(self, "tracking", None)
-        return tracking_parameters.diagnostic_values(tracking) if tracking is not None else {}
+        values = tracking_parameters.diagnostic_values(tracking) if tracking is not None else {}
+        counts = getattr(getattr(self, "detector", None), "status_values", None)
+        return {**values, **(counts() if counts is not None else {})}
 
     def on_activate(self, state):
         result = super().on_activate(state)
@@ -153,8 +156,9 @@ class DetectionNode(InferenceNode):
             return
         boxes = None
         if boxes_msg is not None:  # another node's, paired by stamp: those of the class the prompt keeps
-            received = FrameResult.of(frame, boxes=Boxes.from_message(boxes_msg))
-            boxes = self.family.boxes_prompt.kept(received, self.values)
+            prompt = self.family.boxes_prompt
+            received = FrameResult.of(frame, boxes=Boxes.from_message(boxes_msg, tracked=prompt.ids))
+            boxes = prompt.kept(received, self.values)
         header = image_msg.header
         pipeline = self.pipelines[camera]
         if boxes is None and batches(self.detector):  # a model of a fixed batch over 1 takes one frame padded

@@ -16,6 +16,7 @@ from ..families.detection import input_shape
 from ..families.family import LoadRunner
 from ..families.pipeline import has_masks
 from ..families.registry import family
+from ..models.sam_detector import parse_prompts
 from ..parameters import with_defaults
 from ..results.finite import finite
 from ..results.frame import Adapter, Detector, FrameResult
@@ -38,7 +39,10 @@ FINDING = {
     "--prompt": "prompt",  # a family that takes a text prompt (families/prompts.py)
     "--tokenizer": "tokenizer_path",  # open_vocab: the export's own tokenizer
     "--text-threshold": "text_threshold",  # open_vocab: Grounding DINO's
+    "--decoder": "decoder_path",  # sam: the prompt decoder beside the encoder
 }
+# Fixed prompts of an adapter that takes them (``prompted``: sam's boxes and points), the same on every frame.
+PROMPTING = ("--boxes", "--points")
 POSING = {"--input-size": "input_size", "--person-class": "person_class"}
 MAPPING = {  # depth
     "--depth-kind": "depth_kind",
@@ -93,7 +97,27 @@ def detector_from_options(
     if spec.runs_on:  # the people come from the --detector model
         people = family(detector_type).build(node_values(detector_type, detector_model, options, FINDING), load)
         return spec.build(node_values(model_type, model, options, POSING), load, person_detector=people)
-    return spec.build(node_values(model_type, model, options, FINDING | POSING | MAPPING), load)
+    detector = spec.build(node_values(model_type, model, options, FINDING | POSING | MAPPING), load)
+    return prompted(model_type, detector, options)
+
+
+def prompted(model_type: str, detector: Detector, options: Mapping[str, Any]) -> Detector:
+    """``detector`` with the fixed prompts of PROMPTING where it takes them (an adapter's ``prompted``: sam's
+    boxes and points); a UsageError when it takes them and none is given, or they are given and it takes none."""
+    given = {option: options.get(option) or "" for option in PROMPTING}
+    takes = getattr(detector, "prompted", None)
+    if takes is None:
+        for option, text in given.items():
+            if text:
+                raise UsageError(f"{model_type} models take no {option[2:]} prompts", option)
+        return detector
+    if not any(given.values()):
+        raise UsageError(f"{model_type} models segment what prompts name: give --boxes or --points", "--boxes")
+    try:
+        prompts = parse_prompts(given["--boxes"], given["--points"])
+    except ValueError as exc:
+        raise UsageError(str(exc), "--points" if str(exc).startswith("--points") else "--boxes") from None
+    return takes(prompts)
 
 
 @dataclass

@@ -1,0 +1,137 @@
+"""The Segment Anything family (families/sam.py) through the tools: `predict --model-type sam` on the architecture-true
+test exports (test/data/sam/, benchmarks/make_sam_models.py) gives, as JSON lines, each prompt's mask as COCO RLE at
+the image's size with IoU >= 0.95 against transformers' (reference.json: SamProcessor, the model and
+post_process_masks on the same files, images and prompts) and its predicted IoU within 0.01; each mask a detection
+whose box is the mask's own and whose class is its prompt's; the decoder found beside the encoder; bad prompts and
+files refused in one line naming the fix. Real ONNX Runtime sessions, the real CLI in process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from support.models import SHAPES_MODEL
+from test_sam import DATA, REFERENCE, SKIMAGE, decoded, iou
+
+from vision_factory.cli import main
+from vision_factory.families.registry import family
+from vision_factory.models.sam_detector import parse_prompts
+from vision_factory.models.sam_interface import decoder_beside
+from vision_factory.parameters import with_defaults
+from vision_factory.results.masks import from_rle
+from vision_factory.runtime.backends import load_target
+
+IOU_MIN, SCORE_TOLERANCE = 0.95, 0.01
+# One case of each model and prompt kind (the first image of each: each runs the encoder at 1024 once).
+CASES = {}
+for _model in REFERENCE["models"]:
+    for _case in _model["cases"]:
+        CASES.setdefault((_model["encoder"], _model["decoder"], _case["kind"]), (_model, _case))
+
+
+def _prompt_options(case: dict) -> list[str]:
+    if case["kind"] == "boxes":
+        return ["--boxes", ";".join(",".join(f"{v:g}" for v in box) for box in case["prompts"])]
+    return ["--points", ";".join(f"{x:g},{y:g},1" for x, y in case["prompts"])]
+
+
+def _predict(*arguments: str) -> tuple[int, str]:
+    done = CliRunner().invoke(main, ["predict", "--model-type", "sam", *arguments])
+    return done.exit_code, done.output
+
+
+@pytest.mark.parametrize("key", sorted(CASES), ids=["-".join((e[:4], d[:-5], k)) for e, d, k in sorted(CASES)])
+def test_predict_gives_transformers_masks_as_coco_rle(key):
+    model, case = CASES[key]
+    image = SKIMAGE / case["image"]
+    code, output = _predict(
+        "--model", str(DATA / model["encoder"]), "--decoder", str(DATA / model["decoder"]),
+        *_prompt_options(case), "--format", "json", str(image),
+    )  # fmt: skip
+    assert code == 0, output
+    (record,) = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    height, width = cv2.imread(str(image)).shape[:2]
+    assert (record["width"], record["height"]) == (width, height)
+    rows = record["detections"]
+    assert [row["class_id"] for row in rows] == list(range(len(case["prompts"])))  # each prompt's mask, in order
+    kind = "box" if case["kind"] == "boxes" else "points"
+    assert [row["class_name"] for row in rows] == [f"{kind} {i}" for i in range(len(rows))]
+    for row, expected in zip(rows, case["masks"]):
+        assert row["mask"]["size"] == [height, width]
+        mask = from_rle(row["mask"])
+        truth = decoded(expected["bits"], (height, width))
+        assert iou(mask.full(), truth) >= IOU_MIN, row["class_name"]
+        assert row["score"] == pytest.approx(expected["iou_score"], abs=SCORE_TOLERANCE)
+        # the box is the mask's own: its pixels' extent, edges exclusive
+        ys, xs = np.nonzero(mask.full())
+        assert row["xyxy"] == [xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]
+
+
+def test_the_decoder_is_found_beside_the_encoder(tmp_path):
+    """vision_encoder.onnx's decoder is prompt_encoder_mask_decoder.onnx beside it; X-encoder.onnx's X-decoder.onnx;
+    none beside: refused naming the path looked at and decoder_path."""
+    for encoder, decoder in (
+        ("vision_encoder.onnx", "prompt_encoder_mask_decoder.onnx"),
+        ("mobile_sam.encoder.onnx", "mobile_sam.decoder.onnx"),
+        ("sam-encoder-b.onnx", "sam-decoder-b.onnx"),
+    ):
+        (tmp_path / decoder).write_bytes(b"")
+        assert decoder_beside(str(tmp_path / encoder)) == str(tmp_path / decoder)
+    assert decoder_beside(str(tmp_path / "a.onnx"), "given.onnx") == "given.onnx"
+    with pytest.raises(ValueError, match="no .*other-decoder.onnx.*set decoder_path"):
+        decoder_beside(str(tmp_path / "other-encoder.onnx"))
+    with pytest.raises(ValueError, match="its name says no 'encoder'"):
+        decoder_beside(str(tmp_path / "sam.onnx"))
+
+
+def test_the_node_takes_the_decoder_beside_the_encoder(tmp_path):
+    """The family's build with decoder_path empty: the Meta pair copied as sam-encoder.onnx / sam-decoder.onnx."""
+    for part in ("encoder", "decoder"):
+        shutil.copy(DATA / f"meta-{part}.onnx", tmp_path / f"sam-{part}.onnx")
+    spec = family("sam")
+    values = with_defaults(spec.parameters, {"model_path": str(tmp_path / "sam-encoder.onnx")}, "sam")
+    loaded = []
+    detector = spec.build(values, lambda path: loaded.append(path) or load_target("onnx:cpu", Path(path)))
+    assert loaded == [str(tmp_path / "sam-encoder.onnx"), str(tmp_path / "sam-decoder.onnx")]
+    assert detector.sam.layout.layout == "meta"
+
+
+@pytest.mark.parametrize(
+    "arguments,named",
+    [
+        ([], "give --boxes or --points"),
+        (["--boxes", "10,20,5,40"], "x1 < x2"),
+        (["--boxes", "1,2,3"], "x1,y1,x2,y2"),
+        (["--points", "10,20,7"], "label 1"),
+        (["--points", "10,nan,1"], "finite"),
+        (["--points", "a,b"], "numbers separated by commas"),
+    ],
+)
+def test_bad_prompts_are_refused_in_one_line(arguments, named):
+    image = SKIMAGE / "coffee.png"
+    model = ["--model", str(DATA / "meta-encoder.onnx"), "--decoder", str(DATA / "meta-decoder.onnx")]
+    code, output = _predict(*model, *arguments, str(image))
+    assert code != 0 and named in output and "Traceback" not in output, output
+
+
+def test_a_missing_decoder_and_prompts_for_a_detector_are_refused(tmp_path):
+    encoder = tmp_path / "sam-encoder.onnx"
+    shutil.copy(DATA / "meta-encoder.onnx", encoder)
+    code, output = _predict("--model", str(encoder), "--boxes", "1,2,30,40", str(SKIMAGE / "coffee.png"))
+    assert code != 0 and "sam-decoder.onnx" in output and "decoder_path" in output and "Traceback" not in output
+    yolo = ["predict", "--model-type", "yolo", "--model", str(SHAPES_MODEL), "--boxes", "1,2,3,4"]
+    done = CliRunner().invoke(main, [*yolo, str(SKIMAGE / "coffee.png")])
+    assert done.exit_code != 0 and "yolo models take no boxes prompts" in done.output, done.output
+    assert "Traceback" not in done.output
+
+
+def test_prompts_parse_as_documented():
+    box, clicks, single = parse_prompts("10,20,30,40", "5,6,1+7,8,0;9,10")
+    assert box.box == (10.0, 20.0, 30.0, 40.0) and (box.class_id, box.class_name) == (0, "box 0")
+    assert clicks.points == ((5.0, 6.0, 1), (7.0, 8.0, 0)) and clicks.class_name == "points 1"
+    assert single.points == ((9.0, 10.0, 1),) and single.class_id == 2

@@ -40,6 +40,7 @@ from vision_factory.tools.synthetic import BallClip, build_tracknet_model
 DEPTH = Path(__file__).resolve().parent / "data" / "depth"
 DETR_MODEL = Path(__file__).resolve().parent / "data" / "detr_heads" / "rtdetr-hf.onnx"
 OWLV2_MODEL = Path(__file__).resolve().parent / "data" / "open_vocab" / "owl" / "owlv2.onnx"
+SAM_ENCODER = Path(__file__).resolve().parent / "data" / "sam" / "meta-encoder.onnx"  # its decoder beside it
 
 # The specification: the live parameters of each node (everything else configure-time, but autostart: start-time).
 IMAGE_INPUT_LIVE = {"max_image_pixels", "max_frame_age"}
@@ -193,6 +194,13 @@ def _case(name: str, tmp_path: Path) -> Case:
         params = {"model_path": str(OWLV2_MODEL), "prompt": "'an astronaut . a flag'", "confidence_threshold": "0.72"}
         return Case("open_vocab", params, ("/t/detections", Detection2DArray), _count, {"max_detections": 1},
                     ("owl_variant", "owlvit"), send=_image_sender(frame))  # fmt: skip
+    if name == "sam":  # another node's person and dog boxes, both segmented until prompt_class keeps the person alone
+        frame = np.ascontiguousarray(skimage.data.astronaut()[..., ::-1])
+        boxes = [((150, 20, 370, 500), "person"), ((0, 0, 160, 220), "dog")]
+        inputs = {"/t/image": Image, "/t/boxes": Detection2DArray}
+        return Case("sam", {"model_path": str(SAM_ENCODER)}, ("/t/detections", Detection2DArray), _classes,
+                    {"prompt_class": "person"}, ("decoder_path", "other-decoder.onnx"), inputs,
+                    _paired_sender(frame, "/t/boxes", boxes))  # fmt: skip
     raise AssertionError(name)
 
 
@@ -208,6 +216,7 @@ def _changed(name: str, before: Any, after: Any) -> bool:
         "tracknet": lambda: before == 1.0 and after == 0.0,
         "depth": lambda: before > 0 and after == 0,
         "open_vocab": lambda: before >= 2 and after == 1,
+        "sam": lambda: sorted(before) == ["dog", "person"] and after == ["person"],
     }[name]()
 
 

@@ -45,6 +45,8 @@ def _parameters(tmp_path) -> dict[str, dict]:
         "track": {},
         "depth": {"model_path": str(TEST_DATA / "depth" / "depth-anything-relative.onnx")},
         "detr": {"model_path": str(TEST_DATA / "detr_heads" / "rtdetr-hf.onnx"), **tracking},
+        "open_vocab": {"model_path": str(TEST_DATA / "open_vocab" / "owl" / "owlv2.onnx"), "prompt": "a flag"},
+        "sam": {"model_path": str(TEST_DATA / "sam" / "meta-encoder.onnx")},
     }
 
 

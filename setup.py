@@ -79,7 +79,7 @@ setup(
         "openvino": ["openvino", "nncf"],  # nncf: `vision-factory quantize --backend openvino`
         "tensorrt": ["tensorrt", "cuda-python"],
         # scikit-image: its sample photos (people, faces) for the real-model tests.
-        "test": ["pytest", "pytest-timeout", "openvino", "nncf", "ruff", "scikit-image"],
+        "test": ["pytest", "pytest-timeout", "pytest-xdist", "openvino", "nncf", "ruff", "scikit-image"],
         # The manual's site (docs/, mkdocs.yml): `mkdocs build --strict` in .ci/run; pymdown-extensions: its snippets.
         "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "pymdown-extensions>=10.2,<14"],
     },

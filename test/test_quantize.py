@@ -31,7 +31,7 @@ from vision_msgs.msg import Detection2DArray
 import vision_factory
 from vision_factory.cli import main
 from vision_factory.families.registry import family
-from vision_factory.generator.package import write_package
+from vision_factory.generator.writing import write_package
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.parameters import with_defaults
 from vision_factory.results.coco import differences as detection_differences

@@ -188,7 +188,7 @@ def generate(model_file: Path | None, **given: Any) -> None:
       vision-factory generate --model tracknet --backend tensorrt --package-name court_tracker_trt \\
           --out ~/ws/src --model-file tracknet.onnx --zip
     """
-    from .generator.package import write_package
+    from .generator.writing import write_package
     from .models.model_file import require_file_family
 
     family_name = given["family_name"]

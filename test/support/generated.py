@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vision_factory.generator.package import write_package
+from vision_factory.generator.writing import write_package
 
 
 def install_like_colcon(package_dir: Path, prefix: Path) -> Path:

@@ -273,7 +273,8 @@ def _node(
     ONNX Runtime targets run this package's node; other backends run a package generated for
     them into ``work_dir``, so what is measured is what ``generate`` ships.
     """
-    from ..generator.package import node_module_name, write_package
+    from ..generator.package import node_module_name
+    from ..generator.writing import write_package
     from .replay import replay
 
     target = parse_targets(result.target)[0]

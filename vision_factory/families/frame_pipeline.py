@@ -19,6 +19,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..progress import Progress, counted
+
 from ..results.frame import Adapter, FrameResult
 
 Answer = tuple[Any, FrameResult]  # a frame's stamp (as pushed) and its result
@@ -51,16 +53,23 @@ class SingleFrame:
         pass
 
 
-def run_stream(pipeline: FramePipeline, frames: Iterable[np.ndarray], warm_up: bool = False) -> list[FrameResult]:
+def run_stream(
+    pipeline: FramePipeline,
+    frames: Iterable[np.ndarray],
+    warm_up: bool = False,
+    progress: Progress | None = None,
+    what: str = "frames",
+) -> list[FrameResult]:
     """Each frame's result from a fresh stream of ``pipeline`` (stamps: the frames' indices), the stream flushed at
     the end. ``warm_up``: the first frame is pushed once before (its answer left out), as replay sends a node its
-    first frame once before the bag (a tracker has then seen it)."""
+    first frame once before the bag (a tracker has then seen it). ``progress`` (progress.py): the frames run, as
+    ``what``."""
     pipeline.reset()
     frames = list(frames)
     answers: dict[Any, FrameResult] = {}
     if warm_up and frames:
         pipeline.push(frames[0], -1)
-    for index, frame in enumerate(frames):
+    for index, frame in enumerate(counted(frames, progress, what)):
         answers.update(pipeline.push(frame, index))
     answers.update(pipeline.flush())
     return [answers[index] for index in range(len(frames))]

@@ -20,7 +20,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..progress import Progress, counted
-
 from ..results.frame import Adapter, FrameResult
 
 Answer = tuple[Any, FrameResult]  # a frame's stamp (as pushed) and its result

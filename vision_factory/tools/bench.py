@@ -344,8 +344,8 @@ def run_bench(
     """Every target measured in its own worker; with ``node``, also the ROS node for each onnx target.
     ``stride``: tracknet's, the model once every ``stride`` frames in the pipeline and the node. ``cameras`` over 1
     (with ``node``): also one node serving that many cameras against as many single-camera nodes, each camera fed
-    ``camera_rate`` frames/s for ``camera_seconds`` (tools/bench_cameras.py), on ONNX Runtime's CPU target. ``log`` gets a line as each measure begins, ``progress`` (progress.py)
-    the backends measured."""
+    ``camera_rate`` frames/s for ``camera_seconds`` (tools/bench_cameras.py), on ONNX Runtime's CPU target.
+    ``log`` gets a line as each measure begins, ``progress`` (progress.py) the backends measured."""
     if not Path(model).is_file():
         raise ValueError(f"model file not found: {shown_path(model)}")
     if model_type is not None and model_type not in MODEL_TYPES:

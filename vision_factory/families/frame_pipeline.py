@@ -14,12 +14,11 @@ No ROS here: a node converts its messages, a tool reads its files.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
-from ..progress import Progress, counted
 from ..results.frame import Adapter, FrameResult
 
 Answer = tuple[Any, FrameResult]  # a frame's stamp (as pushed) and its result
@@ -56,20 +55,22 @@ def run_stream(
     pipeline: FramePipeline,
     frames: Iterable[np.ndarray],
     warm_up: bool = False,
-    progress: Progress | None = None,
+    progress: Callable[[str, int, int | None], None] | None = None,
     what: str = "frames",
 ) -> list[FrameResult]:
     """Each frame's result from a fresh stream of ``pipeline`` (stamps: the frames' indices), the stream flushed at
     the end. ``warm_up``: the first frame is pushed once before (its answer left out), as replay sends a node its
     first frame once before the bag (a tracker has then seen it). ``progress`` (progress.py): the frames run, as
-    ``what``."""
+    ``what`` (not imported: a generated package carries this module, and no progress bars)."""
     pipeline.reset()
     frames = list(frames)
     answers: dict[Any, FrameResult] = {}
     if warm_up and frames:
         pipeline.push(frames[0], -1)
-    for index, frame in enumerate(counted(frames, progress, what)):
+    for index, frame in enumerate(frames):
         answers.update(pipeline.push(frame, index))
+        if progress:
+            progress(what, index + 1, len(frames))
     answers.update(pipeline.flush())
     return [answers[index] for index in range(len(frames))]
 

@@ -66,6 +66,7 @@ setup(
         "scipy",
         "pyyaml",
         "rosbags",
+        "tqdm",  # progress bars of the long commands on a terminal (vision_factory/progress.py)
     ],
     extras_require={
         # ROS 2 from PyPI wheels, for machines without a ROS distribution. vision_msgs has no wheel: after this,

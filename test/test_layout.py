@@ -78,7 +78,7 @@ def _known(name: str) -> str | None:
 # bottom: what every family's pipeline returns, with no knowledge of models, families, nodes or tools.
 LAYERS = (
     ("foundations", ("__init__.py", "text.py", "quiet.py", "share.py", "usage.py", "parameters.py", "streaming.py",
-                     "files.py", "images.py", "camera_infos.py")),
+                     "files.py", "images.py", "camera_infos.py", "progress.py")),
     ("runtime", ("runtime/",)),
     ("results", ("results/",)),
     ("models", ("models/",)),

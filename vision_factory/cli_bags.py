@@ -18,6 +18,7 @@ from .cli_support import (
     FILE,
     PARAM,
     POSITIVE,
+    PROGRESS,
     PROMPT,
     camera_sources,
     executable_option,
@@ -30,6 +31,7 @@ from .cli_support import (
 from .cli_support import command_words as _command
 from .cli_support import echo as _echo
 from .cli_support import progress as _progress
+from .cli_support import progress_bars as _progress_bars
 from .cli_support import reported as _reported
 from .cli_support import show as _show
 from .cli_support import warn as _warn
@@ -61,6 +63,7 @@ VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make_pipeline i
     executable_option("ros2 run my_tracker tracknet_node"),
     CAMERAS,
     force_option(),
+    PROGRESS,
 )  # fmt: skip
 def replay(
     params: tuple[str, ...], prompt: str | None, executable: str | None, cameras: tuple[str, ...], **given: Any
@@ -98,7 +101,6 @@ def replay(
     with _reported(FileExistsError):
         overrides, command = parse_overrides(params, prompt), _command(executable)
         result = run_replay(**given, params=overrides, progress=_progress, executable=command)
-    click.echo("", err=True)
     click.echo(json.dumps(result.summary(), indent=2))
     if result.missing_frames:
         _warn(f"{len(result.missing_frames)} frames got no output (see {shown_path(result.node_log)})")
@@ -147,6 +149,7 @@ def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, c
     out_option("folder for verify.json, verify.md, worst_frame.png and the node's outputs", "vision_factory_verify"),
     CAMERAS,
     force_option("replace an earlier verification in OUT (else refused)"),
+    PROGRESS,
 )  # fmt: skip
 def verify(
     params: tuple[str, ...], prompt: str | None, executable: str | None, cameras: tuple[str, ...], **given: Any
@@ -182,7 +185,9 @@ def verify(
         _verify_cameras(given, parse_overrides(params, prompt), _command(executable), cameras)
         return
     with _reported(FileExistsError):
-        report = run_verify(**given, params=parse_overrides(params, prompt), executable=_command(executable))
+        report = run_verify(
+            **given, params=parse_overrides(params, prompt), executable=_command(executable), progress=_progress_bars()
+        )
     _echo(report.text())
     if not report.passed:
         for failure in report.failures():
@@ -228,6 +233,7 @@ def _verify_cameras(given: dict[str, Any], overrides: dict[str, str], command, c
     option("--compressed", type=click.Choice(["jpeg", "png"]),
            help="write sensor_msgs/CompressedImage of this format instead of raw images"),
     option("--storage", type=click.Choice(list(STORAGES)), default="mcap", show_default=True, help="rosbag2 storage"),
+    PROGRESS,
 )  # fmt: skip
 def bag(encoding: str | None, compressed: str | None, **given: Any) -> None:
     """Make a rosbag2 of camera images from a folder of images or a video, without ROS.
@@ -248,7 +254,7 @@ def bag(encoding: str | None, compressed: str | None, **given: Any) -> None:
     if encoding and compressed:
         raise click.UsageError("--encoding and --compressed exclude each other: raw images have an encoding")
     with _reported():
-        _show(make_bag(**given, encoding=encoding or "bgr8", compressed=compressed or ""))
+        _show(make_bag(**given, encoding=encoding or "bgr8", compressed=compressed or "", progress=_progress_bars()))
 
 
 COMMANDS = (

@@ -13,6 +13,7 @@ from .cli_support import (
     BACKEND,
     FILE,
     FOLDER,
+    PROGRESS,
     STRIDE,
     model_type_option,
     option,
@@ -22,6 +23,7 @@ from .cli_support import (
     tool_option,
 )
 from .cli_support import echo as _echo
+from .cli_support import progress_bars as _progress_bars
 from .cli_support import reported as _reported
 from .cli_support import show as _show
 from .families.registry import FAMILIES, SINGLE_MODEL
@@ -60,6 +62,7 @@ MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}"
            help="with --node: also N cameras of 1280x720 at 15 Hz through one node against N single-camera nodes "
            "(frames/s, latency per camera, memory), on onnx:cpu"),
     out_option("folder for bench.json and bench.png", "vision_factory_bench"),
+    PROGRESS,
 )  # fmt: skip
 def bench(**given: Any) -> None:
     """Load time, first inference, latency p50/p90/p99, throughput and peak memory per backend.
@@ -77,7 +80,7 @@ def bench(**given: Any) -> None:
     from .tools.bench import bench as run_bench
 
     with _reported():
-        _show(run_bench(**given, progress=lambda text: _echo(text, err=True)))
+        _show(run_bench(**given, log=lambda text: _echo(text, err=True), progress=_progress_bars()))
 
 
 @click.command(name="eval")
@@ -102,6 +105,7 @@ def bench(**given: Any) -> None:
            "precision-recall curve stays TrackNet's)"),
     out_option("folder for eval.json and eval.md (tracknet: also trajectory.png, pr_curve.png; a --model's "
                "detections: predictions.json)", "vision_factory_eval"),
+    PROGRESS,
 )  # fmt: skip
 def evaluate_command(
     model_type: str,
@@ -148,6 +152,7 @@ def evaluate_command(
     options = {"data": data, "out_dir": out_dir, "predictions": predictions, "frame_size": frame_size, "model": model}
     options |= {"source": source, "target": target, "median_warmup": median_warmup, "tolerance": tolerance}
     options |= {"heatmap_threshold": heatmap_threshold, "stride": stride, "inpaint_model": inpaint_model}
+    options["progress"] = _progress_bars()
     with _reported():
         if model_type == TRACK:
             _show(evaluate_tracks(data, predictions, out_dir))
@@ -168,6 +173,7 @@ def evaluate_command(
     parameter_option("median_warmup"),
     parameter_option("heatmap_threshold"),
     option("--out", "out_dir", type=FOLDER, default=Path("vision_factory_compare")),
+    PROGRESS,
 )  # fmt: skip
 def compare(
     model_type: str,
@@ -196,6 +202,7 @@ def compare(
     configurations = ((model, target_a), (model_b or model, target_b))
     options = {"source": source, "data": data, "median_warmup": median_warmup, "out_dir": out_dir}
     options["heatmap_threshold"] = heatmap_threshold
+    options["progress"] = _progress_bars()
     from .tools.evaluation import evaluation
 
     with _reported():  # the family's result kind compares it (tools/evaluation.py)
@@ -240,6 +247,7 @@ def compare(
            help="with --data: the accuracy loss above which the command fails and renames the model "
            f"NAME.rejected.EXT  [default: {MAX_LOSS_DEFAULT}]"),
     option("--accept-loss", is_flag=True, help="keep the model under --out whatever accuracy it lost"),
+    PROGRESS,
 )  # fmt: skip
 def quantize(imgsz: int | None, input_size: str | None, depth_kind: str | None, **given: Any) -> None:
     """An INT8 (or FP16) copy of a model, checked against it.
@@ -272,7 +280,9 @@ def quantize(imgsz: int | None, input_size: str | None, depth_kind: str | None, 
     options = {"--imgsz": imgsz, "--input-size": input_size, "--depth-kind": depth_kind}
     with _reported():
         try:
-            report = run_quantize(**given, options=options, log=lambda text: _echo(text, err=True))
+            report = run_quantize(
+                **given, options=options, log=lambda text: _echo(text, err=True), progress=_progress_bars()
+            )
         except AccuracyLost as lost:
             _show(lost.report)
             raise

@@ -17,6 +17,7 @@ from .cli_support import (
     FILE,
     FOLDER,
     FORMAT,
+    PROGRESS,
     force_option,
     model_type_option,
     option,
@@ -25,6 +26,7 @@ from .cli_support import (
     parameter_option,
 )
 from .cli_support import echo as _echo
+from .cli_support import progress_bars as _progress_bars
 from .cli_support import reported as _reported
 from .cli_support import show as _show
 from .cli_support import warn as _warn
@@ -192,6 +194,7 @@ def _tracking_options() -> Callable:
            help="several cameras, repeatable: SOURCE a video, rosbag2 or image of camera NAME, tracked on its own "
            "(IDs per camera), its tracks in OUT/NAME/"),
     force_option(),
+    PROGRESS,
 )  # fmt: skip
 def track(sources: tuple[Path, ...], model_type: str, model: Path, target: str, **given: Any) -> None:
     """Track a detector's boxes over a stream: image files (in the order given), one video or one rosbag2.
@@ -222,7 +225,7 @@ def track(sources: tuple[Path, ...], model_type: str, model: Path, target: str, 
         return
     with _reported(FileExistsError):
         result = run_track(model_type, model, target, sources, given["out_dir"], detector_options, tracking_options,
-                           given["save"], given["force"])  # fmt: skip
+                           given["save"], given["force"], _progress_bars())  # fmt: skip
     click.echo(json.dumps(result.summary(), indent=2))
 
 

@@ -15,6 +15,7 @@ import click
 
 from .families.registry import node_parameter
 from .parameters import Parameter
+from .progress import ENVIRONMENT, Bars, shown
 from .text import printable, shown_path
 from .tools.commands import CommandReport, UsageError
 
@@ -169,6 +170,35 @@ def echo(text: str, err: bool = False) -> None:
     click.echo(printable(text), err=err)
 
 
+_BARS = "vision_factory.progress"  # the command's Bars, in its Click context's meta
+
+
+def _progress_choice(context: click.Context, _parameter: click.Parameter, value: bool | None) -> None:
+    context.meta[_BARS + ".choice"] = value
+
+
+# Every long command's --progress/--quiet (progress.py): read by progress_bars, not passed to the command.
+PROGRESS = option(
+    "--progress/--quiet",
+    default=None,
+    expose_value=False,
+    callback=_progress_choice,
+    help=f"a progress bar on stderr  [default: when stderr is a terminal, or {ENVIRONMENT}=1]; --quiet: none",
+)
+
+
+def progress_bars() -> Bars:
+    """The running command's progress bars (progress.py's Bars, shown as its --progress/--quiet and stderr say),
+    made once and closed with the command."""
+    context = click.get_current_context(silent=True)
+    if context is None:
+        return Bars(shown(None))
+    if _BARS not in context.meta:
+        bars = context.meta[_BARS] = Bars(shown(context.meta.get(_BARS + ".choice")))
+        context.call_on_close(bars.close)
+    return context.meta[_BARS]
+
+
 def progress(done: int, total: int) -> None:
-    if done == total or done % 10 == 0:
-        click.echo(f"\rreplayed {done}/{total} frames", nl=False, err=True)
+    """replay's frames played (tools/replay.py's progress callback)."""
+    progress_bars()("replayed frames", done, total)

@@ -14,7 +14,7 @@ No ROS here: a node converts its messages, a tool reads its files.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -51,10 +51,17 @@ class SingleFrame:
         pass
 
 
-def run_stream(pipeline: FramePipeline, frames: Iterable[np.ndarray], warm_up: bool = False) -> list[FrameResult]:
+def run_stream(
+    pipeline: FramePipeline,
+    frames: Iterable[np.ndarray],
+    warm_up: bool = False,
+    progress: Callable[[str, int, int | None], None] | None = None,
+    what: str = "frames",
+) -> list[FrameResult]:
     """Each frame's result from a fresh stream of ``pipeline`` (stamps: the frames' indices), the stream flushed at
     the end. ``warm_up``: the first frame is pushed once before (its answer left out), as replay sends a node its
-    first frame once before the bag (a tracker has then seen it)."""
+    first frame once before the bag (a tracker has then seen it). ``progress`` (progress.py): the frames run, as
+    ``what`` (not imported: a generated package carries this module, and no progress bars)."""
     pipeline.reset()
     frames = list(frames)
     answers: dict[Any, FrameResult] = {}
@@ -62,6 +69,8 @@ def run_stream(pipeline: FramePipeline, frames: Iterable[np.ndarray], warm_up: b
         pipeline.push(frames[0], -1)
     for index, frame in enumerate(frames):
         answers.update(pipeline.push(frame, index))
+        if progress:
+            progress(what, index + 1, len(frames))
     answers.update(pipeline.flush())
     return [answers[index] for index in range(len(frames))]
 

@@ -21,6 +21,7 @@ from ..families.tracknet import values as node_values
 from ..files import output_folder, staged, write_text
 from ..models.ball_stream import BallStream, FrameSizeChanged
 from ..models.tracknet_stream import HEIGHT, WIDTH
+from ..progress import Progress
 from ..results.ball import TOLERANCE_PX, Ball, BallMetrics, Row, ball_metrics
 from ..text import shown_path
 from .bags import read_ball_csv
@@ -58,11 +59,11 @@ def run_tracker(
     return run_stream(source, pipeline(values, lambda path: runner))
 
 
-def run_stream(source: Path, stream: BallStream) -> TrackerRun:
+def run_stream(source: Path, stream: BallStream, progress: Progress | None = None) -> TrackerRun:
     """Every frame of ``source`` through the node's pipeline ``stream`` (families/pipeline.py: BallStream, with
     InpaintNet when its values name one), numbered from 0. A frame the stream skips (a frame size changed, until it
     restarts at the new size) and the frames that only feed the background median are 'no ball', as the node
-    answers them (or does not)."""
+    answers them (or does not). ``progress`` (progress.py): the frames run."""
     run = TrackerRun([], (0, 0), runs_on=stream.tracker.runner.describe())
 
     def peak(frame_id: int, value: float, anywhere: dict) -> None:
@@ -78,6 +79,9 @@ def run_stream(source: Path, stream: BallStream) -> TrackerRun:
             outputs += stream.push(frame, index)
         except FrameSizeChanged:
             continue
+        finally:
+            if progress:
+                progress(f"{source.name}: frames", index + 1, None)
     if index < 0:
         raise ValueError(f"{shown_path(source)} holds no frames")
     outputs += stream.flush()
@@ -116,6 +120,7 @@ def track(
     heatmap_threshold: float,
     stride: int = 1,
     inpaint_model: Path | None = None,
+    progress: Progress | None = None,
 ) -> TrackerRun:
     """A TrackNet ``model`` on ``target`` (as runtime/backends.py reads it) over a bag or video, as the node runs
     it (with InpaintNet ``inpaint_model`` when given); ``median_warmup`` None: the node's default."""
@@ -124,7 +129,7 @@ def track(
     inpaint = {"inpaint_model_path": str(inpaint_model)} if inpaint_model is not None else {}
     given = {"heatmap_threshold": heatmap_threshold, "stride": stride, **inpaint}  # stride checked before loading
     values = FAMILY.values_from_model(model, median_warmup=median_warmup, **given)
-    return run_stream(source, pipeline(values, lambda path: load_target(target, Path(path))))
+    return run_stream(source, pipeline(values, lambda path: load_target(target, Path(path))), progress)
 
 
 def evaluate_tracking(
@@ -140,6 +145,7 @@ def evaluate_tracking(
     tolerance: float = TOLERANCE_PX,
     stride: int = 1,
     inpaint_model: Path | None = None,
+    progress: Progress | None = None,
 ) -> CommandReport:
     """`eval` for tracknet: a predictions CSV of frames ``size`` (WIDTHxHEIGHT), or ``model`` run over ``source``
     (once every ``stride`` frames, with a precision-recall curve; ``inpaint_model``: InpaintNet repairing the
@@ -152,7 +158,7 @@ def evaluate_tracking(
         rows, frame, curve = read_ball_csv(predictions), frame_size(size, "--frame-size"), None
         about = {"predictions": str(predictions)}
     elif model is not None and source is not None:
-        run = track(model, source, target, median_warmup, heatmap_threshold, stride, inpaint_model)
+        run = track(model, source, target, median_warmup, heatmap_threshold, stride, inpaint_model, progress)
         rows, frame = run.predictions, run.frame_size
         curve = precision_recall_curve(truth, run, tolerance)
         about = {"model": str(model), "source": str(source), "runs_on": run.runs_on, "stride": stride}
@@ -282,12 +288,16 @@ def compare_tracking(
     median_warmup: int | None,
     heatmap_threshold: float,
     out_dir: Path,
+    progress: Progress | None = None,
 ) -> CommandReport:
     """`compare` for tracknet: two (model, target) configurations over one bag or video, with metric differences
     when ``data`` (a truth CSV) is given; the report is saved in ``out_dir``."""
     if source is None:
         raise UsageError("tracknet needs --source, the bag or video both configurations run over")
-    runs = [track(model, source, target, median_warmup, heatmap_threshold) for model, target in configurations]
+    runs = [
+        track(model, source, target, median_warmup, heatmap_threshold, progress=progress)
+        for model, target in configurations
+    ]
     metrics = [None, None]
     if data is not None:
         truth = read_ball_csv(data)
@@ -315,6 +325,7 @@ def evaluate_command(model_type: str, options: Mapping[str, Any]) -> CommandRepo
         o["tolerance"],
         o["stride"],
         o["inpaint_model"],
+        o.get("progress"),
     )
 
 
@@ -324,5 +335,11 @@ def compare_command(
     """`compare` of a ball track: ``compare_tracking`` over compare's --source (with --data: a truth CSV)."""
     o = options
     return compare_tracking(
-        configurations, o["source"], o["data"], o["median_warmup"], o["heatmap_threshold"], o["out_dir"]
+        configurations,
+        o["source"],
+        o["data"],
+        o["median_warmup"],
+        o["heatmap_threshold"],
+        o["out_dir"],
+        o.get("progress"),
     )

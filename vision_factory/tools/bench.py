@@ -22,6 +22,7 @@ import numpy as np
 
 from ..families.registry import SINGLE_MODEL, family
 from ..files import output_folder, staged, write_text
+from ..progress import Progress, counted
 from ..runtime.backends import load_target, parse_targets
 from ..runtime.providers import ProviderUnavailable
 from ..runtime.runner import fixed_dim
@@ -334,16 +335,18 @@ def run_bench(
     warmup: int = 10,
     model_type: str | None = None,
     node: bool = False,
-    progress: Callable[[str], None] | None = None,
+    log: Callable[[str], None] | None = None,
     stride: int = 1,
     cameras: int = 1,
     camera_seconds: float = 15.0,
     camera_rate: float = 15.0,
+    progress: Progress | None = None,
 ) -> list[BenchResult]:
     """Every target measured in its own worker; with ``node``, also the ROS node for each onnx target.
     ``stride``: tracknet's, the model once every ``stride`` frames in the pipeline and the node. ``cameras`` over 1
     (with ``node``): also one node serving that many cameras against as many single-camera nodes, each camera fed
-    ``camera_rate`` frames/s for ``camera_seconds`` (tools/bench_cameras.py), on ONNX Runtime's CPU target."""
+    ``camera_rate`` frames/s for ``camera_seconds`` (tools/bench_cameras.py), on ONNX Runtime's CPU target.
+    ``log`` gets a line as each measure begins, ``progress`` (progress.py) the backends measured."""
     if not Path(model).is_file():
         raise ValueError(f"model file not found: {shown_path(model)}")
     if model_type is not None and model_type not in MODEL_TYPES:
@@ -366,17 +369,18 @@ def run_bench(
         frames = max(60, runs)
         if node:  # one clip for every target
             bag = write_image_bag(work_dir / "clip", _node_frames(model_type, frames))
-        for label in (target.label for target in parse_targets(targets)):
-            if progress:
-                progress(f"measuring {label} ...")
+        labels = [target.label for target in parse_targets(targets)]
+        for label in counted(labels, progress, "bench: backends"):
+            if log:
+                log(f"measuring {label} ...")
             result = _measure_in_worker(Path(model), label, runs, warmup, model_type, stride)
             if bag is not None and result.available:
-                if progress:
-                    progress(f"replaying {frames} frames through the {model_type} node on {label} ...")
+                if log:
+                    log(f"replaying {frames} frames through the {model_type} node on {label} ...")
                 result.node = _node(Path(model), result, bag, work_dir, stride, model_type)
             if cameras > 1 and result.available and parse_targets(label)[0].backend.name == "onnx":
-                if progress:
-                    progress(f"{cameras} cameras through one {model_type} node, then through {cameras} nodes ...")
+                if log:
+                    log(f"{cameras} cameras through one {model_type} node, then through {cameras} nodes ...")
                 result.cameras = _cameras(
                     Path(model), model_type, stride, cameras, camera_seconds, camera_rate, work_dir
                 )
@@ -392,15 +396,16 @@ def bench(
     model_type: str | None,
     node: bool,
     out_dir: Path,
-    progress: Callable[[str], None] | None = None,
+    log: Callable[[str], None] | None = None,
     stride: int = 1,
     cameras: int | None = None,
+    progress: Progress | None = None,
 ) -> CommandReport:
     """`bench`: ``run_bench``, its table, OUT/bench.json and the latency plot OUT/bench.png. ``cameras``: --cameras
     (None: one camera, no multi-camera measure)."""
     output_folder(out_dir, option="--out")
     cameras = cameras or 1
-    results = run_bench(model, targets, runs, warmup, model_type, node, progress, stride, cameras)
+    results = run_bench(model, targets, runs, warmup, model_type, node, log, stride, cameras, progress=progress)
     report = {
         "model": str(model),
         "runs": runs,

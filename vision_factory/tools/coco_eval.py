@@ -15,6 +15,7 @@ import numpy as np
 
 from ..families.registry import FAMILIES, SINGLE_MODEL_DETECTORS, family
 from ..files import output_folder, write_text
+from ..progress import Progress, counted
 from ..results.coco import category_ids, coco_metrics, coco_results
 from ..results.coco import differences as output_differences
 from ..text import shown_path, untrusted
@@ -246,17 +247,18 @@ class CocoPredictions:
         )
 
 
-def predict_coco(detector, data: Path, iou_type: str) -> CocoPredictions:
+def predict_coco(detector, data: Path, iou_type: str, progress: Progress | None = None) -> CocoPredictions:
     """COCO results of ``detector`` (any Detector) over every image of the data set.
 
     Images are looked up beside the annotation file, directly or under images/. Classes map to
     categories as ``category_ids`` says; detections of a class without one are counted, not kept.
+    ``progress`` (progress.py): the images run, of the data set's.
     """
     annotations = annotation_file(data)
     truth = check_truth(_load_json(annotations, "COCO annotations"), annotations, iou_type)
     category_of = category_ids(list(detector.names), truth["categories"])
     predictions = CocoPredictions([])
-    for index, image in enumerate(truth["images"]):
+    for index, image in enumerate(counted(truth["images"], progress, f"{data.name}: images")):
         if not isinstance(_field(image, annotations, f"images[{index}]", "file_name"), str):
             raise _entry(annotations, f"images[{index}]", "'file_name' is not text")
         candidates = [annotations.parent / "images" / image["file_name"], annotations.parent / image["file_name"]]
@@ -279,7 +281,9 @@ class ScoredRun:
     runs_on: str  # the runner's description
 
 
-def run_and_score(model_type: str, model: Path, target: str, data: Path, predictions: Path) -> ScoredRun:
+def run_and_score(
+    model_type: str, model: Path, target: str, data: Path, predictions: Path, progress: Progress | None = None
+) -> ScoredRun:
     """A yolo / yolo_pose / fasterrcnn model on ``target`` over the data set at validation confidence (0.001):
     its COCO results (also written to ``predictions``), their metrics, and what it ran on."""
     from ..runtime.backends import load_target
@@ -288,7 +292,7 @@ def run_and_score(model_type: str, model: Path, target: str, data: Path, predict
         raise ValueError(f"{model_type} cannot run over a data set on its own: give its predictions instead")
     runner = load_target(target, model)
     iou_type = IOU_TYPES[model_type]
-    found = predict_coco(family(model_type).detector(runner, confidence=0.001), data, iou_type)
+    found = predict_coco(family(model_type).detector(runner, confidence=0.001), data, iou_type, progress)
     write_text(predictions, json.dumps(found.results), [model, data])
     return ScoredRun(found, evaluate_all(annotation_file(data), predictions, iou_type), runner.describe())
 
@@ -314,6 +318,7 @@ def evaluate_detections(
     predictions: Path | None = None,
     model: Path | None = None,
     target: str = "onnx:cpu",
+    progress: Progress | None = None,
 ) -> CommandReport:
     """`eval` for detection and pose: a COCO results file, or a ``model`` run over the data set, scored against
     its annotations; the report written in ``out_dir``."""
@@ -323,7 +328,7 @@ def evaluate_detections(
         metrics = evaluate_all(annotation_file(data), predictions, IOU_TYPES[model_type])
     elif model is not None and model_type in SINGLE_MODEL_FAMILIES:
         predictions = out_dir / "predictions.json"
-        run = run_and_score(model_type, model, target, data, predictions)
+        run = run_and_score(model_type, model, target, data, predictions, progress)
         metrics, skipped = run.metrics, {"skipped_detections": run.predictions.skipped_count}
         warnings = [note for note in (run.predictions.skipped_note(data),) if note]
     else:
@@ -338,7 +343,11 @@ def evaluate_detections(
 
 
 def compare_detections(
-    model_type: str, configurations: Sequence[tuple[Path, str]], data: Path | None, out_dir: Path
+    model_type: str,
+    configurations: Sequence[tuple[Path, str]],
+    data: Path | None,
+    out_dir: Path,
+    progress: Progress | None = None,
 ) -> CommandReport:
     """`compare` for detection and pose: two (model, target) configurations over one COCO data set, their
     predictions and metrics side by side; the report is saved in ``out_dir``."""
@@ -346,7 +355,9 @@ def compare_detections(
         raise UsageError(f"{model_type} needs --data, the COCO data set both configurations run over")
     output_folder(out_dir, option="--out")
     runs = [
-        run_and_score(model_type, path, target, data, out_dir / f"predictions_{configuration_name(path, target)}.json")
+        run_and_score(
+            model_type, path, target, data, out_dir / f"predictions_{configuration_name(path, target)}.json", progress
+        )
         for path, target in configurations
     ]
     warnings = [f"{name}: {note}" for name, run in zip("AB", runs) if (note := run.predictions.skipped_note(data))]
@@ -361,9 +372,11 @@ def compare_detections(
 def evaluate_command(model_type: str, options: Mapping[str, Any]) -> CommandReport:
     """`eval` of detections: ``evaluate_detections`` with eval's options (by name)."""
     o = options
-    return evaluate_detections(model_type, o["data"], o["out_dir"], o["predictions"], o["model"], o["target"])
+    return evaluate_detections(
+        model_type, o["data"], o["out_dir"], o["predictions"], o["model"], o["target"], o.get("progress")
+    )
 
 
 def compare_command(model_type: str, configurations: Sequence[tuple[Path, str]], options: Mapping[str, Any]):
     """`compare` of detections: ``compare_detections`` over compare's --data."""
-    return compare_detections(model_type, configurations, options["data"], options["out_dir"])
+    return compare_detections(model_type, configurations, options["data"], options["out_dir"], options.get("progress"))

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..files import UnsafeWrite, output_folder
+from ..progress import Progress
 from ..text import shown_path, untrusted
 from .bags import write_image_bag
 from .commands import CommandReport, UsageError
@@ -56,10 +57,12 @@ def make_bag(
     encoding: str = "bgr8",
     compressed: str = "",
     storage: str = "mcap",
+    progress: Progress | None = None,
 ) -> CommandReport:
     """A new rosbag2 ``out`` of ``source``'s frames (a folder's images by name, or a video's) on ``topic``,
     stamped at ``fps`` (default: the video's rate, else DEFAULT_FPS): sensor_msgs/Image in ``encoding``, or with
-    ``compressed`` (jpeg, png) sensor_msgs/CompressedImage. ``out`` must not exist (nor be a link)."""
+    ``compressed`` (jpeg, png) sensor_msgs/CompressedImage. ``out`` must not exist (nor be a link). ``progress``
+    (progress.py) gets the frames written of the images found or the frames the video declares."""
     if not TOPIC_NAME.fullmatch(topic):
         raise UsageError(f"'{untrusted(topic, 200)}' is not a ROS topic name (e.g. /camera/image_raw)", "--topic")
     topic = topic if topic.startswith("/") else f"/{topic}"
@@ -74,11 +77,12 @@ def make_bag(
     notes = []
     video = None  # a video's frames: how many it declares, and whether it ends before
     if source.is_dir():
-        frames, what = _image_frames(folder_images(source)), "images"
+        images = folder_images(source)
+        frames, what, total = _image_frames(images), "images", len(images)
         rate = fps or DEFAULT_FPS
     elif is_video(source):
         video = VideoFrames(source)
-        frames, what = iter(video), "video frames"
+        frames, what, total = iter(video), "video frames", video.declared or None
         recorded = video_rate(source)
         rate = fps or recorded or DEFAULT_FPS
         if not fps and not recorded:
@@ -95,6 +99,8 @@ def make_bag(
         for frame in frames:
             count += 1
             yield frame
+            if progress:
+                progress(f"bag: {what}", count, total)
 
     try:
         path = write_image_bag(

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..families.registry import FAMILIES, family
 from ..files import UnsafeWrite, check_outputs, model_files, output_folder, stage, write_text
+from ..progress import Progress
 from ..runtime.backends import load_target
 from ..runtime.cpu import this_cpu
 from ..runtime.runner import Runner
@@ -151,6 +152,7 @@ def quantize(
     target_cpu: str = AUTO,
     max_loss: float | None = None,
     accept_loss: bool = False,
+    progress: Progress | None = None,
 ) -> CommandReport:
     """`vision-factory quantize`: ``model`` (FP32 ONNX of family ``model_type``) as ``precision`` for ``backend``
     (auto: int8 for ONNX Runtime and OpenVINO, the faster kept) into ``out`` (auto: NAME.onnx or NAME.xml by the
@@ -211,7 +213,7 @@ def quantize(
 
     feeds: list[dict[str, np.ndarray]] = []
     if calibration is not None:
-        feeds, frames = calibration_inputs(model_type, model, calibration, frames, options, detector_model)
+        feeds, frames = calibration_inputs(model_type, model, calibration, frames, options, detector_model, progress)
         log(f"calibration: {len(feeds)} inputs from {frames} frames of {shown_path(calibration)}")
     if kinds[0]:
         log(f"int8 for {kinds[0]} CPUs ({'detected here' if target_cpu == AUTO else '--target-cpu'})")

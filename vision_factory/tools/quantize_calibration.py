@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import family
+from ..progress import Progress, counted
 from ..runtime.backends import load_target
 from ..runtime.runner import Runner
 from ..text import shown_path
@@ -78,14 +79,17 @@ def calibration_inputs(
     frames: int,
     options: Mapping[str, Any] | None = None,
     detector_model: Path | None = None,
+    progress: Progress | None = None,
 ) -> tuple[list[dict[str, np.ndarray]], int]:
     """The feeds the ``model_type`` node gives ``model`` for the first ``frames`` frames of ``source``, and the
     frames read: the family is built as the node builds it (detectors as `predict` builds them, with
     ``options``; reid as the tracker builds its embedder, on the boxes ``detector_model`` finds), on ONNX
-    Runtime, with ``model`` on a RecordingRunner; each frame goes through it."""
+    Runtime, with ``model`` on a RecordingRunner; each frame goes through it. ``progress`` (progress.py): the
+    frames run, of ``frames``."""
     if frames < 1:
         raise UsageError(f"--frames must be at least 1, got {frames}", "--frames")
     calibration = calibration_frames(source, frames)  # checks the source before the models load
+    calibration = counted(calibration, progress, "quantize: calibration frames", frames)
     recorders: list[RecordingRunner] = []
 
     def load(path) -> Runner:

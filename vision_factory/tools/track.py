@@ -28,6 +28,7 @@ from ..files import output_folder, staged
 from ..models.global_ids import GlobalIdentities, global_ids, reentry_threshold
 from ..models.tracker import Tracker, TrackerConfig, Tracking
 from ..parameters import with_defaults
+from ..progress import Progress
 from ..quiet import quiet_videos
 from ..results.boxes import Boxes
 from ..results.frame import FrameResult
@@ -119,16 +120,18 @@ def track(
     tracking_options: Mapping[str, Any] | None = None,
     save: bool = False,
     force: bool = False,
+    progress: Progress | None = None,
 ) -> TrackRun:
     """Run the ``model_type`` detector (``model`` on ``target``, with predict's FINDING / POSING options) and the
     tracker (``tracking_options``: TRACKING's) over the frames of ``sources``; write OUT/tracks.txt (MOTChallenge:
     one line per detection with a track ID) and, with ``save``, OUT/tracks.mp4 (boxes labelled with their IDs).
-    An OUT holding an earlier run's files is refused unless ``force``; models load before any frame is read."""
+    An OUT holding an earlier run's files is refused unless ``force``; models load before any frame is read.
+    ``progress`` (progress.py): the frames tracked."""
     _check_detector(model_type)
     outputs = _outputs(out_dir)
     clear_earlier_run(out_dir, outputs, force)
     (pipeline,) = build_pipelines(model_type, model, target, detector_options, [tracking_options or {}])
-    return _track_stream(pipeline, [Path(source) for source in sources], out_dir, "", save, model)
+    return _track_stream(pipeline, [Path(source) for source in sources], out_dir, "", save, model, progress)
 
 
 def _outputs(out_dir: Path) -> dict[str, Path]:
@@ -136,7 +139,13 @@ def _outputs(out_dir: Path) -> dict[str, Path]:
 
 
 def _track_stream(
-    pipeline: DetectionPipeline, sources: list[Path], out_dir: Path, camera: str, save: bool, model: Path
+    pipeline: DetectionPipeline,
+    sources: list[Path],
+    out_dir: Path,
+    camera: str,
+    save: bool,
+    model: Path,
+    progress: Progress | None = None,
 ) -> TrackRun:
     """The frames of ``sources`` through ``pipeline``: OUT[/CAMERA]/tracks.txt and, with ``save``, tracks.mp4 there
     (the camera's folder made never through a link: files.output_folder)."""
@@ -150,6 +159,8 @@ def _track_stream(
         try:
             for frames, frame, (kept,) in tracked_frames(stream_frames(sources), [pipeline]):
                 rows.extend(_rows(frames, kept))
+                if progress:
+                    progress("track: frames", frames, None)
                 if video is not None:
                     writer = writer or _open_video(video, fps, frame.shape[:2])
                     writer.write(_annotated(frame, kept))

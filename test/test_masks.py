@@ -28,6 +28,7 @@ from vision_factory.models.recognition import recognise
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.parameters import with_defaults
 from vision_factory.results.coco import coco_results, differences
+from vision_factory.results.drawing import place_labels
 from vision_factory.results.masks import InstanceMask, Masks, label_image
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import write_image_bag
@@ -254,9 +255,13 @@ def test_predict_save_draws_each_mask(tmp_path):
     saved = cv2.imread(str(tmp_path / image.name)).astype(np.float32)
     detections = YoloDetector(_runner()).detect(cv2.imread(str(image)))
     outside = np.ones(frame.shape[:2], bool)
-    for box, mask in zip(detections.boxes.xyxy, detections.masks.masks):
+    boxes = detections.boxes
+    texts = [f"{label} {score:.2f}" for label, score in zip(boxes.labels, boxes.scores)]
+    for x1, y1, x2, y2 in place_labels(boxes.xyxy.tolist(), texts, frame.shape):
+        outside[y1 : y2 + 1, x1 : x2 + 1] = False  # the labels (above their boxes or moved clear of each other)
+    for box, mask in zip(boxes.xyxy, detections.masks.masks):
         x1, y1, x2, y2 = (int(round(v)) for v in box)
-        outside[max(y1 - 12, 0) : y2 + 3, max(x1 - 3, 0) : x2 + 3] = False  # the box, its label above it
+        outside[max(y1 - 3, 0) : y2 + 3, max(x1 - 3, 0) : x2 + 3] = False  # the box
         interior = cv2.erode(mask.full().astype(np.uint8), np.ones((7, 7), np.uint8)).astype(bool)
         assert np.abs(saved - frame)[interior].mean() > 8  # filled with its colour
     assert np.abs(saved - frame)[outside].mean() < 3  # nothing else drawn (JPEG noise only)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import cv2
 import numpy as np
 
-from .colours import BOX_COLOUR, class_colour, track_colour
+from .colours import bgr, class_colour, track_colour
 from .part import Compared, Equal
 
 if TYPE_CHECKING:
@@ -200,25 +200,35 @@ class Boxes(Equal):
         no_points = [np.zeros(0)] * len(self)
         return Compared(list(self.labels), list(self.xyxy), self.scores, no_points, self.track_ids, boxes=self.xyxy)
 
-    # Drawing: the frame's detections, each row's mask (filled, half see-through) under its box, its box and label
-    # ("#7 person 0.91" when tracked, in its track's colour), its keypoints above ``keypoint_threshold``.
+    # Drawing: the frame's detections in their class's colour (their track's when tracked): each row's mask (filled,
+    # half see-through, outlined) under its box, its box, its keypoints above ``keypoint_threshold``, then every
+    # label ("#7 person 0.91" when tracked) on a filled background, inside the image and clear of the others.
     def draw(self, image: np.ndarray, frame: Any = None, keypoint_threshold: float = 0.5) -> np.ndarray:
-        from .masks import fill
+        from ..text import untrusted
+        from .drawing import OUTLINE, draw_labels, draw_mask
 
         masks = getattr(frame, "masks", None)
         keypoints = getattr(frame, "keypoints", None)
+        colours, texts = [], []
         for index, (box, score, label) in enumerate(zip(self.xyxy.tolist(), self.scores.tolist(), self.labels)):
             x1, y1, x2, y2 = (int(round(v)) for v in box)
-            track = self.track(index)
-            colour = BOX_COLOUR if track is None else tuple(int(255 * c) for c in reversed(track_colour(track)))
+            colour = self.colour(index)
             if masks is not None and masks.masks[index] is not None:
-                fill(image, masks.masks[index], colour if track is not None else class_colour(self.class_ids[index]))
-            cv2.rectangle(image, (x1, y1), (x2, y2), colour, 2)
-            text = f"{label} {score:.2f}" if track is None else f"#{track} {label} {score:.2f}"
-            cv2.putText(image, text, (x1, max(12, y1 - 4)), cv2.FONT_HERSHEY_SIMPLEX, 0.5, colour)
+                mask = masks.masks[index]
+                draw_mask(image, mask.bits, mask.left, mask.top, colour)
+            cv2.rectangle(image, (x1, y1), (x2, y2), colour, OUTLINE)
             if keypoints is not None:
                 keypoints.draw_row(image, index, keypoint_threshold)
+            track, shown = self.track(index), untrusted(label, 40)
+            texts.append(f"{shown} {score:.2f}" if track is None else f"#{track} {shown} {score:.2f}")
+            colours.append(colour)
+        draw_labels(image, self.xyxy.tolist(), texts, colours)  # last: over every box, clear of each other
         return image
+
+    def colour(self, index: int) -> tuple[int, int, int]:
+        """Row ``index``'s colour (BGR): its track's when tracked (track_colour), else its class's (class_colour)."""
+        track = self.track(index)
+        return class_colour(int(self.class_ids[index])) if track is None else bgr(track_colour(track))
 
     # ROS messages.
     def to_message(self, header: Header, frame: Any = None) -> Detection2DArray:

@@ -26,6 +26,7 @@ DELTA1 = 1.25  # delta1: the share of valid pixels whose ratio to the truth, eit
 # (results/part.py), in the map's unit.
 COMPARE_STRIDE = 4  # every 4th row and column: verify holds every frame's map (a 1280x720 map: 230 KB so)
 INVALID = -1e9  # a NaN pixel's value there: NaN in both maps compares equal, NaN in one differs by far
+FLAT = 1e-5  # drawn: a map whose range is under this share of its largest magnitude (at least 1) is flat, one colour
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,21 +70,39 @@ class DenseMap(Equal):
         return Compared(["map"], [np.where(np.isfinite(values), values, INVALID).ravel()], np.ones(1), [np.zeros(0)])
 
     def draw(self, image: np.ndarray | None = None, frame: Any = None) -> np.ndarray:
-        """The map in colour (OpenCV's TURBO over its finite range; invalid pixels black), BGR uint8: into
-        ``image`` (the map's size), or a new image."""
+        """The map in colour (OpenCV's TURBO over its finite range; invalid pixels black; a flat map, its range
+        under FLAT of its size, in one colour) with its colour bar (results/drawing.py's ``colour_bar``: the range
+        in its unit, relative depth's ends "near" and "far"), BGR uint8: into ``image`` (the map's size; the bar
+        over its right edge), or a new image (the bar in a panel beside the map)."""
         import cv2
+
+        from .drawing import LEGEND_WIDTH, colour_bar
 
         values = self.values.astype(np.float64)
         finite = np.isfinite(values)
-        low, high = (values[finite].min(), values[finite].max()) if finite.any() else (0.0, 1.0)
+        low, high = (values[finite].min(), values[finite].max()) if finite.any() else (0.0, 0.0)
+        flat = high - low <= FLAT * max(abs(low), abs(high), 1.0)
         scaled = np.zeros(values.shape, np.uint8)
-        scaled[finite] = np.round(255 * (values[finite] - low) / max(high - low, 1e-12)).astype(np.uint8)
+        scaled[finite] = 128 if flat else np.round(255 * (values[finite] - low) / (high - low)).astype(np.uint8)
         drawn = cv2.applyColorMap(scaled, cv2.COLORMAP_TURBO)
         drawn[~finite] = 0
         if image is None:
-            return drawn
-        image[...] = drawn
+            image = np.zeros((drawn.shape[0], drawn.shape[1] + LEGEND_WIDTH, 3), np.uint8)
+        image[:, : drawn.shape[1]] = drawn
+        colour_bar(image, cv2.COLORMAP_TURBO, *self.legend(low, high, flat, finite.any()))
         return image
+
+    def legend(self, low: float, high: float, flat: bool, valid: bool) -> tuple[str, str, str, bool]:
+        """The colour bar's top and bottom text, its title and whether it is one colour: relative inverse depth's
+        ends "near" (larger) and "far" under "relative"; else the range in the map's unit, under what it measures
+        ("-" without a valid pixel)."""
+        if self.unit == "relative":
+            return "near", "far", "relative", flat
+        unit = untrusted(self.unit, 6)
+        title = f"{untrusted(self.kind or 'map', 8)} ({unit})" if unit else untrusted(self.kind or "map", 12)
+        if not valid:
+            return "-", "-", title, True
+        return f"{high:.3g}", "flat" if flat else f"{low:.3g}", title, flat
 
     def to_message(self, header: Header, frame: Any = None) -> Image:
         """A sensor_msgs/Image 32FC1 of the map, stamped with ``header``."""

@@ -2,7 +2,7 @@
 source frame's size stored as its box's pixels: bounded memory whatever the frame), as the segmentation models'
 decoding gives them (models/masks.py), and what every consumer does with them: the instance label image
 (``label_image``, ``labelled``: the node's ~/masks, sensor_msgs/Image mono16 or mono8), IoU, COCO run-length
-encoding (``mask_rle``: the file record), drawing (``fill``)."""
+encoding (``mask_rle``: the file record), drawing (results/drawing.py's ``draw_mask``: fill and outline)."""
 
 from __future__ import annotations
 
@@ -124,19 +124,6 @@ def same_frame_iou(a: InstanceMask, b: InstanceMask) -> float:
     return mask_iou(a, b) if (a.width, a.height) == (b.width, b.height) else 0.0
 
 
-MASK_OPACITY = 0.45  # of a mask's colour over the frame
-
-
-def fill(image_bgr: np.ndarray, mask: InstanceMask, colour: tuple[int, int, int]) -> None:
-    """Blends ``colour`` into the mask's pixels (only its box's region is touched)."""
-    h, w = mask.bits.shape
-    region = image_bgr[mask.top : mask.top + h, mask.left : mask.left + w]
-    if region.shape[:2] != (h, w):  # a mask of another frame size: not drawn
-        return
-    pixels = region[mask.bits].astype(np.float32)
-    region[mask.bits] = (pixels * (1 - MASK_OPACITY) + np.float32(colour) * MASK_OPACITY).astype(np.uint8)
-
-
 MASK_LABELS = {"mono16": (np.dtype("<u2"), 65535), "mono8": (np.dtype("u1"), 255)}  # dtype, most labels
 
 
@@ -247,9 +234,13 @@ class Masks(Equal):
         return Masks([labelled(labels, i + 1, box) if i < most else None for i, box in enumerate(boxes.xyxy.tolist())])
 
     def draw(self, image: np.ndarray, frame: Any = None) -> np.ndarray:
-        """Each mask filled, half see-through, in its class's colour (``frame``'s boxes', else the first's)."""
+        """Each mask filled, half see-through, and outlined in its row's colour (``frame``'s boxes': its class's or
+        its track's, else the first class's)."""
+        from .drawing import draw_mask
+
         boxes = getattr(frame, "boxes", None)
         for index, mask in enumerate(self.masks):
             if mask is not None:
-                fill(image, mask, class_colour(int(boxes.class_ids[index]) if boxes is not None else 0))
+                colour = boxes.colour(index) if boxes is not None else class_colour(0)
+                draw_mask(image, mask.bits, mask.left, mask.top, colour)
         return image

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..families.registry import NODE_FAMILIES
 from ..files import check_folder, open_new, output_folder, write_text
-from ..parameters import Parameter, Value, checked_values, kept_for_late_readers, ros_text
+from ..parameters import Parameter, Value, checked_values, kept_for_late_readers, ros_scalar, ros_text
 from ..results import ResultKind
 from ..ros import message_class
 from ..runtime.backends import BACKENDS
@@ -43,7 +43,7 @@ from .replay_node import (
     wait_in_flight,
     wait_matched,
 )
-from .replay_outputs import NODE_TIMES, collect, collect_statuses, write_answers
+from .replay_outputs import NODE_TIMES, collect, collect_statuses, masks_recorded, wait_for_outputs, write_answers
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,13 @@ DEBUG_MATCH_S = 3.0  # how long replay waits for the node's ~/debug/ topics once
 END_IDLE_S = 3.0  # once every frame is sent: how long with no answer ends the replay, at least (replay_node.py)
 # A node that ends its stream after seconds without frames (flush_timeout) gets a short one: the bag ends.
 FLUSH_TIMEOUT = {"flush_timeout": "0.5"}
+# Node parameters replay sets itself, and what to use instead: given with -p or in a parameters file, they are
+# refused before anything runs (another value would leave replay waiting for answers on topics the node never uses).
+OWNED = {
+    "cameras": "give each camera with --camera NAME=SOURCE",
+    "input_transport": "it follows the bag's images (raw or compressed): choose the image topic with --topic",
+    "autostart": "replay starts the node and plays into it once it is active",
+}
 
 
 def node_spec(node: str, values: Mapping[str, Any] | None = None) -> NodeSpec:
@@ -92,6 +99,56 @@ def node_spec(node: str, values: Mapping[str, Any] | None = None) -> NodeSpec:
     )
 
 
+def replay_node(node: str | None, params: Mapping[str, str], params_file: str | Path | None = None) -> str:
+    """The node replay starts: ``node`` (--node) where given, else the family its model file is recognised as
+    (model_path from ``params``, -p texts, or the parameters file), as verify's model; a ``node`` the model file
+    contradicts is refused naming both, a file no family's rule recognises names --node (a UsageError)."""
+    from ..models.model_file import summarize
+    from ..models.recognition import FAMILY_NAMES, fits, mismatch, recognise
+
+    if node is not None and node not in NODE_FAMILIES:
+        raise UsageError(f"unknown node '{untrusted(node, 100)}': choose one of {', '.join(NODE_FAMILIES)}", "--node")
+    model = params["model_path"] if "model_path" in params else params_file_values(params_file).get("model_path")
+    model = ros_scalar(model) if isinstance(model, str) and "model_path" in params else model
+    if not model or (node is not None and node not in FAMILY_NAMES):  # the track node's model is its reid_model_path
+        if node is None:
+            raise UsageError(
+                "replay needs the model (--model FILE, or -p model_path:=FILE) to recognise its node, or the node: "
+                f"--node {' | '.join(NODE_FAMILIES)}",
+                "--node",
+            )
+        return node
+    try:
+        summary = summarize(str(model))
+    except ValueError as exc:
+        raise UsageError(str(exc), "--model") from None
+    recognition = recognise(summary)
+    shown = shown_path(str(model))
+    if node is not None:
+        if recognition.family != "unknown" and not fits(recognition, node):
+            raise UsageError(mismatch(recognition, node, summary.outputs, f"model_path {shown}", f"--node {node}"))
+        return node  # an unrecognised file: the node's own checks say what does not fit
+    if recognition.family in NODE_FAMILIES:
+        return recognition.family
+    what = (
+        f"it looks like {'an' if recognition.family[0] in 'aeiou' else 'a'} {recognition.family} model, which no node "
+        "runs as its model_path"
+        if recognition.family != "unknown"
+        else untrusted(recognition.reason, 400)
+    )
+    raise UsageError(f"{shown}: {what}; name the node to start with --node ({', '.join(NODE_FAMILIES)})", "--node")
+
+
+def refuse_owned(params: Mapping[str, str], params_file: str | Path | None = None) -> None:
+    """A node parameter replay sets itself (OWNED) given with -p (``params``) or in ``params_file`` is a UsageError
+    naming what to use instead."""
+    file_values = params_file_values(params_file)
+    for name, instead in OWNED.items():
+        if name in params or name in file_values:
+            option = "--param" if name in params else "--params-file"
+            raise UsageError(f"replay sets {name} itself ({option} {name} refused): {instead}", option)
+
+
 @dataclass
 class ReplayResult:
     frames_sent: int
@@ -112,6 +169,8 @@ class ReplayResult:
     # With ``diagnostics``: the node's last /diagnostics status, its values by key and "name", "level", "message";
     # {} when the node published none.
     node_status: dict[str, str] = field(default_factory=dict)
+    node: str = ""  # the node's family (--node, or the one its model file is recognised as)
+    files: dict[str, str] = field(default_factory=dict)  # every file and folder written into OUT, by role: its name
 
     def summary(self) -> dict:
         data = asdict(self)
@@ -196,7 +255,7 @@ def parse_overrides(items: Iterable[str], prompt: str | None = None) -> dict[str
 def replay(
     bag: str | Path,
     out_dir: str | Path,
-    node: str = "tracknet",
+    node: str | None = None,
     params: dict[str, str] | None = None,
     params_file: str | Path | None = None,
     topic: str | None = None,
@@ -214,6 +273,10 @@ def replay(
     also: dict[str, str] | None = None,
 ) -> ReplayResult:
     """Play ``bag``'s image topic into a fresh ``node`` process and record its outputs.
+
+    ``node``: the family whose node runs; None: the one its model file (model_path) is recognised as
+    (``replay_node``). A node parameter replay sets itself (OWNED) is refused. A segmentation model's masks (the
+    node's ``masks`` label images) are recorded too, each detection's written with it (as COCO RLE).
 
     ``executable``: the command that starts the node, e.g. ``["ros2", "run", "my_tracker",
     "tracknet_node"]`` for a generated package; default: this package's own node.
@@ -239,10 +302,11 @@ def replay(
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from std_msgs.msg import Float64
 
-    spec = node_spec(node)  # an unknown node refused first
+    topic, msgtype = image_topic(bag, topic)
+    refuse_owned(params or {}, params_file)
+    node = replay_node(node, params or {}, params_file)
     given = checked_overrides(node, params or {})  # before anything plays
     spec = node_spec(node, {**params_file_values(params_file), **given})  # its main output, as the node publishes
-    topic, msgtype = image_topic(bag, topic)
     out_dir = Path(out_dir)
     outputs = output_paths(out_dir, node)
     clear_earlier_run(out_dir, outputs, force)
@@ -260,7 +324,7 @@ def replay(
 
     namespace = f"/vf_replay_{os.getpid()}"
     input_topic = "image" if msgtype.endswith("/Image") else "image/compressed"
-    per_frame = {**spec.outputs, **(also or {})}
+    per_frame = {**spec.outputs, **masks_recorded(node), **(also or {})}
     # Every answer and stage time reaches the player even where the node's writers learn of its readers late.
     late_topics = [f"{namespace}/{name}" for name in per_frame]
     late_topics += [f"{namespace}/{node}/debug/{name}" for name in NODE_TIMES]
@@ -387,6 +451,7 @@ def replay(
                 progress(index + 1, len(stamps))
         wait_for_end(answered, done_frames, len(stamps), idle_s)
         wall_s = time.perf_counter() - start
+        wait_for_outputs(answered, received, per_frame, spec.main_output)
         node_status = replay_outputs.node_status(player, namespace, spec.main_output, statuses) if diagnostics else {}
     finally:
         stop_replay(process, log_file, executor, spinner, player, context)
@@ -419,6 +484,8 @@ def replay(
         answered_ns=sorted(done_frames[i] for i in range(len(sent_at)) if i in done_frames),
         sent_stamps=sent_stamps,
         node_status=node_status,
+        node=node,
+        files={role: path.name for role, path in outputs.items()},
     )
     write_text(outputs["summary"], json.dumps(result.summary(), indent=2), [bag, params_file])
     return result

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..families.registry import NODE_FAMILIES
 from ..files import check_folder, open_new, output_folder, write_text
-from ..parameters import Parameter, Value, checked_values, kept_for_late_readers, ros_scalar, ros_text
+from ..parameters import kept_for_late_readers, ros_text
 from ..results import ResultKind
 from ..ros import message_class
 from ..runtime.backends import BACKENDS
@@ -44,6 +44,7 @@ from .replay_node import (
     wait_matched,
 )
 from .replay_outputs import NODE_TIMES, collect, collect_statuses, masks_recorded, wait_for_outputs, write_answers
+from .replay_params import checked_overrides, node_parameters, params_file_values, refuse_owned, replay_node
 
 
 @dataclass(frozen=True)
@@ -67,13 +68,6 @@ DEBUG_MATCH_S = 3.0  # how long replay waits for the node's ~/debug/ topics once
 END_IDLE_S = 3.0  # once every frame is sent: how long with no answer ends the replay, at least (replay_node.py)
 # A node that ends its stream after seconds without frames (flush_timeout) gets a short one: the bag ends.
 FLUSH_TIMEOUT = {"flush_timeout": "0.5"}
-# Node parameters replay sets itself, and what to use instead: given with -p or in a parameters file, they are
-# refused before anything runs (another value would leave replay waiting for answers on topics the node never uses).
-OWNED = {
-    "cameras": "give each camera with --camera NAME=SOURCE",
-    "input_transport": "it follows the bag's images (raw or compressed): choose the image topic with --topic",
-    "autostart": "replay starts the node and plays into it once it is active",
-}
 
 
 def node_spec(node: str, values: Mapping[str, Any] | None = None) -> NodeSpec:
@@ -97,56 +91,6 @@ def node_spec(node: str, values: Mapping[str, Any] | None = None) -> NodeSpec:
         {topic.topic: topic.message for topic in spec.node.inputs[1:] if not topic.when},
         measures or ("", ""),
     )
-
-
-def replay_node(node: str | None, params: Mapping[str, str], params_file: str | Path | None = None) -> str:
-    """The node replay starts: ``node`` (--node) where given, else the family its model file is recognised as
-    (model_path from ``params``, -p texts, or the parameters file), as verify's model; a ``node`` the model file
-    contradicts is refused naming both, a file no family's rule recognises names --node (a UsageError)."""
-    from ..models.model_file import summarize
-    from ..models.recognition import FAMILY_NAMES, fits, mismatch, recognise
-
-    if node is not None and node not in NODE_FAMILIES:
-        raise UsageError(f"unknown node '{untrusted(node, 100)}': choose one of {', '.join(NODE_FAMILIES)}", "--node")
-    model = params["model_path"] if "model_path" in params else params_file_values(params_file).get("model_path")
-    model = ros_scalar(model) if isinstance(model, str) and "model_path" in params else model
-    if not model or (node is not None and node not in FAMILY_NAMES):  # the track node's model is its reid_model_path
-        if node is None:
-            raise UsageError(
-                "replay needs the model (--model FILE, or -p model_path:=FILE) to recognise its node, or the node: "
-                f"--node {' | '.join(NODE_FAMILIES)}",
-                "--node",
-            )
-        return node
-    try:
-        summary = summarize(str(model))
-    except ValueError as exc:
-        raise UsageError(str(exc), "--model") from None
-    recognition = recognise(summary)
-    shown = shown_path(str(model))
-    if node is not None:
-        if recognition.family != "unknown" and not fits(recognition, node):
-            raise UsageError(mismatch(recognition, node, summary.outputs, f"model_path {shown}", f"--node {node}"))
-        return node  # an unrecognised file: the node's own checks say what does not fit
-    if recognition.family in NODE_FAMILIES:
-        return recognition.family
-    what = (
-        f"it looks like {'an' if recognition.family[0] in 'aeiou' else 'a'} {recognition.family} model, which no node "
-        "runs as its model_path"
-        if recognition.family != "unknown"
-        else untrusted(recognition.reason, 400)
-    )
-    raise UsageError(f"{shown}: {what}; name the node to start with --node ({', '.join(NODE_FAMILIES)})", "--node")
-
-
-def refuse_owned(params: Mapping[str, str], params_file: str | Path | None = None) -> None:
-    """A node parameter replay sets itself (OWNED) given with -p (``params``) or in ``params_file`` is a UsageError
-    naming what to use instead."""
-    file_values = params_file_values(params_file)
-    for name, instead in OWNED.items():
-        if name in params or name in file_values:
-            option = "--param" if name in params else "--params-file"
-            raise UsageError(f"replay sets {name} itself ({option} {name} refused): {instead}", option)
 
 
 @dataclass
@@ -204,40 +148,6 @@ def restamped(data: bytes, stamp_ns: int) -> tuple[bytes, tuple[int, int]]:
     copy = bytearray(data)
     struct.pack_into("<iI" if data[1] == 1 else ">iI", copy, 4, *stamp)
     return bytes(copy), stamp
-
-
-def node_parameters(node: str) -> tuple[Parameter, ...]:
-    """Every parameter a ``node`` of this family can have: its own, and each backend's (an --executable may run
-    any backend)."""
-    spec = NODE_FAMILIES[node]
-    return (*spec.node_parameters, *(parameter for backend in BACKENDS.values() for parameter in backend.parameters))
-
-
-def checked_overrides(node: str, params: dict[str, str]) -> dict[str, Value]:
-    """``-p`` values (NAME: TEXT) for a ``node`` read as ROS reads them and checked against its parameters before
-    anything runs: a name the node does not have (ROS would ignore it silently; the closest is named) or a value
-    not valid for its parameter is a UsageError naming it."""
-    try:
-        return checked_values(node_parameters(node), params, f"the {node} node")
-    except ValueError as exc:
-        raise UsageError(str(exc), "--param") from None
-
-
-def params_file_values(params_file: str | Path | None) -> dict[str, Any]:
-    """Every ``ros__parameters`` value of a ROS 2 parameters YAML (any node's section), by name."""
-    if params_file is None:
-        return {}
-    import yaml
-
-    try:
-        document = yaml.safe_load(Path(params_file).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read {shown_path(params_file)}: {untrusted(exc, 400)}", "--params-file") from None
-    values: dict[str, Any] = {}
-    for section in document.values() if isinstance(document, dict) else ():
-        if isinstance(section, dict) and isinstance(section.get("ros__parameters"), dict):
-            values.update(section["ros__parameters"])
-    return values
 
 
 def parse_overrides(items: Iterable[str], prompt: str | None = None) -> dict[str, str]:
@@ -303,9 +213,9 @@ def replay(
     from std_msgs.msg import Float64
 
     topic, msgtype = image_topic(bag, topic)
-    refuse_owned(params or {}, params_file)
     node = replay_node(node, params or {}, params_file)
     given = checked_overrides(node, params or {})  # before anything plays
+    refuse_owned(node, given, params_file)
     spec = node_spec(node, {**params_file_values(params_file), **given})  # its main output, as the node publishes
     out_dir = Path(out_dir)
     outputs = output_paths(out_dir, node)

@@ -28,17 +28,13 @@ from .replay import (
     LATE_DEPTH_PER_IN_FLIGHT,
     MAX_IN_FLIGHT,
     cdr_stamp,
-    checked_overrides,
     clear_earlier_run,
-    node_parameters,
     node_spec,
-    params_file_values,
-    refuse_owned,
-    replay_node,
     restamped,
 )
 from .replay_node import stop_replay, use_shared_memory_profile, wait_for_end, wait_for_node, wait_in_flight
 from .replay_outputs import masks_recorded, wait_for_outputs, write_answers
+from .replay_params import checked_overrides, node_parameters, params_file_values, refuse_owned, replay_node
 
 
 @dataclass
@@ -120,7 +116,6 @@ def replay_cameras(
     from rclpy.node import Node
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
-    refuse_owned(params or {}, params_file)
     node = replay_node(node, params or {}, params_file)
     also = {**masks_recorded(node), **(also or {})}
     spec = node_spec(node)
@@ -128,6 +123,7 @@ def replay_cameras(
         raise ValueError(f"--camera replays images alone; the {node} node pairs them with {', '.join(spec.inputs)}")
     names = list(camera_names([source.name for source in sources]))
     given = checked_overrides(node, params or {})
+    refuse_owned(node, given, params_file)
     spec = node_spec(node, {**params_file_values(params_file), **given})  # its main output, as the node publishes
     out_dir = Path(out_dir)
     answer_files = {name: out_dir / name / spec.result.file for name in names}

@@ -30,8 +30,9 @@ from ..results.frame import FrameResult
 from ..runtime.backends import load_target
 from .bags import image_topic, read_framed, read_messages
 from .commands import UsageError
-from .replay import checked_overrides, message_class, params_file_values, replay
+from .replay import message_class, replay
 from .replay_outputs import MASKS_TOPIC, mask_images, with_mask_image
+from .replay_params import checked_overrides, params_file_values
 from .verify_checks import (
     answered_check,
     class_check,

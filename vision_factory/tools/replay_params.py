@@ -94,7 +94,7 @@ def replay_node(node: str | None, params: Mapping[str, str], params_file: str | 
         if recognition.family != "unknown"
         else untrusted(recognition.reason, 400)
     )
-    raise UsageError(f"{shown}: {what}; name the node to start with --node ({', '.join(NODE_FAMILIES)})", "--node")
+    raise UsageError(f"{shown}: {what}; name the node to start with --node ({', '.join(NODE_FAMILIES)})", "--model")
 
 
 def refuse_owned(node: str, given: Mapping[str, Any], params_file: str | Path | None = None) -> None:

@@ -50,8 +50,9 @@ VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make_pipeline i
 @click.argument("bag", type=EXISTING)
 @options(
     out_option("folder for the output bag, ball.csv or detections.json, and replay.json"),
-    option("--node", type=click.Choice(list(NODE_FAMILIES)), default="tracknet", show_default=True,
-           help="node to start for the replay"),
+    option("--model", type=FILE, help="the model (ONNX): the node's model_path (or give -p model_path:=FILE)"),
+    option("--node", type=click.Choice(list(NODE_FAMILIES)),
+           help="node to start for the replay  [default: the family the model file is recognised as]"),
     option("--params-file", type=EXISTING_FILE,
            help="ROS 2 parameters YAML for the node (e.g. config/tracknet_onnx.yaml)"),
     PARAM,
@@ -66,16 +67,28 @@ VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make_pipeline i
     PROGRESS,
 )  # fmt: skip
 def replay(
-    params: tuple[str, ...], prompt: str | None, executable: str | None, cameras: tuple[str, ...], **given: Any
+    params: tuple[str, ...],
+    prompt: str | None,
+    executable: str | None,
+    cameras: tuple[str, ...],
+    model: Any,
+    **given: Any,
 ) -> None:
     """Play a rosbag2 (mcap or sqlite3) through a node and record its outputs.
+
+    The node is the family the model file (--model, or -p model_path:=FILE) is recognised
+    as, as `inspect` shows it; --node names it where the file is not recognised (and is
+    refused where the file is another family's).
 
     Writes the node's messages to OUT/<node>_outputs (a bag), the ball as OUT/ball.csv in
     TrackNet's format (Frame, Visibility, X, Y) or the detections per frame as
     OUT/detections.json (a list of the records `predict --format json` prints, image
-    BAG:FRAME, class ids from the node's class map), its log to OUT/<node>_node.log and a
-    summary to OUT/replay.json. An OUT holding an earlier run's outputs is refused before
-    anything plays, unless --force (which replaces those outputs only).
+    BAG:FRAME, class ids from the node's class map, a segmentation model's masks as COCO
+    RLE), its log to OUT/<node>_node.log and a summary to OUT/replay.json (its "files": every
+    file written to OUT). The parameters replay sets itself are refused with the option to
+    use: cameras (--camera), input_transport (the bag's images), autostart. An OUT holding
+    an earlier run's outputs is refused before anything plays, unless --force (which
+    replaces those outputs only).
 
     --node track tracks detections recorded in the bag: its one Detection2DArray topic is
     played with the images, each message with the frame of its stamp (a bag without one is
@@ -83,27 +96,39 @@ def replay(
 
     \b
     Example:
-      vision-factory replay rally_bag --out /tmp/rally -p model_path:=tracknet.onnx \\
+      vision-factory replay rally_bag --out /tmp/rally --model tracknet.onnx \\
           -p bg_mode:=subtract -p median_warmup:=10
       vision-factory replay rally_bag --out /tmp/rally --executable 'ros2 run my_tracker tracknet_node' \\
           -p model_path:=tracknet.onnx
-      vision-factory replay street_bag --out /tmp/street --node yolo -p model_path:=yolov8n.onnx
+      vision-factory replay street_bag --out /tmp/street --model yolov8n-seg.onnx
       vision-factory replay street_bag --out /tmp/tracks --node track -p reid_model_path:=reid.onnx
-      vision-factory replay rig_bag --out /tmp/rig --node yolo -p model_path:=yolov8n.onnx \\
+      vision-factory replay rig_bag --out /tmp/rig --model yolov8n.onnx \\
           --camera front=/front/image_raw --camera left=/left/image_raw --camera back=back_bag
     """
     from .tools.replay import parse_overrides
     from .tools.replay import replay as run_replay
 
+    overrides = _with_model(parse_overrides(params, prompt), model)
     if cameras:
-        _replay_cameras(given, parse_overrides(params, prompt), _command(executable), cameras)
+        _replay_cameras(given, overrides, _command(executable), cameras)
         return
     with _reported(FileExistsError):
-        overrides, command = parse_overrides(params, prompt), _command(executable)
-        result = run_replay(**given, params=overrides, progress=_progress, executable=command)
+        result = run_replay(**given, params=overrides, progress=_progress, executable=_command(executable))
     click.echo(json.dumps(result.summary(), indent=2))
     if result.missing_frames:
         _warn(f"{len(result.missing_frames)} frames got no output (see {shown_path(result.node_log)})")
+
+
+def _with_model(overrides: dict[str, str], model: Any) -> dict[str, str]:
+    """The -p values with --model as the node's model_path (refused where -p model_path names another file)."""
+    from .parameters import ros_scalar, ros_text
+
+    if model is None:
+        return overrides
+    given = overrides.get("model_path")
+    if given is not None and str(ros_scalar(given)) != str(model):
+        raise click.UsageError("--model and -p model_path name two files: give the model once")
+    return {**overrides, "model_path": ros_text(str(model))}
 
 
 def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, cameras: tuple[str, ...]) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..families.registry import NODE_FAMILIES
 from ..files import check_folder, open_new, output_folder, write_text
-from ..parameters import Parameter, Value, checked_values, kept_for_late_readers, ros_text
+from ..parameters import kept_for_late_readers, ros_text
 from ..results import ResultKind
 from ..ros import message_class
 from ..runtime.backends import BACKENDS
@@ -43,7 +43,8 @@ from .replay_node import (
     wait_in_flight,
     wait_matched,
 )
-from .replay_outputs import NODE_TIMES, collect, collect_statuses, write_answers
+from .replay_outputs import NODE_TIMES, collect, collect_statuses, masks_recorded, wait_for_outputs, write_answers
+from .replay_params import checked_overrides, node_parameters, params_file_values, refuse_owned, replay_node
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,8 @@ class ReplayResult:
     # With ``diagnostics``: the node's last /diagnostics status, its values by key and "name", "level", "message";
     # {} when the node published none.
     node_status: dict[str, str] = field(default_factory=dict)
+    node: str = ""  # the node's family (--node, or the one its model file is recognised as)
+    files: dict[str, str] = field(default_factory=dict)  # every file and folder written into OUT, by role: its name
 
     def summary(self) -> dict:
         data = asdict(self)
@@ -147,40 +150,6 @@ def restamped(data: bytes, stamp_ns: int) -> tuple[bytes, tuple[int, int]]:
     return bytes(copy), stamp
 
 
-def node_parameters(node: str) -> tuple[Parameter, ...]:
-    """Every parameter a ``node`` of this family can have: its own, and each backend's (an --executable may run
-    any backend)."""
-    spec = NODE_FAMILIES[node]
-    return (*spec.node_parameters, *(parameter for backend in BACKENDS.values() for parameter in backend.parameters))
-
-
-def checked_overrides(node: str, params: dict[str, str]) -> dict[str, Value]:
-    """``-p`` values (NAME: TEXT) for a ``node`` read as ROS reads them and checked against its parameters before
-    anything runs: a name the node does not have (ROS would ignore it silently; the closest is named) or a value
-    not valid for its parameter is a UsageError naming it."""
-    try:
-        return checked_values(node_parameters(node), params, f"the {node} node")
-    except ValueError as exc:
-        raise UsageError(str(exc), "--param") from None
-
-
-def params_file_values(params_file: str | Path | None) -> dict[str, Any]:
-    """Every ``ros__parameters`` value of a ROS 2 parameters YAML (any node's section), by name."""
-    if params_file is None:
-        return {}
-    import yaml
-
-    try:
-        document = yaml.safe_load(Path(params_file).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read {shown_path(params_file)}: {untrusted(exc, 400)}", "--params-file") from None
-    values: dict[str, Any] = {}
-    for section in document.values() if isinstance(document, dict) else ():
-        if isinstance(section, dict) and isinstance(section.get("ros__parameters"), dict):
-            values.update(section["ros__parameters"])
-    return values
-
-
 def parse_overrides(items: Iterable[str], prompt: str | None = None) -> dict[str, str]:
     """Node parameters given as NAME:=VALUE (the ros2 run syntax), by name; ``prompt`` (--prompt), the text prompt
     (as ``-p prompt:=TEXT``, quoted so that ROS reads it back as text)."""
@@ -196,7 +165,7 @@ def parse_overrides(items: Iterable[str], prompt: str | None = None) -> dict[str
 def replay(
     bag: str | Path,
     out_dir: str | Path,
-    node: str = "tracknet",
+    node: str | None = None,
     params: dict[str, str] | None = None,
     params_file: str | Path | None = None,
     topic: str | None = None,
@@ -214,6 +183,10 @@ def replay(
     also: dict[str, str] | None = None,
 ) -> ReplayResult:
     """Play ``bag``'s image topic into a fresh ``node`` process and record its outputs.
+
+    ``node``: the family whose node runs; None: the one its model file (model_path) is recognised as
+    (``replay_node``). A node parameter replay sets itself (OWNED) is refused. A segmentation model's masks (the
+    node's ``masks`` label images) are recorded too, each detection's written with it (as COCO RLE).
 
     ``executable``: the command that starts the node, e.g. ``["ros2", "run", "my_tracker",
     "tracknet_node"]`` for a generated package; default: this package's own node.
@@ -239,10 +212,11 @@ def replay(
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from std_msgs.msg import Float64
 
-    spec = node_spec(node)  # an unknown node refused first
-    given = checked_overrides(node, params or {})  # before anything plays
-    spec = node_spec(node, {**params_file_values(params_file), **given})  # its main output, as the node publishes
     topic, msgtype = image_topic(bag, topic)
+    node = replay_node(node, params or {}, params_file)
+    given = checked_overrides(node, params or {})  # before anything plays
+    refuse_owned(node, given, params_file)
+    spec = node_spec(node, {**params_file_values(params_file), **given})  # its main output, as the node publishes
     out_dir = Path(out_dir)
     outputs = output_paths(out_dir, node)
     clear_earlier_run(out_dir, outputs, force)
@@ -260,7 +234,7 @@ def replay(
 
     namespace = f"/vf_replay_{os.getpid()}"
     input_topic = "image" if msgtype.endswith("/Image") else "image/compressed"
-    per_frame = {**spec.outputs, **(also or {})}
+    per_frame = {**spec.outputs, **masks_recorded(node), **(also or {})}
     # Every answer and stage time reaches the player even where the node's writers learn of its readers late.
     late_topics = [f"{namespace}/{name}" for name in per_frame]
     late_topics += [f"{namespace}/{node}/debug/{name}" for name in NODE_TIMES]
@@ -387,6 +361,7 @@ def replay(
                 progress(index + 1, len(stamps))
         wait_for_end(answered, done_frames, len(stamps), idle_s)
         wall_s = time.perf_counter() - start
+        wait_for_outputs(answered, received, per_frame, spec.main_output)
         node_status = replay_outputs.node_status(player, namespace, spec.main_output, statuses) if diagnostics else {}
     finally:
         stop_replay(process, log_file, executor, spinner, player, context)
@@ -419,6 +394,8 @@ def replay(
         answered_ns=sorted(done_frames[i] for i in range(len(sent_at)) if i in done_frames),
         sent_stamps=sent_stamps,
         node_status=node_status,
+        node=node,
+        files={role: path.name for role, path in outputs.items()},
     )
     write_text(outputs["summary"], json.dumps(result.summary(), indent=2), [bag, params_file])
     return result

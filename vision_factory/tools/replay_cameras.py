@@ -28,15 +28,13 @@ from .replay import (
     LATE_DEPTH_PER_IN_FLIGHT,
     MAX_IN_FLIGHT,
     cdr_stamp,
-    checked_overrides,
     clear_earlier_run,
-    node_parameters,
     node_spec,
-    params_file_values,
     restamped,
 )
 from .replay_node import stop_replay, use_shared_memory_profile, wait_for_end, wait_for_node, wait_in_flight
-from .replay_outputs import write_answers
+from .replay_outputs import masks_recorded, wait_for_outputs, write_answers
+from .replay_params import checked_overrides, node_parameters, params_file_values, refuse_owned, replay_node
 
 
 @dataclass
@@ -96,7 +94,7 @@ def parse_cameras(items: Sequence[str], bag: Path) -> list[CameraSource]:
 def replay_cameras(
     sources: Sequence[CameraSource],
     out_dir: str | Path,
-    node: str = "yolo",
+    node: str | None = None,
     params: dict[str, str] | None = None,
     max_in_flight: int = MAX_IN_FLIGHT,
     startup_timeout: float = 60.0,
@@ -112,16 +110,20 @@ def replay_cameras(
     image is sent once before the replay, stamped just before that camera's first frame, its answer awaited and left
     out (as replay's warm_up: a model's slow first inference, a tracker that has seen the first frame once; a node
     with a flush_timeout then ends the streams). ``also``: more of the node's per-frame outputs to record per camera
-    (e.g. ``{"masks": "sensor_msgs/msg/Image"}``)."""
+    (e.g. ``{"masks": "sensor_msgs/msg/Image"}``; a segmentation model's are recorded anyway). ``node``: as replay's
+    (None: the family its model file is recognised as)."""
     import rclpy
     from rclpy.node import Node
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
+    node = replay_node(node, params or {}, params_file)
+    also = {**masks_recorded(node), **(also or {})}
     spec = node_spec(node)
     if spec.inputs:
         raise ValueError(f"--camera replays images alone; the {node} node pairs them with {', '.join(spec.inputs)}")
     names = list(camera_names([source.name for source in sources]))
     given = checked_overrides(node, params or {})
+    refuse_owned(node, given, params_file)
     spec = node_spec(node, {**params_file_values(params_file), **given})  # its main output, as the node publishes
     out_dir = Path(out_dir)
     answer_files = {name: out_dir / name / spec.result.file for name in names}
@@ -238,6 +240,8 @@ def replay_cameras(
             publishers[names[camera]].publish(data)
         wait_for_end(answered, done, len(played), idle_s)
         wall_s = time.perf_counter() - start
+        for name in names:
+            wait_for_outputs(answered, received[name], per_frame, spec.main_output)
     finally:
         stop_replay(process, log_file, executor, spinner, player, context)
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
 
+from ..families.detection import MASKS
+from ..families.registry import NODE_FAMILIES
 from ..results import ResultKind
 from ..results.boxes import label_names
 from ..results.frame import FrameResult, write_results
+from ..results.masks import MaskImageError, Masks
 from ..ros import message_class
 from .bags import read_messages
 
@@ -23,6 +26,49 @@ NODE_TIMES = ("processing_time_ms", "preprocess_ms", "inference_ms", "postproces
 # The node publishes /diagnostics once a second (ros/monitor.py): how long replay waits, once the bag's frames are
 # answered, for a status published after that (its counts then include every frame).
 DIAGNOSTICS_WAIT_S = 2.5
+# A segmentation model's instance label images (families/detection.py's MASKS): recorded with its detections.
+MASKS_TOPIC = {MASKS.topic: MASKS.message}
+# Once every frame is answered on the main output: how long replay waits for the rest of a frame's outputs (its
+# masks, published just after its detections), at most.
+OUTPUTS_WAIT_S = 2.0
+
+
+def masks_recorded(node: str) -> dict[str, str]:
+    """MASKS_TOPIC where the ``node`` family's node publishes masks (a segmentation model's), else {}."""
+    outputs = NODE_FAMILIES[node].node.outputs if NODE_FAMILIES[node].node else ()
+    return MASKS_TOPIC if any(output.topic == MASKS.topic for output in outputs) else {}
+
+
+def wait_for_outputs(answered, received: dict[str, list], per_frame, main: str, timeout: float = OUTPUTS_WAIT_S):
+    """Until each of the ``per_frame`` outputs that came at all has as many messages as the ``main`` output (a
+    frame's masks come just after its detections), or ``timeout`` seconds."""
+    with answered:
+        answered.wait_for(
+            lambda: all(not received[name] or len(received[name]) >= len(received[main]) for name in per_frame),
+            timeout=timeout,
+        )
+
+
+def mask_images(masks: Iterable[bytes]) -> dict[tuple[int, int], object]:
+    """The node's masks label images (``masks``: the CDR bytes of each it published) by their header's stamp."""
+    from rclpy.serialization import deserialize_message
+
+    images = {}
+    for data in masks:
+        msg = deserialize_message(data, message_class(MASKS.message))
+        images[(msg.header.stamp.sec, msg.header.stamp.nanosec)] = msg
+    return images
+
+
+def with_mask_image(result: FrameResult, image) -> None:
+    """Gives ``result``'s detections their masks from the node's label ``image`` of its frame (results/masks.py's
+    from_message); none where it has no detections or the image cannot be read."""
+    if image is None or result.boxes is None:
+        return
+    try:
+        result.masks = Masks.from_message(image, result.boxes)
+    except MaskImageError:
+        return
 
 
 def collect(values: list[float]) -> Callable[[object], None]:
@@ -99,15 +145,17 @@ def write_answers(
     """The node's answers on ``main_output`` (each frame's last, by its stamp) as FrameResults of its ``result``
     kind, written as its file (results/frame.py's write_results: detections.json, ball.csv, dense.json), class ids
     from what it published latched (its class map), a map's kind and unit its output's (``measures``); images named
-    BAG:FRAME; ``received``: what it published on each topic, ``types``: their message types."""
+    BAG:FRAME; ``received``: what it published on each topic, ``types``: their message types. A segmentation model's
+    masks (its ``masks`` label images in ``received``) go with the detections of their stamp (written as COCO RLE)."""
     from rclpy.serialization import deserialize_message
 
-    answers = {}
+    answers, stamps = {}, {}
     for _, data in received[main_output]:
         msg = deserialize_message(data, message_class(types[main_output]))
-        frame = frame_of.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
+        stamp = (msg.header.stamp.sec, msg.header.stamp.nanosec)
+        frame = frame_of.get(stamp)
         if frame is not None:
-            answers[frame] = msg
+            answers[frame], stamps[frame] = msg, stamp
     names: list[str] = []
     for name, _ in result.latched:
         if name == "labels" and received[name]:
@@ -117,6 +165,9 @@ def write_answers(
         frame: FrameResult.from_message(result.parts, msg, *sizes.get(frame, (0, 0)), names, measures=measures)
         for frame, msg in answers.items()
     }
+    images = mask_images(data for _, data in received.get(MASKS.topic, ()))
+    for frame, result in found.items() if images else ():
+        with_mask_image(result, images.get(stamps[frame]))
     return write_results(path, found, str(bag))
 
 

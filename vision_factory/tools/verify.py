@@ -28,11 +28,12 @@ from ..families.registry import NODE_FAMILIES
 from ..parameters import with_defaults
 from ..progress import Progress
 from ..results.frame import FrameResult
-from ..results.masks import MaskImageError, Masks
 from ..runtime.backends import load_target
 from .bags import image_topic, read_framed, read_messages
 from .commands import UsageError
-from .replay import checked_overrides, message_class, params_file_values, replay
+from .replay import message_class, replay
+from .replay_outputs import MASKS_TOPIC, mask_images, with_mask_image
+from .replay_params import checked_overrides, params_file_values
 from .verify_checks import (
     answered_check,
     class_check,
@@ -273,24 +274,12 @@ def node_answers(received: Iterable[tuple[int, bytes]], spec: Family, tracked: b
     return answers
 
 
-MASKS_TOPIC = {"masks": "sensor_msgs/msg/Image"}
-
-
 def with_masks(answers: list[Answer], masks: Iterable[bytes]) -> None:
     """Gives each answer's detections their masks from the node's ~/masks label image of the same stamp
     (``masks``: the CDR bytes of each it published; one that cannot be read is left out)."""
-    from rclpy.serialization import deserialize_message
-
-    by_stamp = {answer.stamp: answer for answer in answers}
-    for data in masks:
-        msg = deserialize_message(data, message_class(MASKS_TOPIC["masks"]))
-        answer = by_stamp.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
-        if answer is None or answer.result.boxes is None:
-            continue
-        try:
-            answer.result.masks = Masks.from_message(msg, answer.result.boxes)
-        except MaskImageError:
-            continue
+    images = mask_images(masks)
+    for answer in answers:
+        with_mask_image(answer.result, images.get(answer.stamp))
 
 
 def _latched_labels(output_bag: Path) -> list[bytes]:

@@ -26,10 +26,10 @@ from ..runtime.backends import load_target
 from ..text import markdown_cell, shown_path, untrusted
 from .bags import header_stamp, image_topic, read_framed, read_messages
 from .commands import UsageError
-from .replay import checked_overrides, params_file_values
 from .replay_cameras import CameraSource, replay_cameras
+from .replay_outputs import MASKS_TOPIC
+from .replay_params import checked_overrides, params_file_values
 from .verify import (
-    MASKS_TOPIC,
     Offline,
     as_published,
     compare_answers,

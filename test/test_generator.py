@@ -406,6 +406,11 @@ def test_a_generated_package_refuses_a_model_of_another_input(tmp_path, monkeypa
         assert runner_class.load(synthetic_models[""], {}, log).inputs[0].shape == (1, 24, 288, 512)
         with pytest.raises(ValueError) as refused:
             runner_class.load(synthetic_models["subtract"], {}, log)
+        # The node's other model (its InpaintNet: coords and mask in) loads on the same runner, unchecked against it
+        assert [tensor.name for tensor in runner_class.load(synthetic_models["inpaint"], {}, log).inputs] == [
+            "coords",
+            "mask",
+        ]
     finally:
         for name in [name for name in sys.modules if name.partition(".")[0] == package]:
             del sys.modules[name]

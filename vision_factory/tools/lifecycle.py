@@ -40,11 +40,9 @@ class LifecycleClient:
             return {service for service, _ in graph.node.get_service_names_and_types_by_node(name, namespace or "/")}
 
         # A node's services are discovered over a moment after the node itself (seen: an active lifecycle node
-        # called unmanaged when its other services had come first): wait for get_state, then for the list to settle.
-        if not graph.spin_until(lambda: get_state in offered(), graph.timeout):
-            services = graph.learn(0.0, offered)
-        else:
-            services = offered()
+        # called unmanaged when its other services had come first): get_state is waited for, up to the timeout.
+        graph.spin_until(lambda: get_state in offered(), graph.timeout)
+        services = offered()
         if services and get_state not in services:
             raise ValueError(
                 f"{self.node} is not a managed (lifecycle) node: it offers no {self.node}/get_state service"

@@ -51,12 +51,13 @@ def enlarged(result: FrameResult, factor: float) -> FrameResult:
         points[..., :2] *= factor
         parts["keypoints"] = replace(result.keypoints, points=points)
     if result.masks is not None:
-        width, height = round(result.width * factor), round(result.height * factor)
         masks = []
         for mask in result.masks.masks:
             if mask is None or not mask.bits.size:
                 masks.append(mask)
                 continue
+            # The mask's own frame size: a node's answer read from its message may not know the frame's.
+            width, height = round(mask.width * factor), round(mask.height * factor)
             left, top = int(mask.left * factor), int(mask.top * factor)
             right = min(round((mask.left + mask.bits.shape[1]) * factor), width)
             bottom = min(round((mask.top + mask.bits.shape[0]) * factor), height)

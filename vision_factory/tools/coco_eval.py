@@ -23,7 +23,7 @@ from .coco_masks import image_size_problem, segmentation_problem
 from .commands import CommandReport, UsageError
 from .compare import configuration_name, describe_comparison, metric_differences, save_comparison
 from .eval_details import WORST_IMAGES, Details, details
-from .sources import read_image
+from .sources import image_file, read_image
 
 # model family -> COCO iouType
 IOU_TYPES = {name: spec.result.iou_type for name, spec in FAMILIES.items() if spec.result and spec.result.iou_type}
@@ -243,13 +243,6 @@ def annotation_file(data: Path) -> Path:
             f"no COCO annotations at {shown_path(path)}: give the JSON file or a folder with annotations.json"
         )
     return path
-
-
-def image_file(annotations: Path, name: str) -> Path | None:
-    """A data set's image ``name`` (a ``file_name`` of its annotations): beside the annotation file, directly or
-    under images/; None when neither is a file."""
-    candidates = [annotations.parent / "images" / name, annotations.parent / name]
-    return next((path for path in candidates if path.is_file()), None)
 
 
 @dataclass

@@ -233,8 +233,7 @@ def write_worst(
     first): a record per image and the warnings (an image not found beside the annotations is not drawn)."""
     import cv2
 
-    from .coco_eval import image_file
-    from .sources import read_image
+    from .sources import image_file, read_image
 
     folder = output_folder(out_dir, WORST_FOLDER, "--out")
     for earlier in folder.glob("worst_*.png"):

@@ -107,8 +107,8 @@ def bench(**given: Any) -> None:
     option("--worst", type=click.IntRange(0, 100), default=WORST_IMAGES, show_default=True,
            help="COCO detections and poses: the images with the most missed and false detections drawn into "
            "OUT/worst_images/ (0: none)"),
-    out_option("folder for eval.json and eval.md (tracknet: also trajectory.png, pr_curve.png; COCO detections: "
-               "pr_curve.png, worst_images/, and a --model's predictions.json)", "vision_factory_eval"),
+    out_option("folder for eval.json and eval.md (also pr_curve.png; tracknet: trajectory.png; COCO: worst_images/, "
+               "a --model's predictions.json)", "vision_factory_eval"),
     PROGRESS,
 )  # fmt: skip
 def evaluate_command(

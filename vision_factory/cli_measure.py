@@ -15,11 +15,13 @@ from .cli_support import (
     FOLDER,
     PROGRESS,
     STRIDE,
+    given_prompt_options,
     model_type_option,
     option,
     options,
     out_option,
     parameter_option,
+    prompt_options,
     tool_option,
 )
 from .cli_support import echo as _echo
@@ -43,6 +45,20 @@ _LOSSES = {FAMILIES[name].accuracy_loss: [] for name in QUANTIZE_TYPES}  # each 
 for _name in QUANTIZE_TYPES:
     _LOSSES[FAMILIES[_name].accuracy_loss].append(_name)
 MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}" for loss, names in _LOSSES.items())
+
+
+def _prompt_options(model_type: str, given: dict) -> dict:
+    """The prompt options given (cli_support.py's prompt_options), by option; one the family has no parameter for
+    refused, naming it (a UsageError)."""
+    from .tools.commands import UsageError
+    from .tools.predict import PROMPTED, taken_options
+
+    prompts = given_prompt_options(given)
+    if model_type in FAMILIES:
+        taken_options(model_type, prompts, PROMPTED)
+    elif any(value is not None for value in prompts.values()):
+        raise UsageError(f"{model_type} takes no prompt options")
+    return prompts
 
 
 @click.command()
@@ -103,6 +119,7 @@ def bench(**given: Any) -> None:
     option("--inpaint-model", type=FILE,
            help="tracknet --model: InpaintNet model repairing its track, as the node's inpaint_model_path (the "
            "precision-recall curve stays TrackNet's)"),
+    prompt_options(prefix="--model: "),
     out_option("folder for eval.json and eval.md (tracknet: also trajectory.png, pr_curve.png; a --model's "
                "detections: predictions.json)", "vision_factory_eval"),
     PROGRESS,
@@ -121,6 +138,7 @@ def evaluate_command(
     stride: int,
     inpaint_model: Path | None,
     out_dir: Path,
+    **prompts: Any,
 ) -> None:
     """Score ball tracking with TrackNet's metrics: accuracy, precision, recall, F1 (TP/FP1/FP2/FN/TN).
 
@@ -135,6 +153,10 @@ def evaluate_command(
     Tracks (--model-type track): a MOTChallenge tracks file against MOTChallenge ground truth: HOTA (DetA,
     AssA), MOTA, MOTP, IDF1, ID switches, mostly tracked / partially tracked / mostly lost.
 
+    Open-vocabulary detection (open_vocab --model): prompted with the data set's category names, a phrase
+    each, unless --prompt is given; each detection's phrase maps back to the category of that name (a
+    prompt naming no category: its phrases to the categories in order).
+
     Depth: the maps predict --save wrote (--predictions FOLDER) against truth maps of the same names
     (--data FOLDER of .npy in metres): AbsRel, RMSE and delta1 (max(p/t, t/p) < 1.25) over the pixels
     with truth, per image, then averaged over the images.
@@ -144,6 +166,7 @@ def evaluate_command(
       vision-factory eval --model-type tracknet --data truth.csv --predictions ball.csv --frame-size 1280x720
       vision-factory eval --model-type tracknet --data truth.csv --model TrackNet.onnx --source rally.mp4
       vision-factory eval --model-type yolo --data instances_val.json --predictions results.json
+      vision-factory eval --model-type open_vocab --data coco_val/ --model grounding-dino.onnx
       vision-factory eval --model-type track --data MOT17-02/gt/gt.txt --predictions runs/tracks.txt
     """
     from .tools.evaluation import evaluation
@@ -154,6 +177,7 @@ def evaluate_command(
     options |= {"heatmap_threshold": heatmap_threshold, "stride": stride, "inpaint_model": inpaint_model}
     options["progress"] = _progress_bars()
     with _reported():
+        options["prompts"] = _prompt_options(model_type, prompts)
         if model_type == TRACK:
             _show(evaluate_tracks(data, predictions, out_dir))
         else:  # the family's result kind scores it (tools/evaluation.py)
@@ -172,6 +196,7 @@ def evaluate_command(
            help="tracknet: truth CSV, for metric differences; yolo: the COCO data set both run over (JSON or folder)"),
     parameter_option("median_warmup"),
     parameter_option("heatmap_threshold"),
+    prompt_options(),
     option("--out", "out_dir", type=FOLDER, default=Path("vision_factory_compare")),
     PROGRESS,
 )  # fmt: skip
@@ -186,6 +211,7 @@ def compare(
     median_warmup: int,
     heatmap_threshold: float,
     out_dir: Path,
+    **prompts: Any,
 ) -> None:
     """Run one source through two configurations and report how their results differ.
 
@@ -206,6 +232,7 @@ def compare(
     from .tools.evaluation import evaluation
 
     with _reported():  # the family's result kind compares it (tools/evaluation.py)
+        options["prompts"] = _prompt_options(model_type, prompts)
         _show(evaluation(FAMILIES[model_type].result).compare(model_type, configurations, options))
 
 

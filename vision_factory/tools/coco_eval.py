@@ -13,11 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from ..families.prompts import SEPARATOR, BoxesPrompt, phrases
 from ..families.registry import FAMILIES, SINGLE_MODEL_DETECTORS, family
 from ..files import output_folder, write_text
 from ..progress import Progress, counted
+from ..results.boxes import Boxes
 from ..results.coco import category_ids, coco_metrics, coco_results
 from ..results.coco import differences as output_differences
+from ..results.frame import FrameResult
 from ..text import shown_path, untrusted
 from .coco_masks import image_size_problem, segmentation_problem
 from .commands import CommandReport, UsageError
@@ -247,16 +250,21 @@ class CocoPredictions:
         )
 
 
-def predict_coco(detector, data: Path, iou_type: str, progress: Progress | None = None) -> CocoPredictions:
+def predict_coco(
+    detector, data: Path, iou_type: str, progress: Progress | None = None, boxes: BoxesPrompt | None = None
+) -> CocoPredictions:
     """COCO results of ``detector`` (any Detector) over every image of the data set.
 
     Images are looked up beside the annotation file, directly or under images/. Classes map to
     categories as ``category_ids`` says; detections of a class without one are counted, not kept.
+    ``boxes``: the detector's family is prompted with boxes (sam), each image's truth boxes given to it
+    (``truth_boxes``) as its family gives another node's (BoxesPrompt.run), their class the category's.
     ``progress`` (progress.py): the images run, of the data set's.
     """
     annotations = annotation_file(data)
     truth = check_truth(_load_json(annotations, "COCO annotations"), annotations, iou_type)
-    category_of = category_ids(list(detector.names), truth["categories"])
+    names = [category["name"] for category in truth["categories"]] if boxes else list(detector.names)
+    category_of = category_ids(names, truth["categories"])
     predictions = CocoPredictions([])
     for index, image in enumerate(counted(truth["images"], progress, f"{data.name}: images")):
         if not isinstance(_field(image, annotations, f"images[{index}]", "file_name"), str):
@@ -268,10 +276,29 @@ def predict_coco(detector, data: Path, iou_type: str, progress: Progress | None 
             raise ValueError(
                 f"image {untrusted(image['file_name'])} of {shown_path(annotations)} not found or unreadable beside it"
             )
-        found, skipped = coco_results(image["id"], detector.detect(frame), category_of, iou_type == "keypoints")
+        if boxes is None:
+            result = detector.detect(frame)
+        else:
+            result = boxes.run(detector, frame, FrameResult.of(frame, boxes=truth_boxes(truth, image["id"])))
+        found, skipped = coco_results(image["id"], result, category_of, iou_type == "keypoints")
         predictions.results += found
         predictions.skipped.update(skipped)
     return predictions
+
+
+def truth_boxes(truth: Mapping[str, Any], image_id: Any) -> Boxes:
+    """The boxes of image ``image_id``'s annotations (but crowds) in ``truth``, x1, y1, x2, y2, in their order: each
+    of its category's place among the categories as class id, the categories' names the class map."""
+    categories = [category["id"] for category in truth["categories"]]
+    rows = [
+        annotation
+        for annotation in truth["annotations"]
+        if annotation["image_id"] == image_id and not annotation["iscrowd"] and annotation["category_id"] in categories
+    ]
+    xyxy = np.array([[x, y, x + w, y + h] for x, y, w, h in (row["bbox"] for row in rows)], np.float64).reshape(-1, 4)
+    class_ids = [categories.index(row["category_id"]) for row in rows]
+    names = tuple(category["name"] for category in truth["categories"])
+    return Boxes.of(xyxy, np.ones(len(rows), np.float32), class_ids, names)
 
 
 @dataclass
@@ -279,22 +306,71 @@ class ScoredRun:
     predictions: CocoPredictions
     metrics: dict[str, float]
     runs_on: str  # the runner's description
+    names: list[str] = field(default_factory=list)  # the detector's class names (a prompted family's: its phrases)
+
+
+def category_prompt(categories: Sequence[Mapping[str, Any]], truth: Path) -> str:
+    """The text prompt of a data set's categories, each name a phrase (as open-vocabulary evaluations prompt), in
+    their order; a name that cannot be one phrase (empty, or holding the separator '.') is a UsageError naming it
+    and --prompt."""
+    for category in categories:
+        if phrases(category["name"]) != [category["name"]]:
+            raise UsageError(
+                f"category '{untrusted(category['name'], 80)}' of {shown_path(truth)} is not one phrase of a prompt "
+                "(empty, spaces around it, or a '.'): give --prompt with a phrase per category, in their order",
+                "--prompt",
+            )
+    return SEPARATOR.join(category["name"] for category in categories)
+
+
+def eval_detector(
+    model_type: str, model: Path, runner: Any, target: str, truth: Path, options: Mapping[str, Any] | None = None
+) -> Any:
+    """The ``model_type`` detector on ``runner`` (``model`` loaded on ``target``) at validation confidence (0.001);
+    a prompted family built as its node from the prompt options (tools/predict.py's PROMPTED; ``options``, by
+    option): a text prompt's family prompted with the categories of the annotation file ``truth`` unless --prompt
+    is given, its phrases mapping back to the categories by name (results/coco.py's category_ids)."""
+    from ..runtime.backends import load_target
+    from .predict import PROMPTED, prompted_values, taken_options
+
+    spec = family(model_type)
+    options = dict(options or {})
+    if not spec.prompts:
+        taken_options(model_type, options, PROMPTED)  # none: refused, naming the option
+        return spec.detector(runner, confidence=0.001)
+    fixed = {}
+    if spec.text_prompt is not None:
+        fixed["confidence_threshold"] = 0.001  # a box prompt's mask is kept at any predicted IoU by default
+        if not options.get("--prompt"):
+            options["--prompt"] = category_prompt(_load_json(truth, "COCO annotations")["categories"], truth)
+    values = prompted_values(model_type, model, options, **fixed)
+    return spec.build(values, lambda path: runner if Path(path) == Path(model) else load_target(target, Path(path)))
 
 
 def run_and_score(
-    model_type: str, model: Path, target: str, data: Path, predictions: Path, progress: Progress | None = None
+    model_type: str,
+    model: Path,
+    target: str,
+    data: Path,
+    predictions: Path,
+    progress: Progress | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> ScoredRun:
-    """A yolo / yolo_pose / fasterrcnn model on ``target`` over the data set at validation confidence (0.001):
-    its COCO results (also written to ``predictions``), their metrics, and what it ran on."""
+    """A single-model detector family's ``model`` on ``target`` over the data set at validation confidence (0.001;
+    a prompted family's prompt options in ``options``: ``eval_detector``): its COCO results (also written to
+    ``predictions``), their metrics, and what it ran on."""
     from ..runtime.backends import load_target
 
     if model_type not in SINGLE_MODEL_FAMILIES:
         raise ValueError(f"{model_type} cannot run over a data set on its own: give its predictions instead")
+    truth = annotation_file(data)
+    check_truth(_load_json(truth, "COCO annotations"), truth, IOU_TYPES[model_type])
     runner = load_target(target, model)
     iou_type = IOU_TYPES[model_type]
-    found = predict_coco(family(model_type).detector(runner, confidence=0.001), data, iou_type, progress)
+    detector = eval_detector(model_type, model, runner, target, truth, options)
+    found = predict_coco(detector, data, iou_type, progress, family(model_type).boxes_prompt)
     write_text(predictions, json.dumps(found.results), [model, data])
-    return ScoredRun(found, evaluate_all(annotation_file(data), predictions, iou_type), runner.describe())
+    return ScoredRun(found, evaluate_all(truth, predictions, iou_type), runner.describe(), list(detector.names))
 
 
 def write_report(out_dir: Path, record: dict[str, Any]) -> CommandReport:
@@ -319,17 +395,21 @@ def evaluate_detections(
     model: Path | None = None,
     target: str = "onnx:cpu",
     progress: Progress | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> CommandReport:
-    """`eval` for detection and pose: a COCO results file, or a ``model`` run over the data set, scored against
-    its annotations; the report written in ``out_dir``."""
+    """`eval` for detection and pose: a COCO results file, or a ``model`` run over the data set (a prompted family's
+    prompt options in ``options``, by option: ``eval_detector``), scored against its annotations; the report written
+    in ``out_dir``."""
     output_folder(out_dir, option="--out")
     skipped, warnings = {}, []
     if predictions is not None:
         metrics = evaluate_all(annotation_file(data), predictions, IOU_TYPES[model_type])
     elif model is not None and model_type in SINGLE_MODEL_FAMILIES:
         predictions = out_dir / "predictions.json"
-        run = run_and_score(model_type, model, target, data, predictions, progress)
+        run = run_and_score(model_type, model, target, data, predictions, progress, options)
         metrics, skipped = run.metrics, {"skipped_detections": run.predictions.skipped_count}
+        if family(model_type).text_prompt is not None:  # the phrases the model was prompted with
+            skipped["prompt"] = SEPARATOR.join(run.names)
         warnings = [note for note in (run.predictions.skipped_note(data),) if note]
     else:
         raise UsageError(
@@ -348,15 +428,23 @@ def compare_detections(
     data: Path | None,
     out_dir: Path,
     progress: Progress | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> CommandReport:
-    """`compare` for detection and pose: two (model, target) configurations over one COCO data set, their
-    predictions and metrics side by side; the report is saved in ``out_dir``."""
+    """`compare` for detection and pose: two (model, target) configurations over one COCO data set (a prompted
+    family's prompt options in ``options``: ``eval_detector``), their predictions and metrics side by side; the
+    report is saved in ``out_dir``."""
     if data is None:
         raise UsageError(f"{model_type} needs --data, the COCO data set both configurations run over")
     output_folder(out_dir, option="--out")
     runs = [
         run_and_score(
-            model_type, path, target, data, out_dir / f"predictions_{configuration_name(path, target)}.json", progress
+            model_type,
+            path,
+            target,
+            data,
+            out_dir / f"predictions_{configuration_name(path, target)}.json",
+            progress,
+            options,
         )
         for path, target in configurations
     ]
@@ -373,10 +461,18 @@ def evaluate_command(model_type: str, options: Mapping[str, Any]) -> CommandRepo
     """`eval` of detections: ``evaluate_detections`` with eval's options (by name)."""
     o = options
     return evaluate_detections(
-        model_type, o["data"], o["out_dir"], o["predictions"], o["model"], o["target"], o.get("progress")
+        model_type,
+        o["data"],
+        o["out_dir"],
+        o["predictions"],
+        o["model"],
+        o["target"],
+        o.get("progress"),
+        o.get("prompts"),
     )
 
 
 def compare_command(model_type: str, configurations: Sequence[tuple[Path, str]], options: Mapping[str, Any]):
     """`compare` of detections: ``compare_detections`` over compare's --data."""
-    return compare_detections(model_type, configurations, options["data"], options["out_dir"], options.get("progress"))
+    o = options
+    return compare_detections(model_type, configurations, o["data"], o["out_dir"], o.get("progress"), o.get("prompts"))

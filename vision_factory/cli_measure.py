@@ -77,6 +77,7 @@ def _prompt_options(model_type: str, given: dict) -> dict:
     option("--cameras", type=click.IntRange(min=2, max=MAX_CAMERAS),
            help="with --node: also N cameras of 1280x720 at 15 Hz through one node against N single-camera nodes "
            "(frames/s, latency per camera, memory), on onnx:cpu"),
+    prompt_options(prefix="--model-type: "),
     out_option("folder for bench.json and bench.png", "vision_factory_bench"),
     PROGRESS,
 )  # fmt: skip
@@ -92,10 +93,17 @@ def bench(**given: Any) -> None:
       vision-factory bench tracknet.onnx --model-type tracknet --node --runs 200
       vision-factory bench yolov8n.onnx --model-type yolo --node --backends onnx:cpu,openvino:CPU
       vision-factory bench yolov8n.onnx --model-type yolo --node --backends onnx:cpu --cameras 4
+      vision-factory bench grounding-dino.onnx --model-type open_vocab --prompt 'a person . a tie'
+      vision-factory bench sam/vision_encoder.onnx --model-type sam --decoder sam/prompt_encoder_mask_decoder.onnx
+
+    A prompted family's model runs on its prompt's inputs: open_vocab's text side (the prompt's encoding) is
+    timed apart from the image side (default prompt: 'a person . a tie'); sam's encoder apart from its decoder,
+    4 boxes a frame.
     """
     from .tools.bench import bench as run_bench
 
     with _reported():
+        given["prompts"] = given_prompt_options(given)
         _show(run_bench(**given, log=lambda text: _echo(text, err=True), progress=_progress_bars()))
 
 

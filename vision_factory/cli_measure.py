@@ -34,7 +34,7 @@ from .runtime.backends import BENCH_TARGETS
 from .tools.ball_eval import evaluate_tracking
 from .tools.mot import MODEL_TYPE as TRACK
 from .tools.quantize import BACKENDS as QUANTIZE_BACKENDS
-from .tools.quantize import METHODS, PRECISIONS, QUANTIZE_TYPES, TARGET_CPUS
+from .tools.quantize import METHODS, PRECISIONS, QUANTIZE_TYPES, REFUSED_TYPES, TARGET_CPUS
 from .tools.quantize import quantize as run_quantize
 
 # eval's model types: the families whose result kind it scores (ball CSVs, COCO detections), and MOTChallenge tracks.
@@ -246,7 +246,9 @@ def compare(
 
 @click.command()
 @options(
-    model_type_option(QUANTIZE_TYPES, required=True),
+    model_type_option((*QUANTIZE_TYPES, *REFUSED_TYPES),
+                      f"model family ({', '.join(REFUSED_TYPES)}: refused, saying why and what to check instead)",
+                      required=True),
     option("--model", type=FILE, required=True, help="FP32 ONNX model"),
     option("--calibration", type=ANY_PATH,
            help="int8: a folder of images, a video or a rosbag2 (its image topic), run through the family's "

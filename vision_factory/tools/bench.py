@@ -144,19 +144,10 @@ def measure(
     return result
 
 
-def _measure_in_worker(
-    model: Path,
-    target: str,
-    runs: int,
-    warmup: int,
-    model_type: str | None,
-    stride: int = 1,
-    prompts: dict | None = None,
-) -> BenchResult:
-    arguments = json.dumps([str(model), target, runs, warmup, model_type, stride, prompts])
-    done = subprocess.run(
-        [sys.executable, "-m", "vision_factory.tools.bench", arguments], capture_output=True, text=True
-    )
+def _measure_in_worker(model: Path, target: str, *arguments: Any) -> BenchResult:
+    """``measure(model, target, *arguments)`` in a fresh worker process (its arguments as JSON)."""
+    given = json.dumps([str(model), target, *arguments])
+    done = subprocess.run([sys.executable, "-m", "vision_factory.tools.bench", given], capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return BenchResult(target, False, reason=f"the bench worker failed: {last}")

@@ -30,8 +30,10 @@ from vision_factory.results.frame import FrameResult
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.backends import load_target
 from vision_factory.tools.bags import RawMessage, read_messages, write_image_bag, write_messages
-from vision_factory.tools.bench import run_bench
+from vision_factory.tools.bench import node_params, run_bench
+from vision_factory.tools.bench_prompted import BENCH_PROMPT, prompt_values
 from vision_factory.tools.coco_eval import eval_detector, evaluate_detections, predict_coco
+from vision_factory.tools.commands import UsageError
 from vision_factory.tools.evaluation import evaluation
 from vision_factory.tools.replay import replay
 
@@ -123,6 +125,21 @@ def test_bench_times_a_prompted_family_on_its_prompts_inputs(model_type, model, 
     (result,) = run_bench(model, "onnx:cpu", runs=2, warmup=0, model_type=model_type, prompts=prompts)
     assert result.available, result.reason
     assert result.p50_ms > 0 and result.pipeline[part] > 0 and result.pipeline["inference_ms"] > 0
+
+
+def test_bench_gives_the_node_its_prompt_and_tokenizer(tmp_path):
+    """bench --node's parameters of an open_vocab node: the prompt (bench's own unless --prompt) and --tokenizer."""
+    tokenizer = str(OPEN_VOCAB / "owl" / "tokenizer.json")
+    params, _ = node_params("open_vocab", OWLV2, 1, {}, prompt_values("open_vocab", {"--tokenizer": tokenizer}))
+    assert params == {"model_path": str(OWLV2), "prompt": BENCH_PROMPT, "tokenizer_path": tokenizer}
+    given = prompt_values("open_vocab", {"--prompt": "a cup", "--text-threshold": 0.3})
+    assert node_params("open_vocab", OWLV2, 1, {}, given)[0] == {
+        "model_path": str(OWLV2),
+        "prompt": "a cup",
+        "text_threshold": "0.3",
+    }
+    with pytest.raises(UsageError, match="yolo models take no decoder_path"):
+        prompt_values("yolo", {"--decoder": str(DECODER)})
 
 
 def test_the_prompted_tools_name_the_missing_tokenizer_and_decoder(tmp_path):

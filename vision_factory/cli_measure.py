@@ -77,7 +77,7 @@ def _prompt_options(model_type: str, given: dict) -> dict:
     option("--cameras", type=click.IntRange(min=2, max=MAX_CAMERAS),
            help="with --node: also N cameras of 1280x720 at 15 Hz through one node against N single-camera nodes "
            "(frames/s, latency per camera, memory), on onnx:cpu"),
-    prompt_options(prefix="--model-type: "),
+    prompt_options(prefix="with --model-type: "),
     out_option("folder for bench.json and bench.png", "vision_factory_bench"),
     PROGRESS,
 )  # fmt: skip
@@ -127,7 +127,7 @@ def bench(**given: Any) -> None:
     option("--inpaint-model", type=FILE,
            help="tracknet --model: InpaintNet model repairing its track, as the node's inpaint_model_path (the "
            "precision-recall curve stays TrackNet's)"),
-    prompt_options(prefix="--model: "),
+    prompt_options(prefix="with --model: "),
     out_option("folder for eval.json and eval.md (tracknet: also trajectory.png, pr_curve.png; a --model's "
                "detections: predictions.json)", "vision_factory_eval"),
     PROGRESS,

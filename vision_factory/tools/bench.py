@@ -275,8 +275,7 @@ def run_bench(
     if bench_prompted.prompted(model_type):  # its tokenizer or decoder found, its prompt taken, before any worker
         if node and family(model_type).boxes_prompt is not None:
             raise ValueError(f"{model_type}'s node segments another node's boxes: --node feeds none (use replay)")
-        runner = load_target("onnx:cpu", Path(model))
-        bench_prompted.prompted_detector(runner, Path(model), "onnx:cpu", model_type, prompts)
+        bench_prompted.check(Path(model), model_type, prompts)
     results = []
     with tempfile.TemporaryDirectory(prefix="vf_bench_") as scratch:
         work_dir = Path(scratch)

@@ -57,6 +57,12 @@ def prompted_detector(runner: Runner, model: Path, target: str, model_type: str,
     return spec.pipeline(spec.values_from_model(model, "bench", **values), loader(runner, model, target)).detector
 
 
+def check(model: Path, model_type: str, values: Mapping[str, Any]) -> None:
+    """The family's model built once on onnx:cpu with the prompt ``values`` (its tokenizer or decoder found, its
+    prompt taken) and let go: what is missing refused at once, before any worker runs."""
+    prompted_detector(load_target("onnx:cpu", model), model, "onnx:cpu", model_type, values)
+
+
 def _boxes(frame: np.ndarray) -> FrameResult:
     height, width = frame.shape[:2]
     quarters = [(x, y, x + width / 2, y + height / 2) for y in (0, height / 2) for x in (0, width / 2)]

@@ -258,7 +258,7 @@ def predict_coco(
     Images are looked up beside the annotation file, directly or under images/. Classes map to
     categories as ``category_ids`` says; detections of a class without one are counted, not kept.
     ``boxes``: the detector's family is prompted with boxes (sam), each image's truth boxes given to it
-    (``truth_boxes``) as its family gives another node's (BoxesPrompt.run), their class the category's.
+    (``truth_boxes``) as its family gives it another node's (BoxesPrompt.run), their class the category's.
     ``progress`` (progress.py): the images run, of the data set's.
     """
     annotations = annotation_file(data)
@@ -266,6 +266,7 @@ def predict_coco(
     names = [category["name"] for category in truth["categories"]] if boxes else list(detector.names)
     category_of = category_ids(names, truth["categories"])
     predictions = CocoPredictions([])
+    prompts = truth_boxes(truth) if boxes else {}
     for index, image in enumerate(counted(truth["images"], progress, f"{data.name}: images")):
         if not isinstance(_field(image, annotations, f"images[{index}]", "file_name"), str):
             raise _entry(annotations, f"images[{index}]", "'file_name' is not text")
@@ -279,26 +280,28 @@ def predict_coco(
         if boxes is None:
             result = detector.detect(frame)
         else:
-            result = boxes.run(detector, frame, FrameResult.of(frame, boxes=truth_boxes(truth, image["id"])))
+            result = boxes.run(detector, frame, FrameResult.of(frame, boxes=prompts[image["id"]]))
         found, skipped = coco_results(image["id"], result, category_of, iou_type == "keypoints")
         predictions.results += found
         predictions.skipped.update(skipped)
     return predictions
 
 
-def truth_boxes(truth: Mapping[str, Any], image_id: Any) -> Boxes:
-    """The boxes of image ``image_id``'s annotations (but crowds) in ``truth``, x1, y1, x2, y2, in their order: each
-    of its category's place among the categories as class id, the categories' names the class map."""
-    categories = [category["id"] for category in truth["categories"]]
-    rows = [
-        annotation
-        for annotation in truth["annotations"]
-        if annotation["image_id"] == image_id and not annotation["iscrowd"] and annotation["category_id"] in categories
-    ]
-    xyxy = np.array([[x, y, x + w, y + h] for x, y, w, h in (row["bbox"] for row in rows)], np.float64).reshape(-1, 4)
-    class_ids = [categories.index(row["category_id"]) for row in rows]
+def truth_boxes(truth: Mapping[str, Any]) -> dict[Any, Boxes]:
+    """Image id -> the boxes of its annotations (but crowds) in ``truth``, x1, y1, x2, y2, in their order: each of
+    its category's place among the categories as class id, the categories' names the class map."""
+    place = {category["id"]: index for index, category in enumerate(truth["categories"])}
     names = tuple(category["name"] for category in truth["categories"])
-    return Boxes.of(xyxy, np.ones(len(rows), np.float32), class_ids, names)
+    rows: dict[Any, list[dict]] = {image["id"]: [] for image in truth["images"]}
+    for annotation in truth["annotations"]:
+        if not annotation["iscrowd"] and annotation["category_id"] in place:
+            rows[annotation["image_id"]].append(annotation)
+    boxes = {}
+    for image_id, found in rows.items():
+        xyxy = np.array([[x, y, x + w, y + h] for x, y, w, h in (row["bbox"] for row in found)], np.float64)
+        class_ids = [place[row["category_id"]] for row in found]
+        boxes[image_id] = Boxes.of(xyxy.reshape(-1, 4), np.ones(len(found), np.float32), class_ids, names)
+    return boxes
 
 
 @dataclass

@@ -32,6 +32,7 @@ from .families.registry import FAMILIES, SINGLE_MODEL
 from .parameters import MAX_CAMERAS
 from .runtime.backends import BENCH_TARGETS
 from .tools.ball_eval import evaluate_tracking
+from .tools.eval_details import WORST_IMAGES
 from .tools.mot import MODEL_TYPE as TRACK
 from .tools.quantize import BACKENDS as QUANTIZE_BACKENDS
 from .tools.quantize import METHODS, PRECISIONS, QUANTIZE_TYPES, REFUSED_TYPES, TARGET_CPUS
@@ -128,8 +129,11 @@ def bench(**given: Any) -> None:
            help="tracknet --model: InpaintNet model repairing its track, as the node's inpaint_model_path (the "
            "precision-recall curve stays TrackNet's)"),
     prompt_options(prefix="with --model: "),
-    out_option("folder for eval.json and eval.md (tracknet: also trajectory.png, pr_curve.png; a --model's "
-               "detections: predictions.json)", "vision_factory_eval"),
+    option("--worst", type=click.IntRange(0, 100), default=WORST_IMAGES, show_default=True,
+           help="COCO detections and poses: the images with the most missed and false detections drawn into "
+           "OUT/worst_images/ (0: none)"),
+    out_option("folder for eval.json and eval.md (also pr_curve.png; tracknet: trajectory.png; COCO: worst_images/, "
+               "a --model's predictions.json)", "vision_factory_eval"),
     PROGRESS,
 )  # fmt: skip
 def evaluate_command(
@@ -145,6 +149,7 @@ def evaluate_command(
     tolerance: float,
     stride: int,
     inpaint_model: Path | None,
+    worst: int,
     out_dir: Path,
     **prompts: Any,
 ) -> None:
@@ -156,7 +161,9 @@ def evaluate_command(
 
     Detection and pose: a COCO results file (--predictions), or a yolo / yolo_pose / fasterrcnn
     --model run over the data set, scored against COCO annotations (--data: the JSON or a folder with
-    annotations.json and images/) with pycocotools: AP, AP50, AP75, AR100 (keypoints: OKS AP, AR20).
+    annotations.json and images/) with pycocotools: AP, AP50, AP75, AR100 (keypoints: OKS AP, AR20), the
+    same per class, a precision-recall curve per class (OUT/pr_curve.png) and the --worst images drawn, truth
+    dashed and detections solid (OUT/worst_images/).
 
     Tracks (--model-type track): a MOTChallenge tracks file against MOTChallenge ground truth: HOTA (DetA,
     AssA), MOTA, MOTP, IDF1, ID switches, mostly tracked / partially tracked / mostly lost.
@@ -183,7 +190,7 @@ def evaluate_command(
     options = {"data": data, "out_dir": out_dir, "predictions": predictions, "frame_size": frame_size, "model": model}
     options |= {"source": source, "target": target, "median_warmup": median_warmup, "tolerance": tolerance}
     options |= {"heatmap_threshold": heatmap_threshold, "stride": stride, "inpaint_model": inpaint_model}
-    options["progress"] = _progress_bars()
+    options |= {"worst": worst, "progress": _progress_bars()}
     with _reported():
         options["prompts"] = _prompt_options(model_type, prompts)
         if model_type == TRACK:

@@ -13,19 +13,20 @@ from typing import Any
 
 import numpy as np
 
-from ..families.prompts import SEPARATOR, BoxesPrompt, phrases
+from ..families.prompts import SEPARATOR, BoxesPrompt
 from ..families.registry import FAMILIES, SINGLE_MODEL_DETECTORS, family
 from ..files import output_folder, write_text
 from ..progress import Progress, counted
-from ..results.boxes import Boxes
-from ..results.coco import category_ids, coco_metrics, coco_results
+from ..results.coco import category_ids, coco_evaluation, coco_metrics, coco_results, evaluation_metrics
 from ..results.coco import differences as output_differences
 from ..results.frame import FrameResult
 from ..text import shown_path, untrusted
 from .coco_masks import image_size_problem, segmentation_problem
+from .coco_prompts import eval_detector, truth_boxes
 from .commands import CommandReport, UsageError
 from .compare import configuration_name, describe_comparison, metric_differences, save_comparison
-from .sources import read_image
+from .eval_details import WORST_IMAGES, Details, details
+from .sources import image_file, read_image
 
 # model family -> COCO iouType
 IOU_TYPES = {name: spec.result.iou_type for name, spec in FAMILIES.items() if spec.result and spec.result.iou_type}
@@ -196,11 +197,15 @@ def check_results(results: Any, path: Path, iou_type: str, truth: dict[str, Any]
     return results
 
 
+def _checked(truth_path: Path, results_path: Path, iou_type: str) -> tuple[dict[str, Any], list]:
+    """A COCO annotation file and a COCO results file of it, read and checked for ``iou_type``."""
+    truth = check_truth(_load_json(truth_path, "COCO annotations"), truth_path, iou_type)
+    return truth, check_results(_load_json(results_path, "COCO results"), results_path, iou_type, truth, truth_path)
+
+
 def evaluate_coco(truth_path: Path, results_path: Path, iou_type: str) -> dict[str, float]:
     """Metrics of a COCO results file (a list of detections) against a COCO annotation file (results/coco.py)."""
-    truth = check_truth(_load_json(truth_path, "COCO annotations"), truth_path, iou_type)
-    results = check_results(_load_json(results_path, "COCO results"), results_path, iou_type, truth, truth_path)
-    return coco_metrics(truth, results, iou_type)
+    return coco_metrics(*_checked(truth_path, results_path, iou_type), iou_type)
 
 
 def with_masks(results_path: Path) -> bool:
@@ -209,14 +214,28 @@ def with_masks(results_path: Path) -> bool:
     return isinstance(results, list) and bool(results) and isinstance(results[0], dict) and "segmentation" in results[0]
 
 
-def evaluate_all(truth_path: Path, results_path: Path, iou_type: str) -> dict[str, float]:
+@dataclass
+class Scoring:
+    metrics: dict[str, float]
+    truth: dict[str, Any]  # the COCO annotations, checked
+    evaluation: Any  # pycocotools' COCOeval for the family's iou_type (None without detections): eval_details.py
+
+
+def score_all(truth_path: Path, results_path: Path, iou_type: str) -> Scoring:
     """``evaluate_coco``'s metrics for ``iou_type`` and, when the results hold instance masks, the masks' (iouType
-    segm) as mask_AP, mask_AP50, mask_AP75, mask_AR100."""
-    metrics = evaluate_coco(truth_path, results_path, iou_type)
+    segm) as mask_AP, mask_AP50, mask_AP75, mask_AR100; with the evaluation they come from."""
+    truth, results = _checked(truth_path, results_path, iou_type)
+    evaluation = coco_evaluation(truth, results, iou_type)
+    metrics = evaluation_metrics(evaluation, iou_type)
     if iou_type == "bbox" and with_masks(results_path):
         masks = evaluate_coco(truth_path, results_path, "segm")
         metrics |= {f"mask_{name}": value for name, value in masks.items()}
-    return metrics
+    return Scoring(metrics, truth, evaluation)
+
+
+def evaluate_all(truth_path: Path, results_path: Path, iou_type: str) -> dict[str, float]:
+    """``score_all``'s metrics."""
+    return score_all(truth_path, results_path, iou_type).metrics
 
 
 def annotation_file(data: Path) -> Path:
@@ -270,8 +289,7 @@ def predict_coco(
     for index, image in enumerate(counted(truth["images"], progress, f"{data.name}: images")):
         if not isinstance(_field(image, annotations, f"images[{index}]", "file_name"), str):
             raise _entry(annotations, f"images[{index}]", "'file_name' is not text")
-        candidates = [annotations.parent / "images" / image["file_name"], annotations.parent / image["file_name"]]
-        path = next((p for p in candidates if p.is_file()), None)
+        path = image_file(annotations, image["file_name"])
         frame = read_image(path) if path else None
         if frame is None:
             raise ValueError(
@@ -287,23 +305,6 @@ def predict_coco(
     return predictions
 
 
-def truth_boxes(truth: Mapping[str, Any]) -> dict[Any, Boxes]:
-    """Image id -> the boxes of its annotations (but crowds) in ``truth``, x1, y1, x2, y2, in their order: each of
-    its category's place among the categories as class id, the categories' names the class map."""
-    place = {category["id"]: index for index, category in enumerate(truth["categories"])}
-    names = tuple(category["name"] for category in truth["categories"])
-    rows: dict[Any, list[dict]] = {image["id"]: [] for image in truth["images"]}
-    for annotation in truth["annotations"]:
-        if not annotation["iscrowd"] and annotation["category_id"] in place:
-            rows[annotation["image_id"]].append(annotation)
-    boxes = {}
-    for image_id, found in rows.items():
-        xyxy = np.array([[x, y, x + w, y + h] for x, y, w, h in (row["bbox"] for row in found)], np.float64)
-        class_ids = [place[row["category_id"]] for row in found]
-        boxes[image_id] = Boxes.of(xyxy.reshape(-1, 4), np.ones(len(found), np.float32), class_ids, names)
-    return boxes
-
-
 @dataclass
 class ScoredRun:
     predictions: CocoPredictions
@@ -312,42 +313,29 @@ class ScoredRun:
     names: list[str] = field(default_factory=list)  # the detector's class names (a prompted family's: its phrases)
 
 
-def category_prompt(categories: Sequence[Mapping[str, Any]], truth: Path) -> str:
-    """The text prompt of a data set's categories, each name a phrase (as open-vocabulary evaluations prompt), in
-    their order; a name that cannot be one phrase (empty, or holding the separator '.') is a UsageError naming it
-    and --prompt."""
-    for category in categories:
-        if phrases(category["name"]) != [category["name"]]:
-            raise UsageError(
-                f"category '{untrusted(category['name'], 80)}' of {shown_path(truth)} is not one phrase of a prompt "
-                "(empty, spaces around it, or a '.'): give --prompt with a phrase per category, in their order",
-                "--prompt",
-            )
-    return SEPARATOR.join(category["name"] for category in categories)
-
-
-def eval_detector(
-    model_type: str, model: Path, runner: Any, target: str, truth: Path, options: Mapping[str, Any] | None = None
-) -> Any:
-    """The ``model_type`` detector on ``runner`` (``model`` loaded on ``target``) at validation confidence (0.001);
-    a prompted family built as its node from the prompt options (tools/predict.py's PROMPTED; ``options``, by
-    option): a text prompt's family prompted with the categories of the annotation file ``truth`` unless --prompt
-    is given, its phrases mapping back to the categories by name (results/coco.py's category_ids)."""
+def run_model(
+    model_type: str,
+    model: Path,
+    target: str,
+    data: Path,
+    predictions: Path,
+    progress: Progress | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> tuple[CocoPredictions, str, list[str]]:
+    """A single-model detector family's ``model`` on ``target`` over the data set at validation confidence (0.001;
+    a prompted family's prompt options in ``options``: ``eval_detector``): its COCO results (also written to
+    ``predictions``), what it ran on and its class names (a prompted family's: its phrases)."""
     from ..runtime.backends import load_target
-    from .predict import PROMPTED, prompted_values, taken_options
 
-    spec = family(model_type)
-    options = dict(options or {})
-    if not spec.prompts:
-        taken_options(model_type, options, PROMPTED)  # none: refused, naming the option
-        return spec.detector(runner, confidence=0.001)
-    fixed = {}
-    if spec.text_prompt is not None:
-        fixed["confidence_threshold"] = 0.001  # a box prompt's mask is kept at any predicted IoU by default
-        if not options.get("--prompt"):
-            options["--prompt"] = category_prompt(_load_json(truth, "COCO annotations")["categories"], truth)
-    values = prompted_values(model_type, model, options, **fixed)
-    return spec.build(values, lambda path: runner if Path(path) == Path(model) else load_target(target, Path(path)))
+    if model_type not in SINGLE_MODEL_FAMILIES:
+        raise ValueError(f"{model_type} cannot run over a data set on its own: give its predictions instead")
+    truth_path = annotation_file(data)
+    truth = check_truth(_load_json(truth_path, "COCO annotations"), truth_path, IOU_TYPES[model_type])
+    runner = load_target(target, model)
+    detector = eval_detector(model_type, model, runner, target, truth, truth_path, options)
+    found = predict_coco(detector, data, IOU_TYPES[model_type], progress, family(model_type).boxes_prompt)
+    write_text(predictions, json.dumps(found.results), [model, data])
+    return found, runner.describe(), list(detector.names)
 
 
 def run_and_score(
@@ -359,35 +347,25 @@ def run_and_score(
     progress: Progress | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> ScoredRun:
-    """A single-model detector family's ``model`` on ``target`` over the data set at validation confidence (0.001;
-    a prompted family's prompt options in ``options``: ``eval_detector``): its COCO results (also written to
-    ``predictions``), their metrics, and what it ran on."""
-    from ..runtime.backends import load_target
-
-    if model_type not in SINGLE_MODEL_FAMILIES:
-        raise ValueError(f"{model_type} cannot run over a data set on its own: give its predictions instead")
-    truth = annotation_file(data)
-    check_truth(_load_json(truth, "COCO annotations"), truth, IOU_TYPES[model_type])
-    runner = load_target(target, model)
-    iou_type = IOU_TYPES[model_type]
-    detector = eval_detector(model_type, model, runner, target, truth, options)
-    found = predict_coco(detector, data, iou_type, progress, family(model_type).boxes_prompt)
-    write_text(predictions, json.dumps(found.results), [model, data])
-    return ScoredRun(found, evaluate_all(truth, predictions, iou_type), runner.describe(), list(detector.names))
+    """``run_model``'s COCO results, their metrics, what it ran on and its class names."""
+    found, runs_on, names = run_model(model_type, model, target, data, predictions, progress, options)
+    return ScoredRun(found, evaluate_all(annotation_file(data), predictions, IOU_TYPES[model_type]), runs_on, names)
 
 
-def write_report(out_dir: Path, record: dict[str, Any]) -> CommandReport:
-    """OUT/eval.json (``record``: model_type, data, predictions, metrics, ...) and OUT/eval.md, a table of the
-    metrics; shown: the table."""
+def write_report(out_dir: Path, record: dict[str, Any], details: Details | None = None) -> CommandReport:
+    """OUT/eval.json (``record``: model_type, data, predictions, metrics, ..., and ``details``' classes and worst
+    images) and OUT/eval.md, a table of the metrics then ``details``' sections; shown: the table, the files."""
+    details = details or Details()
     metrics = record["metrics"]
     files = {"json": out_dir / "eval.json", "markdown": out_dir / "eval.md"}
-    write_text(files["json"], json.dumps(record, indent=2) + "\n", [record["data"], record["predictions"]])
+    inputs = [record["data"], record["predictions"]]
+    write_text(files["json"], json.dumps(record | details.record, indent=2, default=str) + "\n", inputs)
     header = " | ".join(metrics)
     values = " | ".join(f"{value:.4f}" for value in metrics.values())
     table = f"| {header} |\n|{'---|' * len(metrics)}\n| {values} |\n"
     title = f"# {record['model_type']}: {record['predictions']}\n\nAgainst `{record['data']}` (pycocotools).\n\n"
-    write_text(files["markdown"], title + table, [record["data"], record["predictions"]])
-    return CommandReport(table, files)
+    write_text(files["markdown"], title + table + "\n".join(details.markdown) + "\n", inputs)
+    return CommandReport(table, files | details.files, details.warnings)
 
 
 def evaluate_detections(
@@ -398,30 +376,35 @@ def evaluate_detections(
     model: Path | None = None,
     target: str = "onnx:cpu",
     progress: Progress | None = None,
+    worst: int = WORST_IMAGES,
     options: Mapping[str, Any] | None = None,
 ) -> CommandReport:
     """`eval` for detection and pose: a COCO results file, or a ``model`` run over the data set (a prompted family's
     prompt options in ``options``, by option: ``eval_detector``), scored against its annotations; the report written
-    in ``out_dir``."""
+    in ``out_dir``: the metrics, a table per class, a precision-recall curve per class and the ``worst`` images drawn
+    (tools/eval_details.py)."""
     output_folder(out_dir, option="--out")
     skipped, warnings = {}, []
     if predictions is not None:
-        metrics = evaluate_all(annotation_file(data), predictions, IOU_TYPES[model_type])
+        pass
     elif model is not None and model_type in SINGLE_MODEL_FAMILIES:
         predictions = out_dir / "predictions.json"
-        run = run_and_score(model_type, model, target, data, predictions, progress, options)
-        metrics, skipped = run.metrics, {"skipped_detections": run.predictions.skipped_count}
+        found, _, names = run_model(model_type, model, target, data, predictions, progress, options)
+        skipped = {"skipped_detections": found.skipped_count}
         if family(model_type).text_prompt is not None:  # the phrases the model was prompted with
-            skipped["prompt"] = SEPARATOR.join(run.names)
-        warnings = [note for note in (run.predictions.skipped_note(data),) if note]
+            skipped["prompt"] = SEPARATOR.join(names)
+        warnings = [note for note in (found.skipped_note(data),) if note]
     else:
         raise UsageError(
             "give --predictions (a COCO results JSON), or --model for "
             f"{' / '.join(SINGLE_MODEL_FAMILIES)} to run it over --data"
         )
-    record = {"model_type": model_type, "data": str(data), "predictions": str(predictions), "metrics": metrics}
-    report = write_report(out_dir, record | skipped)
-    report.warnings = warnings
+    annotations = annotation_file(data)
+    scoring = score_all(annotations, predictions, IOU_TYPES[model_type])
+    shown = details(scoring.evaluation, annotations, out_dir, worst, [data, predictions, model])
+    record = {"model_type": model_type, "data": str(data), "predictions": str(predictions), "metrics": scoring.metrics}
+    report = write_report(out_dir, record | skipped, shown)
+    report.warnings = warnings + report.warnings
     return report
 
 
@@ -464,15 +447,9 @@ def evaluate_command(model_type: str, options: Mapping[str, Any]) -> CommandRepo
     """`eval` of detections: ``evaluate_detections`` with eval's options (by name)."""
     o = options
     return evaluate_detections(
-        model_type,
-        o["data"],
-        o["out_dir"],
-        o["predictions"],
-        o["model"],
-        o["target"],
-        o.get("progress"),
-        o.get("prompts"),
-    )
+        model_type, o["data"], o["out_dir"], o["predictions"], o["model"], o["target"], o.get("progress"),
+        o.get("worst", WORST_IMAGES), o.get("prompts"),
+    )  # fmt: skip
 
 
 def compare_command(model_type: str, configurations: Sequence[tuple[Path, str]], options: Mapping[str, Any]):

@@ -21,6 +21,7 @@ from ..families.registry import NODE_FAMILIES
 from ..files import check_folder, open_new, output_folder, write_text
 from ..parameters import kept_for_late_readers, ros_text
 from ..results import ResultKind
+from ..results.frame import write_results
 from ..ros import message_class
 from ..runtime.backends import BACKENDS
 from ..text import shown_path, untrusted
@@ -30,6 +31,7 @@ from .bags import (
     RawMessage,
     header_stamp,
     image_topic,
+    read_frames,
     read_messages,
     topics_of_type,
     write_messages,
@@ -43,8 +45,9 @@ from .replay_node import (
     wait_in_flight,
     wait_matched,
 )
-from .replay_outputs import NODE_TIMES, collect, collect_statuses, masks_recorded, wait_for_outputs, write_answers
+from .replay_outputs import NODE_TIMES, collect, collect_statuses, masks_recorded, node_results, wait_for_outputs
 from .replay_params import checked_overrides, node_parameters, params_file_values, refuse_owned, replay_node
+from .replay_pictures import SAVE_MAX, check_save, save_pictures
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,7 @@ class ReplayResult:
     node_status: dict[str, str] = field(default_factory=dict)
     node: str = ""  # the node's family (--node, or the one its model file is recognised as)
     files: dict[str, str] = field(default_factory=dict)  # every file and folder written into OUT, by role: its name
+    pictures: dict[str, Any] = field(default_factory=dict)  # --save: the folder, frames drawn (replay_pictures.py)
 
     def summary(self) -> dict:
         data = asdict(self)
@@ -181,6 +185,9 @@ def replay(
     warm_up: bool = False,
     diagnostics: bool = False,
     also: dict[str, str] | None = None,
+    save: Path | None = None,
+    save_every: int = 1,
+    save_max: int = SAVE_MAX,
 ) -> ReplayResult:
     """Play ``bag``'s image topic into a fresh ``node`` process and record its outputs.
 
@@ -206,6 +213,8 @@ def replay(
     ``diagnostics``: the node's own status on /diagnostics (its counts of frames in, answered, dropped,
     skipped) is read, the last one published after the bag's frames were answered, into ``node_status``. ``also``:
     more of the node's per-frame outputs to record (e.g. ``{"masks": "sensor_msgs/msg/Image"}``: verify's masks).
+    ``save``: a folder for the answered frames drawn, one every ``save_every``, at most ``save_max``
+    (replay_pictures.py).
     """
     import rclpy
     from rclpy.node import Node
@@ -220,6 +229,7 @@ def replay(
     out_dir = Path(out_dir)
     outputs = output_paths(out_dir, node)
     clear_earlier_run(out_dir, outputs, force)
+    check_save(save, force)
     output_folder(out_dir, option="--out")
     stamps = [header_stamp(message, bag, index) for index, message in enumerate(read_messages(bag, topic))]
     if len(set(stamps)) != len(stamps):
@@ -374,9 +384,10 @@ def replay(
     messages.sort(key=lambda message: message.timestamp_ns)
     output_bag = outputs["bag"]
     write_messages(output_bag, messages, storage)
-    written = write_answers(
-        spec.result, spec.main_output, outputs["answers"], received, recorded, bag, topic, frame_of, spec.measures
-    )
+    found = node_results(spec.result, spec.main_output, received, recorded, bag, topic, frame_of, spec.measures)
+    written = write_results(outputs["answers"], found, str(bag))
+    drawn = enumerate(read_frames(bag, topic))
+    pictures = save_pictures(save, drawn, found, save_every, save_max, [bag, params_file]) if save else {}
     latencies = [(done_frames[i] - sent_at[i]) / 1e6 for i in range(len(sent_at)) if i in done_frames]
     result = ReplayResult(
         frames_sent=len(sent_at),
@@ -396,6 +407,7 @@ def replay(
         node_status=node_status,
         node=node,
         files={role: path.name for role, path in outputs.items()},
+        pictures=pictures,
     )
     write_text(outputs["summary"], json.dumps(result.summary(), indent=2), [bag, params_file])
     return result

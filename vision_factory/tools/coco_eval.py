@@ -338,17 +338,10 @@ def run_model(
     return found, runner.describe(), list(detector.names)
 
 
-def run_and_score(
-    model_type: str,
-    model: Path,
-    target: str,
-    data: Path,
-    predictions: Path,
-    progress: Progress | None = None,
-    options: Mapping[str, Any] | None = None,
-) -> ScoredRun:
-    """``run_model``'s COCO results, their metrics, what it ran on and its class names."""
-    found, runs_on, names = run_model(model_type, model, target, data, predictions, progress, options)
+def run_and_score(model_type: str, model: Path, target: str, data: Path, predictions: Path, **given: Any) -> ScoredRun:
+    """``run_model``'s COCO results (``given``: its progress and options), their metrics, what it ran on and its
+    class names."""
+    found, runs_on, names = run_model(model_type, model, target, data, predictions, **given)
     return ScoredRun(found, evaluate_all(annotation_file(data), predictions, IOU_TYPES[model_type]), runs_on, names)
 
 
@@ -429,8 +422,8 @@ def compare_detections(
             target,
             data,
             out_dir / f"predictions_{configuration_name(path, target)}.json",
-            progress,
-            options,
+            progress=progress,
+            options=options,
         )
         for path, target in configurations
     ]

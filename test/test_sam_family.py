@@ -83,7 +83,7 @@ def test_the_decoder_is_found_beside_the_encoder(tmp_path):
         (tmp_path / decoder).write_bytes(b"")
         assert decoder_beside(str(tmp_path / encoder)) == str(tmp_path / decoder)
     assert decoder_beside(str(tmp_path / "a.onnx"), "given.onnx") == "given.onnx"
-    with pytest.raises(ValueError, match="no .*other-decoder.onnx.*set decoder_path"):
+    with pytest.raises(ValueError, match=r"no .*other-decoder.onnx.*the decoder_path parameter, --decoder\)"):
         decoder_beside(str(tmp_path / "other-encoder.onnx"))
     with pytest.raises(ValueError, match="its name says no 'encoder'"):
         decoder_beside(str(tmp_path / "sam.onnx"))

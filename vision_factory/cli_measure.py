@@ -15,11 +15,13 @@ from .cli_support import (
     FOLDER,
     PROGRESS,
     STRIDE,
+    given_prompt_options,
     model_type_option,
     option,
     options,
     out_option,
     parameter_option,
+    prompt_options,
     tool_option,
 )
 from .cli_support import echo as _echo
@@ -33,7 +35,7 @@ from .tools.ball_eval import evaluate_tracking
 from .tools.eval_details import WORST_IMAGES
 from .tools.mot import MODEL_TYPE as TRACK
 from .tools.quantize import BACKENDS as QUANTIZE_BACKENDS
-from .tools.quantize import METHODS, PRECISIONS, QUANTIZE_TYPES, TARGET_CPUS
+from .tools.quantize import METHODS, PRECISIONS, QUANTIZE_TYPES, REFUSED_TYPES, TARGET_CPUS
 from .tools.quantize import quantize as run_quantize
 
 # eval's model types: the families whose result kind it scores (ball CSVs, COCO detections), and MOTChallenge tracks.
@@ -44,6 +46,20 @@ _LOSSES = {FAMILIES[name].accuracy_loss: [] for name in QUANTIZE_TYPES}  # each 
 for _name in QUANTIZE_TYPES:
     _LOSSES[FAMILIES[_name].accuracy_loss].append(_name)
 MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}" for loss, names in _LOSSES.items())
+
+
+def _prompt_options(model_type: str, given: dict) -> dict:
+    """The prompt options given (cli_support.py's prompt_options), by option; one the family has no parameter for
+    refused, naming it (a UsageError)."""
+    from .tools.commands import UsageError
+    from .tools.predict import PROMPTED, taken_options
+
+    prompts = given_prompt_options(given)
+    if model_type in FAMILIES:
+        taken_options(model_type, prompts, PROMPTED)
+    elif any(value is not None for value in prompts.values()):
+        raise UsageError(f"{model_type} takes no prompt options")
+    return prompts
 
 
 @click.command()
@@ -62,6 +78,7 @@ MAX_LOSS_DEFAULT = "; ".join(f"{', '.join(names)}: {loss.what} {loss.default:g}"
     option("--cameras", type=click.IntRange(min=2, max=MAX_CAMERAS),
            help="with --node: also N cameras of 1280x720 at 15 Hz through one node against N single-camera nodes "
            "(frames/s, latency per camera, memory), on onnx:cpu"),
+    prompt_options(prefix="with --model-type: "),
     out_option("folder for bench.json and bench.png", "vision_factory_bench"),
     PROGRESS,
 )  # fmt: skip
@@ -77,10 +94,17 @@ def bench(**given: Any) -> None:
       vision-factory bench tracknet.onnx --model-type tracknet --node --runs 200
       vision-factory bench yolov8n.onnx --model-type yolo --node --backends onnx:cpu,openvino:CPU
       vision-factory bench yolov8n.onnx --model-type yolo --node --backends onnx:cpu --cameras 4
+      vision-factory bench grounding-dino.onnx --model-type open_vocab --prompt 'a person . a tie'
+      vision-factory bench sam/vision_encoder.onnx --model-type sam --decoder sam/prompt_encoder_mask_decoder.onnx
+
+    A prompted family's model runs on its prompt's inputs: open_vocab's text side (the prompt's encoding) is
+    timed apart from the image side (default prompt: 'a person . a tie'); sam's encoder apart from its decoder,
+    4 boxes a frame.
     """
     from .tools.bench import bench as run_bench
 
     with _reported():
+        given["prompts"] = given_prompt_options(given)
         _show(run_bench(**given, log=lambda text: _echo(text, err=True), progress=_progress_bars()))
 
 
@@ -104,6 +128,7 @@ def bench(**given: Any) -> None:
     option("--inpaint-model", type=FILE,
            help="tracknet --model: InpaintNet model repairing its track, as the node's inpaint_model_path (the "
            "precision-recall curve stays TrackNet's)"),
+    prompt_options(prefix="with --model: "),
     option("--worst", type=click.IntRange(0, 100), default=WORST_IMAGES, show_default=True,
            help="COCO detections and poses: the images with the most missed and false detections drawn into "
            "OUT/worst_images/ (0: none)"),
@@ -126,6 +151,7 @@ def evaluate_command(
     inpaint_model: Path | None,
     worst: int,
     out_dir: Path,
+    **prompts: Any,
 ) -> None:
     """Score ball tracking with TrackNet's metrics: accuracy, precision, recall, F1 (TP/FP1/FP2/FN/TN).
 
@@ -142,6 +168,10 @@ def evaluate_command(
     Tracks (--model-type track): a MOTChallenge tracks file against MOTChallenge ground truth: HOTA (DetA,
     AssA), MOTA, MOTP, IDF1, ID switches, mostly tracked / partially tracked / mostly lost.
 
+    Open-vocabulary detection (open_vocab --model): prompted with the data set's category names, a phrase
+    each, unless --prompt is given; each detection's phrase maps back to the category of that name (a
+    prompt naming no category: its phrases to the categories in order).
+
     Depth: the maps predict --save wrote (--predictions FOLDER) against truth maps of the same names
     (--data FOLDER of .npy in metres): AbsRel, RMSE and delta1 (max(p/t, t/p) < 1.25) over the pixels
     with truth, per image, then averaged over the images.
@@ -151,6 +181,7 @@ def evaluate_command(
       vision-factory eval --model-type tracknet --data truth.csv --predictions ball.csv --frame-size 1280x720
       vision-factory eval --model-type tracknet --data truth.csv --model TrackNet.onnx --source rally.mp4
       vision-factory eval --model-type yolo --data instances_val.json --predictions results.json
+      vision-factory eval --model-type open_vocab --data coco_val/ --model grounding-dino.onnx
       vision-factory eval --model-type track --data MOT17-02/gt/gt.txt --predictions runs/tracks.txt
     """
     from .tools.evaluation import evaluation
@@ -161,6 +192,7 @@ def evaluate_command(
     options |= {"heatmap_threshold": heatmap_threshold, "stride": stride, "inpaint_model": inpaint_model}
     options |= {"worst": worst, "progress": _progress_bars()}
     with _reported():
+        options["prompts"] = _prompt_options(model_type, prompts)
         if model_type == TRACK:
             _show(evaluate_tracks(data, predictions, out_dir))
         else:  # the family's result kind scores it (tools/evaluation.py)
@@ -179,6 +211,7 @@ def evaluate_command(
            help="tracknet: truth CSV, for metric differences; yolo: the COCO data set both run over (JSON or folder)"),
     parameter_option("median_warmup"),
     parameter_option("heatmap_threshold"),
+    prompt_options(),
     option("--out", "out_dir", type=FOLDER, default=Path("vision_factory_compare")),
     PROGRESS,
 )  # fmt: skip
@@ -193,6 +226,7 @@ def compare(
     median_warmup: int,
     heatmap_threshold: float,
     out_dir: Path,
+    **prompts: Any,
 ) -> None:
     """Run one source through two configurations and report how their results differ.
 
@@ -213,12 +247,15 @@ def compare(
     from .tools.evaluation import evaluation
 
     with _reported():  # the family's result kind compares it (tools/evaluation.py)
+        options["prompts"] = _prompt_options(model_type, prompts)
         _show(evaluation(FAMILIES[model_type].result).compare(model_type, configurations, options))
 
 
 @click.command()
 @options(
-    model_type_option(QUANTIZE_TYPES, required=True),
+    model_type_option((*QUANTIZE_TYPES, *REFUSED_TYPES),
+                      f"model family ({', '.join(REFUSED_TYPES)}: refused, saying why and what to check instead)",
+                      required=True),
     option("--model", type=FILE, required=True, help="FP32 ONNX model"),
     option("--calibration", type=ANY_PATH,
            help="int8: a folder of images, a video or a rosbag2 (its image topic), run through the family's "

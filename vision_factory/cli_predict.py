@@ -18,12 +18,14 @@ from .cli_support import (
     FOLDER,
     FORMAT,
     PROGRESS,
+    PROMPT_OPTIONS,
     force_option,
     model_type_option,
     option,
     options,
     out_option,
     parameter_option,
+    prompt_options,
 )
 from .cli_support import echo as _echo
 from .cli_support import progress_bars as _progress_bars
@@ -52,12 +54,7 @@ DETECTOR_OPTIONS = (
     ("--label-offset", int, "fasterrcnn: the label of class 0 (default 1: 0 is the background)", None),
     ("--score-function", click.Choice(["auto", "sigmoid", "softmax"]), "detr logits + pred_boxes models: sigmoid "
      "(RT-DETR, D-FINE) or softmax (DETR)  [default: auto, as the model says]", None),
-    ("--prompt", str, "a text prompt, for a family that takes one: phrases separated by ' . ' (e.g. 'a cat . a dog')",
-     None),
-    ("--tokenizer", click.Path(exists=True, dir_okay=False), "open_vocab: the export's own tokenizer.json (or "
-     "vocab.txt)  [default: the one beside the model]", None),
-    ("--text-threshold", float, "open_vocab, Grounding DINO: a detection none of whose phrase's tokens scores above "
-     "this is dropped  [default: the nodes']", None),
+    *((flag, kind, help_text, None) for flag, kind, help_text in PROMPT_OPTIONS if flag != "--decoder"),
 )  # fmt: skip
 
 
@@ -103,7 +100,7 @@ def _given_detector_options(values: dict) -> dict:
     option("--detector-type", type=click.Choice(list(SINGLE_MODEL_DETECTORS)), default="yolo", show_default=True,
            help="rtmpose: the person detector's family"),
     option("--person-class", help="rtmpose: the detector's person class, name or id (default: 'person', else all)"),
-    option("--decoder", type=FILE, help="sam: the prompt decoder  [default: the one beside the --model encoder]"),
+    prompt_options("--decoder"),
     option("--boxes", help="sam: boxes to segment on every frame, x1,y1,x2,y2;... (frame pixels)"),
     option("--points", help="sam: point prompts, x,y,label;... (label 1 on the object, 0 off it; a prompt's "
            "several points joined by +: x,y,1+x,y,0)"),
@@ -142,7 +139,8 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
     from .tools.predict import predict as run_predict
 
     options = {**_given_detector_options(given), "--person-class": person_class}
-    options.update({flag: given[flag[2:]] for flag in ("--decoder", "--boxes", "--points")})
+    options.update({flag: given[flag[2:]] for flag in ("--boxes", "--points")})
+    options["--decoder"] = given["decoder_path"]
     options.update({flag: given[name] for flag, name in MAPPING.items()})
     detector_model, json_lines = given["detector_model"], given["output_format"] == "json"
     with _reported():

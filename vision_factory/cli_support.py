@@ -36,8 +36,42 @@ BACKEND = option(
 )
 BAG_TOPIC = option("--topic", help="image topic in the bag (needed when it has several)")
 PARAM = option("-p", "--param", "params", multiple=True, metavar="NAME:=VALUE", help="node parameter, repeatable")
-# A node's text prompt (families/prompts.py), for a family that takes one: replay's and verify's -p prompt:=TEXT.
-PROMPT = option("--prompt", help="the node's text prompt, for a family that takes one: phrases separated by ' . '")
+# A prompted family's options (families/prompts.py): (option, click type, help); each sets the node parameter
+# tools/predict.py's PROMPTED names. predict and track take them with the detector's options, eval, compare, bench
+# and quantize as ``prompt_options``; replay and verify take the prompt (PROMPT) and the others as -p NAME:=VALUE.
+PROMPT_OPTIONS = (
+    ("--prompt", str, "a text prompt, for a family that takes one: phrases separated by ' . ' (e.g. 'a cat . a dog')"),
+    ("--tokenizer", click.Path(exists=True, dir_okay=False), "open_vocab: the export's own tokenizer.json (or "
+     "vocab.txt)  [default: the one beside the model]"),
+    ("--text-threshold", float, "open_vocab, Grounding DINO: a detection none of whose phrase's tokens scores above "
+     "this is dropped  [default: the nodes']"),
+    ("--decoder", FILE, "sam: the prompt decoder  [default: the one beside the --model encoder]"),
+)  # fmt: skip
+# A node's text prompt, for a family that takes one: replay's and verify's -p prompt:=TEXT.
+PROMPT = option("--prompt", help=PROMPT_OPTIONS[0][2])
+
+
+def prompt_options(*flags: str, prefix: str = "") -> Callable:
+    """PROMPT_OPTIONS (those of ``flags``, or all), each passed to the command under its node parameter's name
+    (tools/predict.py's PROMPTED; None: not given), its help after ``prefix``."""
+    from .tools.predict import PROMPTED
+
+    return options(
+        *(
+            option(flag, PROMPTED[flag], type=kind, help=prefix + text)
+            for flag, kind, text in PROMPT_OPTIONS
+            if not flags or flag in flags
+        )
+    )
+
+
+def given_prompt_options(given: dict) -> dict:
+    """The PROMPT_OPTIONS values ``prompt_options`` passed (taken out of ``given``), by option."""
+    from .tools.predict import PROMPTED
+
+    return {flag: given.pop(name, None) for flag, name in PROMPTED.items()}
+
+
 # replay's and verify's several cameras through one node, read by tools/replay_cameras.py's parse_cameras for both.
 CAMERAS = option(
     "--camera",

@@ -201,6 +201,9 @@ class Family:
     # ("": nothing; tracknet: the video of its truth CSV)
     accuracy_loss: AccuracyLoss | None = None
     compares_over: str = ""
+    # Why `quantize` refuses its models at once, the check to use instead ("": not refused by name; quantize takes a
+    # family with an accuracy_loss)
+    not_quantized: str = ""
     # The prompts it takes besides images (families/prompts.py): a TextPrompt (its node parameter, added to
     # ``parameters`` here, and the node's ~/set_prompt service and ~/prompt topic), a BoxesPrompt (another node's
     # boxes, its node's paired input); (): none

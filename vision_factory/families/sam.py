@@ -117,4 +117,7 @@ FAMILY = Family(
             ids=True,
         ),
     ),
+    not_quantized="an encoder's loss is in the masks its decoder makes of it (prompted by boxes), which quantize does "
+    "not measure; check an INT8 encoder made elsewhere with compare --model-type sam --model FP32.onnx --model-b "
+    "INT8.onnx --b onnx:cpu --decoder DECODER.onnx --data COCO (mask AP, prompted with the truth's boxes)",
 )

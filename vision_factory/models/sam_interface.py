@@ -238,6 +238,6 @@ def decoder_beside(encoder: str, given: str = "", parameter: str = "decoder_path
         return found
     looked = f"no {untrusted(candidates[0], 200)}" if candidates else "its name says no 'encoder'"
     raise ValueError(
-        f"{parameter} is empty and no prompt decoder is beside encoder {untrusted(encoder, 200)} ({looked}): set "
-        f"{parameter} to the decoder exported with this encoder"
+        f"{parameter} is empty and no prompt decoder is beside encoder {untrusted(encoder, 200)} ({looked}): give "
+        f"the decoder exported with this encoder (the {parameter} parameter, --decoder)"
     )

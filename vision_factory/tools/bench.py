@@ -27,7 +27,17 @@ from ..runtime.backends import load_target, parse_targets
 from ..runtime.providers import ProviderUnavailable
 from ..runtime.runner import fixed_dim
 from ..text import shown_path
+from . import bench_prompted
 from .bags import write_image_bag
+from .bench_pipelines import (
+    detection_frame,
+    detection_pipeline,
+    map_feeds,
+    map_pipeline,
+    maps,
+    stream_pipeline,
+    stride_values,
+)
 from .commands import CommandReport
 from .synthetic import BallClip
 
@@ -85,126 +95,26 @@ def _random_feeds(runner) -> dict[str, np.ndarray]:
     return feeds
 
 
-def _detection_frame() -> np.ndarray:
-    """The frame detectors are timed on: a photo of a person, resized to 1280x720."""
-    import cv2
-    import matplotlib.cbook
-
-    photo = cv2.imread(str(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)))
-    return cv2.resize(photo, (1280, 720))
-
-
-def _detection_pipeline(runner, model: Path, model_type: str, frames: int) -> dict[str, float]:
-    """Pre-processing, inference and decoding per 1280x720 frame (a photo, resized): yolo, yolo_pose, fasterrcnn;
-    the detector of the node's pipeline (families/pipeline.py) with the node's parameter defaults."""
-    spec = family(model_type)
-    detector = spec.pipeline(spec.values_from_model(model, "bench"), lambda path: runner).detector
-    frame = _detection_frame()
-    stages = {"preprocess_ms": [], "inference_ms": [], "postprocess_ms": []}
-    masks = bool(getattr(detector, "mask_channels", 0))  # a segmentation model: post-processing split in two
-    parts: dict[str, list[float]] = {"decode_ms": [], "masks_ms": []}
-    for _ in range(frames):
-        times = [time.perf_counter()]
-        tensor, fit = detector.preprocess(frame)
-        times.append(time.perf_counter())
-        output = detector.infer(tensor)
-        times.append(time.perf_counter())
-        detector.masks_s = 0.0
-        detector.decode(output, fit)
-        times.append(time.perf_counter())
-        for name, start, end in zip(stages, times, times[1:]):
-            stages[name].append(end - start)
-        if masks:
-            parts["masks_ms"].append(detector.masks_s)
-            parts["decode_ms"].append(times[-1] - times[-2] - detector.masks_s)
-    split = {name: 1000 * float(np.median(values)) for name, values in stages.items()}
-    split |= {name: 1000 * float(np.median(values)) for name, values in parts.items() if values}
-    head = getattr(detector, "head", None)
-    return {
-        "frame_size": "1280x720",
-        **({"head": head} if head else {}),
-        **split,
-        "fps": 1000.0 / sum(split[name] for name in stages),
-    }
-
-
-def _maps(model_type: str | None) -> bool:
-    """Whether the family's result is a dense map (results/dense.py: depth): its model of dynamic size is timed on
-    the input its pipeline makes of a 1280x720 frame."""
-    return model_type is not None and family(model_type).result.name == "dense"
-
-
-def _map_estimator(runner, model: Path, model_type: str):
-    """The dense model of the family's pipeline (families/frame_pipeline.py's SingleFrame)."""
-    spec = family(model_type)
-    return spec.pipeline(spec.values_from_model(model, "bench"), lambda path: runner).model
-
-
-def _map_feeds(runner, model: Path, model_type: str) -> dict[str, np.ndarray]:
-    """The input a dense family's pipeline makes of the 1280x720 frame (its processor's size for it)."""
-    estimator = _map_estimator(runner, model, model_type)
-    return {estimator.input.name: estimator.prepare(_detection_frame())}
-
-
-def _map_pipeline(runner, model: Path, model_type: str, frames: int) -> dict[str, float]:
-    """Pre-processing, inference and the map back at the frame's size per 1280x720 frame: the node's pipeline with
-    the node's parameter defaults (and the values the model file records)."""
-    estimator = _map_estimator(runner, model, model_type)
-    frame = _detection_frame()
-    stages = {"preprocess_ms": [], "inference_ms": [], "postprocess_ms": []}
-    for _ in range(frames):
-        times = [time.perf_counter()]
-        tensor = estimator.prepare(frame)
-        times.append(time.perf_counter())
-        depth = estimator.raw(tensor)
-        times.append(time.perf_counter())
-        estimator.finish(depth, *frame.shape[:2])
-        times.append(time.perf_counter())
-        for name, start, end in zip(stages, times, times[1:]):
-            stages[name].append(end - start)
-    split = {name: 1000 * float(np.median(values)) for name, values in stages.items()}
-    return {"frame_size": "1280x720", "input": list(tensor.shape), **split, "fps": 1000.0 / sum(split.values())}
-
-
-def _stream_pipeline(
-    runner, model: Path, model_type: str, frames: int, stride: int = 1
-) -> tuple[list[float], dict[str, float]]:
-    """Per-frame latency of a streamed family's whole node pipeline (families/pipeline.py: tracknet's BallStream,
-    with the values its model file records and the node's defaults) on synthetic 1280x720 frames (the model once
-    every ``stride`` frames), and its stage split."""
-    spec = family(model_type)
-    values = spec.values_from_model(model, "bench", **_stride(stride))
-    stream = spec.pipeline(values, lambda path: runner)
-    warmup = values["median_warmup"]
-    clip = BallClip(num_frames=frames + warmup, width=1280, height=720)
-    latencies = []
-    for index, frame in enumerate(clip.frames()):
-        start = time.perf_counter()
-        stream.push(frame, index)
-        if index >= warmup + values["seq_len"]:  # after the median warm-up and the first full window
-            latencies.append(1000 * (time.perf_counter() - start))
-    stats = stream.stats
-    per_frame = lambda seconds: 1000 * seconds / max(1, stats.push_calls)
-    split = {
-        "frame_size": f"{clip.width}x{clip.height}",
-        "preprocess_ms": per_frame(stats.preprocess_s),
-        "inference_ms": per_frame(stats.inference_s),
-        "postprocess_ms": per_frame(stats.postprocess_s),
-        "fps": 1000.0 / float(np.mean(latencies)),
-        "stride": stride,
-        "frames": stats.push_calls,  # the median warm-up's included
-        "model_runs": stats.inference_calls,
-    }
-    return latencies, split
-
-
-def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | None, stride: int = 1) -> BenchResult:
-    """Load, first run, then ``runs`` timed runs after ``warmup``; in this process (a bench worker)."""
+def measure(
+    model: Path,
+    target: str,
+    runs: int,
+    warmup: int,
+    model_type: str | None,
+    stride: int = 1,
+    prompts: dict | None = None,
+) -> BenchResult:
+    """Load, first run, then ``runs`` timed runs after ``warmup``; in this process (a bench worker). ``prompts``: a
+    prompted family's prompt parameter values (tools/bench_prompted.py's prompt_values)."""
     start = time.perf_counter()
     try:
         runner = load_target(target, model)
         load_ms = 1000 * (time.perf_counter() - start)
-        feeds = _map_feeds(runner, model, model_type) if _maps(model_type) else _random_feeds(runner)
+        if bench_prompted.prompted(model_type):  # the model on its prompt's inputs, its other files loaded
+            detector = bench_prompted.prompted_detector(runner, model, target, model_type, prompts or {})
+            feeds = bench_prompted.prompted_feeds(detector, model_type, detection_frame())
+        else:
+            feeds = map_feeds(runner, model, model_type) if maps(model_type) else _random_feeds(runner)
     except ProviderUnavailable as exc:  # its own fix names the node's parameter; bench has options instead
         fix = "install the matching onnxruntime package (onnxruntime-gpu for CUDA and TensorRT)"
         return BenchResult(target, False, reason=f"{exc.problem}; {fix}, or leave {target} out of --backends")
@@ -223,32 +133,26 @@ def measure(model: Path, target: str, runs: int, warmup: int, model_type: str | 
     for name, value in _percentile_summary(result.latencies_ms).items():
         setattr(result, name, value)
     if model_type is not None and _streamed(model_type):
-        _, result.pipeline = _stream_pipeline(runner, model, model_type, runs, stride)
-    elif _maps(model_type):
-        result.pipeline = _map_pipeline(runner, model, model_type, runs)
+        _, result.pipeline = stream_pipeline(runner, model, model_type, runs, stride)
+    elif maps(model_type):
+        result.pipeline = map_pipeline(runner, model, model_type, runs)
+    elif bench_prompted.prompted(model_type):
+        result.pipeline = bench_prompted.prompted_pipeline(detector, model_type, detection_frame(), runs)
     elif model_type is not None:
-        result.pipeline = _detection_pipeline(runner, model, model_type, runs)
+        result.pipeline = detection_pipeline(runner, model, model_type, runs)
     result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
 
 
-def _measure_in_worker(
-    model: Path, target: str, runs: int, warmup: int, model_type: str | None, stride: int = 1
-) -> BenchResult:
-    arguments = json.dumps([str(model), target, runs, warmup, model_type, stride])
-    done = subprocess.run(
-        [sys.executable, "-m", "vision_factory.tools.bench", arguments], capture_output=True, text=True
-    )
+def _measure_in_worker(model: Path, target: str, *arguments: Any) -> BenchResult:
+    """``measure(model, target, *arguments)`` in a fresh worker process (its arguments as JSON)."""
+    given = json.dumps([str(model), target, *arguments])
+    done = subprocess.run([sys.executable, "-m", "vision_factory.tools.bench", given], capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return BenchResult(target, False, reason=f"the bench worker failed: {last}")
     data = json.loads(done.stdout.strip().splitlines()[-1])
     return BenchResult(**data)
-
-
-def _stride(stride: int) -> dict[str, int]:
-    """The node parameter of a --stride (only a family whose model runs over windows has it)."""
-    return {"stride": stride} if stride != 1 else {}
 
 
 def _streamed(model_type: str) -> bool:
@@ -262,12 +166,12 @@ def _node_frames(model_type: str, count: int):
     detectors' photo and its mirror image in turn."""
     if _streamed(model_type):
         return BallClip(num_frames=count, width=1280, height=720).frames()
-    frame = _detection_frame()
+    frame = detection_frame()
     return (frame if index % 2 == 0 else frame[:, ::-1].copy() for index in range(count))
 
 
 def _node(
-    model: Path, result: BenchResult, bag: Path, work_dir: Path, stride: int, model_type: str
+    model: Path, result: BenchResult, bag: Path, work_dir: Path, stride: int, model_type: str, prompts: dict
 ) -> dict[str, float]:
     """The ``model_type`` node on this target, fed over DDS by a replay, against the raw runtime.
 
@@ -291,7 +195,7 @@ def _node(
             f"from {package}.{module} import main; sys.exit(main())",
         ]
 
-    params, held_back = node_params(model_type, model, stride, target.settings)
+    params, held_back = node_params(model_type, model, stride, target.settings, prompts)
     out = work_dir / f"node_{result.target.replace(':', '_')}_stride{stride}"
     replayed = replay(bag, out, node=model_type, params=params, executable=executable)
     steady_fps = replayed.steady_fps(held_back=held_back)
@@ -308,21 +212,24 @@ def _node(
 
 
 def _cameras(
-    model: Path, model_type: str, stride: int, cameras: int, seconds: float, rate: float, work_dir: Path
+    model: Path, model_type: str, stride: int, cameras: int, seconds: float, rate: float, work_dir: Path, prompts: dict
 ) -> dict[str, Any]:
     """--cameras: one node of ``cameras`` cameras against as many single-camera nodes (tools/bench_cameras.py)."""
     from .bench_cameras import cameras_vs_nodes
 
-    params, _ = node_params(model_type, model, stride, {})
+    params, _ = node_params(model_type, model, stride, {}, prompts)
     frame = next(iter(_node_frames(model_type, 1)))
     return cameras_vs_nodes(model_type, params, frame, cameras, seconds, rate, work_dir / "cameras")
 
 
-def node_params(model_type: str, model: Path, stride: int, settings: dict[str, str]) -> tuple[dict[str, str], int]:
-    """The ``model_type`` node's parameters for ``model`` (those its model file and ``stride`` set apart from the
-    node's defaults, and the target's ``settings``), and the frames it holds back until the stream ends."""
+def node_params(
+    model_type: str, model: Path, stride: int, settings: dict[str, str], prompts: dict | None = None
+) -> tuple[dict[str, str], int]:
+    """The ``model_type`` node's parameters for ``model`` (those its model file, ``stride`` and the ``prompts``
+    values set apart from the node's defaults, and the target's ``settings``), and the frames it holds back until
+    the stream ends."""
     spec = family(model_type)
-    values = spec.values_from_model(model, "bench", **_stride(stride))
+    values = spec.values_from_model(model, "bench", **stride_values(stride), **(prompts or {}))
     defaults = {parameter.name: parameter.default for parameter in spec.parameters}
     params = {name: str(value) for name, value in values.items() if value != defaults[name]}
     return {spec.model_parameter: str(model), **params, **settings}, spec.held_back(values)
@@ -341,12 +248,14 @@ def run_bench(
     camera_seconds: float = 15.0,
     camera_rate: float = 15.0,
     progress: Progress | None = None,
+    prompts: dict | None = None,
 ) -> list[BenchResult]:
     """Every target measured in its own worker; with ``node``, also the ROS node for each onnx target.
     ``stride``: tracknet's, the model once every ``stride`` frames in the pipeline and the node. ``cameras`` over 1
     (with ``node``): also one node serving that many cameras against as many single-camera nodes, each camera fed
     ``camera_rate`` frames/s for ``camera_seconds`` (tools/bench_cameras.py), on ONNX Runtime's CPU target.
-    ``log`` gets a line as each measure begins, ``progress`` (progress.py) the backends measured."""
+    ``log`` gets a line as each measure begins, ``progress`` (progress.py) the backends measured. ``prompts``: a
+    prompted family's prompt options (tools/predict.py's PROMPTED, by option), checked here at once on onnx:cpu."""
     if not Path(model).is_file():
         raise ValueError(f"model file not found: {shown_path(model)}")
     if model_type is not None and model_type not in MODEL_TYPES:
@@ -362,6 +271,11 @@ def run_bench(
                 f"--stride needs --model-type {' or '.join(windowed)} (the family whose model runs over windows)"
             )
         family(model_type).values_from_model(Path(model), "bench", stride=stride)  # checks the stride
+    prompts = bench_prompted.prompt_values(model_type, prompts)
+    if bench_prompted.prompted(model_type):  # its tokenizer or decoder found, its prompt taken, before any worker
+        if node and family(model_type).boxes_prompt is not None:
+            raise ValueError(f"{model_type}'s node segments another node's boxes: --node feeds none (use replay)")
+        bench_prompted.check(Path(model), model_type, prompts)
     results = []
     with tempfile.TemporaryDirectory(prefix="vf_bench_") as scratch:
         work_dir = Path(scratch)
@@ -373,16 +287,16 @@ def run_bench(
         for label in counted(labels, progress, "bench: backends"):
             if log:
                 log(f"measuring {label} ...")
-            result = _measure_in_worker(Path(model), label, runs, warmup, model_type, stride)
+            result = _measure_in_worker(Path(model), label, runs, warmup, model_type, stride, prompts)
             if bag is not None and result.available:
                 if log:
                     log(f"replaying {frames} frames through the {model_type} node on {label} ...")
-                result.node = _node(Path(model), result, bag, work_dir, stride, model_type)
+                result.node = _node(Path(model), result, bag, work_dir, stride, model_type, prompts)
             if cameras > 1 and result.available and parse_targets(label)[0].backend.name == "onnx":
                 if log:
                     log(f"{cameras} cameras through one {model_type} node, then through {cameras} nodes ...")
                 result.cameras = _cameras(
-                    Path(model), model_type, stride, cameras, camera_seconds, camera_rate, work_dir
+                    Path(model), model_type, stride, cameras, camera_seconds, camera_rate, work_dir, prompts
                 )
             results.append(result)
     return results
@@ -400,12 +314,15 @@ def bench(
     stride: int = 1,
     cameras: int | None = None,
     progress: Progress | None = None,
+    prompts: dict | None = None,
 ) -> CommandReport:
     """`bench`: ``run_bench``, its table, OUT/bench.json and the latency plot OUT/bench.png. ``cameras``: --cameras
     (None: one camera, no multi-camera measure)."""
     output_folder(out_dir, option="--out")
     cameras = cameras or 1
-    results = run_bench(model, targets, runs, warmup, model_type, node, log, stride, cameras, progress=progress)
+    results = run_bench(
+        model, targets, runs, warmup, model_type, node, log, stride, cameras, progress=progress, prompts=prompts
+    )
     report = {
         "model": str(model),
         "runs": runs,
@@ -463,6 +380,7 @@ def table(results: list[BenchResult]) -> str:
                     f"pre {r.node['node_preprocess_ms']:.2f} ms, inference {r.node['node_inference_ms']:.2f} ms, "
                     f"post {r.node['node_postprocess_ms']:.2f} ms (medians)"
                 )
+        lines += bench_prompted.lines(r.target, r.pipeline)
         if r.cameras:
             from .bench_cameras import lines as camera_lines
 
@@ -487,6 +405,6 @@ def plot(results: list[BenchResult], path: Path, model: Path) -> Path:
 
 
 if __name__ == "__main__":  # a bench worker: one target, result as JSON on the last line
-    model_path, target_label, run_count, warmup_count, family_name, stride_frames = json.loads(sys.argv[1])
-    outcome = measure(Path(model_path), target_label, run_count, warmup_count, family_name, stride_frames)
+    model_path, target_label, run_count, warmup_count, family_name, stride_frames, prompt = json.loads(sys.argv[1])
+    outcome = measure(Path(model_path), target_label, run_count, warmup_count, family_name, stride_frames, prompt)
     print(json.dumps(asdict(outcome)))

@@ -13,13 +13,16 @@ from typing import Any
 
 import numpy as np
 
+from ..families.prompts import SEPARATOR, BoxesPrompt
 from ..families.registry import FAMILIES, SINGLE_MODEL_DETECTORS, family
 from ..files import output_folder, write_text
 from ..progress import Progress, counted
 from ..results.coco import category_ids, coco_evaluation, coco_metrics, coco_results, evaluation_metrics
 from ..results.coco import differences as output_differences
+from ..results.frame import FrameResult
 from ..text import shown_path, untrusted
 from .coco_masks import image_size_problem, segmentation_problem
+from .coco_prompts import eval_detector, truth_boxes
 from .commands import CommandReport, UsageError
 from .compare import configuration_name, describe_comparison, metric_differences, save_comparison
 from .eval_details import WORST_IMAGES, Details, details
@@ -266,17 +269,23 @@ class CocoPredictions:
         )
 
 
-def predict_coco(detector, data: Path, iou_type: str, progress: Progress | None = None) -> CocoPredictions:
+def predict_coco(
+    detector, data: Path, iou_type: str, progress: Progress | None = None, boxes: BoxesPrompt | None = None
+) -> CocoPredictions:
     """COCO results of ``detector`` (any Detector) over every image of the data set.
 
     Images are looked up beside the annotation file, directly or under images/. Classes map to
     categories as ``category_ids`` says; detections of a class without one are counted, not kept.
+    ``boxes``: the detector's family is prompted with boxes (sam), each image's truth boxes given to it
+    (``truth_boxes``) as its family gives it another node's (BoxesPrompt.run), their class the category's.
     ``progress`` (progress.py): the images run, of the data set's.
     """
     annotations = annotation_file(data)
     truth = check_truth(_load_json(annotations, "COCO annotations"), annotations, iou_type)
-    category_of = category_ids(list(detector.names), truth["categories"])
+    names = [category["name"] for category in truth["categories"]] if boxes else list(detector.names)
+    category_of = category_ids(names, truth["categories"])
     predictions = CocoPredictions([])
+    prompts = truth_boxes(truth) if boxes else {}
     for index, image in enumerate(counted(truth["images"], progress, f"{data.name}: images")):
         if not isinstance(_field(image, annotations, f"images[{index}]", "file_name"), str):
             raise _entry(annotations, f"images[{index}]", "'file_name' is not text")
@@ -286,7 +295,11 @@ def predict_coco(detector, data: Path, iou_type: str, progress: Progress | None 
             raise ValueError(
                 f"image {untrusted(image['file_name'])} of {shown_path(annotations)} not found or unreadable beside it"
             )
-        found, skipped = coco_results(image["id"], detector.detect(frame), category_of, iou_type == "keypoints")
+        if boxes is None:
+            result = detector.detect(frame)
+        else:
+            result = boxes.run(detector, frame, FrameResult.of(frame, boxes=prompts[image["id"]]))
+        found, skipped = coco_results(image["id"], result, category_of, iou_type == "keypoints")
         predictions.results += found
         predictions.skipped.update(skipped)
     return predictions
@@ -297,29 +310,39 @@ class ScoredRun:
     predictions: CocoPredictions
     metrics: dict[str, float]
     runs_on: str  # the runner's description
+    names: list[str] = field(default_factory=list)  # the detector's class names (a prompted family's: its phrases)
 
 
 def run_model(
-    model_type: str, model: Path, target: str, data: Path, predictions: Path, progress: Progress | None = None
-) -> tuple[CocoPredictions, str]:
-    """A yolo / yolo_pose / fasterrcnn model on ``target`` over the data set at validation confidence (0.001):
-    its COCO results (also written to ``predictions``) and what it ran on."""
+    model_type: str,
+    model: Path,
+    target: str,
+    data: Path,
+    predictions: Path,
+    progress: Progress | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> tuple[CocoPredictions, str, list[str]]:
+    """A single-model detector family's ``model`` on ``target`` over the data set at validation confidence (0.001;
+    a prompted family's prompt options in ``options``: ``eval_detector``): its COCO results (also written to
+    ``predictions``), what it ran on and its class names (a prompted family's: its phrases)."""
     from ..runtime.backends import load_target
 
     if model_type not in SINGLE_MODEL_FAMILIES:
         raise ValueError(f"{model_type} cannot run over a data set on its own: give its predictions instead")
+    truth_path = annotation_file(data)
+    truth = check_truth(_load_json(truth_path, "COCO annotations"), truth_path, IOU_TYPES[model_type])
     runner = load_target(target, model)
-    found = predict_coco(family(model_type).detector(runner, confidence=0.001), data, IOU_TYPES[model_type], progress)
+    detector = eval_detector(model_type, model, runner, target, truth, truth_path, options)
+    found = predict_coco(detector, data, IOU_TYPES[model_type], progress, family(model_type).boxes_prompt)
     write_text(predictions, json.dumps(found.results), [model, data])
-    return found, runner.describe()
+    return found, runner.describe(), list(detector.names)
 
 
-def run_and_score(
-    model_type: str, model: Path, target: str, data: Path, predictions: Path, progress: Progress | None = None
-) -> ScoredRun:
-    """``run_model``'s COCO results, their metrics, and what it ran on."""
-    found, runs_on = run_model(model_type, model, target, data, predictions, progress)
-    return ScoredRun(found, evaluate_all(annotation_file(data), predictions, IOU_TYPES[model_type]), runs_on)
+def run_and_score(model_type: str, model: Path, target: str, data: Path, predictions: Path, **given: Any) -> ScoredRun:
+    """``run_model``'s COCO results (``given``: its progress and options), their metrics, what it ran on and its
+    class names."""
+    found, runs_on, names = run_model(model_type, model, target, data, predictions, **given)
+    return ScoredRun(found, evaluate_all(annotation_file(data), predictions, IOU_TYPES[model_type]), runs_on, names)
 
 
 def write_report(out_dir: Path, record: dict[str, Any], details: Details | None = None) -> CommandReport:
@@ -347,18 +370,22 @@ def evaluate_detections(
     target: str = "onnx:cpu",
     progress: Progress | None = None,
     worst: int = WORST_IMAGES,
+    options: Mapping[str, Any] | None = None,
 ) -> CommandReport:
-    """`eval` for detection and pose: a COCO results file, or a ``model`` run over the data set, scored against
-    its annotations; the report written in ``out_dir``: the metrics, a table per class, a precision-recall curve
-    per class and the ``worst`` images drawn (tools/eval_details.py)."""
+    """`eval` for detection and pose: a COCO results file, or a ``model`` run over the data set (a prompted family's
+    prompt options in ``options``, by option: ``eval_detector``), scored against its annotations; the report written
+    in ``out_dir``: the metrics, a table per class, a precision-recall curve per class and the ``worst`` images drawn
+    (tools/eval_details.py)."""
     output_folder(out_dir, option="--out")
     skipped, warnings = {}, []
     if predictions is not None:
         pass
     elif model is not None and model_type in SINGLE_MODEL_FAMILIES:
         predictions = out_dir / "predictions.json"
-        found, _ = run_model(model_type, model, target, data, predictions, progress)
+        found, _, names = run_model(model_type, model, target, data, predictions, progress, options)
         skipped = {"skipped_detections": found.skipped_count}
+        if family(model_type).text_prompt is not None:  # the phrases the model was prompted with
+            skipped["prompt"] = SEPARATOR.join(names)
         warnings = [note for note in (found.skipped_note(data),) if note]
     else:
         raise UsageError(
@@ -380,15 +407,23 @@ def compare_detections(
     data: Path | None,
     out_dir: Path,
     progress: Progress | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> CommandReport:
-    """`compare` for detection and pose: two (model, target) configurations over one COCO data set, their
-    predictions and metrics side by side; the report is saved in ``out_dir``."""
+    """`compare` for detection and pose: two (model, target) configurations over one COCO data set (a prompted
+    family's prompt options in ``options``: ``eval_detector``), their predictions and metrics side by side; the
+    report is saved in ``out_dir``."""
     if data is None:
         raise UsageError(f"{model_type} needs --data, the COCO data set both configurations run over")
     output_folder(out_dir, option="--out")
     runs = [
         run_and_score(
-            model_type, path, target, data, out_dir / f"predictions_{configuration_name(path, target)}.json", progress
+            model_type,
+            path,
+            target,
+            data,
+            out_dir / f"predictions_{configuration_name(path, target)}.json",
+            progress=progress,
+            options=options,
         )
         for path, target in configurations
     ]
@@ -406,10 +441,11 @@ def evaluate_command(model_type: str, options: Mapping[str, Any]) -> CommandRepo
     o = options
     return evaluate_detections(
         model_type, o["data"], o["out_dir"], o["predictions"], o["model"], o["target"], o.get("progress"),
-        o.get("worst", WORST_IMAGES),
+        o.get("worst", WORST_IMAGES), o.get("prompts"),
     )  # fmt: skip
 
 
 def compare_command(model_type: str, configurations: Sequence[tuple[Path, str]], options: Mapping[str, Any]):
     """`compare` of detections: ``compare_detections`` over compare's --data."""
-    return compare_detections(model_type, configurations, options["data"], options["out_dir"], options.get("progress"))
+    o = options
+    return compare_detections(model_type, configurations, o["data"], o["out_dir"], o.get("progress"), o.get("prompts"))

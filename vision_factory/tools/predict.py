@@ -24,6 +24,14 @@ from ..runtime.backends import load_target
 from .commands import UsageError
 from .sources import file_frames
 
+# A prompted family's options (families/prompts.py), each the node parameter it sets: predict, eval, compare, bench and
+# quantize take them (cli_support.py's PROMPT_OPTIONS), and give a family only those it has (node_values).
+PROMPTED = {
+    "--prompt": "prompt",  # a family that takes a text prompt (families/prompts.py)
+    "--tokenizer": "tokenizer_path",  # open_vocab: the export's own tokenizer
+    "--text-threshold": "text_threshold",  # open_vocab: Grounding DINO's
+    "--decoder": "decoder_path",  # sam: the prompt decoder beside the encoder
+}
 # option -> the node parameter it sets; rtmpose: FINDING sets the person detector's, POSING the pose model's.
 FINDING = {
     "--conf": "confidence_threshold",
@@ -36,10 +44,7 @@ FINDING = {
     "--box-units": "box_units",
     "--label-offset": "label_offset",
     "--score-function": "score_function",
-    "--prompt": "prompt",  # a family that takes a text prompt (families/prompts.py)
-    "--tokenizer": "tokenizer_path",  # open_vocab: the export's own tokenizer
-    "--text-threshold": "text_threshold",  # open_vocab: Grounding DINO's
-    "--decoder": "decoder_path",  # sam: the prompt decoder beside the encoder
+    **PROMPTED,
 }
 # Fixed prompts of an adapter that takes them (``prompted``: sam's boxes and points), the same on every frame.
 PROMPTING = ("--boxes", "--points")
@@ -56,14 +61,20 @@ def node_values(name: str, model: Path, options: Mapping[str, Any], parameters: 
     """The parameter values the node of family ``name`` would have for ``model`` and those ``options`` (option:
     value; None: not given, the node's default) that ``parameters`` maps; an option the family has no parameter
     for is an error."""
-    spec = family(name)
-    known = {parameter.name for parameter in spec.parameters}
+    given = taken_options(name, options, parameters)
+    values = {parameters[option]: value for option, value in given.items()}
+    return with_defaults(family(name).parameters, {"model_path": str(model), **values}, name)
+
+
+def taken_options(name: str, options: Mapping[str, Any], parameters: Mapping[str, str]) -> dict[str, Any]:
+    """The ``options`` given (not None) of those ``parameters`` maps to node parameters, by option; one whose
+    parameter family ``name`` has not is a UsageError naming the option."""
+    known = {parameter.name for parameter in family(name).parameters}
     given = {option: options[option] for option in parameters if options.get(option) is not None}
     for option in given:
         if parameters[option] not in known:
             raise UsageError(f"{name} models take no {parameters[option]}", option)
-    values = {parameters[option]: value for option, value in given.items()}
-    return with_defaults(spec.parameters, {"model_path": str(model), **values}, name)
+    return given
 
 
 def detector_from_options(
@@ -88,17 +99,31 @@ def detector_from_options(
             input_shape(options["--input-size"])
         except ValueError as exc:
             raise UsageError(str(exc), "--input-size") from None
-    prompt = spec.text_prompt
-    if prompt is not None and not prompt.default and not options.get("--prompt"):
-        raise UsageError(
-            f"{model_type} models detect what a prompt names: give it, e.g. 'a person . a forklift'", "--prompt"
-        )
+    require_prompt(model_type, options)
     load = load or (lambda path: load_target(target, Path(path)))
     if spec.runs_on:  # the people come from the --detector model
         people = family(detector_type).build(node_values(detector_type, detector_model, options, FINDING), load)
         return spec.build(node_values(model_type, model, options, POSING), load, person_detector=people)
     detector = spec.build(node_values(model_type, model, options, FINDING | POSING | MAPPING), load)
     return prompted(model_type, detector, options)
+
+
+def require_prompt(model_type: str, options: Mapping[str, Any]) -> None:
+    """A UsageError naming --prompt when the family takes a text prompt, has none by default and ``options`` give
+    none."""
+    prompt = family(model_type).text_prompt
+    if prompt is not None and not prompt.default and not options.get("--prompt"):
+        raise UsageError(
+            f"{model_type} models detect what a prompt names: give it, e.g. 'a person . a forklift'", "--prompt"
+        )
+
+
+def prompted_values(model_type: str, model: Path, options: Mapping[str, Any], **fixed: Any) -> dict:
+    """The ``model_type`` node's parameter values for ``model`` with the PROMPTED ``options`` given (option: value;
+    None: the node's default; one the family has no parameter for refused, naming it) and the ``fixed`` values the
+    tool sets (eval's confidence): what eval, compare, bench and quantize build a prompted family from."""
+    values = node_values(model_type, model, options, PROMPTED)
+    return with_defaults(family(model_type).parameters, {**values, **fixed}, model_type)
 
 
 def prompted(model_type: str, detector: Detector, options: Mapping[str, Any]) -> Detector:

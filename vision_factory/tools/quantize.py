@@ -73,6 +73,9 @@ from .quantize_choice import (
 # The families a quantized model serves: those whose accuracy loss (Family.accuracy_loss) quantize knows. Those that
 # run on people's boxes (Family.runs_on) calibrate and compare on the crops of the people a --detector finds.
 QUANTIZE_TYPES = tuple(name for name, spec in FAMILIES.items() if spec.accuracy_loss is not None)
+# The families quantize refuses at once, each with its reason (Family.not_quantized): --model-type takes them to say
+# why.
+REFUSED_TYPES = tuple(name for name, spec in FAMILIES.items() if spec.not_quantized)
 BACKENDS = (AUTO, *RUNS_ON)  # auto: int8 for both where OpenVINO and NNCF are installed, the faster kept
 PRECISIONS = ("int8", "fp16")
 METHODS = ("minmax", "entropy", "percentile")
@@ -164,6 +167,10 @@ def quantize(
     --data) leaves no model at all."""
     from ..models.model_file import require_file_family
 
+    if model_type in REFUSED_TYPES:
+        raise UsageError(
+            f"quantize does not take {model_type} models: {FAMILIES[model_type].not_quantized}", "--model-type"
+        )
     if model_type not in QUANTIZE_TYPES:
         raise UsageError(f"quantize takes --model-type {', '.join(QUANTIZE_TYPES)}", "--model-type")
     if backend not in BACKENDS:

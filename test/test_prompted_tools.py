@@ -1,0 +1,228 @@
+"""The tools beside predict for the prompted families (issues 33 and 34): eval, compare, bench, replay and quantize of
+open_vocab (Grounding DINO, OWL: a text prompt and the export's tokenizer) and sam (an encoder with its decoder beside
+it, prompted by boxes), on the committed architecture-true test exports (test/data/open_vocab, test/data/sam). Their
+weights are seeded, not trained: boxes and masks are arbitrary, so what is checked is that each tool loads the
+family's extra inputs, runs, maps what it finds to the truth's categories exactly, and records it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from rclpy.serialization import serialize_message
+from std_msgs.msg import Header
+from support.cli import run_cli
+from support.data import coco_split
+from support.real_models import SHARED
+from test_open_vocab import DATA as OPEN_VOCAB
+from test_sam import DATA as SAM
+from test_sam import REFERENCE as SAM_REFERENCE
+from test_sam import SKIMAGE, decoded, iou
+
+from vision_factory.families.registry import family
+from vision_factory.results import DETECTIONS
+from vision_factory.results.boxes import Boxes
+from vision_factory.results.frame import FrameResult
+from vision_factory.ros.messages import bgr_to_message
+from vision_factory.runtime.backends import load_target
+from vision_factory.tools.bags import RawMessage, read_messages, write_image_bag, write_messages
+from vision_factory.tools.bench import node_params, run_bench
+from vision_factory.tools.bench_prompted import BENCH_PROMPT, prompt_values
+from vision_factory.tools.coco_eval import evaluate_detections, predict_coco
+from vision_factory.tools.coco_prompts import eval_detector
+from vision_factory.tools.commands import UsageError
+from vision_factory.tools.evaluation import evaluation
+from vision_factory.tools.predict import detector_from_options
+from vision_factory.tools.replay import replay
+
+GD = OPEN_VOCAB / "grounding_dino" / "grounding-dino-hf.onnx"
+OWLV2 = OPEN_VOCAB / "owl" / "owlv2.onnx"
+META = next(model for model in SAM_REFERENCE["models"] if model["layout"] == "meta")
+ENCODER, DECODER = SAM / META["encoder"], SAM / META["decoder"]
+SHAPES, SHAPES_SEG = SHARED / "data" / "shapes-val", SHARED / "data" / "shapes-seg-val"
+needs_shapes = pytest.mark.skipif(not SHAPES_SEG.is_dir(), reason=f"{SHARED}/data is not there (shared data sets)")
+
+
+def _subset(tmp_path: Path, source: Path, count: int) -> Path:
+    """The first ``count`` images of a COCO folder and their annotations, as a COCO folder."""
+    return coco_split(source, tmp_path / "split", 0, slice(0, count)) / "eval"
+
+
+@needs_shapes
+def test_eval_prompts_an_open_vocabulary_detector_with_the_truths_category_names(tmp_path):
+    data = _subset(tmp_path, SHAPES, 3)
+    report = evaluate_detections("open_vocab", data, tmp_path / "out", model=GD)
+    record = json.loads((tmp_path / "out" / "eval.json").read_text())
+    assert record["prompt"] == "circle . square . triangle"  # the categories, a phrase each, in their order
+    assert set(record["metrics"]) == {"AP", "AP50", "AP75", "AR100"}
+    assert all(0.0 <= value <= 1.0 for value in record["metrics"].values())
+    found = json.loads(Path(record["predictions"]).read_text())
+    assert found and {entry["category_id"] for entry in found} <= {0, 1, 2}
+    assert record["skipped_detections"] == 0 and "AP" in report.shown()
+
+
+@needs_shapes
+def test_each_detections_phrase_maps_to_the_category_of_that_name(tmp_path):
+    """Categories of other ids in another order than the prompt's: each COCO result carries the id of the category
+    named by the phrase the detector gave that detection (run apart on the same image), by name, not by place."""
+    data = _subset(tmp_path, SHAPES, 2)
+    truth = json.loads((data / "annotations.json").read_text())
+    truth["categories"] = [{"id": 12, "name": "triangle"}, {"id": 3, "name": "circle"}, {"id": 7, "name": "square"}]
+    ids = {"triangle": 12, "circle": 3, "square": 7}
+    old = {0: 3, 1: 7, 2: 12}
+    for annotation in truth["annotations"]:
+        annotation["category_id"] = old[annotation["category_id"]]
+    (data / "annotations.json").write_text(json.dumps(truth))
+    runner = load_target("onnx:cpu", OWLV2)
+    prompt = {"--prompt": "square . circle"}  # a prompt naming two of the three, in another order
+    detector = eval_detector("open_vocab", OWLV2, runner, "onnx:cpu", truth, data / "annotations.json", prompt)
+    results = predict_coco(detector, data, "bbox").results
+    expected = []
+    for image in truth["images"]:
+        found = detector.detect(cv2.imread(str(data / "images" / image["file_name"]))).boxes
+        expected += [(image["id"], ids[label], round(score, 5)) for label, score in zip(found.labels, found.scores)]
+    assert expected and {label for _, label, _ in expected} == {3, 7}
+    assert [(r["image_id"], r["category_id"], round(r["score"], 5)) for r in results] == expected
+
+
+@needs_shapes
+def test_eval_of_sam_prompts_it_with_each_images_truth_boxes(tmp_path):
+    data = _subset(tmp_path, SHAPES_SEG, 1)
+    truth = json.loads((data / "annotations.json").read_text())
+    evaluate_detections("sam", data, tmp_path / "out", model=ENCODER, options={"--decoder": DECODER})
+    record = json.loads((tmp_path / "out" / "eval.json").read_text())
+    assert {"AP", "mask_AP", "mask_AP50", "mask_AR100"} <= set(record["metrics"])
+    found = json.loads(Path(record["predictions"]).read_text())
+    # a mask per truth box whose mask is not empty, each of its box's category, in the truth's order
+    assert 0 < len(found) <= len(truth["annotations"])
+    assert [r["category_id"] for r in found] == [a["category_id"] for a in truth["annotations"]][: len(found)]
+    assert all("segmentation" in r for r in found)
+
+
+@needs_shapes
+@pytest.mark.parametrize(("model_type", "model", "source", "prompts"), [
+    ("open_vocab", OWLV2, SHAPES, {}),
+    ("sam", ENCODER, SHAPES_SEG, {"--decoder": DECODER}),
+])  # fmt: skip
+def test_compare_runs_a_prompted_family_on_onnx_runtime_and_openvino(tmp_path, model_type, model, source, prompts):
+    pytest.importorskip("openvino")
+    data = _subset(tmp_path, source, 1)
+    options = {"data": data, "out_dir": tmp_path / "out", "prompts": prompts}
+    configurations = ((model, "onnx:cpu"), (model, "openvino:CPU"))
+    report = evaluation(family(model_type).result).compare(model_type, configurations, options)
+    saved = json.loads(next((tmp_path / "out").glob("compare_*.json")).read_text())
+    assert saved["outputs"]["matched"] > 0 and saved["outputs"]["only_in_a"] == saved["outputs"]["only_in_b"] == 0
+    assert "AP" in saved["metrics"] and "verdict" in report.shown()
+
+
+@pytest.mark.parametrize(("model_type", "model", "prompts", "part"), [
+    ("open_vocab", GD, {"--prompt": "a person . a tie"}, "text_ms"),
+    ("sam", ENCODER, {"--decoder": DECODER}, "decoder_ms_per_box"),
+])  # fmt: skip
+def test_bench_times_a_prompted_family_on_its_prompts_inputs(model_type, model, prompts, part):
+    (result,) = run_bench(model, "onnx:cpu", runs=2, warmup=0, model_type=model_type, prompts=prompts)
+    assert result.available, result.reason
+    assert result.p50_ms > 0 and result.pipeline[part] > 0 and result.pipeline["inference_ms"] > 0
+
+
+def test_bench_gives_the_node_its_prompt_and_tokenizer(tmp_path):
+    """bench --node's parameters of an open_vocab node: the prompt (bench's own unless --prompt) and --tokenizer."""
+    tokenizer = str(OPEN_VOCAB / "owl" / "tokenizer.json")
+    params, _ = node_params("open_vocab", OWLV2, 1, {}, prompt_values("open_vocab", {"--tokenizer": tokenizer}))
+    assert params == {"model_path": str(OWLV2), "prompt": BENCH_PROMPT, "tokenizer_path": tokenizer}
+    given = prompt_values("open_vocab", {"--prompt": "a cup", "--text-threshold": 0.3})
+    assert node_params("open_vocab", OWLV2, 1, {}, given)[0] == {
+        "model_path": str(OWLV2),
+        "prompt": "a cup",
+        "text_threshold": "0.3",
+    }
+    with pytest.raises(UsageError, match="yolo models take no decoder_path"):
+        prompt_values("yolo", {"--decoder": str(DECODER)})
+
+
+def test_the_prompted_tools_name_the_missing_tokenizer_and_decoder(tmp_path):
+    shutil.copy(OWLV2, tmp_path / "owlv2.onnx")
+    shutil.copy(ENCODER, tmp_path / "lone-encoder.onnx")
+    runs = [
+        ("--tokenizer", "bench", str(tmp_path / "owlv2.onnx"), "--model-type", "open_vocab"),
+        ("--decoder", "bench", str(tmp_path / "lone-encoder.onnx"), "--model-type", "sam"),
+        ("--tokenizer", "eval", "--model-type", "open_vocab", "--model", str(tmp_path / "owlv2.onnx"),
+         "--data", str(SHAPES)),
+    ]  # fmt: skip
+    for option, *arguments in runs:
+        done = run_cli(*arguments, "--out", str(tmp_path / "out"))
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        error = done.stderr.strip().splitlines()[-1]
+        assert error.startswith("Error: ") and option in error, error
+
+
+@pytest.mark.parametrize("model_type", ["open_vocab", "sam"])
+def test_quantize_refuses_a_prompted_family_at_once_saying_why(tmp_path, model_type):
+    model = OWLV2 if model_type == "open_vocab" else ENCODER
+    done = run_cli("quantize", "--model-type", model_type, "--model", str(model), "--out", str(tmp_path / "q.onnx"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    error = done.stderr.strip().splitlines()[-1]
+    assert f"quantize does not take {model_type} models: " in error and "compare --model-type" in error, error
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def _header(index: int) -> Header:
+    header = Header(frame_id="camera")
+    header.stamp.sec, header.stamp.nanosec = 1_700_000_000 + index, 0
+    return header
+
+
+def test_replay_runs_the_open_vocab_node_with_its_prompt(tmp_path):
+    """The prompt as the node's parameter (replay's --prompt): what the node answers over a real bag is what predict's
+    detector finds offline on the same frames."""
+    frames = [cv2.imread(str(SKIMAGE / name)) for name in ("astronaut.png", "coffee.png")]
+    bag = write_image_bag(tmp_path / "bag", frames)
+    prompt = "a person . a cup"
+    result = replay(bag, tmp_path / "out", params={"model_path": str(OWLV2), "prompt": prompt})
+    assert result.node == "open_vocab" and result.frames_sent == 2 and result.missing_frames == []
+    records = json.loads(Path(result.answers).read_text())
+    detector = detector_from_options("open_vocab", OWLV2, "onnx:cpu", {"--prompt": prompt})  # predict's
+    for record, frame in zip(records, frames):
+        expected = detector.detect(frame).boxes
+        assert expected.labels, "nothing found offline: nothing to compare"
+        assert [d["class_name"] for d in record["detections"]] == list(expected.labels)
+        assert np.allclose([d["score"] for d in record["detections"]], expected.scores, atol=1e-4)
+
+
+def test_replay_runs_the_sam_node_on_the_boxes_recorded_in_the_bag(tmp_path):
+    """A bag of images and another node's Detection2DArray (the boxes of test_sam's reference cases): the encoder
+    and decoder run in the node and its masks are recorded, each transformers' (IoU >= 0.95 on the pixels no earlier
+    mask holds: the node's label image gives each pixel to one detection), of its box's class, with its predicted
+    IoU."""
+    cases = [case for case in META["cases"] if case["kind"] == "boxes"][:2]
+    frames = [cv2.imread(str(SKIMAGE / case["image"])) for case in cases]
+    messages, start = [], 1_700_000_000_000_000_000
+    for index, (frame, case) in enumerate(zip(frames, cases)):
+        count = len(case["prompts"])
+        boxes = Boxes.of(np.array(case["prompts"], float), [0.9] * count, list(range(count)), ("a", "b", "c"))
+        at = start + index * 100_000_000
+        image = serialize_message(bgr_to_message(frame, _header(index)))
+        found = serialize_message(FrameResult.of(frame, boxes=boxes).to_message(_header(index)))
+        messages += [RawMessage("/camera/image_raw", "sensor_msgs/msg/Image", at, image),
+                     RawMessage("/detector/detections", DETECTIONS.message, at + 1, found)]  # fmt: skip
+    bag = write_messages(tmp_path / "bag", messages)
+    result = replay(
+        bag, tmp_path / "out", node="sam", params={"model_path": str(ENCODER), "decoder_path": str(DECODER)}
+    )
+    assert result.frames_sent == 2 and result.missing_frames == []
+    assert len(list(read_messages(result.output_bag, "/masks"))) == 2
+    records = json.loads(Path(result.answers).read_text())
+    from pycocotools import mask as coco_mask
+
+    for record, case, frame in zip(records, cases, frames):
+        assert [d["class_name"] for d in record["detections"]] == ["a", "b", "c"][: len(case["prompts"])]
+        taken = np.zeros(frame.shape[:2], bool)  # the label image gives a pixel to the first mask holding it
+        for detection, expected in zip(record["detections"], case["masks"]):
+            mask = coco_mask.decode(detection["mask"]).astype(bool)
+            assert iou(mask, decoded(expected["bits"], frame.shape[:2]) & ~taken) >= 0.95
+            assert detection["score"] == pytest.approx(expected["iou_score"], abs=0.01)
+            taken |= mask

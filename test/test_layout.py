@@ -267,7 +267,7 @@ def test_family_options_are_the_adapters_keyword_arguments(name, adapter, skip):
 # its launch file runs. Every family's pipeline returns FrameResults (results/frame.py): every package carries their
 # parts (but the COCO metrics of the tools, results/coco.py).
 RESULTS = [f"results/{name}.py" for name in ("__init__", "ball", "boxes", "colours", "dense", "drawing", "frame")]
-RESULTS += ["results/classes.py", "results/keypoints.py"]
+RESULTS += ["results/classes.py", "results/keypoints.py", "results/rotated.py"]
 RESULTS += ["results/masks.py", "results/part.py", "results/text.py"]
 SHARED = [
     "families/__init__.py",

@@ -33,11 +33,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_yolo_heads import SEED, calibrate, default_shared, sha256  # noqa: E402
+from make_yolo_heads import SEED, calibrate, default_shared, sha256, versions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CLS_NAMES = {i: name for i, name in enumerate("airplane car bird cat deer dog frog horse ship truck".split())}
@@ -144,22 +143,10 @@ def main() -> None:
     os.environ.setdefault("YOLO_OFFLINE", "1")
     os.environ.setdefault("YOLO_CONFIG_DIR", str(Path(tempfile.gettempdir()) / "ultra_config"))
     args.out.mkdir(parents=True, exist_ok=True)
-    import onnxruntime
-    import torch
-    import ultralytics
-
     work = Path(tempfile.mkdtemp())
     reference = {
         "generator": "benchmarks/make_yolo_cls_obb.py",
-        "versions": {
-            "ultralytics": ultralytics.__version__,
-            "torch": torch.__version__,
-            "torchvision": importlib.metadata.version("torchvision"),
-            "onnxruntime": onnxruntime.__version__,
-            "opencv": cv2.__version__,
-            "numpy": np.__version__,
-            "scikit-image": importlib.metadata.version("scikit-image"),
-        },
+        "versions": versions() | {"scikit-image": importlib.metadata.version("scikit-image")},
         "models": [classify(args.out, args.shared, work), *obb(args.out, args.shared, work)],
     }
     (args.out / "reference.json").write_text(json.dumps(reference, indent=1) + "\n")

@@ -205,16 +205,12 @@ def test_predict_lists_a_classifiers_top5_and_names_its_family(tmp_path):
     assert family("yolo_cls").result.message == "vision_msgs/msg/Classification"
 
 
-def test_the_yolo_node_publishes_an_obb_exports_rotated_boxes(tmp_path):
-    """The yolo node on the dynamic OBB export (read by its metadata): each Detection2D's bbox.center.theta is the
-    box's angle, its centre and size the adapter's, and debug_image is drawn."""
-    model = DATA / "yolo11n-obb-dynamic.onnx"
-    params = {"model_path": str(model), "qos_reliability": "reliable", "confidence_threshold": "0.6"}
-    node = NodeProcess(tmp_path, params, module="vision_factory.yolo_onnx_node")
+def _answer(node: NodeProcess, topic: str, kind: type, frame: np.ndarray):
+    """The node's answer on ``topic`` (of ``kind``) to ``frame``, sent on /t/image until answered, and the header
+    sent with it; the node stopped after."""
     probe = Probe()
-    frame = _frame("chelsea")
     try:
-        answers = {topic: probe.subscribe(kind, topic) for topic, kind in (("/t/detections", Detection2DArray),)}
+        answers = {topic: probe.subscribe(kind, topic)}
         publisher = probe.publisher(Image, "/t/image")
         ready = lambda: publisher.get_subscription_count() > 0 and probe.matched()  # noqa: E731
         assert probe.spin_until(ready, PATIENCE_S), node.log()
@@ -222,7 +218,17 @@ def test_the_yolo_node_publishes_an_obb_exports_rotated_boxes(tmp_path):
     finally:
         probe.close()
         node.stop()
-    message = answered["/t/detections"]
+    return header, answered[topic]
+
+
+def test_the_yolo_node_publishes_an_obb_exports_rotated_boxes(tmp_path):
+    """The yolo node on the dynamic OBB export (read by its metadata): each Detection2D's bbox.center.theta is the
+    box's angle, its centre and size the adapter's."""
+    model = DATA / "yolo11n-obb-dynamic.onnx"
+    params = {"model_path": str(model), "qos_reliability": "reliable", "confidence_threshold": "0.6"}
+    node = NodeProcess(tmp_path, params, module="vision_factory.yolo_onnx_node")
+    frame = _frame("chelsea")
+    header, message = _answer(node, "/t/detections", Detection2DArray, frame)
     expected = YoloDetector(_runner(model.name), confidence=0.6, image_size=0)(frame).boxes
     assert message.header == header and len(message.detections) == len(expected) >= 3
     got = np.array(
@@ -234,8 +240,8 @@ def test_the_yolo_node_publishes_an_obb_exports_rotated_boxes(tmp_path):
 
 
 def test_the_yolo_cls_node_publishes_classification_or_says_what_to_build(tmp_path):
-    """The yolo_cls node publishes each frame's top-5 as a vision_msgs/Classification (the class map latched); where
-    this vision_msgs was built before Classification joined it, the node refuses to start and names the fix."""
+    """The yolo_cls node publishes each frame's top-5 as a vision_msgs/Classification; where this vision_msgs was
+    built before Classification joined it, the node refuses to start and names the fix."""
     params = {"model_path": str(DATA / "yolo11n-cls.onnx"), "qos_reliability": "reliable"}
     node = NodeProcess(tmp_path, params, module="vision_factory.yolo_cls_onnx_node")
     if not hasattr(vision_msgs.msg, "Classification"):
@@ -243,18 +249,7 @@ def test_the_yolo_cls_node_publishes_classification_or_says_what_to_build(tmp_pa
         assert code != 0 and "install-vision-msgs --force" in node.log(), node.log_tail()
         assert "no message Classification" in node.log() and "Traceback" not in node.log()
         return
-    probe = Probe()
-    frame = _frame("coffee")
-    try:
-        answers = {"/t/classification": probe.subscribe(vision_msgs.msg.Classification, "/t/classification")}
-        publisher = probe.publisher(Image, "/t/image")
-        ready = lambda: publisher.get_subscription_count() > 0 and probe.matched()  # noqa: E731
-        assert probe.spin_until(ready, PATIENCE_S), node.log()
-        header, answered = probe.answered(stamped_anew(publisher, frame), answers, node)
-    finally:
-        probe.close()
-        node.stop()
-    message = answered["/t/classification"]
+    header, message = _answer(node, "/t/classification", vision_msgs.msg.Classification, _frame("coffee"))
     case = next(case for case in REFERENCE["yolo11n-cls.onnx"]["cases"] if case["image"] == "coffee")
     names = YoloClassifier(_runner("yolo11n-cls.onnx")).names
     assert message.header == header

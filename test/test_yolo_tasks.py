@@ -128,6 +128,22 @@ def test_rotated_nms_is_fast_nms_within_a_class():
     assert rotated_nms(chain[::-1], scores[::-1], np.zeros(3, int), 0.5, limit=1).tolist() == [2]
 
 
+def test_rotated_nms_in_blocks_keeps_what_the_whole_square_keeps():
+    """Over more boxes than a block (results/rotated.py's BLOCK), with and without a limit: the boxes the definition
+    keeps (no higher-scoring box of its class over the threshold), computed here on the whole square at once."""
+    rng = np.random.default_rng(3)
+    count = 1300
+    boxes = np.column_stack([rng.uniform(0, 400, (count, 2)), rng.uniform(5, 60, (count, 2)), rng.uniform(0, 3, count)])
+    scores, class_ids = rng.uniform(0, 1, count), rng.integers(0, 2, count)
+    order = np.argsort(-scores, kind="stable")
+    overlap = np.triu(probiou(boxes[order], boxes[order]), k=1) > 0.3
+    overlap &= class_ids[order][:, None] == class_ids[order][None, :]
+    expected = order[~overlap.any(axis=0)]
+    assert 100 < len(expected) < count  # both kept and dropped
+    assert rotated_nms(boxes, scores, class_ids, 0.3).tolist() == expected.tolist()
+    assert rotated_nms(boxes, scores, class_ids, 0.3, limit=50).tolist() == expected[:50].tolist()
+
+
 def test_an_oriented_box_travels_with_its_angle():
     boxes = Boxes.rotated([[30.0, 20.0, 16.0, 6.0, 0.5], [10.0, 12.0, 8.0, 4.0, -0.25]], [0.9, 0.6], [1, 0], ("a", "b"))
     frame = FrameResult(64, 48, boxes)

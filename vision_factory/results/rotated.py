@@ -6,13 +6,15 @@ angle), two boxes' overlap is 1 - the Hellinger distance of their Gaussians, fro
 (Llerena et al. 2021, arXiv:2106.06072; Ultralytics' ``batch_probiou``: the distance clipped to [eps, 100], eps
 1e-7 in its sums). ``rotated_nms``: Ultralytics' rotated ``non_max_suppression``, a fast NMS (Bolya et al. 2019): in
 the order of the scores, a box is dropped when any higher-scoring box of its class overlaps it by more than the
-threshold, whether or not that box was kept itself."""
+threshold, whether or not that box was kept itself; computed in blocks, so that its memory stays bounded whatever
+the count of candidates (Ultralytics' own takes the whole square of them)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 EPS = 1e-7  # Ultralytics' eps in batch_probiou
+BLOCK = 512  # boxes a side of each block of overlaps NMS computes at once (2 MiB of float64)
 
 
 def corners(xywhr: np.ndarray) -> np.ndarray:
@@ -53,6 +55,25 @@ def probiou(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     return 1 - np.sqrt(1.0 - np.exp(-distance) + EPS)
 
 
+def _fast_nms(xywhr: np.ndarray, iou_threshold: float, limit: int) -> np.ndarray:
+    """Which of ``xywhr`` (one class's boxes, highest score first) fast NMS keeps, the first ``limit`` of them: the
+    overlaps computed BLOCK x BLOCK at a time (memory bounded whatever the count), and no further than the block
+    that holds the ``limit``-th box kept (a box's fate depends only on the boxes before it)."""
+    count = len(xywhr)
+    kept = np.zeros(count, bool)
+    for start in range(0, count, BLOCK):
+        stop = min(start + BLOCK, count)
+        hit = np.zeros(stop - start, bool)
+        for first in range(0, stop, BLOCK):
+            last = min(first + BLOCK, stop)
+            before = np.arange(first, last)[:, None] < np.arange(start, stop)[None, :]
+            hit |= ((probiou(xywhr[first:last], xywhr[start:stop]) > iou_threshold) & before).any(axis=0)
+        kept[start:stop] = ~hit
+        if kept[:stop].sum() >= limit:
+            break
+    return np.flatnonzero(kept)[:limit]
+
+
 def rotated_nms(
     xywhr: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float, limit: int | None = None
 ) -> np.ndarray:
@@ -64,16 +85,15 @@ def rotated_nms(
     scores = np.asarray(scores, np.float64).reshape(-1)
     if not len(xywhr):
         return np.zeros(0, np.int64)
+    limit = len(xywhr) if limit is None else limit
     finite = np.isfinite(xywhr).all(axis=1) & np.isfinite(scores)
     bad = np.flatnonzero(~finite)
     order = np.flatnonzero(finite)
     order = order[np.argsort(-scores[order], kind="stable")]
-    kept = np.zeros(len(order), bool)
     ids = np.asarray(class_ids)[order]
+    chosen = []
     for class_id in np.unique(ids):  # boxes of other classes never suppress each other
-        members = np.flatnonzero(ids == class_id)
-        overlap = np.triu(probiou(xywhr[order[members]], xywhr[order[members]]), k=1)
-        kept[members] = ~(overlap > iou_threshold).any(axis=0)
-    chosen = order[kept]
-    limit = len(chosen) if limit is None else limit
-    return np.concatenate([chosen[:limit], bad[:limit]]).astype(np.int64)
+        members = np.flatnonzero(ids == class_id)  # positions in the score order
+        chosen.append(members[_fast_nms(xywhr[order[members]], iou_threshold, limit)])
+    ranks = np.sort(np.concatenate([np.zeros(0, np.int64), *chosen]))[:limit]
+    return np.concatenate([order[ranks], bad[:limit]]).astype(np.int64)

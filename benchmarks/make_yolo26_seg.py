@@ -24,7 +24,6 @@ ultralytics 8.4.190, onnx, onnxruntime, onnxslim; the versions are written into 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import os
 import sys
@@ -35,7 +34,7 @@ import cv2
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_yolo_heads import SEED, SIZE, calibrate, default_shared, image_entry, photo, sha256  # noqa: E402
+from make_yolo_heads import SEED, SIZE, calibrate, default_shared, image_entry, photo, sha256, versions  # noqa: E402
 from ultralytics_seg_reference import run_lengths  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,20 +114,9 @@ def main() -> None:
     os.environ.setdefault("YOLO_OFFLINE", "1")
     os.environ.setdefault("YOLO_CONFIG_DIR", str(Path(tempfile.gettempdir()) / "ultra_config"))
     args.out.mkdir(parents=True, exist_ok=True)
-    import onnxruntime
-    import torch
-    import ultralytics
-
     reference = {
         "generator": "benchmarks/make_yolo26_seg.py",
-        "versions": {
-            "ultralytics": ultralytics.__version__,
-            "torch": torch.__version__,
-            "torchvision": importlib.metadata.version("torchvision"),
-            "onnxruntime": onnxruntime.__version__,
-            "opencv": cv2.__version__,
-            "numpy": np.__version__,
-        },
+        "versions": versions(),
         "models": [seg_model(args.out, args.shared)],
     }
     (args.out / "seg_reference.json").write_text(json.dumps(reference) + "\n")

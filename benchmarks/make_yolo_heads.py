@@ -58,6 +58,22 @@ SHAPES_IMAGES = ("000001.jpg", "000004.jpg", "000007.jpg")
 CALIBRATION = 32  # shapes-seg-val images that set the batch-norm statistics
 
 
+def versions() -> dict[str, str]:
+    """The versions a reference was made with (written into it): Ultralytics, PyTorch, ONNX Runtime, OpenCV, NumPy."""
+    import onnxruntime
+    import torch
+    import ultralytics
+
+    return {
+        "ultralytics": ultralytics.__version__,
+        "torch": torch.__version__,
+        "torchvision": importlib.metadata.version("torchvision"),
+        "onnxruntime": onnxruntime.__version__,
+        "opencv": cv2.__version__,
+        "numpy": np.__version__,
+    }
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -249,21 +265,10 @@ def main() -> None:
     os.environ.setdefault("YOLO_OFFLINE", "1")
     os.environ.setdefault("YOLO_CONFIG_DIR", str(Path(tempfile.gettempdir()) / "ultra_config"))
     args.out.mkdir(parents=True, exist_ok=True)
-    import onnxruntime
-    import torch
-    import ultralytics
-
+    commit = args.yolov5 / "COMMIT"
     reference = {
         "generator": "benchmarks/make_yolo_heads.py",
-        "versions": {
-            "ultralytics": ultralytics.__version__,
-            "torch": torch.__version__,
-            "torchvision": importlib.metadata.version("torchvision"),
-            "onnxruntime": onnxruntime.__version__,
-            "opencv": cv2.__version__,
-            "numpy": np.__version__,
-            "yolov5": (args.yolov5 / "COMMIT").read_text().strip() if (args.yolov5 / "COMMIT").is_file() else "",
-        },
+        "versions": versions() | {"yolov5": commit.read_text().strip() if commit.is_file() else ""},
         "models": [
             shapes_yolo26n(args.shared),
             pose_model(args.out, args.shared),

@@ -267,7 +267,7 @@ def test_family_options_are_the_adapters_keyword_arguments(name, adapter, skip):
 # its launch file runs. Every family's pipeline returns FrameResults (results/frame.py): every package carries their
 # parts (but the COCO metrics of the tools, results/coco.py).
 RESULTS = [f"results/{name}.py" for name in ("__init__", "ball", "boxes", "colours", "dense", "drawing", "frame")]
-RESULTS += ["results/keypoints.py"]
+RESULTS += ["results/classes.py", "results/keypoints.py", "results/rotated.py"]
 RESULTS += ["results/masks.py", "results/part.py", "results/text.py"]
 SHARED = [
     "families/__init__.py",
@@ -348,6 +348,14 @@ CARRIED = {
         "ros/detection_node.py",
         *TRACKER,
     ],
+    "yolo_cls": [
+        "families/detection.py",
+        "families/yolo_cls.py",
+        "models/geometry.py",
+        "models/yolo_cls.py",  # Pillow's resize, as Ultralytics' classify_transforms
+        "ros/detection_node.py",
+        *TRACKER,  # the detection families' pipeline (no tracking parameters)
+    ],
     "detr": [
         "families/detection.py",
         "families/detr.py",
@@ -414,7 +422,7 @@ def test_a_generated_package_carries_only_its_own_familys_code(name):
     assert ('"scipy",' in files["setup.py"]) == scipy
     # DETR and open-vocabulary frames (models/detr.py's pil_resize) and depth models' inputs are resized by PIL, as
     # the exporters resize them: Pillow declared where either is carried, only there.
-    pillow = bool({"models/detr.py", "models/depth.py"} & set(CARRIED[name]))
+    pillow = bool({"models/detr.py", "models/depth.py", "models/yolo_cls.py"} & set(CARRIED[name]))
     assert ("<exec_depend>python3-pil</exec_depend>" in files["package.xml"]) == pillow
     assert ('"pillow",' in files["setup.py"]) == pillow
 

@@ -27,7 +27,7 @@ from support.models import _constant_model, spot_finder, wrap_yolo
 from support.nodes import _yolo_output
 from support.real_models import POSE_MODEL, SHAPES_IMAGES
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe
-from vision_msgs.msg import Detection2DArray
+from vision_msgs.msg import Classification, Detection2DArray
 
 from vision_factory.families.registry import NODE_FAMILIES
 from vision_factory.parameters import APPLIES, CONFIGURE, LIVE, START
@@ -41,6 +41,7 @@ DEPTH = Path(__file__).resolve().parent / "data" / "depth"
 DETR_MODEL = Path(__file__).resolve().parent / "data" / "detr_heads" / "rtdetr-hf.onnx"
 OWLV2_MODEL = Path(__file__).resolve().parent / "data" / "open_vocab" / "owl" / "owlv2.onnx"
 SAM_ENCODER = Path(__file__).resolve().parent / "data" / "sam" / "meta-encoder.onnx"  # its decoder beside it
+YOLO_TASKS = Path(__file__).resolve().parent / "data" / "yolo_tasks"
 
 # The specification: the live parameters of each node (everything else configure-time, but autostart: start-time).
 IMAGE_INPUT_LIVE = {"max_image_pixels", "max_frame_age"}
@@ -66,6 +67,7 @@ LIVE_PARAMETERS = {
     "depth": {"processor_size", "resize_filter", "max_depth"},
     "open_vocab": {"prompt", "confidence_threshold", "text_threshold", "max_detections"},
     "sam": {"prompt_class", "confidence_threshold", "max_prompts", "mask_encoding"},
+    "yolo_cls": {"top_k", "classes"},
 }
 
 
@@ -140,6 +142,10 @@ def _count(message) -> int:
     return len(message.detections)
 
 
+def _listed(message) -> list[str]:
+    return [result.class_id for result in message.results]
+
+
 def _finite(message) -> int:
     values = np.frombuffer(bytes(message.data), "<f4")
     return int(np.isfinite(values).sum())
@@ -201,6 +207,11 @@ def _case(name: str, tmp_path: Path) -> Case:
         return Case("sam", {"model_path": str(SAM_ENCODER)}, ("/t/detections", Detection2DArray), _classes,
                     {"prompt_class": "person"}, ("decoder_path", "other-decoder.onnx"), inputs,
                     _paired_sender(frame, "/t/boxes", boxes))  # fmt: skip
+    if name == "yolo_cls":  # the classify export's top 5 of the coffee photo, until top_k lists 2
+        frame = np.ascontiguousarray(skimage.data.coffee()[..., ::-1])
+        params = {"model_path": str(YOLO_TASKS / "yolo11n-cls.onnx")}
+        return Case("yolo_cls", params, ("/t/classification", Classification), _listed, {"top_k": 2},
+                    ("image_size", 128), send=_image_sender(frame))  # fmt: skip
     raise AssertionError(name)
 
 
@@ -217,6 +228,7 @@ def _changed(name: str, before: Any, after: Any) -> bool:
         "depth": lambda: before > 0 and after == 0,
         "open_vocab": lambda: before >= 2 and after == 1,
         "sam": lambda: sorted(before) == ["dog", "person"] and after == ["person"],
+        "yolo_cls": lambda: len(before) == 5 and after == before[:2],
     }[name]()
 
 

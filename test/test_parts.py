@@ -13,6 +13,7 @@ from std_msgs.msg import Header
 
 from vision_factory.results.ball import Ball
 from vision_factory.results.boxes import Boxes
+from vision_factory.results.classes import Classes
 from vision_factory.results.dense import DenseMap
 from vision_factory.results.frame import PARTS, FrameResult
 from vision_factory.results.keypoints import COCO_KEYPOINTS, Keypoints
@@ -56,6 +57,7 @@ FRAMES = {
     "ball": FrameResult(WIDTH, HEIGHT, ball=Ball(12.0, 30.0, True)),
     "dense": FrameResult(WIDTH, HEIGHT, dense=_dense()),
     "text": FrameResult(WIDTH, HEIGHT, text=Text("a dog and a person on a lawn", 0.75)),
+    "classes": FrameResult(WIDTH, HEIGHT, classes=Classes.of([0.125, 0.625, 0.25], ("cat", "dog", "fox"), top=2)),
 }
 
 
@@ -74,6 +76,8 @@ def _changed(part):
         return dataclasses.replace(part, x=part.x + 3)
     if isinstance(part, DenseMap):
         return dataclasses.replace(part, values=part.values * 1.01)
+    if isinstance(part, Classes):
+        return dataclasses.replace(part, scores=part.scores * 0.5)
     return dataclasses.replace(part, text=part.text + " again")
 
 
@@ -146,6 +150,17 @@ def test_a_text_goes_through_its_classification_message():
     message = frame.to_message(Header(frame_id="camera"))
     assert message.results[0].class_id == frame.text.text and message.results[0].score == 0.75
     assert FrameResult.from_message(("text",), message).text == frame.text
+
+
+@pytest.mark.skipif(not _has_classification(), reason="this vision_msgs has no Classification (as above)")
+def test_classes_go_through_their_classification_message_best_first():
+    frame = FRAMES["classes"]
+    header = Header(frame_id="camera")
+    message = frame.to_message(header)
+    assert message.header == header
+    assert [(r.class_id, r.score) for r in message.results] == [("dog", 0.625), ("fox", 0.25)]
+    back = FrameResult.from_message(("classes",), message, WIDTH, HEIGHT, ("cat", "dog", "fox"))
+    assert back.classes == frame.classes and back.to_message(header) == message
 
 
 def test_a_tracked_rows_ids_travel_as_detection2d_ids():

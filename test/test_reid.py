@@ -236,7 +236,12 @@ def test_a_missing_unreadable_or_wrong_model_is_a_start_up_error_naming_it(tmp_p
         ({"images": [1, 3, 224, 224]}, {"features": [1, 8]}, {}, "unknown"),  # too short for a feature
         ({"images": [1, 3, 224, 224]}, {"features": [1, 10000]}, {}, "unknown"),  # too long
         ({"images": [1, 1, 224, 224]}, {"features": [1, 512]}, {}, "unknown"),  # not an image
-        ({"images": [1, 3, 224, 224]}, {"output0": [1, 1000]}, {"task": "classify"}, "unknown"),  # YOLO classifier
+        (
+            {"images": [1, 3, 224, 224]},
+            {"output0": [1, 1000]},
+            {"task": "classify"},
+            "yolo_cls",
+        ),  # YOLO classifier, not re-id
         ({"images": [1, 3, 224, 224]}, {"a": [1, 512], "b": [1, 512]}, {}, "unknown"),  # two outputs
     ],
 )

@@ -75,13 +75,13 @@ class DetectionPipeline:
         which the pipeline shares."""
         tracking = tracking_parameters.build(values, load_runner) if "tracking" in values else None
         detector = detector or detector_of(family, values, load_runner)
-        return cls(detector, tracking, values["confidence_threshold"], family.boxes_prompt)
+        return cls(detector, tracking, values.get("confidence_threshold", 0.0), family.boxes_prompt)
 
     def retune(self, detector: Detector, values: Mapping[str, Any], tracker: TrackerConfig | None) -> None:
         """From the next frame: ``detector`` (``detector_of`` the live parameter ``values``, on the models loaded),
         their confidence_threshold, and the tracker's ``tracker`` configuration (``tracking.live_config``); the
         tracks go on."""
-        self.detector, self.confidence = detector, values["confidence_threshold"]
+        self.detector, self.confidence = detector, values.get("confidence_threshold", 0.0)
         self.masks = has_masks(detector)
         if self.tracking is not None and tracker is not None:
             self.tracking.tracker.retune(tracker)

@@ -312,7 +312,7 @@ def package_files(
 
     # the tracker's assignment solver, OWLv2's resize (results/part.py's, in a function, is the tools' comparison)
     context["carries_scipy"] = imports("scipy", lazily=False)
-    context["carries_pillow"] = imports("PIL")  # DETR's, depth's and open_vocab's resize
+    context["carries_pillow"] = imports("PIL")  # DETR's, depth's, open_vocab's and yolo_cls's resize
     # open_vocab: the export's own tokenizer, read with the tokenizers library (rosdep key python3-tokenizers-pip)
     context["carries_tokenizers"] = imports("tokenizers")
     custom = [key for key in backend_spec.rosdep if key in custom_rosdep_keys()]

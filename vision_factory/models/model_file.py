@@ -18,6 +18,7 @@ from onnx import helper
 from ..runtime.runner import TensorInfo, shape_text
 from ..text import shown_path, untrusted
 from .recognition import Recognition, fits, mismatch, needs, recognise
+from .ultralytics import unsupported_task
 
 __all__ = ["ModelSummary", "Recognition", "as_dict", "describe", "recognise", "require_file_family", "summarize"]
 
@@ -109,6 +110,9 @@ def require_file_family(path: str | Path, family: str, user: str = "this command
     summary = summarize(path)
     recognition = recognise(summary)
     if recognition.family == "unknown":
+        unsupported = unsupported_task(summary.metadata)
+        if unsupported:  # the line the node and predict give (recognition.py's require_family)
+            raise ValueError(f"{shown_path(path)}: {unsupported}")
         raise ValueError(f"{shown_path(path)}: {untrusted(recognition.reason, 400)}; {user} needs {needed}")
     if not fits(recognition, family):
         raise ValueError(mismatch(recognition, family, summary.outputs, str(path), user))

@@ -22,7 +22,8 @@ from .reid_interface import REID
 from .rtmpose_interface import RTMPOSE
 from .sam_interface import SAM
 from .tracknet_interface import INPAINTNET, TRACKNET
-from .yolo_interface import YOLO, YOLO_POSE
+from .ultralytics import unsupported_task
+from .yolo_interface import YOLO, YOLO_CLS, YOLO_POSE
 
 __all__ = ["FAMILY_NAMES", "RULES", "Recognition", "WrongFamily", "load_checked", "recognise", "require_family"]
 
@@ -38,6 +39,7 @@ RULES: tuple[Rule, ...] = (
     DETR,
     YOLO_POSE,
     YOLO,
+    YOLO_CLS,
     FASTERRCNN,
     RTMPOSE,
     REID,
@@ -115,12 +117,17 @@ def load_checked(load_runner: Callable[[str], Runner], path: str, family: str, p
 def require_family(model: ModelInterface, family: str, source: str, user: str) -> Recognition:
     """The recognition of ``model``; WrongFamily when it looks like another known family than ``family``.
 
-    A model no rule recognises passes: the adapter's own checks then say precisely what does not fit.
+    A model no rule recognises passes: the adapter's own checks then say precisely what does not fit; but an
+    Ultralytics export of a task no family runs (``unsupported_task``) is refused, with the line every entry point
+    gives.
     Nodes call this once a model is loaded, before the adapter checks its shapes, so that a model of
     another family is named as such rather than reported as a puzzling shape.
     """
     needs(family)
     recognition = recognise(model)
+    unsupported = unsupported_task(model.metadata) if recognition.family == "unknown" else None
+    if unsupported:  # an Ultralytics export of a task no family runs: said so, as inspect and generate say it
+        raise WrongFamily(f"{source}: {unsupported}")
     if recognition.family != "unknown" and not fits(recognition, family):
         raise WrongFamily(mismatch(recognition, family, model.outputs, source, user))
     return recognition
@@ -129,12 +136,12 @@ def require_family(model: ModelInterface, family: str, source: str, user: str) -
 def _unknown(model: Interface) -> Recognition:
     inputs, outputs = tensors_text(model.inputs), tensors_text(model.outputs)
     reason = f"no known family matches inputs {inputs} and outputs {outputs}"
-    task = model.metadata.get("task")
-    if end2end(model.metadata):
+    unsupported = unsupported_task(model.metadata)
+    if unsupported:
+        reason += f" ({unsupported})"
+    elif end2end(model.metadata):
         reason += (
             " (Ultralytics exported it end-to-end, but not as one output [1, N, 6 (+ keypoints)] of rows, nor as rows "
             "[1, N, 6 + M] and the mask prototypes [1, M, H/4, W/4])"
         )
-    elif task not in (None, "detect", "pose"):
-        reason += f" (Ultralytics metadata task {task!r} is not supported)"
     return Recognition("unknown", reason, {})

@@ -65,3 +65,35 @@ def keypoint_shape(metadata: Mapping[str, str]) -> tuple[int, int] | None:
             f"Ultralytics writes {' or '.join(map(str, KEYPOINT_DIMS))} (x, y and visibility)"
         )
     return keypoints, dims
+
+
+# The Ultralytics tasks whose exports run here, and the family each runs in (a rule recognises them by this).
+TASK_FAMILIES = {"detect": "yolo", "segment": "yolo", "obb": "yolo", "pose": "yolo_pose", "classify": "yolo_cls"}
+
+
+def unsupported_task(metadata: Mapping[str, str]) -> str | None:
+    """Why a model whose Ultralytics metadata names a task none of the families runs is refused, one line (the
+    same from the node, predict, inspect, generate and quantize); None when it names none or a supported one."""
+    task = metadata.get("task")
+    if task is None or task in TASK_FAMILIES:
+        return None
+    runs = ", ".join(f"{name} ({family})" for name, family in TASK_FAMILIES.items())
+    return (
+        f"Ultralytics metadata task {untrusted(repr(task), 40)} is not supported: Ultralytics exports of task {runs} "
+        "run here; export the model for one of those tasks"
+    )
+
+
+def head_channels(metadata: Mapping[str, str], masks: int = 0) -> int | None:
+    """The channels of a raw YOLO head [1, C, N] as its Ultralytics metadata gives them (a ``dynamic=True`` export
+    without onnxslim leaves C symbolic): 4 box values + one per class name, + 1 angle (obb), + ``masks`` mask
+    coefficients (segment), + keypoints x values (pose); None when the metadata names no task of a raw head or no
+    class."""
+    task, names = metadata.get("task"), class_names(metadata)
+    if task not in ("detect", "segment", "obb", "pose") or not names:
+        return None
+    extra = {"obb": 1, "segment": masks}.get(task, 0)
+    if task == "pose":
+        keypoints, dims = keypoint_shape(metadata) or (17, 3)
+        extra = keypoints * dims
+    return 4 + len(names) + extra

@@ -1,5 +1,6 @@
-"""Ultralytics-style YOLO detection, pose and instance segmentation on any Runner: letterbox, decoding, class-aware
-NMS; a segmentation model's masks as models/masks.py decodes them.
+"""Ultralytics-style YOLO detection, oriented boxes (OBB), pose and instance segmentation on any Runner: letterbox,
+decoding, class-aware NMS (an OBB model's over its rotated boxes' probiou, results/rotated.py); a segmentation
+model's masks as models/masks.py decodes them.
 
 Each head (models/yolo_interface.py's ``yolo_head``) is decoded as its exporting project does: a raw head as
 Ultralytics' ``non_max_suppression``; an end-to-end head as its end-to-end branch (rows scoring above the
@@ -25,13 +26,14 @@ from ..results.finite import finite_box
 from ..results.frame import FrameResult
 from ..results.keypoints import Keypoints, keypoint_names
 from ..results.masks import Masks
+from ..results.rotated import rotated_nms
 from ..runtime.runner import Runner, fixed_dim, shape_text
 from ..text import untrusted
 from .bounds import MAX_CLASSES, check_count
 from .geometry import STRIDE, FrameFit, letterbox
 from .interface import Interface
 from .masks import instance_masks
-from .ultralytics import class_names, keypoint_shape, recorded_imgsz
+from .ultralytics import class_names, head_channels, keypoint_shape, recorded_imgsz, unsupported_task
 from .yolo_interface import END2END, OBJECTNESS, yolo_head
 
 YOLOV5_MAX_NMS = 30000  # YOLOv5's max_nms: candidates by score into NMS
@@ -57,8 +59,9 @@ def mask_channels(runner: Runner) -> int:
 
 
 class YoloDetector:
-    """YOLO detection (output [1, 4+nc, N] or [1, N, 4+nc]), pose (4 + 1 + K*3 channels) or instance segmentation
-    (4 + nc + M channels, and the prototypes [1, M, H/4, W/4]) on a Runner."""
+    """YOLO detection (output [1, 4+nc, N] or [1, N, 4+nc]), oriented boxes (Ultralytics task obb: 4 + nc + 1 angle
+    channels), pose (4 + 1 + K*3 channels) or instance segmentation (4 + nc + M channels, and the prototypes
+    [1, M, H/4, W/4]) on a Runner."""
 
     def __init__(
         self,
@@ -72,6 +75,9 @@ class YoloDetector:
         names: Sequence[str] | None = None,
     ):
         self.runner = runner
+        unsupported = unsupported_task(runner.metadata)
+        if unsupported:  # the line inspect, generate and quantize give
+            raise ValueError(unsupported)
         shape = runner.inputs[0].shape
         fixed = [fixed_dim(d) for d in shape[2:4]]
         self.dynamic = None in fixed
@@ -89,13 +95,22 @@ class YoloDetector:
         # segmentation (the prototypes beside the head): mask coefficients per detection after its classes (raw
         # head) or after its score and class (end-to-end rows)
         self.mask_channels = 0 if pose else mask_channels(runner)
-        extra = self.keypoint_count * self.keypoint_dims + self.mask_channels
+        # an oriented-box model's angle: one channel after its classes
+        self.rotated = not pose and runner.metadata.get("task") == "obb"
+        extra = self.keypoint_count * self.keypoint_dims + self.mask_channels + int(self.rotated)
         if self.head == END2END:
             self._end2end(names, extra)
             return
         known = [c for c in channels if isinstance(c, int)]
+        recorded = head_channels(runner.metadata, self.mask_channels)
+        if channels and not isinstance(channels[0], int) and recorded is not None:
+            known = [recorded]  # a dynamic export without onnxslim: its metadata's task and names say how many
         if not known:
-            raise ValueError("the model's output shape is unknown: expected [1, 4+classes, N]")
+            raise ValueError(
+                f"the model's output shape {shape_text(runner.outputs[0].shape)} is unknown and its metadata names no "
+                "Ultralytics task and classes to read it by: expected [1, 4+classes, N] (export with simplify=True, "
+                "or give the model's metadata)"
+            )
         self.channels = min(known)  # 4 + nc (+ keypoints) is smaller than the anchor count
         self.class_count = self.channels - (5 if self.head == OBJECTNESS else 4) - extra
         if self.class_count < 1:
@@ -194,6 +209,11 @@ class YoloDetector:
                 wanted = np.isin(class_ids, self.classes)
                 candidates, class_ids = candidates[wanted], class_ids[wanted]
             scores = scores_all[class_ids, candidates]
+        if self.rotated:  # cx, cy, w, h and the angle after the classes
+            angle = 4 + self.class_count
+            xywhr = np.concatenate([output[0:4, candidates], output[angle : angle + 1, candidates]]).T
+            order = rotated_nms(xywhr, scores, class_ids, self.iou, limit=self.max_detections)
+            return self._oriented(box, xywhr[order], scores[order], class_ids[order])
         centre, half = output[0:2, candidates].T, output[2:4, candidates].T / 2
         boxes = np.concatenate([centre - half, centre + half], axis=1)
         order = nms(boxes, scores, class_ids, self.iou, limit=self.max_detections)
@@ -213,6 +233,17 @@ class YoloDetector:
         gain = min(input_h / fit.height, input_w / fit.width)
         left, top = (input_w - fit.width * gain) / 2, (input_h - fit.height * gain) / 2
         return FrameFit(gain, gain, left, top, fit.width, fit.height)  # type: ignore[arg-type]  # fractional pads
+
+    def _oriented(self, fit: FrameFit, xywhr: np.ndarray, scores: np.ndarray, class_ids: np.ndarray) -> FrameResult:
+        """Oriented boxes in input pixels -> frame pixels as Ultralytics' ``scale_boxes(xywh=True)`` maps them: the
+        centre less the padding, centre and size over each axis's scale, not clipped; the angle as it is."""
+        frame = xywhr.astype(np.float64)
+        frame[:, 0] = (frame[:, 0] - fit.left) / fit.scale_x
+        frame[:, 1] = (frame[:, 1] - fit.top) / fit.scale_y
+        frame[:, 2] /= fit.scale_x
+        frame[:, 3] /= fit.scale_y
+        boxes = Boxes.rotated(frame, scores, class_ids, self.names)
+        return FrameResult(int(fit.width), int(fit.height), boxes)
 
     def _decode_end2end(self, output: np.ndarray, box: FrameFit, prototypes: np.ndarray | None = None) -> FrameResult:
         """Rows scoring above the threshold (of a wanted class), in the model's order, the first max_detections

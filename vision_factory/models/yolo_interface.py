@@ -1,7 +1,10 @@
-"""What an Ultralytics YOLO export's interface is, detection, pose and instance segmentation, and the rules that
-recognise it: one image input [B, 3, H, W] and one output [1, 4 + classes (+ keypoints x dims), N] (or transposed),
-told apart by the Ultralytics metadata (task, kpt_shape) where there is some; a segmentation model has a second
-output, the mask prototypes [1, M, H/4, W/4], and M mask coefficients per detection after its classes.
+"""What an Ultralytics YOLO export's interface is, detection, oriented boxes, pose, instance segmentation and
+classification, and the rules that recognise it: one image input [B, 3, H, W] and one output [1, 4 + classes
+(+ keypoints x dims), N] (or transposed), told apart by the Ultralytics metadata (task, kpt_shape) where there is
+some; a segmentation model has a second output, the mask prototypes [1, M, H/4, W/4], and M mask coefficients per
+detection after its classes; an OBB model (task obb) one angle channel after its classes; a classifier (task
+classify) one output [1, classes] of probabilities. A ``dynamic=True`` export without onnxslim leaves the head's
+channel dimension symbolic: its metadata's task and names give it (models/ultralytics.py's ``head_channels``).
 
 Three heads (``yolo_head``), each decoded as its exporting project does (models/yolo.py):
 - raw (YOLOv8, YOLO11): [1, 4 + classes (+ keypoints x dims), N], class scores, then NMS;
@@ -17,17 +20,22 @@ from __future__ import annotations
 
 from ..runtime.runner import TensorInfo, shape_text
 from .interface import Interface, Recognition, Rule, batch_ok, count_text, end2end, image_details, image_input
-from .ultralytics import class_names, keypoint_shape
+from .ultralytics import class_names, head_channels, keypoint_shape
 
 
-def _yolo_output(model: Interface) -> tuple[int, bool] | None:
-    """(channels, transposed) of a single output [1, C, N] or, transposed, [1, N, C], with N > C > 4."""
+def _yolo_output(model: Interface, masks: int = 0) -> tuple[int, bool] | None:
+    """(channels, transposed) of a single output [1, C, N] or, transposed, [1, N, C], with N > C > 4; where
+    neither dimension is fixed, [1, C, N] with C as the Ultralytics metadata gives it (``masks``: a segmentation
+    model's mask coefficients)."""
     if len(model.outputs) != 1:
         return None
     shape = model.outputs[0].shape
     if len(shape) != 3 or not batch_ok(shape[0]):
         return None
     first, second = shape[1], shape[2]
+    if not isinstance(first, int) and not isinstance(second, int):
+        channels = head_channels(model.metadata, masks)
+        return (channels, False) if channels is not None and channels > 4 else None
     if isinstance(first, int) and first > 4 and (not isinstance(second, int) or second > first):
         return first, False
     if isinstance(second, int) and second > 4 and (not isinstance(first, int) or first > second):
@@ -169,7 +177,8 @@ def _yolo(model: Interface) -> Recognition | None:
     metadata = model.metadata
     if end2end(metadata):
         return _end2end(model, pose=False)
-    if metadata.get("task") not in (None, "detect"):
+    task = metadata.get("task")
+    if task not in (None, "detect", "obb"):
         return None
     image, output = image_input(model), _yolo_output(model)
     if image is None or output is None:
@@ -177,8 +186,16 @@ def _yolo(model: Interface) -> Recognition | None:
     if _objectness(model, output):
         return _yolov5(model, image, output[0])
     channels, transposed = output
-    classes = channels - 4
     out = model.outputs[0]
+    if task == "obb":
+        classes = channels - 5
+        reason = (
+            f"one image input {image.name} {shape_text(image.shape)} and one output {out.name} "
+            f"{shape_text(out.shape)}, read as [1, 4 + classes + 1, N] with {channels} = 4 box + {classes} class + 1 "
+            f"angle channels: a YOLO oriented-box (OBB) detector with {count_text(classes, 'class', 'classes')}"
+        )
+        return _recognised(reason, metadata, "obb", image, classes, transposed, rotated=True)
+    classes = channels - 4
     layout = "[1, N, 4 + classes]" if transposed else "[1, 4 + classes, N]"
     reason = (
         f"one image input {image.name} {shape_text(image.shape)} and one output {out.name} {shape_text(out.shape)}, "
@@ -233,11 +250,11 @@ def _yolo_seg(model: Interface) -> Recognition | None:
         return None
     if end2end(metadata):
         return _end2end_seg(model, image, prototypes.shape[1])
-    output = _yolo_output(Interface(model.inputs, (head,), metadata))
+    masks = prototypes.shape[1]
+    output = _yolo_output(Interface(model.inputs, (head,), metadata), masks)
     if output is None:
         return None
     channels, transposed = output
-    masks = prototypes.shape[1]
     classes = channels - 4 - masks
     if classes < 1:
         return None
@@ -275,9 +292,37 @@ def _yolo_or_seg(model: Interface) -> Recognition | None:
 
 YOLO = Rule(
     "yolo",
-    "a YOLO detector ([1, 3, H, W] in, [1, 4 + classes, N] out) or instance segmentation model (and the mask "
-    "prototypes [1, 32, H/4, W/4] out)",
+    "a YOLO detector ([1, 3, H, W] in, [1, 4 + classes, N] out), oriented-box detector (task obb: [1, 4 + classes "
+    "+ 1 angle, N] out) or instance segmentation model (and the mask prototypes [1, 32, H/4, W/4] out)",
     _yolo_or_seg,
+)
+
+
+def _yolo_cls(model: Interface) -> Recognition | None:
+    """An Ultralytics classify export: metadata task 'classify', one image input, one output [1, classes] (its
+    class count fixed, or a symbolic one the metadata's names give)."""
+    metadata = model.metadata
+    if metadata.get("task") != "classify" or len(model.outputs) != 1:
+        return None
+    image, out = image_input(model), model.outputs[0]
+    if image is None or len(out.shape) != 2 or not batch_ok(out.shape[0]):
+        return None
+    names = class_names(metadata)
+    classes = out.shape[1] if isinstance(out.shape[1], int) else len(names) or None
+    reason = (
+        f"Ultralytics metadata task 'classify', one image input {image.name} {shape_text(image.shape)} and one output "
+        f"{out.name} {shape_text(out.shape)} of class probabilities: a YOLO classifier with "
+        f"{count_text(classes, 'class', 'classes')}"
+    )
+    if names and classes is not None and len(names) != classes:
+        reason += f", but its metadata names {count_text(len(names), 'class', 'classes')}"
+    return Recognition("yolo_cls", reason, {"classes": classes, "names": names, **image_details(image)})
+
+
+YOLO_CLS = Rule(
+    "yolo_cls",
+    "a YOLO classifier (Ultralytics task classify: [1, 3, S, S] in, [1, classes] probabilities out)",
+    _yolo_cls,
 )
 YOLO_POSE = Rule(
     "yolo_pose",

@@ -1,8 +1,8 @@
 """Results: what a family's pipeline returns for each frame (frame.py's FrameResult), its typed parts (boxes.py,
-keypoints.py, masks.py, ball.py, dense.py, text.py: each a ``Part``, part.py) and everything that depends only on
-them: their file records, their ROS messages (message types imported inside the functions: no ROS at import),
-their comparison with tolerances, their drawing and their metrics (coco.py; ball.py's and dense.py's own). The bottom
-of the core: it imports nothing of models/, families/, ros/ or tools/.
+keypoints.py, masks.py, ball.py, dense.py, text.py, classes.py: each a ``Part``, part.py) and everything that
+depends only on them: their file records, their ROS messages (message types imported inside the functions: no ROS
+at import), their comparison with tolerances, their drawing and their metrics (coco.py; ball.py's and dense.py's
+own). The bottom of the core: it imports nothing of models/, families/, ros/ or tools/.
 
 A ``Family`` declares its ``result`` (a ``ResultKind`` below): the parts its pipeline produces and its node's main
 message; tools ask the kind, never the family's name.
@@ -70,4 +70,13 @@ DENSE_MAP = ResultKind(
     "dense.json",
     # aligned: after the scale and shift of least squares, as relative models are scored
     metrics=("AbsRel", "RMSE", "delta1", "aligned_AbsRel", "aligned_RMSE", "aligned_delta1"),
+)
+# an image classifier's best classes (results/classes.py): a vision_msgs/Classification per frame, the class map latched
+CLASSIFICATION = ResultKind(
+    "classification",
+    ("classes",),
+    "vision_msgs/msg/Classification",
+    "classes and scores",
+    "classes.json",
+    latched=_LABELS,
 )

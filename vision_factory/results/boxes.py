@@ -5,7 +5,9 @@ LabelInfo (message types imported inside the functions: no ROS at import).
 
 Layout of a detection in ``Detection2DArray`` (one ``Detection2D`` per row, in the rows' order):
 - ``id``: the row's rank (0, 1, ...), or with tracking its track ID (``id_text``: empty when it has none);
-- ``bbox``: the box's centre and size, in the frame's pixels;
+- ``bbox``: the box's centre and size, in the frame's pixels; an oriented box's (an OBB model's) angle is
+  ``bbox.center.theta`` (radians, its rotation about its centre: x towards y, clockwise on the image, as
+  Ultralytics' ``xywhr``), 0 for the others;
 - ``results[0]``: its class: ``hypothesis.class_id`` the class name (its label), ``hypothesis.score`` in 0..1,
   ``pose.pose.position`` the box centre;
 - ``results[1:]``: a pose's keypoints, in the model's order: ``hypothesis.class_id`` the keypoint name (``nose``,
@@ -23,6 +25,7 @@ import numpy as np
 
 from .colours import bgr, class_colour, track_colour
 from .part import Compared, Equal
+from .rotated import corners
 
 if TYPE_CHECKING:
     from std_msgs.msg import Header
@@ -93,7 +96,9 @@ class Boxes(Equal):
     """A frame's detected boxes: ``xyxy`` [N, 4] in the frame's pixels, ``scores`` [N] in 0..1, ``class_ids`` [N]
     (-1: not in the class map), ``labels`` each row's class name (or a prompt's phrase), ``names`` the class map
     (class id -> name) where known, ``track_ids`` [N] with tracking on (NO_TRACK: no confirmed track; None: not
-    tracked). Indexing (an index array, a boolean mask, a slice) gives the Boxes of those rows."""
+    tracked), ``angles`` [N] of oriented boxes (an OBB model's; None: upright boxes): each row's rotation in radians
+    about its centre, ``xyxy`` then the box before it (its centre and size, Ultralytics' ``xywhr`` without r).
+    Indexing (an index array, a boolean mask, a slice) gives the Boxes of those rows."""
 
     key: ClassVar[str] = "boxes"
 
@@ -103,6 +108,7 @@ class Boxes(Equal):
     labels: tuple[str, ...]
     names: tuple[str, ...] | None = None
     track_ids: np.ndarray | None = None
+    angles: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -113,9 +119,10 @@ class Boxes(Equal):
         set_(self, "names", None if self.names is None else tuple(self.names))
         if self.track_ids is not None:
             set_(self, "track_ids", np.asarray(self.track_ids, np.int64).reshape(-1))
+        if self.angles is not None:
+            set_(self, "angles", np.asarray(self.angles, np.float64).reshape(-1))
         counts = {len(self.xyxy), len(self.scores), len(self.class_ids), len(self.labels)}
-        if self.track_ids is not None:
-            counts.add(len(self.track_ids))
+        counts |= {len(rows) for rows in (self.track_ids, self.angles) if rows is not None}
         if len(counts) != 1:
             raise ValueError(
                 f"Boxes of unequal rows: {len(self.xyxy)} boxes, {len(self.scores)} scores, {len(self.class_ids)} "
@@ -123,11 +130,21 @@ class Boxes(Equal):
             )
 
     @classmethod
-    def of(cls, xyxy: Any, scores: Any, class_ids: Any, names: Sequence[str], track_ids: Any = None) -> Boxes:
+    def of(
+        cls, xyxy: Any, scores: Any, class_ids: Any, names: Sequence[str], track_ids: Any = None, angles: Any = None
+    ) -> Boxes:
         """Boxes labelled by the class map ``names`` (an id past it: class_<id>)."""
         ids = np.asarray(class_ids, np.int64).reshape(-1)
         labels = [names[i] if 0 <= i < len(names) else f"class_{i}" for i in ids.tolist()]
-        return cls(xyxy, scores, ids, labels, names, track_ids)
+        return cls(xyxy, scores, ids, labels, names, track_ids, angles)
+
+    @classmethod
+    def rotated(cls, xywhr: Any, scores: Any, class_ids: Any, names: Sequence[str]) -> Boxes:
+        """Oriented boxes from [N, 5] centre, width, height and angle (radians; Ultralytics' ``xywhr``)."""
+        xywhr = np.asarray(xywhr, np.float64).reshape(-1, 5)
+        half = xywhr[:, 2:4] / 2
+        xyxy = np.concatenate([xywhr[:, :2] - half, xywhr[:, :2] + half], axis=1)
+        return cls.of(xyxy, scores, class_ids, names, angles=xywhr[:, 4])
 
     @classmethod
     def empty(cls, names: Sequence[str] | None = None) -> Boxes:
@@ -139,6 +156,7 @@ class Boxes(Equal):
         if not parts:
             return cls.empty(names)
         tracked = all(part.track_ids is not None for part in parts)
+        rotated = any(part.angles is not None for part in parts)
         return cls(
             np.concatenate([part.xyxy for part in parts]),
             np.concatenate([part.scores for part in parts]),
@@ -146,6 +164,7 @@ class Boxes(Equal):
             [label for part in parts for label in part.labels],
             names,
             np.concatenate([part.track_ids for part in parts]) if tracked else None,
+            np.concatenate([part.turns() for part in parts]) if rotated else None,
         )
 
     def __len__(self) -> int:
@@ -155,7 +174,28 @@ class Boxes(Equal):
         index = np.arange(len(self))[rows].reshape(-1)
         tracks = None if self.track_ids is None else self.track_ids[index]
         labels = [self.labels[i] for i in index.tolist()]
-        return Boxes(self.xyxy[index], self.scores[index], self.class_ids[index], labels, self.names, tracks)
+        angles = None if self.angles is None else self.angles[index]
+        return Boxes(self.xyxy[index], self.scores[index], self.class_ids[index], labels, self.names, tracks, angles)
+
+    def turns(self) -> np.ndarray:
+        """Each row's angle in radians (0 for upright boxes)."""
+        return np.zeros(len(self)) if self.angles is None else self.angles
+
+    def xywhr(self) -> np.ndarray:
+        """[N, 5] each row's centre, width, height and angle (Ultralytics' ``xywhr``; angle 0 when upright)."""
+        centre, size = (self.xyxy[:, :2] + self.xyxy[:, 2:]) / 2, self.xyxy[:, 2:] - self.xyxy[:, :2]
+        return np.concatenate([centre, size, self.turns()[:, None]], axis=1)
+
+    def corners(self) -> np.ndarray:
+        """[N, 4, 2] each row's corners in frame pixels, rotated by its angle (results/rotated.py's order)."""
+        return corners(self.xywhr())
+
+    def enclosing(self) -> np.ndarray:
+        """[N, 4] each row's upright box around its corners (xyxy itself for upright boxes)."""
+        if self.angles is None:
+            return self.xyxy
+        points = self.corners()
+        return np.concatenate([points.min(axis=1), points.max(axis=1)], axis=1)
 
     def tracked(self, track_ids: Sequence[int | None]) -> Boxes:
         """These boxes with each row's track ID (None: no confirmed track)."""
@@ -168,14 +208,18 @@ class Boxes(Equal):
             return None
         return int(self.track_ids[row])
 
-    # Its file record: each row's box, score, class id and class name (FrameResult.record adds its siblings').
+    # Its file record: each row's box, score, class id and class name, an oriented box's angle (radians)
+    # (FrameResult.record adds its siblings').
     def record(self) -> list[dict[str, Any]]:
-        return [
+        rows = [
             {"xyxy": xyxy, "score": score, "class_id": class_id, "class_name": label}
             for xyxy, score, class_id, label in zip(
                 self.xyxy.tolist(), self.scores.tolist(), self.class_ids.tolist(), self.labels
             )
         ]
+        for row, angle in zip(rows, self.angles.tolist() if self.angles is not None else ()):
+            row["angle"] = angle
+        return rows
 
     @classmethod
     def from_record(cls, rows: Sequence[Mapping[str, Any]], names: Sequence[str] | None = None) -> Boxes:
@@ -187,6 +231,7 @@ class Boxes(Equal):
             [row["class_id"] for row in rows],
             [row["class_name"] for row in rows],
             names,
+            angles=[row.get("angle", 0.0) for row in rows] if any("angle" in row for row in rows) else None,
         )
 
     def describe(self) -> str:
@@ -195,10 +240,11 @@ class Boxes(Equal):
 
         return ", ".join(f"{untrusted(label, 100)} {score:.2f}" for label, score in zip(self.labels, self.scores))
 
-    # Comparison (results/part.py): each row's corners, score and track.
+    # Comparison (results/part.py): each row's corners (an oriented box's four, rotated), score and track.
     def rows(self) -> Compared:
         no_points = [np.zeros(0)] * len(self)
-        return Compared(list(self.labels), list(self.xyxy), self.scores, no_points, self.track_ids, boxes=self.xyxy)
+        positions = list(self.xyxy) if self.angles is None else list(self.corners().reshape(-1, 8))
+        return Compared(list(self.labels), positions, self.scores, no_points, self.track_ids, boxes=self.enclosing())
 
     # Drawing: the frame's detections in their class's colour (their track's when tracked): each row's mask (filled,
     # half see-through, outlined) under its box, its box, its keypoints above ``keypoint_threshold``, then every
@@ -216,13 +262,16 @@ class Boxes(Equal):
             if masks is not None and masks.masks[index] is not None:
                 mask = masks.masks[index]
                 draw_mask(image, mask.bits, mask.left, mask.top, colour)
-            cv2.rectangle(image, (x1, y1), (x2, y2), colour, OUTLINE)
+            if self.angles is None:
+                cv2.rectangle(image, (x1, y1), (x2, y2), colour, OUTLINE)
+            else:  # an oriented box: its four corners, rotated
+                cv2.polylines(image, [np.round(self.corners()[index]).astype(np.int32)], True, colour, OUTLINE)
             if keypoints is not None:
                 keypoints.draw_row(image, index, keypoint_threshold)
             track, shown = self.track(index), untrusted(label, 40)
             texts.append(f"{shown} {score:.2f}" if track is None else f"#{track} {shown} {score:.2f}")
             colours.append(colour)
-        draw_labels(image, self.xyxy.tolist(), texts, colours)  # last: over every box, clear of each other
+        draw_labels(image, self.enclosing().tolist(), texts, colours)  # last: over every box, clear of each other
         return image
 
     def colour(self, index: int) -> tuple[int, int, int]:
@@ -244,6 +293,7 @@ class Boxes(Equal):
             message = Detection2D(header=header, id=ids)
             message.bbox = BoundingBox2D(size_x=float(x2 - x1), size_y=float(y2 - y1))
             message.bbox.center.position.x, message.bbox.center.position.y = float(centre_x), float(centre_y)
+            message.bbox.center.theta = float(self.angles[index]) if self.angles is not None else 0.0
             results = [hypothesis(label, score, centre_x, centre_y)]
             if keypoints is not None:
                 names = keypoints.names
@@ -256,7 +306,8 @@ class Boxes(Equal):
     def from_message(cls, message: Detection2DArray, names: Sequence[str] = (), tracked: bool = False) -> Boxes:
         """The boxes of a Detection2DArray (another node's, e.g. person boxes for a top-down pose model): a row's
         class id is its class name's index in ``names`` (the node's LabelInfo, ``label_names``), -1 when not
-        there; ``tracked``: each Detection2D.id is a track ID (else a rank, not kept)."""
+        there; ``tracked``: each Detection2D.id is a track ID (else a rank, not kept). Oriented boxes where any
+        ``bbox.center.theta`` is not 0 (each row's angle its theta)."""
         index: dict[str, int] = {}
         for class_id, name in enumerate(names):
             index.setdefault(name, class_id)
@@ -271,7 +322,9 @@ class Boxes(Equal):
             labels.append(head.class_id if head is not None else "")
         tracks = [_track_of(item.id) for item in message.detections] if tracked else None
         class_ids = [index.get(label, -1) for label in labels]
-        return cls(xyxy, scores, class_ids, labels, tuple(names) or None, tracks)
+        thetas = [item.bbox.center.theta for item in message.detections]
+        angles = thetas if any(thetas) else None
+        return cls(xyxy, scores, class_ids, labels, tuple(names) or None, tracks, angles)
 
 
 def hypothesis(class_id: str, score: float, x: float, y: float) -> ObjectHypothesisWithPose:

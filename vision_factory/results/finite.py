@@ -55,14 +55,14 @@ def finite(found: FrameResult, source: str = "", fix: str = MODEL_FIX, masks: bo
     if boxes is None or not count:
         return Finite(found, {}, list(range(count)))
     with np.errstate(over="ignore", invalid="ignore"):  # inf - inf is NaN, quietly
-        total = float(np.sum(boxes.scores)) + float(np.sum(boxes.xyxy))
+        total = float(np.sum(boxes.scores)) + float(np.sum(boxes.xyxy)) + float(np.sum(boxes.turns()))
         if keypoints is not None:
             total += float(np.sum(keypoints.points))
     unmasked = masks and (found.masks is None or any(mask is None for mask in found.masks.masks))
     if math.isfinite(total) and not unmasked:
         return Finite(found, {}, list(range(count)))  # a finite sum: all finite
     counts = dict.fromkeys(NON_FINITE_PARTS, 0)  # (a sum of finite values may overflow: then each is looked at)
-    box_ok = np.isfinite(boxes.xyxy).all(axis=1)
+    box_ok = np.isfinite(boxes.xyxy).all(axis=1) & np.isfinite(boxes.turns())  # an oriented box's angle too
     score_ok = np.isfinite(boxes.scores)
     counts["box"], counts["score"] = int(np.sum(~box_ok)), int(np.sum(box_ok & ~score_ok))
     kept = np.flatnonzero(box_ok & score_ok)

@@ -16,13 +16,14 @@ import numpy as np
 
 from .ball import Ball, write_ball_csv
 from .boxes import Boxes, box_iou
+from .classes import Classes
 from .dense import DenseMap
 from .keypoints import Keypoints
 from .masks import Masks, same_frame_iou
 from .part import Compared, Difference, Equal, Part, compare, pair_by_iou, pair_nearest
 from .text import Text
 
-PARTS: tuple[type, ...] = (Boxes, Keypoints, Masks, Ball, DenseMap, Text)  # in the order of their records
+PARTS: tuple[type, ...] = (Boxes, Keypoints, Masks, Ball, DenseMap, Text, Classes)  # in the order of their records
 ROWS = ("boxes", "keypoints", "masks")  # the parts of one row per detection (indexed together)
 
 
@@ -44,7 +45,8 @@ class Detector(Adapter, Protocol):
 
 @dataclass(eq=False)
 class FrameResult(Equal):
-    """A frame's result: its size (``width``, ``height``), its parts (None: not produced), with a stream's state
+    """A frame's result: its size (``width``, ``height``), its parts (None: not produced; ``classes``: an image
+    classifier's), with a stream's state
     (a tracker) why this frame started a new stream ("": it did not), and what was wrong with the model's output
     and left out (``problems``)."""
 
@@ -56,6 +58,7 @@ class FrameResult(Equal):
     ball: Ball | None = None
     dense: DenseMap | None = None
     text: Text | None = None
+    classes: Classes | None = None
     new_stream: str = ""
     # What was wrong with the model's output (or another node's) for this frame and was left out or mended
     # (results/finite.py; a map's values a model should not give): problem-log kind -> the detail to log once
@@ -97,7 +100,7 @@ class FrameResult(Equal):
                 for row, more in zip(rows, part.record() if part is not None else ()):
                     row.update(more)
             record["detections"] = rows
-        for part in (self.ball, self.dense, self.text):
+        for part in (self.ball, self.dense, self.text, self.classes):
             if part is not None:
                 record.update(part.record())
         return record
@@ -116,6 +119,8 @@ class FrameResult(Equal):
             found.dense = DenseMap.from_record(record, values)
         if "text" in record:
             found.text = Text.from_record(record)
+        if "classes" in record:
+            found.classes = Classes.from_record(record)
         return found
 
     def line(self, image: str) -> str:
@@ -214,6 +219,8 @@ class FrameResult(Equal):
             found.height, found.width = found.dense.values.shape
         elif main == Text.key:
             found.text = Text.from_message(message)
+        elif main == Classes.key:
+            found.classes = Classes.from_message(message, names)
         else:
             raise ValueError(f"no part {main!r}: parts are {', '.join(kind.key for kind in PARTS)}")
         return found

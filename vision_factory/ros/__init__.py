@@ -7,4 +7,11 @@ import importlib
 def message_class(msgtype: str) -> type:
     """'sensor_msgs/msg/Image' -> the rclpy message class (imported now, so this module stays free of ROS)."""
     package, _, name = msgtype.split("/")
-    return getattr(importlib.import_module(f"{package}.msg"), name)
+    module = importlib.import_module(f"{package}.msg")
+    if not hasattr(module, name):  # e.g. a vision_msgs built before Classification joined it
+        raise ImportError(
+            f"this {package} has no message {name} (built before it joined {package}): build it again "
+            f"(vision-factory install-vision-msgs --force on the pip route; a newer ros-<distro>-"
+            f"{package.replace('_', '-')} otherwise)"
+        )
+    return getattr(module, name)

@@ -1,11 +1,12 @@
-"""Detection and pose nodes (yolo, yolo_pose, fasterrcnn, rtmpose, sam), on any backend.
+"""Detection, pose and classification nodes (yolo, yolo_pose, fasterrcnn, rtmpose, sam, yolo_cls), on any backend.
 
 Subscribes  image (sensor_msgs/Image) or image/compressed (sensor_msgs/CompressedImage);
             rtmpose with person_source topic also person_detections, sam boxes (vision_msgs/Detection2DArray),
             paired with the image of the same stamp
 Publishes   families/detection.py's output table (node()), from which configure creates the publishers and
             `vision-factory models` describes them: detections (detection families) or poses (pose families),
-            vision_msgs/Detection2DArray, one per frame with that frame's header; labels (the class map,
+            vision_msgs/Detection2DArray, one per frame with that frame's header (a classifier: classification,
+            vision_msgs/Classification, its best classes, best first: results/classes.py); labels (the class map,
             transient local, once); pose markers, with tracking on track markers, and debug_image when subscribed;
             a segmentation model's masks (sensor_msgs/Image label image, mask_encoding) when subscribed.
 
@@ -82,7 +83,7 @@ class DetectionNode(InferenceNode):
         head_note = getattr(self.detector, "head_note", None)  # e.g. YOLO's end-to-end head: no NMS
         if head_note:
             self.get_logger().info(head_note)
-        self.confidence = values["confidence_threshold"]
+        self.confidence = values.get("confidence_threshold", 0.0)  # a classifier (yolo_cls) lists its best classes
         self.keypoint_threshold = values.get("keypoint_threshold", 0.5)
         publishers = self.create_outputs(family.node.outputs)  # families/detection.py's table
         self.detections_pub, self.labels_pub = publishers[family.output_topic], publishers["labels"]
@@ -127,7 +128,7 @@ class DetectionNode(InferenceNode):
             labels = (list(self.detector.names), self.confidence)
             for pipeline in self.pipelines.values():
                 pipeline.retune(detector, values, tracker)
-            self.detector, self.confidence = detector, values["confidence_threshold"]
+            self.detector, self.confidence = detector, values.get("confidence_threshold", 0.0)
             self.keypoint_threshold = values.get("keypoint_threshold", 0.5)
             self.mask_encoding = values.get("mask_encoding", "mono16")
             if (list(detector.names), self.confidence) != labels and self._threads.running:  # inactive: at activate
@@ -192,7 +193,7 @@ class DetectionNode(InferenceNode):
         if result.new_stream:
             named = f"camera {camera}: " if self.multicamera else ""
             self.get_logger().info(f"{named}new stream ({result.new_stream}): tracks reset, IDs count from 1 again")
-        track_ids = result.boxes.track_ids
+        track_ids = result.boxes.track_ids if result.boxes is not None else None  # a classifier's: none
         if self.global_ids is not None and track_ids is not None:  # the camera's track IDs as global IDs
             if result.new_stream:
                 self.global_ids.forget(camera)

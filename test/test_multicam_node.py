@@ -36,9 +36,10 @@ from vision_factory.results.boxes import Boxes
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import write_image_bag
-from vision_factory.tools.bench import _node_frames, node_params, run_bench
+from vision_factory.tools.bench import node_frames, node_params, run_bench
 from vision_factory.tools.bench_cameras import cameras_vs_nodes, lines
-from vision_factory.tools.replay_cameras import parse_cameras, replay_cameras
+from vision_factory.tools.replay import replay
+from vision_factory.tools.replay_frames import parse_cameras
 from vision_factory.tools.synthetic import BallClip
 
 LOG = logging.getLogger("test")
@@ -194,7 +195,7 @@ def test_bench_measures_one_node_of_several_cameras_against_one_node_each(tmp_pa
     answers counted by its own receiving process equal what the node logs it published (else the measure is
     refused), and the report holds what the table prints (no figure asserted: those are benchmarks/README.md's)."""
     params, _ = node_params("yolo", SHAPES_MODEL, 1, {})
-    frame = next(iter(_node_frames("yolo", 1)))
+    frame = next(iter(node_frames("yolo", 1)))
     report = cameras_vs_nodes("yolo", params, frame, 2, seconds=4.0, rate=4.0, work=tmp_path, workers=2, rounds=1)
     for setup in ("one_node", "one_node_workers", "nodes"):
         assert len(report[setup]["camera_fps"]) == 2 and all(fps > 0 for fps in report[setup]["camera_fps"])
@@ -368,7 +369,7 @@ def test_replay_plays_several_cameras_through_one_node_in_recorded_time_order(tm
     start = RIG_START_NS
     rig, right = camera_rig(tmp_path, frames)
     sources = parse_cameras(["front=/front/image_raw", "left=/left/image_raw", f"right={right}"], rig)
-    result = replay_cameras(sources, tmp_path / "out", "yolo", {"model_path": str(model)})
+    result = replay(rig, tmp_path / "out", "yolo", {"model_path": str(model)}, cameras=sources)
     assert result.missing_frames == {"front": [], "left": [], "right": []}, open(result.node_log).read()
     assert result.frames_sent == {camera: len(camera_frames) for camera, camera_frames in frames.items()}
     times = {  # bag time of each camera's frames: front 30/s from start, left 10/s from +10 ms, right 15/s from +5 ms
@@ -412,7 +413,14 @@ def test_a_generated_package_serves_several_cameras(tmp_path, monkeypatch):
     }
     sources = parse_cameras([f"{camera}={bag}" for camera, bag in bags.items()], bags["front"])
     monkeypatch.setenv("PYTHONPATH", str(site_packages(tmp_path / "install")))
-    result = replay_cameras(sources, tmp_path / "out", "yolo", {"model_path": str(model)}, executable=[str(executable)])
+    result = replay(
+        bags["front"],
+        tmp_path / "out",
+        "yolo",
+        {"model_path": str(model)},
+        executable=[str(executable)],
+        cameras=sources,
+    )
     assert result.missing_frames == {"front": [], "back": []}, open(result.node_log).read()
     values = family("yolo").values_from_model(model)
     pipeline = family("yolo").pipeline(values, lambda path: OnnxRunner.load(path, {}, LOG))

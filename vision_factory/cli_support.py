@@ -38,7 +38,7 @@ BAG_TOPIC = option("--topic", help="image topic in the bag (needed when it has s
 PARAM = option("-p", "--param", "params", multiple=True, metavar="NAME:=VALUE", help="node parameter, repeatable")
 # A node's text prompt (families/prompts.py), for a family that takes one: replay's and verify's -p prompt:=TEXT.
 PROMPT = option("--prompt", help="the node's text prompt, for a family that takes one: phrases separated by ' . '")
-# replay's and verify's several cameras through one node, read by tools/replay_cameras.py's parse_cameras for both.
+# replay's and verify's several cameras through one node, read by tools/replay_frames.py's parse_cameras for both.
 CAMERAS = option(
     "--camera",
     "cameras",
@@ -50,10 +50,13 @@ CAMERAS = option(
 
 
 def camera_sources(given: dict, cameras: tuple[str, ...], unused: dict[str, object]) -> list:
-    """--camera's sources (replay_cameras.parse_cameras), the options of one camera's run it does not take
-    (``unused``: an option's name and its default) refused, naming them."""
-    from .tools.replay_cameras import parse_cameras
+    """--camera's sources (replay_frames.parse_cameras; none without --camera: the one camera is BAG's image topic),
+    the options of one camera's run it does not take (``unused``: an option's name and its default) refused, naming
+    them."""
+    from .tools.replay_frames import parse_cameras
 
+    if not cameras:
+        return []
     refused = [f"--{name.replace('_', '-')}" for name, default in unused.items() if given.get(name) != default]
     if refused:
         raise click.UsageError(f"--camera plays as fast as the node keeps up and takes no {', '.join(refused)}")

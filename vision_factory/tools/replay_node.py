@@ -1,5 +1,5 @@
-"""The node under replay (tools/replay.py, replay_cameras.py): the shared-memory transport it needs for large
-images, waiting for it to listen, to keep up and to finish answering, and stopping it however the replay ends."""
+"""The node under replay (tools/replay.py): the shared-memory transport it needs for large images, waiting for it
+to listen, to warm up, to keep up and to finish answering, and stopping it however the replay ends."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from ..ros.transport import PROFILE_VARIABLES, SHARED_MEMORY_PROFILE
 from ..share import share_path
 
+END_IDLE_S = 3.0  # once every frame is sent: how long with no answer ends the replay, at least (wait_for_end)
 END_WAIT_MAX_S = 30.0  # once every frame is sent: how long with no answer ends the replay, at most (wait_for_end)
 
 
@@ -55,6 +56,25 @@ def wait_matched(subscriptions: list, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and not all(s.get_publisher_count() > 0 for s in subscriptions):
         time.sleep(0.05)
+
+
+def warm_up_node(first: dict, publishers: dict, run, outputs, process, timeout: float, flush_s: float) -> float:
+    """Each camera's warm-up image (``first``: by camera, its CDR bytes) sent, every camera's answer awaited (or
+    ``timeout``), then what the node answered per frame (``outputs``; not its latched class map) and its times
+    forgotten (``run``: replay's Run); a node that ends its streams after a pause (flush_timeout: what is pending
+    answered, and as long again without frames) given ``flush_s`` for it. How long with no answer then ends the
+    replay: END_IDLE_S, or twice the warm-up where that took longer (a heavy model, a loaded machine)."""
+    start = time.monotonic()
+    for name, data in first.items():
+        publishers[name].publish(data)
+    with run.answered:
+        run.answered.wait_for(
+            lambda: {name for name, _ in run.done} >= set(first) or process.poll() is not None, timeout=timeout
+        )
+    idle_s = max(END_IDLE_S, 2 * (time.monotonic() - start))
+    time.sleep(flush_s)
+    run.forget_warm_up(outputs)
+    return idle_s
 
 
 def wait_in_flight(answered, done_frames, index, max_in_flight, process, log_path, stall_s: float = 30.0) -> None:

@@ -44,8 +44,9 @@ CAMERAS = option(
     "cameras",
     multiple=True,
     metavar="NAME=SOURCE",
-    help="several cameras through one node (its cameras parameter), repeatable: SOURCE an image topic of BAG or "
-    "another bag; played in recorded time order as fast as the node keeps up, each camera's results in OUT/NAME/",
+    help="camera NAME and its frames' SOURCE (an image topic of BAG, or another bag), repeatable: several cameras "
+    "through one node (its cameras parameter), played in recorded time order as fast as the node keeps up, each "
+    "camera's results in OUT/NAME/",
 )
 
 

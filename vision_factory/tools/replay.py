@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -39,6 +38,7 @@ from .replay_frames import (
 )
 from .replay_node import (
     END_IDLE_S,
+    Run,
     stop_replay,
     use_shared_memory_profile,
     wait_for_end,
@@ -128,44 +128,6 @@ class CamerasReplayed:
         for name in ("order", "sent_stamps", "received"):
             data.pop(name)
         return data
-
-
-@dataclass
-class Run:
-    """A replay as it runs, per camera ("": the one camera of a node without names): what the node published on
-    each recorded output (time received in ns, CDR bytes), which frames were answered when, each frame's send time
-    and stamp; the node's own per-frame times and last /diagnostics status. ``answered`` guards them all."""
-
-    received: dict[str, dict[str, list[tuple[int, bytes]]]]
-    # (camera, frame index) answered -> when (ns); an answer of a stamp none of the camera's frames has is counted
-    # under (camera, its stamp)
-    done: dict[tuple[str, Any], int] = field(default_factory=dict)
-    sent_at: dict[tuple[str, int], int] = field(default_factory=dict)  # (camera, frame index) -> when sent (ns)
-    sent_stamps: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # per camera, in the order sent
-    order: list[str] = field(default_factory=list)  # the cameras of the frames, in the order sent
-    node_times: dict[str, list[float]] = field(default_factory=lambda: {name: [] for name in NODE_TIMES})
-    node_status: dict[str, str] = field(default_factory=dict)
-    wall_s: float = 0.0
-    answered: threading.Condition = field(default_factory=threading.Condition)
-
-    def __post_init__(self) -> None:
-        self.sent_stamps = {name: [] for name in self.received}
-
-    def answered_frames(self, camera: CameraFrames) -> list[int]:
-        return [index for index in range(len(camera.stamps)) if (camera.name, index) in self.done]
-
-    def missing(self, camera: CameraFrames) -> list[int]:
-        return [index for index in range(len(camera.stamps)) if (camera.name, index) not in self.done]
-
-    def forget_warm_up(self, outputs) -> None:
-        """What the node answered so far on ``outputs`` (per frame; not its latched class map) and its times."""
-        with self.answered:
-            self.done.clear()
-            for received in self.received.values():
-                for output in outputs:
-                    received[output].clear()
-            for times in self.node_times.values():
-                times.clear()
 
 
 def one_camera_result(run: Run, camera: CameraFrames, outputs: dict[str, Path], answers: Path, node: str, main: str):

@@ -35,11 +35,11 @@ from vision_factory.models.tracknet import TrackNetModuleONNX
 from vision_factory.results.boxes import Boxes
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
-from vision_factory.tools.bags import write_image_bag
+from vision_factory.tools.bags import BagError, read_messages, write_image_bag, write_messages
 from vision_factory.tools.bench import node_frames, node_params, run_bench
 from vision_factory.tools.bench_cameras import cameras_vs_nodes, lines
 from vision_factory.tools.replay import replay
-from vision_factory.tools.replay_frames import parse_cameras
+from vision_factory.tools.replay_frames import first_images, parse_cameras, played, read_cameras
 from vision_factory.tools.synthetic import BallClip
 
 LOG = logging.getLogger("test")
@@ -398,6 +398,52 @@ def test_replay_cameras_refuses_a_malformed_camera(tmp_path):
         parse_cameras(["front=/nowhere"], bag)
     with pytest.raises(ValueError, match="camera front is named twice"):
         parse_cameras(["front=/camera/image_raw", f"front={bag}"], bag)
+
+
+def test_replay_plays_every_cameras_frames_in_recorded_time_order_read_as_played(tmp_path):
+    """What replay plays of several cameras (tools/replay_frames.py), without a node: each camera's frames merged in
+    their bag times' order, each message's bytes its camera's own frame; a silent camera plays nothing, no warm-up
+    image either."""
+    frames = {
+        "front": [np.full((4, 4, 3), value, np.uint8) for value in (10, 11, 12, 13, 14, 15)],
+        "left": [np.full((2, 3, 3), value, np.uint8) for value in (20, 21)],
+        "right": [np.full((4, 6, 3), value, np.uint8) for value in (30, 31, 32)],
+    }
+    rig, right = camera_rig(tmp_path, frames)
+    silent = write_image_bag(tmp_path / "silent", [])
+    cameras = read_cameras(parse_cameras(["front=/front/image_raw", "left=/left/image_raw", f"right={right}",
+                                          f"side={silent}"], rig))  # fmt: skip
+    assert [len(camera.stamps) for camera in cameras] == [6, 2, 3, 0]
+    start = RIG_START_NS  # front 30/s from start, left 10/s from +10 ms, right 15/s from +5 ms (camera_rig)
+    times = {
+        0: [start + round(i * 1e9 / 30) for i in range(6)],
+        1: [start + 10**7 + round(i * 1e9 / 10) for i in range(2)],
+        2: [start + 5 * 10**6 + round(i * 1e9 / 15) for i in range(3)],
+    }
+    expected = sorted((t, camera, index) for camera, ts in times.items() for index, t in enumerate(ts))
+    got = list(played(cameras))
+    assert [item[:3] for item in got] == expected
+    bags = {0: (rig, "/front/image_raw"), 1: (rig, "/left/image_raw"), 2: (right, "/camera/image_raw")}
+    recorded = {camera: [m.data for m in read_messages(*where)] for camera, where in bags.items()}
+    assert all(data == recorded[camera][index] for _, camera, index, data in got)
+    assert [(camera.name, data) for camera, data in first_images(cameras)] == [
+        (name, recorded[camera][0]) for camera, name in enumerate(("front", "left", "right"))
+    ]
+
+
+def test_replay_refuses_cameras_it_could_not_tell_apart_or_feed_to_one_node(tmp_path):
+    """A camera whose frames repeat a stamp (its answers could not be told apart), named; cameras of raw and
+    compressed images (one node reads one input_transport)."""
+    image = np.zeros((4, 4, 3), np.uint8)
+    once = write_image_bag(tmp_path / "once", [image])
+    twice = write_messages(tmp_path / "twice", [*read_messages(once, "/camera/image_raw")] * 2)
+    with pytest.raises(
+        BagError, match=r"image headers of camera back in .*twice:/camera/image_raw repeat their stamps"
+    ):
+        read_cameras(parse_cameras([f"front={once}", f"back={twice}"], once))
+    packed = write_image_bag(tmp_path / "packed", [image], compressed="png")
+    with pytest.raises(BagError, match="raw and compressed: one node reads one input_transport"):
+        read_cameras(parse_cameras([f"front={once}", f"back={packed}"], once))
 
 
 def test_a_generated_package_serves_several_cameras(tmp_path, monkeypatch):

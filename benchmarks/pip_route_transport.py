@@ -49,6 +49,8 @@ from pathlib import Path
 from bench_detection import shared_dir  # the shared models and data, found as the tests find them
 from report import environment, table
 
+from vision_factory.streaming import closing_counts
+
 ROOT = Path(__file__).resolve().parent.parent
 CAMERA = ROOT / "test" / "support" / "camera_process.py"
 VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_BUILTIN_TRANSPORTS")
@@ -59,7 +61,6 @@ TRANSPORTS = {
     "large_data": {"FASTDDS_BUILTIN_TRANSPORTS": "LARGE_DATA"},
 }
 STOCK_RMEM_MAX = 212992  # Ubuntu's default net.core.rmem_max: what the node's 32 MiB request gets there
-CLOSING = re.compile(r"frames in (\d+), dropped (\d+), skipped (\d+), outputs (\d+)(?:, never arrived (\d+))?")
 
 
 def stock_profile(work: Path) -> Path:
@@ -115,9 +116,8 @@ def run_once(listener, model: Path, node: str, camera: str, qos: str, size: str,
             cpu = node_cpu(started)
         listener.settle(quiet=0.5)
     text = log_path.read_text()
-    found = CLOSING.findall(text)
-    counts = [int(value or 0) for value in found[-1]] if found else [None] * 5
-    frames_in, dropped, skipped, outputs, never = counts
+    closing = closing_counts(text) or dict.fromkeys(("frames_in", "dropped", "skipped", "outputs", "never_arrived"))
+    frames_in, dropped, skipped, outputs, never = closing.values()
     sent_count = int(sent.stdout.split()[-1]) if sent.returncode == 0 and sent.stdout.strip() else 0
     return {
         "node": node,

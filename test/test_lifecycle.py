@@ -126,7 +126,7 @@ def test_shutdown_answers_the_frames_already_accepted(tmp_path):
         probe.close()
         node.stop()
     assert counts["dropped"] == counts["skipped"] == 0
-    assert len(poses) == counts["outputs"] == counts["in"] > 1, node.log()
+    assert len(poses) == counts["outputs"] == counts["frames_in"] > 1, node.log()
 
 
 def test_tracknet_node_lifecycle_and_its_window_at_deactivate(tmp_path, synthetic_models):
@@ -164,7 +164,7 @@ def test_tracknet_node_lifecycle_and_its_window_at_deactivate(tmp_path, syntheti
         probe.close()
         node.stop()
     counts = closing_counts(node.log())
-    assert counts["in"] == counts["outputs"] == clip.num_frames and counts["dropped"] == 0, node.log()
+    assert counts["frames_in"] == counts["outputs"] == clip.num_frames and counts["dropped"] == 0, node.log()
 
 
 @needs_pose_model
@@ -195,7 +195,7 @@ def test_frames_older_than_max_frame_age_are_never_inferred(tmp_path):
     log = node.log()
     assert log.count("skipping frame (stale frame)") == 1 and "max_frame_age 500 ms" in log
     assert "stale frame: 3" in log
-    assert closing_counts(log) == {"in": 5, "dropped": 0, "skipped": 3, "outputs": 2, "never arrived": 0}
+    assert closing_counts(log) == {"frames_in": 5, "dropped": 0, "skipped": 3, "outputs": 2, "never_arrived": 0}
 
 
 @needs_pose_model

@@ -438,7 +438,7 @@ def test_frames_lost_on_the_way_are_counted_and_the_warning_names_the_transport(
     lines = [line for line in node.log().splitlines() if "until frames come whole again" in line]
     assert len(lines) == 1, node.log()  # once (the silence that follows says it too, once)
     counts = closing_counts(node.log())
-    assert counts["never arrived"] > 0 and counts["in"] + counts["never arrived"] <= sent, node.log_tail()
+    assert counts["never_arrived"] > 0 and counts["frames_in"] + counts["never_arrived"] <= sent, node.log_tail()
     line = lines[0]
     assert "frames publishers sent on /t/image in the last" in line and "lost in transport, not by the camera" in line
     assert (

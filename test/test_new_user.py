@@ -171,7 +171,7 @@ def test_the_readme_pip_route_gets_a_camera_sized_stream_whole(tmp_path):
         node.stop()
     counts = closing_counts(node.log())
     try:
-        assert counts["in"] >= 0.8 * sent, node.log_tail()
+        assert counts["frames_in"] >= 0.8 * sent, node.log_tail()
         assert probe.spin_until(lambda: len(answers) == counts["outputs"], PATIENCE_S), node.log_tail()
     finally:
         probe.close()

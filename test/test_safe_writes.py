@@ -343,14 +343,15 @@ def test_verify_refuses_a_dangling_link_among_its_reports_before_it_runs(tmp_pat
     assert not (out / "verify.json").is_symlink() and not target.exists()
 
 
-def test_verify_never_draws_the_worst_frame_through_a_link(tmp_path):
-    from vision_factory.tools.verify_report import draw as _draw
+@pytest.mark.parametrize("name", ["worst_frame.png", "side_by_side.png"])
+def test_verify_never_draws_its_pictures_through_a_link(tmp_path, name):
+    from vision_factory.tools.verify_pictures import write_pictures
 
     target = victim(tmp_path / "elsewhere")
-    link = tmp_path / "worst_frame.png"
+    link = tmp_path / name
     link.symlink_to(target)
-    with pytest.raises(UnsafeWrite, match="worst_frame.png is a symbolic link"):
-        _draw(link, np.zeros((32, 32, 3), np.uint8), None, FrameResult(32, 32))
+    with pytest.raises(UnsafeWrite, match=f"{name} is a symbolic link"):
+        write_pictures(tmp_path, np.zeros((32, 32, 3), np.uint8), None, FrameResult(32, 32), 0, failed=True)
     assert target.read_bytes() == VICTIM
 
 

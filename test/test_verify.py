@@ -119,6 +119,10 @@ def test_verify_passes_a_correct_yolo_node_and_writes_the_report(tmp_path):
     assert verdict.upper() in (tmp_path / "v" / "verify.md").read_text()
     picture = cv2.imread(str(tmp_path / "v" / "worst_frame.png"))  # enlarged to 640 wide, a legend below
     assert picture.shape[1] == 640 and picture.shape[0] > 256 * 640 / 384
+    # On a pass no frame differs: the one pictured (listed first) has the most answers, not frame 0's few or none.
+    pictured = data["worst_frames"][0]
+    assert pictured["model_count"] == max(frame.model_count for frame in report.frames) > 0
+    assert not (tmp_path / "v" / "side_by_side.png").exists()  # drawn on a failure only
 
 
 def test_verify_passes_the_tracknet_node_on_a_synthetic_clip(tmp_path):
@@ -183,6 +187,9 @@ def test_verify_fails_a_node_fed_the_wrong_colour_order(tmp_path):
     assert not report.passed
     assert "wrong colour order" in _failed(report, "boxes")
     assert [check.passed for check in report.checks[:3]] == [True, True, True]  # answered, stamped, same classes
+    # The failure drawn side by side (model | node, each 640 wide) and named in the report.
+    picture = cv2.imread(str(tmp_path / "v" / "side_by_side.png"))
+    assert picture.shape[1] == 2 * (640 + 4) and "side_by_side.png" in (tmp_path / "v" / "verify.md").read_text()
 
 
 def test_verify_fails_a_node_with_a_wrong_letterbox(tmp_path):

@@ -16,6 +16,7 @@ from .cli_support import (
     EXISTING,
     EXISTING_FILE,
     FILE,
+    FOLDER,
     PARAM,
     POSITIVE,
     PROGRESS,
@@ -41,6 +42,7 @@ from .parameters import CAMERA_TOPIC
 from .text import shown_path
 from .tools.bags import STORAGES
 from .tools.image_bag import DEFAULT_FPS
+from .tools.replay_pictures import SAVE_MAX
 
 # verify's model types: the nodes that answer each frame from one model (tools/verify.py).
 VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make_pipeline is not None]
@@ -62,8 +64,14 @@ VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make_pipeline i
     option("--storage", type=click.Choice(list(STORAGES)), default="mcap", show_default=True,
            help="rosbag2 storage of the bag of the node's outputs written to OUT (the input bag's is read as it is)"),
     executable_option("ros2 run my_tracker tracknet_node"),
+    option("--save", type=FOLDER,
+           help="folder for the answered frames drawn with the node's answers (frame_NNNNNN.png)"),
+    option("--save-every", type=click.IntRange(min=1), default=1, show_default=True,
+           help="with --save: draw one answered frame in this many"),
+    option("--save-max", type=click.IntRange(min=1), default=SAVE_MAX, show_default=True,
+           help="with --save: draw at most this many frames"),
     CAMERAS,
-    force_option(),
+    force_option("replace the outputs of an earlier run in OUT, and its pictures in --save (else refused)"),
     PROGRESS,
 )  # fmt: skip
 def replay(
@@ -90,6 +98,10 @@ def replay(
     an earlier run's outputs is refused before anything plays, unless --force (which
     replaces those outputs only).
 
+    --save DIR draws the frames the node answered with its answers, as predict --save draws
+    them (a map beside its frame), into DIR/frame_NNNNNN.png: one in --save-every, at most
+    --save-max; replay.json's "pictures" says how many.
+
     --node track tracks detections recorded in the bag: its one Detection2DArray topic is
     played with the images, each message with the frame of its stamp (a bag without one is
     refused; replay the detector with -p tracking:=true instead).
@@ -109,6 +121,8 @@ def replay(
     from .tools.replay import replay as run_replay
 
     overrides = _with_model(parse_overrides(params, prompt), model)
+    if cameras and given["save"] is not None:
+        raise click.UsageError("--save draws one camera's replay: replay each camera's topic on its own (--topic)")
     sources = camera_sources(given, cameras, {"topic": None, "rate": None})
     with _reported(FileExistsError):
         result = run_replay(

@@ -30,6 +30,7 @@ from .families.registry import FAMILIES, SINGLE_MODEL
 from .parameters import MAX_CAMERAS
 from .runtime.backends import BENCH_TARGETS
 from .tools.ball_eval import evaluate_tracking
+from .tools.eval_details import WORST_IMAGES
 from .tools.mot import MODEL_TYPE as TRACK
 from .tools.quantize import BACKENDS as QUANTIZE_BACKENDS
 from .tools.quantize import METHODS, PRECISIONS, QUANTIZE_TYPES, TARGET_CPUS
@@ -103,8 +104,11 @@ def bench(**given: Any) -> None:
     option("--inpaint-model", type=FILE,
            help="tracknet --model: InpaintNet model repairing its track, as the node's inpaint_model_path (the "
            "precision-recall curve stays TrackNet's)"),
-    out_option("folder for eval.json and eval.md (tracknet: also trajectory.png, pr_curve.png; a --model's "
-               "detections: predictions.json)", "vision_factory_eval"),
+    option("--worst", type=click.IntRange(0, 100), default=WORST_IMAGES, show_default=True,
+           help="COCO detections and poses: the images with the most missed and false detections drawn into "
+           "OUT/worst_images/ (0: none)"),
+    out_option("folder for eval.json and eval.md (also pr_curve.png; tracknet: trajectory.png; COCO: worst_images/, "
+               "a --model's predictions.json)", "vision_factory_eval"),
     PROGRESS,
 )  # fmt: skip
 def evaluate_command(
@@ -120,6 +124,7 @@ def evaluate_command(
     tolerance: float,
     stride: int,
     inpaint_model: Path | None,
+    worst: int,
     out_dir: Path,
 ) -> None:
     """Score ball tracking with TrackNet's metrics: accuracy, precision, recall, F1 (TP/FP1/FP2/FN/TN).
@@ -130,7 +135,9 @@ def evaluate_command(
 
     Detection and pose: a COCO results file (--predictions), or a yolo / yolo_pose / fasterrcnn
     --model run over the data set, scored against COCO annotations (--data: the JSON or a folder with
-    annotations.json and images/) with pycocotools: AP, AP50, AP75, AR100 (keypoints: OKS AP, AR20).
+    annotations.json and images/) with pycocotools: AP, AP50, AP75, AR100 (keypoints: OKS AP, AR20), the
+    same per class, a precision-recall curve per class (OUT/pr_curve.png) and the --worst images drawn, truth
+    dashed and detections solid (OUT/worst_images/).
 
     Tracks (--model-type track): a MOTChallenge tracks file against MOTChallenge ground truth: HOTA (DetA,
     AssA), MOTA, MOTP, IDF1, ID switches, mostly tracked / partially tracked / mostly lost.
@@ -152,7 +159,7 @@ def evaluate_command(
     options = {"data": data, "out_dir": out_dir, "predictions": predictions, "frame_size": frame_size, "model": model}
     options |= {"source": source, "target": target, "median_warmup": median_warmup, "tolerance": tolerance}
     options |= {"heatmap_threshold": heatmap_threshold, "stride": stride, "inpaint_model": inpaint_model}
-    options["progress"] = _progress_bars()
+    options |= {"worst": worst, "progress": _progress_bars()}
     with _reported():
         if model_type == TRACK:
             _show(evaluate_tracks(data, predictions, out_dir))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus
+
+from vision_factory import streaming
 
 YOLO = "vision_factory.yolo_onnx_node"
 
@@ -22,8 +22,7 @@ def _latest(diagnostics: list, name: str) -> DiagnosticStatus | None:
 
 
 def closing_counts(log: str) -> dict[str, int]:
-    """The node's closing counts line's numbers: frames in, dropped, skipped, outputs, and the frames its publishers
-    sent that never arrived (0 where the line has none: a node before they were counted)."""
-    found = re.search(r"frames in (\d+), dropped (\d+), skipped (\d+), outputs (\d+)(?:, never arrived (\d+))?", log)
-    assert found, log
-    return dict(zip(("in", "dropped", "skipped", "outputs", "never arrived"), (int(n or 0) for n in found.groups())))
+    """The node's closing counts line's numbers (vision_factory.streaming.closing_counts), asserted to be there."""
+    counts = streaming.closing_counts(log)
+    assert counts is not None, log
+    return counts

@@ -53,15 +53,15 @@ def coco_results(image_id: Any, result: FrameResult, category_of: Mapping[int, i
     return found, skipped
 
 
-def coco_metrics(truth: dict[str, Any], results: list[dict[str, Any]], iou_type: str) -> dict[str, float]:
-    """pycocotools' metrics of COCO ``results`` against the COCO annotations ``truth`` (checked by tools/coco_eval.py)
-    for ``iou_type`` (bbox, keypoints, segm): AP, AP50, AP75 and AR100 (keypoints: AR20)."""
+def coco_evaluation(truth: dict[str, Any], results: list[dict[str, Any]], iou_type: str) -> Any:
+    """pycocotools' evaluation (COCOeval, evaluated, accumulated and summarised) of COCO ``results`` against the COCO
+    annotations ``truth`` (checked by tools/coco_eval.py) for ``iou_type`` (bbox, keypoints, segm); None without
+    results. Its per-image matches and per-class curves are what tools/eval_details.py reports."""
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
-    names = ("AP", "AP50", "AP75", "AR20") if iou_type == "keypoints" else ("AP", "AP50", "AP75", "AR100")
     if not results:
-        return dict.fromkeys(names, 0.0)
+        return None
     with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
         ground_truth = COCO()
         ground_truth.dataset = truth
@@ -70,11 +70,25 @@ def coco_metrics(truth: dict[str, Any], results: list[dict[str, Any]], iou_type:
         evaluation.evaluate()
         evaluation.accumulate()
         evaluation.summarize()
+    return evaluation
+
+
+def evaluation_metrics(evaluation: Any, iou_type: str) -> dict[str, float]:
+    """AP, AP50, AP75 and AR100 (keypoints: AR20) of a ``coco_evaluation`` (None: every one 0)."""
+    names = ("AP", "AP50", "AP75", "AR20") if iou_type == "keypoints" else ("AP", "AP50", "AP75", "AR100")
+    if evaluation is None:
+        return dict.fromkeys(names, 0.0)
     stats = evaluation.stats
     # summarize() order: bbox and segm AP, AP50, AP75, APs, APm, APl, AR1, AR10, AR100, ...; keypoints AP, AP50,
     # AP75, APm, APl, AR20, ...
     indices = (0, 1, 2, 5) if iou_type == "keypoints" else (0, 1, 2, 8)
     return {name: max(0.0, float(stats[index])) for name, index in zip(names, indices)}
+
+
+def coco_metrics(truth: dict[str, Any], results: list[dict[str, Any]], iou_type: str) -> dict[str, float]:
+    """pycocotools' metrics of COCO ``results`` against the COCO annotations ``truth`` (checked by tools/coco_eval.py)
+    for ``iou_type`` (bbox, keypoints, segm): AP, AP50, AP75 and AR100 (keypoints: AR20)."""
+    return evaluation_metrics(coco_evaluation(truth, results, iou_type), iou_type)
 
 
 def _frame(results: Sequence[Mapping[str, Any]]) -> FrameResult:

@@ -124,3 +124,26 @@ def colour_bar(
     cv2.putText(image, top, (text_x, bar_top + line), FONT, 0.4, white, 1, cv2.LINE_AA)
     cv2.putText(image, bottom, (text_x, bar_bottom), FONT, 0.4, white, 1, cv2.LINE_AA)
     return x1, bar_top, x2, bar_bottom
+
+
+DASH = 8  # pixels: a dashed outline's dash and gap
+
+
+def draw_dashed_box(
+    image: np.ndarray, box: Sequence[float], colour: Sequence[int], gap_colour: Sequence[int] | None = None
+) -> None:
+    """A box's outline (``box``: x1, y1, x2, y2) OUTLINE thick in dashes of ``colour``, DASH long, with gaps as
+    long: left as they are, or filled with ``gap_colour`` (a dash seen on any background: white and black)."""
+    x1, y1, x2, y2 = (int(round(v)) for v in box)
+    edges = (((x1, y1), (x2, y1)), ((x2, y1), (x2, y2)), ((x2, y2), (x1, y2)), ((x1, y2), (x1, y1)))
+    for (ax, ay), (bx, by) in edges:
+        length = max(abs(bx - ax), abs(by - ay))
+        for start in range(0, max(length, 1), DASH):
+            end = min(start + DASH, length)
+            step = (start // DASH) % 2
+            shade = colour if step == 0 else gap_colour
+            if shade is None:
+                continue
+            p = (ax + (bx - ax) * start // max(length, 1), ay + (by - ay) * start // max(length, 1))
+            q = (ax + (bx - ax) * end // max(length, 1), ay + (by - ay) * end // max(length, 1))
+            cv2.line(image, p, q, tuple(int(c) for c in shade[:3]), OUTLINE)

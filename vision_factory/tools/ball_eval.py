@@ -18,7 +18,7 @@ import numpy as np
 
 from ..families.tracknet import FAMILY
 from ..families.tracknet import values as node_values
-from ..files import output_folder, staged, write_text
+from ..files import output_folder, write_text
 from ..models.ball_stream import BallStream, FrameSizeChanged
 from ..models.tracknet_stream import HEIGHT, WIDTH
 from ..progress import Progress
@@ -27,6 +27,7 @@ from ..text import shown_path
 from .bags import read_ball_csv
 from .commands import CommandReport, UsageError, frame_size
 from .compare import describe_comparison, metric_differences, save_comparison
+from .plots import precision_recall_axes, pyplot, save_figure
 from .sources import source_frames
 
 pipeline = FAMILY.pipeline  # the tracknet node's frame pipeline (families/pipeline.py)
@@ -210,17 +211,8 @@ def write_report(
     return files
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _plot_trajectory(path: Path, truth: Sequence[Row], predictions: Sequence[Row], size: tuple[int, int]) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(figsize=(8, 8 * size[1] / size[0] + 0.6))
     for rows, style, label in ((truth, "g.-", "truth"), (predictions, "r+", "predicted")):
         seen = np.array([(row[2], row[3]) for row in rows if row[1] == 1]).reshape(-1, 2)
@@ -230,30 +222,17 @@ def _plot_trajectory(path: Path, truth: Sequence[Row], predictions: Sequence[Row
     axes.set_aspect("equal")
     axes.legend()
     axes.set_title("ball trajectory (image pixels)")
-    figure.tight_layout()
-    with staged(path) as fresh:
-        figure.savefig(fresh, dpi=100)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)
 
 
 def _plot_curve(path: Path, curve: list[dict[str, float]]) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(figsize=(5, 5))
     axes.plot([p["recall"] for p in curve], [p["precision"] for p in curve], "o-")
     for point in curve[::3]:
         axes.annotate(f"{point['threshold']:.2f}", (point["recall"], point["precision"]), fontsize=7)
-    axes.set_xlabel("recall")
-    axes.set_ylabel("precision")
-    axes.set_xlim(0, 1.02)
-    axes.set_ylim(0, 1.02)
-    axes.set_title("precision-recall over the heatmap threshold")
-    axes.grid(alpha=0.3)
-    figure.tight_layout()
-    with staged(path) as fresh:
-        figure.savefig(fresh, dpi=100)
-    plt.close(figure)
-    return path
+    precision_recall_axes(axes, "precision-recall over the heatmap threshold")
+    return save_figure(figure, path)
 
 
 def compare_runs(

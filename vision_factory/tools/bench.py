@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import SINGLE_MODEL, family
-from ..files import output_folder, staged, write_text
+from ..files import output_folder, write_text
 from ..progress import Progress, counted
 from ..runtime.backends import load_target, parse_targets
 from ..runtime.providers import ProviderUnavailable
@@ -472,11 +472,9 @@ def table(results: list[BenchResult]) -> str:
 
 def plot(results: list[BenchResult], path: Path, model: Path) -> Path:
     """Latency distribution per available target, as a PNG."""
-    import matplotlib
+    from .plots import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     measured = [r for r in results if r.available]
     figure, axes = plt.subplots(figsize=(2 + 1.6 * max(1, len(measured)), 4.5))
     if measured:
@@ -485,11 +483,7 @@ def plot(results: list[BenchResult], path: Path, model: Path) -> Path:
     axes.set_ylabel("latency per run (ms)")
     axes.set_title(f"{model.name}: {len(measured[0].latencies_ms) if measured else 0} runs per backend")
     axes.grid(axis="y", alpha=0.3)
-    figure.tight_layout()
-    with staged(path, [model]) as fresh:
-        figure.savefig(fresh, dpi=100)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path, [model])
 
 
 if __name__ == "__main__":  # a bench worker: one target, result as JSON on the last line

@@ -16,13 +16,14 @@ import numpy as np
 from ..families.registry import FAMILIES, SINGLE_MODEL_DETECTORS, family
 from ..files import output_folder, write_text
 from ..progress import Progress, counted
-from ..results.coco import category_ids, coco_metrics, coco_results
+from ..results.coco import category_ids, coco_evaluation, coco_metrics, coco_results, evaluation_metrics
 from ..results.coco import differences as output_differences
 from ..text import shown_path, untrusted
 from .coco_masks import image_size_problem, segmentation_problem
 from .commands import CommandReport, UsageError
 from .compare import configuration_name, describe_comparison, metric_differences, save_comparison
-from .sources import read_image
+from .eval_details import WORST_IMAGES, Details, details
+from .sources import image_file, read_image
 
 # model family -> COCO iouType
 IOU_TYPES = {name: spec.result.iou_type for name, spec in FAMILIES.items() if spec.result and spec.result.iou_type}
@@ -193,11 +194,15 @@ def check_results(results: Any, path: Path, iou_type: str, truth: dict[str, Any]
     return results
 
 
+def _checked(truth_path: Path, results_path: Path, iou_type: str) -> tuple[dict[str, Any], list]:
+    """A COCO annotation file and a COCO results file of it, read and checked for ``iou_type``."""
+    truth = check_truth(_load_json(truth_path, "COCO annotations"), truth_path, iou_type)
+    return truth, check_results(_load_json(results_path, "COCO results"), results_path, iou_type, truth, truth_path)
+
+
 def evaluate_coco(truth_path: Path, results_path: Path, iou_type: str) -> dict[str, float]:
     """Metrics of a COCO results file (a list of detections) against a COCO annotation file (results/coco.py)."""
-    truth = check_truth(_load_json(truth_path, "COCO annotations"), truth_path, iou_type)
-    results = check_results(_load_json(results_path, "COCO results"), results_path, iou_type, truth, truth_path)
-    return coco_metrics(truth, results, iou_type)
+    return coco_metrics(*_checked(truth_path, results_path, iou_type), iou_type)
 
 
 def with_masks(results_path: Path) -> bool:
@@ -206,14 +211,28 @@ def with_masks(results_path: Path) -> bool:
     return isinstance(results, list) and bool(results) and isinstance(results[0], dict) and "segmentation" in results[0]
 
 
-def evaluate_all(truth_path: Path, results_path: Path, iou_type: str) -> dict[str, float]:
+@dataclass
+class Scoring:
+    metrics: dict[str, float]
+    truth: dict[str, Any]  # the COCO annotations, checked
+    evaluation: Any  # pycocotools' COCOeval for the family's iou_type (None without detections): eval_details.py
+
+
+def score_all(truth_path: Path, results_path: Path, iou_type: str) -> Scoring:
     """``evaluate_coco``'s metrics for ``iou_type`` and, when the results hold instance masks, the masks' (iouType
-    segm) as mask_AP, mask_AP50, mask_AP75, mask_AR100."""
-    metrics = evaluate_coco(truth_path, results_path, iou_type)
+    segm) as mask_AP, mask_AP50, mask_AP75, mask_AR100; with the evaluation they come from."""
+    truth, results = _checked(truth_path, results_path, iou_type)
+    evaluation = coco_evaluation(truth, results, iou_type)
+    metrics = evaluation_metrics(evaluation, iou_type)
     if iou_type == "bbox" and with_masks(results_path):
         masks = evaluate_coco(truth_path, results_path, "segm")
         metrics |= {f"mask_{name}": value for name, value in masks.items()}
-    return metrics
+    return Scoring(metrics, truth, evaluation)
+
+
+def evaluate_all(truth_path: Path, results_path: Path, iou_type: str) -> dict[str, float]:
+    """``score_all``'s metrics."""
+    return score_all(truth_path, results_path, iou_type).metrics
 
 
 def annotation_file(data: Path) -> Path:
@@ -261,8 +280,7 @@ def predict_coco(detector, data: Path, iou_type: str, progress: Progress | None 
     for index, image in enumerate(counted(truth["images"], progress, f"{data.name}: images")):
         if not isinstance(_field(image, annotations, f"images[{index}]", "file_name"), str):
             raise _entry(annotations, f"images[{index}]", "'file_name' is not text")
-        candidates = [annotations.parent / "images" / image["file_name"], annotations.parent / image["file_name"]]
-        path = next((p for p in candidates if p.is_file()), None)
+        path = image_file(annotations, image["file_name"])
         frame = read_image(path) if path else None
         if frame is None:
             raise ValueError(
@@ -281,34 +299,43 @@ class ScoredRun:
     runs_on: str  # the runner's description
 
 
-def run_and_score(
+def run_model(
     model_type: str, model: Path, target: str, data: Path, predictions: Path, progress: Progress | None = None
-) -> ScoredRun:
+) -> tuple[CocoPredictions, str]:
     """A yolo / yolo_pose / fasterrcnn model on ``target`` over the data set at validation confidence (0.001):
-    its COCO results (also written to ``predictions``), their metrics, and what it ran on."""
+    its COCO results (also written to ``predictions``) and what it ran on."""
     from ..runtime.backends import load_target
 
     if model_type not in SINGLE_MODEL_FAMILIES:
         raise ValueError(f"{model_type} cannot run over a data set on its own: give its predictions instead")
     runner = load_target(target, model)
-    iou_type = IOU_TYPES[model_type]
-    found = predict_coco(family(model_type).detector(runner, confidence=0.001), data, iou_type, progress)
+    found = predict_coco(family(model_type).detector(runner, confidence=0.001), data, IOU_TYPES[model_type], progress)
     write_text(predictions, json.dumps(found.results), [model, data])
-    return ScoredRun(found, evaluate_all(annotation_file(data), predictions, iou_type), runner.describe())
+    return found, runner.describe()
 
 
-def write_report(out_dir: Path, record: dict[str, Any]) -> CommandReport:
-    """OUT/eval.json (``record``: model_type, data, predictions, metrics, ...) and OUT/eval.md, a table of the
-    metrics; shown: the table."""
+def run_and_score(
+    model_type: str, model: Path, target: str, data: Path, predictions: Path, progress: Progress | None = None
+) -> ScoredRun:
+    """``run_model``'s COCO results, their metrics, and what it ran on."""
+    found, runs_on = run_model(model_type, model, target, data, predictions, progress)
+    return ScoredRun(found, evaluate_all(annotation_file(data), predictions, IOU_TYPES[model_type]), runs_on)
+
+
+def write_report(out_dir: Path, record: dict[str, Any], details: Details | None = None) -> CommandReport:
+    """OUT/eval.json (``record``: model_type, data, predictions, metrics, ..., and ``details``' classes and worst
+    images) and OUT/eval.md, a table of the metrics then ``details``' sections; shown: the table, the files."""
+    details = details or Details()
     metrics = record["metrics"]
     files = {"json": out_dir / "eval.json", "markdown": out_dir / "eval.md"}
-    write_text(files["json"], json.dumps(record, indent=2) + "\n", [record["data"], record["predictions"]])
+    inputs = [record["data"], record["predictions"]]
+    write_text(files["json"], json.dumps(record | details.record, indent=2, default=str) + "\n", inputs)
     header = " | ".join(metrics)
     values = " | ".join(f"{value:.4f}" for value in metrics.values())
     table = f"| {header} |\n|{'---|' * len(metrics)}\n| {values} |\n"
     title = f"# {record['model_type']}: {record['predictions']}\n\nAgainst `{record['data']}` (pycocotools).\n\n"
-    write_text(files["markdown"], title + table, [record["data"], record["predictions"]])
-    return CommandReport(table, files)
+    write_text(files["markdown"], title + table + "\n".join(details.markdown) + "\n", inputs)
+    return CommandReport(table, files | details.files, details.warnings)
 
 
 def evaluate_detections(
@@ -319,26 +346,31 @@ def evaluate_detections(
     model: Path | None = None,
     target: str = "onnx:cpu",
     progress: Progress | None = None,
+    worst: int = WORST_IMAGES,
 ) -> CommandReport:
     """`eval` for detection and pose: a COCO results file, or a ``model`` run over the data set, scored against
-    its annotations; the report written in ``out_dir``."""
+    its annotations; the report written in ``out_dir``: the metrics, a table per class, a precision-recall curve
+    per class and the ``worst`` images drawn (tools/eval_details.py)."""
     output_folder(out_dir, option="--out")
     skipped, warnings = {}, []
     if predictions is not None:
-        metrics = evaluate_all(annotation_file(data), predictions, IOU_TYPES[model_type])
+        pass
     elif model is not None and model_type in SINGLE_MODEL_FAMILIES:
         predictions = out_dir / "predictions.json"
-        run = run_and_score(model_type, model, target, data, predictions, progress)
-        metrics, skipped = run.metrics, {"skipped_detections": run.predictions.skipped_count}
-        warnings = [note for note in (run.predictions.skipped_note(data),) if note]
+        found, _ = run_model(model_type, model, target, data, predictions, progress)
+        skipped = {"skipped_detections": found.skipped_count}
+        warnings = [note for note in (found.skipped_note(data),) if note]
     else:
         raise UsageError(
             "give --predictions (a COCO results JSON), or --model for "
             f"{' / '.join(SINGLE_MODEL_FAMILIES)} to run it over --data"
         )
-    record = {"model_type": model_type, "data": str(data), "predictions": str(predictions), "metrics": metrics}
-    report = write_report(out_dir, record | skipped)
-    report.warnings = warnings
+    annotations = annotation_file(data)
+    scoring = score_all(annotations, predictions, IOU_TYPES[model_type])
+    shown = details(scoring.evaluation, annotations, out_dir, worst, [data, predictions, model])
+    record = {"model_type": model_type, "data": str(data), "predictions": str(predictions), "metrics": scoring.metrics}
+    report = write_report(out_dir, record | skipped, shown)
+    report.warnings = warnings + report.warnings
     return report
 
 
@@ -373,8 +405,9 @@ def evaluate_command(model_type: str, options: Mapping[str, Any]) -> CommandRepo
     """`eval` of detections: ``evaluate_detections`` with eval's options (by name)."""
     o = options
     return evaluate_detections(
-        model_type, o["data"], o["out_dir"], o["predictions"], o["model"], o["target"], o.get("progress")
-    )
+        model_type, o["data"], o["out_dir"], o["predictions"], o["model"], o["target"], o.get("progress"),
+        o.get("worst", WORST_IMAGES),
+    )  # fmt: skip
 
 
 def compare_command(model_type: str, configurations: Sequence[tuple[Path, str]], options: Mapping[str, Any]):

@@ -15,16 +15,18 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..cameras import camera_names, camera_topic
 from ..files import check_folder, open_new, output_folder, write_text
 from ..parameters import kept_for_late_readers, ros_text
+from ..results.frame import write_results
 from ..ros import message_class
 from ..text import shown_path
 from . import replay_outputs
-from .bags import BagError, RawMessage, write_messages
+from .bags import BagError, RawMessage, read_frames, write_messages
 from .commands import UsageError
 from .replay_frames import (
     CameraFrames,
@@ -47,7 +49,7 @@ from .replay_node import (
     wait_matched,
     warm_up_node,
 )
-from .replay_outputs import NODE_TIMES, collect, collect_statuses, masks_recorded, wait_for_outputs, write_answers
+from .replay_outputs import NODE_TIMES, collect, collect_statuses, masks_recorded, node_results, wait_for_outputs
 from .replay_params import (
     checked_overrides,
     node_parameters,
@@ -56,6 +58,7 @@ from .replay_params import (
     refuse_owned,
     replay_node,
 )
+from .replay_pictures import SAVE_MAX, check_save, save_pictures
 
 MAX_IN_FLIGHT = 32  # frames sent and not yet answered, at most, when replaying as fast as the node keeps up
 # The node keeps this many answers per frame in flight for a reader it learns of late (kept_for_late_readers).
@@ -88,6 +91,7 @@ class ReplayResult:
     node_status: dict[str, str] = field(default_factory=dict)
     node: str = ""  # the node's family (--node, or the one its model file is recognised as)
     files: dict[str, str] = field(default_factory=dict)  # every file and folder written into OUT, by role: its name
+    pictures: dict[str, Any] = field(default_factory=dict)  # --save: the folder, frames drawn (replay_pictures.py)
 
     def summary(self) -> dict:
         data = asdict(self)
@@ -187,6 +191,9 @@ def replay(
     warm_up: bool = False,
     diagnostics: bool = False,
     also: dict[str, str] | None = None,
+    save: Path | None = None,
+    save_every: int = 1,
+    save_max: int = SAVE_MAX,
     cameras: Sequence[CameraSource] = (),
 ) -> ReplayResult | CamerasReplayed:
     """Play ``bag``'s image topic (or several ``cameras``') into a fresh ``node`` process and record its outputs.
@@ -220,6 +227,8 @@ def replay(
     ``diagnostics``: the node's own status on /diagnostics (its counts of frames in, answered, dropped,
     skipped) is read, the last one published after the bag's frames were answered, into ``node_status``. ``also``:
     more of the node's per-frame outputs to record (e.g. ``{"masks": "sensor_msgs/msg/Image"}``: verify's masks).
+    ``save``: a folder for the one camera's answered frames drawn, one every ``save_every``, at most ``save_max``
+    (replay_pictures.py).
     """
     import rclpy
     from rclpy.node import Node
@@ -235,9 +244,12 @@ def replay(
     spec = node_spec(node, {**params_file_values(params_file), **given})  # its main output, as the node publishes
     if names and spec.inputs:
         raise ValueError(f"--camera replays images alone; the {node} node pairs them with {', '.join(spec.inputs)}")
+    if names and save is not None:
+        raise ValueError("--save draws one camera's replay: replay each camera's topic on its own (--topic)")
     out_dir = Path(out_dir)
     outputs = output_paths(out_dir, node, names)
     clear_earlier_run(out_dir, outputs, force)
+    check_save(save, force)
     fed = fed_inputs(frames[0], node, spec.inputs) if spec.inputs else {}
     if live_stamps and fed:  # the fed messages keep the bag's stamps: the node could pair nothing
         raise BagError(f"{node} pairs its inputs by the bag's stamps; it cannot be replayed with live stamps")
@@ -385,13 +397,12 @@ def replay(
     finally:
         stop_replay(process, log_file, executor, spinner, player, context)
 
-    written = {}
+    written, found = {}, {}
     for camera in frames:
         output_folder(out_dir, camera.name, "--out")
-        written[camera.name] = write_answers(
+        found[camera.name] = node_results(
             spec.result,
             spec.main_output,
-            outputs[camera_topic(camera.name, "answers")],
             run.received[camera.name],
             recorded,
             camera.bag,
@@ -399,6 +410,8 @@ def replay(
             camera.frame_of,
             spec.measures,
         )
+        path = outputs[camera_topic(camera.name, "answers")]
+        written[camera.name] = write_results(path, found[camera.name], str(camera.bag))
     if cameras:
         result = CamerasReplayed(
             frames_sent={camera.name: len(camera.stamps) for camera in frames},
@@ -421,6 +434,9 @@ def replay(
         messages.sort(key=lambda message: message.timestamp_ns)
         write_messages(outputs["bag"], messages, storage)
         result = one_camera_result(run, frames[0], outputs, written[""], node, spec.main_output)
+        if save:
+            drawn = enumerate(read_frames(frames[0].bag, frames[0].topic))
+            result.pictures = save_pictures(save, drawn, found[""], save_every, save_max, inputs)
     write_text(outputs["summary"], json.dumps(result.summary(), indent=2), inputs)
     return result
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 import numpy as np
 
@@ -14,7 +13,7 @@ from ..families.detection import MASKS
 from ..families.registry import NODE_FAMILIES
 from ..results import ResultKind
 from ..results.boxes import label_names
-from ..results.frame import FrameResult, write_results
+from ..results.frame import FrameResult
 from ..results.masks import MaskImageError, Masks
 from ..ros import message_class
 from .bags import read_messages
@@ -131,22 +130,20 @@ def node_times(node_times: dict[str, list[float]]) -> dict[str, float]:
     return times
 
 
-def write_answers(
+def node_results(
     result: ResultKind,
     main_output: str,
-    path: Path,
     received: dict[str, list[tuple[int, bytes]]],
     types: dict[str, str],
     bag,
     topic,
     frame_of,
     measures: tuple[str, str] = ("", ""),
-) -> Path:
+) -> dict[int, FrameResult]:
     """The node's answers on ``main_output`` (each frame's last, by its stamp) as FrameResults of its ``result``
-    kind, written as its file (results/frame.py's write_results: detections.json, ball.csv, dense.json), class ids
-    from what it published latched (its class map), a map's kind and unit its output's (``measures``); images named
-    BAG:FRAME; ``received``: what it published on each topic, ``types``: their message types. A segmentation model's
-    masks (its ``masks`` label images in ``received``) go with the detections of their stamp (written as COCO RLE)."""
+    kind by frame index, class ids from what it published latched (its class map), a map's kind and unit its
+    output's (``measures``); ``received``: what it published on each topic, ``types``: their message types. A
+    segmentation model's masks (its ``masks`` label images in ``received``) go with the detections of their stamp."""
     from rclpy.serialization import deserialize_message
 
     answers, stamps = {}, {}
@@ -168,7 +165,7 @@ def write_answers(
     images = mask_images(data for _, data in received.get(MASKS.topic, ()))
     for frame, result in found.items() if images else ():
         with_mask_image(result, images.get(stamps[frame]))
-    return write_results(path, found, str(bag))
+    return found
 
 
 def frame_sizes(bag, topic: str, frames) -> dict[int, tuple[int, int]]:

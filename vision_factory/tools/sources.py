@@ -161,3 +161,10 @@ def file_frames(path: Path) -> Iterator[tuple[str, int | None, np.ndarray]]:
     if image is None:
         raise ValueError(f"{shown_path(path)} is neither a readable image nor a video ({', '.join(VIDEO_SUFFIXES)})")
     yield str(path), None, image
+
+
+def image_file(annotations: Path, name: str) -> Path | None:
+    """A data set's image ``name`` (a ``file_name`` of its annotations): beside the annotation file, directly or
+    under images/; None when neither is a file."""
+    candidates = [annotations.parent / "images" / name, annotations.parent / name]
+    return next((path for path in candidates if path.is_file()), None)

@@ -1,6 +1,7 @@
-"""verify's report: verify.json, verify.md and a picture of the worst frame (the node's answers red, the model's
-green), written into --out (an earlier verification there refused unless --force); with several cameras, each
-camera's in OUT/<camera>/ and the verdict of all (``CamerasVerifyReport``) in OUT."""
+"""verify's report: verify.json, verify.md and pictures of the frame of the largest disagreement (the model's
+answers solid, the node's dashed; on a failure side by side: tools/verify_pictures.py), written into --out (an
+earlier verification there refused unless --force); with several cameras, each camera's in OUT/<camera>/ and the
+verdict of all (``CamerasVerifyReport``) in OUT."""
 
 from __future__ import annotations
 
@@ -13,11 +14,10 @@ from typing import Any
 import numpy as np
 
 from ..families.family import Family
-from ..files import check_folder, output_folder, staged, write_text
-from ..results.boxes import Boxes
-from ..results.frame import FrameResult
+from ..files import check_folder, output_folder, write_text
 from ..text import markdown_cell, shown_path, untrusted
 from .verify_frames import FrameCheck, Tolerance
+from .verify_pictures import SIDE_BY_SIDE, WORST_PICTURE, largest_disagreement, write_pictures
 
 
 @dataclass
@@ -82,7 +82,7 @@ def check_lines(checks: list[Check], indent: str = "  ") -> list[str]:
     return lines
 
 
-REPORT_FILES = ("verify.json", "verify.md", "worst_frame.png")
+REPORT_FILES = ("verify.json", "verify.md", WORST_PICTURE, SIDE_BY_SIDE)
 WORST_LISTED = 5
 
 
@@ -107,13 +107,13 @@ def clear(out_dir: Path, force: bool, cameras: Iterable[str] = ()) -> None:
 
 
 def write(report: VerifyReport, out_dir: Path, spec: Family, images, paired, expected) -> None:
-    worst = sorted(report.frames, key=lambda check: (check.severity(), check.score_deviation), reverse=True)
+    worst = largest_disagreement(report.frames)
     listed = [check for check in worst if not check.within(report.tolerance) or not check.answered][:WORST_LISTED]
     listed = listed or worst[:1]
     if worst:
         frame = worst[0].frame
-        node = paired[frame].result if frame in paired else None
-        report.files["picture"] = str(draw(out_dir / "worst_frame.png", images[frame], node, expected[frame]))
+        node = paired[frame].result if frame in paired and paired[frame] is not None else None
+        report.files |= write_pictures(out_dir, images[frame], node, expected[frame], frame, not report.passed)
     data = {
         "verdict": "pass" if report.passed else "fail",
         "checks": [asdict(check) for check in report.checks],
@@ -172,50 +172,11 @@ def markdown(report: VerifyReport, spec: Family, listed: Iterable[FrameCheck]) -
         for c in listed
     ]
     if "picture" in report.files:
-        lines += ["", f"![worst frame: node red, model green]({Path(report.files['picture']).name})"]
+        lines += ["", f"![largest disagreement: model solid, node dashed]({Path(report.files['picture']).name})"]
+    if "side by side" in report.files:
+        lines += ["", f"![model and node side by side]({Path(report.files['side by side']).name})"]
     lines += ["", f"Node log: `{report.node_log}`", ""]
     return "\n".join(lines)
-
-
-NODE_COLOUR, MODEL_COLOUR = (40, 40, 255), (60, 200, 60)  # BGR: the node's answers red, the model's green
-
-
-def draw(path: Path, image: np.ndarray, node: FrameResult | None, model: FrameResult) -> Path:
-    """The frame (enlarged to at least 640 px wide) with the model's answers (green, thick) and the node's (red,
-    thin), a legend below it: boxes with their class, score and keypoints, the ball (a map's values are not
-    drawn)."""
-    import cv2
-
-    scale = max(1.0, 640 / image.shape[1])
-    canvas = image if image.ndim == 3 else cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
-    canvas = cv2.resize(canvas, None, fx=scale, fy=scale, interpolation=cv2.INTER_NEAREST)
-    canvas = cv2.copyMakeBorder(canvas, 0, 28, 0, 0, cv2.BORDER_CONSTANT, value=(255, 255, 255))
-    for result, colour, thickness in ((model, MODEL_COLOUR, 3), (node, NODE_COLOUR, 1)):
-        if result is None:
-            continue
-        if result.ball is not None and result.ball.visible:
-            cv2.drawMarker(
-                canvas, _point((result.ball.x * scale, result.ball.y * scale)), colour, cv2.MARKER_CROSS, 16, 2
-            )
-        boxes = result.boxes if result.boxes is not None else Boxes.empty()
-        for row, (box, score, label) in enumerate(zip(boxes.xyxy, boxes.scores, boxes.labels)):
-            x1, y1, x2, y2 = (int(round(v)) for v in box * scale)
-            cv2.rectangle(canvas, (x1, y1), (x2, y2), colour, thickness)
-            top = y1 - 4 if colour == NODE_COLOUR else y2 + 14  # the node's labels above, the model's below
-            cv2.putText(canvas, f"{label} {score:.2f}", (x1, max(12, top)), 0, 0.45, colour, 1)
-            points = result.keypoints.points[row, :, :2] * scale if result.keypoints is not None else ()
-            for x, y in points:
-                cv2.circle(canvas, _point((x, y)), 3, colour, -1)
-    legend = canvas.shape[0] - 9
-    cv2.putText(canvas, "node", (8, legend), 0, 0.55, NODE_COLOUR, 2, cv2.LINE_AA)
-    cv2.putText(canvas, "model offline", (80, legend), 0, 0.55, MODEL_COLOUR, 2, cv2.LINE_AA)
-    with staged(path) as fresh:
-        cv2.imwrite(str(fresh), canvas)
-    return path
-
-
-def _point(xy) -> tuple[int, int]:
-    return int(round(float(xy[0]))), int(round(float(xy[1])))
 
 
 NOTHING_COMPARED = "no camera's source holds a frame: nothing was compared (are these the cameras' bags and topics?)"

@@ -27,7 +27,7 @@ ROS_MODULES |= {"diagnostic_msgs"}
 ROS_MODULES |= {"vision_msgs", "builtin_interfaces", "rosbag2_py", "rosidl_runtime_py", "launch", "launch_ros"}
 # Besides ros/, what drives nodes over DDS or builds their messages.
 ROS_USERS = {"tools/replay.py", "tools/fuzz.py", "tools/bags.py", "tools/interfaces.py", "tools/demo.py"}
-ROS_USERS |= {"tools/verify.py", "tools/replay_outputs.py", "tools/bench_cameras.py", "tools/replay_cameras.py"}
+ROS_USERS |= {"tools/verify.py", "tools/replay_outputs.py", "tools/bench_cameras.py"}
 ROS_USERS |= {"tools/replay_node.py"}
 ROS_USERS |= {"tools/ros_graph.py", "tools/topics.py", "tools/params.py", "tools/lifecycle.py"}  # the node tools
 ROS_USERS |= {"tools/answers.py"}

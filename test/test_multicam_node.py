@@ -35,10 +35,11 @@ from vision_factory.models.tracknet import TrackNetModuleONNX
 from vision_factory.results.boxes import Boxes
 from vision_factory.ros.messages import bgr_to_message
 from vision_factory.runtime.onnx_runner import OnnxRunner
-from vision_factory.tools.bags import write_image_bag
-from vision_factory.tools.bench import _node_frames, node_params, run_bench
+from vision_factory.tools.bags import BagError, read_messages, write_image_bag, write_messages
+from vision_factory.tools.bench import node_frames, node_params, run_bench
 from vision_factory.tools.bench_cameras import cameras_vs_nodes, lines
-from vision_factory.tools.replay_cameras import parse_cameras, replay_cameras
+from vision_factory.tools.replay import replay
+from vision_factory.tools.replay_frames import first_images, parse_cameras, played, read_cameras
 from vision_factory.tools.synthetic import BallClip
 
 LOG = logging.getLogger("test")
@@ -194,7 +195,7 @@ def test_bench_measures_one_node_of_several_cameras_against_one_node_each(tmp_pa
     answers counted by its own receiving process equal what the node logs it published (else the measure is
     refused), and the report holds what the table prints (no figure asserted: those are benchmarks/README.md's)."""
     params, _ = node_params("yolo", SHAPES_MODEL, 1, {})
-    frame = next(iter(_node_frames("yolo", 1)))
+    frame = next(iter(node_frames("yolo", 1)))
     report = cameras_vs_nodes("yolo", params, frame, 2, seconds=4.0, rate=4.0, work=tmp_path, workers=2, rounds=1)
     for setup in ("one_node", "one_node_workers", "nodes"):
         assert len(report[setup]["camera_fps"]) == 2 and all(fps > 0 for fps in report[setup]["camera_fps"])
@@ -368,7 +369,7 @@ def test_replay_plays_several_cameras_through_one_node_in_recorded_time_order(tm
     start = RIG_START_NS
     rig, right = camera_rig(tmp_path, frames)
     sources = parse_cameras(["front=/front/image_raw", "left=/left/image_raw", f"right={right}"], rig)
-    result = replay_cameras(sources, tmp_path / "out", "yolo", {"model_path": str(model)})
+    result = replay(rig, tmp_path / "out", "yolo", {"model_path": str(model)}, cameras=sources)
     assert result.missing_frames == {"front": [], "left": [], "right": []}, open(result.node_log).read()
     assert result.frames_sent == {camera: len(camera_frames) for camera, camera_frames in frames.items()}
     times = {  # bag time of each camera's frames: front 30/s from start, left 10/s from +10 ms, right 15/s from +5 ms
@@ -399,6 +400,52 @@ def test_replay_cameras_refuses_a_malformed_camera(tmp_path):
         parse_cameras(["front=/camera/image_raw", f"front={bag}"], bag)
 
 
+def test_replay_plays_every_cameras_frames_in_recorded_time_order_read_as_played(tmp_path):
+    """What replay plays of several cameras (tools/replay_frames.py), without a node: each camera's frames merged in
+    their bag times' order, each message's bytes its camera's own frame; a silent camera plays nothing, no warm-up
+    image either."""
+    frames = {
+        "front": [np.full((4, 4, 3), value, np.uint8) for value in (10, 11, 12, 13, 14, 15)],
+        "left": [np.full((2, 3, 3), value, np.uint8) for value in (20, 21)],
+        "right": [np.full((4, 6, 3), value, np.uint8) for value in (30, 31, 32)],
+    }
+    rig, right = camera_rig(tmp_path, frames)
+    silent = write_image_bag(tmp_path / "silent", [])
+    cameras = read_cameras(parse_cameras(["front=/front/image_raw", "left=/left/image_raw", f"right={right}",
+                                          f"side={silent}"], rig))  # fmt: skip
+    assert [len(camera.stamps) for camera in cameras] == [6, 2, 3, 0]
+    start = RIG_START_NS  # front 30/s from start, left 10/s from +10 ms, right 15/s from +5 ms (camera_rig)
+    times = {
+        0: [start + round(i * 1e9 / 30) for i in range(6)],
+        1: [start + 10**7 + round(i * 1e9 / 10) for i in range(2)],
+        2: [start + 5 * 10**6 + round(i * 1e9 / 15) for i in range(3)],
+    }
+    expected = sorted((t, camera, index) for camera, ts in times.items() for index, t in enumerate(ts))
+    got = list(played(cameras))
+    assert [item[:3] for item in got] == expected
+    bags = {0: (rig, "/front/image_raw"), 1: (rig, "/left/image_raw"), 2: (right, "/camera/image_raw")}
+    recorded = {camera: [m.data for m in read_messages(*where)] for camera, where in bags.items()}
+    assert all(data == recorded[camera][index] for _, camera, index, data in got)
+    assert [(camera.name, data) for camera, data in first_images(cameras)] == [
+        (name, recorded[camera][0]) for camera, name in enumerate(("front", "left", "right"))
+    ]
+
+
+def test_replay_refuses_cameras_it_could_not_tell_apart_or_feed_to_one_node(tmp_path):
+    """A camera whose frames repeat a stamp (its answers could not be told apart), named; cameras of raw and
+    compressed images (one node reads one input_transport)."""
+    image = np.zeros((4, 4, 3), np.uint8)
+    once = write_image_bag(tmp_path / "once", [image])
+    twice = write_messages(tmp_path / "twice", [*read_messages(once, "/camera/image_raw")] * 2)
+    with pytest.raises(
+        BagError, match=r"image headers of camera back in .*twice:/camera/image_raw repeat their stamps"
+    ):
+        read_cameras(parse_cameras([f"front={once}", f"back={twice}"], once))
+    packed = write_image_bag(tmp_path / "packed", [image], compressed="png")
+    with pytest.raises(BagError, match="raw and compressed: one node reads one input_transport"):
+        read_cameras(parse_cameras([f"front={once}", f"back={packed}"], once))
+
+
 def test_a_generated_package_serves_several_cameras(tmp_path, monkeypatch):
     """A generated yolo package on ONNX Runtime, installed as colcon installs it and run as its own executable
     (nothing of vision_factory on its path), takes cameras too: each camera's answers are the offline pipeline's."""
@@ -412,7 +459,14 @@ def test_a_generated_package_serves_several_cameras(tmp_path, monkeypatch):
     }
     sources = parse_cameras([f"{camera}={bag}" for camera, bag in bags.items()], bags["front"])
     monkeypatch.setenv("PYTHONPATH", str(site_packages(tmp_path / "install")))
-    result = replay_cameras(sources, tmp_path / "out", "yolo", {"model_path": str(model)}, executable=[str(executable)])
+    result = replay(
+        bags["front"],
+        tmp_path / "out",
+        "yolo",
+        {"model_path": str(model)},
+        executable=[str(executable)],
+        cameras=sources,
+    )
     assert result.missing_frames == {"front": [], "back": []}, open(result.node_log).read()
     values = family("yolo").values_from_model(model)
     pipeline = family("yolo").pipeline(values, lambda path: OnnxRunner.load(path, {}, LOG))

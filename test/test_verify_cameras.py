@@ -26,9 +26,9 @@ from vision_factory.cli import main
 from vision_factory.models.yolo import YoloDetector
 from vision_factory.runtime.onnx_runner import OnnxRunner
 from vision_factory.tools.bags import read_ball_csv, write_image_bag
-from vision_factory.tools.replay_cameras import parse_cameras
+from vision_factory.tools.replay_frames import parse_cameras
 from vision_factory.tools.synthetic import BallClip, build_tracknet_model
-from vision_factory.tools.verify_cameras import verify_cameras
+from vision_factory.tools.verify import verify
 
 START = RIG_START_NS
 SHAPES_IMAGES = SHARED / "data" / "shapes-val" / "images"
@@ -107,7 +107,7 @@ def test_verify_fails_the_cameras_whose_outputs_the_node_crosses(tmp_path):
     swap = ["--ros-args", "-r", "front/detections:=left/detections", "-r", "left/detections:=front/detections"]
     sources = parse_cameras(cameras[:3], rig)
     executable = [sys.executable, "-m", "vision_factory.yolo_onnx_node", *swap]
-    report = verify_cameras(sources, "yolo", SHAPES_MODEL, tmp_path / "v", executable=executable)
+    report = verify(rig, "yolo", SHAPES_MODEL, tmp_path / "v", executable=executable, cameras=sources)
     assert not report.passed
     assert [name for name, camera in report.cameras.items() if not camera.passed] == ["front", "left"]
     failures = "\n".join(report.failures())
@@ -139,7 +139,7 @@ def test_verify_names_crossed_outputs_of_cameras_whose_frames_share_their_stamps
     sources = parse_cameras([f"{camera}={bag}" for camera, bag in bags.items()], bags["front"])
     swap = ["--ros-args", "-r", "front/detections:=back/detections", "-r", "back/detections:=front/detections"]
     executable = [sys.executable, "-m", "vision_factory.yolo_onnx_node", *swap]
-    report = verify_cameras(sources, "yolo", SHAPES_MODEL, tmp_path / "v", executable=executable)
+    report = verify(bags["front"], "yolo", SHAPES_MODEL, tmp_path / "v", executable=executable, cameras=sources)
     assert not report.passed and not report.cameras["front"].passed and not report.cameras["back"].passed
     failures = "\n".join(report.failures())
     for camera, other in (("front", "back"), ("back", "front")):
@@ -189,14 +189,20 @@ def test_verify_compares_each_cameras_tracknet_window_and_fails_one_window_for_a
     sources = parse_cameras([f"{camera}={bag}" for camera, bag in bags.items()], bags["court_a"])
     model = build_tracknet_model(tmp_path / "tracknet.onnx", 8, "subtract")
     params = {"seq_len": "8", "bg_mode": "subtract", "median_warmup": "4"}
-    report = verify_cameras(sources, "tracknet", model, tmp_path / "v", params)
+    report = verify(bags["court_a"], "tracknet", model, tmp_path / "v", params, cameras=sources)
     assert report.passed, report.text()
     for camera, clip in clips.items():
         assert report.summary(camera)["matched"] == clip.num_frames, report.text()
         balls = read_ball_csv(tmp_path / "v" / "node" / camera / "ball.csv")
         assert sum(visible for _, visible, _, _ in balls) >= clip.num_frames // 2  # positions really compared
-    shared = verify_cameras(
-        sources, "tracknet", model, tmp_path / "shared", params, _shared_state(tmp_path, "tracknet")
+    shared = verify(
+        bags["court_a"],
+        "tracknet",
+        model,
+        tmp_path / "shared",
+        params,
+        _shared_state(tmp_path, "tracknet"),
+        cameras=sources,
     )
     # One window for both clips: a frame's position comes out when a later frame of either camera fills the window,
     # on that frame's camera: each camera's frames are answered, in part, on the other's topic.
@@ -259,12 +265,14 @@ def test_verify_compares_each_cameras_track_ids_and_fails_one_tracker_for_all(tm
     }  # fmt: skip
     sources = parse_cameras([f"{camera}={bag}" for camera, bag in bags.items()], bags["a"])
     model, params = pypi_model(*FALL_MODEL), {"tracking": "true", "reid_model_path": str(REID_MODEL)}
-    report = verify_cameras(sources, "yolo", model, tmp_path / "v", params)
+    report = verify(bags["a"], "yolo", model, tmp_path / "v", params, cameras=sources)
     assert report.passed, report.text()
     for camera in bags:
         (tracks,) = [check for check in report.cameras[camera].checks if check.name == "track IDs"]
         assert tracks.compared and "(2 tracks)" in tracks.numbers, report.text()
-    shared = verify_cameras(sources, "yolo", model, tmp_path / "shared", params, _shared_state(tmp_path, "yolo"))
+    shared = verify(
+        bags["a"], "yolo", model, tmp_path / "shared", params, _shared_state(tmp_path, "yolo"), cameras=sources
+    )
     for camera in bags:
         (tracks,) = [check for check in shared.cameras[camera].checks if check.name == "track IDs"]
         assert not tracks.passed and "cameras sharing one tracker" in tracks.cause, shared.text()
@@ -277,7 +285,7 @@ def test_verify_compares_each_cameras_masks(tmp_path):
     if not SEG_MODEL.is_file():
         pytest.skip(f"{SEG_MODEL} is not there (shared models)")
     rig, cameras, frames = _rig(tmp_path)
-    report = verify_cameras(parse_cameras([cameras[0], cameras[2]], rig), "yolo", SEG_MODEL, tmp_path / "v")
+    report = verify(rig, "yolo", SEG_MODEL, tmp_path / "v", cameras=parse_cameras([cameras[0], cameras[2]], rig))
     assert report.passed, report.text()
     for camera in ("front", "right"):
         (masks,) = [check for check in report.cameras[camera].checks if check.name == "masks within tolerance"]
@@ -286,7 +294,7 @@ def test_verify_compares_each_cameras_masks(tmp_path):
 
 def test_verify_of_silent_cameras_alone_fails_for_want_of_frames(tmp_path):
     silent = write_image_bag(tmp_path / "side", [], frame_id="side")
-    report = verify_cameras(parse_cameras([f"side={silent}"], silent), "yolo", SHAPES_MODEL, tmp_path / "v")
+    report = verify(silent, "yolo", SHAPES_MODEL, tmp_path / "v", cameras=parse_cameras([f"side={silent}"], silent))
     assert not report.passed and report.cameras["side"].passed  # the camera itself: silent, nothing wrong
     assert report.failures() == ["no camera's source holds a frame: nothing was compared (are these the cameras' "
                                  "bags and topics?)"]  # fmt: skip
@@ -311,7 +319,7 @@ def test_every_single_image_familys_node_serves_each_camera_as_its_model_offline
         "depth": TEST_DATA / "depth" / "depth-anything-relative.onnx",
     }
     rig, cameras, frames = _rig(tmp_path, _people() if model_type == "yolo_pose" else None)
-    report = verify_cameras(parse_cameras(cameras, rig), model_type, models[model_type], tmp_path / "v")
+    report = verify(rig, model_type, models[model_type], tmp_path / "v", cameras=parse_cameras(cameras, rig))
     assert report.passed, report.text()
     assert report.cameras["side"].passed and not report.cameras["side"].frames  # silent: reported, nothing wrong
     for camera, camera_frames in frames.items():

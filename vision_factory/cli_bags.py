@@ -123,14 +123,16 @@ def replay(
     overrides = _with_model(parse_overrides(params, prompt), model)
     if cameras and given["save"] is not None:
         raise click.UsageError("--save draws one camera's replay: replay each camera's topic on its own (--topic)")
-    if cameras:
-        _replay_cameras(given, overrides, _command(executable), cameras)
-        return
+    sources = camera_sources(given, cameras, {"topic": None, "rate": None})
     with _reported(FileExistsError):
-        result = run_replay(**given, params=overrides, progress=_progress, executable=_command(executable))
+        result = run_replay(
+            **given, params=overrides, progress=_progress, executable=_command(executable), cameras=sources
+        )
     click.echo(json.dumps(result.summary(), indent=2))
-    if result.missing_frames:
-        _warn(f"{len(result.missing_frames)} frames got no output (see {shown_path(result.node_log)})")
+    missing = result.missing_frames
+    count = sum(map(len, missing.values())) if isinstance(missing, dict) else len(missing)  # per camera, or the one's
+    if count:
+        _warn(f"{count} frames got no output (see {shown_path(result.node_log)})")
 
 
 def _with_model(overrides: dict[str, str], model: Any) -> dict[str, str]:
@@ -143,28 +145,6 @@ def _with_model(overrides: dict[str, str], model: Any) -> dict[str, str]:
     if given is not None and str(ros_scalar(given)) != str(model):
         raise click.UsageError("--model and -p model_path name two files: give the model once")
     return {**overrides, "model_path": ros_text(str(model))}
-
-
-def _replay_cameras(given: dict[str, Any], overrides: dict[str, str], command, cameras: tuple[str, ...]) -> None:
-    """replay --camera: every camera through one node (tools/replay_cameras.py); the options of one camera's replay
-    that it does not take are refused."""
-    from .tools.replay_cameras import replay_cameras
-
-    sources = camera_sources(given, cameras, {"topic": None, "rate": None})
-    with _reported(FileExistsError):
-        result = replay_cameras(
-            sources,
-            given["out_dir"],
-            given["node"],
-            overrides,
-            executable=command,
-            force=given["force"],
-            params_file=given["params_file"],
-        )
-    click.echo(json.dumps(result.summary(), indent=2))
-    missing = sum(len(frames) for frames in result.missing_frames.values())
-    if missing:
-        _warn(f"{missing} frames got no output (see {shown_path(result.node_log)})")
 
 
 @click.command()
@@ -220,38 +200,14 @@ def verify(
     from .tools.replay import parse_overrides
     from .tools.verify import verify as run_verify
 
-    if cameras:
-        _verify_cameras(given, parse_overrides(params, prompt), _command(executable), cameras)
-        return
-    with _reported(FileExistsError):
-        report = run_verify(
-            **given, params=parse_overrides(params, prompt), executable=_command(executable), progress=_progress_bars()
-        )
-    _echo(report.text())
-    if not report.passed:
-        for failure in report.failures():
-            _echo(f"verify failed: {failure}", err=True)
-        sys.exit(1)
-
-
-def _verify_cameras(given: dict[str, Any], overrides: dict[str, str], command, cameras: tuple[str, ...]) -> None:
-    """verify --camera: every camera through one node, each compared with the model on its own frames
-    (tools/verify_cameras.py); exit 1 when any camera fails."""
-    from .tools.verify_cameras import verify_cameras
-
     sources = camera_sources(given, cameras, {"topic": None, "rate": 1.0, "latency_budget_ms": None})
     with _reported(FileExistsError):
-        report = verify_cameras(
-            sources,
-            given["model_type"],
-            given["model"],
-            given["out_dir"],
-            overrides,
-            command,
-            given["backend"],
-            given["tolerance_px"],
-            given["force"],
-            given["params_file"],
+        report = run_verify(
+            **given,
+            params=parse_overrides(params, prompt),
+            executable=_command(executable),
+            progress=_progress_bars(),
+            cameras=sources,
         )
     _echo(report.text())
     if not report.passed:

@@ -76,8 +76,8 @@ def _prompt_options(model_type: str, given: dict) -> dict:
            "node for onnx, a generated package's for the others (needs --model-type)"),
     parameter_option("stride", prefix="tracknet: ", suffix=", in the pipeline and the node", type=STRIDE),
     option("--cameras", type=click.IntRange(min=2, max=MAX_CAMERAS),
-           help="with --node: also N cameras of 1280x720 at 15 Hz through one node against N single-camera nodes "
-           "(frames/s, latency per camera, memory), on onnx:cpu"),
+           help="with --node: also N cameras (cam0 .. camN-1, 1280x720 at 15 Hz each) through one node (its cameras "
+           "parameter) against N nodes of one camera each (frames/s, latency per camera, memory), on onnx:cpu"),
     prompt_options(prefix="with --model-type: "),
     out_option("folder for bench.json and bench.png", "vision_factory_bench"),
     PROGRESS,

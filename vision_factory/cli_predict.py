@@ -189,8 +189,8 @@ def _tracking_options() -> Callable:
     out_option("folder"),
     option("--save", is_flag=True, help="also write OUT/tracks.mp4, each box labelled with its track ID"),
     option("--camera", "cameras", multiple=True, metavar="NAME=SOURCE",
-           help="several cameras, repeatable: SOURCE a video, rosbag2 or image of camera NAME, tracked on its own "
-           "(IDs per camera), its tracks in OUT/NAME/"),
+           help="camera NAME and its frames' SOURCE (a video, rosbag2 or image), repeatable: several cameras, each "
+           "tracked on its own (IDs per camera), its tracks in OUT/NAME/"),
     force_option(),
     PROGRESS,
 )  # fmt: skip

@@ -72,22 +72,26 @@ def given_prompt_options(given: dict) -> dict:
     return {flag: given.pop(name, None) for flag, name in PROMPTED.items()}
 
 
-# replay's and verify's several cameras through one node, read by tools/replay_cameras.py's parse_cameras for both.
+# replay's and verify's several cameras through one node, read by tools/replay_frames.py's parse_cameras for both.
 CAMERAS = option(
     "--camera",
     "cameras",
     multiple=True,
     metavar="NAME=SOURCE",
-    help="several cameras through one node (its cameras parameter), repeatable: SOURCE an image topic of BAG or "
-    "another bag; played in recorded time order as fast as the node keeps up, each camera's results in OUT/NAME/",
+    help="camera NAME and its frames' SOURCE (an image topic of BAG, or another bag), repeatable: several cameras "
+    "through one node (its cameras parameter), played in recorded time order as fast as the node keeps up, each "
+    "camera's results in OUT/NAME/",
 )
 
 
 def camera_sources(given: dict, cameras: tuple[str, ...], unused: dict[str, object]) -> list:
-    """--camera's sources (replay_cameras.parse_cameras), the options of one camera's run it does not take
-    (``unused``: an option's name and its default) refused, naming them."""
-    from .tools.replay_cameras import parse_cameras
+    """--camera's sources (replay_frames.parse_cameras; none without --camera: the one camera is BAG's image topic),
+    the options of one camera's run it does not take (``unused``: an option's name and its default) refused, naming
+    them."""
+    from .tools.replay_frames import parse_cameras
 
+    if not cameras:
+        return []
     refused = [f"--{name.replace('_', '-')}" for name, default in unused.items() if given.get(name) != default]
     if refused:
         raise click.UsageError(f"--camera plays as fast as the node keeps up and takes no {', '.join(refused)}")

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from ..streaming import closing_counts
 from ..text import untrusted
-from .replay import cdr_stamp
+from .replay_frames import cdr_stamp
 
 POLL_S = 0.01  # the receivers' executor wait between looks at their command pipe
 START_S = 60.0  # the most a receiving process may take to start and answer

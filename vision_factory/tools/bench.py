@@ -161,7 +161,7 @@ def _streamed(model_type: str) -> bool:
     return family(model_type).result.streamed
 
 
-def _node_frames(model_type: str, count: int):
+def node_frames(model_type: str, count: int):
     """``count`` 1280x720 frames for the node: a synthetic ball clip (a streamed family: tracknet), else the
     detectors' photo and its mirror image in turn."""
     if _streamed(model_type):
@@ -218,7 +218,7 @@ def _cameras(
     from .bench_cameras import cameras_vs_nodes
 
     params, _ = node_params(model_type, model, stride, {}, prompts)
-    frame = next(iter(_node_frames(model_type, 1)))
+    frame = next(iter(node_frames(model_type, 1)))
     return cameras_vs_nodes(model_type, params, frame, cameras, seconds, rate, work_dir / "cameras")
 
 
@@ -282,7 +282,7 @@ def run_bench(
         bag = None
         frames = max(60, runs)
         if node:  # one clip for every target
-            bag = write_image_bag(work_dir / "clip", _node_frames(model_type, frames))
+            bag = write_image_bag(work_dir / "clip", node_frames(model_type, frames))
         labels = [target.label for target in parse_targets(targets)]
         for label in counted(labels, progress, "bench: backends"):
             if log:

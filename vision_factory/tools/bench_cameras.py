@@ -28,7 +28,9 @@ import numpy as np
 from ..families.registry import family
 from ..images import image_cdr
 from .answers import AnswerReceivers, Arrival, checked, refuse_disagreement
-from .replay import node_spec, restamped, use_shared_memory_profile
+from .replay_frames import restamped
+from .replay_node import use_shared_memory_profile
+from .replay_params import node_spec
 
 WARM_UP_S = 3.0  # frames to each set-up before the windows: the nodes' first runs size their memory arenas
 SETTLE_S = 0.5  # a window's first frames, not counted: the set-up was idle before it

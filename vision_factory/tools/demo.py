@@ -16,7 +16,8 @@ from ..files import output_folder, staged
 from ..models.tracknet_background import frames_before_stream
 from .bags import read_ball_csv, write_ball_csv, write_image_bag
 from .commands import CommandReport, frame_size, node_default
-from .replay import FLUSH_TIMEOUT, MAX_IN_FLIGHT, ReplayResult, clear_earlier_run, replay
+from .replay import MAX_IN_FLIGHT, ReplayResult, clear_earlier_run, replay
+from .replay_params import FLUSH_TIMEOUT
 from .synthetic import BallClip, BallTruth, build_inpaint_model, build_tracknet_model
 
 # How the picture marks each kind of position: (label, BGR colour, OpenCV marker or None for a dot).

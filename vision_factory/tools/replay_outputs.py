@@ -6,8 +6,6 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -15,7 +13,7 @@ from ..families.detection import MASKS
 from ..families.registry import NODE_FAMILIES
 from ..results import ResultKind
 from ..results.boxes import label_names
-from ..results.frame import FrameResult, write_results
+from ..results.frame import FrameResult
 from ..results.masks import MaskImageError, Masks
 from ..ros import message_class
 from .bags import read_messages
@@ -130,13 +128,6 @@ def node_times(node_times: dict[str, list[float]]) -> dict[str, float]:
         if node_times[name]:
             times[name] = float(np.median(node_times[name]))
     return times
-
-
-def write_answers(result: ResultKind, main_output: str, path: Path, *answers: Any) -> Path:
-    """The node's answers (``node_results`` of ``result``, ``main_output`` and ``answers``: received, types, bag,
-    topic, frame_of[, measures]) written as its result kind's file (results/frame.py's write_results:
-    detections.json, ball.csv, dense.json), images named BAG:FRAME."""
-    return write_results(path, node_results(result, main_output, *answers), str(answers[2]))
 
 
 def node_results(

@@ -1,15 +1,17 @@
-"""The node parameters of a replay (tools/replay.py, replay_cameras.py), checked before anything runs: the node
-recognised from its model file where not named, -p values and a parameters file read as ROS reads them, and the
-parameters replay sets itself refused naming the option to use."""
+"""The node of a replay (tools/replay.py) and its parameters, checked before anything runs: the node recognised from
+its model file where not named and what replay reads of it (``node_spec``), -p values and a parameters file read as
+ROS reads them, and the parameters replay sets itself refused naming the option to use."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..families.registry import NODE_FAMILIES
 from ..parameters import Parameter, Value, checked_values, ros_scalar
+from ..results import ResultKind
 from ..runtime.backends import BACKENDS
 from ..text import shown_path, untrusted
 from .commands import UsageError
@@ -21,6 +23,47 @@ OWNED = {
     "input_transport": "it follows the bag's images (raw or compressed): choose the image topic with --topic",
     "autostart": "replay starts the node and plays into it once it is active",
 }
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """What replay reads of a family's node (``node_spec``: from its Family, when it runs)."""
+
+    module: str  # run as `python -m module`
+    outputs: dict[str, str]  # relative output topic -> message type
+    main_output: str  # one message per input frame on this topic
+    result: ResultKind  # what it publishes there (results/__init__.py): what replay writes of it and records latched
+    parameters: dict[str, str] = field(default_factory=dict)  # replay's own overrides
+    # inputs besides the image the bag must hold, fed with each frame (by stamp): relative topic -> message type
+    inputs: dict[str, str] = field(default_factory=dict)
+    measures: tuple[str, str] = ("", "")  # a map's (kind, unit) on its main output (families/family.py's Output)
+
+
+# A node that ends its stream after seconds without frames (flush_timeout) gets a short one: the bag ends.
+FLUSH_TIMEOUT = {"flush_timeout": "0.5"}
+
+
+def node_spec(node: str, values: Mapping[str, Any] | None = None) -> NodeSpec:
+    """The ``node`` family's node as replay runs it (any family with a node, registered ones too): this package's
+    ONNX Runtime node, its main output (with the node's parameter ``values``, where known, the one they and its
+    model give: Family.main_output), and the inputs it always pairs with its images (its input table: the track
+    node's other node's detections), which replay plays from the bag, each with its image's stamp."""
+    from ..generator.package import node_module_name  # what a package's node is named (jinja2, onnx: not at import)
+
+    if node not in NODE_FAMILIES:
+        raise ValueError(f"unknown node '{node}': choose one of {', '.join(NODE_FAMILIES)}")
+    spec = NODE_FAMILIES[node]
+    main = spec.main_output(values, "replay") if values else spec.output_topic
+    measures = next((output.measures for output in spec.node.outputs if output.topic == main), ())
+    return NodeSpec(
+        f"vision_factory.{node_module_name(spec, BACKENDS['onnx'])}",
+        {main: spec.result.message},
+        main,
+        spec.result,
+        FLUSH_TIMEOUT if any(parameter.name in FLUSH_TIMEOUT for parameter in spec.parameters) else {},
+        {topic.topic: topic.message for topic in spec.node.inputs[1:] if not topic.when},
+        measures or ("", ""),
+    )
 
 
 def node_parameters(node: str) -> tuple[Parameter, ...]:

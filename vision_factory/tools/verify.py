@@ -1,4 +1,4 @@
-"""vision-factory verify: a deployed node gives the model's own answers.
+"""vision-factory verify: a deployed node gives the model's own answers, one camera's or several cameras'.
 
 The bag plays through the node over DDS (tools/replay.py, at the bag's own rate, each image stamped as a camera
 stamps it when published), and the same model runs offline through the family's adapter on the same frames, built
@@ -11,36 +11,52 @@ cause from the symptom, testing what it can: the model on the colour-swapped fra
 of the boxes (letterbox), classes the model does not have, stamps that are the answers' publish times, keypoints
 with left and right exchanged. What the node itself counts (frames dropped, skipped) is read from its last
 /diagnostics status (replay's ``diagnostics``), from its closing log line only when it publishes none.
+
+Several cameras (--camera NAME=SOURCE) are the same comparison, camera by camera: their frames play through ONE
+node serving them all (its ``cameras`` parameter), merged in their recorded time order with their recorded stamps,
+as fast as the node keeps up; the model runs offline on each camera's frames alone, from a fresh stream (its own
+tracker, its own TrackNet window). A camera whose answers carry another camera's frames' stamps, or whose frames
+are answered on another camera's topics, is named so: the outputs are crossed (verify_checks.py's
+``name_crossing``). A silent camera (its source holds no frames) is reported, nothing compared; answers on its
+topics fail it. Each camera's report is written to OUT/<camera>/, the verdict of all to OUT/verify.json and
+OUT/verify.md (verify_report.py), the node's log and answers under OUT/node/ in either case.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..cameras import camera_names
+from ..families.detection import MASKS
 from ..families.family import Family
 from ..families.frame_pipeline import class_names, run_stream
 from ..families.registry import NODE_FAMILIES
 from ..parameters import with_defaults
 from ..progress import Progress
 from ..results.frame import FrameResult
+from ..ros import message_class
 from ..runtime.backends import load_target
-from .bags import image_topic, read_framed, read_messages
+from .bags import image_topic, read_framed
 from .commands import UsageError
-from .replay import message_class, replay
+from .replay import replay
+from .replay_frames import CameraSource
 from .replay_outputs import MASKS_TOPIC, mask_images, with_mask_image
 from .replay_params import checked_overrides, params_file_values
 from .verify_checks import (
+    Seen,
     answered_check,
     class_check,
     latency_check,
     mask_check,
+    name_crossing,
     node_counts,
     output_check,
+    silent_check,
     stamp_check,
     track_check,
 )
@@ -51,7 +67,7 @@ from .verify_frames import (
     compare,
     tolerance_for,
 )
-from .verify_report import Check, NodeCounts, VerifyReport, clear, write
+from .verify_report import CamerasVerifyReport, Check, NodeCounts, VerifyReport, clear, write, write_cameras
 
 
 def verify(
@@ -69,76 +85,114 @@ def verify(
     force: bool = False,
     params_file: str | Path | None = None,
     progress: Progress | None = None,
-) -> VerifyReport:
+    cameras: Sequence[CameraSource] = (),
+) -> VerifyReport | CamerasVerifyReport:
     """Play ``bag`` through the ``model_type`` node (this package's, or ``executable``) and compare with ``model``
     run offline on ``backend`` (what the node runs on: it sets the tolerance). ``params`` (NAME: VALUE text, as
     ``-p``) go to the node, and those of the family to the offline model too; ``model_path`` among them is the
     node's model, checked against ``model``. ``params_file``: a ROS 2 parameters YAML for the node, read for the
-    offline model too (``params`` override it). ``progress`` (progress.py): the frames run offline, then played."""
+    offline model too (``params`` override it). ``progress`` (progress.py): the frames run offline, then played.
+
+    One camera (``bag``'s image topic, ``topic``) plays at ``rate`` times the bag's own, each image stamped as it is
+    sent: a VerifyReport, written to OUT. ``cameras`` (replay_frames.parse_cameras's sources): several cameras
+    through one node serving them all, played with their recorded stamps (so that crossed outputs are told by them)
+    as fast as the node keeps up, each camera's answers compared with the model run offline on that camera's frames
+    alone (a fresh stream: its own tracker, its own window): a CamerasVerifyReport, each camera's report in
+    OUT/<camera>/, the verdict of all in OUT."""
     spec = verified_family(model_type)
     params = dict(params or {})
     given = checked_overrides(model_type, params)  # names and values as the node would take them, or refused
+    if cameras and "cameras" in given:
+        raise UsageError("--camera names the node's cameras: give no -p cameras", "--param")
     offline_values = offline_parameters(spec, Path(model), given, params_file_values(params_file))
     tolerance = tolerance_for(backend)
     if tolerance_px is not None:
         tolerance = Tolerance(tolerance_px, tolerance.score)
+    sources = list(cameras) or [CameraSource("", Path(bag), topic)]
+    names = list(camera_names([source.name for source in cameras])) or [""]
     out_dir = Path(out_dir)
-    clear(out_dir, force)
-    topic, _ = image_topic(bag, topic)
-    framed = list(read_framed(bag, topic))
-    frames = [frame for _, frame in framed]
+    clear(out_dir, force, [name for name in names if name])
+    framed = {}
+    for source in sources:
+        source_topic, _ = image_topic(source.bag, source.topic)
+        framed[source.name] = list(read_framed(source.bag, source_topic))
     load = lambda path: load_target(backend, Path(path))  # noqa: E731
     tracked = bool(offline_values.get("tracking"))
     run_offline, model_names, keypoint_names = offline_runner(spec, offline_values, load)
-    expected = run_offline(frames, progress)  # before the node plays: a model that cannot load fails here, clearly
+    # Before the node plays (a model that cannot load fails here, clearly); each camera's frames alone, in order,
+    # from a fresh stream: its own tracker, its own window.
+    expected = {name: run_offline([frame for _, frame in framed[name]], progress) for name in names}
     # A segmentation model: the node's ~/masks recorded too, each paired detection's mask compared.
-    masked = any(result.masks is not None and any(result.masks.masks) for result in expected)
-    expected = [as_published(result) for result in expected]
+    masked = any(found.masks is not None and any(found.masks.masks) for one in expected.values() for found in one)
+    expected = {name: [as_published(found) for found in results] for name, results in expected.items()}
 
-    node_params = {"model_path": str(model), **params}
     latched = dict(spec.result.latched)  # the node's class map
     result = replay(
         bag,
         out_dir / "node",
         model_type,
-        node_params,
+        {"model_path": str(model), **params},
         params_file,
         topic=topic,
-        rate=rate,
+        rate=None if cameras else rate,
         executable=executable,
         force=force,
-        live_stamps=True,
+        live_stamps=not cameras,
         latched=latched or None,
         warm_up=True,
-        diagnostics=True,
+        diagnostics=not cameras,
         also=MASKS_TOPIC if masked else None,
         progress=(lambda done, total: progress("verify: frames played", done, total)) if progress else None,
+        cameras=sources if cameras else (),
     )
-    output_bag = Path(result.output_bag)
-    recorded = lambda topic: [(raw.timestamp_ns, raw.data) for raw in read_messages(output_bag, topic)]  # noqa: E731
-    answers = node_answers(recorded(f"/{spec.main_output(offline_values, 'verify')}"), spec, tracked)
-    if masked:
-        with_masks(answers, [data for _, data in recorded("/masks")])
-    node_names = label_names(_latched_labels(output_bag), latched) if latched else None
+    main = spec.main_output(offline_values, "verify")
+    answers = {name: node_answers(result.received[name][main], spec, tracked) for name in names}
     log = Path(result.node_log).read_text(errors="replace") if Path(result.node_log).is_file() else ""
-    counts = node_counts(result.node_status, log)
-    offline = Offline(run_offline, expected, model_names, keypoint_names, Path(model), tracked, masked)
-    checks, frame_checks, paired = compare_answers(
-        spec, answers, result.sent_stamps, framed, offline, node_names, tolerance, counts, params
-    )
-    latencies = [
-        (answer.received_ns - (answer.stamp[0] * 10**9 + answer.stamp[1])) / 1e6
-        for index, answer in paired.items()
-        if answer.stamp == result.sent_stamps[index]
-    ]
-    p50, p99 = (float(np.percentile(latencies, q)) for q in (50, 99)) if latencies else (float("nan"),) * 2
-    if latency_budget_ms is not None:
-        checks.append(latency_check(latencies, p50, p99, latency_budget_ms, rate))
-    report = VerifyReport(
-        all(check.passed for check in checks), checks, frame_checks, tolerance, p50, p99, result.node_log, counts
-    )
-    write(report, out_dir, spec, frames, paired, expected)
-    return report
+    # the node's last /diagnostics status (one camera), else its closing line: its counts over all cameras
+    counts = node_counts({} if cameras else result.node_status, log)
+    compared = {}
+    for name in names:
+        received = result.received[name]
+        if masked:
+            with_masks(answers[name], [data for _, data in received.get(MASKS.topic, ())])
+        labels = [data for _, data in received.get("labels", ())]
+        node_names = label_names(labels, latched) if latched else None
+        offline = Offline(run_offline, expected[name], model_names, keypoint_names, Path(model), tracked, masked)
+        stamps = result.sent_stamps[name]
+        checks, frame_checks, paired = compare_answers(
+            spec, answers[name], stamps, framed[name], offline, node_names, tolerance, counts, params
+        )
+        if cameras and not framed[name]:
+            checks = [silent_check(), checks[1]]  # nothing to compare; but nothing may be answered on its topics either
+        compared[name] = checks, frame_checks, paired
+    seen = Seen(answers, result.sent_stamps, {name: [frame_id for frame_id, _ in framed[name]] for name in names})
+    reports = {}
+    for name, (checks, frame_checks, paired) in compared.items():
+        if cameras:
+            name_crossing(name, checks, seen, {camera: found[2] for camera, found in compared.items()}, expected,
+                          tolerance)  # fmt: skip
+        # the pipeline latency: of the one camera's frames, each stamped as sent (several play as fast as the node
+        # keeps up, with their recorded stamps: none measured)
+        stamps = result.sent_stamps[name]
+        latencies = [
+            (answer.received_ns - (answer.stamp[0] * 10**9 + answer.stamp[1])) / 1e6
+            for index, answer in paired.items()
+            if not cameras and answer.stamp == stamps[index]
+        ]
+        p50, p99 = (float(np.percentile(latencies, q)) for q in (50, 99)) if latencies else (float("nan"),) * 2
+        if latency_budget_ms is not None:
+            checks.append(latency_check(latencies, p50, p99, latency_budget_ms, rate))
+        report = VerifyReport(
+            all(check.passed for check in checks), checks, frame_checks, tolerance, p50, p99, result.node_log, counts
+        )
+        write(report, out_dir / name, spec, [frame for _, frame in framed[name]], paired, expected[name])
+        reports[name] = report
+    if not cameras:
+        return reports[""]
+    passed = all(report.passed for report in reports.values()) and any(framed.values())
+    verdict = CamerasVerifyReport(passed, reports, result.node_log)
+    write_cameras(verdict, out_dir, spec.name)
+    return verdict
 
 
 @dataclass
@@ -280,14 +334,6 @@ def with_masks(answers: list[Answer], masks: Iterable[bytes]) -> None:
     images = mask_images(masks)
     for answer in answers:
         with_mask_image(answer.result, images.get(answer.stamp))
-
-
-def _latched_labels(output_bag: Path) -> list[bytes]:
-    """The LabelInfo messages the node published, as recorded in ``output_bag`` (none: the topic is not there)."""
-    try:
-        return [raw.data for raw in read_messages(output_bag, "/labels")]
-    except ValueError:
-        return []
 
 
 def label_names(labels: list[bytes], latched: Mapping[str, str]) -> list[str] | None:

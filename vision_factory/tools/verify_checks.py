@@ -6,6 +6,7 @@ counts of what it dropped and skipped (``node_counts``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from ..results.boxes import id_text
 from ..results.frame import FrameResult
 from ..streaming import closing_counts
 from ..text import shown_path, untrusted
-from .verify_frames import MASK_IOU, Answer, FrameCheck, Tolerance, keypoint_cause, likely_cause, match
+from .verify_frames import MASK_IOU, Answer, FrameCheck, Tolerance, compare, keypoint_cause, likely_cause, match
 from .verify_report import NO_COUNTS, Check, NodeCounts
 
 
@@ -256,3 +257,90 @@ def latency_check(latencies: list[float], p50: float, p99: float, budget: float,
         "stream (a faster backend or a smaller model), or frames wait in its queue"
     )
     return Check(f"p99 pipeline latency within {budget:g} ms", False, numbers, cause)
+
+
+SILENT = "frames played"  # the one check of a camera whose source holds no frames (besides its answers' stamps)
+
+
+def silent_check() -> Check:
+    numbers = "none: the camera is silent (its source holds no frames), nothing to compare"
+    return Check(SILENT, True, numbers, compared=False)
+
+
+@dataclass
+class Seen:
+    """Per camera: the node's answers on its topics, its frames' stamps and frame_ids."""
+
+    answers: dict[str, list[Answer]]
+    stamps: dict[str, list[tuple[int, int]]]
+    frame_ids: dict[str, list[str]]
+
+
+def name_crossing(name: str, checks: list[Check], seen: Seen, paired, expected, tolerance: Tolerance) -> None:
+    """Where camera ``name``'s answers are another camera's, the failed check's cause names that camera (the node's
+    outputs are crossed), in place: its answers carry other cameras' frames' stamps, or its frames are answered on
+    other cameras' topics; where the cameras' frames share their stamps, its answers carry another camera's
+    frame_id, or they are what the model offline gives for another camera's frame of the same stamp (``paired``:
+    each camera's answer per frame, ``expected``: the model's result per frame). Track IDs that differ also name a
+    tracker shared between cameras."""
+    answers, stamps = seen.answers, {camera: set(frames) for camera, frames in seen.stamps.items()}
+    others = [camera for camera in stamps if camera != name]
+    theirs = {other: stamps[other] - stamps[name] for other in others}  # stamps of the other's frames alone
+    mine = {other: stamps[name] - stamps[other] for other in others}  # stamps of this camera's frames alone
+    carried = {other: sum(answer.stamp in theirs[other] for answer in answers[name]) for other in others}
+    elsewhere = {other: sum(answer.stamp in mine[other] for answer in answers[other]) for other in others}
+    hint = (
+        "outputs crossed: check the node's topic remappings, and that each camera has its own topics and its own "
+        "stream state (tracker, TrackNet window)"
+    )
+    for index, check in enumerate(checks):
+        if check.passed:
+            continue
+        if check.name.startswith("header stamps") and any(carried.values()):
+            shown = ", ".join(f"{count} of camera {other}'s" for other, count in carried.items() if count)
+            cause = f"its answers carry other cameras' frames' stamps ({shown}) — {hint}"
+        elif check.name == "every frame answered" and any(elsewhere.values()):
+            shown = ", ".join(f"{count} on camera {other}'s topic" for other, count in elsewhere.items() if count)
+            cause = f"its frames were answered on other cameras' topics ({shown}) — {hint}"
+        elif check.name.startswith("header stamps") and (other := _frame_id_of_other(name, seen)):
+            cause = f"its answers carry camera {other}'s frame_id — {hint}"
+        elif check.name.endswith("within tolerance") and (
+            other := _answers_of_other(name, paired, expected, seen, tolerance)
+        ):
+            cause = (
+                f"its answers are what the model gives for camera {other}'s frames of the same stamps, not for its "
+                f"own — {hint}"
+            )
+        elif check.name == "track IDs":  # one camera's tracks carried into another's frames: the IDs alone differ
+            cause = (
+                f"{check.cause}; or, several cameras through one node, cameras sharing one tracker: each needs its own"
+            )
+        else:
+            continue
+        checks[index] = Check(check.name, False, check.numbers, cause, check.compared)
+
+
+def _frame_id_of_other(name: str, seen: Seen) -> str | None:
+    """The camera whose frames' frame_id ``name``'s answers carry (none of its own frames has it), if any."""
+    own = set(seen.frame_ids[name])
+    carried = {answer.frame_id for answer in seen.answers[name]} - own
+    return next((other for other in seen.frame_ids if other != name and carried & set(seen.frame_ids[other])), None)
+
+
+def _answers_of_other(name: str, paired, expected, seen: Seen, tolerance: Tolerance) -> str | None:
+    """The camera whose frames of the same stamps the model offline answers as the node answered ``name``'s
+    frames, on every frame where the node's answer is not the model's for ``name``'s own frame; None if none."""
+    wrong = [
+        index
+        for index, answer in paired[name].items()
+        if not compare(index, answer, expected[name][index]).within(tolerance)
+    ]
+    for other, stamps in seen.stamps.items():
+        frame_of = {stamp: index for index, stamp in enumerate(stamps)}
+        shared = [
+            (index, frame_of[seen.stamps[name][index]]) for index in wrong if seen.stamps[name][index] in frame_of
+        ]
+        if other != name and shared and len(shared) == len(wrong):
+            if all(compare(i, paired[name][i], expected[other][j]).within(tolerance) for i, j in shared):
+                return other
+    return None

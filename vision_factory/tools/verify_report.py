@@ -1,6 +1,7 @@
 """verify's report: verify.json, verify.md and pictures of the frame of the largest disagreement (the model's
 answers solid, the node's dashed; on a failure side by side: tools/verify_pictures.py), written into --out (an
-earlier verification there refused unless --force)."""
+earlier verification there refused unless --force); with several cameras, each camera's in OUT/<camera>/ and the
+verdict of all (``CamerasVerifyReport``) in OUT."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from ..families.family import Family
 from ..files import check_folder, output_folder, write_text
-from ..text import markdown_cell, shown_path
+from ..text import markdown_cell, shown_path, untrusted
 from .verify_frames import FrameCheck, Tolerance
 from .verify_pictures import SIDE_BY_SIDE, WORST_PICTURE, largest_disagreement, write_pictures
 
@@ -176,3 +177,81 @@ def markdown(report: VerifyReport, spec: Family, listed: Iterable[FrameCheck]) -
         lines += ["", f"![model and node side by side]({Path(report.files['side by side']).name})"]
     lines += ["", f"Node log: `{report.node_log}`", ""]
     return "\n".join(lines)
+
+
+NOTHING_COMPARED = "no camera's source holds a frame: nothing was compared (are these the cameras' bags and topics?)"
+
+
+@dataclass
+class CamerasVerifyReport:
+    passed: bool
+    cameras: dict[str, VerifyReport]  # per camera, in the order given
+    node_log: str
+    files: dict[str, str] = field(default_factory=dict)
+
+    def summary(self, name: str) -> dict:
+        """One camera's figures: its frames, those answered within the tolerance (matched), the largest difference."""
+        report = self.cameras[name]
+        return {
+            "verdict": "pass" if report.passed else "fail",
+            "frames": len(report.frames),
+            "matched": sum(check.answered and check.within(report.tolerance) for check in report.frames),
+            "worst_difference_px": max((check.deviation_px for check in report.frames), default=0.0),
+            "unpaired": sum(check.unpaired for check in report.frames),
+        }
+
+    def failures(self) -> list[str]:
+        failed = [f"camera {name}: {failure}" for name, report in self.cameras.items() for failure in report.failures()]
+        if not any(report.frames for report in self.cameras.values()):
+            failed.append(NOTHING_COMPARED)
+        return failed
+
+    def text(self) -> str:
+        lines = [f"verify: {'PASS' if self.passed else 'FAIL'} ({len(self.cameras)} cameras through one node)"]
+        if not any(report.frames for report in self.cameras.values()):
+            lines.append(f"  {NOTHING_COMPARED}")
+        for name, report in self.cameras.items():
+            figures = self.summary(name)
+            if figures["frames"]:
+                shown = (
+                    f"{figures['frames']} frames, {figures['matched']} matched, worst difference "
+                    f"{figures['worst_difference_px']:.4g} px, {figures['unpaired']} unpaired"
+                )
+            else:
+                shown = "silent (no frames)"
+            lines.append(f"camera {name}: {'PASS' if report.passed else 'FAIL'}: {shown}")
+            lines += check_lines(report.checks, "    ")
+        counts = next(iter(self.cameras.values())).counts if self.cameras else None
+        if counts is not None:
+            lines.append(f"node's counts, all cameras (dropped {counts.dropped}, skipped {counts.skipped}) from "
+                         f"{counts.source}")  # fmt: skip
+        lines += [f"{name}: {shown_path(path)}" for name, path in self.files.items()]
+        return "\n".join(lines)
+
+
+def write_cameras(verdict: CamerasVerifyReport, out_dir: Path, family: str) -> None:
+    """OUT/verify.json and OUT/verify.md: the verdict and each camera's figures; each camera's report beside."""
+    cameras = {name: {**verdict.summary(name), "report": str(out_dir / name / "verify.md")} for name in verdict.cameras}
+    data = {"verdict": "pass" if verdict.passed else "fail", "cameras": cameras, "node_log": verdict.node_log}
+    json_path, md_path = out_dir / "verify.json", out_dir / "verify.md"
+    write_text(json_path, json.dumps(data, indent=2))
+    lines = [
+        f"# vision-factory verify: {family}, {len(cameras)} cameras through one node — "
+        f"{'PASS' if verdict.passed else 'FAIL'}",
+        "",
+        "| camera | result | frames | matched | worst difference (px) | unpaired |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, figures in cameras.items():
+        result = "pass" if figures["verdict"] == "pass" else "**FAIL**"
+        frames = figures["frames"] or "silent"
+        lines.append(
+            f"| [{markdown_cell(untrusted(name, 80))}]({name}/verify.md) | {result} | {frames} | {figures['matched']} "
+            f"| {figures['worst_difference_px']:.4g} | {figures['unpaired']} |"
+        )
+    causes = [f"- {markdown_cell(failure)}" for failure in verdict.failures()]
+    if causes:
+        lines += ["", "## Likely causes", "", *causes]
+    lines += ["", f"Node log: `{verdict.node_log}`", ""]
+    write_text(md_path, "\n".join(lines))
+    verdict.files = {"report": str(md_path), "json": str(json_path)}

@@ -395,7 +395,10 @@ def export_florence2(model, folder: Path, slim: bool = True) -> None:
         onnx_folder / "embed_tokens.onnx",
         input_names=["input_ids"],
         output_names=["inputs_embeds"],
-        dynamic_axes={"input_ids": {0: "batch_size", 1: "sequence_length"}, "inputs_embeds": {0: "batch_size", 1: "sequence_length"}},
+        dynamic_axes={
+            "input_ids": {0: "batch_size", 1: "sequence_length"},
+            "inputs_embeds": {0: "batch_size", 1: "sequence_length"},
+        },
     )
     sequence = {0: "batch_size", 1: "encoder_sequence_length"}
     export(
@@ -426,7 +429,10 @@ def export_florence2(model, folder: Path, slim: bool = True) -> None:
     )
     pasts = [torch.randn(1, heads, 3 if ".decoder." in n else 8, size) for n in past_names(layers, "p")]
     past_axes = {
-        name: {0: "batch_size", 2: "past_decoder_sequence_length" if ".decoder." in name else "encoder_sequence_length_out"}
+        name: {
+            0: "batch_size",
+            2: "past_decoder_sequence_length" if ".decoder." in name else "encoder_sequence_length_out",
+        }
         for name in past_names(layers, "past_key_values")
     }
     own = past_names(layers, "present", ("decoder",))

@@ -128,7 +128,9 @@ def generate(model, inputs, max_new_tokens: int):
     import torch
     from transformers import GenerationConfig
 
-    config = GenerationConfig(**GENERATION_CONFIG | {"num_beams": 1, "do_sample": False, "max_new_tokens": max_new_tokens})
+    config = GenerationConfig(
+        **GENERATION_CONFIG | {"num_beams": 1, "do_sample": False, "max_new_tokens": max_new_tokens}
+    )
     config.output_scores, config.return_dict_in_generate = True, True
     with torch.no_grad():
         out = model.generate(**inputs, generation_config=config)
@@ -255,9 +257,11 @@ def main() -> None:
     print("first step, ONNX Runtime against the model:", first_step)
     for entry in cases:
         answer = entry["answer"]
-        shown = len(answer.get("bboxes", answer.get("quad_boxes", answer.get("polygons", [])))) if isinstance(
-            answer, dict
-        ) else len(answer)
+        shown = (
+            len(answer.get("bboxes", answer.get("quad_boxes", answer.get("polygons", []))))
+            if isinstance(answer, dict)
+            else len(answer)
+        )
         print(entry["image"], entry["task"], len(entry["tokens"]), entry["max_new_tokens"], entry["min_gap"], shown)
 
 

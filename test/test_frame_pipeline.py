@@ -55,6 +55,7 @@ def test_every_family_with_a_node_of_its_own_model_has_a_pipeline():
         "depth",
         "open_vocab",
         "sam",
+        "florence2",
     }
     with pytest.raises(ValueError, match="reid has no frame pipeline"):
         family("reid").pipeline({}, _load)

@@ -41,6 +41,7 @@ DEPTH = Path(__file__).resolve().parent / "data" / "depth"
 DETR_MODEL = Path(__file__).resolve().parent / "data" / "detr_heads" / "rtdetr-hf.onnx"
 OWLV2_MODEL = Path(__file__).resolve().parent / "data" / "open_vocab" / "owl" / "owlv2.onnx"
 SAM_ENCODER = Path(__file__).resolve().parent / "data" / "sam" / "meta-encoder.onnx"  # its decoder beside it
+FLORENCE2 = Path(__file__).resolve().parent / "data" / "florence2"  # an export folder
 
 # The specification: the live parameters of each node (everything else configure-time, but autostart: start-time).
 IMAGE_INPUT_LIVE = {"max_image_pixels", "max_frame_age"}
@@ -66,6 +67,7 @@ LIVE_PARAMETERS = {
     "depth": {"processor_size", "resize_filter", "max_depth"},
     "open_vocab": {"prompt", "confidence_threshold", "text_threshold", "max_detections"},
     "sam": {"prompt_class", "confidence_threshold", "max_prompts", "mask_encoding"},
+    "florence2": {"prompt", "confidence_threshold", "max_new_tokens"},
 }
 
 
@@ -201,6 +203,12 @@ def _case(name: str, tmp_path: Path) -> Case:
         return Case("sam", {"model_path": str(SAM_ENCODER)}, ("/t/detections", Detection2DArray), _classes,
                     {"prompt_class": "person"}, ("decoder_path", "other-decoder.onnx"), inputs,
                     _paired_sender(frame, "/t/boxes", boxes))  # fmt: skip
+    if name == "florence2":  # <OD> on the coffee photo gives 2 boxes (test_florence2.py's reference), until a
+        # max_new_tokens of 1 leaves room for the forced </s> only
+        frame = np.ascontiguousarray(skimage.data.coffee()[..., ::-1])
+        params = {"model_path": str(FLORENCE2), "prompt": "'<OD>'", "max_new_tokens": "48"}
+        return Case("florence2", params, ("/t/detections", Detection2DArray), _count, {"max_new_tokens": 1},
+                    ("model_path", "other-export"), send=_image_sender(frame))  # fmt: skip
     raise AssertionError(name)
 
 
@@ -217,6 +225,7 @@ def _changed(name: str, before: Any, after: Any) -> bool:
         "depth": lambda: before > 0 and after == 0,
         "open_vocab": lambda: before >= 2 and after == 1,
         "sam": lambda: sorted(before) == ["dog", "person"] and after == ["person"],
+        "florence2": lambda: before >= 1 and after == 0,
     }[name]()
 
 

@@ -47,6 +47,7 @@ def _parameters(tmp_path) -> dict[str, dict]:
         "detr": {"model_path": str(TEST_DATA / "detr_heads" / "rtdetr-hf.onnx"), **tracking},
         "open_vocab": {"model_path": str(TEST_DATA / "open_vocab" / "owl" / "owlv2.onnx"), "prompt": "a flag"},
         "sam": {"model_path": str(TEST_DATA / "sam" / "meta-encoder.onnx")},
+        "florence2": {"model_path": str(TEST_DATA / "florence2"), "prompt": "<OD>", "max_new_tokens": 8},
     }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..models import recognition
 from ..parameters import Parameter
 from ..results import DENSE_MAP
-from . import depth, detr, fasterrcnn, open_vocab, reid, rtmpose, sam, track, tracknet, yolo, yolo_pose
+from . import depth, detr, fasterrcnn, florence2, open_vocab, reid, rtmpose, sam, track, tracknet, yolo, yolo_pose
 from .family import Family
 
 FAMILIES: dict[str, Family] = {
@@ -27,6 +27,7 @@ FAMILIES: dict[str, Family] = {
         depth.FAMILY,
         open_vocab.FAMILY,
         sam.FAMILY,
+        florence2.FAMILY,
     )
 }
 # Families with a node of their own: what generate, replay, launch files and the per-frame tools (bench, eval,

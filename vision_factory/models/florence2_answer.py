@@ -42,7 +42,9 @@ from .florence2_interface import (
 BINS = 1000  # Florence-2's coordinate bins a side (its <loc_0> ... <loc_999>)
 Size = tuple[int, int]  # the frame's (width, height)
 
-OCR_PATTERN = re.compile(r"(.+?)<loc_(\d+)><loc_(\d+)><loc_(\d+)><loc_(\d+)><loc_(\d+)><loc_(\d+)><loc_(\d+)><loc_(\d+)>")
+OCR_PATTERN = re.compile(
+    r"(.+?)<loc_(\d+)><loc_(\d+)><loc_(\d+)><loc_(\d+)><loc_(\d+)><loc_(\d+)><loc_(\d+)><loc_(\d+)>"
+)
 PHRASE_PATTERN = re.compile(r"([^<]+(?:<loc_\d+>){4,})")
 EMPTY_PHRASE_PATTERN = re.compile(r"(?:(?:<loc_\d+>){4,})")
 TEXT_PATTERN = re.compile(r"^\s*(.*?)(?=<od>|</od>|<box>|</box>|<bbox>|</bbox>|<loc_)")

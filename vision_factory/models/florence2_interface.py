@@ -185,7 +185,9 @@ def find_export(path: str | os.PathLike) -> Export:
     else:
         layout = ""
         missing += [MERGED] if FIRST not in present and WITH_PAST not in present else []
-        missing += [name for name in (FIRST, WITH_PAST) if name not in present and (FIRST in present) != (WITH_PAST in present)]
+        missing += [
+            name for name in (FIRST, WITH_PAST) if name not in present and (FIRST in present) != (WITH_PAST in present)
+        ]
     if not (top / TOKENIZER).is_file():
         missing.append(TOKENIZER)
     if missing:
@@ -296,7 +298,9 @@ def _preprocessor(config: _Reader, defaults: Facts) -> dict[str, Any]:
     resample = config.integer("resample", defaults.resample, 0, 5)
     if resample not in (2, 3):
         raise config.refuse("resample", resample, "2 (bilinear) or 3 (bicubic)")
-    rescale = config.number("rescale_factor", defaults.rescale, 0.0, 1.0) if config.values.get("do_rescale", True) else 1.0
+    rescale = (
+        config.number("rescale_factor", defaults.rescale, 0.0, 1.0) if config.values.get("do_rescale", True) else 1.0
+    )
     normalize = config.values.get("do_normalize", True)
     mean = config.triple("image_mean", defaults.mean, -1e3) if normalize else (0.0, 0.0, 0.0)
     std = config.triple("image_std", defaults.std, 1e-6) if normalize else (1.0, 1.0, 1.0)
@@ -331,7 +335,11 @@ def _processor(config: _Reader, defaults: Facts) -> dict[str, Any]:
         raise config.refuse("post_processor_config", post, "a table of the answer kinds' settings")
     grounding = post.get(GROUNDING) or {}
     banned = grounding.get("banned_grounding_tokens", sorted(defaults.banned)) if isinstance(grounding, dict) else None
-    if not isinstance(banned, list) or not all(isinstance(p, str) and len(p) <= 200 for p in banned) or len(banned) > 10_000:
+    if (
+        not isinstance(banned, list)
+        or not all(isinstance(p, str) and len(p) <= 200 for p in banned)
+        or len(banned) > 10_000
+    ):
         raise config.refuse("banned_grounding_tokens", "[...]", "a list of phrases")
     ocr = post.get(OCR) or {}
     if not isinstance(ocr, dict):
@@ -372,11 +380,17 @@ def _generation(config: _Reader, defaults: Facts, known: Mapping[str, Any]) -> d
             )
     eos = config.values.get("eos_token_id", list(defaults.eos))
     eos_ids = eos if isinstance(eos, list) else [eos]
-    if not eos_ids or len(eos_ids) > 16 or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 1 << 24 for i in eos_ids):
+    if (
+        not eos_ids
+        or len(eos_ids) > 16
+        or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 1 << 24 for i in eos_ids)
+    ):
         raise config.refuse("eos_token_id", eos, "a token id or a list of them")
     top = 1 << 24
     return {
-        "decoder_start": config.integer("decoder_start_token_id", known.get("decoder_start", defaults.decoder_start), 0, top),
+        "decoder_start": config.integer(
+            "decoder_start_token_id", known.get("decoder_start", defaults.decoder_start), 0, top
+        ),
         "forced_bos": config.integer("forced_bos_token_id", None, 0, top),
         "forced_eos": config.integer("forced_eos_token_id", None, 0, top),
         "eos": tuple(eos_ids),
@@ -421,8 +435,9 @@ def _recognise(model: Interface) -> Recognition | None:
     kind = decoder_kind(model)
     if kind:
         layers = past_layers(model) or past_layers(model, PRESENT)
+        more = "past_key_values.*" if kind != FIRST else "encoder_hidden_states"
         reason = (
-            f"inputs inputs_embeds, encoder_attention_mask and {'past_key_values.*' if kind != FIRST else 'encoder_hidden_states'}, "
+            f"inputs inputs_embeds, encoder_attention_mask and {more}, "
             f"outputs logits and present.* ({layers} layers): a Florence-2 (BART) decoder, {kind}; it runs in its "
             "export folder, which is the model to give"
         )

@@ -40,6 +40,7 @@ FINDING = {
     "--tokenizer": "tokenizer_path",  # open_vocab: the export's own tokenizer
     "--text-threshold": "text_threshold",  # open_vocab: Grounding DINO's
     "--decoder": "decoder_path",  # sam: the prompt decoder beside the encoder
+    "--max-new-tokens": "max_new_tokens",  # florence2
 }
 # Fixed prompts of an adapter that takes them (``prompted``: sam's boxes and points), the same on every frame.
 PROMPTING = ("--boxes", "--points")

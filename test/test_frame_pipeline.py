@@ -56,6 +56,7 @@ def test_every_family_with_a_node_of_its_own_model_has_a_pipeline():
         "open_vocab",
         "sam",
         "yolo_cls",
+        "florence2",
     }
     with pytest.raises(ValueError, match="reid has no frame pipeline"):
         family("reid").pipeline({}, _load)

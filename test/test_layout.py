@@ -219,7 +219,7 @@ def test_recognition_rules_import_no_adapter():
     carries every rule but only its own family's adapter."""
     light = ["models/recognition.py", "models/interface.py", "models/ultralytics.py", "models/bounds.py"]
     light += [relative for relative in SOURCES if relative.endswith("_interface.py")]
-    allowed = {"runtime/runner.py", "text.py", "parameters.py", *light}
+    allowed = {"runtime/runner.py", "text.py", "parameters.py", "files.py", *light}  # files.py: bounded reads
     for relative in light:
         ours = {module for module in map(_known, _imports(SOURCES[relative])) if module}
         assert ours <= allowed, f"{relative} imports {sorted(ours - allowed)}"
@@ -281,6 +281,7 @@ SHARED = [
     "models/depth_interface.py",
     "models/detr_interface.py",
     "models/fasterrcnn_interface.py",
+    "models/florence2_interface.py",
     "models/interface.py",
     "models/open_vocab_interface.py",
     "models/recognition.py",
@@ -394,6 +395,15 @@ CARRIED = {
         "ros/detection_node.py",
         *TRACKER,
     ],
+    "florence2": [
+        "families/detection.py",
+        "families/florence2.py",
+        "models/florence2.py",
+        "models/florence2_answer.py",
+        "models/tokenizer_file.py",
+        "ros/detection_node.py",
+        *TRACKER,
+    ],
     "depth": [
         "camera_infos.py",
         "families/depth.py",
@@ -420,9 +430,11 @@ def test_a_generated_package_carries_only_its_own_familys_code(name):
     assert ('"tokenizers",' in files["setup.py"]) == tokenizers
     assert ("python3-tokenizers-pip:" in files.get("rosdep.yaml", "")) == tokenizers
     assert ('"scipy",' in files["setup.py"]) == scipy
-    # DETR and open-vocabulary frames (models/detr.py's pil_resize) and depth models' inputs are resized by PIL, as
-    # the exporters resize them: Pillow declared where either is carried, only there.
-    pillow = bool({"models/detr.py", "models/depth.py", "models/yolo_cls.py"} & set(CARRIED[name]))
+    # DETR and open-vocabulary frames (models/detr.py's pil_resize), depth models', Ultralytics classifiers' and
+    # Florence-2's inputs are resized by PIL, as the exporters resize them: Pillow declared where one is carried.
+    pillow = bool(
+        {"models/detr.py", "models/depth.py", "models/yolo_cls.py", "models/florence2.py"} & set(CARRIED[name])
+    )
     assert ("<exec_depend>python3-pil</exec_depend>" in files["package.xml"]) == pillow
     assert ('"pillow",' in files["setup.py"]) == pillow
 

@@ -48,6 +48,7 @@ def _parameters(tmp_path) -> dict[str, dict]:
         "open_vocab": {"model_path": str(TEST_DATA / "open_vocab" / "owl" / "owlv2.onnx"), "prompt": "a flag"},
         "sam": {"model_path": str(TEST_DATA / "sam" / "meta-encoder.onnx")},
         "yolo_cls": {"model_path": str(TEST_DATA / "yolo_tasks" / "yolo11n-cls.onnx")},
+        "florence2": {"model_path": str(TEST_DATA / "florence2"), "prompt": "<OD>", "max_new_tokens": 8},
     }
 
 

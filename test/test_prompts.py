@@ -91,8 +91,8 @@ def test_a_family_declares_its_prompt_once_and_is_described_with_it():
         text = describe_families()
     block = text.split(f"{spec.name}: ")[1].split("\n", 6)
     assert any(line.startswith("  prompt:   text (what to find)") and "~/set_prompt" in line for line in block), block
-    # without it, only the package's families that take text (open_vocab) are described with a prompt
-    assert describe_families().count("  prompt:   text") == sum(bool(f.text_prompt) for f in FAMILIES.values()) == 1
+    # without it, only the package's families that take text (open_vocab, florence2) are described with a prompt
+    assert describe_families().count("  prompt:   text") == sum(bool(f.text_prompt) for f in FAMILIES.values()) == 2
 
 
 def test_the_prompt_is_derived_once_per_prompt_whatever_the_cameras(tmp_path):

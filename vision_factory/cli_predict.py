@@ -55,6 +55,7 @@ DETECTOR_OPTIONS = (
     ("--score-function", click.Choice(["auto", "sigmoid", "softmax"]), "detr logits + pred_boxes models: sigmoid "
      "(RT-DETR, D-FINE) or softmax (DETR)  [default: auto, as the model says]", None),
     *((flag, kind, help_text, None) for flag, kind, help_text in PROMPT_OPTIONS if flag != "--decoder"),
+    ("--max-new-tokens", int, "florence2: the most tokens generated a frame  [default: the nodes']", None),
 )  # fmt: skip
 
 
@@ -87,9 +88,13 @@ def _given_detector_options(values: dict) -> dict:
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @options(
     model_type_option((*DETECTORS, *MAPS), required=True),
-    option("--model", type=FILE, required=True, help="ONNX model"),
+    option("--model", type=click.Path(path_type=Path), required=True,
+           help="ONNX model (florence2: the export's folder)"),
     BACKEND,
     _detector_options(rtmpose=True),
+    option("--task", help="florence2: the task, e.g. '<OD>', '<CAPTION>', '<OCR>'  [default: the nodes']"),
+    option("--text", "task_text", help="florence2: the task's text, e.g. the caption of "
+           "'<CAPTION_TO_PHRASE_GROUNDING>'"),
     option("--depth-kind", type=click.Choice(["metric", "relative"]),
            help="depth: metric (metres) or relative, for a model whose file does not say"),
     option("--processor-size", help="depth: the image processor's size WIDTHxHEIGHT  [default: the model's]"),
@@ -132,6 +137,7 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
       vision-factory predict --model-type depth --model depth_anything_v2_small.onnx --depth-kind relative room.jpg
       vision-factory predict --model-type open_vocab --model grounding-dino.onnx --prompt 'a cat . a remote' cats.jpg
       vision-factory predict --model-type sam --model vision_encoder.onnx --boxes "40,30,200,220" cat.jpg
+      vision-factory predict --model-type florence2 --model Florence-2-base/ --task '<OD>' street.jpg --format json
     """
     from .streaming import ProblemLog
     from .text import untrusted
@@ -139,6 +145,10 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
     from .tools.predict import predict as run_predict
 
     options = {**_given_detector_options(given), "--person-class": person_class}
+    if given["task"] or given["task_text"]:  # florence2: the task (and its text) is its prompt
+        if options["--prompt"]:
+            raise click.UsageError("give the task by --task (and --text) or by --prompt, not both")
+        options["--prompt"] = (given["task"] or "") + (given["task_text"] or "")
     options.update({flag: given[flag[2:]] for flag in ("--boxes", "--points")})
     options["--decoder"] = given["decoder_path"]
     options.update({flag: given[name] for flag, name in MAPPING.items()})

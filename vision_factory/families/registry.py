@@ -10,7 +10,21 @@ from __future__ import annotations
 from ..models import recognition
 from ..parameters import Parameter
 from ..results import DENSE_MAP
-from . import depth, detr, fasterrcnn, open_vocab, reid, rtmpose, sam, track, tracknet, yolo, yolo_cls, yolo_pose
+from . import (
+    depth,
+    detr,
+    fasterrcnn,
+    florence2,
+    open_vocab,
+    reid,
+    rtmpose,
+    sam,
+    track,
+    tracknet,
+    yolo,
+    yolo_cls,
+    yolo_pose,
+)
 from .family import Family
 
 FAMILIES: dict[str, Family] = {
@@ -28,6 +42,7 @@ FAMILIES: dict[str, Family] = {
         open_vocab.FAMILY,
         sam.FAMILY,
         yolo_cls.FAMILY,
+        florence2.FAMILY,
     )
 }
 # Families with a node of their own: what generate, replay, launch files and the per-frame tools (bench, eval,

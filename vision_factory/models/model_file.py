@@ -34,10 +34,23 @@ class ModelSummary:
     metadata: dict[str, str]
 
 
+def folder_model(path: Path) -> Path:
+    """The file a model folder is recognised by: a Florence-2 export folder's vision encoder (its graphs run
+    together: models/florence2_interface.py); any other path as it is."""
+    if not path.is_dir():
+        return path
+    from .florence2_interface import VISION, find_export
+
+    try:
+        return find_export(path).graphs[VISION]
+    except ValueError as exc:
+        raise ValueError(f"{shown_path(path)} is a folder, not a model file, nor a model folder: {exc}") from None
+
+
 def summarize(path: str | Path) -> ModelSummary:
     """The inputs, outputs, opset, producer and metadata of the ONNX model at ``path`` (or of an OpenVINO IR
     .xml, as `quantize --backend openvino` writes it: read with OpenVINO, the one reader of IR)."""
-    path = Path(path)
+    path = folder_model(Path(path))
     if not path.is_file():
         raise ValueError(f"model file not found: {shown_path(path)}")
     if path.suffix.lower() == ".xml":

@@ -16,6 +16,7 @@ from ..text import untrusted
 from .depth_interface import DEPTH
 from .detr_interface import DETR
 from .fasterrcnn_interface import FASTERRCNN
+from .florence2_interface import FLORENCE2
 from .interface import Interface, ModelInterface, Recognition, Rule, end2end
 from .open_vocab_interface import OPEN_VOCAB
 from .reid_interface import REID
@@ -30,11 +31,13 @@ __all__ = ["FAMILY_NAMES", "RULES", "Recognition", "WrongFamily", "load_checked"
 # Tried in this order; the first that matches wins (a pose model also fits the detector's rule; a DETR export's
 # query rows would read as a transposed YOLO head, and a deploy export's labels, boxes, scores as fasterrcnn's; a
 # fixed-size depth export's [1, H, W] map would fit YOLO's rows, but depth asks for its output's name or metadata;
-# an open-vocabulary export's logits and pred_boxes are a DETR head's beside its text inputs).
+# an open-vocabulary export's logits and pred_boxes are a DETR head's beside its text inputs; Florence-2's vision
+# encoder's image_features [1, 577, D] would read as YOLO rows).
 RULES: tuple[Rule, ...] = (
     TRACKNET,
     INPAINTNET,
     DEPTH,
+    FLORENCE2,
     OPEN_VOCAB,
     DETR,
     YOLO_POSE,

@@ -27,19 +27,25 @@ TEXT_COLOUR = (255, 255, 255)  # BGR, on a dark band
 
 @dataclass(frozen=True)
 class Text:
-    """A frame's text and how sure the model is of it (0..1; 1 when it does not say)."""
+    """A frame's text and how sure the model is of it (0..1; 1 when it does not say); the token ids a generating
+    model (Florence-2) made it from, where it says (in the file record; its message carries the text)."""
 
     key: ClassVar[str] = "text"
 
     text: str
     score: float = 1.0
+    tokens: tuple[int, ...] = ()
 
     def record(self) -> dict[str, Any]:
-        return {"text": self.text, "score": self.score}
+        made: dict[str, Any] = {"text": self.text, "score": self.score}
+        if self.tokens:
+            made["tokens"] = [int(token) for token in self.tokens]
+        return made
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Text:
-        return cls(str(record["text"]), float(record.get("score", 1.0)))
+        tokens = tuple(int(token) for token in record.get("tokens", ()))
+        return cls(str(record["text"]), float(record.get("score", 1.0)), tokens)
 
     def describe(self) -> str:
         return untrusted(self.text, 400)

@@ -91,6 +91,7 @@ class DetectionNode(InferenceNode):
         self.marker_pub = publishers.get("pose_markers")  # pose families
         self.track_marker_pub = publishers.get("track_markers")  # with tracking on
         self.masks_pub = publishers.get("masks")  # a segmentation model's (yolo)
+        self.text_pub = publishers.get("text")  # a model that answers in words too (florence2)
         self.mask_encoding = values.get("mask_encoding", "mono16")
         if self.masks_pub is not None and self.pipeline.masks:
             self.get_logger().info(f"instance segmentation: masks publishes {self.mask_encoding} instance labels")
@@ -210,6 +211,8 @@ class DetectionNode(InferenceNode):
             self.track_marker_pub[camera].publish(track_markers(header, tracking.tracker.active))
         if self.masks_pub is not None and wanted(self.masks_pub[camera]) and result.masks is not None:
             self.masks_pub[camera].publish(result.masks.to_message(header, result, self.mask_encoding))
+        if self.text_pub is not None and result.text is not None:
+            self.text_pub[camera].publish(result.text.to_message(header))
         if wanted(self.debug_pub[camera]):
             annotated = result.draw(frame.copy(), self.keypoint_threshold)
             self.debug_pub[camera].publish(bgr_to_message(annotated, header))

@@ -45,6 +45,7 @@ FINDING = {
     "--label-offset": "label_offset",
     "--score-function": "score_function",
     **PROMPTED,
+    "--max-new-tokens": "max_new_tokens",  # florence2
 }
 # Fixed prompts of an adapter that takes them (``prompted``: sam's boxes and points), the same on every frame.
 PROMPTING = ("--boxes", "--points")

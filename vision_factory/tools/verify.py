@@ -207,6 +207,13 @@ class Offline:
     tracked: bool  # with tracking on: its detections carry track IDs
     masked: bool  # a segmentation model: its detections carry masks
 
+    @property
+    def answered_names(self) -> list[str]:
+        """Its class names and those it answered with (a model that names its classes as it answers: florence2's
+        phrases)."""
+        seen = (label for found in self.expected if found.boxes is not None for label in found.boxes.labels)
+        return list(dict.fromkeys([*(self.names or []), *seen]))
+
 
 def compare_answers(
     spec: Family,
@@ -230,7 +237,7 @@ def compare_answers(
     ]
     latched = bool(spec.result.latched)
     if latched:
-        checks.append(class_check(answers, node_names, offline.names, offline.model))
+        checks.append(class_check(answers, node_names, offline.names, offline.model, offline.answered_names))
     other_classes = not checks[-1].passed if latched else False
     checks.append(
         output_check(

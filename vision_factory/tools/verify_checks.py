@@ -130,9 +130,13 @@ def stamp_check(answers: list[Answer], stamps: list[tuple[int, int]], frame_ids:
     return Check("header stamps and frame_ids carried", False, numbers, cause)
 
 
-def class_check(answers: list[Answer], labels: list[str] | None, names: list[str], model: Path) -> Check:
+def class_check(
+    answers: list[Answer], labels: list[str] | None, names: list[str], model: Path, answered: list[str] | None = None
+) -> Check:
+    """The node's classes against the model's: those it answered with among the model's (``answered``: its class
+    map and those it answered with offline), its LabelInfo the model's class map (``names``)."""
     seen = sorted({label for answer in answers if answer.result.boxes for label in answer.result.boxes.labels})
-    foreign = [name for name in seen if name not in names]
+    foreign = [name for name in seen if name not in (names if answered is None else answered)]
     label_problem = labels is not None and labels != names
     shown = lambda found: ", ".join(untrusted(name, 40) for name in found[:8]) + (", ..." if len(found) > 8 else "")  # noqa: E731
     numbers = f"node's classes: {shown(seen) or 'none'}; model's: {shown(names)}"

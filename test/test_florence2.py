@@ -1,0 +1,177 @@
+"""Florence-2 (families/florence2.py, models/florence2.py) against transformers' own: the architecture-true test
+export of benchmarks/make_florence2.py (transformers' Florence2ForConditionalGeneration from a small seeded config
+at the real 768 x 768 input, a tokenizer built with the tokenizers library), whose reference.json records, per image
+and task, what transformers' processor, ``generate(num_beams=1, do_sample=False)``, ``batch_decode`` and
+``post_process_generation`` gave. Through `predict` (the tool) and the adapter, with no PyTorch here."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import skimage
+from click.testing import CliRunner
+
+from vision_factory.cli import main
+from vision_factory.families.florence2 import FAMILY
+from vision_factory.models import florence2_interface as interface
+from vision_factory.models.florence2 import Florence2
+from vision_factory.models.florence2_answer import dequantize
+from vision_factory.parameters import with_defaults
+from vision_factory.runtime.backends import load_target
+
+pytestmark = pytest.mark.unit
+
+DATA = Path(__file__).resolve().parent / "data" / "florence2"
+REFERENCE = json.loads((DATA / "reference.json").read_text())
+CASES = REFERENCE["cases"]
+SKIMAGE = Path(skimage.__file__).resolve().parent / "data"
+
+
+def image(name: str) -> np.ndarray:
+    path = DATA / name if name == "ocr.png" else SKIMAGE / name
+    frame = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    assert frame is not None, path
+    return frame
+
+
+def load(path) -> object:
+    return load_target("onnx:cpu", Path(path))
+
+
+def model_of(folder: Path, task: str = "<CAPTION>", max_new_tokens: int = 48) -> Florence2:
+    values = {"model_path": str(folder), "prompt": task, "max_new_tokens": max_new_tokens}
+    return FAMILY.build(with_defaults(FAMILY.parameters, values, FAMILY.name), load)
+
+
+@pytest.fixture(scope="module")
+def merged() -> Florence2:
+    return model_of(DATA)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory) -> Florence2:
+    """The same export in optimum's pair layout (decoder_model + decoder_with_past_model, no merged decoder)."""
+    folder = tmp_path_factory.mktemp("pair") / "florence2"
+    shutil.copytree(DATA, folder, ignore=shutil.ignore_patterns(interface.MERGED))
+    return model_of(folder)
+
+
+def expected_rows(case: dict) -> tuple[list[list[float]], list[str]]:
+    """transformers' parsed regions as boxes: its boxes, its quadrilaterals' and polygons' bounds, with labels."""
+    answer = case["answer"]
+    boxes, labels = list(answer.get("bboxes", [])), list(answer.get("labels", answer.get("bboxes_labels", [])))
+    for quad in answer.get("quad_boxes", []):
+        points = np.asarray(quad, np.float64).reshape(4, 2)
+        boxes.append([*points.min(axis=0), *points.max(axis=0)])
+    if "quad_boxes" in answer:
+        labels = list(answer["labels"])
+    for polygons, label in zip(answer.get("polygons", []), answer.get("polygons_labels", answer.get("labels", []))):
+        points = np.concatenate([np.asarray(p, np.float64).reshape(-1, 2) for p in polygons])
+        boxes.append([*points.min(axis=0), *points.max(axis=0)])
+        labels.append(label)
+    return boxes, labels
+
+
+def test_the_reference_is_what_the_script_made():
+    """The committed export is the one the references were recorded on, and ONNX Runtime's first step matched."""
+    import hashlib
+
+    for name, digest in REFERENCE["sha256"].items():
+        assert hashlib.sha256((DATA / name).read_bytes()).hexdigest() == digest, name
+    assert max(REFERENCE["first_step"].values()) < 1e-3
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c['image']}-{c['task']}" for c in CASES])
+def test_each_task_gives_transformers_tokens_and_answer(merged, case):
+    """Per image and task: the prompt's token ids, the generated token ids (greedy, the key-value cache, forced
+    BOS/EOS, no repeated 3-gram), the decoded text and the parsed answer are transformers'."""
+    merged.set_task(case["task"], case["text"])
+    assert list(merged.task.ids) == case["prompt_ids"]
+    found = merged.answer(image(case["image"]), case["max_new_tokens"])
+    assert list(found.tokens) == case["tokens"]
+    assert found.generated_text == case["generated_text"]
+    answer = case["answer"]
+    if isinstance(answer, str):
+        assert found.text == answer
+        return
+    if "bboxes" in answer:
+        np.testing.assert_array_equal(found.boxes, np.asarray(answer["bboxes"], np.float64).reshape(-1, 4))
+        assert list(found.labels) == list(answer.get("labels", answer.get("bboxes_labels", [])))
+    if "quad_boxes" in answer:
+        np.testing.assert_array_equal(found.quads, np.asarray(answer["quad_boxes"], np.float64).reshape(-1, 8))
+        assert list(found.quad_labels) == answer["labels"]
+    if "polygons" in answer:
+        assert len(found.polygons) == len(answer["polygons"])
+        for mine, theirs in zip(found.polygons, answer["polygons"]):
+            assert [p.reshape(-1).tolist() for p in mine] == [list(map(float, p)) for p in theirs]
+
+
+def test_the_pair_layout_gives_the_merged_decoders_tokens(pair, merged):
+    """optimum's decoder_model + decoder_with_past_model decode as the merged graph does."""
+    for case in CASES[:: max(1, len(CASES) // 6)]:
+        for model in (pair, merged):
+            model.set_task(case["task"], case["text"])
+        frame = image(case["image"])
+        assert pair.answer(frame, case["max_new_tokens"]).tokens == tuple(case["tokens"])
+
+
+def test_predict_writes_transformers_answers(tmp_path):
+    """`vision-factory predict --model-type florence2 --task ... --format json`: each record's text, tokens and
+    detections (xyxy in the image's pixels, the phrase as class_name) are transformers'."""
+    chosen = {}
+    for case in CASES:  # one image per task kind: a caption, OCR, <OD>, grounding, OCR with regions
+        if case["task"] in ("<CAPTION>", "<OCR>", "<OD>", "<CAPTION_TO_PHRASE_GROUNDING>", "<OCR_WITH_REGION>"):
+            chosen.setdefault((case["task"], case["image"]), case)
+    for case in list(chosen.values())[:10]:
+        path = DATA / case["image"] if case["image"] == "ocr.png" else SKIMAGE / case["image"]
+        command = ["predict", "--model-type", "florence2", "--model", str(DATA), "--task", case["task"]]
+        command += ["--max-new-tokens", str(case["max_new_tokens"])]
+        command += [*(("--text", case["text"]) if case["text"] else ()), "--format", "json", str(path)]
+        done = CliRunner().invoke(main, command)
+        assert done.exit_code == 0, done.output
+        (record,) = [json.loads(line) for line in done.stdout.splitlines()]
+        assert record["tokens"] == case["tokens"]
+        answer = case["answer"]
+        if isinstance(answer, str):
+            assert record["text"] == answer and record["detections"] == []
+            continue
+        boxes, labels = expected_rows(case)
+        assert [row["class_name"] for row in record["detections"]] == labels
+        found = np.reshape([row["xyxy"] for row in record["detections"]], (-1, 4))
+        np.testing.assert_allclose(found, np.reshape(boxes, (-1, 4)))
+
+
+def test_a_task_is_encoded_once_and_bad_tasks_are_refused(merged):
+    """set_task encodes a task's question once (counted), and names what is wrong with a task it cannot take."""
+    merged.set_task("<OD>")
+    before = merged.encodings
+    merged.set_task("<OD>")
+    assert merged.encodings == before
+    merged.set_task("<CAPTION_TO_PHRASE_GROUNDING>", "a cat")
+    assert merged.encodings == before + 1
+    with pytest.raises(ValueError, match="is not one of Florence-2's"):
+        merged.set_task("<NOT_A_TASK>")
+    with pytest.raises(ValueError, match="needs a text"):
+        merged.set_task("<CAPTION_TO_PHRASE_GROUNDING>")
+    with pytest.raises(ValueError, match="takes no text"):
+        merged.set_task("<OD>", "a cat")
+
+
+def test_loc_bins_map_back_as_transformers_maps_them():
+    """The bins where float64 arithmetic would land one pixel off transformers' float32 (recorded by the script)."""
+    assert REFERENCE["dequantize"], "the script found no such bin: the check would check nothing"
+    for size, bin_, pixel in REFERENCE["dequantize"]:
+        assert int(dequantize([bin_], size)[0]) == pixel
+
+
+def test_an_incomplete_export_is_refused_naming_what_is_missing(tmp_path):
+    folder = tmp_path / "export"
+    shutil.copytree(DATA, folder)
+    (folder / "onnx" / interface.EMBED).unlink()
+    with pytest.raises(ValueError, match="lacks .*embed_tokens.onnx"):
+        model_of(folder)

@@ -256,6 +256,7 @@ def handover():
     return {camera: camera_view(composed, columns) for camera, columns in HANDOVER_CAMERAS.items()}
 
 
+@pytest.mark.timeout(900)  # the fall detector on 2 x 150 frames and 3 trackers: 296 s at load 12-17 (CPU, no wait)
 def test_a_person_walking_into_another_camera_keeps_their_identity(handover, tuned):
     """Each camera's tracker (re-id on) and the global identities over both; per configuration the global IDF1
     over both cameras with the global truth IDs, against the per-camera track IDs scored the same way (what a node

@@ -708,8 +708,8 @@ def test_replay_reports_and_writes_a_metric_models_maps_with_their_kind_and_unit
 def test_verify_finds_the_depth_node_gives_a_relative_models_maps(tmp_path):
     """`verify` of a relative model: its node's answers are read from relative_depth, where it publishes them."""
     bag = _bag_of_two_frames(tmp_path)
-    arguments = ["verify", str(bag), "--model-type", "depth", "--model", str(RELATIVE)]
-    done = run_cli(*arguments, "--out", str(tmp_path / "verify"))
+    arguments = ["verify", str(bag), "--model-type", "depth", "--model", str(RELATIVE), "-p", "queue_size:=4"]
+    done = run_cli(*arguments, "--out", str(tmp_path / "verify"))  # queue_size: a loaded machine drops no frame
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "verify" / "verify.json").read_text())
     assert report["verdict"] == "pass", done.stdout

@@ -117,3 +117,24 @@ def test_track_counts_its_frames(tmp_path, quiet):
     summary = json.loads(result.stdout)  # stdout stays the JSON summary
     assert summary["frames"] == 4
     assert ("track: frames: 4" in result.stderr) is not quiet
+
+
+def test_quantize_counts_the_comparisons_images_too(tmp_path):
+    """quantize --data: beside its calibration, the comparison of each model kept counts the data set's images
+    (compare's own bars; before, quantize's comparison ran silent)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    _images(data / "images", 3, 256)
+    truth = {
+        "images": [{"id": i, "width": 256, "height": 256, "file_name": f"{i:03d}.png"} for i in range(3)],
+        "annotations": [
+            {"id": i + 1, "image_id": i, "category_id": 1, "bbox": [64, 64, 64, 64], "area": 4096, "iscrowd": 0}
+            for i in range(3)
+        ],
+        "categories": [{"id": 1, "name": "circle"}, {"id": 2, "name": "square"}],
+    }
+    (data / "annotations.json").write_text(json.dumps(truth))
+    arguments = ["quantize", "--model-type", "yolo", "--model", DETECTOR, "--calibration", data / "images"]
+    arguments += ["--backend", "onnx", "--data", data, "--speed-runs", "1", "--accept-loss", "--progress"]
+    result = _run([*arguments, "--out", tmp_path / "q.onnx"])
+    assert result.stderr.count("data: images: 100%") >= 2 and "3/3" in result.stderr, result.stderr

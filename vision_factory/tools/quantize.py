@@ -256,7 +256,7 @@ def quantize(
             attempts.append(attempt)
             if data is None:
                 break
-            _compare(attempt, model_type, model, data, source, out_dir, options, detector_model, max_loss)
+            _compare(attempt, model_type, model, data, source, out_dir, options, detector_model, max_loss, progress)
             if attempt.within:
                 break
             log(f"{attempt.name}: {attempt.lost()} > --max-loss {attempt.loss['limit']:g}")
@@ -303,11 +303,13 @@ def _compare(
     options: Mapping[str, Any] | None,
     detector_model: Path | None,
     max_loss: float | None,
+    progress: Progress | None = None,
 ) -> None:
-    """``attempt`` compared with ``model`` over ``data`` (compare_models): its report, record and accuracy loss."""
+    """``attempt`` compared with ``model`` over ``data`` (compare_models, ``progress`` its bars): its report,
+    record and accuracy loss."""
     target = RUNS_ON[attempt.backend]
     attempt.comparison = compare_models(
-        model_type, model, attempt.staging.fresh, target, data, source, out_dir, options, detector_model
+        model_type, model, attempt.staging.fresh, target, data, source, out_dir, options, detector_model, progress
     )
     ending = f"_vs_{configuration_name(attempt.staging.fresh, target)}.json"  # save_comparison's name for it
     saved = [path for path in out_dir.iterdir() if path.name.startswith("compare_") and path.name.endswith(ending)]
@@ -381,13 +383,16 @@ def compare_models(
     out_dir: Path,
     options: Mapping[str, Any] | None = None,
     detector_model: Path | None = None,
+    progress: Progress | None = None,
 ) -> CommandReport:
-    """`compare`: the source model on ONNX Runtime CPU (A) against the quantized one on ``target`` (B)."""
+    """`compare`: the source model on ONNX Runtime CPU (A) against the quantized one on ``target`` (B), with
+    compare's progress bars (``progress``)."""
     configurations = ((Path(model), REFERENCE), (Path(quantized), target))
     if family(model_type).runs_on:
         return compare_on_people(model_type, configurations, data, options or {}, detector_model, out_dir)
     spec = family(model_type)  # the family's result kind compares (tools/evaluation.py)
     given = {"source": source, "data": data, "median_warmup": None, "out_dir": out_dir, "options": options or {}}
+    given["progress"] = progress
     given["heatmap_threshold"] = next((p.default for p in spec.parameters if p.name == "heatmap_threshold"), None)
     return evaluation(spec.result).compare(model_type, configurations, given)
 

@@ -9,9 +9,13 @@ it from those scripts, in their scratch venv."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from open_vocab_export import byte_symbols, compact, export
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the package's tables (no torch needed for them)
+from vision_factory.models import florence2_interface as tables  # noqa: E402
 
 SEED = 0
 SIDE = 768  # Florence-2's input: 768 x 768, every checkpoint
@@ -26,43 +30,7 @@ FLORENCE_TOKENS = (
     "</region_cap> <region_to_desciption> </region_to_desciption> <proposal> </proposal> <poly> </poly> <and>".split()
 )
 # The task tables of the published preprocessor_config.json (onnx-community's, which transformers.js reads) and of
-# transformers' Florence2Processor: the same text.
-TASK_PROMPTS_WITHOUT_INPUTS = {
-    "<OCR>": "What is the text in the image?",
-    "<OCR_WITH_REGION>": "What is the text in the image, with regions?",
-    "<CAPTION>": "What does the image describe?",
-    "<DETAILED_CAPTION>": "Describe in detail what is shown in the image.",
-    "<MORE_DETAILED_CAPTION>": "Describe with a paragraph what is shown in the image.",
-    "<OD>": "Locate the objects with category name in the image.",
-    "<DENSE_REGION_CAPTION>": "Locate the objects in the image, with their descriptions.",
-    "<REGION_PROPOSAL>": "Locate the region proposals in the image.",
-}
-TASK_PROMPTS_WITH_INPUT = {
-    "<CAPTION_TO_PHRASE_GROUNDING>": "Locate the phrases in the caption: {input}",
-    "<REFERRING_EXPRESSION_SEGMENTATION>": "Locate {input} in the image with mask",
-    "<REGION_TO_SEGMENTATION>": "What is the polygon mask of region {input}",
-    "<OPEN_VOCABULARY_DETECTION>": "Locate {input} in the image.",
-    "<REGION_TO_CATEGORY>": "What is the region {input}?",
-    "<REGION_TO_DESCRIPTION>": "What does the region {input} describe?",
-    "<REGION_TO_OCR>": "What text is in the region {input}?",
-}
-TASKS_ANSWER_POST_PROCESSING_TYPE = {
-    "<OCR>": "pure_text",
-    "<OCR_WITH_REGION>": "ocr",
-    "<CAPTION>": "pure_text",
-    "<DETAILED_CAPTION>": "pure_text",
-    "<MORE_DETAILED_CAPTION>": "pure_text",
-    "<OD>": "description_with_bboxes",
-    "<DENSE_REGION_CAPTION>": "description_with_bboxes",
-    "<CAPTION_TO_PHRASE_GROUNDING>": "phrase_grounding",
-    "<REFERRING_EXPRESSION_SEGMENTATION>": "polygons",
-    "<REGION_TO_SEGMENTATION>": "polygons",
-    "<OPEN_VOCABULARY_DETECTION>": "description_with_bboxes_or_polygons",
-    "<REGION_TO_CATEGORY>": "pure_text",
-    "<REGION_TO_DESCRIPTION>": "pure_text",
-    "<REGION_TO_OCR>": "pure_text",
-    "<REGION_PROPOSAL>": "bboxes",
-}
+# transformers' Florence2Processor: the same text as the package's (models/florence2_interface.py), written once there.
 # The phrases grounding drops: Florence-2's original processor's list, which transformers' conversion writes into
 # processor_config.json's post_processor_config (repeats and all).
 BANNED_GROUNDING = (
@@ -194,9 +162,9 @@ def write_configs(folder: Path) -> None:
         "resample": 3,
         "rescale_factor": 1 / 255,
         "size": {"height": SIDE, "width": SIDE},
-        "tasks_answer_post_processing_type": TASKS_ANSWER_POST_PROCESSING_TYPE,
-        "task_prompts_without_inputs": TASK_PROMPTS_WITHOUT_INPUTS,
-        "task_prompts_with_input": TASK_PROMPTS_WITH_INPUT,
+        "tasks_answer_post_processing_type": tables.TASK_ANSWERS,
+        "task_prompts_without_inputs": tables.TASK_PROMPTS_WITHOUT_INPUTS,
+        "task_prompts_with_input": tables.TASK_PROMPTS_WITH_INPUT,
     }
     (folder / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=2) + "\n")
     (folder / "processor_config.json").write_text(json.dumps(processor_config(), indent=2) + "\n")

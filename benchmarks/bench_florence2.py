@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""The cost of Florence-2 on 2 CPU cores: the real Florence-2-base architecture (transformers' own
+``Florence2ForConditionalGeneration`` from the base configuration, seeded weights: the cost is the architecture's,
+whatever the weights), run by models/florence2.py as the node runs it, on ONNX Runtime and OpenVINO.
+
+Two steps, the first in the scratch venv of benchmarks/make_florence2.py (torch, transformers), the second in the
+project's venv; the files (about 1 GB) go under /tmp, never into the repository:
+
+    HF_HUB_OFFLINE=1 /work/export_venv/bin/python benchmarks/bench_florence2.py export [--out /tmp/florence2_bench]
+    python benchmarks/bench_florence2.py time [--out /tmp/florence2_bench] [--tokens 32] [--rounds 3]
+
+``export``: florence2_export.florence2_model(base=True) (DaViT 128-1024 wide, depths 1, 1, 9, 1; BART 768 wide, six
+encoder and six decoder layers, 12 heads, 51,289 tokens and <image>) in onnx-community's layout, fp32, with the test
+export's tokenizer and configs (the tokenizer does not matter to the cost: the task's question is a dozen tokens).
+
+``time``: on each backend, a 1280x720 photo (scikit-image's coffee) with the task <OD>: the pre-processing (Pillow's
+bicubic stretch to 768 x 768 and the normalisation), the vision encoder, the BART encoder over the image's 577
+positions and the question's, the first decoding step (its cross-attention keys and values made), and the mean of
+``--tokens`` further steps with the key-value cache (what each generated token costs); the median of ``--rounds``
+runs after a warm-up; and what an answer of N tokens takes, N = 16 and 64. Printed as a Markdown table with the
+machine (its CPU, load). A benchmark, not a test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = Path("/tmp/florence2_bench")
+BACKENDS = ("onnx:cpu", "openvino:CPU")
+
+
+def export(out: Path) -> None:
+    from florence2_export import export_florence2, florence2_model, write_configs, write_tokenizer
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_tokenizer(out)
+    write_configs(out)
+    model = florence2_model(51289 + 1, 51289, base=True)
+    model.config.to_json_file(str(out / "config.json"))
+    started = time.perf_counter()
+    export_florence2(model, out)
+    print(f"exported Florence-2-base to {out} in {time.perf_counter() - started:.0f} s")
+
+
+def _median(run, rounds: int) -> float:
+    run()  # warm-up
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def time_backend(folder: Path, target: str, tokens: int, rounds: int) -> dict[str, float]:
+    import skimage.data
+
+    from vision_factory.families.florence2 import FAMILY
+    from vision_factory.models.florence2_interface import VISION
+    from vision_factory.parameters import with_defaults
+    from vision_factory.runtime.backends import load_target
+
+    values = with_defaults(FAMILY.parameters, {"model_path": str(folder), "prompt": "<OD>"}, FAMILY.name)
+    model = FAMILY.build(values, lambda path: load_target(target, Path(path)))
+    import cv2
+
+    frame = cv2.resize(np.ascontiguousarray(skimage.data.coffee()[..., ::-1]), (1280, 720))
+    pixels = model.preprocess(frame)
+    task = model.task
+    figures = {"pre-processing": _median(lambda: model.preprocess(frame), rounds)}
+    figures["vision encoder"] = _median(lambda: model.runners[VISION].run({"pixel_values": pixels}), rounds)
+    figures["image and question encoded"] = _median(lambda: model.encode(frame, task), rounds)
+    states, mask = model.encode(frame, task)
+    figures["first token"] = _median(lambda: model.step(2, states, mask, {}, {}), rounds)
+
+    def decode() -> None:
+        _, presents = model.step(2, states, mask, {}, {})
+        pasts = {f"past_key_values.{k[len('present.') :]}": v for k, v in presents.items() if ".decoder." in k}
+        cross = {f"past_key_values.{k[len('present.') :]}": v for k, v in presents.items() if ".encoder." in k}
+        for _ in range(tokens):
+            _, presents = model.step(0, states, mask, pasts, cross)
+            pasts = {f"past_key_values.{k[len('present.') :]}": v for k, v in presents.items() if ".decoder." in k}
+
+    total = _median(decode, max(1, rounds // 2 + 1))
+    figures["a token after"] = (total - figures["first token"]) / tokens
+    for count in (16, 64):
+        figures[f"answer of {count} tokens"] = (
+            figures["image and question encoded"] + figures["first token"] + (count - 1) * figures["a token after"]
+        )
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("step", choices=("export", "time"))
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--backends", default=",".join(BACKENDS))
+    args = parser.parse_args()
+    if args.step == "export":
+        export(args.out)
+        return
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from report import environment, table
+
+    results = {target: time_backend(args.out, target, args.tokens, args.rounds) for target in args.backends.split(",")}
+    stages = list(next(iter(results.values())))
+    rows = [[stage, *(f"{results[target][stage]:.1f}" for target in results)] for stage in stages]
+    print(environment(0))
+    print(table("Florence-2-base, ms (median)", ["stage", *results], rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -197,7 +197,19 @@ def florence2_model(vocab_size: int, image_token_id: int, base: bool = False):
     special |= {"forced_bos_token_id": 0, "forced_eos_token_id": 2}
     if base:
         vision = Florence2VisionConfig(projection_dim=768, drop_path_rate=0.0)
-        text = BartConfig(vocab_size=vocab_size, max_position_embeddings=1024, scale_embedding=False, **special)
+        text = BartConfig(
+            vocab_size=vocab_size,
+            d_model=768,
+            encoder_layers=6,
+            decoder_layers=6,
+            encoder_attention_heads=12,
+            decoder_attention_heads=12,
+            encoder_ffn_dim=3072,
+            decoder_ffn_dim=3072,
+            max_position_embeddings=1024,
+            scale_embedding=False,
+            **special,
+        )
     else:
         vision = Florence2VisionConfig(
             depths=(1, 1, 1, 1),

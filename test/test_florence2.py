@@ -175,3 +175,29 @@ def test_an_incomplete_export_is_refused_naming_what_is_missing(tmp_path):
     (folder / "onnx" / interface.EMBED).unlink()
     with pytest.raises(ValueError, match="lacks .*embed_tokens.onnx"):
         model_of(folder)
+
+
+def test_graphs_of_different_widths_are_refused_at_start_naming_both(tmp_path):
+    """An embed_tokens graph whose embeddings are not the vision encoder's features' width (another export's) is
+    refused when the model is built, not at the first frame."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    folder = tmp_path / "export"
+    shutil.copytree(DATA, folder)
+    rows = max(
+        numpy_helper.to_array(t).shape[0] for t in onnx.load(str(DATA / "onnx" / interface.EMBED)).graph.initializer
+    )
+    table = numpy_helper.from_array(np.zeros((rows, 72), np.float32), "table")
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "input_ids"], ["inputs_embeds"])],
+        "embed_tokens",
+        [helper.make_tensor_value_info("input_ids", onnx.TensorProto.INT64, ["batch", "length"])],
+        [helper.make_tensor_value_info("inputs_embeds", onnx.TensorProto.FLOAT, ["batch", "length", 72])],
+        [table],
+    )
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(folder / "onnx" / interface.EMBED)
+    )
+    with pytest.raises(ValueError, match="image features 64 wide but embed_tokens.onnx embeds tokens 72 wide"):
+        model_of(folder)

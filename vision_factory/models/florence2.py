@@ -103,6 +103,7 @@ class Florence2:
         self.layers = past_layers(decoder)
         self.names_in = {name: [tensor.name for tensor in runner.inputs] for name, runner in self.runners.items()}
         self.past_shape = self._past_shape(decoder)
+        self._check_widths()
         limit = min(MAX_POSITIONS, self.facts.positions)
         if not 1 <= int(max_new_tokens) <= limit - 1:
             raise ValueError(f"max_new_tokens {max_new_tokens} is out of range: give 1 to {limit - 1}")
@@ -115,6 +116,18 @@ class Florence2:
     # The class map: none fixed (a region task names its classes as it answers: each box's phrase is its label, in
     # its Detection2D's hypothesis; LabelInfo stays empty).
     names: list[str] = []
+
+    def _check_widths(self) -> None:
+        """The vision encoder's features and the token embeddings are joined as the encoder's input: their widths
+        must be one (a graph of another export, or of another size, is refused at start naming both)."""
+        features = fixed_dim(self.runners[VISION].outputs[0].shape[-1])
+        embedded = fixed_dim(self.runners[EMBED].outputs[0].shape[-1])
+        if features and embedded and features != embedded:
+            graphs = self.export.graphs
+            raise ValueError(
+                f"{graphs[VISION].name} gives image features {features} wide but {graphs[EMBED].name} embeds tokens "
+                f"{embedded} wide: the graphs are of different exports (or sizes); give one export's folder"
+            )
 
     def _past_shape(self, decoder: Runner) -> tuple[int, int]:
         """(heads, head size) of the decoder's pasts: the graph's, else the config's."""

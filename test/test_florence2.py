@@ -201,3 +201,15 @@ def test_graphs_of_different_widths_are_refused_at_start_naming_both(tmp_path):
     )
     with pytest.raises(ValueError, match="image features 64 wide but embed_tokens.onnx embeds tokens 72 wide"):
         model_of(folder)
+
+
+def test_openvino_runs_the_pair_where_it_cannot_compile_the_merged_decoder():
+    """OpenVINO's CPU plugin compiles no If of dynamic rank (the merged decoder's): the family runs optimum's pair of
+    the same folder instead, and answers (its numerics are the CPU's: the tokens are not compared here)."""
+    values = {"model_path": str(DATA), "prompt": "<OD>", "max_new_tokens": 8}
+    model = FAMILY.build(
+        with_defaults(FAMILY.parameters, values, FAMILY.name), lambda path: load_target("openvino:CPU", Path(path))
+    )
+    assert model.layout == interface.PAIR_LAYOUT
+    found = model.answer(image("coffee.png"))
+    assert found.tokens[:2] == (2, 0) and len(found.tokens) <= 9

@@ -12,6 +12,7 @@ text task), both stamped with the frame's header.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -29,6 +30,7 @@ from .pipeline import DetectionPipeline
 from .prompts import TextPrompt
 
 NAME = "florence2"
+log = logging.getLogger(__name__)  # a node shows its INFO lines in its own log (ros/spin.py)
 PROMPT = TextPrompt(
     "the task: '<CAPTION>', '<DETAILED_CAPTION>', '<OCR>', '<OD>', '<REGION_PROPOSAL>', or a task with its text, "
     "'<CAPTION_TO_PHRASE_GROUNDING>a cat and a dog'",
@@ -70,7 +72,19 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Florence2:
     """The node's adapter: each graph of the export folder (model_path) loaded on the node's backend (a prompt
     change builds it again on the graphs already loaded), the task its prompt."""
     export = find_export(values["model_path"])
-    runners = {name: load_runner(str(path)) for name, path in export.graphs.items()}
+    try:
+        runners = {name: load_runner(str(path)) for name, path in export.graphs.items()}
+    except RuntimeError as exc:  # OpenVINO's CPU plugin compiles no If of dynamic rank: the merged decoder's
+        pair = find_export(values["model_path"], interface.PAIR_LAYOUT)
+        if export.layout != interface.MERGED_LAYOUT or pair.layout != interface.PAIR_LAYOUT:
+            raise RuntimeError(
+                f"{exc} (a backend that cannot run {interface.MERGED} runs optimum's pair: put {interface.FIRST} "
+                f"and {interface.WITH_PAST} of the same export beside it)"
+            ) from None
+        log.info("florence2: %s did not load here, running %s and %s instead", interface.MERGED, interface.FIRST,
+                 interface.WITH_PAST)  # fmt: skip
+        export = pair
+        runners = {name: load_runner(str(path)) for name, path in export.graphs.items()}
     vision = runners.pop(interface.VISION)
     return FAMILY.detector(
         vision, export=export, prompt=values["prompt"], max_new_tokens=values["max_new_tokens"], runners=runners

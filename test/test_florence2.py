@@ -213,3 +213,13 @@ def test_openvino_runs_the_pair_where_it_cannot_compile_the_merged_decoder():
     assert model.layout == interface.PAIR_LAYOUT
     found = model.answer(image("coffee.png"))
     assert found.tokens[:2] == (2, 0) and len(found.tokens) <= 9
+
+
+def test_inspect_recognises_the_export_folder_and_names_what_a_folder_lacks(tmp_path):
+    """`inspect FOLDER`: an export folder is florence2 (by its vision encoder); any other folder is refused in one line
+    naming what a model folder holds (click refused every folder before)."""
+    found = CliRunner().invoke(main, ["inspect", str(DATA)])
+    assert found.exit_code == 0 and "looks like: florence2" in found.output, found.output
+    refused = CliRunner().invoke(main, ["inspect", str(tmp_path)])
+    assert refused.exit_code != 0 and "is a folder, not a model file, nor a model folder" in refused.output
+    assert "Traceback" not in refused.output and len(refused.output.strip().splitlines()) == 1, refused.output

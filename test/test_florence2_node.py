@@ -12,6 +12,7 @@ import cv2
 import numpy as np
 import pytest
 from std_msgs.msg import String
+from support.cli import run_cli
 from support.prompted import prompted_node
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe, stamped_anew
 from test_florence2 import CASES, DATA, expected_rows, image
@@ -20,8 +21,6 @@ from vision_msgs.msg import Classification
 from vision_factory.models.florence2 import ENCODED
 from vision_factory.results.boxes import Boxes
 from vision_factory.tools.bags import write_image_bag
-from vision_factory.tools.replay import parse_overrides
-from vision_factory.tools.verify import verify
 
 pytestmark = pytest.mark.dds
 
@@ -84,12 +83,14 @@ def test_the_node_answers_each_task_and_changes_task_on_the_next_frame(tmp_path)
 
 
 def test_verify_passes_the_node_against_the_model(tmp_path):
-    """A bag of three frames through the node with '<OD>' (-p max_new_tokens): its answers are the offline
-    model's."""
+    """`vision-factory verify BAG --model EXPORT_FOLDER --prompt '<OD>'` (-p max_new_tokens): a bag of three frames
+    through the node, its answers the offline model's."""
     frames = [cv2.resize(image(name), (320, 240)) for name in ("astronaut.png", "coffee.png", "chelsea.png")]
     bag = write_image_bag(tmp_path / "bag", frames)
-    params = parse_overrides(["queue_size:=32", "max_new_tokens:=24"], "<OD>")
-    report = verify(bag, "florence2", DATA, tmp_path / "v", params)
-    assert report.passed, report.text()
+    arguments = ["verify", str(bag), "--model-type", "florence2", "--model", str(DATA), "--prompt", "<OD>"]
+    arguments += ["-p", "queue_size:=32", "-p", "max_new_tokens:=24", "--out", str(tmp_path / "v")]
+    done = run_cli(*arguments)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads((tmp_path / "v" / "verify.json").read_text())["verdict"] == "pass", done.stdout
     answers = json.loads((tmp_path / "v" / "node" / "detections.json").read_text())
     assert len(answers) == 3

@@ -134,14 +134,16 @@ def backends(output_format: str) -> None:
 
 
 @main.command()
-@click.argument("model", type=FILE)
+@click.argument("model", type=click.Path(path_type=Path))
 @options(FORMAT)
 def inspect(model: Path, output_format: str) -> None:
-    """Inputs, outputs, opset, metadata of an ONNX model, and the family it looks like.
+    """Inputs, outputs, opset, metadata of an ONNX model (or of a model folder's main graph: Florence-2's vision
+    encoder), and the family it looks like.
 
     \b
-    Example:
+    Examples:
       vision-factory inspect tracknet.onnx
+      vision-factory inspect Florence-2-base/
     """
     from .models.model_file import as_dict, describe, recognise, summarize
 

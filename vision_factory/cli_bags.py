@@ -15,8 +15,8 @@ from .cli_support import (
     CAMERAS,
     EXISTING,
     EXISTING_FILE,
-    FILE,
     FOLDER,
+    MODEL,
     PARAM,
     POSITIVE,
     PROGRESS,
@@ -52,7 +52,8 @@ VERIFIED = [name for name, spec in NODE_FAMILIES.items() if spec.make_pipeline i
 @click.argument("bag", type=EXISTING)
 @options(
     out_option("folder for the output bag, ball.csv or detections.json, and replay.json"),
-    option("--model", type=FILE, help="the model (ONNX): the node's model_path (or give -p model_path:=FILE)"),
+    option("--model", type=MODEL, help="the model (ONNX, or a Florence-2 export folder): the node's model_path (or "
+           "give -p model_path:=FILE)"),
     option("--node", type=click.Choice(list(NODE_FAMILIES)),
            help="node to start for the replay  [default: the family the model file is recognised as]"),
     option("--params-file", type=EXISTING_FILE,
@@ -151,7 +152,7 @@ def _with_model(overrides: dict[str, str], model: Any) -> dict[str, str]:
 @click.argument("bag", type=EXISTING)
 @options(
     model_type_option(VERIFIED, "the node's model family", required=True),
-    option("--model", type=FILE, required=True, help="the model (ONNX)"),
+    option("--model", type=MODEL, required=True, help="the model (ONNX, or a Florence-2 export folder)"),
     executable_option("ros2 run my_pkg yolo_node"),
     option("-p", "--param", "params", multiple=True, metavar="NAME:=VALUE",
            help="node parameter, repeatable; the model's parameters apply offline too (model_path: the node's only)"),

@@ -17,6 +17,7 @@ from .cli_support import (
     FILE,
     FOLDER,
     FORMAT,
+    MODEL,
     PROGRESS,
     PROMPT_OPTIONS,
     force_option,
@@ -88,7 +89,7 @@ def _given_detector_options(values: dict) -> dict:
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @options(
     model_type_option((*DETECTORS, *MAPS), required=True),
-    option("--model", type=click.Path(path_type=Path), required=True,
+    option("--model", type=MODEL, required=True,
            help="ONNX model (florence2: the export's folder)"),
     BACKEND,
     _detector_options(rtmpose=True),

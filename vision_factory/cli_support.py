@@ -23,6 +23,7 @@ FORMAT_HELP = "text for people, json for programs"
 
 option = click.option
 FILE = click.Path(dir_okay=False, path_type=Path)
+MODEL = click.Path(path_type=Path)  # a model file, or a model folder (a Florence-2 export: models/model_file.py)
 FOLDER = click.Path(file_okay=False, path_type=Path)
 ANY_PATH = click.Path(path_type=Path)
 EXISTING = click.Path(exists=True, path_type=Path)

@@ -63,6 +63,7 @@ def time_backend(folder: Path, target: str, tokens: int, rounds: int) -> dict[st
     import skimage.data
 
     from vision_factory.families.florence2 import FAMILY
+    from vision_factory.models.florence2 import as_pasts
     from vision_factory.models.florence2_interface import VISION
     from vision_factory.parameters import with_defaults
     from vision_factory.runtime.backends import load_target
@@ -82,11 +83,10 @@ def time_backend(folder: Path, target: str, tokens: int, rounds: int) -> dict[st
 
     def decode() -> None:
         _, presents = model.step(2, states, mask, {}, {})
-        pasts = {f"past_key_values.{k[len('present.') :]}": v for k, v in presents.items() if ".decoder." in k}
-        cross = {f"past_key_values.{k[len('present.') :]}": v for k, v in presents.items() if ".encoder." in k}
+        pasts, cross = as_pasts(presents, "decoder"), as_pasts(presents, "encoder")
         for _ in range(tokens):
             _, presents = model.step(0, states, mask, pasts, cross)
-            pasts = {f"past_key_values.{k[len('present.') :]}": v for k, v in presents.items() if ".decoder." in k}
+            pasts = as_pasts(presents, "decoder")
 
     total = _median(decode, max(1, rounds // 2 + 1))
     figures["a token after"] = (total - figures["first token"]) / tokens

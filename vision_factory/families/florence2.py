@@ -20,7 +20,7 @@ from typing import Any
 from ..models import florence2_interface as interface
 from ..models.florence2 import DEFAULT_TASK, Florence2
 from ..models.florence2_interface import FLORENCE2, find_export
-from ..models.tokenizer_file import read_tokenizer
+from ..models.tokenizer_file import read_once
 from ..parameters import LIVE, Parameter
 from ..results import DETECTIONS
 from ..runtime.runner import Runner
@@ -62,10 +62,10 @@ def florence2_model(
     runner: Runner, export: Any = None, prompt: str = DEFAULT_TASK, max_new_tokens: int = 256, runners: Any = None
 ) -> Florence2:
     """The adapter on ``runner`` (the vision encoder) and the export's other graphs (``runners``: graph name ->
-    Runner), the task ``prompt``."""
+    Runner), the task ``prompt``; the tokenizer read once per file, not per task."""
     export = export if isinstance(export, interface.Export) else find_export(export)
     graphs = {interface.VISION: runner, **(runners or {})}
-    return Florence2(graphs, export, read_tokenizer(export.tokenizer), prompt or DEFAULT_TASK, max_new_tokens)
+    return Florence2(graphs, export, read_once(export.tokenizer), prompt or DEFAULT_TASK, max_new_tokens)
 
 
 def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Florence2:

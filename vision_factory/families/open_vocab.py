@@ -18,8 +18,6 @@ prompt.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from ..models import grounding_dino, owl
@@ -29,7 +27,7 @@ from ..models.open_vocab import PromptedDetector, Size
 from ..models.open_vocab_interface import OPEN_VOCAB, OWL
 from ..models.owl import OwlDetector
 from ..models.recognition import load_checked
-from ..models.tokenizer_file import TokenizerFile, find_tokenizer, read_tokenizer
+from ..models.tokenizer_file import TokenizerFile, find_tokenizer, read_once
 from ..parameters import FRACTION, LIVE, Parameter
 from ..results import DETECTIONS
 from ..runtime.runner import Runner
@@ -92,14 +90,7 @@ def tokenizer_names(runner: Runner) -> tuple[str, ...]:
 def tokenizer_of(model_path: str, given: str, runner: Runner) -> TokenizerFile:
     """The export's tokenizer (``given``, else found beside the model: models/tokenizer_file.py), read once per
     file as it is (path, size, time of change): a new prompt builds the adapter again, not the tokenizer."""
-    path = Path(find_tokenizer(model_path, given or None, tokenizer_names(runner)))
-    status = path.stat()
-    return _read(str(path.resolve()), status.st_size, status.st_mtime_ns)
-
-
-@lru_cache(maxsize=4)
-def _read(path: str, size: int, changed: int) -> TokenizerFile:
-    return read_tokenizer(path)
+    return read_once(find_tokenizer(model_path, given or None, tokenizer_names(runner)))
 
 
 def build(values: Mapping[str, Any], load_runner: LoadRunner) -> PromptedDetector:

@@ -224,9 +224,9 @@ class Florence2:
             tokens.append(chosen)
             if chosen in facts.eos:
                 return tokens, True
-            pasts = {f"{PAST}{name[len(PRESENT) :]}": value for name, value in presents.items() if ".decoder." in name}
+            pasts = as_pasts(presents, "decoder")
             if not cross:
-                cross = {f"{PAST}{name[len(PRESENT) :]}": v for name, v in presents.items() if ".encoder." in name}
+                cross = as_pasts(presents, "encoder")
         return tokens, False
 
     def step(
@@ -286,6 +286,12 @@ class Florence2:
 
     def __call__(self, image_bgr: np.ndarray) -> FrameResult:
         return self.detect(image_bgr)
+
+
+def as_pasts(presents: dict[str, np.ndarray], part: str) -> dict[str, np.ndarray]:
+    """A step's ``present.{i}.{part}.*`` outputs as the next step's ``past_key_values.{i}.{part}.*`` inputs (``part``:
+    decoder, the self-attention's, grown each step; encoder, the cross-attention's, the first step's for all)."""
+    return {f"{PAST}{name[len(PRESENT) :]}": value for name, value in presents.items() if f".{part}." in name}
 
 
 def result_of(image_bgr: np.ndarray, found: Florence2Answer) -> FrameResult:

@@ -13,6 +13,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,19 @@ def load_tokenizer(
 ) -> TokenizerFile:
     """``find_tokenizer`` then ``read_tokenizer``."""
     return read_tokenizer(find_tokenizer(model_path, given, names))
+
+
+def read_once(path: str | os.PathLike) -> TokenizerFile:
+    """``read_tokenizer``, once per file as it is (its real path, size and time of change): an adapter built again
+    for a new prompt or task takes the tokenizer already read, and an edited file is read again."""
+    path = Path(path)
+    status = path.stat()
+    return _read_once(str(path.resolve()), status.st_size, status.st_mtime_ns)
+
+
+@lru_cache(maxsize=4)
+def _read_once(path: str, size: int, changed: int) -> TokenizerFile:
+    return read_tokenizer(path)
 
 
 def read_tokenizer(path: str | os.PathLike) -> TokenizerFile:

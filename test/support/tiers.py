@@ -104,6 +104,7 @@ SLOW = {
     "test_sam.py::test_the_encoder_runs_once_a_frame_and_the_decoder_once_per_batch",
     "test_sam.py::test_the_last_frames_of_several_cameras_stay_encoded",
     "test_sam.py::test_the_recorded_masks_depend_on_the_prompt",
+    "test_sam_family.py::test_eval_gives_the_mean_iou_of_each_truth_mask_with_the_mask_its_box_prompted",
     "test_sam_family.py::test_predict_gives_transformers_masks_as_coco_rle",
     "test_tracking_reid.py::test_reid_tune_measures_the_embedder_and_writes_its_thresholds_into_a_copy",
     "test_tracking_reid.py::test_the_truth_is_the_pasted_crop_and_someone_hides_for_over_a_second",

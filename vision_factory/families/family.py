@@ -205,6 +205,8 @@ class Family:
     # Why `quantize` refuses its models at once, the check to use instead ("": not refused by name; quantize takes a
     # family with an accuracy_loss)
     not_quantized: str = ""
+    # Why `quantize` keeps no float tail on its models, quantizing them whole ("": it keeps one unless --no-float-tail)
+    no_float_tail: str = ""
     # The prompts it takes besides images (families/prompts.py): a TextPrompt or a PointsPrompt (its node parameter,
     # added to ``parameters`` here, and the node's ~/set_prompt service and ~/prompt topic), a BoxesPrompt (another
     # node's boxes, its node's paired input); (): none

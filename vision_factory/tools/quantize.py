@@ -17,6 +17,11 @@ Every quantized model keeps the source model's metadata (names, imgsz, kpt_shape
 its provenance under ``quantization_*`` keys, which ``inspect`` shows. The command ends by comparing the
 quantized model with the source (``compare``'s report; for rtmpose and reid, which no data set scores, their
 outputs on the people the detector finds in frames) and timing both on the same inputs, interleaved.
+
+A family whose model works with a second file (sam: the encoder, its prompt decoder beside it or --decoder) has
+that model quantized alone: calibrated on its own inputs (the encoder's image, one a frame), the other file kept
+as it is and used by both sides of the comparison (sam: the masks the truth's boxes prompt through the decoder,
+scored by mask_mIoU and mask AP).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from ..text import shown_path
 from .commands import CommandReport, UsageError
 from .compare import configuration_name
 from .evaluation import evaluation
+from .predict import PROMPTED
 from .quantize_backends import (
     float_tail,
     named_nodes,
@@ -165,7 +171,8 @@ def quantize(
     accuracy_loss) is within ``max_loss`` (None: the family's default) is published; when none is, the least lossy is
     written as NAME.rejected.EXT and AccuracyLost raised, unless ``accept_loss``; a comparison that fails (bad
     --data) leaves no model at all."""
-    from ..models.model_file import require_file_family
+    from ..models.model_file import require_file_family, summarize
+    from ..models.recognition import require_family
 
     if model_type in REFUSED_TYPES:
         raise UsageError(
@@ -193,7 +200,11 @@ def quantize(
             f"{Path(out).name}): --backend auto then writes NAME.onnx or NAME.xml (with NAME.bin), whichever it keeps",
             "--out",
         )
-    require_file_family(model, model_type, "quantize")
+    options = with_decoder(model_type, model, options or {})
+    if options.get("--decoder"):  # an encoder its file alone may not name (Meta's): checked with its decoder as built
+        require_family(summarize(model), model_type, shown_path(model), "quantize")
+    else:
+        require_file_family(model, model_type, "quantize")
     spec = family(model_type)
     if spec.runs_on and detector_model is None and (data is not None or precision == "int8"):
         raise UsageError(
@@ -206,10 +217,13 @@ def quantize(
         raise UsageError("int8 needs --calibration: a folder of images, a video or a rosbag2", "--calibration")
     if spec.compares_over and data is not None and source is None:
         raise UsageError(f"{model_type} compares over --source: {spec.compares_over}", "--source")
+    if keep_tail and spec.no_float_tail:
+        keep_tail = False
+        log(f"{model_type}: no float tail, the model quantized whole: {spec.no_float_tail}")
     out = Path(out)
     backends, note = backends_for(backend, precision, out)
     kinds = kinds_for(target_cpu, precision, this_cpu())
-    inputs = [model, calibration, data, source, detector_model]
+    inputs = [model, calibration, data, source, detector_model, options.get("--decoder")]
     written = [path for name in backends for path in model_files(published_name(out, name))]  # an IR: .xml and .bin
     written += [rejected_name(path) for path in written]  # where a model that lost too much goes instead
     try:
@@ -291,6 +305,24 @@ def quantize(
         ways = ways_on(attempts, this_cpu(), backends, keep_tail, calibrated)
         raise AccuracyLost(report, loss_text(attempts, chosen, final, ways))
     return report
+
+
+def with_decoder(model_type: str, model: Path, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with --decoder, for a family whose model works with a decoder (its decoder_path parameter: sam):
+    the one given, else the one beside ``model`` (a UsageError naming --decoder when none is), so that the quantized
+    model, written elsewhere, is compared through the same decoder, which quantize keeps as it is."""
+    options = dict(options)
+    if not any(parameter.name == "decoder_path" for parameter in family(model_type).parameters):
+        if options.get("--decoder"):
+            raise UsageError(f"{model_type} models have no decoder: leave --decoder out", "--decoder")
+        return options
+    from ..models.sam_interface import decoder_beside
+
+    try:
+        options["--decoder"] = Path(decoder_beside(str(model), str(options.get("--decoder") or "")))
+    except ValueError as exc:
+        raise UsageError(str(exc), "--decoder") from None
+    return options
 
 
 def _compare(
@@ -392,6 +424,7 @@ def compare_models(
         return compare_on_people(model_type, configurations, data, options or {}, detector_model, out_dir)
     spec = family(model_type)  # the family's result kind compares (tools/evaluation.py)
     given = {"source": source, "data": data, "median_warmup": None, "out_dir": out_dir, "options": options or {}}
+    given["prompts"] = {flag: value for flag, value in (options or {}).items() if flag in PROMPTED and value}
     given["progress"] = progress
     given["heatmap_threshold"] = next((p.default for p in spec.parameters if p.name == "heatmap_threshold"), None)
     return evaluation(spec.result).compare(model_type, configurations, given)

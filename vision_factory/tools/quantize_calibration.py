@@ -110,6 +110,11 @@ def calibration_inputs(
         stream = spec.pipeline(spec.values_from_model(model, "quantize"), load)
         read = sum(1 for index, frame in enumerate(calibration) if stream.push(frame, index) is not None)
         stream.flush()
+    elif spec.boxes_prompt is not None and not spec.runs_on:  # prompted by boxes (sam): the model is its encoder
+        from .predict import prompted_values
+
+        adapter = spec.build(prompted_values(model_type, model, options or {}), load)  # no prompt: the image alone
+        read = sum(1 for frame in calibration if adapter.detect(frame) is not None)
     else:  # a detector (or a dense model), as `predict` builds it from ``options``, run as predict runs it
         adapter = detector_from_options(model_type, model, REFERENCE, options or {}, detector_model, load=load)
         read = sum(1 for frame in calibration if adapter(frame) is not None)

@@ -18,10 +18,8 @@ its provenance under ``quantization_*`` keys, which ``inspect`` shows. The comma
 quantized model with the source (``compare``'s report; for rtmpose and reid, which no data set scores, their
 outputs on the people the detector finds in frames) and timing both on the same inputs, interleaved.
 
-A family whose model works with a second file (sam: the encoder, its prompt decoder beside it or --decoder) has
-that model quantized alone: calibrated on its own inputs (the encoder's image, one a frame), the other file kept
-as it is and used by both sides of the comparison (sam: the masks the truth's boxes prompt through the decoder,
-scored by mask_mIoU and mask AP).
+sam: the encoder alone is quantized, calibrated on its image input; its decoder (beside it, or --decoder) is kept
+as it is and serves both sides of the comparison (the masks the truth's boxes prompt: mask_mIoU, mask AP).
 """
 
 from __future__ import annotations
@@ -58,7 +56,7 @@ from .quantize_backends import (
     source_metadata,
     write_onnx_metadata,
 )
-from .quantize_calibration import PERSON_DETECTOR, REFERENCE, calibration_frames, calibration_inputs
+from .quantize_calibration import PERSON_DETECTOR, REFERENCE, calibration_frames, calibration_inputs, with_decoder
 from .quantize_choice import (
     AUTO,
     RUNS_ON,
@@ -171,9 +169,6 @@ def quantize(
     accuracy_loss) is within ``max_loss`` (None: the family's default) is published; when none is, the least lossy is
     written as NAME.rejected.EXT and AccuracyLost raised, unless ``accept_loss``; a comparison that fails (bad
     --data) leaves no model at all."""
-    from ..models.model_file import require_file_family, summarize
-    from ..models.recognition import require_family
-
     if model_type in REFUSED_TYPES:
         raise UsageError(
             f"quantize does not take {model_type} models: {FAMILIES[model_type].not_quantized}", "--model-type"
@@ -200,11 +195,7 @@ def quantize(
             f"{Path(out).name}): --backend auto then writes NAME.onnx or NAME.xml (with NAME.bin), whichever it keeps",
             "--out",
         )
-    options = with_decoder(model_type, model, options or {})
-    if options.get("--decoder"):  # an encoder its file alone may not name (Meta's): checked with its decoder as built
-        require_family(summarize(model), model_type, shown_path(model), "quantize")
-    else:
-        require_file_family(model, model_type, "quantize")
+    options = with_decoder(model_type, model, options or {})  # the model checked to be of the family
     spec = family(model_type)
     if spec.runs_on and detector_model is None and (data is not None or precision == "int8"):
         raise UsageError(
@@ -305,24 +296,6 @@ def quantize(
         ways = ways_on(attempts, this_cpu(), backends, keep_tail, calibrated)
         raise AccuracyLost(report, loss_text(attempts, chosen, final, ways))
     return report
-
-
-def with_decoder(model_type: str, model: Path, options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` with --decoder, for a family whose model works with a decoder (its decoder_path parameter: sam):
-    the one given, else the one beside ``model`` (a UsageError naming --decoder when none is), so that the quantized
-    model, written elsewhere, is compared through the same decoder, which quantize keeps as it is."""
-    options = dict(options)
-    if not any(parameter.name == "decoder_path" for parameter in family(model_type).parameters):
-        if options.get("--decoder"):
-            raise UsageError(f"{model_type} models have no decoder: leave --decoder out", "--decoder")
-        return options
-    from ..models.sam_interface import decoder_beside
-
-    try:
-        options["--decoder"] = Path(decoder_beside(str(model), str(options.get("--decoder") or "")))
-    except ValueError as exc:
-        raise UsageError(str(exc), "--decoder") from None
-    return options
 
 
 def _compare(

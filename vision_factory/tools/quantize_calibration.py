@@ -126,3 +126,28 @@ def calibration_inputs(
             "--frames or another --calibration source"
         )
     return feeds, read
+
+
+def with_decoder(model_type: str, model: Path, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with --decoder, for a family whose model works with a decoder (its decoder_path parameter: sam):
+    the one given, else the one beside ``model`` (a UsageError naming --decoder when none is), so that the quantized
+    model, written elsewhere, is compared through the same decoder, which quantize keeps as it is. ``model`` checked
+    to be of the family (an encoder its file alone does not name, Meta's, only not of another: its decoder checks
+    it as the family is built)."""
+    from ..models.model_file import require_file_family, summarize
+    from ..models.recognition import require_family
+
+    options = dict(options)
+    if not any(parameter.name == "decoder_path" for parameter in family(model_type).parameters):
+        if options.get("--decoder"):
+            raise UsageError(f"{model_type} models have no decoder: leave --decoder out", "--decoder")
+        require_file_family(model, model_type, "quantize")
+        return options
+    from ..models.sam_interface import decoder_beside
+
+    try:
+        options["--decoder"] = Path(decoder_beside(str(model), str(options.get("--decoder") or "")))
+    except ValueError as exc:
+        raise UsageError(str(exc), "--decoder") from None
+    require_family(summarize(model), model_type, shown_path(model), "quantize")
+    return options

@@ -6,8 +6,10 @@ without its text encoder the node refuses to start, naming where it looked. Real
 
 from __future__ import annotations
 
+import json
 import shutil
 
+import cv2
 from std_msgs.msg import String
 from support.prompted import prompted_node
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe, stamped_anew
@@ -17,6 +19,9 @@ from vision_msgs.msg import Detection2DArray
 from vision_factory.models.open_vocab import ENCODED
 from vision_factory.results.boxes import Boxes
 from vision_factory.results.frame import FrameResult
+from vision_factory.tools.bags import write_image_bag
+from vision_factory.tools.replay import parse_overrides
+from vision_factory.tools.verify import verify
 
 
 def _cases() -> list[dict]:
@@ -105,3 +110,17 @@ def test_the_node_refuses_to_start_without_its_text_encoder_naming_where_it_look
     log = node.log()
     assert "cannot start" in log and f"looked for {models / 'text_encoder.onnx'}" in log, log
     assert "Traceback" not in log
+
+
+def test_verify_passes_the_node_against_the_model_with_the_prompt_given(tmp_path):
+    """A bag of the three images played through the node with --prompt: its answers are the offline model's (the
+    text encoder found beside the model by both), of the prompt's phrases."""
+    case = _cases()[1]
+    frames = [cv2.resize(frame(name), (320, 240)) for name in ("astronaut", "coffee", "chelsea")]
+    bag = write_image_bag(tmp_path / "bag", frames)
+    params = parse_overrides(["queue_size:=32", f"confidence_threshold:={case['conf']}"], " . ".join(case["phrases"]))
+    report = verify(bag, "open_vocab", DATA / TEXT, tmp_path / "v", params)
+    assert report.passed, report.text()
+    answers = json.loads((tmp_path / "v" / "node" / "detections.json").read_text())
+    assert len(answers) == 3 and sum(len(answer["detections"]) for answer in answers) > 0
+    assert all(d["class_name"] == case["phrases"][d["class_id"]] for answer in answers for d in answer["detections"])

@@ -247,18 +247,18 @@ def baked(kind: str, out: Path, work: Path, shared: Path, tower, tokenizer) -> d
     return {"file": name, "sha256": sha256(target), "kind": kind, "phrases": BAKED, "cases": cases}
 
 
-def with_text(kind: str, out: Path, work: Path, shared: Path, tower, tokenizer) -> dict:
-    """The export taking the text embeddings, and Ultralytics' predict of each prompt on the PyTorch model."""
+def with_text_module(model, kind: str, k: int):
+    """A thin wrapper around Ultralytics' own forward with the text embeddings [1, k, 512] an input (``predict(images,
+    txt_feats=...)`` / ``tpe=...``), the model prepared as Ultralytics' exporter prepares it; and that input's name."""
     import torch
     from ultralytics.nn.modules import C2f, Detect
 
-    model = build(kind, work, shared)
     net = copy.deepcopy(model.model).eval()
     net.fuse(verbose=False)  # conv and batch norm, as the exporter; YOLOE's head keeps its text branch (no pe given)
     for module in net.modules():
         if isinstance(module, Detect):  # as Ultralytics' exporter leaves the head
             module.dynamic, module.export, module.format, module.shape = False, True, "onnx", None
-            module.nc = K
+            module.nc = k
         elif isinstance(module, C2f):
             module.forward = module.forward_split
     text_input = "txt_feats" if kind == "world" else "tpe"
@@ -271,12 +271,19 @@ def with_text(kind: str, out: Path, work: Path, shared: Path, tower, tokenizer) 
         def forward(self, images, feats):
             return self.net.predict(images, **{text_input: feats})
 
+    return WithText().eval(), text_input
+
+
+def with_text(kind: str, out: Path, work: Path, shared: Path, tower, tokenizer) -> dict:
+    """The export taking the text embeddings, and Ultralytics' predict of each prompt on the PyTorch model."""
+    import torch
+
+    model = build(kind, work, shared)
+    module, text_input = with_text_module(model, kind, K)
     name = f"{'yolov8n-worldv2' if kind == 'world' else 'yoloe-11n'}-text.onnx"
     target = out / name
     dummy = torch.nn.functional.normalize(torch.randn(1, K, WIDTH), dim=-1)
-    export_traced(
-        WithText().eval(), (torch.zeros(1, 3, SIZE, SIZE), dummy), target, ["images", text_input], ["output0"]
-    )
+    export_traced(module, (torch.zeros(1, 3, SIZE, SIZE), dummy), target, ["images", text_input], ["output0"])
     add_metadata(target, kind)
     cases = []
     for phrases in PROMPTS:

@@ -1,4 +1,4 @@
-"""Launch the node: open-vocabulary detection of what a text prompt names (Grounding DINO, OWL), on ONNX Runtime.
+"""Launch the node: open-vocabulary detection of what a prompt names (Grounding DINO, OWL, YOLO-World), on ONNX Runtime.
 
 Command open_vocab_node,
 of vision_factory.
@@ -10,8 +10,8 @@ Usage:
         image_topic:=/camera/image_raw
 
 `--show-args` lists every argument, with its description and default:
-model_path, tokenizer_path, confidence_threshold, prompt, input_transport, autostart,
-execution_provider, image_topic, namespace, params_file, fastdds_profile.
+model_path, tokenizer_path, text_encoder_path, confidence_threshold, prompt, input_transport,
+autostart, execution_provider, image_topic, namespace, params_file, fastdds_profile.
 Parameters that are not arguments come from params_file (default:
 config/open_vocab_onnx.yaml); the arguments always override the same keys of that file.
 

@@ -163,6 +163,7 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
             detector_model,
             options.get("--labels"),
             options.get("--tokenizer"),
+            options.get("--text-encoder"),
             options.get("--decoder"),
         ]
         head_note = getattr(detector, "head_note", None)  # e.g. YOLO's end-to-end head: no NMS

@@ -44,6 +44,8 @@ PROMPT_OPTIONS = (
     ("--prompt", str, "a text prompt, for a family that takes one: phrases separated by ' . ' (e.g. 'a cat . a dog')"),
     ("--tokenizer", click.Path(exists=True, dir_okay=False), "open_vocab: the export's own tokenizer.json (or "
      "vocab.txt)  [default: the one beside the model]"),
+    ("--text-encoder", click.Path(exists=True, dir_okay=False), "open_vocab, YOLO-World / YOLOE taking txt_feats "
+     "or tpe: the CLIP text encoder (.onnx)  [default: text_encoder.onnx beside the model]"),
     ("--text-threshold", float, "open_vocab, Grounding DINO: a detection none of whose phrase's tokens scores above "
      "this is dropped  [default: the nodes']"),
     ("--decoder", FILE, "sam: the prompt decoder  [default: the one beside the --model encoder]"),

@@ -1,4 +1,4 @@
-"""Open-vocabulary detection of what a text prompt names (Grounding DINO, OWL), on ONNX Runtime: the node.
+"""Open-vocabulary detection of what a prompt names (Grounding DINO, OWL, YOLO-World), on ONNX Runtime: the node.
 
 Command open_vocab_node,
 of vision_factory.

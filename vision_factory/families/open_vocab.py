@@ -1,6 +1,8 @@
 """open_vocab: open-vocabulary detection, the boxes of whatever a text prompt names: Grounding DINO (Hugging Face and
-IDEA / TAO exports, models/grounding_dino.py) and OWLv2 / OWL-ViT (models/owl.py), recognised from the file by
-models/open_vocab_interface.py's rule, which also tells the adapter to run (its ``head``).
+IDEA / TAO exports, models/grounding_dino.py), OWLv2 / OWL-ViT (models/owl.py) and YOLO-World / YOLOE exported with a
+text-embedding input (models/yolo_world.py, with the CLIP text encoder beside the model or ``text_encoder_path``),
+recognised from the file by models/open_vocab_interface.py's rule, which also tells the adapter to run (its
+``head``). A YOLO-World / YOLOE export with its classes baked in is a plain YOLO head: the ``yolo`` family's.
 
 The prompt is the family's TextPrompt (families/prompts.py): phrases separated by " . ", each a class (class id: the
 phrase's index, class name: the phrase), set at start (``prompt``) or on a running node (the parameter, ~/set_prompt,
@@ -18,20 +20,23 @@ prompt.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..models import grounding_dino, owl
 from ..models.grounding_dino import GroundingDino
 from ..models.interface import Interface
 from ..models.open_vocab import PromptedDetector, Size
-from ..models.open_vocab_interface import OPEN_VOCAB, OWL
+from ..models.open_vocab_interface import GROUNDING_DINO_HF, GROUNDING_DINO_IDEA, OPEN_VOCAB, OWL, YOLO_TEXT
 from ..models.owl import OwlDetector
 from ..models.recognition import load_checked
 from ..models.tokenizer_file import TokenizerFile, find_tokenizer, read_once
+from ..models.yolo_world import YoloTextDetector, text_encoder_beside
 from ..parameters import FRACTION, LIVE, Parameter
 from ..results import DETECTIONS
 from ..runtime.runner import Runner
-from .detection import CONFIDENCE, INPUT_SIZE, MAX_DETECTIONS, MODEL, input_shape, node
+from ..text import untrusted
+from .detection import CONFIDENCE, INPUT_SIZE, IOU, MAX_DETECTIONS, MODEL, input_shape, node
 from .family import Family, LoadRunner
 from .pipeline import DetectionPipeline
 from .prompts import TextPrompt
@@ -58,8 +63,26 @@ VARIANT = Parameter(
     "OWL exports: owlv2 (the frame padded to a square), owlvit (stretched) or auto: as the file says",
     choices=owl.VARIANTS,
 )
-PARAMETERS = (MODEL, TOKENIZER, CONFIDENCE, TEXT_THRESHOLD, MAX_DETECTIONS, INPUT_SIZE, VARIANT)
-OPTIONS = ("tokenizer", "prompt", "confidence", "text_threshold", "max_detections", "image_size", "variant")
+TEXT_ENCODER = Parameter(
+    "text_encoder_path",
+    "",
+    "YOLO-World / YOLOE exports taking txt_feats or tpe: the CLIP text encoder (.onnx: input_ids, attention_mask -> "
+    "text_embeds), run once per prompt; empty: text_encoder.onnx beside the model",
+    launch_argument=True,
+)
+NMS_IOU = replace(IOU, description="YOLO-World / YOLOE: NMS IoU threshold (the other exports' boxes are final)")
+PARAMETERS = (MODEL, TOKENIZER, TEXT_ENCODER, CONFIDENCE, TEXT_THRESHOLD, NMS_IOU, MAX_DETECTIONS, INPUT_SIZE, VARIANT)
+OPTIONS = (
+    "tokenizer",
+    "prompt",
+    "confidence",
+    "text_threshold",
+    "max_detections",
+    "image_size",
+    "variant",
+    "text_encoder",
+    "iou",
+)
 
 
 def open_vocab_detector(
@@ -71,20 +94,34 @@ def open_vocab_detector(
     max_detections: int = 300,
     image_size: Size | None = None,
     variant: str = "auto",
+    text_encoder: tuple[Runner, str] | None = None,
+    iou: float = 0.7,
 ) -> PromptedDetector:
-    """The adapter of the layout the rule recognises on ``runner``: OwlDetector for OWL (``variant``), GroundingDino
-    otherwise (``text_threshold``; a model of neither layout is refused by it, naming what it needs)."""
-    recognition = OPEN_VOCAB.recognise(Interface.of(runner))
-    if recognition is not None and recognition.details["head"] == OWL:
+    """The adapter of the layout the rule recognises on ``runner``: OwlDetector for OWL (``variant``),
+    YoloTextDetector for YOLO-World / YOLOE (``text_encoder``: its runner and how errors name it; ``iou``),
+    GroundingDino otherwise (``text_threshold``; a model of no layout is refused by it, naming what it needs)."""
+    found = head(runner)
+    if found == OWL:
         return OwlDetector(runner, tokenizer, confidence, max_detections, image_size, variant, prompt)
+    if found == YOLO_TEXT:
+        if text_encoder is None:
+            raise ValueError("a YOLO-World / YOLOE export taking text embeddings needs its text encoder: give it")
+        encoder, name = text_encoder
+        return YoloTextDetector(runner, encoder, tokenizer, confidence, iou, max_detections, prompt, name)
     return GroundingDino(runner, tokenizer, confidence, text_threshold, max_detections, image_size, prompt)
 
 
-def tokenizer_names(runner: Runner) -> tuple[str, ...]:
-    """The tokenizer files looked for beside a model of ``runner``'s layout."""
+def head(runner: Runner) -> str | None:
+    """The layout the rule recognises on ``runner`` (open_vocab_interface's heads); None for none."""
     recognition = OPEN_VOCAB.recognise(Interface.of(runner))
-    owl_layout = recognition is not None and recognition.details["head"] == OWL
-    return owl.TOKENIZER_NAMES if owl_layout else grounding_dino.TOKENIZER_NAMES
+    return None if recognition is None else str(recognition.details["head"])
+
+
+def tokenizer_names(runner: Runner) -> tuple[str, ...]:
+    """The tokenizer files looked for beside a model of ``runner``'s layout: Grounding DINO's tokenizer.json or
+    vocab.txt, the others' (CLIP's) tokenizer.json."""
+    grounding = head(runner) in (GROUNDING_DINO_HF, GROUNDING_DINO_IDEA, None)
+    return grounding_dino.TOKENIZER_NAMES if grounding else owl.TOKENIZER_NAMES
 
 
 def tokenizer_of(model_path: str, given: str, runner: Runner) -> TokenizerFile:
@@ -104,13 +141,17 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> PromptedDetecto
         "max_detections": values["max_detections"],
         "image_size": (size[1], size[0]) if size else None,
         "variant": values["owl_variant"],
+        "iou": values["iou_threshold"],
     }
+    if head(runner) == YOLO_TEXT:  # its text encoder: given, or the one beside the model
+        path = text_encoder_beside(values["model_path"], values["text_encoder_path"])
+        options["text_encoder"] = (load_runner(path), f"text encoder {untrusted(path, 200)}")
     return FAMILY.detector(runner, **options)
 
 
 FAMILY = Family(
     name=NAME,
-    summary="open-vocabulary detection of what a text prompt names (Grounding DINO, OWL)",
+    summary="open-vocabulary detection of what a prompt names (Grounding DINO, OWL, YOLO-World)",
     rule=OPEN_VOCAB,
     parameters=PARAMETERS,  # the prompt parameter comes with the prompt
     build=build,

@@ -16,6 +16,10 @@ adapters share, and the rule that recognises it from the file alone. Three layou
   similarity to each phrase) and ``pred_boxes`` [1, P, 4]. Which of the two (``variant``: OWLv2 pads the frame to a
   square, OWL-ViT stretches it) is told by the file's metadata ``model_type`` (the transformers config's), else by
   its input side (OWLv2's checkpoints take 960 or 1008, OWL-ViT's 768 or 840), else assumed OWLv2 and said so.
+- ``yolo_text``: YOLO-World and YOLOE exported with the text embeddings as an input (Ultralytics' ``predict`` with
+  ``txt_feats`` / ``tpe`` traced, models/yolo_world.py): inputs an image [1, 3, H, W] and ``txt_feats`` (YOLO-World)
+  or ``tpe`` (YOLOE) [1, K, D] (K the phrases, fixed by the head's reshape; D the text encoder's width, 512);
+  output a raw YOLO head [1, 4 + K, N]. The embeddings come from a separate CLIP text encoder, once per prompt.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from ..runtime.runner import TensorInfo, shape_text
 from ..text import untrusted
 from .interface import Interface, Recognition, Rule, batch_ok, image_details
 
-GROUNDING_DINO_HF, GROUNDING_DINO_IDEA, OWL = "grounding_dino_hf", "grounding_dino_idea", "owl"
+GROUNDING_DINO_HF, GROUNDING_DINO_IDEA, OWL, YOLO_TEXT = "grounding_dino_hf", "grounding_dino_idea", "owl", "yolo_text"
+TEXT_FEATURES = {"txt_feats": "YOLO-World", "tpe": "YOLOE"}  # the text-embedding input's name -> whose
 OWLV2, OWLVIT = "owlv2", "owlvit"
 # The phrase delimiters Grounding DINO's graph reads (transformers' SPECIAL_TOKENS): bert-base-uncased's ids of these
 # tokens, which belong to no phrase. The tokenizer must give them these ids.
@@ -159,15 +164,37 @@ def _owl(model: Interface) -> Recognition | None:
     return Recognition("open_vocab", reason, details)
 
 
+def _yolo_text(model: Interface) -> Recognition | None:
+    text = next((tensor for tensor in model.inputs if tensor.name in TEXT_FEATURES), None)
+    if text is None or len(model.outputs) != 1 or len(text.shape) != 3 or not batch_ok(text.shape[0]):
+        return None
+    image, (out,) = _image(model, (text.name,)), model.outputs
+    if image is None or len(out.shape) != 3 or not batch_ok(out.shape[0]):
+        return None
+    phrases, width = text.shape[1], text.shape[2]
+    if isinstance(phrases, int) and isinstance(out.shape[1], int) and out.shape[1] != 4 + phrases:
+        return None
+    reason = (
+        f"inputs {image.name} {shape_text(image.shape)} and {text.name} {shape_text(text.shape)} (the prompt's text "
+        f"embeddings), output {out.name} {shape_text(out.shape)}: a {TEXT_FEATURES[text.name]} detector taking its "
+        "classes as text embeddings (read as [1, 4 + phrases, N]; NMS as Ultralytics'), from a CLIP text encoder "
+        "beside it"
+    )
+    details: dict[str, object] = {**image_details(image), "head": YOLO_TEXT, "image": image.name, "text": text.name}
+    details |= {"phrases": phrases if isinstance(phrases, int) else None, "width": width}
+    return Recognition("open_vocab", reason, details)
+
+
 def _open_vocab(model: Interface) -> Recognition | None:
-    return _grounding_dino(model) or _owl(model)
+    return _grounding_dino(model) or _owl(model) or _yolo_text(model)
 
 
 OPEN_VOCAB = Rule(
     "open_vocab",
     "an open-vocabulary detector: Grounding DINO (pixel_values, input_ids, attention_mask and token_type_ids or "
     "pixel_mask in; logits and pred_boxes out; or IDEA / TAO's inputs, input_ids, attention_mask, position_ids, "
-    "token_type_ids, text_token_mask in; pred_logits and pred_boxes out) or OWLv2 / OWL-ViT (pixel_values, input_ids, "
-    "attention_mask in; logits and pred_boxes out)",
+    "token_type_ids, text_token_mask in; pred_logits and pred_boxes out), OWLv2 / OWL-ViT (pixel_values, input_ids, "
+    "attention_mask in; logits and pred_boxes out) or YOLO-World / YOLOE with a text-embedding input (an image and "
+    "txt_feats or tpe [1, K, 512] in; a YOLO head [1, 4 + K, N] out)",
     _open_vocab,
 )

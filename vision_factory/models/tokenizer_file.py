@@ -54,19 +54,26 @@ def candidates(model_path: str | os.PathLike, names: Sequence[str]) -> list[Path
 def find_tokenizer(model_path: str | os.PathLike, given: str | os.PathLike | None, names: Sequence[str]) -> Path:
     """The tokenizer file given, or the first of ``candidates`` that exists; a ValueError naming every path looked
     at when none does."""
+    fix = f"put the export's {names[0]} beside the model or give its path (the tokenizer parameter, --tokenizer); it "
+    return find_beside(model_path, given, names, "tokenizer", fix + "is never downloaded")
+
+
+def find_beside(
+    model_path: str | os.PathLike, given: str | os.PathLike | None, names: Sequence[str], what: str, fix: str
+) -> Path:
+    """The file of the model at ``model_path`` that is ``what`` (its tokenizer, its text encoder): the one given, or
+    the first of ``candidates`` that exists; a ValueError naming every path looked at, then ``fix``, when none
+    does."""
     if given:
         path = Path(given)
         if not path.exists():
-            raise ValueError(f"tokenizer {shown_path(path)} not found: give the path of the export's {names[0]}")
+            raise ValueError(f"{what} {shown_path(path)} not found: give the path of the export's {names[0]}")
         return path
     looked = candidates(model_path, names)
     found = next((path for path in looked if path.exists()), None)
     if found is None:
         places = ", ".join(shown_path(path) for path in looked)
-        raise ValueError(
-            f"no tokenizer for {shown_path(model_path)}: looked for {places}; put the export's {names[0]} beside "
-            "the model or give its path (the tokenizer parameter, --tokenizer); it is never downloaded"
-        )
+        raise ValueError(f"no {what} for {shown_path(model_path)}: looked for {places}; {fix}")
     return found
 
 

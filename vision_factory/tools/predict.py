@@ -29,6 +29,7 @@ from .sources import file_frames
 PROMPTED = {
     "--prompt": "prompt",  # a family that takes a text prompt (families/prompts.py)
     "--tokenizer": "tokenizer_path",  # open_vocab: the export's own tokenizer
+    "--text-encoder": "text_encoder_path",  # open_vocab: YOLO-World / YOLOE's CLIP text encoder
     "--text-threshold": "text_threshold",  # open_vocab: Grounding DINO's
     "--decoder": "decoder_path",  # sam: the prompt decoder beside the encoder
 }

@@ -389,9 +389,12 @@ CARRIED = {
         "models/detr.py",  # Pillow's resize, as the processors'
         "models/geometry.py",
         "models/grounding_dino.py",
+        "models/masks.py",  # models/yolo.py's segmentation heads
         "models/open_vocab.py",
         "models/owl.py",
         "models/tokenizer_file.py",
+        "models/yolo.py",  # YOLO-World / YOLOE with text embeddings: YOLO's letterbox and NMS
+        "models/yolo_world.py",
         "ros/detection_node.py",
         *TRACKER,
     ],

@@ -24,7 +24,6 @@ machine (its CPU, load). A benchmark, not a test: nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -49,52 +48,33 @@ def export(out: Path) -> None:
     print(f"exported Florence-2-base to {out} in {time.perf_counter() - started:.0f} s")
 
 
-def _median(run, rounds: int) -> float:
-    run()  # warm-up
-    times = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
+# The script's rows: bench_generation's stages (ms), by their names here.
+ROWS = {
+    "pre-processing": "preprocess_ms",
+    "vision encoder": "vision_ms",
+    "image and question encoded": "encode_ms",
+    "first token": "first_token_ms",
+    "a token after": "token_ms",
+    **{f"answer of {count} tokens": f"answer_{count}_ms" for count in (16, 64)},
+}
 
 
 def time_backend(folder: Path, target: str, tokens: int, rounds: int) -> dict[str, float]:
+    """The stages on ``target`` as `vision-factory bench --model-type florence2` measures them (one home:
+    vision_factory/tools/bench_generation.py), on the coffee photo at 1280x720 with the task <OD>."""
+    import cv2
     import skimage.data
 
     from vision_factory.families.florence2 import FAMILY
-    from vision_factory.models.florence2 import as_pasts
-    from vision_factory.models.florence2_interface import VISION
     from vision_factory.parameters import with_defaults
     from vision_factory.runtime.backends import load_target
+    from vision_factory.tools.bench_generation import generation_stages
 
     values = with_defaults(FAMILY.parameters, {"model_path": str(folder), "prompt": "<OD>"}, FAMILY.name)
     model = FAMILY.build(values, lambda path: load_target(target, Path(path)))
-    import cv2
-
     frame = cv2.resize(np.ascontiguousarray(skimage.data.coffee()[..., ::-1]), (1280, 720))
-    pixels = model.preprocess(frame)
-    task = model.task
-    figures = {"pre-processing": _median(lambda: model.preprocess(frame), rounds)}
-    figures["vision encoder"] = _median(lambda: model.runners[VISION].run({"pixel_values": pixels}), rounds)
-    figures["image and question encoded"] = _median(lambda: model.encode(frame, task), rounds)
-    states, mask = model.encode(frame, task)
-    figures["first token"] = _median(lambda: model.step(2, states, mask, {}, {}), rounds)
-
-    def decode() -> None:
-        _, presents = model.step(2, states, mask, {}, {})
-        pasts, cross = as_pasts(presents, "decoder"), as_pasts(presents, "encoder")
-        for _ in range(tokens):
-            _, presents = model.step(0, states, mask, pasts, cross)
-            pasts = as_pasts(presents, "decoder")
-
-    total = _median(decode, max(1, rounds // 2 + 1))
-    figures["a token after"] = (total - figures["first token"]) / tokens
-    for count in (16, 64):
-        figures[f"answer of {count} tokens"] = (
-            figures["image and question encoded"] + figures["first token"] + (count - 1) * figures["a token after"]
-        )
-    return figures
+    stages = generation_stages(model, frame, rounds, tokens)
+    return {row: stages[name] for row, name in ROWS.items()}
 
 
 def main() -> None:

@@ -34,6 +34,7 @@ STARTS_A_PROCESS = {
     "test_bench.py::test_bench_every_field_and_unavailable_backends_with_reasons",
     "test_bench.py::test_bench_through_the_nodes",
     "test_fasterrcnn.py::test_bench_times_the_fasterrcnn_pipeline",
+    "test_florence2_tools.py::test_bench_times_the_encoding_the_first_token_and_each_token_after_on_each_backend",
     "test_new_user.py::test_bench_advice_for_an_absent_provider_names_a_bench_option",
     "test_new_user.py::test_bench_node_runs_a_detector_node_on_each_target",
     "test_safe_writes.py::test_bench_never_writes_through_a_link",

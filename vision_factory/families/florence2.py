@@ -105,4 +105,5 @@ FAMILY = Family(
     options=(*OPTIONS, "runners"),
     make_pipeline=DetectionPipeline.build,
     prompts=(PROMPT,),
+    generates=True,
 )

@@ -47,6 +47,7 @@ def test_bench_times_the_encoding_the_first_token_and_each_token_after_on_each_b
         assert result["p50_ms"] > 0 and len(result["pipeline"]) > 0
         stages = result["pipeline"]
         assert stages["task"] == "<OD>" and stages["frame_size"] == "1280x720" and stages["tokens"] > 0
+        assert stages["beams"] == 3  # the export's generation_config.json's num_beams, as the node's default
         assert all(stages[name] > 0 for name in STAGES), stages
         assert stages["inference_ms"] == pytest.approx(stages["encode_ms"] - stages["preprocess_ms"])
         for count in ANSWER_TOKENS:

@@ -59,6 +59,8 @@ DETECTOR_OPTIONS = (
      "(RT-DETR, D-FINE) or softmax (DETR)  [default: auto, as the model says]", None),
     *((flag, kind, help_text, None) for flag, kind, help_text in PROMPT_OPTIONS if flag != "--decoder"),
     ("--max-new-tokens", int, "florence2: the most tokens generated a frame  [default: the nodes']", None),
+    ("--num-beams", int, "florence2: beams of transformers' beam search, 1 greedy  [default: the export's "
+     "generation_config.json's, as transformers' generate()]", None),
 )  # fmt: skip
 
 

@@ -53,6 +53,8 @@ SLOW = {
     "test_florence2.py::test_openvino_runs_the_pair_where_it_cannot_compile_the_merged_decoder",
     "test_florence2.py::test_predict_writes_transformers_answers",
     "test_florence2.py::test_the_pair_layout_gives_the_merged_decoders_tokens",
+    "test_florence2.py::test_beam_search_is_not_greedy_and_the_pair_layout_searches_as_the_merged_decoder",
+    "test_florence2.py::test_num_beams_is_the_exports_unless_given_and_bad_settings_are_refused",
     "test_generator.py::test_a_package_without_a_model_runs_any_model_and_states_the_backends_defaults",
     "test_generator.py::test_copied_modules_are_this_packages_own_bytes",
     "test_generator.py::test_existing_target_needs_force_and_out_must_be_writable",

@@ -6,9 +6,10 @@ The stages: the pre-processing (the processor's Pillow stretch and normalisation
 the task's question encoded (the vision encoder, then the encoder over the image features and the question's
 embeddings: once a frame), the first decoding step (its cross-attention keys and values made) and each step after
 with the key-value cache (the mean over ``tokens`` steps: what each further token costs); each the median of
-``rounds`` runs after a warm-up. An answer of N tokens is then the encoding, the first step and N - 1 steps after
-(ANSWER_TOKENS). The token fed is fixed (the start token, then 0): a step's cost does not depend on which token it
-is.
+``rounds`` runs after a warm-up. A step runs the model's beams (its num_beams: one row of the decoder each, the
+cache's rows gathered for the next step as the search reorders them; 1: greedy). An answer of N tokens is then the
+encoding, the first step and N - 1 steps after (ANSWER_TOKENS). The token fed is fixed (the start token, then 0): a
+step's cost does not depend on which token it is.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def generation_stages(model: Any, frame: np.ndarray, rounds: int, tokens: int = 
     """A generating model's stages on ``frame`` with its task set (ms, medians of ``rounds``): preprocess_ms,
     vision_ms, encode_ms (image and question, the pre-processing and vision encoder included), inference_ms (encode_ms
     less the pre-processing), first_token_ms, token_ms (each step after, the mean of ``tokens``), answer_N_ms for each
-    N of ANSWER_TOKENS; with the frame's size, the task and ``tokens``."""
+    N of ANSWER_TOKENS; with the frame's size, the task, the beams and ``tokens``."""
     from ..models.florence2 import as_pasts
 
     task = model.task
@@ -51,22 +52,24 @@ def generation_stages(model: Any, frame: np.ndarray, rounds: int, tokens: int = 
     stages["vision_ms"] = median_ms(lambda: vision.run({vision.inputs[0].name: pixels}), rounds)
     stages["encode_ms"] = median_ms(lambda: model.encode(frame, task), rounds)
     stages["inference_ms"] = stages["encode_ms"] - stages["preprocess_ms"]
-    states, mask = model.encode(frame, task)
-    start = model.facts.decoder_start
+    beams = model.num_beams
+    states, mask = (np.repeat(part, beams, axis=0) for part in model.encode(frame, task))
+    start, rows = [model.facts.decoder_start] * beams, np.arange(beams)
     stages["first_token_ms"] = median_ms(lambda: model.step(start, states, mask, {}, {}), rounds)
 
     def decode() -> None:
         _, presents = model.step(start, states, mask, {}, {})
         pasts, cross = as_pasts(presents, "decoder"), as_pasts(presents, "encoder")
         for _ in range(tokens):
-            _, presents = model.step(0, states, mask, pasts, cross)
-            pasts = as_pasts(presents, "decoder")
+            _, presents = model.step([0] * beams, states, mask, pasts, cross)
+            pasts = {name: value[rows] for name, value in as_pasts(presents, "decoder").items()}
 
     stages["token_ms"] = (median_ms(decode, max(1, rounds // 2 + 1)) - stages["first_token_ms"]) / tokens
     for count in ANSWER_TOKENS:
         stages[f"answer_{count}_ms"] = stages["encode_ms"] + stages["first_token_ms"] + (count - 1) * stages["token_ms"]
     height, width = frame.shape[:2]
-    return {"frame_size": f"{width}x{height}", "task": task.task + task.text, "tokens": tokens, **stages}
+    described = {"frame_size": f"{width}x{height}", "task": task.task + task.text, "beams": beams, "tokens": tokens}
+    return described | stages
 
 
 def lines(target: str, stages: Mapping[str, Any]) -> list[str]:
@@ -79,5 +82,6 @@ def lines(target: str, stages: Mapping[str, Any]) -> list[str]:
         f"pre {stages['preprocess_ms']:.1f} ms, "
         f"vision encoder {stages['vision_ms']:.1f} ms, image and question encoded {stages['encode_ms']:.1f} ms "
         f"(once a frame), first token {stages['first_token_ms']:.2f} ms, each token after "
-        f"{stages['token_ms']:.2f} ms (key-value cache); an answer of {answers}"
+        f"{stages['token_ms']:.2f} ms (key-value cache, {stages['beams']} beam{'s' if stages['beams'] > 1 else ''}); "
+        f"an answer of {answers}"
     ]

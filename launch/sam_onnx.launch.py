@@ -11,8 +11,8 @@ Usage:
         boxes_topic:=/detections
 
 `--show-args` lists every argument, with its description and default:
-model_path, decoder_path, confidence_threshold, input_transport, autostart, execution_provider,
-image_topic, boxes_topic, namespace, params_file, fastdds_profile.
+model_path, decoder_path, confidence_threshold, prompt, input_transport, autostart,
+execution_provider, image_topic, boxes_topic, namespace, params_file, fastdds_profile.
 Parameters that are not arguments come from params_file (default:
 config/sam_onnx.yaml); the arguments always override the same keys of that file.
 

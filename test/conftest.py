@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from support import tiers  # test/support/: helpers the test modules share
 from support.domains import claim_domain
+from support.shm import clean_stale
 
 ROOT = Path(__file__).resolve().parent.parent
 # Real models and data shared beside the repository (never committed); tests using them skip without.
@@ -134,6 +135,16 @@ def _unit_guard(request, monkeypatch):
 
 SHM = Path("/dev/shm")
 SHM_FREE_MIN = 1 << 30  # Fast DDS' shared-memory transport carries the frames; below this, answers went missing
+
+
+def pytest_sessionstart(session):
+    """Fast DDS segments that killed processes left (this run's or earlier ones') are removed before and after the
+    run (test/support/shm.py: only those nobody holds, older than ten minutes)."""
+    clean_stale()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    clean_stale()
 
 
 def pytest_report_header(config):

@@ -67,7 +67,7 @@ LIVE_PARAMETERS = {
     "track": TRACKER_LIVE,
     "depth": {"processor_size", "resize_filter", "max_depth"},
     "open_vocab": {"prompt", "confidence_threshold", "text_threshold", "max_detections"},
-    "sam": {"prompt_class", "confidence_threshold", "max_prompts", "mask_encoding"},
+    "sam": {"prompt", "prompt_class", "confidence_threshold", "max_prompts", "mask_encoding"},
     "yolo_cls": {"top_k", "classes"},
     "florence2": {"prompt", "confidence_threshold", "max_new_tokens", "num_beams"},
 }

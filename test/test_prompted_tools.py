@@ -6,6 +6,7 @@ family's extra inputs, runs, maps what it finds to the truth's categories exactl
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -37,6 +38,7 @@ from vision_factory.tools.coco_prompts import eval_detector
 from vision_factory.tools.commands import UsageError
 from vision_factory.tools.evaluation import evaluation
 from vision_factory.tools.predict import detector_from_options
+from vision_factory.tools.quantize import quantize
 from vision_factory.tools.replay import replay
 
 GD = OPEN_VOCAB / "grounding_dino" / "grounding-dino-hf.onnx"
@@ -160,14 +162,74 @@ def test_the_prompted_tools_name_the_missing_tokenizer_and_decoder(tmp_path):
         assert error.startswith("Error: ") and option in error, error
 
 
-@pytest.mark.parametrize("model_type", ["open_vocab", "sam"])
-def test_quantize_refuses_a_prompted_family_at_once_saying_why(tmp_path, model_type):
-    model = OWLV2 if model_type == "open_vocab" else ENCODER
-    done = run_cli("quantize", "--model-type", model_type, "--model", str(model), "--out", str(tmp_path / "q.onnx"))
+def test_quantize_refuses_a_text_prompted_family_at_once_saying_why(tmp_path):
+    done = run_cli("quantize", "--model-type", "open_vocab", "--model", str(OWLV2), "--out", str(tmp_path / "q.onnx"))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     error = done.stderr.strip().splitlines()[-1]
-    assert f"quantize does not take {model_type} models: " in error and "compare --model-type" in error, error
+    assert "quantize does not take open_vocab models: " in error and "compare --model-type" in error, error
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@needs_shapes
+def test_quantize_of_sam_makes_the_encoder_int8_and_scores_its_masks_through_the_same_decoder(tmp_path):
+    """quantize --model-type sam: the encoder alone quantized (calibrated on its image input, QDQ), the decoder left
+    as it is; the loss is the drop of mask_mIoU from the FP32 encoder's masks to the INT8 encoder's, both through
+    that decoder, prompted by the truth's boxes: each side's figure is eval's of that encoder (run apart)."""
+    import onnx
+
+    data = _subset(tmp_path, SHAPES_SEG, 2)
+    decoder = tmp_path / "decoder.onnx"
+    shutil.copy(DECODER, decoder)
+    before = _digest(decoder)
+    out = tmp_path / "encoder_int8.onnx"
+    quantize("sam", ENCODER, data / "images", out, backend="onnx", frames=2, data=data,
+             options={"--decoder": decoder}, speed_runs=1)  # fmt: skip
+    assert _digest(decoder) == before and sorted(path.name for path in tmp_path.glob("*.onnx")) == [
+        "decoder.onnx", "encoder_int8.onnx"
+    ]  # fmt: skip
+    source, made = onnx.load(ENCODER), onnx.load(out)
+    assert {node.op_type for node in made.graph.node} >= {"QuantizeLinear", "DequantizeLinear"}
+    assert [value.name for value in made.graph.output] == [value.name for value in source.graph.output]
+    metadata = {entry.key: entry.value for entry in made.metadata_props}
+    assert metadata["quantization_precision"] == "int8" and "quantization_float_nodes" not in metadata  # whole
+    summary = json.loads((tmp_path / "encoder_int8_quantize" / "quantize.json").read_text())
+    mious = []
+    for index, model in enumerate((ENCODER, out)):
+        evaluate_detections("sam", data, tmp_path / f"eval{index}", model=model, options={"--decoder": decoder})
+        mious.append(json.loads((tmp_path / f"eval{index}" / "eval.json").read_text())["metrics"]["mask_mIoU"])
+    assert summary["loss"]["loss"] == "mask mIoU lost"
+    assert summary["loss"]["value"] == pytest.approx(mious[0] - mious[1], abs=1e-9)
+    assert summary["comparison"]["metrics"]["mask_mIoU"]["a"] == pytest.approx(mious[0], abs=1e-9)
+
+
+def test_quantize_of_sam_refuses_an_encoder_without_its_decoder_and_leaves_nothing_unchecked(tmp_path):
+    """An encoder with no decoder beside it and none given: refused at once naming --decoder; a comparison that
+    fails (--data whose annotations are not JSON): no model left at --out."""
+    alone = tmp_path / "alone" / "encoder.onnx"
+    alone.parent.mkdir()
+    shutil.copy(ENCODER, alone)
+    images = tmp_path / "images"
+    images.mkdir()
+    cv2.imwrite(str(images / "a.png"), cv2.imread(str(SKIMAGE / "astronaut.png")))
+    out = tmp_path / "q" / "encoder_int8.onnx"
+    out.parent.mkdir()
+    common = ("quantize", "--model-type", "sam", "--calibration", str(images), "--frames", "1", "--backend", "onnx",
+              "--speed-runs", "1", "--out", str(out))  # fmt: skip
+    done = run_cli(*common, "--model", str(alone))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    error = done.stderr.strip().splitlines()[-1]
+    assert "--decoder" in error and "no prompt decoder is beside encoder" in error, error
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "annotations.json").write_text("{not json")
+    done = run_cli(*common, "--model", str(ENCODER), "--decoder", str(DECODER), "--data", str(bad))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "annotations" in done.stderr.strip().splitlines()[-1], done.stderr
+    assert not list(out.parent.glob("*.onnx")), list(out.parent.iterdir())
 
 
 def _header(index: int) -> Header:

@@ -135,3 +135,55 @@ def test_prompts_parse_as_documented():
     assert box.box == (10.0, 20.0, 30.0, 40.0) and (box.class_id, box.class_name) == (0, "box 0")
     assert clicks.points == ((5.0, 6.0, 1), (7.0, 8.0, 0)) and clicks.class_name == "points 1"
     assert single.points == ((9.0, 10.0, 1),) and single.class_id == 2
+
+
+def test_eval_gives_the_mean_iou_of_each_truth_mask_with_the_mask_its_box_prompted(tmp_path):
+    """eval's mask_mIoU: truth built from predict's own masks for three boxes (as written, COCO RLE), one kept whole,
+    one with its lower half cleared, one a rectangle polygon: each instance's IoU with the mask its box prompts is
+    pycocotools' maskUtils.iou of the two, computed here apart; a box whose prompt gives no mask counts 0."""
+    from pycocotools import mask as mask_utils
+
+    model, case = CASES[("meta-encoder.onnx", "meta-decoder.onnx", "boxes")]
+    encoder, decoder = str(DATA / model["encoder"]), str(DATA / model["decoder"])
+    image = SKIMAGE / case["image"]
+    height, width = cv2.imread(str(image)).shape[:2]
+    code, output = _predict("--model", encoder, "--decoder", decoder, *_prompt_options(case), "--format", "json",
+                            str(image))  # fmt: skip
+    assert code == 0, output
+    (record,) = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    written = [row["mask"] for row in record["detections"]]
+    assert [row["class_name"] for row in record["detections"]] == ["box 0", "box 1", "box 2"]  # none empty
+    halved = mask_utils.decode(written[1]).copy()
+    halved[height // 2 :] = 0
+    halved_rle = mask_utils.encode(np.asfortranarray(halved))
+    x1, y1, x2, y2 = case["prompts"][2]
+    rectangle = [[x1, y1, x2, y1, x2, y2, x1, y2]]
+    segmentations = [written[0], {**halved_rle, "counts": halved_rle["counts"].decode()}, rectangle]
+    truth_rles = [written[0], halved_rle, mask_utils.frPyObjects(rectangle, height, width)[0]]
+    boxes = [*case["prompts"], [0.0, 0.0, 1.0, 1.0]]  # a fourth box: a pixel wide, beside no object
+    corner = [[0, 0, 1, 0, 1, 1, 0, 1]]
+    corner_rle = mask_utils.frPyObjects(corner, height, width)[0]
+    annotations = [
+        {"id": index + 1, "image_id": 1, "category_id": 1, "bbox": [x1, y1, x2 - x1, y2 - y1], "iscrowd": 0,
+         "area": float(mask_utils.area(rle)), "segmentation": segmentation}
+        for index, ((x1, y1, x2, y2), segmentation, rle) in enumerate(
+            zip(boxes, [*segmentations, corner], [*truth_rles, corner_rle], strict=True)
+        )
+    ]  # fmt: skip
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(image, data / image.name)
+    truth = {"images": [{"id": 1, "file_name": image.name, "width": width, "height": height}],
+             "categories": [{"id": 1, "name": "thing"}], "annotations": annotations}  # fmt: skip
+    (data / "annotations.json").write_text(json.dumps(truth))
+    done = CliRunner().invoke(main, ["eval", "--model-type", "sam", "--model", encoder, "--decoder", decoder,
+                                     "--data", str(data), "--out", str(tmp_path / "out")])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    metrics = json.loads((tmp_path / "out" / "eval.json").read_text())["metrics"]
+    found = json.loads((tmp_path / "out" / "predictions.json").read_text())
+    expected = [float(mask_utils.iou([mine], [truth], [0])[0][0]) for mine, truth in zip(written, truth_rles)]
+    assert expected[0] == pytest.approx(1.0) and 0.0 < expected[1] < 1.0 and 0.0 < expected[2] < 1.0
+    assert len(found) in (3, 4)  # the pixel box's mask, where it is not empty, is the fourth
+    fourth = float(mask_utils.iou([found[3]["segmentation"]], [corner_rle], [0])[0][0]) if len(found) == 4 else 0.0
+    assert metrics["mask_mIoU"] == pytest.approx((sum(expected) + fourth) / 4, abs=1e-6), metrics
+    assert {"mask_AP", "mask_AP50", "AP"} <= set(metrics)

@@ -3,7 +3,8 @@ paired by stamp with the image prompts it; its detections carry each box's class
 holds transformers' masks (reference.json, IoU >= 0.95: the architecture-true test exports, test/data/sam/); the
 encoder runs once per frame and the decoder once per prompt (Meta's export), counted on /diagnostics; the same
 pixels again reuse the embedding. "Detect, then segment": a YOLO node's detections prompt it, each mask carrying its
-detection's class. Real nodes, real ONNX Runtime sessions."""
+detection's class. Points given by ~/set_prompt are answered at once on the last frame with its cached embedding, then
+on each new frame, until an empty prompt on ~/prompt clears them. Real nodes, real ONNX Runtime sessions."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import Image
-from std_msgs.msg import Header
+from std_msgs.msg import Header, String
 from support.models import SHAPES_MODEL
+from support.prompted import prompted_node
 from support.real_models import SHAPES_IMAGES
 from support.ros_harness import PATIENCE_S, NodeProcess, Probe
 from test_sam import DATA, REFERENCE, SKIMAGE, decoded, iou
@@ -27,6 +29,7 @@ from vision_factory.ros.messages import bgr_to_message
 
 META = next(model for model in REFERENCE["models"] if model["layout"] == "meta")
 BOX_CASES = [case for case in META["cases"] if case["kind"] == "boxes"]  # three images, three boxes each
+POINT_CASES = [case for case in META["cases"] if case["kind"] == "points"]  # the same images, three points each
 CLASSES = ("person", "rocket", "cup")
 TRACKS = (7, 3, 12)
 IOU_MIN = 0.95
@@ -142,3 +145,80 @@ def test_detect_then_segment_a_yolo_nodes_detections_prompt_the_sam_node(tmp_pat
     carried = [(d.id, d.results[0].hypothesis.class_id) for d in answer.detections]
     assert carried and carried == [pair for pair in given if pair in carried], (given, carried)
     assert labels.shape == frame.shape[:2] and labels.max() == len(carried)
+
+
+def test_points_by_the_prompt_service_are_answered_on_the_last_frame_with_its_embedding(tmp_path):
+    """A frame with a box from the topic, then a point by ~/set_prompt: answered at once on that frame (its stamp),
+    the box's mask and the point's (transformers' masks, reference.json), no second encoder run; a bad prompt refused
+    by the service with its reason; a new frame of the same pixels answered with both; an empty prompt on ~/prompt
+    clears the point (answered on that last frame, the box alone); bad prompts on the topic logged once, counted."""
+    from vision_factory_interfaces.srv import SetPrompt
+
+    boxes_case = next(case for case in BOX_CASES if case["image"] == "astronaut.png")
+    points_case = next(case for case in POINT_CASES if case["image"] == "astronaut.png")
+    box, box_mask = boxes_case["prompts"][2], boxes_case["masks"][2]
+    (x, y), point_mask = points_case["prompts"][1], points_case["masks"][1]
+    frame = cv2.imread(str(SKIMAGE / "astronaut.png"), cv2.IMREAD_COLOR)
+    node = _sam_node(tmp_path)
+    probe = Probe()
+    try:
+        ends = prompted_node(probe, node, "sam")
+        masks = probe.subscribe(Image, "/t/masks")
+        diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics")
+        boxes = probe.publisher(Detection2DArray, "/t/boxes")
+        assert probe.spin_until(lambda: boxes.get_subscription_count(), PATIENCE_S), node.log()
+
+        def send(sec: int) -> None:
+            header = Header(frame_id="camera")
+            header.stamp.sec = sec
+            ends.images.publish(bgr_to_message(frame, header))
+            boxes.publish(Boxes([box], [0.9], [-1], ["rocket"], None, [5]).to_message(header))
+
+        def answer(sec: int, rows: list[str]) -> tuple:
+            """The first answer of stamp ``sec`` whose rows have these class names, and its label image."""
+
+            def found():
+                names = lambda m: [d.results[0].hypothesis.class_id for d in m.detections]  # noqa: E731
+                hits = [m for m in ends.answers if m.header.stamp.sec == sec and names(m) == rows]
+                labels = [rows for m in masks if m.header.stamp.sec == sec for rows in [label_rows(m)]]
+                labels = [image for image in labels if image.max() == len(rows)]
+                return (hits[0], labels[0]) if hits and labels else None
+
+            assert probe.spin_until(found, PATIENCE_S), ([a.header.stamp.sec for a in ends.answers], node.log_tail())
+            return found()
+
+        send(100)
+        answer(100, ["rocket"])
+        point = f"{x:g},{y:g},1"
+        assert probe.answer(lambda: ends.service.call_async(SetPrompt.Request(prompt=point))).success
+        clicked, labels = answer(100, ["rocket", "points 0"])  # the last frame, no new one sent
+        for row, expected in enumerate((box_mask, point_mask)):
+            detection = clicked.detections[row]
+            assert detection.results[0].hypothesis.score == pytest.approx(expected["iou_score"], abs=0.01)
+            truth = decoded(expected["bits"], frame.shape[:2])
+            free = ~np.isin(labels, range(1, row + 1))  # an earlier row's label wins where masks overlap
+            assert iou(labels == row + 1, truth & free) >= IOU_MIN, row
+        assert [d.id for d in clicked.detections] == ["5", ""]  # the box's track ID; a clicked prompt has none
+        refused = probe.answer(lambda: ends.service.call_async(SetPrompt.Request(prompt="10,20,30")))
+        assert not refused.success  # a point's label is 0 or 1
+
+        send(101)  # the same pixels again: its embedding cached
+        answer(101, ["rocket", "points 0"])
+        for text in ("1,2\x07", "not a prompt", "1,2\x1b", ""):  # three refused (two kinds), then cleared
+            ends.prompts.publish(String(data=text))
+        answer(101, ["rocket"])  # the empty prompt, answered on the last frame
+
+        def counted() -> bool:
+            values = _status(diagnostics, "sam: inference")
+            return int(values.get("sam decoder runs", 0)) >= 6  # a box, box + point, box + point, a box
+
+        assert probe.spin_until(counted, PATIENCE_S), node.log_tail()
+        assert _status(diagnostics, "sam: inference")["sam encoder runs"] == "1"
+    finally:
+        probe.close()
+        node.stop()
+    log = node.log()
+    refusals = [line for line in log.splitlines() if "refused a prompt from" in line]
+    assert len(refusals) == 2 and "Traceback" not in log, refusals  # each kind once, whichever way it came
+    assert "~/set_prompt (prompt not read)" in refusals[0] and "'10,20,30' is not a point" in refusals[0]
+    assert "~/prompt (prompt with control characters)" in refusals[1] and "\\x07" in refusals[1], refusals

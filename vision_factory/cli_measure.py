@@ -283,6 +283,9 @@ def compare(
     option("--source", type=ANY_PATH, help="tracknet: the bag or video of the --data CSV"),
     option("--detector", "detector_model", type=FILE,
            help="rtmpose, reid: the YOLO model finding the people whose crops calibrate and compare"),
+    option("--decoder", type=FILE,
+           help="sam: the prompt decoder of the --model encoder, kept as it is (the encoder alone is quantized; the "
+           "masks of both encoders go through it)  [default: the one beside the encoder]"),
     option("--imgsz", type=int, help="yolo models with dynamic input: the input size  [default: as the nodes]"),
     option("--input-size", help="fasterrcnn / rtmpose with dynamic input: WIDTHxHEIGHT"),
     option("--depth-kind", type=click.Choice(["metric", "relative"]),
@@ -300,7 +303,9 @@ def compare(
     option("--accept-loss", is_flag=True, help="keep the model under --out whatever accuracy it lost"),
     PROGRESS,
 )  # fmt: skip
-def quantize(imgsz: int | None, input_size: str | None, depth_kind: str | None, **given: Any) -> None:
+def quantize(
+    imgsz: int | None, input_size: str | None, depth_kind: str | None, decoder: Path | None, **given: Any
+) -> None:
     """An INT8 (or FP16) copy of a model, checked against it.
 
     INT8 is calibrated on the first --frames frames of --calibration, pre-processed as the
@@ -325,10 +330,12 @@ def quantize(imgsz: int | None, input_size: str | None, depth_kind: str | None, 
           --backend openvino --out yolov8n_int8.xml
       vision-factory quantize --model-type tracknet --model tracknet.onnx --calibration rally_bag \\
           --out tracknet_int8.onnx --data truth.csv --source rally.mp4
+      vision-factory quantize --model-type sam --model sam/vision_encoder.onnx --calibration frames/ \\
+          --out vision_encoder_int8.onnx --data coco_seg/
     """
     from .tools.quantize import AccuracyLost
 
-    options = {"--imgsz": imgsz, "--input-size": input_size, "--depth-kind": depth_kind}
+    options = {"--imgsz": imgsz, "--input-size": input_size, "--depth-kind": depth_kind, "--decoder": decoder}
     with _reported():
         try:
             report = run_quantize(

@@ -47,10 +47,15 @@ def frame_header(item: Any) -> Any:
     return (item[0] if isinstance(item, tuple) else item).header
 
 
+class LastFrame(tuple):
+    """A queued item answered again (the same tuple: the image message first): the last frame a node answered, for
+    a prompt that changed without a new frame (ros/node_prompts.py). Never stale: it is old on purpose."""
+
+
 def stale_age_ms(item: Any, now_ns: int, max_frame_age: float) -> float | None:
     """The age in ms (``now_ns`` - the frame's header stamp) of an ``item`` older than ``max_frame_age`` ms;
-    None when it is not stale, or when ``max_frame_age`` is 0 (no limit)."""
-    if not max_frame_age:
+    None when it is not stale, or when ``max_frame_age`` is 0 (no limit), or for a LastFrame."""
+    if not max_frame_age or isinstance(item, LastFrame):
         return None
     age_ms = (now_ns - stamp_ns(frame_header(item))) / 1e6
     return age_ms if age_ms > max_frame_age else None

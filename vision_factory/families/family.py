@@ -11,7 +11,7 @@ from ..models.interface import Rule
 from ..parameters import IMAGE_INPUT_PARAMETERS, RUNTIME_PARAMETERS, Parameter, with_defaults
 from ..results import DETECTIONS, ResultKind
 from ..runtime.runner import Runner
-from .prompts import BoxesPrompt, TextPrompt
+from .prompts import BoxesPrompt, PointsPrompt, TextPrompt
 
 # What every node imports from ROS (ball markers and pose skeletons are visualization_msgs; rclpy.lifecycle's
 # services are lifecycle_msgs; every node carries results/, whose parts' codecs import vision_msgs: Boxes'
@@ -27,6 +27,7 @@ NODE_ROS_DEPENDENCIES = (
     "diagnostic_msgs",  # /diagnostics (ros/monitor.py)
     "vision_msgs",
 )
+SERVED = (TextPrompt, PointsPrompt)  # the prompts a node takes as text (node_prompts.py)
 PROMPT_INTERFACES = "vision_factory_interfaces"  # the prompt service's package (SetPrompt), of a text prompt's node
 DETECTIONS_MESSAGE = DETECTIONS.message  # vision_msgs/msg/Detection2DArray (results/__init__.py)
 MARKERS_MESSAGE = "visualization_msgs/msg/MarkerArray"
@@ -204,17 +205,20 @@ class Family:
     # Why `quantize` refuses its models at once, the check to use instead ("": not refused by name; quantize takes a
     # family with an accuracy_loss)
     not_quantized: str = ""
-    # The prompts it takes besides images (families/prompts.py): a TextPrompt (its node parameter, added to
-    # ``parameters`` here, and the node's ~/set_prompt service and ~/prompt topic), a BoxesPrompt (another node's
-    # boxes, its node's paired input); (): none
-    prompts: tuple[TextPrompt | BoxesPrompt, ...] = ()
+    # Why `quantize` keeps no float tail on its models, quantizing them whole ("": it keeps one unless --no-float-tail)
+    no_float_tail: str = ""
+    # The prompts it takes besides images (families/prompts.py): a TextPrompt or a PointsPrompt (its node parameter,
+    # added to ``parameters`` here, and the node's ~/set_prompt service and ~/prompt topic), a BoxesPrompt (another
+    # node's boxes, its node's paired input); (): none
+    prompts: tuple[TextPrompt | PointsPrompt | BoxesPrompt, ...] = ()
     # Its answers are generated token by token (Florence-2): bench times the encoding, the first token and each token
     # after (tools/bench_generation.py); compare matches two configurations' token ids, texts and boxes over images
     generates: bool = False
 
     def __post_init__(self) -> None:
         names = {parameter.name for parameter in self.parameters}
-        added = tuple(p.parameter for p in self.prompts if isinstance(p, TextPrompt) and p.parameter.name not in names)
+        served = [prompt for prompt in self.prompts if isinstance(prompt, SERVED)]
+        added = tuple(p.parameter for p in served if p.parameter.name not in names)
         object.__setattr__(self, "parameters", (*self.parameters, *added))  # declared once: in the prompt
         if self.node is not None and self.result is None:
             raise ValueError(f"family {self.name}'s node needs its result kind")
@@ -255,15 +259,20 @@ class Family:
 
     @property
     def ros_dependencies(self) -> tuple[str, ...]:
-        """What its node imports of ROS: its wiring's, and the prompt service's package with a text prompt."""
+        """What its node imports of ROS: its wiring's, and the prompt service's package with a prompt it serves."""
         if not self.node:
             return ()
-        return (*self.node.ros_dependencies, *((PROMPT_INTERFACES,) if self.text_prompt else ()))
+        return (*self.node.ros_dependencies, *((PROMPT_INTERFACES,) if self.served_prompt else ()))
 
     @property
     def text_prompt(self) -> TextPrompt | None:
         """The text prompt it takes (families/prompts.py), None: none."""
         return next((prompt for prompt in self.prompts if isinstance(prompt, TextPrompt)), None)
+
+    @property
+    def served_prompt(self) -> TextPrompt | PointsPrompt | None:
+        """The prompt its node takes as text (the prompt parameter, ~/set_prompt, ~/prompt), None: none."""
+        return next((prompt for prompt in self.prompts if isinstance(prompt, SERVED)), None)
 
     @property
     def boxes_prompt(self) -> BoxesPrompt | None:
@@ -274,7 +283,7 @@ class Family:
     def prompt_lines(self) -> tuple[str, ...]:
         """Its prompts described, but boxes (their topic is among ``inputs``): `vision-factory models`, the
         generated README."""
-        return tuple(prompt.description for prompt in self.prompts if isinstance(prompt, TextPrompt))
+        return tuple(prompt.description for prompt in self.prompts if isinstance(prompt, SERVED))
 
     @property
     def topic_arguments(self) -> tuple[tuple[str, str, str, str], ...]:

@@ -10,6 +10,10 @@
   the image of the same stamp (ros/node_inputs.py); ``classes`` names the parameter that keeps only some classes of
   them; ``run(detector, frame, boxes)`` gives them to the family's adapter (rtmpose: the people it poses; sam: the
   boxes it segments, ``ids``: each with its Detection2D.id).
+- ``PointsPrompt``: boxes and points drawn on the image, as text (sam: 'x1,y1,x2,y2' boxes and 'x,y,label' points,
+  separated by ';', predict's --boxes and --points syntax read by the family's own ``parse``), taken as a text
+  prompt is (the ``prompt`` parameter, ~/set_prompt, ~/prompt); ``answers_last_frame``: a change is answered at
+  once on the last frame the node answered (its cached work reused), then on each new frame until changed.
 
 Prompt text is untrusted: at most MAX_PROMPT_CHARS characters, no control characters, and each family's own limits
 (``max_phrases``); a prompt that breaks one is refused with a PromptError naming the kind of problem and the fix.
@@ -80,21 +84,57 @@ class TextPrompt:
 
     def check(self, text: str) -> str:
         """``text`` when it is a prompt this family takes, else a PromptError naming the problem and the fix."""
-        if len(text) > MAX_PROMPT_CHARS:
-            raise PromptError(
-                "prompt too long", f"the prompt has {len(text)} characters, over {MAX_PROMPT_CHARS}: give fewer phrases"
-            )
-        if _CONTROL.search(text):
-            raise PromptError(
-                "prompt with control characters",
-                f"the prompt '{untrusted(text, 100)}' holds control characters: give plain text phrases",
-            )
+        plain(text, "phrases")
         count = len(phrases(text))
         if self.max_phrases and count > self.max_phrases:
             raise PromptError(
                 "too many phrases",
                 f"the prompt names {count} phrases, the model takes at most {self.max_phrases}: give fewer",
             )
+        return text
+
+
+@dataclass(frozen=True)
+class PointsPrompt:
+    """Boxes and points on the image, as text, taken on the node as a text prompt is: each box or group of points a
+    prompt of its own (sam: a mask each)."""
+
+    about: str  # what the prompts do, in words, for `vision-factory models` and the generated README
+    parse: Callable[[str], Any]  # the family's reader of the text (predict's): ValueError naming the part that is wrong
+
+    kind = "points"
+    answers_last_frame = True  # a change is answered at once on the last frame answered, not only from the next
+
+    @property
+    def parameter(self) -> Parameter:
+        """The node parameter holding the prompt (live: a change is answered on the last frame, then on each new
+        one)."""
+        return Parameter(
+            "prompt",
+            "",
+            f"{self.about}: boxes 'x1,y1,x2,y2' and points 'x,y,label' (label 1 on the object, 0 off it; '+' joins "
+            "the points of one prompt) in image pixels, separated by ';', e.g. '40,30,200,220;310,120,1+330,90,0'; "
+            "empty: none; also set on a running node by the ~/set_prompt service and the ~/prompt topic",
+            launch_argument=True,
+            applies=LIVE,
+        )
+
+    @property
+    def description(self) -> str:
+        """One line for `vision-factory models` and the generated README."""
+        return (
+            f"boxes and points ({self.about}): the prompt parameter, ~/set_prompt "
+            "(vision_factory_interfaces/srv/SetPrompt) and ~/prompt (std_msgs/String), answered at once on the last "
+            "frame, then on each new frame until an empty prompt clears it"
+        )
+
+    def check(self, text: str) -> str:
+        """``text`` when the family reads prompts of it, else a PromptError naming the problem and the fix."""
+        plain(text, "prompts")
+        try:
+            self.parse(text)
+        except ValueError as exc:  # the reader's reason, the text quoted escaped and length-limited
+            raise PromptError("prompt not read", str(exc)) from None
         return text
 
 
@@ -118,6 +158,21 @@ class BoxesPrompt:
         if not wanted or boxes.boxes is None:
             return boxes
         return boxes[np.array([label == wanted for label in boxes.boxes.labels], bool)]
+
+
+def plain(text: str, what: str) -> str:
+    """``text`` when it is of bounded length and plain (no control characters), else a PromptError saying which
+    (``what``: what to give fewer of)."""
+    if len(text) > MAX_PROMPT_CHARS:
+        raise PromptError(
+            "prompt too long", f"the prompt has {len(text)} characters, over {MAX_PROMPT_CHARS}: give fewer {what}"
+        )
+    if _CONTROL.search(text):
+        raise PromptError(
+            "prompt with control characters",
+            f"the prompt '{untrusted(text, 100)}' holds control characters: give plain text {what}",
+        )
+    return text
 
 
 def phrases(text: str) -> list[str]:

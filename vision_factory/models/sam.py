@@ -31,6 +31,7 @@ whatever the frame. Each mask is computed only over the frame pixels whose inter
 from __future__ import annotations
 
 import functools
+import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -129,6 +130,7 @@ class SamSegmenter:
         # the last frames' embeddings (one a camera, say), newest last: what a new prompt on them reuses
         self.cache_frames = check_count("cache_frames", cache_frames, 64)
         self._frames: OrderedDict[Hashable, Frame] = OrderedDict()
+        self.lock = threading.Lock()  # one frame at a time through the cache (its users hold it: SamDetector)
         self.encoder_runs = 0
         self.decoder_runs = 0
 
@@ -199,7 +201,7 @@ class SamSegmenter:
         per kind of problem."""
         taken, refused = [], {}
         for prompt in prompts:
-            problem = self._refusal(prompt)
+            problem = self.refusal(prompt)
             if problem:
                 refused[problem] = refused.get(problem, 0) + 1
             else:
@@ -214,7 +216,7 @@ class SamSegmenter:
         result.problems = [f"{count} prompt{'s' if count != 1 else ''}: {why}" for why, count in refused.items()]
         return taken
 
-    def _refusal(self, prompt: Prompt) -> str:
+    def refusal(self, prompt: Prompt) -> str:
         """Why the decoder cannot take ``prompt`` ('' when it can)."""
         values = [*(prompt.box or ()), *(v for point in prompt.points for v in point[:2])]
         if not values:

@@ -7,7 +7,8 @@ frame's content; the decoder once per batch of prompts).
 
 Prompts come from another node's boxes (``segment_boxes``: a FrameResult of its detections, each row's class name,
 class id and track ID carried to its mask), or are fixed (``prompted``: predict's --boxes and --points, parsed by
-``parse_prompts``). A prompt whose mask is empty gives no detection; one whose mask logits are not finite gives none
+``parse_prompts``; the node's ``prompt``, both in one text, by ``parse_prompt``), or both (the fixed after the
+boxes). A prompt whose mask is empty gives no detection; one whose mask logits are not finite gives none
 either, said in the result's ``problems`` (once per kind, counted by the node).
 """
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -55,7 +55,7 @@ class SamDetector:
         self.prompts = tuple(prompts)
         self.names = [prompt.class_name for prompt in self.prompts]  # class id: the fixed prompt's place
         self.runner = encoder  # what the node says it runs on
-        self._lock = threading.Lock()  # one frame at a time through the segmenter's cache (cameras share it)
+        self._lock = self.sam.lock  # one frame at a time through the segmenter's cache (cameras, detectors share it)
 
     @property
     def reason(self) -> str:
@@ -72,7 +72,8 @@ class SamDetector:
 
     def segment_boxes(self, image_bgr: np.ndarray, boxes: FrameResult) -> FrameResult:
         """Masks for another node's detections ``boxes`` (a result of its Boxes): each row a box prompt carrying its
-        class name and id and, where the boxes are tracked, its track ID."""
+        class name and id and, where the boxes are tracked, its track ID; then the fixed prompts (the node's
+        ``prompt``: boxes and points given on it), after them."""
         found = boxes.boxes if boxes.boxes is not None else Boxes.empty()
         tracks = found.track_ids
         prompts = [
@@ -84,7 +85,7 @@ class SamDetector:
             )
             for row, (xyxy, class_id, label) in enumerate(zip(found.xyxy, found.class_ids.tolist(), found.labels))
         ]
-        return self.segment(image_bgr, prompts, tracked=tracks is not None)
+        return self.segment(image_bgr, [*prompts, *self.prompts], tracked=tracks is not None)
 
     def segment(self, image_bgr: np.ndarray, prompts: Sequence[Prompt], tracked: bool) -> FrameResult:
         """The frame's result for ``prompts``: a row per prompt whose mask is not empty, in the prompts' order;
@@ -127,38 +128,50 @@ def _kind(problem: str) -> str:
     return "sam: " + re.sub(r"^\d+ prompts?: ", "", problem)
 
 
-def parse_prompts(boxes: str = "", points: str = "") -> list[Prompt]:
+def parse_prompts(boxes: str = "", points: str = "", names: tuple[str, str] = ("--boxes", "--points")) -> list[Prompt]:
     """Fixed prompts from text: ``boxes`` 'x1,y1,x2,y2;...' (a prompt each) then ``points`` 'x,y,label;...' (a
     prompt each; the points of one prompt joined by '+': 'x,y,1+x,y,0'; label 1 on the object, 0 off it, 1 when
     left out). Each prompt's class id is its place among them, its class name 'box N' or 'points N'. A ValueError
-    names the part that is wrong and the form."""
-    for text, option in ((boxes, "--boxes"), (points, "--points")):
+    names the part that is wrong (``names``: what the texts are called, predict's options) and the form."""
+    for text, option in zip((boxes, points), names):
         if len(text) > MAX_PROMPT_TEXT:
             raise ValueError(f"{option} has {len(text)} characters, over {MAX_PROMPT_TEXT}: give fewer prompts")
+    box_option, points_option = names
     prompts: list[Prompt] = []
     for item in _items(boxes):
-        values = _numbers(item, "--boxes", "x1,y1,x2,y2")
+        values = _numbers(item, box_option, "x1,y1,x2,y2")
         if len(values) != 4 or not (values[0] < values[2] and values[1] < values[3]):
             raise ValueError(
-                f"--boxes: '{untrusted(item, 100)}' is not a box x1,y1,x2,y2 with x1 < x2 and y1 < y2 (frame pixels)"
+                f"{box_option}: '{untrusted(item, 100)}' is not a box x1,y1,x2,y2 with x1 < x2 and y1 < y2 (frame "
+                "pixels)"
             )
         prompts.append(Prompt(box=tuple(values), class_id=len(prompts), class_name=f"box {len(prompts)}"))
     for item in _items(points):
         clicks = []
         for point in item.split(POINTS_JOIN):
-            values = _numbers(point, "--points", "x,y,label")
+            values = _numbers(point, points_option, "x,y,label")
             if len(values) == 2:
                 values.append(1.0)
             if len(values) != 3 or values[2] not in (0.0, 1.0):
                 raise ValueError(
-                    f"--points: '{untrusted(point, 100)}' is not a point x,y,label with label 1 (on the object) or "
-                    "0 (off it)"
+                    f"{points_option}: '{untrusted(point, 100)}' is not a point x,y,label with label 1 (on the "
+                    "object) or 0 (off it)"
                 )
             clicks.append((values[0], values[1], int(values[2])))
         if len(clicks) > MAX_POINTS:
-            raise ValueError(f"--points: a prompt of {len(clicks)} points, over {MAX_POINTS}: give fewer")
+            raise ValueError(f"{points_option}: a prompt of {len(clicks)} points, over {MAX_POINTS}: give fewer")
         prompts.append(Prompt(points=tuple(clicks), class_id=len(prompts), class_name=f"points {len(prompts)}"))
     return prompts
+
+
+def parse_prompt(text: str) -> list[Prompt]:
+    """The node's prompt (its ``prompt`` parameter, ~/set_prompt, ~/prompt): predict's --boxes and --points in one
+    text, prompts separated by ';', each a box 'x1,y1,x2,y2' (four numbers, no '+') or points 'x,y,label' ('+'
+    joining the points of one prompt), read by ``parse_prompts`` (the boxes first); '': none."""
+    items = _items(text)
+    boxes = [POINTS_JOIN not in item and item.count(",") == 3 for item in items]
+    chosen = lambda box: ";".join(item for item, is_box in zip(items, boxes) if is_box == box)  # noqa: E731
+    return parse_prompts(chosen(True), chosen(False), ("prompt", "prompt"))
 
 
 def _items(text: str) -> list[str]:

@@ -56,7 +56,7 @@ from .spin import spin
 class DetectionNode(InferenceNode):
     def __init__(self, runner_class: type[Runner], family: Family, **kwargs):
         self.family = family
-        super().__init__(family.name, family.node_parameters, runner_class, family.text_prompt, **kwargs)
+        super().__init__(family.name, family.node_parameters, runner_class, family.served_prompt, **kwargs)
 
     def configure(self) -> None:
         values, family = self.values, self.family
@@ -170,6 +170,7 @@ class DetectionNode(InferenceNode):
             ((_, result),) = pipeline.push(frame, stamp_of(header), boxes)
             self.batch_sizes.ran(1)
         self._publish(camera, header, frame, result)
+        self.keep_last(camera, item)  # a prompt changed without a new frame is answered on it (node_prompts.py)
 
     def process_batch(self, batch) -> None:
         """The frames of several cameras (one each) in one model run (cameras.py's detect_batch), then each

@@ -32,7 +32,7 @@ from rclpy.exceptions import ParameterException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from ..cameras import BatchSizes, CameraQueues, CameraStats, camera_names
-from ..families.prompts import TextPrompt
+from ..families.prompts import PointsPrompt, TextPrompt
 from ..parameters import Parameter
 from ..runtime.runner import Runner
 from ..streaming import ProblemLog
@@ -73,11 +73,11 @@ class InferenceNode(NodeInputs, NodeWorkers, NodeOutputs, NodeDiagnostics, NodeL
         name: str,
         parameters: tuple[Parameter, ...],
         runner_class: type[Runner],
-        prompt: TextPrompt | None = None,
+        prompt: TextPrompt | PointsPrompt | None = None,
         **kwargs,
     ):
-        """``parameters``: the node's all but the backend's (Family.node_parameters); ``prompt``: the text prompt
-        its family takes (Family.text_prompt), also from ~/set_prompt and ~/prompt (node_prompts.py)."""
+        """``parameters``: the node's all but the backend's (Family.node_parameters); ``prompt``: the prompt its
+        family takes as text (Family.served_prompt), also from ~/set_prompt and ~/prompt (node_prompts.py)."""
         super().__init__(name, **kwargs)
         self.runner_class = runner_class
         self.parameter_list = (*parameters, *runner_class.PARAMETERS)
@@ -212,6 +212,7 @@ class InferenceNode(NodeInputs, NodeWorkers, NodeOutputs, NodeDiagnostics, NodeL
             self.get_logger().info(f"deactivated: dropped {len(dropped)} queued frames")
         for camera in self.cameras:  # the streams are over
             self._survive(camera, self.end_stream, camera)
+        getattr(self, "_last_items", {}).clear()  # a prompt changed while inactive waits for a new frame
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:

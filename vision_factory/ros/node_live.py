@@ -56,6 +56,7 @@ class NodeLive:
             return SetParametersResult(successful=False, reason=untrusted(exc, 2000))
         self._next_values = values
         self._threads.between_frames(lambda: self._apply_live(values, new, apply))
+        self.prompt_changed(new)  # node_prompts.py: a prompt answered at once on the last frame, where it is
         return SetParametersResult(successful=True)
 
     def _apply_live(self, values: Mapping[str, Any], new: Mapping[str, Any], apply: Callable[[], None] | None) -> None:

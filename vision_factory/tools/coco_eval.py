@@ -22,7 +22,7 @@ from ..results.coco import differences as output_differences
 from ..results.frame import FrameResult
 from ..text import shown_path, untrusted
 from .coco_masks import image_size_problem, segmentation_problem
-from .coco_prompts import eval_detector, truth_boxes
+from .coco_prompts import eval_detector, prompted_ious, truth_boxes, truth_instances
 from .commands import CommandReport, UsageError
 from .compare import configuration_name, describe_comparison, metric_differences, save_comparison
 from .eval_details import WORST_IMAGES, Details, details
@@ -252,6 +252,14 @@ def annotation_file(data: Path) -> Path:
 class CocoPredictions:
     results: list[dict[str, Any]]  # COCO results
     skipped: Counter = field(default_factory=Counter)  # (class id, class name) -> detections without a category
+    prompted_ious: list[float] | None = None  # a family segmenting its truth box prompts (sam): each instance's IoU
+
+    def with_miou(self, metrics: dict[str, float]) -> dict[str, float]:
+        """``metrics`` with mask_mIoU (``prompted_ious``' mean: each truth instance's mask against the mask its box
+        prompted) where there is one."""
+        if self.prompted_ious is None:
+            return metrics
+        return metrics | {"mask_mIoU": float(np.mean(self.prompted_ious)) if self.prompted_ious else 0.0}
 
     @property
     def skipped_count(self) -> int:
@@ -277,7 +285,9 @@ def predict_coco(
     Images are looked up beside the annotation file, directly or under images/. Classes map to
     categories as ``category_ids`` says; detections of a class without one are counted, not kept.
     ``boxes``: the detector's family is prompted with boxes (sam), each image's truth boxes given to it
-    (``truth_boxes``) as its family gives it another node's (BoxesPrompt.run), their class the category's.
+    (``truth_boxes``) as its family gives it another node's (BoxesPrompt.run), their class the category's; where
+    they carry their IDs to masks (BoxesPrompt.ids: each box's place), each instance's IoU with its prompted mask is
+    kept (``prompted_ious``: eval's mask_mIoU).
     ``progress`` (progress.py): the images run, of the data set's.
     """
     annotations = annotation_file(data)
@@ -286,6 +296,8 @@ def predict_coco(
     category_of = category_ids(names, truth["categories"])
     predictions = CocoPredictions([])
     prompts = truth_boxes(truth) if boxes else {}
+    instances = truth_instances(truth) if boxes and boxes.ids else None
+    predictions.prompted_ious = [] if instances is not None else None
     for index, image in enumerate(counted(truth["images"], progress, f"{data.name}: images")):
         if not isinstance(_field(image, annotations, f"images[{index}]", "file_name"), str):
             raise _entry(annotations, f"images[{index}]", "'file_name' is not text")
@@ -298,7 +310,13 @@ def predict_coco(
         if boxes is None:
             result = detector.detect(frame)
         else:
-            result = boxes.run(detector, frame, FrameResult.of(frame, boxes=prompts[image["id"]]))
+            given = prompts[image["id"]]
+            if instances is not None:  # each box's place as its ID, carried to its mask
+                given = given.tracked(range(len(given)))
+            result = boxes.run(detector, frame, FrameResult.of(frame, boxes=given))
+            if instances is not None:
+                height, width = frame.shape[:2]
+                predictions.prompted_ious += prompted_ious(result, instances[image["id"]], height, width)
         found, skipped = coco_results(image["id"], result, category_of, iou_type == "keypoints")
         predictions.results += found
         predictions.skipped.update(skipped)
@@ -342,7 +360,8 @@ def run_and_score(model_type: str, model: Path, target: str, data: Path, predict
     """``run_model``'s COCO results (``given``: its progress and options), their metrics, what it ran on and its
     class names."""
     found, runs_on, names = run_model(model_type, model, target, data, predictions, **given)
-    return ScoredRun(found, evaluate_all(annotation_file(data), predictions, IOU_TYPES[model_type]), runs_on, names)
+    metrics = evaluate_all(annotation_file(data), predictions, IOU_TYPES[model_type])
+    return ScoredRun(found, found.with_miou(metrics), runs_on, names)
 
 
 def write_report(out_dir: Path, record: dict[str, Any], details: Details | None = None) -> CommandReport:
@@ -377,7 +396,7 @@ def evaluate_detections(
     in ``out_dir``: the metrics, a table per class, a precision-recall curve per class and the ``worst`` images drawn
     (tools/eval_details.py)."""
     output_folder(out_dir, option="--out")
-    skipped, warnings = {}, []
+    skipped, warnings, found = {}, [], CocoPredictions([])
     if predictions is not None:
         pass
     elif model is not None and model_type in SINGLE_MODEL_FAMILIES:
@@ -395,7 +414,8 @@ def evaluate_detections(
     annotations = annotation_file(data)
     scoring = score_all(annotations, predictions, IOU_TYPES[model_type])
     shown = details(scoring.evaluation, annotations, out_dir, worst, [data, predictions, model])
-    record = {"model_type": model_type, "data": str(data), "predictions": str(predictions), "metrics": scoring.metrics}
+    metrics = found.with_miou(scoring.metrics)  # a box-prompted segmenter run here: mask_mIoU
+    record = {"model_type": model_type, "data": str(data), "predictions": str(predictions), "metrics": metrics}
     report = write_report(out_dir, record | skipped, shown)
     report.warnings = warnings + report.warnings
     return report

@@ -1,7 +1,9 @@
 """`eval` and `compare` of a prompted family (families/prompts.py) over a COCO data set: its detector built as its
 node builds it from the prompt options (tools/predict.py's PROMPTED: --prompt, --tokenizer, --text-threshold,
 --decoder), a text prompt made of the truth's category names (a phrase each, as open-vocabulary evaluations prompt)
-and a box prompt's family given each image's truth boxes (``truth_boxes``)."""
+and a box prompt's family given each image's truth boxes (``truth_boxes``); a family that segments them (sam) is
+also scored by the mean IoU of each truth instance's mask with the mask its box prompted (``prompted_ious``: mIoU,
+an instance whose prompt gave no mask counting 0)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import numpy as np
 from ..families.prompts import SEPARATOR, phrases
 from ..families.registry import family
 from ..results.boxes import Boxes
+from ..results.frame import FrameResult
 from ..text import shown_path, untrusted
 from .commands import UsageError
 
@@ -63,18 +66,53 @@ def eval_detector(
     return spec.build(values, lambda path: runner if Path(path) == Path(model) else load_target(target, Path(path)))
 
 
-def truth_boxes(truth: Mapping[str, Any]) -> dict[Any, Boxes]:
-    """Image id -> the boxes of its annotations (but crowds) in ``truth``, x1, y1, x2, y2, in their order: each of
-    its category's place among the categories as class id, the categories' names the class map."""
-    place = {category["id"]: index for index, category in enumerate(truth["categories"])}
-    names = tuple(category["name"] for category in truth["categories"])
+def truth_instances(truth: Mapping[str, Any]) -> dict[Any, list[dict]]:
+    """Image id -> its annotations (but crowds, and those of no category) in ``truth``, in their order: the
+    instances a box prompt is given (``truth_boxes``) and scored by (``prompted_ious``)."""
+    place = {category["id"] for category in truth["categories"]}
     rows: dict[Any, list[dict]] = {image["id"]: [] for image in truth["images"]}
     for annotation in truth["annotations"]:
         if not annotation["iscrowd"] and annotation["category_id"] in place:
             rows[annotation["image_id"]].append(annotation)
+    return rows
+
+
+def truth_boxes(truth: Mapping[str, Any]) -> dict[Any, Boxes]:
+    """Image id -> the boxes of its annotations (``truth_instances``), x1, y1, x2, y2, in their order: each of
+    its category's place among the categories as class id, the categories' names the class map."""
+    place = {category["id"]: index for index, category in enumerate(truth["categories"])}
+    names = tuple(category["name"] for category in truth["categories"])
     boxes = {}
-    for image_id, found in rows.items():
+    for image_id, found in truth_instances(truth).items():
         xyxy = np.array([[x, y, x + w, y + h] for x, y, w, h in (row["bbox"] for row in found)], np.float64)
         class_ids = [place[row["category_id"]] for row in found]
         boxes[image_id] = Boxes.of(xyxy.reshape(-1, 4), np.ones(len(found), np.float32), class_ids, names)
     return boxes
+
+
+def prompted_ious(
+    result: FrameResult, annotations: Sequence[Mapping[str, Any]], height: int, width: int
+) -> list[float]:
+    """The IoU of each annotation's mask (its ``segmentation``, polygons or RLE, at ``height`` x ``width``) with the
+    mask its box prompted in ``result`` (the row whose track ID is the annotation's place: the boxes were given
+    tracked by their place, as a node carries a box's ID to its mask); 0 where its prompt gave no mask."""
+    from pycocotools import mask as mask_utils
+
+    masks = result.masks.masks if result.masks is not None else ()
+    track_ids = result.boxes.track_ids if result.boxes is not None else None
+    by_place = {int(track): masks[row] for row, track in enumerate(track_ids if track_ids is not None else [])}
+    ious = []
+    for place, annotation in enumerate(annotations):
+        segmentation = annotation["segmentation"]
+        if isinstance(segmentation, list):  # polygons: one mask of their union
+            rle = mask_utils.merge(mask_utils.frPyObjects(segmentation, height, width))
+        elif isinstance(segmentation["counts"], list):  # an uncompressed RLE
+            rle = mask_utils.frPyObjects(segmentation, height, width)
+        else:
+            rle = segmentation
+        truth = mask_utils.decode(rle).astype(bool)
+        found = by_place.get(place)
+        mine = found.full() if found is not None else np.zeros((height, width), bool)
+        union = np.count_nonzero(truth | mine)
+        ious.append(float(np.count_nonzero(truth & mine) / union) if union else 1.0)
+    return ious

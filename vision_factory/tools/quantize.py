@@ -17,6 +17,9 @@ Every quantized model keeps the source model's metadata (names, imgsz, kpt_shape
 its provenance under ``quantization_*`` keys, which ``inspect`` shows. The command ends by comparing the
 quantized model with the source (``compare``'s report; for rtmpose and reid, which no data set scores, their
 outputs on the people the detector finds in frames) and timing both on the same inputs, interleaved.
+
+sam: the encoder alone is quantized, calibrated on its image input; its decoder (beside it, or --decoder) is kept
+as it is and serves both sides of the comparison (the masks the truth's boxes prompt: mask_mIoU, mask AP).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from ..text import shown_path
 from .commands import CommandReport, UsageError
 from .compare import configuration_name
 from .evaluation import evaluation
+from .predict import PROMPTED
 from .quantize_backends import (
     float_tail,
     named_nodes,
@@ -52,7 +56,7 @@ from .quantize_backends import (
     source_metadata,
     write_onnx_metadata,
 )
-from .quantize_calibration import PERSON_DETECTOR, REFERENCE, calibration_frames, calibration_inputs
+from .quantize_calibration import PERSON_DETECTOR, REFERENCE, calibration_frames, calibration_inputs, with_decoder
 from .quantize_choice import (
     AUTO,
     RUNS_ON,
@@ -165,8 +169,6 @@ def quantize(
     accuracy_loss) is within ``max_loss`` (None: the family's default) is published; when none is, the least lossy is
     written as NAME.rejected.EXT and AccuracyLost raised, unless ``accept_loss``; a comparison that fails (bad
     --data) leaves no model at all."""
-    from ..models.model_file import require_file_family
-
     if model_type in REFUSED_TYPES:
         raise UsageError(
             f"quantize does not take {model_type} models: {FAMILIES[model_type].not_quantized}", "--model-type"
@@ -193,7 +195,7 @@ def quantize(
             f"{Path(out).name}): --backend auto then writes NAME.onnx or NAME.xml (with NAME.bin), whichever it keeps",
             "--out",
         )
-    require_file_family(model, model_type, "quantize")
+    options = with_decoder(model_type, model, options or {})  # the model checked to be of the family
     spec = family(model_type)
     if spec.runs_on and detector_model is None and (data is not None or precision == "int8"):
         raise UsageError(
@@ -206,10 +208,13 @@ def quantize(
         raise UsageError("int8 needs --calibration: a folder of images, a video or a rosbag2", "--calibration")
     if spec.compares_over and data is not None and source is None:
         raise UsageError(f"{model_type} compares over --source: {spec.compares_over}", "--source")
+    if keep_tail and spec.no_float_tail:
+        keep_tail = False
+        log(f"{model_type}: no float tail, the model quantized whole: {spec.no_float_tail}")
     out = Path(out)
     backends, note = backends_for(backend, precision, out)
     kinds = kinds_for(target_cpu, precision, this_cpu())
-    inputs = [model, calibration, data, source, detector_model]
+    inputs = [model, calibration, data, source, detector_model, options.get("--decoder")]
     written = [path for name in backends for path in model_files(published_name(out, name))]  # an IR: .xml and .bin
     written += [rejected_name(path) for path in written]  # where a model that lost too much goes instead
     try:
@@ -392,6 +397,7 @@ def compare_models(
         return compare_on_people(model_type, configurations, data, options or {}, detector_model, out_dir)
     spec = family(model_type)  # the family's result kind compares (tools/evaluation.py)
     given = {"source": source, "data": data, "median_warmup": None, "out_dir": out_dir, "options": options or {}}
+    given["prompts"] = {flag: value for flag, value in (options or {}).items() if flag in PROMPTED and value}
     given["progress"] = progress
     given["heatmap_threshold"] = next((p.default for p in spec.parameters if p.name == "heatmap_threshold"), None)
     return evaluation(spec.result).compare(model_type, configurations, given)

@@ -110,6 +110,11 @@ def calibration_inputs(
         stream = spec.pipeline(spec.values_from_model(model, "quantize"), load)
         read = sum(1 for index, frame in enumerate(calibration) if stream.push(frame, index) is not None)
         stream.flush()
+    elif spec.boxes_prompt is not None and not spec.runs_on:  # prompted by boxes (sam): the model is its encoder
+        from .predict import prompted_values
+
+        adapter = spec.build(prompted_values(model_type, model, options or {}), load)  # no prompt: the image alone
+        read = sum(1 for frame in calibration if adapter.detect(frame) is not None)
     else:  # a detector (or a dense model), as `predict` builds it from ``options``, run as predict runs it
         adapter = detector_from_options(model_type, model, REFERENCE, options or {}, detector_model, load=load)
         read = sum(1 for frame in calibration if adapter(frame) is not None)
@@ -121,3 +126,28 @@ def calibration_inputs(
             "--frames or another --calibration source"
         )
     return feeds, read
+
+
+def with_decoder(model_type: str, model: Path, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with --decoder, for a family whose model works with a decoder (its decoder_path parameter: sam):
+    the one given, else the one beside ``model`` (a UsageError naming --decoder when none is), so that the quantized
+    model, written elsewhere, is compared through the same decoder, which quantize keeps as it is. ``model`` checked
+    to be of the family (an encoder its file alone does not name, Meta's, only not of another: its decoder checks
+    it as the family is built)."""
+    from ..models.model_file import require_file_family, summarize
+    from ..models.recognition import require_family
+
+    options = dict(options)
+    if not any(parameter.name == "decoder_path" for parameter in family(model_type).parameters):
+        if options.get("--decoder"):
+            raise UsageError(f"{model_type} models have no decoder: leave --decoder out", "--decoder")
+        require_file_family(model, model_type, "quantize")
+        return options
+    from ..models.sam_interface import decoder_beside
+
+    try:
+        options["--decoder"] = Path(decoder_beside(str(model), str(options.get("--decoder") or "")))
+    except ValueError as exc:
+        raise UsageError(str(exc), "--decoder") from None
+    require_family(summarize(model), model_type, shown_path(model), "quantize")
+    return options

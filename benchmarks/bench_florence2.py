@@ -7,7 +7,7 @@ Two steps, the first in the scratch venv of benchmarks/make_florence2.py (torch,
 project's venv; the files (about 1 GB) go under /tmp, never into the repository:
 
     HF_HUB_OFFLINE=1 /work/export_venv/bin/python benchmarks/bench_florence2.py export [--out /tmp/florence2_bench]
-    python benchmarks/bench_florence2.py time [--out /tmp/florence2_bench] [--tokens 32] [--rounds 3]
+    python benchmarks/bench_florence2.py time [--out /tmp/florence2_bench] [--tokens 32] [--rounds 3] [--num-beams 1,3]
 
 ``export``: florence2_export.florence2_model(base=True) (DaViT 128-1024 wide, depths 1, 1, 9, 1; BART 768 wide, six
 encoder and six decoder layers, 12 heads, 51,289 tokens and <image>) in onnx-community's layout, fp32, with the test
@@ -16,7 +16,8 @@ export's tokenizer and configs (the tokenizer does not matter to the cost: the t
 ``time``: on each backend, a 1280x720 photo (scikit-image's coffee) with the task <OD>: the pre-processing (Pillow's
 bicubic stretch to 768 x 768 and the normalisation), the vision encoder, the BART encoder over the image's 577
 positions and the question's, the first decoding step (its cross-attention keys and values made), and the mean of
-``--tokens`` further steps with the key-value cache (what each generated token costs); the median of ``--rounds``
+``--tokens`` further steps with the key-value cache (what each generated token costs), greedy and with the 3 beams of
+the published config (``--num-beams``: a step runs each beam as a row of the decoder); the median of ``--rounds``
 runs after a warm-up; and what an answer of N tokens takes, N = 16 and 64. Printed as a Markdown table with the
 machine (its CPU, load). A benchmark, not a test: nothing is asserted.
 """
@@ -24,7 +25,6 @@ machine (its CPU, load). A benchmark, not a test: nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -49,52 +49,35 @@ def export(out: Path) -> None:
     print(f"exported Florence-2-base to {out} in {time.perf_counter() - started:.0f} s")
 
 
-def _median(run, rounds: int) -> float:
-    run()  # warm-up
-    times = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
+# The script's rows: bench_generation's stages (ms), by their names here.
+ROWS = {
+    "pre-processing": "preprocess_ms",
+    "vision encoder": "vision_ms",
+    "image and question encoded": "encode_ms",
+    "first token": "first_token_ms",
+    "a token after": "token_ms",
+    **{f"answer of {count} tokens": f"answer_{count}_ms" for count in (16, 64)},
+}
 
 
-def time_backend(folder: Path, target: str, tokens: int, rounds: int) -> dict[str, float]:
+def time_backend(folder: Path, target: str, tokens: int, rounds: int, beams: int = 0) -> dict[str, float]:
+    """The stages on ``target`` as `vision-factory bench --model-type florence2` measures them (one home:
+    vision_factory/tools/bench_generation.py), on the coffee photo at 1280x720 with the task <OD>, ``beams`` a step
+    (0: the export's num_beams, the node's default)."""
+    import cv2
     import skimage.data
 
     from vision_factory.families.florence2 import FAMILY
-    from vision_factory.models.florence2 import as_pasts
-    from vision_factory.models.florence2_interface import VISION
     from vision_factory.parameters import with_defaults
     from vision_factory.runtime.backends import load_target
+    from vision_factory.tools.bench_generation import generation_stages
 
-    values = with_defaults(FAMILY.parameters, {"model_path": str(folder), "prompt": "<OD>"}, FAMILY.name)
+    given = {"model_path": str(folder), "prompt": "<OD>", "num_beams": beams}
+    values = with_defaults(FAMILY.parameters, given, FAMILY.name)
     model = FAMILY.build(values, lambda path: load_target(target, Path(path)))
-    import cv2
-
     frame = cv2.resize(np.ascontiguousarray(skimage.data.coffee()[..., ::-1]), (1280, 720))
-    pixels = model.preprocess(frame)
-    task = model.task
-    figures = {"pre-processing": _median(lambda: model.preprocess(frame), rounds)}
-    figures["vision encoder"] = _median(lambda: model.runners[VISION].run({"pixel_values": pixels}), rounds)
-    figures["image and question encoded"] = _median(lambda: model.encode(frame, task), rounds)
-    states, mask = model.encode(frame, task)
-    figures["first token"] = _median(lambda: model.step(2, states, mask, {}, {}), rounds)
-
-    def decode() -> None:
-        _, presents = model.step(2, states, mask, {}, {})
-        pasts, cross = as_pasts(presents, "decoder"), as_pasts(presents, "encoder")
-        for _ in range(tokens):
-            _, presents = model.step(0, states, mask, pasts, cross)
-            pasts = as_pasts(presents, "decoder")
-
-    total = _median(decode, max(1, rounds // 2 + 1))
-    figures["a token after"] = (total - figures["first token"]) / tokens
-    for count in (16, 64):
-        figures[f"answer of {count} tokens"] = (
-            figures["image and question encoded"] + figures["first token"] + (count - 1) * figures["a token after"]
-        )
-    return figures
+    stages = generation_stages(model, frame, rounds, tokens)
+    return {row: stages[name] for row, name in ROWS.items()}
 
 
 def main() -> None:
@@ -104,6 +87,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--backends", default=",".join(BACKENDS))
+    parser.add_argument("--num-beams", default="1,3", help="beams a step, comma-separated (0: the export's)")
     args = parser.parse_args()
     if args.step == "export":
         export(args.out)
@@ -111,7 +95,13 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from report import environment, table
 
-    results = {target: time_backend(args.out, target, args.tokens, args.rounds) for target in args.backends.split(",")}
+    results = {
+        f"{target}, {beams} beam{'s' if beams != 1 else ''}": time_backend(
+            args.out, target, args.tokens, args.rounds, beams
+        )
+        for target in args.backends.split(",")
+        for beams in map(int, args.num_beams.split(","))
+    }
     stages = list(next(iter(results.values())))
     rows = [[stage, *(f"{results[target][stage]:.1f}" for target in results)] for stage in stages]
     print(environment(0))

@@ -43,8 +43,9 @@ def load(path) -> object:
     return load_target("onnx:cpu", Path(path))
 
 
-def model_of(folder: Path, task: str = "<CAPTION>", max_new_tokens: int = 48) -> Florence2:
-    values = {"model_path": str(folder), "prompt": task, "max_new_tokens": max_new_tokens}
+def model_of(folder: Path, task: str = "<CAPTION>", max_new_tokens: int = 48, num_beams: int = 1) -> Florence2:
+    """The family's adapter on ``folder``; greedy (num_beams 1, reference.json's) unless told (0: the export's)."""
+    values = {"model_path": str(folder), "prompt": task, "max_new_tokens": max_new_tokens, "num_beams": num_beams}
     return FAMILY.build(with_defaults(FAMILY.parameters, values, FAMILY.name), load)
 
 
@@ -93,6 +94,11 @@ def test_each_task_gives_transformers_tokens_and_answer(merged, case):
     merged.set_task(case["task"], case["text"])
     assert list(merged.task.ids) == case["prompt_ids"]
     found = merged.answer(image(case["image"]), case["max_new_tokens"])
+    assert_transformers_answer(found, case)
+
+
+def assert_transformers_answer(found, case: dict) -> None:
+    """The generated token ids, the decoded text and the parsed answer are transformers' (``case``)."""
     assert list(found.tokens) == case["tokens"]
     assert found.generated_text == case["generated_text"]
     answer = case["answer"]
@@ -130,7 +136,7 @@ def test_predict_writes_transformers_answers(tmp_path):
     for case in list(chosen.values())[:10]:
         path = DATA / case["image"] if case["image"] == "ocr.png" else SKIMAGE / case["image"]
         command = ["predict", "--model-type", "florence2", "--model", str(DATA), "--task", case["task"]]
-        command += ["--max-new-tokens", str(case["max_new_tokens"])]
+        command += ["--max-new-tokens", str(case["max_new_tokens"]), "--num-beams", "1"]
         command += [*(("--text", case["text"]) if case["text"] else ()), "--format", "json", str(path)]
         done = CliRunner().invoke(main, command)
         assert done.exit_code == 0, done.output
@@ -223,3 +229,74 @@ def test_inspect_recognises_the_export_folder_and_names_what_a_folder_lacks(tmp_
     refused = CliRunner().invoke(main, ["inspect", str(tmp_path)])
     assert refused.exit_code != 0 and "is a folder, not a model file, nor a model folder" in refused.output
     assert "Traceback" not in refused.output and len(refused.output.strip().splitlines()) == 1, refused.output
+
+
+BEAMS = json.loads((DATA / "beams.json").read_text())  # benchmarks/make_florence2_beams.py: generate(num_beams=3)
+BEAM_CASES = BEAMS["cases"]
+
+
+def test_the_beam_references_are_of_this_export():
+    """beams.json was recorded on the committed export: its model made again by the export script gave the
+    committed ONNX graphs' first step and the committed greedy tokens; the files it read are these."""
+    import hashlib
+
+    for name, digest in BEAMS["sha256"].items():
+        assert hashlib.sha256((DATA / name).read_bytes()).hexdigest() == digest, name
+    assert max(BEAMS["rebuilt"]["first_step"].values()) < 1e-3 and BEAMS["rebuilt"]["greedy_cases_given_again"] > 0
+    assert len(BEAM_CASES) >= 16 and {case["num_beams"] for case in BEAM_CASES} == {3}
+
+
+@pytest.fixture(scope="module")
+def beams() -> Florence2:
+    """num_beams 0: the export's generation_config.json's (3, the published config's)."""
+    return model_of(DATA, num_beams=0)
+
+
+@pytest.mark.parametrize("case", BEAM_CASES, ids=[f"{c['image']}-{c['task']}" for c in BEAM_CASES])
+def test_beam_search_gives_transformers_tokens_and_answer(beams, case):
+    """Per image and task: the token ids, text and parsed answer of transformers' generate(num_beams=3,
+    do_sample=False) with the export's generation config (early stopping, length penalty 1, forced BOS/EOS and no
+    repeated 3-gram per beam, the cache reordered by beam); the export's num_beams is the default, as in
+    transformers."""
+    assert beams.num_beams == 3
+    beams.set_task(case["task"], case["text"])
+    assert_transformers_answer(beams.answer(image(case["image"]), case["max_new_tokens"]), case)
+
+
+def test_beam_search_is_not_greedy_and_the_pair_layout_searches_as_the_merged_decoder(pair):
+    """The beam references differ from greedy decoding on most cases (the test tells the two apart), and optimum's
+    pair of decoders gives the same beams as the merged one."""
+    greedy = model_of(DATA)
+    differ = 0
+    for case in BEAM_CASES:
+        greedy.set_task(case["task"], case["text"])
+        differ += list(greedy.answer(image(case["image"]), case["max_new_tokens"]).tokens) != case["tokens"]
+    assert differ >= len(BEAM_CASES) // 2
+    searching = model_of(pair.export.top, num_beams=3)
+    assert searching.layout == interface.PAIR_LAYOUT
+    for case in BEAM_CASES[::3]:
+        searching.set_task(case["task"], case["text"])
+        assert list(searching.answer(image(case["image"]), case["max_new_tokens"]).tokens) == case["tokens"]
+
+
+def test_num_beams_is_the_exports_unless_given_and_bad_settings_are_refused(tmp_path):
+    """predict without --num-beams searches the export's 3 beams; an export whose generation config names no
+    num_beams decodes greedily (transformers' default 1); num_beams out of range, early_stopping not true, false or
+    "never", and do_sample true (transformers would sample) are refused naming the value."""
+    case = next(c for c in BEAM_CASES if c["task"] == "<OD>")
+    path = DATA / case["image"] if case["image"] == "ocr.png" else SKIMAGE / case["image"]
+    command = ["predict", "--model-type", "florence2", "--model", str(DATA), "--task", case["task"], "--format", "json"]
+    done = CliRunner().invoke(main, [*command, "--max-new-tokens", str(case["max_new_tokens"]), str(path)])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["tokens"] == case["tokens"]
+    folder = tmp_path / "florence2"
+    shutil.copytree(DATA, folder)
+    config = json.loads((DATA / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({k: v for k, v in config.items() if k != "num_beams"}))
+    assert model_of(folder, num_beams=0).num_beams == 1
+    with pytest.raises(ValueError, match="num_beams must be an integer in 0..8, not 9"):
+        model_of(DATA, num_beams=9)
+    for key, value, said in (("early_stopping", "sometimes", "early_stopping"), ("do_sample", True, "do_sample")):
+        (folder / "generation_config.json").write_text(json.dumps({**config, key: value}))
+        with pytest.raises(ValueError, match=said):
+            model_of(folder)

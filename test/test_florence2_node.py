@@ -36,7 +36,7 @@ def test_the_node_answers_each_task_and_changes_task_on_the_next_frame(tmp_path)
     limit = 48
     assert {case["max_new_tokens"] for case in (caption, od, grounding)} == {limit}, "cases cut short: pick others"
     frame = image("coffee.png")
-    params = {"model_path": str(DATA), "prompt": "<CAPTION>", "max_new_tokens": str(limit)}
+    params = {"model_path": str(DATA), "prompt": "<CAPTION>", "max_new_tokens": str(limit), "num_beams": "1"}
     params["qos_reliability"] = "reliable"
     node = NodeProcess(tmp_path, params, module=MODULE)
     probe = Probe()

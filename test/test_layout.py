@@ -403,6 +403,7 @@ CARRIED = {
         "families/florence2.py",
         "models/florence2.py",
         "models/florence2_answer.py",
+        "models/florence2_beams.py",
         "models/tokenizer_file.py",
         "ros/detection_node.py",
         *TRACKER,

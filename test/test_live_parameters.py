@@ -69,7 +69,7 @@ LIVE_PARAMETERS = {
     "open_vocab": {"prompt", "confidence_threshold", "text_threshold", "iou_threshold", "max_detections"},
     "sam": {"prompt", "prompt_class", "confidence_threshold", "max_prompts", "mask_encoding"},
     "yolo_cls": {"top_k", "classes"},
-    "florence2": {"prompt", "confidence_threshold", "max_new_tokens"},
+    "florence2": {"prompt", "confidence_threshold", "max_new_tokens", "num_beams"},
 }
 
 
@@ -217,7 +217,7 @@ def _case(name: str, tmp_path: Path) -> Case:
     if name == "florence2":  # <OD> on the coffee photo gives 2 boxes (test_florence2.py's reference), until a
         # max_new_tokens of 1 leaves room for the forced </s> only
         frame = np.ascontiguousarray(skimage.data.coffee()[..., ::-1])
-        params = {"model_path": str(FLORENCE2), "prompt": "'<OD>'", "max_new_tokens": "48"}
+        params = {"model_path": str(FLORENCE2), "prompt": "'<OD>'", "max_new_tokens": "48", "num_beams": "1"}
         return Case("florence2", params, ("/t/detections", Detection2DArray), _count, {"max_new_tokens": 1},
                     ("model_path", "other-export"), send=_image_sender(frame))  # fmt: skip
     raise AssertionError(name)

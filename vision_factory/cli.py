@@ -18,8 +18,8 @@ from .cli_nodes import COMMANDS as NODE_TOOLS
 from .cli_predict import COMMANDS as PREDICT_COMMANDS
 from .cli_support import (
     ANY_PATH,
-    FILE,
     FORMAT,
+    MODEL,
     force_option,
     option,
     options,
@@ -134,7 +134,7 @@ def backends(output_format: str) -> None:
 
 
 @main.command()
-@click.argument("model", type=click.Path(path_type=Path))
+@click.argument("model", type=MODEL)
 @options(FORMAT)
 def inspect(model: Path, output_format: str) -> None:
     """Inputs, outputs, opset, metadata of an ONNX model (or of a model folder's main graph: Florence-2's vision
@@ -168,7 +168,7 @@ def inspect(model: Path, output_format: str) -> None:
     out_option("folder the package is written into (as OUT/PACKAGE_NAME)", kind=ANY_PATH, dest="out"),
     force_option("replace OUT/PACKAGE_NAME if it exists"),
     option("--zip", "make_zip", is_flag=True, help="also write OUT/PACKAGE_NAME.zip"),
-    option("--model-file", type=FILE,
+    option("--model-file", type=MODEL,
            help="the ONNX model the package is for: checked to be of the --model family; its runner refuses "
                 "other inputs"),
     option("--maintainer", default=ABOUT_DEFAULTS["maintainer"], show_default=True,
@@ -195,6 +195,11 @@ def generate(model_file: Path | None, **given: Any) -> None:
 
     family_name = given["family_name"]
     with _reported():
+        if model_file is not None and model_file.is_dir():  # its runner would check each graph against one's inputs
+            raise ValueError(
+                f"--model-file {shown_path(model_file)} is a model folder: a package is checked against one model "
+                "file; generate without --model-file and give the folder as the node's model_path"
+            )
         if model_file is not None:
             require_file_family(model_file, family_name, f"--model {family_name}")
         target = write_package(**given, model=model_file)

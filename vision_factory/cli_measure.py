@@ -13,8 +13,10 @@ from .cli_support import (
     BACKEND,
     FILE,
     FOLDER,
+    MODEL,
     PROGRESS,
     STRIDE,
+    TASK,
     given_prompt_options,
     model_type_option,
     option,
@@ -22,6 +24,7 @@ from .cli_support import (
     out_option,
     parameter_option,
     prompt_options,
+    task_prompt,
     tool_option,
 )
 from .cli_support import echo as _echo
@@ -63,7 +66,7 @@ def _prompt_options(model_type: str, given: dict) -> dict:
 
 
 @click.command()
-@click.argument("model", type=FILE)
+@click.argument("model", type=MODEL)
 @options(
     option("--backends", "targets", default=BENCH_TARGETS, show_default=True,
            help="backend[:provider|device|precision], comma-separated"),
@@ -79,6 +82,7 @@ def _prompt_options(model_type: str, given: dict) -> dict:
            help="with --node: also N cameras (cam0 .. camN-1, 1280x720 at 15 Hz each) through one node (its cameras "
            "parameter) against N nodes of one camera each (frames/s, latency per camera, memory), on onnx:cpu"),
     prompt_options(prefix="with --model-type: "),
+    TASK,
     out_option("folder for bench.json and bench.png", "vision_factory_bench"),
     PROGRESS,
 )  # fmt: skip
@@ -105,6 +109,7 @@ def bench(**given: Any) -> None:
 
     with _reported():
         given["prompts"] = given_prompt_options(given)
+        given["prompts"]["--prompt"] = task_prompt(given, given["prompts"]["--prompt"])
         _show(run_bench(**given, log=lambda text: _echo(text, err=True), progress=_progress_bars()))
 
 
@@ -118,7 +123,7 @@ def bench(**given: Any) -> None:
            help=f"predictions to score: a ball CSV, a COCO results JSON, MOTChallenge tracks.txt ({TRACK}), or a "
            "folder of maps (.npy, as predict --save writes them: depth)"),
     option("--frame-size", help="WIDTHxHEIGHT of the frames, needed with --predictions"),
-    option("--model", type=FILE, help="model to run over --source"),
+    option("--model", type=MODEL, help="model to run over --source"),
     option("--source", type=ANY_PATH, help="rosbag2 or video the model runs over"),
     BACKEND,
     parameter_option("median_warmup"),
@@ -184,7 +189,7 @@ def evaluate_command(
       vision-factory eval --model-type open_vocab --data coco_val/ --model grounding-dino.onnx
       vision-factory eval --model-type track --data MOT17-02/gt/gt.txt --predictions runs/tracks.txt
     """
-    from .tools.evaluation import evaluation
+    from .tools.evaluation import family_evaluation
     from .tools.mot import evaluate_tracks
 
     options = {"data": data, "out_dir": out_dir, "predictions": predictions, "frame_size": frame_size, "model": model}
@@ -196,14 +201,14 @@ def evaluate_command(
         if model_type == TRACK:
             _show(evaluate_tracks(data, predictions, out_dir))
         else:  # the family's result kind scores it (tools/evaluation.py)
-            _show(evaluation(FAMILIES[model_type].result).evaluate(model_type, options))
+            _show(family_evaluation(FAMILIES[model_type]).evaluate(model_type, options))
 
 
 @click.command()
 @options(
     model_type_option(SINGLE_MODEL, required=True),
-    option("--model", type=FILE, required=True, help="model of configuration A"),
-    option("--model-b", type=FILE, help="model of B (default: --model)"),
+    option("--model", type=MODEL, required=True, help="model of configuration A"),
+    option("--model-b", type=MODEL, help="model of B (default: --model)"),
     option("--a", "target_a", default="onnx:cpu", show_default=True, help="backend of A, as in bench"),
     option("--b", "target_b", default="openvino:CPU", show_default=True, help="backend of B"),
     option("--source", type=ANY_PATH, help="tracknet: the rosbag2 or video both run over"),
@@ -212,6 +217,7 @@ def evaluate_command(
     parameter_option("median_warmup"),
     parameter_option("heatmap_threshold"),
     prompt_options(),
+    TASK,
     option("--out", "out_dir", type=FOLDER, default=Path("vision_factory_compare")),
     PROGRESS,
 )  # fmt: skip
@@ -244,11 +250,12 @@ def compare(
     options = {"source": source, "data": data, "median_warmup": median_warmup, "out_dir": out_dir}
     options["heatmap_threshold"] = heatmap_threshold
     options["progress"] = _progress_bars()
-    from .tools.evaluation import evaluation
+    from .tools.evaluation import family_evaluation
 
+    prompts["prompt"] = task_prompt(prompts, prompts.get("prompt"))
     with _reported():  # the family's result kind compares it (tools/evaluation.py)
         options["prompts"] = _prompt_options(model_type, prompts)
-        _show(evaluation(FAMILIES[model_type].result).compare(model_type, configurations, options))
+        _show(family_evaluation(FAMILIES[model_type]).compare(model_type, configurations, options))
 
 
 @click.command()
@@ -256,7 +263,7 @@ def compare(
     model_type_option((*QUANTIZE_TYPES, *REFUSED_TYPES),
                       f"model family ({', '.join(REFUSED_TYPES)}: refused, saying why and what to check instead)",
                       required=True),
-    option("--model", type=FILE, required=True, help="FP32 ONNX model"),
+    option("--model", type=MODEL, required=True, help="FP32 ONNX model"),
     option("--calibration", type=ANY_PATH,
            help="int8: a folder of images, a video or a rosbag2 (its image topic), run through the family's "
            "pre-processing"),

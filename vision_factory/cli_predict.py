@@ -20,6 +20,7 @@ from .cli_support import (
     MODEL,
     PROGRESS,
     PROMPT_OPTIONS,
+    TASK,
     force_option,
     model_type_option,
     option,
@@ -27,6 +28,7 @@ from .cli_support import (
     out_option,
     parameter_option,
     prompt_options,
+    task_prompt,
 )
 from .cli_support import echo as _echo
 from .cli_support import progress_bars as _progress_bars
@@ -57,6 +59,8 @@ DETECTOR_OPTIONS = (
      "(RT-DETR, D-FINE) or softmax (DETR)  [default: auto, as the model says]", None),
     *((flag, kind, help_text, None) for flag, kind, help_text in PROMPT_OPTIONS if flag != "--decoder"),
     ("--max-new-tokens", int, "florence2: the most tokens generated a frame  [default: the nodes']", None),
+    ("--num-beams", int, "florence2: beams of transformers' beam search, 1 greedy  [default: the export's "
+     "generation_config.json's, as transformers' generate()]", None),
 )  # fmt: skip
 
 
@@ -93,9 +97,7 @@ def _given_detector_options(values: dict) -> dict:
            help="ONNX model (florence2: the export's folder)"),
     BACKEND,
     _detector_options(rtmpose=True),
-    option("--task", help="florence2: the task, e.g. '<OD>', '<CAPTION>', '<OCR>'  [default: the nodes']"),
-    option("--text", "task_text", help="florence2: the task's text, e.g. the caption of "
-           "'<CAPTION_TO_PHRASE_GROUNDING>'"),
+    TASK,
     option("--depth-kind", type=click.Choice(["metric", "relative"]),
            help="depth: metric (metres) or relative, for a model whose file does not say"),
     option("--processor-size", help="depth: the image processor's size WIDTHxHEIGHT  [default: the model's]"),
@@ -146,10 +148,7 @@ def predict(inputs: tuple[Path, ...], model: Path, person_class: str | None, sav
     from .tools.predict import predict as run_predict
 
     options = {**_given_detector_options(given), "--person-class": person_class}
-    if given["task"] or given["task_text"]:  # florence2: the task (and its text) is its prompt
-        if options["--prompt"]:
-            raise click.UsageError("give the task by --task (and --text) or by --prompt, not both")
-        options["--prompt"] = (given["task"] or "") + (given["task_text"] or "")
+    options["--prompt"] = task_prompt(given, options["--prompt"])  # florence2: the task (and its text) is its prompt
     options.update({flag: given[flag[2:]] for flag in ("--boxes", "--points")})
     options["--decoder"] = given["decoder_path"]
     options.update({flag: given[name] for flag, name in MAPPING.items()})
@@ -194,7 +193,7 @@ def _tracking_options() -> Callable:
 @click.argument("sources", nargs=-1, type=EXISTING)
 @options(
     model_type_option(SINGLE_MODEL_DETECTORS, "the detector's family", required=True),
-    option("--model", type=FILE, required=True, help="detector (ONNX)"),
+    option("--model", type=MODEL, required=True, help="detector (ONNX)"),
     BACKEND,
     _detector_options(rtmpose=False),
     _tracking_options(),
@@ -252,7 +251,7 @@ def _track_cameras(model_type, model, target, given, detector_options, tracking_
 
 @click.command("reid-tune")
 @options(
-    option("--model", type=FILE, required=True, help="re-id model (ONNX)"),
+    option("--model", type=MODEL, required=True, help="re-id model (ONNX)"),
     option("--frames", "source", type=ANY_PATH, required=True,
            help="the frames of the truth: a folder of images (in name order), a video or a rosbag2"),
     option("--truth", type=FILE, required=True,

@@ -144,6 +144,25 @@ def options(*decorators: Callable) -> Callable:
     return apply
 
 
+# florence2's task and its text, which make its prompt ('<CAPTION_TO_PHRASE_GROUNDING>' and 'a cat': the prompt
+# '<CAPTION_TO_PHRASE_GROUNDING>a cat'): predict, bench and compare; folded into --prompt by ``task_prompt``.
+TASK = options(
+    option("--task", help="florence2: the task, e.g. '<OD>', '<CAPTION>', '<OCR>'  [default: the nodes']"),
+    option("--text", "task_text", help="florence2: the task's text, e.g. the caption of "
+           "'<CAPTION_TO_PHRASE_GROUNDING>'"),
+)  # fmt: skip
+
+
+def task_prompt(given: dict, prompt: str | None) -> str | None:
+    """The prompt --task and --text make (taken out of ``given``), else ``prompt`` (--prompt); both refused."""
+    task, text = given.pop("task", None), given.pop("task_text", None)
+    if not (task or text):
+        return prompt
+    if prompt:
+        raise click.UsageError("give the task by --task (and --text) or by --prompt, not both")
+    return (task or "") + (text or "")
+
+
 def out_option(help_text: str, default: str | None = None, kind: click.ParamType = FOLDER, dest: str = "out_dir"):
     """--out: a folder (or file) for what the command writes; required when it has no default."""
     if default is None:

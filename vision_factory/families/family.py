@@ -211,6 +211,9 @@ class Family:
     # added to ``parameters`` here, and the node's ~/set_prompt service and ~/prompt topic), a BoxesPrompt (another
     # node's boxes, its node's paired input); (): none
     prompts: tuple[TextPrompt | PointsPrompt | BoxesPrompt, ...] = ()
+    # Its answers are generated token by token (Florence-2): bench times the encoding, the first token and each token
+    # after (tools/bench_generation.py); compare matches two configurations' token ids, texts and boxes over images
+    generates: bool = False
 
     def __post_init__(self) -> None:
         names = {parameter.name for parameter in self.parameters}

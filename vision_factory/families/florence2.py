@@ -48,24 +48,38 @@ MAX_NEW_TOKENS = Parameter(
     maximum=interface.MAX_POSITIONS - 1,
     applies=LIVE,
 )
+NUM_BEAMS = Parameter(
+    "num_beams",
+    0,
+    "beams of transformers' beam search (1: greedy, the fastest); 0: the export's generation_config.json's, as "
+    "transformers' generate() takes it (3 in Florence-2's published configs; 1 where it says none)",
+    minimum=0,
+    maximum=interface.MAX_BEAMS,
+    applies=LIVE,
+)
 TEXT = Output(
     "text",
     "vision_msgs/msg/Classification",
     ": the answer's text (a caption, the OCR, or a region task's generated text), one per frame",
     depth=10,
 )
-PARAMETERS = (EXPORT, replace(CONFIDENCE, default=0.0), MAX_NEW_TOKENS)
-OPTIONS = ("export", "prompt", "max_new_tokens")
+PARAMETERS = (EXPORT, replace(CONFIDENCE, default=0.0), MAX_NEW_TOKENS, NUM_BEAMS)
+OPTIONS = ("export", "prompt", "max_new_tokens", "num_beams")
 
 
 def florence2_model(
-    runner: Runner, export: Any = None, prompt: str = DEFAULT_TASK, max_new_tokens: int = 256, runners: Any = None
+    runner: Runner,
+    export: Any = None,
+    prompt: str = DEFAULT_TASK,
+    max_new_tokens: int = 256,
+    runners: Any = None,
+    num_beams: int = 0,
 ) -> Florence2:
     """The adapter on ``runner`` (the vision encoder) and the export's other graphs (``runners``: graph name ->
-    Runner), the task ``prompt``; the tokenizer read once per file, not per task."""
+    Runner), the task ``prompt``, ``num_beams`` (0: the export's); the tokenizer read once per file, not per task."""
     export = export if isinstance(export, interface.Export) else find_export(export)
     graphs = {interface.VISION: runner, **(runners or {})}
-    return Florence2(graphs, export, read_once(export.tokenizer), prompt or DEFAULT_TASK, max_new_tokens)
+    return Florence2(graphs, export, read_once(export.tokenizer), prompt or DEFAULT_TASK, max_new_tokens, num_beams)
 
 
 def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Florence2:
@@ -87,7 +101,12 @@ def build(values: Mapping[str, Any], load_runner: LoadRunner) -> Florence2:
         runners = {name: load_runner(str(path)) for name, path in export.graphs.items()}
     vision = runners.pop(interface.VISION)
     return FAMILY.detector(
-        vision, export=export, prompt=values["prompt"], max_new_tokens=values["max_new_tokens"], runners=runners
+        vision,
+        export=export,
+        prompt=values["prompt"],
+        max_new_tokens=values["max_new_tokens"],
+        runners=runners,
+        num_beams=values["num_beams"],
     )
 
 
@@ -105,4 +124,5 @@ FAMILY = Family(
     options=(*OPTIONS, "runners"),
     make_pipeline=DetectionPipeline.build,
     prompts=(PROMPT,),
+    generates=True,
 )

@@ -1,6 +1,7 @@
 """Florence-2 on ONNX: the export's four graphs (models/florence2_interface.py) run as transformers'
-``Florence2ForConditionalGeneration.generate(num_beams=1, do_sample=False)`` runs the model, and the answer parsed as
-its processor's ``post_process_generation`` (models/florence2_answer.py).
+``Florence2ForConditionalGeneration.generate(do_sample=False)`` runs the model (greedy, or its beam search:
+models/florence2_beams.py), and the answer parsed as its processor's ``post_process_generation``
+(models/florence2_answer.py).
 
 A frame's way through:
 1. the image: RGB stretched to the configs' size (768 x 768) with Pillow's filter (bicubic), times 1/255, less
@@ -10,12 +11,14 @@ A frame's way through:
    tokenized with ``<s>`` ... ``</s>`` by the export's own tokenizer.json -> ``embed_tokens``; encoded once per
    task and text, not per frame (``encodings`` counts it);
 3. ``encoder_model`` on the image features followed by the question's embeddings, its mask all ones: once a frame;
-4. greedy decoding with the key-value cache: from ``decoder_start_token_id``, ``<s>`` forced as the first new token
+4. decoding with the key-value cache: from ``decoder_start_token_id``, ``<s>`` forced as the first new token
    (forced_bos), no n-gram of ``no_repeat_ngram_size`` twice in the sequence, ``</s>`` forced at the last step
    ``max_new_tokens`` allows (forced_eos), stopping at an end token. The merged decoder's first step runs with
    ``use_cache_branch`` false and empty pasts, the steps after with the first step's cross-attention keys and values
-   and the last step's own; optimum's pair runs ``decoder_model`` once then ``decoder_with_past_model``.
-   Beam search (the published config's num_beams 3) is not done here: greedy only, as ``num_beams=1`` gives.
+   and the last step's own; optimum's pair runs ``decoder_model`` once then ``decoder_with_past_model``. Greedy
+   (``num_beams`` 1), or transformers' beam search of ``num_beams`` beams (models/florence2_beams.py: the beams one
+   batch of the decoder, the cache reordered by beam); by default the export's generation_config.json's num_beams,
+   as transformers' ``generate()`` takes it (3 in the published configs).
 
 The answer is a FrameResult: its Text always (the answer of a text task; for the others the generated text without
 ``<s>``/``</s>``, its ``<loc_>`` tokens kept), with the generated token ids; Boxes for the tasks that give regions
@@ -38,10 +41,12 @@ from ..results.text import Text
 from ..runtime.runner import Runner, fixed_dim
 from ..text import untrusted
 from .florence2_answer import Florence2Answer, answer
+from .florence2_beams import beam_search
 from .florence2_interface import (
     EMBED,
     ENCODER,
     FIRST,
+    MAX_BEAMS,
     MAX_POSITIONS,
     MERGED,
     MERGED_LAYOUT,
@@ -95,6 +100,7 @@ class Florence2:
         tokenizer: TokenizerFile,
         task: str = DEFAULT_TASK,
         max_new_tokens: int = 256,
+        num_beams: int = 0,
     ):
         self.runners, self.export, self.facts, self.tokenizer = dict(runners), export, export.facts, tokenizer
         self.runner = self.runners[VISION]  # what tools ask of "the" runner (its backend, its image input)
@@ -108,6 +114,9 @@ class Florence2:
         if not 1 <= int(max_new_tokens) <= limit - 1:
             raise ValueError(f"max_new_tokens {max_new_tokens} is out of range: give 1 to {limit - 1}")
         self.max_new_tokens = int(max_new_tokens)
+        self.num_beams = int(num_beams) or self.facts.num_beams  # 0: the export's generation_config.json's
+        if not 1 <= self.num_beams <= MAX_BEAMS:
+            raise ValueError(f"num_beams {num_beams} is out of range: give 1 (greedy) to {MAX_BEAMS} (0: the export's)")
         self.encodings = 0  # tasks encoded: once per new task or text, never per frame
         self.task: Task | None = None
         self.tasks = sorted({*self.facts.prompts_without_inputs, *self.facts.prompts_with_input})
@@ -203,8 +212,11 @@ class Florence2:
         return states, mask
 
     def generate(self, states: np.ndarray, mask: np.ndarray, max_new_tokens: int) -> tuple[list[int], bool]:
-        """Greedy decoding (transformers' ``generate(num_beams=1, do_sample=False)`` with the generation config's
-        forced tokens and n-gram rule): the sequence from the start token, and whether an end token ended it."""
+        """The answer's tokens (transformers' ``generate(num_beams=self.num_beams, do_sample=False)`` with the
+        generation config's forced tokens, n-gram rule and beam settings): the sequence from the start token, and
+        whether an end token ended it."""
+        if self.num_beams > 1:
+            return self.search(states, mask, max_new_tokens)
         facts = self.facts
         tokens = [facts.decoder_start]
         max_length = 1 + max_new_tokens
@@ -214,13 +226,8 @@ class Florence2:
             logits, presents = self.step(tokens[-1], states, mask, pasts, cross)
             scores = logits.astype(np.float32)
             self.ban_repeats(tokens, scores)
-            forced = facts.forced_bos if len(tokens) == 1 else None
-            if len(tokens) == max_length - 1 and facts.forced_eos is not None:
-                forced = facts.forced_eos
-            if forced is not None:
-                chosen = forced
-            else:
-                chosen = int(np.argmax(scores))
+            forced = self.forced(len(tokens), max_length)
+            chosen = forced if forced is not None else int(np.argmax(scores))
             tokens.append(chosen)
             if chosen in facts.eos:
                 return tokens, True
@@ -229,16 +236,66 @@ class Florence2:
                 cross = as_pasts(presents, "encoder")
         return tokens, False
 
+    def forced(self, length: int, max_length: int) -> int | None:
+        """The token forced after a sequence of ``length`` (forced_bos first, forced_eos at the last step a
+        sequence of at most ``max_length`` allows), None where none is."""
+        if length == max_length - 1 and self.facts.forced_eos is not None:
+            return self.facts.forced_eos
+        return self.facts.forced_bos if length == 1 else None
+
+    def rules(self, tokens: list[int], max_length: int, log_probs: np.ndarray) -> np.ndarray:
+        """A beam's log-probabilities under the generation config's rules (transformers' logits processors, in its
+        order): no repeated n-gram, then a forced token's alone (0, the others -inf); in place."""
+        self.ban_repeats(tokens, log_probs)
+        forced = self.forced(len(tokens), max_length)
+        if forced is not None:
+            log_probs[:] = -np.inf
+            log_probs[forced] = 0.0
+        return log_probs
+
+    def search(self, states: np.ndarray, mask: np.ndarray, max_new_tokens: int) -> tuple[list[int], bool]:
+        """Beam search of ``num_beams`` beams (models/florence2_beams.py): the beams one batch of the decoder, the
+        encoder's states repeated for each, the cache reordered by the beam each continues."""
+        beams, facts = self.num_beams, self.facts
+        states, mask = np.repeat(states, beams, axis=0), np.repeat(mask, beams, axis=0)
+
+        def step(tokens: list[int], pasts: dict, cross: dict) -> tuple[np.ndarray, dict]:
+            return self.step(tokens, states, mask, pasts, cross)
+
+        cross: dict[str, np.ndarray] = {}
+
+        def reorder(presents: dict[str, np.ndarray], rows: np.ndarray) -> tuple[dict, dict]:
+            """The next step's pasts: the self-attention's of the beams continued (``rows``); the cross-attention's
+            the first step's (every beam's the same: the encoder's states repeated)."""
+            if not cross:
+                cross.update(as_pasts(presents, "encoder"))
+            return {name: value[rows] for name, value in as_pasts(presents, "decoder").items()}, cross
+
+        max_length = 1 + max_new_tokens
+        return beam_search(
+            step,
+            lambda tokens, log_probs: self.rules(tokens, max_length, log_probs),
+            facts.decoder_start,
+            frozenset(facts.eos),
+            max_new_tokens,
+            beams,
+            facts.length_penalty,
+            facts.early_stopping,
+            reorder,
+        )
+
     def step(
-        self, token: int, states: np.ndarray, mask: np.ndarray, pasts: dict[str, np.ndarray], cross: dict
+        self, token: int | list[int], states: np.ndarray, mask: np.ndarray, pasts: dict[str, np.ndarray], cross: dict
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """One decoding step: the last token's logits and the step's presents (by name)."""
-        embedded = self.embed([token])
+        """One decoding step: the last token's logits and the step's presents (by name); ``token`` a list (one per
+        row of ``states``: a beam each) gives a row of logits per token."""
+        rows = np.asarray(token, np.int64).reshape(-1, 1)
+        embedded = self.runners[EMBED].run({"input_ids": rows})[0]
         feeds = {"encoder_attention_mask": mask, "encoder_hidden_states": states, "inputs_embeds": embedded}
         if self.layout == MERGED_LAYOUT:
             name, first = MERGED, not pasts
             if first:
-                empty = np.zeros((1, *self.past_shape[:1], 0, self.past_shape[1]), np.float32)
+                empty = np.zeros((len(rows), *self.past_shape[:1], 0, self.past_shape[1]), np.float32)
                 feeds |= {
                     f"{PAST}{i}.{part}.{kv}": empty
                     for i in range(self.layers)
@@ -257,7 +314,8 @@ class Florence2:
         outputs = runner.run({key: value for key, value in feeds.items() if key in wanted})
         named = dict(zip((tensor.name for tensor in runner.outputs), outputs))
         presents = {key: value for key, value in named.items() if key.startswith(PRESENT)}
-        return named["logits"][0, -1], presents
+        logits = named["logits"][:, -1]
+        return (logits if np.ndim(token) else logits[0]), presents
 
     def ban_repeats(self, tokens: list[int], scores: np.ndarray) -> None:
         """No n-gram twice (``no_repeat_ngram_size`` n): the tokens that would end a repeat of the last n - 1 get

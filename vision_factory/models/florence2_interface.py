@@ -44,6 +44,7 @@ PREPROCESSOR, PROCESSOR = "preprocessor_config.json", "processor_config.json"
 MERGED_LAYOUT, PAIR_LAYOUT = "merged", "pair"
 MAX_CONFIG_BYTES = 1 << 20  # Florence-2's configs are 5 KB at most (config.json)
 MAX_POSITIONS = 4096  # a decoder's positions (Florence-2: 1024): bounds max_new_tokens and the key-value cache
+MAX_BEAMS = 8  # beams a search keeps at most (the published config: 3): each a row of the decoder and its cache
 PAST, PRESENT = "past_key_values.", "present."
 NEEDS = (
     "a Florence-2 export folder as onnx-community publishes it: tokenizer.json and the configs at its top, "
@@ -101,9 +102,15 @@ BANNED_GROUNDING = frozenset(
     "which what all another any anybody anyone anything each everybody everyone everything few many nobody none "
     "several some somebody someone something image images the a an lots".split()
 ) | {"each other", "one another", "the image", "a group", "other objects", "a set"}
-# Generation settings with no form in greedy decoding here: an export whose generation_config.json sets one to
-# other than its neutral value is refused (its answers would differ from transformers').
+# Generation settings with no form in the decoding here (greedy, beam search: models/florence2_beams.py): an export
+# whose generation_config.json sets one to other than its neutral value is refused (its answers would differ from
+# transformers').
 UNSUPPORTED_GENERATION = {
+    "do_sample": False,
+    "num_beam_groups": 1,
+    "diversity_penalty": 0.0,
+    "constraints": None,
+    "force_words_ids": None,
     "repetition_penalty": 1.0,
     "encoder_repetition_penalty": 1.0,
     "min_length": 0,
@@ -138,7 +145,9 @@ class Facts:
     forced_eos: int | None = 2
     eos: tuple[int, ...] = (2,)
     no_repeat_ngram_size: int = 3
-    num_beams: int = 3  # what the published config asks; decoding here is greedy (num_beams 1)
+    num_beams: int = 3  # the published config's: transformers' generate searches 3 beams unless told otherwise
+    length_penalty: float = 1.0  # a finished beam's score: its log-probability over its length ** length_penalty
+    early_stopping: bool | str = True  # True: stop once num_beams are finished; False, "never": transformers' rules
     max_new_tokens: int | None = None  # generation_config.json's, where it states one
     positions: int = 1024  # the decoder's (and encoder's) learned positions: max_position_embeddings
     heads: int | None = None  # the decoder's attention heads and width (config.json), for graphs that leave them open
@@ -371,13 +380,13 @@ def _model_config(config: _Reader, defaults: Facts) -> dict[str, Any]:
 
 def _generation(config: _Reader, defaults: Facts, known: Mapping[str, Any]) -> dict[str, Any]:
     """generation_config.json: the decoder's start token, the forced first and last tokens, the end tokens, the
-    n-gram size never repeated; a setting greedy decoding here has no form of is refused."""
+    n-gram size never repeated, the beam search's settings; a setting the decoding here has no form of is refused."""
     for key, neutral in UNSUPPORTED_GENERATION.items():
         value = config.values.get(key)
         if value is not None and value != neutral and value not in ([], {}):
             raise ValueError(
                 f"{shown_path(config.path)} sets {key} {untrusted(json.dumps(value), 60)}, which vision_factory's "
-                "greedy decoding does not apply (its answers would differ from transformers'): remove it from the file"
+                "decoding does not apply (its answers would differ from transformers'): remove it from the file"
             )
     eos = config.values.get("eos_token_id", list(defaults.eos))
     eos_ids = eos if isinstance(eos, list) else [eos]
@@ -396,9 +405,19 @@ def _generation(config: _Reader, defaults: Facts, known: Mapping[str, Any]) -> d
         "forced_eos": config.integer("forced_eos_token_id", None, 0, top),
         "eos": tuple(eos_ids),
         "no_repeat_ngram_size": config.integer("no_repeat_ngram_size", 0, 0, 64) or 0,
-        "num_beams": config.integer("num_beams", 1, 1, 64),
+        "num_beams": config.integer("num_beams", 1, 1, MAX_BEAMS),
+        "length_penalty": config.number("length_penalty", 1.0, -100.0, 100.0),
+        "early_stopping": _early_stopping(config),
         "max_new_tokens": config.integer("max_new_tokens", None, 1, MAX_POSITIONS),
     }
+
+
+def _early_stopping(config: _Reader) -> bool | str:
+    """generation_config.json's early_stopping: true, false (transformers' default) or "never"."""
+    value = config.values.get("early_stopping", False)
+    if value not in (True, False, "never") or isinstance(value, int) and not isinstance(value, bool):
+        raise config.refuse("early_stopping", value, 'true, false or "never"')
+    return value
 
 
 # --- the graphs ---------------------------------------------------------------------------------------------------

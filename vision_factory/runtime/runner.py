@@ -127,6 +127,8 @@ class Runner(Protocol):
 def model_file(model_path: str | os.PathLike) -> Path:
     """The model path, checked to be a file."""
     path = Path(model_path)
+    if path.is_dir():  # a model folder (Florence-2's export) is its family's to open, graph by graph
+        raise ValueError(f"{shown_path(path)} is a folder, not a model file: give the model file (.onnx) itself")
     if not path.is_file():
         raise ValueError(f"model file not found: {shown_path(path)}")
     return path

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..families.registry import SINGLE_MODEL, family
 from ..files import output_folder, write_text
+from ..models.model_file import folder_model
 from ..progress import Progress, counted
 from ..runtime.backends import load_target, parse_targets
 from ..runtime.providers import ProviderUnavailable
@@ -108,7 +109,7 @@ def measure(
     prompted family's prompt parameter values (tools/bench_prompted.py's prompt_values)."""
     start = time.perf_counter()
     try:
-        runner = load_target(target, model)
+        runner = load_target(target, folder_model(model))  # a model folder: its main graph, the others with it
         load_ms = 1000 * (time.perf_counter() - start)
         if bench_prompted.prompted(model_type):  # the model on its prompt's inputs, its other files loaded
             detector = bench_prompted.prompted_detector(runner, model, target, model_type, prompts or {})
@@ -256,7 +257,7 @@ def run_bench(
     ``camera_rate`` frames/s for ``camera_seconds`` (tools/bench_cameras.py), on ONNX Runtime's CPU target.
     ``log`` gets a line as each measure begins, ``progress`` (progress.py) the backends measured. ``prompts``: a
     prompted family's prompt options (tools/predict.py's PROMPTED, by option), checked here at once on onnx:cpu."""
-    if not Path(model).is_file():
+    if not folder_model(Path(model)).is_file():  # a model folder: the file it is recognised by
         raise ValueError(f"model file not found: {shown_path(model)}")
     if model_type is not None and model_type not in MODEL_TYPES:
         raise ValueError(f"--model-type {model_type} is not one of {', '.join(MODEL_TYPES)}")
@@ -351,7 +352,7 @@ def table(results: list[BenchResult]) -> str:
         for row in [header, *rows]
     ]
     for r in results:
-        if r.pipeline:
+        if "postprocess_ms" in r.pipeline:  # a frame's stages (a generating model's are bench_prompted's lines)
             p = r.pipeline
             post = f"post {p['postprocess_ms']:.2f} ms"
             if "head" in p:  # a YOLO model: what its post-processing is

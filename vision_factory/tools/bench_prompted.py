@@ -1,8 +1,9 @@
 """bench of a prompted family (families/prompts.py): the model built as its node builds it, from the prompt options
 (tools/predict.py's PROMPTED: the tokenizer, the decoder beside the encoder) and a prompt on the bench photo, timed
-part by part. A text prompt's family (open_vocab): the text side (the prompt's encoding, once per prompt) apart from
-the image side (pre-processing, inference, decoding per frame). A box prompt's family (sam): the encoder (once a
-frame) apart from the decoder (once per batch of boxes), per box."""
+part by part. A generating family (Family.generates: florence2): its stages, the encoding apart from the first token
+and each token after (tools/bench_generation.py). A text prompt's family (open_vocab): the text side (the prompt's
+encoding, once per prompt) apart from the image side (pre-processing, inference, decoding per frame). A box
+prompt's family (sam): the encoder (once a frame) apart from the decoder (once per batch of boxes), per box."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ from typing import Any
 import numpy as np
 
 from ..families.registry import family
+from ..models.model_file import folder_model
 from ..results.boxes import Boxes
 from ..results.frame import FrameResult
 from ..runtime.backends import load_target
 from ..runtime.runner import Runner
+from .bench_generation import generation_stages
+from .bench_generation import lines as generation_lines
 from .predict import PROMPTED, taken_options
 
 BENCH_PROMPT = "a person . a tie"  # what a text-prompted model is timed finding on the bench photo (a portrait)
@@ -45,9 +49,10 @@ def prompt_values(model_type: str | None, options: Mapping[str, Any] | None) -> 
 
 
 def loader(runner: Runner, model: Path, target: str):
-    """A LoadRunner giving ``runner`` for ``model`` and loading any other file of the family (sam's decoder) on
-    ``target``."""
-    return lambda path: runner if Path(path) == Path(model) else load_target(target, Path(path))
+    """A LoadRunner giving ``runner`` for ``model`` (a model folder: the file it is recognised by, its main graph)
+    and loading any other file of the family (sam's decoder, Florence-2's other graphs) on ``target``."""
+    main = folder_model(Path(model))
+    return lambda path: runner if Path(path) == main else load_target(target, Path(path))
 
 
 def prompted_detector(runner: Runner, model: Path, target: str, model_type: str, values: Mapping[str, Any]) -> Any:
@@ -60,7 +65,7 @@ def prompted_detector(runner: Runner, model: Path, target: str, model_type: str,
 def check(model: Path, model_type: str, values: Mapping[str, Any]) -> None:
     """The family's model built once on onnx:cpu with the prompt ``values`` (its tokenizer or decoder found, its
     prompt taken) and let go: what is missing refused at once, before any worker runs."""
-    prompted_detector(load_target("onnx:cpu", model), model, "onnx:cpu", model_type, values)
+    prompted_detector(load_target("onnx:cpu", folder_model(Path(model))), model, "onnx:cpu", model_type, values)
 
 
 def _boxes(frame: np.ndarray) -> FrameResult:
@@ -72,7 +77,9 @@ def _boxes(frame: np.ndarray) -> FrameResult:
 
 def prompted_feeds(detector: Any, model_type: str, frame: np.ndarray) -> dict[str, np.ndarray]:
     """What the model file is run on for the frame: the image's inputs with the prompt's (a text prompt), the
-    encoder's input (a box prompt's model: the encoder)."""
+    encoder's input (a box prompt's model: the encoder), the vision encoder's (a generating model's)."""
+    if family(model_type).generates:
+        return {detector.runner.inputs[0].name: detector.preprocess(frame)}
     if family(model_type).text_prompt is not None:
         feeds, _ = detector.preprocess(frame)
         return feeds | detector.prompt.feeds
@@ -85,6 +92,8 @@ def prompted_pipeline(detector: Any, model_type: str, frame: np.ndarray, frames:
     pre-processing apart) and the decoder with the masks back at the frame's size (postprocess_ms, decoder_ms a
     box) for BENCH_BOXES boxes."""
     spec = family(model_type)
+    if spec.generates:  # its stages, the first token and each after apart (a frame's cost is the answer's length)
+        return generation_stages(detector, frame, frames)
     height, width = frame.shape[:2]
     times: dict[str, list[float]] = {}
 
@@ -121,6 +130,8 @@ def prompted_pipeline(detector: Any, model_type: str, frame: np.ndarray, frames:
 
 def lines(target: str, pipeline: Mapping[str, Any]) -> list[str]:
     """The table's line on a prompted family's parts apart (``prompted_pipeline``'s), [] for any other."""
+    if "first_token_ms" in pipeline:
+        return generation_lines(target, pipeline)
     if "text_ms" in pipeline:
         return [f"{target} text side (the prompt '{pipeline['prompt']}' encoded, once per prompt): "
                 f"{pipeline['text_ms']:.2f} ms"]  # fmt: skip

@@ -15,6 +15,7 @@ from ..results.dense import differences, evaluate_maps
 from .commands import CommandReport, UsageError
 from .compare import describe_comparison, save_comparison
 from .predict import detector_from_options, predict
+from .sources import source_files
 
 
 def evaluate_command(model_type: str, options: Mapping[str, Any]) -> CommandReport:
@@ -43,7 +44,7 @@ def compare_command(
     if source is None:
         raise UsageError(f"{model_type} needs --source, the images both configurations run over")
     source = Path(source)
-    inputs = sorted(path for path in source.iterdir() if path.is_file()) if source.is_dir() else [source]
+    inputs = source_files(source)
     runs = []
     for model, target in configurations:
         adapter = detector_from_options(model_type, model, target, options.get("options") or {})

@@ -1,5 +1,6 @@
 """How `eval` and `compare` (and quantize, which compares) score each result kind (results/__init__.py's
-ResultKind, by its name): the command functions of its tools module, taking eval's and compare's options by name."""
+ResultKind, by its name; a generating family's answers: ``family_evaluation``): the command functions of its tools
+module, taking eval's and compare's options by name."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..families.family import Family
 from ..results import ResultKind
-from . import ball_eval, coco_eval, dense_eval
+from . import ball_eval, coco_eval, dense_eval, generation_compare
 from .commands import CommandReport, UsageError
 
 
@@ -26,6 +28,16 @@ EVALUATIONS = {
     "ball": Evaluation(ball_eval.evaluate_command, ball_eval.compare_command),
     "dense": Evaluation(dense_eval.evaluate_command, dense_eval.compare_command),
 }
+
+
+# A family whose answers are generated token by token (Family.generates): compared answer by answer, not scored.
+GENERATED = Evaluation(generation_compare.evaluate_command, generation_compare.compare_command)
+
+
+def family_evaluation(spec: Family) -> Evaluation:
+    """A family's Evaluation: GENERATED for one whose answers are generated (Family.generates), else its result
+    kind's (``evaluation``)."""
+    return GENERATED if spec.generates else evaluation(spec.result)
 
 
 def evaluation(kind: ResultKind | None) -> Evaluation:

@@ -47,6 +47,7 @@ FINDING = {
     "--score-function": "score_function",
     **PROMPTED,
     "--max-new-tokens": "max_new_tokens",  # florence2
+    "--num-beams": "num_beams",  # florence2
 }
 # Fixed prompts of an adapter that takes them (``prompted``: sam's boxes and points), the same on every frame.
 PROMPTING = ("--boxes", "--points")

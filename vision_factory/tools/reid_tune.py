@@ -165,7 +165,7 @@ def tune(
         check_output(out, [model, source, truth], "--out (the tuned model is a copy)")
     except UnsafeWrite as exc:
         raise UsageError(str(exc), "--out") from None
-    if not model.is_file():
+    if not model.exists():  # a folder is refused by what it holds (require_file_family)
         raise UsageError(f"model not found: {shown_path(model)}", "--model")
     try:
         require_file_family(model, "reid", "reid-tune")

@@ -151,6 +151,11 @@ def source_frames(source: Path) -> Iterator[np.ndarray]:
         yield from read_frames(source)
 
 
+def source_files(source: Path) -> list[Path]:
+    """The files a --source names: a folder's, in name order (images, videos), else the one file."""
+    return sorted(path for path in source.iterdir() if path.is_file()) if source.is_dir() else [source]
+
+
 def file_frames(path: Path) -> Iterator[tuple[str, int | None, np.ndarray]]:
     """(name, frame index or None, frame) of an image (its path) or of each frame of a video (PATH:INDEX)."""
     if is_video(path):

@@ -125,7 +125,10 @@ def test_detect_then_segment_a_yolo_nodes_detections_prompt_the_sam_node(tmp_pat
         segmented = probe.subscribe(Detection2DArray, "/t/detections")
         masks = probe.subscribe(Image, "/t/masks")
         to_yolo, to_sam = probe.publisher(Image, "/d/image"), probe.publisher(Image, "/t/image")
-        ready = lambda: to_yolo.get_subscription_count() and to_sam.get_subscription_count()  # noqa: E731
+        # the SAM node's boxes subscription matched too (the probe's and the SAM node's on /d/detections): a box
+        # array published before it matched is lost, and its image then waits for boxes that never come
+        boxes_matched = lambda: probe.node.count_subscribers("/d/detections") >= 2  # noqa: E731
+        ready = lambda: to_yolo.get_subscription_count() and to_sam.get_subscription_count() and boxes_matched()  # noqa: E731
         assert probe.spin_until(ready, PATIENCE_S), yolo.log() + node.log()
         header = Header(frame_id="camera")
         header.stamp.sec = 100

@@ -171,7 +171,9 @@ def linked_perfectly(truth: dict, local: dict) -> dict:
             if overlap.max() >= 0.5:
                 votes.setdefault(track, Counter())[int(boxes.ids[here][overlap.argmax()])] += 1
         person = {track: counted.most_common(1)[0][0] for track, counted in votes.items()}
-        linked[camera] = [(frame, person.get(track, -track - 1000 * order), *rest) for frame, track, *rest in found]
+        linked[camera] = [
+            (frame, person.get(track, 1000 * (order + 1) + track), *rest) for frame, track, *rest in found
+        ]
     return linked
 
 
@@ -196,6 +198,12 @@ def main() -> None:
         "run, replayed after (a tracker or global-ID change re-runs in seconds)",
     )
     parser.add_argument("--shared", type=Path, default=None, help="the shared folder (default ../shared)")
+    parser.add_argument(
+        "--record-only",
+        action="store_true",
+        help="record the scenes' detections and features in --cache and print nothing of their tracks (scenes held "
+        "out can be recorded while the rules are chosen, unseen)",
+    )
     options = parser.parse_args()
     shared = shared_dir(options.shared)
     detector, _ = wheel_model(*FALL_WHEEL, True)
@@ -218,11 +226,19 @@ def main() -> None:
     if options.markdown:
         print("| scenes | scene | textures | " + " | ".join(columns) + " |")
         print("|" + "---|" * (len(columns) + 3))
+    if options.record_only and (options.cache is None or options.truth_boxes or options.set):
+        raise SystemExit("--record-only records the detector's run in --cache: give --cache, no --truth-boxes or --set")
     chosen_options = dict(_setting(text) for text in options.set)
     seeds = {int(seed) for seed in options.seeds.split(",") if seed}
     for group, scenes in chosen.items():
         scenes = [scene for scene in scenes if not seeds or scene[0] in seeds]
         if not scenes:
+            continue
+        if options.record_only:  # the detections and features only: nothing about the tracks is shown
+            for scene in scenes:
+                started = time.perf_counter()
+                run_scene(scene, detector, embedder, False, options.cache)
+                print(f"{group} seed {scene[0]}: in {options.cache} ({time.perf_counter() - started:.0f} s)")
             continue
         results = [
             run_scene(scene, detector, embedder, options.truth_boxes, options.cache, chosen_options) for scene in scenes

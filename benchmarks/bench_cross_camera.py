@@ -2,8 +2,8 @@
 """Identities across cameras (``cross_camera_reid``, models/global_ids.py) on composed hand-overs: global IDF1 over
 both cameras of each scene, on the scenes the rules were chosen on and on scenes kept apart from that choice.
 
-    python benchmarks/bench_cross_camera.py [--scenes held-out|tuning|all] [--seeds 201,202] [--truth-boxes]
-                                            [--markdown]
+    python benchmarks/bench_cross_camera.py [--scenes held-out|tuning|more|all] [--seeds 201,202] [--truth-boxes]
+                                            [--cache DIR [--record-only]] [--set NAME=VALUE ...] [--markdown]
 
 The scenes are tools/compose.py's hand-overs made from a seed (handover_scene): two 560x360 cameras over one wider
 scene, a pillar over the gap between their views; five people (the three photos and two lookalikes: a photo's
@@ -16,11 +16,20 @@ once. Each camera's frames go through its own pipeline as a node with
 found as the tests find it) on the node's default options, each camera's tracker with the shipped MobileNetV2
 re-id embedder (its thresholds calibrated online, no threshold option), the global identities over both.
 ``--truth-boxes``: the composed truth boxes as the detections instead (what a perfect detector finds; fast).
+HANDOVER_TUNING_MORE's seeds (301-310, ``--scenes more``; backdrops and pillars of their own) were made to study where
+each camera's tracks break (issue 31's second round): tuning scenes too.
+
+``--cache DIR`` (scene_cache.py): each camera's detections and re-id features of each scene recorded in DIR on the
+first run (then replayed at once: the replay must give the very rows of the run), replayed on later runs, so that a
+tracker or global-ID change re-runs in seconds (the fall detector takes minutes a scene). ``--record-only`` records
+and prints nothing of the tracks: scenes held out can be recorded, unseen, while the rules are chosen.
+``--set NAME=VALUE``: a tracking parameter other than the node's default (e.g. track_per_class=false).
 
 Prints per scene: global IDF1 over both cameras together (tools/mot.evaluate_cameras; the per-camera track IDs
-scored alike beside it: what a node without cross_camera_reid gives), ID switches, global IDs against people, and
-the frames where one global ID was on two tracks at once (0 by the rules). A benchmark, not a test: nothing is
-asserted (test/test_cross_camera.py asserts the rules).
+scored alike beside it: what a node without cross_camera_reid gives; "linked perfectly": each camera's tracks as its
+tracker made them, each given its person's ID: what the trackers leave to link), ID switches, global IDs against
+people, and the frames where one global ID was on two tracks at once (0 by the rules). A benchmark, not a test:
+nothing is asserted (test/test_cross_camera.py asserts the rules).
 """
 
 from __future__ import annotations

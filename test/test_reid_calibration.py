@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vision_factory.models.reid_calibration import PRIOR, OnlineCalibration
+from vision_factory.models.reid_calibration import PRIOR, VETO_MARGIN, OnlineCalibration
 from vision_factory.models.tracker import Tracker, TrackerConfig
 from vision_factory.results.boxes import Boxes
 
@@ -34,6 +34,40 @@ def test_overlapping_kinds_leave_appearance_off():
     calibration.add(np.linspace(0, 0.2, 40).tolist(), np.linspace(0.1, 0.3, 40).tolist())
     assert calibration.calibrated and calibration.values() == PRIOR
     assert calibration.report()["state"] == "the kinds overlap: appearance off (motion only)"
+
+
+def test_strangers_nearly_as_close_as_the_same_person_leave_links_calibrated_and_the_veto_off():
+    """People who look alike (a different-people 1st percentile of 0.032 over a same-person 99th of 0.027, as the
+    fall detector's tracks on a composed hand-over measured): under VETO_MARGIN times apart, the links are midway
+    as ever but no veto (1); from VETO_MARGIN times apart on, the veto at the different-people 1st percentile."""
+    same = np.linspace(0.005, 0.027, 100).tolist()
+    for lowest, vetoed in ((0.032, False), (VETO_MARGIN * 0.027 + 0.001, True)):
+        calibration = OnlineCalibration(min_samples=10)
+        different = np.linspace(lowest, 0.25, 100).tolist()
+        calibration.add(same, different)
+        same_99, different_1 = np.quantile(same, 0.99), np.quantile(different, 0.01)
+        link = (same_99 + different_1) / 2
+        veto = different_1 if vetoed else 1.0
+        assert calibration.values() == pytest.approx(
+            {"appearance_threshold": link, "appearance_veto": veto, "reentry_threshold": link}, abs=1e-4
+        )
+
+
+def test_a_person_partly_hidden_keeps_their_track_though_lookalikes_are_about():
+    """The stream measured lookalikes nearly as close as the same person (as above); then a person walking on, partly
+    hidden (their crop 0.08 from their feature: a person behind a pillar at a view's edge, three times the
+    same-person 99th) keeps their ID on the box that follows their track. A veto at 0.032 refused that pair, and
+    each next frame the new track's too: a new ID every other frame (issue 31)."""
+    calibration = OnlineCalibration(min_samples=10)
+    tracker = Tracker(TrackerConfig(), calibration)
+    calibration.add(np.linspace(0.005, 0.027, 100).tolist(), np.linspace(0.032, 0.25, 100).tolist())
+    whole = np.eye(4, dtype=np.float32)[:1]
+    angle = np.arccos(1 - 2 * 0.08)  # appearance distance (1 - cos) / 2 = 0.08
+    hidden = np.array([[np.cos(angle), np.sin(angle), 0, 0]], np.float32)
+    ids = [tracker.update(_box(100 + 3 * frame), whole)[0] for frame in range(5)]
+    ids += [tracker.update(_box(115 + 3 * frame), hidden)[0] for frame in range(5)]
+    assert ids == [ids[0]] * 10 and ids[0] is not None, ids
+    assert tracker.config.appearance_veto == 1.0
 
 
 def test_only_the_last_window_of_distances_is_kept_and_reset_forgets_them():

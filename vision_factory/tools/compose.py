@@ -349,6 +349,20 @@ HANDOVER_TUNING = (
     (103, "skimage:chelsea", "skimage:moon"),
     (104, "skimage:coffee", "skimage:gravel"),
 )
+# More tuning scenes (issue 31's second round, to study where each camera's tracks break): other seeds, on backdrops
+# and pillar textures of their own.
+HANDOVER_TUNING_MORE = (
+    (301, "skimage:hubble_deep_field", "skimage:text"),
+    (302, "skimage:immunohistochemistry", "skimage:brick"),
+    (303, "skimage:retina", "skimage:gravel"),
+    (304, GARAGE, "skimage:clock"),
+    (305, "skimage:rocket", "skimage:text"),
+    (306, "skimage:coffee", "skimage:moon"),
+    (307, "skimage:chelsea", "skimage:grass"),
+    (308, "skimage:hubble_deep_field", "skimage:clock"),
+    (309, "skimage:immunohistochemistry", "skimage:gravel"),
+    (310, GARAGE, "skimage:text"),
+)
 HANDOVER_HELD_OUT = (
     (201, "skimage:rocket", "skimage:coins"),
     (202, GARAGE, "skimage:page"),

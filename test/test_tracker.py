@@ -87,14 +87,14 @@ def test_a_low_score_detection_alone_never_starts_a_track():
     assert ids == [None] * 10
 
 
-def test_tracks_are_per_class():
+def test_tracks_are_per_class_when_asked():
     """A person and a car on the same box keep separate IDs; a car where the hidden person is expected does not
     take the person's ID, and the person coming back on its path does."""
     frames = [[detection(box(10 * t), class_id=0), detection(box(10 * t), class_id=2), None] for t in range(5)]
     frames += [[None, detection(box(10 * t), class_id=2), detection(box(10 * t, 300), class_id=2)] for t in (5,)]
     frames += [[None, detection(box(10 * t), class_id=2), None] for t in (6, 7)]
     frames += [[detection(box(10 * t), class_id=0), detection(box(10 * t), class_id=2), None] for t in (8, 9)]
-    ids = run(Tracker(), frames)
+    ids = run(Tracker(TrackerConfig(per_class=True)), frames)
     assert column(ids, 0) == [1] * 5 + [None] * 3 + [1, 1]
     assert column(ids, 1) == [2] * 10
     # The second car starts a track on frame 5 (unconfirmed: no ID) and is gone the next frame: it never gets one.
@@ -107,8 +107,8 @@ def test_without_per_class_a_track_follows_its_object_whatever_the_class():
     Normal, track 1, kept on its path, takes the box again. With per_class off: one track."""
     classes = [0] * 4 + [1] * 4 + [0] * 4
     frames = [[detection(box(10 * t), class_id=class_id)] for t, class_id in enumerate(classes)]
-    assert column(run(Tracker(TrackerConfig(per_class=False)), frames), 0) == [1] * 12
-    assert column(run(Tracker(), frames), 0) == [1] * 4 + [None] + [2] * 3 + [1] * 4
+    assert column(run(Tracker(), frames), 0) == [1] * 12  # the default
+    assert column(run(Tracker(TrackerConfig(per_class=True)), frames), 0) == [1] * 4 + [None] + [2] * 3 + [1] * 4
 
 
 def test_ids_are_never_reused_in_a_stream_and_reset_starts_a_new_one():

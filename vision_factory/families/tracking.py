@@ -37,7 +37,7 @@ _THRESHOLDS = (
     ("track_appearance_veto", "appearance_veto", "appearance distance over which a pair is never made; 1: off"),
     ("track_reentry_threshold", "reentry_threshold", "appearance distance for re-entry of lost tracks; 0: off"),
     ("track_reentry_buffer", "reentry_buffer", "with re-id: frames a lost track is kept for re-entry, at least"),
-    ("track_per_class", "per_class", "a track only takes detections of its class; false: any (e.g. Normal / Fall)"),
+    ("track_per_class", "per_class", "true: a track only takes detections of its class; false: any (Normal / Fall)"),
 )
 # appearance threshold parameter -> the re-id model's metadata key carrying its value (written by reid-tune)
 MODEL_THRESHOLDS = {

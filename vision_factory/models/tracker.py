@@ -32,9 +32,10 @@ ByteTrack's association (Zhang et al., 2022) with BoT-SORT's appearance fusion (
 
 Every assignment is optimal (scipy's ``linear_sum_assignment``) with a cost limit: a pair costing more than the
 stage's threshold is never made, and leaving a row and a column unmatched costs the threshold, as ByteTrack's
-``lap.lapjv(cost_limit=...)``. A track only ever takes detections of its own class, unless ``per_class`` is off
-(BoxMOT's ``per_class``; Ultralytics' trackers never separate classes): then any class, for detectors whose classes
-are states of one object (a fall detector's Normal / Fall) or that hesitate between classes. IDs are positive integers,
+``lap.lapjv(cost_limit=...)``. A track takes detections of any class (as Ultralytics' trackers and BoxMOT's by default):
+a detector whose classes are states of one object (a fall detector's Normal / Fall) or that hesitates between classes
+does not split a person's track; with ``per_class`` on (BoxMOT's option) a track only takes detections of its own
+class. IDs are positive integers,
 counted per stream from 1 and never reused in it; ``reset()`` starts a new stream.
 
 Appearance: ``embeddings`` [N, D] of unit rows (models/reid.py), one per detection; a row of zeros (a box with
@@ -83,8 +84,8 @@ class TrackerConfig:
     reentry_buffer: int = 60  # with embeddings: frames a lost track is kept for re-entry (stage 3) at least
     ema_alpha: float = 0.9  # weight of a track's feature against a new detection's
     fuse_score: bool = True  # stage 1 and 4 IoU similarity times the detection score
-    per_class: bool = True  # a track only takes detections of its class; False: any class (the classes are states
-    # of one kind of object, e.g. a fall detector's Normal / Fall, or a detector that hesitates between classes)
+    per_class: bool = False  # True: a track only takes detections of its class; False (as Ultralytics' and BoxMOT's
+    # trackers): any class, so a detector that changes its mind (a fall detector's Normal / Fall) does not split tracks
 
     def __post_init__(self) -> None:
         if not 0 <= self.low_threshold <= self.high_threshold:

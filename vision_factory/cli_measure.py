@@ -260,9 +260,8 @@ def compare(
 
 @click.command()
 @options(
-    model_type_option((*QUANTIZE_TYPES, *REFUSED_TYPES),
-                      f"model family ({', '.join(REFUSED_TYPES)}: refused, saying why and what to check instead)",
-                      required=True),
+    model_type_option((*QUANTIZE_TYPES, *REFUSED_TYPES), "model family" + bool(REFUSED_TYPES) * (
+                      f" ({', '.join(REFUSED_TYPES)}: refused, saying why and what to check instead)"), required=True),
     option("--model", type=MODEL, required=True, help="FP32 ONNX model"),
     option("--calibration", type=ANY_PATH,
            help="int8: a folder of images, a video or a rosbag2 (its image topic), run through the family's "
@@ -283,9 +282,11 @@ def compare(
     option("--source", type=ANY_PATH, help="tracknet: the bag or video of the --data CSV"),
     option("--detector", "detector_model", type=FILE,
            help="rtmpose, reid: the YOLO model finding the people whose crops calibrate and compare"),
-    option("--decoder", type=FILE,
+    option("--decoder", "decoder_path", type=FILE,
            help="sam: the prompt decoder of the --model encoder, kept as it is (the encoder alone is quantized; the "
            "masks of both encoders go through it)  [default: the one beside the encoder]"),
+    prompt_options("--prompt", "--tokenizer", "--text-encoder", "--text-threshold",
+                   prefix="open_vocab (calibration and the check, kept as they are): "),
     option("--imgsz", type=int, help="yolo models with dynamic input: the input size  [default: as the nodes]"),
     option("--input-size", help="fasterrcnn / rtmpose with dynamic input: WIDTHxHEIGHT"),
     option("--depth-kind", type=click.Choice(["metric", "relative"]),
@@ -303,9 +304,7 @@ def compare(
     option("--accept-loss", is_flag=True, help="keep the model under --out whatever accuracy it lost"),
     PROGRESS,
 )  # fmt: skip
-def quantize(
-    imgsz: int | None, input_size: str | None, depth_kind: str | None, decoder: Path | None, **given: Any
-) -> None:
+def quantize(imgsz: int | None, input_size: str | None, depth_kind: str | None, **given: Any) -> None:
     """An INT8 (or FP16) copy of a model, checked against it.
 
     INT8 is calibrated on the first --frames frames of --calibration, pre-processed as the
@@ -332,11 +331,14 @@ def quantize(
           --out tracknet_int8.onnx --data truth.csv --source rally.mp4
       vision-factory quantize --model-type sam --model sam/vision_encoder.onnx --calibration frames/ \\
           --out vision_encoder_int8.onnx --data coco_seg/
+      vision-factory quantize --model-type open_vocab --model gdino/model.onnx --calibration frames/ \\
+          --out gdino_int8.onnx --data coco_val/
     """
     from .tools.quantize import AccuracyLost
 
-    options = {"--imgsz": imgsz, "--input-size": input_size, "--depth-kind": depth_kind, "--decoder": decoder}
+    options = {"--imgsz": imgsz, "--input-size": input_size, "--depth-kind": depth_kind}
     with _reported():
+        options |= _prompt_options(given["model_type"], given)  # --decoder, --prompt, --tokenizer ...
         try:
             report = run_quantize(
                 **given, options=options, log=lambda text: _echo(text, err=True), progress=_progress_bars()

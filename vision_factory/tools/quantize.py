@@ -225,7 +225,8 @@ def quantize(
 
     feeds: list[dict[str, np.ndarray]] = []
     if calibration is not None:
-        feeds, frames = calibration_inputs(model_type, model, calibration, frames, options, detector_model, progress)
+        calibrated = (model_type, model, calibration, frames, options, detector_model, progress, data)
+        feeds, frames = calibration_inputs(*calibrated)  # a text-prompted family's prompt: --prompt or data's names
         log(f"calibration: {len(feeds)} inputs from {frames} frames of {shown_path(calibration)}")
     if kinds[0]:
         log(f"int8 for {kinds[0]} CPUs ({'detected here' if target_cpu == AUTO else '--target-cpu'})")

@@ -311,7 +311,9 @@ def quantize(imgsz: int | None, input_size: str | None, depth_kind: str | None, 
     node does (letterbox for YOLO, TrackNet windows with the background median). onnx:
     ONNX Runtime static QDQ, per-channel weights; openvino: NNCF post-training quantization,
     written as IR. The last conv on each path to the outputs and what follows (YOLO: the
-    head's final convs, concat and decode) stay in float. FP16 is for GPU targets. The model
+    head's final convs, concat and decode; a transformer whose convs are its patch embedding:
+    its last MatMul) stay in float, as does a mask's -inf. open_vocab is calibrated with the
+    prompt its check uses (--prompt, else --data's category names). FP16 is for GPU targets. The model
     keeps its metadata and records its provenance (`inspect` shows it). INT8 is made for the
     CPU kind of --target-cpu (recorded too): ONNX Runtime's int8 kernels saturate on x86 CPUs
     without VNNI unless the weights take 7 bits. The models are timed against the source on

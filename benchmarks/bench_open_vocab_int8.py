@@ -184,7 +184,9 @@ def run(name: str, out: Path, args) -> list[str]:
             made[variant] = ("openvino:CPU" if variant.startswith("openvino") else "onnx:cpu", path)
             took = time.perf_counter() - start
             print(f"{name} {variant}: {len(kept)} nodes in float; {how} ({took:.0f} s)", flush=True)
-        speeds = timed_in_turn(model, made, feeds, args.runs, args.threads)
+        if args.raw_only:  # every query's agreement alone: the least memory (no runners held together)
+            made.pop("openvino-fp32")
+        speeds = {} if args.raw_only else timed_in_turn(model, made, feeds, args.runs, args.threads)
         images = frames(AGREEMENT)
         folder = work / "agreement"
         folder.mkdir()
@@ -192,6 +194,10 @@ def run(name: str, out: Path, args) -> list[str]:
             cv2.imwrite(str(folder / f"{index}.png"), frame)
         checks, _ = calibration_inputs("open_vocab", model, folder, len(images), options)
         raw = raw_agreement(model, made, checks)
+        if args.raw_only:
+            rows += [f"| {name} | {variant} | {raw[variant]} |" for variant in made]
+            print("\n".join(rows), flush=True)
+            return rows
         given = options | {"--conf": args.conf}
         reference = detector_from_options("open_vocab", model, "onnx:cpu", given)
         for variant, (target, path) in made.items():
@@ -227,6 +233,7 @@ def main() -> None:
         help="of openvino-int8, onnx-int8, onnx-int8-image, onnx-dynamic (onnx-int8's calibration of Grounding DINO-T "
         "at 800x1066 took more than 19 GB)",
     )
+    parser.add_argument("--raw-only", action="store_true", help="every query's agreement alone: no timing")
     args = parser.parse_args()
     rows = []
     for name in args.only or list(MODELS):

@@ -45,17 +45,24 @@ GD_TOKENS = [101, 1037, 2711, 1012, 1037, 2482, 1012, 102]  # [CLS] a person . a
 OWL_ROWS = 2
 
 
-def export(out: Path) -> None:
+def export(out: Path, only: list[str] = ()) -> None:
+    """The files above into ``out``; ``only``: those of these models alone (grounding-dino-t, owlv2-b16)."""
     import sys
 
-    import torch
-    from transformers import GroundingDinoConfig, GroundingDinoForObjectDetection, Owlv2Config, Owlv2ForObjectDetection
-
     sys.path.insert(0, str(Path(__file__).parent))
+    out.mkdir(parents=True, exist_ok=True)
+    if not only or "grounding-dino-t" in only:
+        export_grounding_dino(out)
+    if not only or "owlv2-b16" in only:
+        export_owlv2(out)
+
+
+def export_grounding_dino(out: Path) -> None:
+    import torch
     from open_vocab_export import declare_size, export_grounding_dino_hf, idea_text_inputs
     from open_vocab_export import export as onnx_export
+    from transformers import GroundingDinoConfig, GroundingDinoForObjectDetection
 
-    out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     grounding = GroundingDinoForObjectDetection(GroundingDinoConfig()).eval()
     export_grounding_dino_hf(grounding, out / "grounding-dino-t.onnx", GD_SIZE)
@@ -84,7 +91,12 @@ def export(out: Path) -> None:
         dynamic_axes={name: text for name in ("input_ids", "attention_mask", "position_ids", "token_type_ids")}
         | {"text_token_mask": {0: "batch_size", 1: "sequence_length", 2: "sequence_length"}},
     )
-    del grounding
+
+
+def export_owlv2(out: Path) -> None:
+    import torch
+    from open_vocab_export import export as onnx_export
+    from transformers import Owlv2Config, Owlv2ForObjectDetection
 
     torch.manual_seed(0)
     config = Owlv2Config(vision_config={"image_size": OWL_SIDE, "patch_size": 16})
@@ -269,10 +281,16 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--backends", default="onnx,openvino")
-    parser.add_argument("--only", action="append", default=[], help="time only this file (by name, repeatable)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        help="time only this file (by name, repeatable); export: this model's files alone (grounding-dino-t, "
+        "owlv2-b16)",
+    )
     args = parser.parse_args()
     if args.step == "export":
-        export(args.out)
+        export(args.out, args.only)
     else:
         time_files(args.out, args.threads, args.rounds, args.backends.split(","), args.only)
 

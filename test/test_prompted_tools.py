@@ -23,6 +23,7 @@ from test_open_vocab import DATA as OPEN_VOCAB
 from test_sam import DATA as SAM
 from test_sam import REFERENCE as SAM_REFERENCE
 from test_sam import SKIMAGE, decoded, iou
+from test_yolo_world import DATA as YOLO_WORLD
 
 from vision_factory.families.registry import family
 from vision_factory.results import DETECTIONS
@@ -39,6 +40,7 @@ from vision_factory.tools.commands import UsageError
 from vision_factory.tools.evaluation import evaluation
 from vision_factory.tools.predict import detector_from_options
 from vision_factory.tools.quantize import quantize
+from vision_factory.tools.quantize_calibration import calibration_inputs
 from vision_factory.tools.replay import replay
 
 GD = OPEN_VOCAB / "grounding_dino" / "grounding-dino-hf.onnx"
@@ -162,12 +164,100 @@ def test_the_prompted_tools_name_the_missing_tokenizer_and_decoder(tmp_path):
         assert error.startswith("Error: ") and option in error, error
 
 
-def test_quantize_refuses_a_text_prompted_family_at_once_saying_why(tmp_path):
-    done = run_cli("quantize", "--model-type", "open_vocab", "--model", str(OWLV2), "--out", str(tmp_path / "q.onnx"))
+def _images(folder: Path, names=("astronaut.png", "coffee.png")) -> Path:
+    folder.mkdir(parents=True)
+    for name in names:
+        cv2.imwrite(str(folder / name), cv2.imread(str(SKIMAGE / name)))
+    return folder
+
+
+@needs_shapes
+@pytest.mark.parametrize("model", [GD, OWLV2], ids=["grounding-dino", "owlv2"])
+def test_quantize_calibrates_an_open_vocab_models_text_inputs_with_the_prompt_its_check_uses(tmp_path, model):
+    """The calibration feeds' tokens are the tokenizer's encoding (the tokenizers library, read here) of the prompt
+    the accuracy check prompts with: --data's category names, a phrase each, or --prompt; neither: refused naming
+    --prompt."""
+    from tokenizers import Tokenizer
+
+    data = _subset(tmp_path, SHAPES, 1)
+    tokenizer = Tokenizer.from_file(str(model.parent / "tokenizer.json"))
+    for options, phrases in (
+        ({}, ["circle", "square", "triangle"]),
+        ({"--prompt": "a cup . a cat"}, ["a cup", "a cat"]),
+    ):
+        feeds, read = calibration_inputs("open_vocab", model, data / "images", 1, options, data=data)
+        assert read == 1 and len(feeds) == 1
+        ids, mask = feeds[0]["input_ids"], feeds[0]["attention_mask"]
+        if model == GD:  # one text, as transformers' processor joins a list of phrases ("a cat. a dog.")
+            assert ids.tolist() == [tokenizer.encode("".join(f"{phrase}." for phrase in phrases)).ids]
+        else:  # a row a phrase, padded to 16 tokens
+            assert [row[keep == 1].tolist() for row, keep in zip(ids, mask)] == [
+                tokenizer.encode(phrase).ids for phrase in phrases
+            ]
+    with pytest.raises(UsageError, match="give --data .* or --prompt"):
+        calibration_inputs("open_vocab", model, data / "images", 1, {})
+
+
+@needs_shapes
+@pytest.mark.parametrize(("model", "files"), [
+    (GD, {"--tokenizer": GD.parent / "tokenizer.json"}),
+    (OPEN_VOCAB / "grounding_dino" / "grounding-dino-idea.onnx", {"--tokenizer": GD.parent / "tokenizer.json"}),
+    (OWLV2, {"--tokenizer": OWLV2.parent / "tokenizer.json"}),
+    (YOLO_WORLD / "yolov8n-worldv2-text.onnx",
+     {"--tokenizer": YOLO_WORLD / "tokenizer.json", "--text-encoder": YOLO_WORLD / "text_encoder.onnx"}),
+], ids=["grounding-dino-hf", "grounding-dino-idea", "owlv2", "yolo-world-text"])  # fmt: skip
+def test_quantize_of_open_vocab_checks_the_ap_lost_as_eval_prompts_it(tmp_path, model, files):
+    """quantize --model-type open_vocab: an INT8 QDQ copy with the source's outputs, whose detections are those of the
+    same model (some matched to the FP32 ones: the masks' -inf kept in float, where they made every logit NaN), and
+    whose loss is the drop of eval's AP (run apart on each file, prompted with the categories) from FP32 to INT8; the
+    tokenizer and text encoder found beside the source serve both."""
+    import onnx
+
+    data = _subset(tmp_path, SHAPES, 3)
+    out = tmp_path / "q" / "int8.onnx"
+    out.parent.mkdir()
+    quantize("open_vocab", model, data / "images", out, backend="onnx", frames=2, data=data, speed_runs=1)
+    assert sorted(path.name for path in out.parent.glob("*.onnx")) == ["int8.onnx"]  # the tokenizer not copied
+    source, made = onnx.load(model), onnx.load(out)
+    assert {node.op_type for node in made.graph.node} >= {"QuantizeLinear", "DequantizeLinear"}
+    assert [value.name for value in made.graph.output] == [value.name for value in source.graph.output]
+    summary = json.loads((out.parent / "int8_quantize" / "quantize.json").read_text())
+    compared = summary["comparison"]["outputs"]
+    if "--text-encoder" not in files:  # a transformer's masks: NaN logits found nothing (the thin YOLO-World's may not)
+        assert compared["matched"] + compared["only_in_b"] > 0, compared
+    aps = []
+    for index, path in enumerate((model, out)):
+        evaluate_detections("open_vocab", data, tmp_path / f"eval{index}", model=path, options=files)
+        aps.append(json.loads((tmp_path / f"eval{index}" / "eval.json").read_text())["metrics"]["AP"])
+    assert summary["loss"]["loss"] == "AP lost"
+    assert summary["loss"]["value"] == pytest.approx(aps[0] - aps[1], abs=1e-9)
+    assert summary["comparison"]["metrics"]["AP"]["a"] == pytest.approx(aps[0], abs=1e-9)
+
+
+def test_quantize_of_open_vocab_refuses_a_missing_tokenizer_and_leaves_nothing_unchecked(tmp_path):
+    """An export with no tokenizer beside it and none given: refused at once in one line naming --tokenizer and the
+    paths looked at, nothing written; a comparison that fails (--data whose annotations are not JSON, the prompt
+    given so that calibration does not read them): no model left at --out."""
+    alone = tmp_path / "alone" / "owlv2.onnx"
+    alone.parent.mkdir()
+    shutil.copy(OWLV2, alone)
+    images = _images(tmp_path / "images", ("astronaut.png",))
+    out = tmp_path / "q" / "owlv2_int8.onnx"
+    out.parent.mkdir()
+    common = ("quantize", "--model-type", "open_vocab", "--calibration", str(images), "--frames", "1",
+              "--backend", "onnx", "--speed-runs", "1", "--out", str(out), "--prompt", "a person")  # fmt: skip
+    done = run_cli(*common, "--model", str(alone))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     error = done.stderr.strip().splitlines()[-1]
-    assert "quantize does not take open_vocab models: " in error and "compare --model-type" in error, error
-    assert not list(tmp_path.iterdir())  # nothing written
+    assert "--tokenizer" in error and f"looked for {alone.parent / 'tokenizer.json'}" in error, error
+    assert not list(out.parent.iterdir())
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "annotations.json").write_text("{not json")
+    done = run_cli(*common, "--model", str(OWLV2), "--data", str(bad))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "annotations" in done.stderr.strip().splitlines()[-1], done.stderr
+    assert not list(out.parent.glob("*.onnx")), list(out.parent.iterdir())
 
 
 def _digest(path: Path) -> str:

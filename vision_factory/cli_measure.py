@@ -260,9 +260,8 @@ def compare(
 
 @click.command()
 @options(
-    model_type_option((*QUANTIZE_TYPES, *REFUSED_TYPES),
-                      f"model family ({', '.join(REFUSED_TYPES)}: refused, saying why and what to check instead)",
-                      required=True),
+    model_type_option((*QUANTIZE_TYPES, *REFUSED_TYPES), "model family" + bool(REFUSED_TYPES) * (
+                      f" ({', '.join(REFUSED_TYPES)}: refused, saying why and what to check instead)"), required=True),
     option("--model", type=MODEL, required=True, help="FP32 ONNX model"),
     option("--calibration", type=ANY_PATH,
            help="int8: a folder of images, a video or a rosbag2 (its image topic), run through the family's "
@@ -283,9 +282,11 @@ def compare(
     option("--source", type=ANY_PATH, help="tracknet: the bag or video of the --data CSV"),
     option("--detector", "detector_model", type=FILE,
            help="rtmpose, reid: the YOLO model finding the people whose crops calibrate and compare"),
-    option("--decoder", type=FILE,
+    option("--decoder", "decoder_path", type=FILE,
            help="sam: the prompt decoder of the --model encoder, kept as it is (the encoder alone is quantized; the "
            "masks of both encoders go through it)  [default: the one beside the encoder]"),
+    prompt_options("--prompt", "--tokenizer", "--text-encoder", "--text-threshold",
+                   prefix="open_vocab (calibration and the check, kept as they are): "),
     option("--imgsz", type=int, help="yolo models with dynamic input: the input size  [default: as the nodes]"),
     option("--input-size", help="fasterrcnn / rtmpose with dynamic input: WIDTHxHEIGHT"),
     option("--depth-kind", type=click.Choice(["metric", "relative"]),
@@ -303,16 +304,16 @@ def compare(
     option("--accept-loss", is_flag=True, help="keep the model under --out whatever accuracy it lost"),
     PROGRESS,
 )  # fmt: skip
-def quantize(
-    imgsz: int | None, input_size: str | None, depth_kind: str | None, decoder: Path | None, **given: Any
-) -> None:
+def quantize(imgsz: int | None, input_size: str | None, depth_kind: str | None, **given: Any) -> None:
     """An INT8 (or FP16) copy of a model, checked against it.
 
     INT8 is calibrated on the first --frames frames of --calibration, pre-processed as the
     node does (letterbox for YOLO, TrackNet windows with the background median). onnx:
     ONNX Runtime static QDQ, per-channel weights; openvino: NNCF post-training quantization,
     written as IR. The last conv on each path to the outputs and what follows (YOLO: the
-    head's final convs, concat and decode) stay in float. FP16 is for GPU targets. The model
+    head's final convs, concat and decode; a transformer whose convs are its patch embedding:
+    its last MatMul) stay in float, as does a mask's -inf. open_vocab is calibrated with the
+    prompt its check uses (--prompt, else --data's category names). FP16 is for GPU targets. The model
     keeps its metadata and records its provenance (`inspect` shows it). INT8 is made for the
     CPU kind of --target-cpu (recorded too): ONNX Runtime's int8 kernels saturate on x86 CPUs
     without VNNI unless the weights take 7 bits. The models are timed against the source on
@@ -332,11 +333,14 @@ def quantize(
           --out tracknet_int8.onnx --data truth.csv --source rally.mp4
       vision-factory quantize --model-type sam --model sam/vision_encoder.onnx --calibration frames/ \\
           --out vision_encoder_int8.onnx --data coco_seg/
+      vision-factory quantize --model-type open_vocab --model gdino/model.onnx --calibration frames/ \\
+          --out gdino_int8.onnx --data coco_val/
     """
     from .tools.quantize import AccuracyLost
 
-    options = {"--imgsz": imgsz, "--input-size": input_size, "--depth-kind": depth_kind, "--decoder": decoder}
+    options = {"--imgsz": imgsz, "--input-size": input_size, "--depth-kind": depth_kind}
     with _reported():
+        options |= _prompt_options(given["model_type"], given)  # --decoder, --prompt, --tokenizer ...
         try:
             report = run_quantize(
                 **given, options=options, log=lambda text: _echo(text, err=True), progress=_progress_bars()

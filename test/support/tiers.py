@@ -71,6 +71,8 @@ SLOW = {
     "test_prompted_tools.py::test_compare_runs_a_prompted_family_on_onnx_runtime_and_openvino",
     "test_prompted_tools.py::test_eval_of_sam_prompts_it_with_each_images_truth_boxes",
     "test_prompted_tools.py::test_quantize_of_sam_makes_the_encoder_int8_and_scores_its_masks_through_the_same_decoder",
+    "test_prompted_tools.py::test_quantize_calibrates_an_open_vocab_models_text_inputs_with_the_prompt_its_check_uses",
+    "test_prompted_tools.py::test_quantize_of_open_vocab_checks_the_ap_lost_as_eval_prompts_it",
     "test_quantize.py::test_a_segmentation_model_keeps_its_prototype_branch_in_float_and_its_mask_ap",
     "test_cross_camera.py::test_no_global_id_is_ever_on_two_people_at_once",
     "test_depth.py::test_quantize_calibrates_on_the_depth_processors_input_and_reports_the_relative_difference",

@@ -248,6 +248,13 @@ def annotation_file(data: Path) -> Path:
     return path
 
 
+def coco_truth(data: Path, iou_type: str) -> tuple[dict[str, Any], Path]:
+    """The checked COCO annotations of ``data`` (a JSON file or a folder with annotations.json, ``annotation_file``)
+    for ``iou_type``, and the file they were read from."""
+    path = annotation_file(data)
+    return check_truth(_load_json(path, "COCO annotations"), path, iou_type), path
+
+
 @dataclass
 class CocoPredictions:
     results: list[dict[str, Any]]  # COCO results
@@ -290,8 +297,7 @@ def predict_coco(
     kept (``prompted_ious``: eval's mask_mIoU).
     ``progress`` (progress.py): the images run, of the data set's.
     """
-    annotations = annotation_file(data)
-    truth = check_truth(_load_json(annotations, "COCO annotations"), annotations, iou_type)
+    truth, annotations = coco_truth(data, iou_type)
     names = [category["name"] for category in truth["categories"]] if boxes else list(detector.names)
     category_of = category_ids(names, truth["categories"])
     predictions = CocoPredictions([])
@@ -347,8 +353,7 @@ def run_model(
 
     if model_type not in SINGLE_MODEL_FAMILIES:
         raise ValueError(f"{model_type} cannot run over a data set on its own: give its predictions instead")
-    truth_path = annotation_file(data)
-    truth = check_truth(_load_json(truth_path, "COCO annotations"), truth_path, IOU_TYPES[model_type])
+    truth, truth_path = coco_truth(data, IOU_TYPES[model_type])
     runner = load_target(target, model)
     detector = eval_detector(model_type, model, runner, target, truth, truth_path, options)
     found = predict_coco(detector, data, IOU_TYPES[model_type], progress, family(model_type).boxes_prompt)

@@ -7,10 +7,10 @@ for TrackNet, crops of the person detector's boxes for RTMPose and for re-identi
 reader serves every family; no pre-processing is written twice (tools/quantize_calibration.py).
 
 The conversions (tools/quantize_backends.py): ONNX Runtime: static QDQ quantization, per-channel weights,
-after ``quant_pre_process``. The tail of the graph - the last Conv on every path to an output, and everything
-after it (for Ultralytics YOLO the detection head's final convs, the concat and the box decode) - stays in
-float: quantizing it costs the most accuracy for the least time. OpenVINO: NNCF post-training quantization,
-written as IR (.xml/.bin) that the OpenVINO runner reads, with the same nodes ignored. FP16: ONNX with float16
+after ``quant_pre_process``. The tail of the graph - the last Conv on every path to an output (a transformer's
+whose convs are its patch embedding: the last MatMul), and everything after it (for Ultralytics YOLO the head's
+final convs, concat and box decode) - stays in float, as does a mask's fill (-inf). OpenVINO: NNCF post-training
+quantization, written as IR (.xml/.bin) that the OpenVINO runner reads, the same nodes ignored. FP16: ONNX with float16
 weights and float32 inputs/outputs (ONNX Runtime CUDA/TensorRT), or IR compressed to FP16 (OpenVINO GPU).
 
 Every quantized model keeps the source model's metadata (names, imgsz, kpt_shape, seq_len ...) and adds
@@ -18,8 +18,9 @@ its provenance under ``quantization_*`` keys, which ``inspect`` shows. The comma
 quantized model with the source (``compare``'s report; for rtmpose and reid, which no data set scores, their
 outputs on the people the detector finds in frames) and timing both on the same inputs, interleaved.
 
-sam: the encoder alone is quantized, calibrated on its image input; its decoder (beside it, or --decoder) is kept
-as it is and serves both sides of the comparison (the masks the truth's boxes prompt: mask_mIoU, mask AP).
+sam: the encoder alone is quantized, on its image input; its decoder (beside it, or --decoder), kept as it is, serves
+both sides of the comparison (the masks the truth's boxes prompt). open_vocab: calibrated with the prompt its check
+uses (--prompt, else --data's categories); its tokenizer and text encoder (FP32), found beside it, serve both sides.
 """
 
 from __future__ import annotations
@@ -225,7 +226,8 @@ def quantize(
 
     feeds: list[dict[str, np.ndarray]] = []
     if calibration is not None:
-        feeds, frames = calibration_inputs(model_type, model, calibration, frames, options, detector_model, progress)
+        calibrated = (model_type, model, calibration, frames, options, detector_model, progress, data)
+        feeds, frames = calibration_inputs(*calibrated)  # a text-prompted family's prompt: --prompt or data's names
         log(f"calibration: {len(feeds)} inputs from {frames} frames of {shown_path(calibration)}")
     if kinds[0]:
         log(f"int8 for {kinds[0]} CPUs ({'detected here' if target_cpu == AUTO else '--target-cpu'})")

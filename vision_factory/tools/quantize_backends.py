@@ -13,8 +13,15 @@ from pathlib import Path
 import numpy as np
 
 TAIL_OPS = ("Conv", "ConvTranspose")  # the walk back from the outputs stops at (and keeps) these layers
+# A transformer's (Grounding DINO, OWL: its only convs are patch embeddings, so the walk kept it whole): its last linear
+# layers on each path, the class and box heads and what follows (logit masks, box refinement), stop it instead.
+LINEAR_OPS = ("MatMul", "Gemm")
+QUANTIZED_OPS = (*TAIL_OPS, *LINEAR_OPS)  # the layers int8 speeds up: a tail of them all leaves nothing quantized
 # ... unless fed by one of these: then the conv is a decode step (Ultralytics' DFL), and the walk goes on.
 DECODE_FEEDS = ("Reshape", "Transpose", "Softmax", "Flatten", "Squeeze", "Unsqueeze")
+# A tensor whose calibrated range reaches this far is a mask's fill (-inf, float32's lowest, -1e4: a transformer's
+# attention and logit masks), not a value: 8 bits over it leave the values 0 or NaN, so it stays in float.
+UNBOUNDED = 1e4
 
 
 # --- calibration data, as ONNX Runtime reads it ------------------------------------------------------
@@ -42,6 +49,14 @@ class FeedReader:
 
 
 def float_tail(graph) -> list[str]:
+    """``conv_tail``, or where it holds every Conv, MatMul and Gemm layer of ``graph`` (a transformer's), the same walk
+    stopping at the last MatMul or Gemm on each path too: its heads' last linear layers and what follows them."""
+    kept = conv_tail(graph)
+    layers = {node.name for node in graph.node if node.op_type in QUANTIZED_OPS}
+    return kept if layers - set(kept) else conv_tail(graph, TAIL_OPS + LINEAR_OPS)
+
+
+def conv_tail(graph, stops: tuple[str, ...] = TAIL_OPS) -> list[str]:
     """Names of the nodes of ``graph`` (onnx GraphProto) kept in float: walking back from each output, every
     node met up to and including the first Conv layer on that path (a Conv fed by a reshape or softmax is
     a decode step, not a layer: the walk goes on through it). For Ultralytics YOLO that is the detection
@@ -60,7 +75,8 @@ def float_tail(graph) -> list[str]:
         seen.add(tensor)
         kept[node.name] = None
         feeder = producer.get(node.input[0]) if node.input else None
-        if node.op_type not in TAIL_OPS or (feeder is not None and feeder.op_type in DECODE_FEEDS):
+        decode = node.op_type in TAIL_OPS and feeder is not None and feeder.op_type in DECODE_FEEDS
+        if node.op_type not in stops or decode:
             pending += [name for name in node.input if name]
     return list(kept)
 
@@ -146,10 +162,12 @@ def onnx_int8(
     method: str,
     keep_tail: bool = True,
     reduce_range: bool = False,
+    float_parts: Sequence[str] = (),
 ) -> tuple[str, list[str]]:
     """``model`` quantized by ONNX Runtime (QDQ, per-channel int8 weights, uint8 activations) into ``out``;
     what did it, and the nodes kept in float. ``reduce_range``: 7-bit weights ([-64, 64]), for CPUs without
-    VNNI (runtime/cpu.py)."""
+    VNNI (runtime/cpu.py). ``float_parts``: the nodes whose names hold one of these are kept in float too (a
+    module's, as the exporter names them: benchmarks/bench_open_vocab_int8.py's text towers)."""
     import onnx
     import onnxruntime
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
@@ -164,7 +182,10 @@ def onnx_int8(
         prepared = Path(work) / "prepared.onnx"
         named = named_nodes(model, Path(work) / "named.onnx")
         quant_pre_process(str(named), str(prepared), skip_symbolic_shape=True)  # ONNX shape inference: no sympy
-        excluded = float_tail(onnx.load(prepared, load_external_data=False).graph) if keep_tail else []
+        graph = onnx.load(prepared, load_external_data=False).graph
+        excluded = float_tail(graph) if keep_tail else []
+        excluded += [node.name for node in graph.node if any(part in node.name for part in float_parts)]
+        excluded = list(dict.fromkeys(excluded))
         quantize_static(
             str(prepared),
             str(out),
@@ -178,6 +199,7 @@ def onnx_int8(
             nodes_to_exclude=excluded,
             extra_options={"CalibMaxIntermediateOutputs": 64} if method != "minmax" else {},
         )
+    unbounded = keep_unbounded(out)
     if not any(node.op_type == "DequantizeLinear" for node in onnx.load(out, load_external_data=False).graph.node):
         Path(out).unlink()
         raise ValueError(
@@ -186,10 +208,56 @@ def onnx_int8(
             "the FP32 model"
         )
     weights = "7-bit (reduce_range)" if reduce_range else "int8"
-    return (
-        f"onnxruntime {onnxruntime.__version__} static QDQ, per-channel {weights} weights, {method} calibration",
-        excluded,
-    )
+    how = f"onnxruntime {onnxruntime.__version__} static QDQ, per-channel {weights} weights, {method} calibration"
+    if unbounded:
+        how += f"; {unbounded} mask tensors (range beyond {UNBOUNDED:g}) kept in float"
+    return how, excluded
+
+
+def keep_unbounded(path: Path) -> int:
+    """Takes out of the QDQ model at ``path`` each activation's QuantizeLinear -> DequantizeLinear pair whose
+    calibrated scale spans more than UNBOUNDED (or is not finite: a mask filled with -inf), so that the tensor
+    reaches its consumers in float; returns how many. Found on Grounding DINO and OWL, whose attention and logit
+    masks made every logit NaN."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(path)
+    graph = model.graph
+    scales = {init.name: init for init in graph.initializer}
+    consumers: dict[str, list] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    outputs = {value.name for value in graph.output}
+    dropped: list = []
+    for node in graph.node:
+        scale = scales.get(node.input[1]) if node.op_type == "QuantizeLinear" else None
+        if scale is None or node.input[0] in scales:  # a weight's, or a scale computed in the graph
+            continue
+        values = numpy_helper.to_array(scale).astype(np.float64) * 255
+        if np.all(np.isfinite(values)) and np.all(values < UNBOUNDED):
+            continue
+        source = node.input[0]
+        pairs = [after for after in consumers.get(node.output[0], []) if after.op_type == "DequantizeLinear"]
+        for after in pairs:
+            name = after.output[0]
+            if name in outputs:  # a graph output: its producer's tensor takes the output's name
+                for other in graph.node:
+                    other.input[:] = [name if entry == source else entry for entry in other.input]
+                    other.output[:] = [name if entry == source else entry for entry in other.output]
+                source = name
+            else:
+                for user in consumers.get(name, []):
+                    user.input[:] = [source if entry == name else entry for entry in user.input]
+        dropped += [node, *pairs]
+    if dropped:
+        ids = {id(node) for node in dropped}
+        kept = [node for node in graph.node if id(node) not in ids]
+        del graph.node[:]
+        graph.node.extend(kept)
+        onnx.save(model, path)
+    return sum(1 for node in dropped if node.op_type == "QuantizeLinear")
 
 
 def onnx_fp16(model: Path, out: Path, keep_tail: bool = True, work: Path | None = None) -> tuple[str, list[str]]:

@@ -80,14 +80,17 @@ def calibration_inputs(
     options: Mapping[str, Any] | None = None,
     detector_model: Path | None = None,
     progress: Progress | None = None,
+    data: Path | None = None,
 ) -> tuple[list[dict[str, np.ndarray]], int]:
     """The feeds the ``model_type`` node gives ``model`` for the first ``frames`` frames of ``source``, and the
     frames read: the family is built as the node builds it (detectors as `predict` builds them, with
     ``options``; reid as the tracker builds its embedder, on the boxes ``detector_model`` finds), on ONNX
     Runtime, with ``model`` on a RecordingRunner; each frame goes through it. ``progress`` (progress.py): the
-    frames run, of ``frames``."""
+    frames run, of ``frames``. A text-prompted family (open_vocab) is prompted as its accuracy check over the COCO
+    data set ``data`` prompts it (``calibration_prompt``)."""
     if frames < 1:
         raise UsageError(f"--frames must be at least 1, got {frames}", "--frames")
+    options = calibration_prompt(model_type, options or {}, data)
     calibration = calibration_frames(source, frames)  # checks the source before the models load
     calibration = counted(calibration, progress, "quantize: calibration frames", frames)
     recorders: list[RecordingRunner] = []
@@ -142,7 +145,7 @@ def with_decoder(model_type: str, model: Path, options: Mapping[str, Any]) -> di
         if options.get("--decoder"):
             raise UsageError(f"{model_type} models have no decoder: leave --decoder out", "--decoder")
         require_file_family(model, model_type, "quantize")
-        return options
+        return with_text_files(model_type, model, options)
     from ..models.sam_interface import decoder_beside
 
     try:
@@ -150,4 +153,54 @@ def with_decoder(model_type: str, model: Path, options: Mapping[str, Any]) -> di
     except ValueError as exc:
         raise UsageError(str(exc), "--decoder") from None
     require_family(summarize(model), model_type, shown_path(model), "quantize")
+    return options
+
+
+def with_text_files(model_type: str, model: Path, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with --tokenizer (and, for a YOLO-World / YOLOE export taking text embeddings, --text-encoder), for
+    a family whose model reads a tokenizer (its tokenizer_path parameter: open_vocab): the one given, else the one
+    beside ``model`` as its node finds it (a UsageError naming the option and every path looked at when none is), so
+    that the quantized model, written elsewhere, is calibrated and compared with the same files, kept as they are."""
+    options = dict(options)
+    if not any(parameter.name == "tokenizer_path" for parameter in family(model_type).parameters):
+        return options
+    from ..families.open_vocab import head, tokenizer_names
+    from ..models.model_file import summarize
+    from ..models.open_vocab_interface import YOLO_TEXT
+    from ..models.tokenizer_file import find_tokenizer
+    from ..models.yolo_world import text_encoder_beside
+
+    summary = summarize(model)
+    try:
+        options["--tokenizer"] = find_tokenizer(model, options.get("--tokenizer"), tokenizer_names(summary))
+    except ValueError as exc:
+        raise UsageError(str(exc), "--tokenizer") from None
+    if head(summary) == YOLO_TEXT:
+        try:
+            options["--text-encoder"] = Path(text_encoder_beside(model, options.get("--text-encoder")))
+        except ValueError as exc:
+            raise UsageError(str(exc), "--text-encoder") from None
+    return options
+
+
+def calibration_prompt(model_type: str, options: Mapping[str, Any], data: Path | None) -> dict[str, Any]:
+    """``options`` with the text prompt a text-prompted family's model (open_vocab) is calibrated with, the one its
+    accuracy check prompts with: --prompt, else the category names of the COCO data set ``data`` (a phrase each, as
+    eval prompts: coco_prompts.category_prompt), so that its text inputs are fed that prompt's tokens; a UsageError
+    naming --prompt when neither is given. Another family's ``options`` as they are."""
+    options = dict(options)
+    spec = family(model_type)
+    if spec.text_prompt is None or options.get("--prompt"):
+        return options
+    if data is None:
+        raise UsageError(
+            f"{model_type} models are calibrated with the prompt their accuracy check uses: give --data (a COCO data "
+            "set: its category names) or --prompt, e.g. 'a person . a forklift'",
+            "--prompt",
+        )
+    from .coco_eval import coco_truth
+    from .coco_prompts import category_prompt
+
+    truth, path = coco_truth(data, spec.result.iou_type)
+    options["--prompt"] = category_prompt(truth["categories"], path)
     return options

@@ -115,16 +115,7 @@ class OwlDetector(PromptedDetector):
             raise ValueError(
                 f"the prompt has {len(phrases)} phrases, more than the {self.rows} this export takes: give fewer"
             )
-        ids = np.zeros((self.rows or len(phrases), OWL_TOKENS), np.int64)
-        mask = np.zeros_like(ids)
-        for row, (phrase, encoding) in enumerate(zip(phrases, self.tokenizer.tokenizer.encode_batch(list(phrases)))):
-            if len(encoding.ids) > OWL_TOKENS:
-                raise ValueError(
-                    f"the phrase '{untrusted(phrase, 80)}' is {len(encoding.ids)} tokens, more than the {OWL_TOKENS} "
-                    "OWL reads: shorten it"
-                )
-            ids[row, : len(encoding.ids)] = encoding.ids
-            mask[row, : len(encoding.ids)] = 1
+        ids, mask = self.tokenizer.phrase_rows(phrases, OWL_TOKENS, "OWL", length=OWL_TOKENS, rows=self.rows)
         feeds = {"input_ids": ids, "attention_mask": mask}
         return OwlPrompt(phrases, {name: value.astype(self._dtypes[name]) for name, value in feeds.items()})
 

@@ -17,6 +17,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..files import UnreadableFile, read_limited
 from ..text import shown_path, untrusted
 
@@ -37,6 +39,26 @@ class TokenizerFile:
     def refuse(self, problem: str, fix: str) -> ValueError:
         """The error of a tokenizer that does not fit its model: the file, what is wrong, and the fix."""
         return ValueError(f"tokenizer {shown_path(self.path)} {problem}: {fix}")
+
+    def phrase_rows(
+        self, phrases: Sequence[str], limit: int, reader: str, length: int | None = None, rows: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``input_ids`` and ``attention_mask`` [rows, length] of int64, a phrase a row (a CLIP text tower's input:
+        OWL's queries, YOLO-World's text encoder), each row its tokens then zeros (mask 0 there); ``length``
+        None: the longest phrase's, ``rows`` None: one a phrase. A phrase of more than ``limit`` tokens is refused
+        naming it and ``reader``, what reads that many."""
+        encodings = self.tokenizer.encode_batch(list(phrases))
+        for phrase, encoding in zip(phrases, encodings):
+            if len(encoding.ids) > limit:
+                raise ValueError(
+                    f"the phrase '{untrusted(phrase, 80)}' is {len(encoding.ids)} tokens, more than the {limit} "
+                    f"{reader} reads: shorten it"
+                )
+        ids = np.zeros((rows or len(phrases), length or max(len(encoding.ids) for encoding in encodings)), np.int64)
+        mask = np.zeros_like(ids)
+        for row, encoding in enumerate(encodings):
+            ids[row, : len(encoding.ids)], mask[row, : len(encoding.ids)] = encoding.ids, 1
+        return ids, mask
 
     def require(self, check: bool, problem: str, fix: str) -> None:
         if not check:

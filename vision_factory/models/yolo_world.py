@@ -27,7 +27,6 @@ import numpy as np
 
 from ..results.boxes import Boxes
 from ..runtime.runner import Runner, TensorInfo, fixed_dim, tensor_text, tensors_text
-from ..text import untrusted
 from .geometry import FrameFit
 from .interface import Interface
 from .open_vocab import PromptedDetector, check_threshold
@@ -133,19 +132,8 @@ class YoloTextDetector(PromptedDetector):
 
     def _tokens(self, phrases: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
         """input_ids and attention_mask [N, T]: each phrase a row, padded with 0 to the longest (or T fixed)."""
-        rows = [encoding.ids for encoding in self.tokenizer.tokenizer.encode_batch(list(phrases))]
         limit = self._encoder.tokens or CLIP_TOKENS
-        for phrase, row in zip(phrases, rows):
-            if len(row) > limit:
-                raise ValueError(
-                    f"the phrase '{untrusted(phrase, 80)}' is {len(row)} tokens, more than the {limit} the text "
-                    "encoder reads: shorten it"
-                )
-        ids = np.zeros((len(rows), self._encoder.tokens or max(map(len, rows))), np.int64)
-        mask = np.zeros_like(ids)
-        for index, row in enumerate(rows):
-            ids[index, : len(row)], mask[index, : len(row)] = row, 1
-        return ids, mask
+        return self.tokenizer.phrase_rows(phrases, limit, "the text encoder", length=self._encoder.tokens)
 
     def preprocess(self, image_bgr: np.ndarray) -> tuple[dict[str, np.ndarray], FrameFit]:  # type: ignore[override]
         """The letterboxed image input, and how it maps back to the frame (Ultralytics' predict)."""

@@ -19,7 +19,6 @@ beams are the first step's N best continuations of the one start token.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -60,20 +59,20 @@ def beam_search(
     beams: int,
     length_penalty: float = 1.0,
     early_stopping: bool | str = False,
-    reorder: Callable[[dict[str, np.ndarray], np.ndarray], dict[str, np.ndarray]] | None = None,
+    reorder: Callable[[dict[str, np.ndarray], np.ndarray], tuple[dict, dict]] | None = None,
 ) -> tuple[list[int], bool]:
     """The best sequence from ``start`` (with it) and whether an end token ended it. ``step(last tokens, pasts,
     cross)``: the decoder on one token per beam -> (logits [beams, V], presents); ``rules(sequence, log_probs)``:
     the generation config's rules on one beam's log-probabilities (n-grams, forced tokens), in place, returning
-    them; ``reorder(presents, rows)``: the next step's pasts from a step's presents, the rows those beams continue
-    (the caller's: its cache layout)."""
+    them; ``reorder(presents, rows)``: the next step's pasts and cross-attention pasts from a step's presents, the
+    rows those beams continue (the caller's: its cache layout)."""
     max_length = 1 + max_new_tokens
     keep = max(2, 1 + len(ends)) * beams
     state = Beams(start, beams)
-    cache: dict[str, Any] = {}
+    pasts: tuple[dict, dict] = ({}, {})  # the decoder's self- and cross-attention pasts: none at the first step
     while True:
         length = len(state.running[0])
-        logits, presents = step([sequence[-1] for sequence in state.running], *cache.get("pasts", ({}, {})))
+        logits, presents = step([sequence[-1] for sequence in state.running], *pasts)
         log_probs = log_softmax(logits)
         for row, sequence in enumerate(state.running):
             rules(sequence, log_probs[row])
@@ -103,7 +102,7 @@ def beam_search(
         state.finished = [merged[i] for i in kept]
         state.finished_scores, state.done = merged_scores[kept], merged_done[kept]
         if reorder is not None:
-            cache["pasts"] = reorder(presents, rows[going])
+            pasts = reorder(presents, rows[going])
         # can a running beam still beat the worst finished one?
         length += 1
         hypothetical = max_length - 1 if early_stopping == "never" and length_penalty > 0.0 else length - 1

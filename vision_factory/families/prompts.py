@@ -56,6 +56,7 @@ class TextPrompt:
     max_phrases: int = 0  # the most phrases the model takes; 0: no limit of its own
 
     kind = "text"
+    answers_last_frame = False  # a change applies from the next frame (a PointsPrompt's is answered on the last)
 
     @property
     def parameter(self) -> Parameter:

@@ -41,7 +41,7 @@ MISSING = (
 class NodePrompts:
     """InferenceNode's prompt service and topic (``offer_prompt``), which set its prompt parameter."""
 
-    _text_prompt: TextPrompt | PointsPrompt | None = None
+    _served_prompt: TextPrompt | PointsPrompt | None = None
 
     def offer_prompt(self, prompt: TextPrompt | PointsPrompt) -> None:
         """Take ``prompt`` (the family's) from ~/set_prompt and ~/prompt too, for as long as the node lives."""
@@ -49,7 +49,7 @@ class NodePrompts:
             from vision_factory_interfaces.srv import SetPrompt
         except ImportError:
             raise RuntimeError(MISSING) from None
-        self._text_prompt = prompt
+        self._served_prompt = prompt
         self._last_items: dict[str, LastFrame] = {}  # camera -> the last item answered (answers_last_frame)
         self.prompts_refused: Counter = Counter()  # kind of problem -> prompts refused for it
         self.create_service(SetPrompt, "~/set_prompt", self._on_set_prompt)
@@ -65,9 +65,9 @@ class NodePrompts:
     def take_prompt(self, text: str, source: str) -> bool:
         """Set the prompt parameter to ``text`` (from ``source``, in the log), as ``ros2 param set`` does; whether
         it was taken (it applies from the next frame)."""
-        name = self._text_prompt.parameter.name
+        name = self._served_prompt.parameter.name
         try:
-            self._text_prompt.check(text)
+            self._served_prompt.check(text)
             (result,) = self.set_parameters([RosParameter(name, value=text)])
             if not result.successful:  # what the family makes of it (node_live.py): its reason, already escaped
                 raise PromptError("prompt refused", result.reason)
@@ -82,17 +82,20 @@ class NodePrompts:
             return False
         return True
 
+    @property
+    def _answers_last_frame(self) -> bool:
+        return self._served_prompt is not None and self._served_prompt.answers_last_frame
+
     def keep_last(self, camera: str, item: Any) -> None:
         """``camera``'s ``item`` was answered (the inference thread): the one a new prompt is answered on at once,
         with a prompt that answers_last_frame."""
-        if getattr(self._text_prompt, "answers_last_frame", False):
+        if self._answers_last_frame:
             self._last_items[camera] = LastFrame(item if isinstance(item, tuple) else (item, None))
 
     def prompt_changed(self, new: dict[str, Any]) -> None:
         """After a live change ``new`` (parameter -> value, taken; between_frames holds it): with a prompt that
         answers_last_frame and a change of it, each camera's last frame queued again unless a newer one waits."""
-        prompt = self._text_prompt
-        if not getattr(prompt, "answers_last_frame", False) or prompt.parameter.name not in new:
+        if not self._answers_last_frame or self._served_prompt.parameter.name not in new:
             return
         if not self._threads.running:  # inactive: the next frame after activate carries it
             self._last_items.clear()

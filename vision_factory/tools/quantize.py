@@ -57,7 +57,7 @@ from .quantize_backends import (
     source_metadata,
     write_onnx_metadata,
 )
-from .quantize_calibration import PERSON_DETECTOR, REFERENCE, calibration_frames, calibration_inputs, with_decoder
+from .quantize_calibration import PERSON_DETECTOR, REFERENCE, calibration_frames, calibration_inputs, with_companions
 from .quantize_choice import (
     AUTO,
     RUNS_ON,
@@ -196,7 +196,7 @@ def quantize(
             f"{Path(out).name}): --backend auto then writes NAME.onnx or NAME.xml (with NAME.bin), whichever it keeps",
             "--out",
         )
-    options = with_decoder(model_type, model, options or {})  # the model checked to be of the family
+    options = with_companions(model_type, model, options or {})  # the model checked to be of the family
     spec = family(model_type)
     if spec.runs_on and detector_model is None and (data is not None or precision == "int8"):
         raise UsageError(

@@ -131,23 +131,30 @@ def calibration_inputs(
     return feeds, read
 
 
-def with_decoder(model_type: str, model: Path, options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` with --decoder, for a family whose model works with a decoder (its decoder_path parameter: sam):
-    the one given, else the one beside ``model`` (a UsageError naming --decoder when none is), so that the quantized
-    model, written elsewhere, is compared through the same decoder, which quantize keeps as it is. ``model`` checked
-    to be of the family (an encoder its file alone does not name, Meta's, only not of another: its decoder checks
-    it as the family is built)."""
-    from ..models.model_file import require_file_family, summarize
-    from ..models.recognition import require_family
+def with_companions(model_type: str, model: Path, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with the files ``model`` works with, so that the quantized model, written elsewhere, is calibrated
+    and compared with the same ones, kept as they are: --decoder for a family with a decoder (sam: ``with_decoder``),
+    --tokenizer and --text-encoder for one that reads a tokenizer (open_vocab: ``with_text_files``); ``model``
+    checked to be of the family."""
+    if any(parameter.name == "decoder_path" for parameter in family(model_type).parameters):
+        return with_decoder(model_type, model, options)
+    if options.get("--decoder"):
+        raise UsageError(f"{model_type} models have no decoder: leave --decoder out", "--decoder")
+    from ..models.model_file import require_file_family
 
-    options = dict(options)
-    if not any(parameter.name == "decoder_path" for parameter in family(model_type).parameters):
-        if options.get("--decoder"):
-            raise UsageError(f"{model_type} models have no decoder: leave --decoder out", "--decoder")
-        require_file_family(model, model_type, "quantize")
-        return with_text_files(model_type, model, options)
+    require_file_family(model, model_type, "quantize")
+    return with_text_files(model_type, model, options)
+
+
+def with_decoder(model_type: str, model: Path, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with --decoder (its decoder_path parameter's file): the one given, else the one beside ``model``
+    (a UsageError naming --decoder when none is). ``model`` checked to be of the family (an encoder its file alone
+    does not name, Meta's, only not of another: its decoder checks it as the family is built)."""
+    from ..models.model_file import summarize
+    from ..models.recognition import require_family
     from ..models.sam_interface import decoder_beside
 
+    options = dict(options)
     try:
         options["--decoder"] = Path(decoder_beside(str(model), str(options.get("--decoder") or "")))
     except ValueError as exc:

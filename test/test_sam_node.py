@@ -60,7 +60,7 @@ def test_a_detection_topic_prompts_the_sam_node_each_mask_with_its_class_and_id(
         diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics")
         images = probe.publisher(Image, "/t/image")
         boxes = probe.publisher(Detection2DArray, "/t/boxes")
-        ready = lambda: images.get_subscription_count() and boxes.get_subscription_count()  # noqa: E731
+        ready = lambda: images.get_subscription_count() and boxes.get_subscription_count() and probe.matched()  # noqa: E731
         assert probe.spin_until(ready, PATIENCE_S), node.log()
         sent = [(frame, case, case["prompts"]) for frame, case in zip(frames, BOX_CASES)]
         # the last frame's pixels again (a new stamp), one box: its cached embedding, no encoder run
@@ -169,7 +169,8 @@ def test_points_by_the_prompt_service_are_answered_on_the_last_frame_with_its_em
         masks = probe.subscribe(Image, "/t/masks")
         diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics")
         boxes = probe.publisher(Detection2DArray, "/t/boxes")
-        assert probe.spin_until(lambda: boxes.get_subscription_count(), PATIENCE_S), node.log()
+        # the masks and diagnostics readers matched too: a volatile answer written before its reader matched is lost
+        assert probe.spin_until(lambda: boxes.get_subscription_count() and probe.matched(), PATIENCE_S), node.log()
 
         def send(sec: int) -> None:
             header = Header(frame_id="camera")

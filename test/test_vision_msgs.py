@@ -103,19 +103,25 @@ def test_message_fields():
     assert isinstance(labels.class_map[0], msg.VisionClass) and labels.class_map[0].class_id == 65535
 
 
+def _text(tmp_path) -> str:
+    """The publisher's log so far."""
+    return (tmp_path / "publisher.log").read_text()[-2000:]
+
+
 def test_round_trip_over_dds_to_a_late_subscriber(tmp_path):
     """Another process publishes 2 detections and a label map, latched; a subscriber that joins later gets both."""
     msg = vision_msgs()
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from support.ros_harness import PATIENCE_S
 
     log = (tmp_path / "publisher.log").open("w")
     publisher = subprocess.Popen([sys.executable, "-c", PUBLISHER], stdout=subprocess.PIPE, stderr=log, text=True)
     context = rclpy.Context()
     try:
         line = publisher.stdout.readline()  # the subscriber is created only after the messages went out
-        assert line.strip() == "published", (tmp_path / "publisher.log").read_text()
+        assert line.strip() == "published", _text(tmp_path)
         rclpy.init(context=context)
         node = rclpy.create_node("vision_msgs_late_subscriber", context=context)
         latched = QoSProfile(
@@ -128,13 +134,18 @@ def test_round_trip_over_dds_to_a_late_subscriber(tmp_path):
         node.create_subscription(msg.LabelInfo, "/vf_vision_msgs/label_info", received["labels"].append, latched)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PATIENCE_S  # discovery takes tens of seconds on a loaded machine
         while not all(received.values()) and time.monotonic() < deadline:
             executor.spin_once(timeout_sec=0.1)
-        assert all(received.values()), f"received {received} within 30 s"
+        alive = "running" if publisher.poll() is None else f"exited {publisher.returncode}"
+        assert all(received.values()), f"received {received}; the publisher {alive}: {_text(tmp_path)}"
     finally:
         publisher.terminate()
-        publisher.wait(timeout=15)
+        try:
+            publisher.wait(timeout=PATIENCE_S)
+        except subprocess.TimeoutExpired:  # stopping is not what this test checks: it must not hide the assertion
+            publisher.kill()
+            publisher.wait()
         log.close()
         if context.ok():
             rclpy.shutdown(context=context)

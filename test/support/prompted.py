@@ -42,6 +42,6 @@ def prompted_node(probe: Probe, node: NodeProcess, name: str, namespace: str = "
     service = probe.node.create_client(SetPrompt, f"{namespace}/{name}/set_prompt")
     parameters = AsyncParameterClient(probe.node, f"{namespace}/{name}")
     ready = lambda: images.get_subscription_count() > 0 and prompts.get_subscription_count() > 0  # noqa: E731
-    assert probe.spin_until(lambda: ready() and service.service_is_ready(), PATIENCE_S), node.log()
+    assert probe.spin_until(lambda: ready() and service.service_is_ready() and probe.matched(), PATIENCE_S), node.log()
     assert probe.spin_until(parameters.services_are_ready, PATIENCE_S)
     return PromptedNode(answers, labels, images, prompts, service, parameters)

@@ -101,6 +101,31 @@ def test_the_node_takes_the_decoder_beside_the_encoder(tmp_path):
     assert detector.sam.layout.layout == "meta"
 
 
+def test_a_rebuild_on_the_same_runners_keeps_the_segmenter_and_a_dropped_detector_frees_its_sessions(tmp_path):
+    """A live change builds the adapter again on the loaded runners: the same segmenter (its cached embeddings); once
+    no detector holds it, the encoder and decoder sessions go (a map keyed by the encoder once kept every load's
+    sessions for ever: 480 MB each time predict ran in one process)."""
+    import gc
+    import weakref
+
+    spec = family("sam")
+    values = with_defaults(spec.parameters, {"model_path": str(DATA / "meta-encoder.onnx")}, "sam")
+    values["decoder_path"] = str(DATA / "meta-decoder.onnx")
+    runners = {}
+
+    def load(path: str):
+        return runners.setdefault(path, load_target("onnx:cpu", Path(path)))  # loaded once, as a node's live change
+
+    first = spec.build(values, load)
+    again = spec.build({**values, "max_prompts": 7}, load)
+    assert again.sam is first.sam and again.sam.max_prompts == 7
+    sessions = [weakref.ref(runner) for runner in runners.values()]
+    del first, again, load
+    runners.clear()
+    gc.collect()
+    assert [ref() for ref in sessions] == [None, None]
+
+
 @pytest.mark.parametrize(
     "arguments,named",
     [

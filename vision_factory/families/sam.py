@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
-from weakref import WeakKeyDictionary
+from weakref import WeakValueDictionary
 
 from ..models.recognition import load_checked
 from ..models.sam import SamSegmenter
@@ -76,16 +76,20 @@ def make(runner: Runner, decoder: Runner, **given: Any) -> SamDetector:
     return SamDetector(runner, decoder, **given)
 
 
-# The segmenter (and its cached embeddings, its counts) of each loaded encoder: a node's live change builds the
-# adapter again on the runners already loaded, and a prompt changed on the last frame reuses that frame's embedding.
-_SEGMENTERS: WeakKeyDictionary[Runner, SamSegmenter] = WeakKeyDictionary()
+# The segmenter (and its cached embeddings, its counts) of each loaded encoder while a detector holds it: a node's
+# live change builds the adapter again on the runners already loaded, and a prompt changed on the last frame reuses
+# that frame's embedding. Held weakly, by the encoder's id: a segmenter holds its encoder, so a map keyed by the
+# encoder itself would keep both sessions alive for ever (480 MB a load); while the segmenter lives, so does its
+# encoder, whose id then names no other object.
+_SEGMENTERS: WeakValueDictionary[int, SamSegmenter] = WeakValueDictionary()
 
 
 def _segmenter(encoder: Runner, decoder: Runner, max_prompts: int, **names: str) -> SamSegmenter:
     """The segmenter on ``encoder`` and ``decoder``: the one already made on them (its max_prompts set), else new."""
-    segmenter = _SEGMENTERS.get(encoder)
-    if segmenter is None or segmenter.decoder is not decoder:
-        segmenter = _SEGMENTERS[encoder] = SamSegmenter(encoder, decoder, max_prompts=max_prompts, **names)
+    segmenter = _SEGMENTERS.get(id(encoder))
+    if segmenter is None or segmenter.encoder is not encoder or segmenter.decoder is not decoder:
+        segmenter = SamSegmenter(encoder, decoder, max_prompts=max_prompts, **names)
+        _SEGMENTERS[id(encoder)] = segmenter
     segmenter.max_prompts = max_prompts  # a live change (checked by its parameter)
     return segmenter
 

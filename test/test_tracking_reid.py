@@ -36,7 +36,17 @@ from support.real_models import FALL_MODEL, REID_MODEL
 
 from vision_factory.models.reid import ReidEmbedder
 from vision_factory.runtime.onnx_runner import OnnxRunner
-from vision_factory.tools.compose import MIN_VISIBLE, MOTION_OPTIONS, REID_OPTIONS, SCENES, compose, person
+from vision_factory.tools.compose import (
+    HELD_OUT_PEOPLE,
+    MIN_VISIBLE,
+    MOTION_OPTIONS,
+    OPENCV_DOC,
+    REID_OPTIONS,
+    SCENES,
+    compose,
+    person,
+    photo,
+)
 from vision_factory.tools.mot import evaluate
 from vision_factory.tools.track import REID_OPTION, track_frames
 
@@ -101,6 +111,21 @@ def test_the_truth_is_the_pasted_crop_and_someone_hides_for_over_a_second():
             for track in composed.truth.ids
         ]
         assert (areas >= np.array(smallest) - 1e-6).all(), scene.name
+
+
+def test_the_held_out_people_are_opencv_docs_photographs_and_a_missing_one_names_the_package():
+    """The held-out scenes' people (benchmarks/bench_tracking_held_out.py): each the photo's box, scaled to the height
+    asked; a photograph that is not there says which package has it, an unknown source the ones there are."""
+    with pytest.raises(FileNotFoundError, match="apt-get install opencv-doc"):
+        photo("opencv-doc:no-such-photograph.jpg")
+    with pytest.raises(ValueError, match="opencv-doc:FILE"):
+        photo("unsplash:someone.jpg")
+    if not OPENCV_DOC.is_dir():
+        pytest.skip(f"no {OPENCV_DOC}: the held-out people are opencv-doc's photographs (apt-get install opencv-doc)")
+    for name, (source, (x1, y1, x2, y2)) in HELD_OUT_PEOPLE.items():
+        assert photo(source).shape[0] >= y2 and photo(source).shape[1] >= x2, name
+        crop = person(name, 150)
+        assert crop.shape[0] == 150 and abs(crop.shape[1] - 150 * (x2 - x1) / (y2 - y1)) <= 1, name
 
 
 @pytest.mark.parametrize("scene", [scene.name for scene in SCENES])

@@ -45,9 +45,7 @@ import numpy as np
 
 from vision_factory.models.global_ids import GlobalIdentities
 from vision_factory.tools.compose import (
-    HANDOVER_HELD_OUT,
-    HANDOVER_TUNING,
-    HANDOVER_TUNING_MORE,
+    GARAGE,
     camera_view,
     compose,
     handover_scene,
@@ -59,6 +57,40 @@ from vision_factory.tools.track import REID_OPTION, TRACKING, camera_pipelines, 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scene_cache  # noqa: E402
 from bench_detection import FALL_WHEEL, shared_dir, wheel_model  # noqa: E402
+
+# The seeds of tools/compose.py's hand-overs (handover_scene): those the cross-camera rules were chosen on (1-3
+# first; 101-104 were held out from those first rules, then looked at to find what they still got wrong, so they are
+# tuning scenes now) and the seeds kept apart from every choice (201-204, made after the rules were fixed and run once),
+# each on backdrops and pillar textures of their own:
+HANDOVER_TUNING = (
+    (1, GARAGE, "skimage:brick"),
+    (2, "skimage:rocket", "skimage:brick"),
+    (3, GARAGE, "skimage:gravel"),
+    (101, "skimage:coffee", "skimage:grass"),
+    (102, "skimage:rocket", "skimage:grass"),
+    (103, "skimage:chelsea", "skimage:moon"),
+    (104, "skimage:coffee", "skimage:gravel"),
+)
+# More tuning scenes (issue 31's second round, to study where each camera's tracks break): other seeds, on backdrops
+# and pillar textures of their own.
+HANDOVER_TUNING_MORE = (
+    (301, "skimage:hubble_deep_field", "skimage:text"),
+    (302, "skimage:immunohistochemistry", "skimage:brick"),
+    (303, "skimage:retina", "skimage:gravel"),
+    (304, GARAGE, "skimage:clock"),
+    (305, "skimage:rocket", "skimage:text"),
+    (306, "skimage:coffee", "skimage:moon"),
+    (307, "skimage:chelsea", "skimage:grass"),
+    (308, "skimage:hubble_deep_field", "skimage:clock"),
+    (309, "skimage:immunohistochemistry", "skimage:gravel"),
+    (310, GARAGE, "skimage:text"),
+)
+HANDOVER_HELD_OUT = (
+    (201, "skimage:rocket", "skimage:coins"),
+    (202, GARAGE, "skimage:page"),
+    (203, "skimage:coffee", "skimage:cell"),
+    (204, "skimage:chelsea", "skimage:brick"),
+)
 
 FPS = 30
 

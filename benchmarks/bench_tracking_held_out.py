@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vision_factory.tools.compose import OPENCV_DOC, Scene, Walker, compose, person, truth_detections
+from vision_factory.tools.compose import OPENCV_DOC, Scene, compose, passing, person, truth_detections, turning
 from vision_factory.tools.mot import evaluate
 from vision_factory.tools.mot_files import boxes_from_rows
 from vision_factory.tools.track import REID_OPTION, build_trackings
@@ -78,24 +78,11 @@ def _draw(rng: np.random.Generator, seed: int, backdrop: str, pillars: str) -> S
     fast, slow = float(rng.uniform(3.0, 6.0)), float(rng.uniform(2.5, 5.0))
     meet_x, meet_t = float(rng.uniform(150, WIDTH - 150)), float(rng.uniform(0.3, 0.6) * FRAMES)
 
-    def line(centre_at: float, speed: float, crop_width: int, y: int) -> tuple:
-        start = centre_at - speed * (meet_t - 1) - crop_width / 2
-        return ((1, start, y), (FRAMES, start + speed * (FRAMES - 1), y))
-
-    walkers = [
-        Walker(crosser, far, line(meet_x, way * fast, person(crosser, far).shape[1], far_y), 0, way < 0),
-        Walker(counter, near, line(meet_x, -way * slow, person(counter, near).shape[1], near_y), 1, way > 0),
-    ]
+    walkers = passing((crosser, far, far_y), (counter, near, near_y), way, (fast, slow), (meet_x, meet_t), FRAMES)
     hide = int(rng.integers(30, FRAMES - 100))
     wait, pace, side = int(rng.integers(20, 46)), float(rng.uniform(2.0, 4.5)), -1 if rng.random() < 0.5 else 1
     hidden_x, top_y = (x1 + x2) / 2 - turner_width / 2, int(rng.integers(0, 20))
-    keys = (
-        (1, hidden_x + side * pace * (hide - 1), top_y),
-        (hide, hidden_x, top_y),
-        (hide + wait, hidden_x, top_y),
-        (FRAMES, hidden_x + side * pace * (FRAMES - hide - wait), top_y),
-    )
-    walkers.append(Walker(turner, top, keys, -1, side > 0))
+    walkers.append(turning(turner, top, (hidden_x, top_y), side * pace, (hide, hide + wait), FRAMES))
     description = (
         f"seed {seed}: {crosser} crosses from the {'left' if way > 0 else 'right'} behind the pillar; {counter}, "
         f"nearer, walks the other way and covers them; {turner} waits hidden behind the pillar {wait} frames and "

@@ -350,40 +350,42 @@ def truth_detections(truth: MotBoxes, frames: list[np.ndarray]) -> list[FrameRes
 # and two lookalikes (one of the photos, its colours turned 90-270 degrees: the same build dressed otherwise, an
 # appearance distance of about 0.05 from the photo's person, under any re-entry threshold), each walking over both
 # views on a lane of their own, at a time of their own.
-# Everyone faces the way they walk (the photo mirrored). The seeds the cross-camera rules were chosen on (1-3 first;
-# 101-104 were held out from those first rules, then looked at to find what they still got wrong, so they are tuning
-# scenes now) and the seeds kept apart from every choice (201-204, made after the rules were fixed and run once),
-# each on backdrops and pillar textures of their own:
+# Everyone faces the way they walk (the photo mirrored); the seeds' groups are bench_cross_camera.py's.
 HANDOVER_VIEW = 560  # each camera's width, pixels
-HANDOVER_TUNING = (
-    (1, GARAGE, "skimage:brick"),
-    (2, "skimage:rocket", "skimage:brick"),
-    (3, GARAGE, "skimage:gravel"),
-    (101, "skimage:coffee", "skimage:grass"),
-    (102, "skimage:rocket", "skimage:grass"),
-    (103, "skimage:chelsea", "skimage:moon"),
-    (104, "skimage:coffee", "skimage:gravel"),
-)
-# More tuning scenes (issue 31's second round, to study where each camera's tracks break): other seeds, on backdrops
-# and pillar textures of their own.
-HANDOVER_TUNING_MORE = (
-    (301, "skimage:hubble_deep_field", "skimage:text"),
-    (302, "skimage:immunohistochemistry", "skimage:brick"),
-    (303, "skimage:retina", "skimage:gravel"),
-    (304, GARAGE, "skimage:clock"),
-    (305, "skimage:rocket", "skimage:text"),
-    (306, "skimage:coffee", "skimage:moon"),
-    (307, "skimage:chelsea", "skimage:grass"),
-    (308, "skimage:hubble_deep_field", "skimage:clock"),
-    (309, "skimage:immunohistochemistry", "skimage:gravel"),
-    (310, GARAGE, "skimage:text"),
-)
-HANDOVER_HELD_OUT = (
-    (201, "skimage:rocket", "skimage:coins"),
-    (202, GARAGE, "skimage:page"),
-    (203, "skimage:coffee", "skimage:cell"),
-    (204, "skimage:chelsea", "skimage:brick"),
-)
+
+
+def passing(
+    crosser: tuple[str, int, int],
+    counter: tuple[str, int, int],
+    way: int,
+    speeds: tuple[float, float],
+    meet: tuple[float, float],
+    frames: int,
+) -> list[Walker]:
+    """Two people walking straight across ``frames`` frames who pass each other centre on centre at ``meet`` (x,
+    frame): the crosser ((name, height, y), drawn under) at ``way`` * speeds[0] pixels a frame (``way`` +1: left
+    to right), the counter-walker (nearer, drawn over) the other way at speeds[1]; each facing where they go."""
+    meet_x, meet_t = meet
+
+    def line(centre_at: float, speed: float, crop_width: int, y: int) -> tuple:
+        start = centre_at - speed * (meet_t - 1) - crop_width / 2
+        return ((1, start, y), (frames, start + speed * (frames - 1), y))
+
+    (name, height, y), (near_name, near, near_y) = crosser, counter
+    return [
+        Walker(name, height, line(meet_x, way * speeds[0], person(name, height).shape[1], y), 0, way < 0),
+        Walker(near_name, near, line(meet_x, -way * speeds[1], person(near_name, near).shape[1], near_y), 1, way > 0),
+    ]
+
+
+def turning(name: str, height: int, hidden: tuple[float, float], velocity: float, still: tuple[int, int],
+            frames: int) -> Walker:  # fmt: skip
+    """Someone who walks at ``velocity`` pixels a frame (its sign: the side they come from, +1 the right) to
+    ``hidden`` (the crop's corner x, y: behind a pillar), stands there from frame still[0] to still[1] and goes
+    back out the way they came; drawn under everyone."""
+    (x, y), (stop, go) = hidden, still
+    keys = ((1, x + velocity * (stop - 1), y), (stop, x, y), (go, x, y), (frames, x + velocity * (frames - go), y))
+    return Walker(name, height, keys, -1, velocity > 0)
 
 
 def handover_scene(seed: int, backdrop: str = GARAGE, pillars: str = "skimage:brick") -> tuple[Scene, dict]:
@@ -416,26 +418,13 @@ def _handover_draw(rng: np.random.Generator, seed: int, backdrop: str, pillars: 
     lo, hi = cameras["left" if meet_left else "right"]
     meet_x, meet_t = float(rng.uniform(lo + 150, hi - 150)), float(rng.uniform(0.3, 0.6) * frames)
 
-    def line(centre_at: float, speed: float, crop_width: int, y: int) -> tuple:
-        start = centre_at - speed * (meet_t - 1) - crop_width / 2
-        return ((1, start, y), (frames, start + speed * (frames - 1), y))
-
-    walkers = [
-        Walker(crosser, far, line(meet_x, way * fast, person(crosser, far).shape[1], far_y), 0, way < 0),
-        Walker(counter, near, line(meet_x, -way * slow, person(counter, near).shape[1], near_y), 1, way > 0),
-    ]
+    walkers = passing((crosser, far, far_y), (counter, near, near_y), way, (fast, slow), (meet_x, meet_t), frames)
     # the turner: behind the pillar while the crosser passes behind it (most seeds), from a side drawn
     behind_t = meet_t + (centre - meet_x) / (way * fast)
     hide = int(np.clip(behind_t - rng.integers(5, 25), 25, frames - 90))
     wait, pace, side = int(rng.integers(20, 46)), float(rng.uniform(2.5, 4.5)), -1 if rng.random() < 0.5 else 1
     hidden_x, top_y = centre - turner_width / 2, int(rng.integers(0, 15))
-    keys = (
-        (1, hidden_x + side * pace * (hide - 1), top_y),
-        (hide, hidden_x, top_y),
-        (hide + wait, hidden_x, top_y),
-        (frames, hidden_x + side * pace * (frames - hide - wait), top_y),
-    )
-    walkers.append(Walker(turner, top, keys, -1, side > 0))
+    walkers.append(turning(turner, top, (hidden_x, top_y), side * pace, (hide, hide + wait), frames))
     for _ in range(2):  # the lookalikes
         name, tall = str(rng.choice(list(PEOPLE))), int(rng.integers(125, 171))
         hue, pace, way_x = int(rng.integers(90, 271)), float(rng.uniform(2.5, 5.0)), 1 if rng.random() < 0.5 else -1

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from support import tiers  # test/support/: helpers the test modules share
 from support.domains import claim_domain
+from support.memory_log import record as record_memory
 from support.shm import clean_stale
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,6 +146,15 @@ def pytest_sessionstart(session):
 
 def pytest_sessionfinish(session, exitstatus):
     clean_stale()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """With VF_TEST_MEMORY_LOG=DIR, each test's memory after its teardown, in DIR (test/support/memory_log.py), by
+    the process that ran it (never xdist's controller); else nothing."""
+    folder = os.environ.get("VF_TEST_MEMORY_LOG")
+    if folder:
+        record_memory(folder, item.nodeid)
 
 
 def pytest_report_header(config):

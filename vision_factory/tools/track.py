@@ -296,12 +296,15 @@ def _check_detector(model_type: str) -> None:
 
 
 def tracked_frames(
-    frames: Iterable[np.ndarray], pipelines: Sequence[DetectionPipeline]
+    frames: Iterable[np.ndarray],
+    pipelines: Sequence[DetectionPipeline],
+    detections: Sequence[FrameResult] | None = None,
 ) -> Iterator[tuple[int, np.ndarray, list[FrameResult]]]:
     """Each frame's number (from 1), the frame and, per pipeline of ``pipelines`` (``build_pipelines``'), its
     detections that have a track ID (each with it): the detector (the pipelines share it) runs once a frame, every
-    pipeline's tracking updates on its detections (to compare configurations on one run). A frame of another size
-    than the first is an error (tracks are in the stream's pixels)."""
+    pipeline's tracking updates on its detections (to compare configurations on one run). ``detections``: each
+    frame's, instead of the detector's. A frame of another size than the first is an error (tracks are in the
+    stream's pixels)."""
     size = None
     for number, frame in enumerate(frames, start=1):
         if size is None:
@@ -311,7 +314,7 @@ def tracked_frames(
                 f"frame {number} is {frame.shape[1]}x{frame.shape[0]}, the stream's first "
                 f"{size[1]}x{size[0]}: a stream's frames have one size (tracks are in its pixels)"
             )
-        found = pipelines[0].detector.detect(frame)
+        found = pipelines[0].detector.detect(frame) if detections is None else detections[number - 1]
         kept = []
         for pipeline in pipelines:
             tracked = pipeline.track(frame, found, number)

